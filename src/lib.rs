@@ -1,1 +1,51 @@
-pub fn run<I: IntoIterator<Item = std::ffi::OsString>>(_args: I) -> i32 { 0 }
+//! `bootstrap`: brings a fresh Kubernetes cluster to the point where Flux owns
+//! everything else, and makes sure Flux never manages what bootstrap installed.
+//!
+//! `run` is the whole program; `main` only exits with its code.
+
+pub mod cli;
+pub mod commands;
+pub mod config;
+pub mod error;
+pub mod graph;
+pub mod plan;
+pub mod release;
+pub mod template;
+pub mod values;
+pub mod yaml;
+
+use std::ffi::OsString;
+
+use clap::Parser;
+
+use crate::cli::Arguments;
+use crate::error::{EXIT_INVALID, EXIT_OK};
+
+pub fn run<I: IntoIterator<Item = OsString>>(args: I) -> i32 {
+    let arguments = match Arguments::try_parse_from(args) {
+        Ok(arguments) => arguments,
+        Err(e) => {
+            let code = if e.use_stderr() {
+                EXIT_INVALID
+            } else {
+                EXIT_OK
+            };
+            let _ = e.print();
+            return code;
+        }
+    };
+    if std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty()) {
+        console::set_colors_enabled(false);
+        console::set_colors_enabled_stderr(false);
+    }
+    let result = arguments
+        .into_config()
+        .and_then(|config| commands::execute(&config, &mut std::io::stdout().lock()));
+    match result {
+        Ok(()) => EXIT_OK,
+        Err(e) => {
+            eprint!("{}", e.render());
+            e.exit_code()
+        }
+    }
+}

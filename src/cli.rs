@@ -1,0 +1,211 @@
+//! Command-line parsing: clap `Arguments` in, a plain [`Config`] out. Nothing
+//! past this module sees a clap type.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand as ClapSubcommand, ValueEnum};
+
+use crate::error::Error;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "bootstrap",
+    version,
+    about = "Bring a fresh Kubernetes cluster from \"API server up, no CNI\" to \"Flux owns everything else\".",
+    long_about = None,
+    after_help = "Exit codes: 0 success, 1 operation failed (or `check` found an error), 2 invalid input or missing prerequisite (nothing changed), 130 interrupted."
+)]
+pub struct Arguments {
+    /// Config root holding clusters/ and releases/.
+    #[arg(long, global = true, default_value = ".", value_name = "DIR")]
+    dir: PathBuf,
+    /// Output format.
+    #[arg(long, global = true, value_enum, default_value_t = OutputFormat::Text)]
+    output: OutputFormat,
+    /// The helm binary (default: `helm` from PATH).
+    #[arg(long, global = true, value_name = "PATH", env = "BOOTSTRAP_HELM")]
+    helm: Option<PathBuf>,
+    /// kubeconfig file (default: $KUBECONFIG, then ~/.kube/config).
+    #[arg(long, global = true, value_name = "FILE")]
+    kubeconfig: Option<PathBuf>,
+    /// kubeconfig context (overrides the cluster's `context`).
+    #[arg(long, global = true, value_name = "NAME")]
+    context: Option<String>,
+    /// More output (repeat for more); streams hook output.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count, conflicts_with = "quiet")]
+    verbose: u8,
+    /// Only errors and the final result.
+    #[arg(short, long, global = true)]
+    quiet: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OutputFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum GraphFormat {
+    Dot,
+    Mermaid,
+    Json,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SchemaKind {
+    Cluster,
+    Release,
+}
+
+#[derive(Debug, ClapSubcommand)]
+enum Command {
+    /// Validate everything and print the phases and releases in execution order.
+    Plan { cluster: String },
+    /// Print the release DAG.
+    Graph {
+        cluster: String,
+        #[arg(long, value_enum, default_value_t = GraphFormat::Dot)]
+        format: GraphFormat,
+    },
+    /// Print the rendered, merged values of a cluster's releases.
+    Template {
+        cluster: String,
+        /// Only this release (name or namespace/name).
+        release: Option<String>,
+        /// Print values that look like secrets instead of redacting them.
+        #[arg(long)]
+        show_secrets: bool,
+        /// Show the values of the CRD-phase render (with `crdValues`).
+        #[arg(long)]
+        crds: bool,
+    },
+    /// Print the JSON Schema of cluster.yaml or release files (for editors).
+    Schema {
+        #[arg(value_enum, default_value_t = SchemaKind::Release)]
+        kind: SchemaKind,
+    },
+    /// Print shell completions.
+    Completions { shell: clap_complete::Shell },
+}
+
+/// Everything a command needs, free of clap.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub dir: PathBuf,
+    pub output: OutputFormat,
+    pub helm: Option<PathBuf>,
+    pub kubeconfig: Option<PathBuf>,
+    pub context: Option<String>,
+    pub verbosity: Verbosity,
+    pub subcommand: Subcommand,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Verbosity {
+    Quiet,
+    Normal,
+    Verbose,
+}
+
+#[derive(Debug, Clone)]
+pub enum Subcommand {
+    Plan {
+        cluster: String,
+    },
+    Graph {
+        cluster: String,
+        format: GraphFormat,
+    },
+    Template {
+        cluster: String,
+        release: Option<String>,
+        show_secrets: bool,
+        crds: bool,
+    },
+    Schema(SchemaKind),
+    Completions(clap_complete::Shell),
+}
+
+/// Parses a duration flag like `10m`.
+pub fn parse_duration(text: &str) -> Result<Duration, Error> {
+    crate::config::validate::duration(text).map_err(Error::Usage)
+}
+
+impl Arguments {
+    pub fn into_config(self) -> Result<Config, Error> {
+        let verbosity = if self.quiet {
+            Verbosity::Quiet
+        } else if self.verbose > 0 {
+            Verbosity::Verbose
+        } else {
+            Verbosity::Normal
+        };
+        let subcommand = match self.command {
+            Command::Plan { cluster } => Subcommand::Plan { cluster },
+            Command::Graph { cluster, format } => Subcommand::Graph { cluster, format },
+            Command::Template {
+                cluster,
+                release,
+                show_secrets,
+                crds,
+            } => Subcommand::Template {
+                cluster,
+                release,
+                show_secrets,
+                crds,
+            },
+            Command::Schema { kind } => Subcommand::Schema(kind),
+            Command::Completions { shell } => Subcommand::Completions(shell),
+        };
+        Ok(Config {
+            dir: self.dir,
+            output: self.output,
+            helm: self.helm,
+            kubeconfig: self.kubeconfig,
+            context: self.context,
+            verbosity,
+            subcommand,
+        })
+    }
+}
+
+pub fn command() -> clap::Command {
+    <Arguments as clap::CommandFactory>::command()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Config {
+        Arguments::try_parse_from(args)
+            .unwrap()
+            .into_config()
+            .unwrap()
+    }
+
+    #[test]
+    fn global_flags_anywhere() {
+        let c = parse(&[
+            "bootstrap",
+            "plan",
+            "infra",
+            "--dir",
+            "x",
+            "--output",
+            "json",
+        ]);
+        assert_eq!(c.dir, PathBuf::from("x"));
+        assert_eq!(c.output, OutputFormat::Json);
+        assert!(matches!(c.subcommand, Subcommand::Plan { cluster } if cluster == "infra"));
+    }
+
+    #[test]
+    fn clap_definition_is_consistent() {
+        command().debug_assert();
+    }
+}

@@ -1,0 +1,212 @@
+//! The file formats exactly as users write them (SPEC §1). These types only
+//! describe shape: unknown keys are rejected here, everything semantic is
+//! checked in `validate`. `bootstrap schema` derives its JSON Schema from them.
+
+use std::collections::BTreeMap;
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::{Map, Value};
+use serde_saphyr::Spanned;
+
+pub type Values = Map<String, Value>;
+
+/// `clusters/<cluster>/cluster.yaml`
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[schemars(title = "bootstrap cluster definition")]
+pub struct ClusterFile {
+    /// Must equal the directory name.
+    #[schemars(with = "String")]
+    pub name: Spanned<String>,
+    /// kubeconfig context; default: `--context`, else the current context.
+    pub context: Option<String>,
+    /// Free variables for templates: `{{cluster.values.NAME}}`.
+    #[serde(default)]
+    pub values: Values,
+    /// The releases this cluster gets (names or namespace/name); default: all.
+    #[schemars(with = "Option<Vec<String>>")]
+    pub releases: Option<Vec<Spanned<String>>>,
+    /// Per-release changes for this cluster, keyed by release name or namespace/name.
+    #[serde(default)]
+    pub overrides: BTreeMap<String, OverrideFile>,
+    /// Where this cluster's GitOps tree starts (used by `check`).
+    pub flux: Option<FluxFile>,
+    /// Install the admission policy that keeps Flux off bootstrap releases (default true).
+    pub guard: Option<bool>,
+}
+
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct OverrideFile {
+    /// Merged over every values file; string leaves are templates.
+    pub values: Option<Values>,
+    /// Relative to the cluster directory; rendered as templates.
+    #[serde(default)]
+    #[schemars(with = "Vec<String>")]
+    pub values_files: Vec<Spanned<String>>,
+    /// Replaces the release's timeout on this cluster.
+    #[schemars(with = "Option<String>")]
+    pub timeout: Option<Spanned<String>>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct FluxFile {
+    /// The directory Flux's GitRepository points at, relative to the config root.
+    #[serde(default = "dot")]
+    pub root: String,
+    /// The path Flux's root Kustomization reconciles, relative to `root`.
+    pub entrypoint: String,
+}
+
+fn dot() -> String {
+    ".".to_string()
+}
+
+/// One document of `releases/*.yaml`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[schemars(title = "bootstrap release definition")]
+pub struct ReleaseFile {
+    #[schemars(with = "String")]
+    pub name: Spanned<String>,
+    #[schemars(with = "String")]
+    pub namespace: Spanned<String>,
+    #[schemars(with = "Option<ChartFile>")]
+    pub chart: Option<Spanned<ChartFile>>,
+    /// URLs or paths of manifests applied with server-side apply, in place of `chart`.
+    #[schemars(with = "Option<Vec<String>>")]
+    pub manifests: Option<Vec<Spanned<String>>>,
+    /// Release names, or namespace/name where a name is ambiguous.
+    #[serde(default)]
+    #[schemars(with = "Vec<String>")]
+    pub needs: Vec<Spanned<String>>,
+    #[serde(default)]
+    pub crds: CrdPolicy,
+    /// Inline values; every string leaf is a handlebars template.
+    pub values: Option<Values>,
+    /// Relative to the release file; rendered as templates.
+    #[serde(default)]
+    #[schemars(with = "Vec<String>")]
+    pub values_files: Vec<Spanned<String>>,
+    /// Merged last, only for the CRD-phase render (e.g. `crds.enabled: true`).
+    pub crd_values: Option<Values>,
+    /// Bounds the helm operation plus hooks, e.g. `5m`.
+    #[schemars(with = "Option<String>")]
+    pub timeout: Option<Spanned<String>>,
+    /// Also wait for every workload in the release's manifest.
+    #[serde(default)]
+    pub wait: bool,
+    #[serde(default)]
+    pub hooks: HooksFile,
+    #[serde(default)]
+    pub ownership: Ownership,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ChartFile {
+    /// Classic chart repository URL (passed as `helm --repo`), with `name`.
+    pub repo: Option<String>,
+    /// Chart name in `repo`.
+    pub name: Option<String>,
+    /// `oci://registry/path/chart`.
+    pub oci: Option<String>,
+    /// A local chart directory, relative to the release file.
+    pub path: Option<String>,
+    /// Exact chart version; required for `repo` and `oci` charts.
+    pub version: Option<String>,
+}
+
+/// What happens to the CRDs a chart carries.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, JsonSchema, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CrdPolicy {
+    /// Applied in the CRD phase; the release installs with `--skip-crds`.
+    #[default]
+    Bootstrap,
+    /// Applied in the CRD phase; the release itself is never installed.
+    Only,
+    /// Left to helm.
+    Chart,
+    /// Ignored.
+    None,
+}
+
+/// Who owns a release once it is installed (SPEC §3).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, JsonSchema, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Ownership {
+    /// Exclusive: bootstrap installs and upgrades it; Flux must never manage it.
+    #[default]
+    Bootstrap,
+}
+
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct HooksFile {
+    #[serde(default)]
+    #[schemars(with = "Vec<HookFile>")]
+    pub presync: Vec<Spanned<HookFile>>,
+    #[serde(default)]
+    #[schemars(with = "Vec<HookFile>")]
+    pub postsync: Vec<Spanned<HookFile>>,
+}
+
+/// Exactly one of `rollout`, `condition`, `created`, `job`, `command`, `shell`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct HookFile {
+    /// Wait until a Deployment, DaemonSet or StatefulSet is fully rolled out.
+    pub rollout: Option<WorkloadFile>,
+    /// Wait until an object has a status condition.
+    pub condition: Option<ConditionFile>,
+    /// Wait until an object exists.
+    pub created: Option<ObjectFile>,
+    /// Wait until a Job completes.
+    pub job: Option<JobFile>,
+    /// Run a program (no shell); every element is a template.
+    pub command: Option<Vec<String>>,
+    /// Run `sh -c` with this script; use only when a shell is needed.
+    pub shell: Option<String>,
+    /// Bounds this hook (default: what is left of the release timeout).
+    pub timeout: Option<String>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct WorkloadFile {
+    pub kind: String,
+    pub name: String,
+    pub namespace: Option<String>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ConditionFile {
+    pub api_version: String,
+    pub kind: String,
+    pub name: String,
+    pub namespace: Option<String>,
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// Default `"True"`.
+    pub status: Option<String>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ObjectFile {
+    pub api_version: String,
+    pub kind: String,
+    pub name: String,
+    pub namespace: Option<String>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct JobFile {
+    pub name: String,
+    pub namespace: Option<String>,
+}

@@ -1,0 +1,754 @@
+//! Reads `clusters/<cluster>/cluster.yaml` and `releases/*.yaml`, checks them,
+//! resolves `needs`, renders templates and orders the releases.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+
+use serde_saphyr::Spanned;
+
+use super::file::{ChartFile, ClusterFile, HookFile, ReleaseFile};
+use super::render::render_release;
+use super::validate;
+use super::{Cluster, Flux};
+use crate::error::{Error, Problem, did_you_mean};
+use crate::graph::ReleaseGraph;
+use crate::plan::Plan;
+use crate::release::{Chart, ChartSource, Hook, HookAction, Hooks, ObjectRef, ReleaseId, Source};
+use crate::yaml;
+
+/// Paths shown to the user: relative to the config root, prefixed with the
+/// `--dir` the user typed, so they can be pasted into an editor.
+#[derive(Debug, Clone)]
+pub(crate) struct Paths {
+    pub root: PathBuf,
+    shown_root: PathBuf,
+}
+
+impl Paths {
+    pub fn show(&self, path: &Path) -> PathBuf {
+        let rel = path.strip_prefix(&self.root).unwrap_or(path);
+        if self.shown_root.as_os_str().is_empty() || self.shown_root == Path::new(".") {
+            rel.to_path_buf()
+        } else {
+            self.shown_root.join(rel)
+        }
+    }
+}
+
+/// A release as parsed and checked, before rendering.
+pub(crate) struct Draft {
+    pub id: ReleaseId,
+    pub file: PathBuf,
+    pub line: u64,
+    pub doc: ReleaseFile,
+    pub source: Source,
+    pub needs: Vec<ReleaseId>,
+    pub timeout: Option<std::time::Duration>,
+    pub hooks: Hooks,
+}
+
+pub fn cluster_names(root: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(root.join("clusters"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.path().join("cluster.yaml").is_file())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+/// Loads everything `cluster` needs from the config root `dir`.
+pub fn load(dir: &Path, cluster: &str) -> Result<Plan, Error> {
+    let root = std::fs::canonicalize(dir).map_err(|e| {
+        Error::config(Problem::new(format!(
+            "config root `{}` cannot be read ({e}); pass --dir with the directory that holds clusters/ and releases/",
+            dir.display()
+        )))
+    })?;
+    let paths = Paths {
+        root: root.clone(),
+        shown_root: dir.to_path_buf(),
+    };
+    let mut problems = Vec::new();
+
+    let cluster_file = read_cluster(&paths, cluster)?;
+    let drafts = read_releases(&paths, &mut problems)?;
+
+    let mut by_id: BTreeMap<ReleaseId, usize> = BTreeMap::new();
+    let mut catalog: Vec<Draft> = Vec::new();
+    for draft in drafts {
+        if let Some(&first) = by_id.get(&draft.id) {
+            let first: &Draft = &catalog[first];
+            problems.push(
+                Problem::new(format!(
+                    "is defined twice; the first definition is at {}:{}; rename one or remove it",
+                    paths.show(&first.file).display(),
+                    first.line
+                ))
+                .file(paths.show(&draft.file))
+                .at(draft.line, 0)
+                .release(&draft.id),
+            );
+            continue;
+        }
+        by_id.insert(draft.id.clone(), catalog.len());
+        catalog.push(draft);
+    }
+
+    let resolver = Resolver::new(catalog.iter().map(|d| &d.id));
+    for draft in &mut catalog {
+        let mut needs = Vec::new();
+        for need in &draft.doc.needs {
+            let at = (need.referenced.line(), need.referenced.column());
+            match resolver.resolve(&need.value) {
+                Ok(id) if id == draft.id => problems.push(
+                    Problem::new("needs itself; remove it from `needs`")
+                        .file(paths.show(&draft.file))
+                        .at(at.0, at.1)
+                        .release(&draft.id),
+                ),
+                Ok(id) => needs.push(id),
+                Err(message) => problems.push(
+                    Problem::new(format!("needs {message}"))
+                        .file(paths.show(&draft.file))
+                        .at(at.0, at.1)
+                        .release(&draft.id),
+                ),
+            }
+        }
+        needs.sort();
+        needs.dedup();
+        draft.needs = needs;
+    }
+
+    let graph = ReleaseGraph::new(catalog.iter().map(|d| (&d.id, d.needs.as_slice())));
+    for cycle in graph.cycles() {
+        let first = &catalog[by_id[&cycle.0[0]]];
+        problems.push(
+            Problem::new(format!(
+                "dependency cycle: {cycle}; remove one of these `needs`"
+            ))
+            .file(paths.show(&first.file))
+            .at(first.line, 0)
+            .release(&first.id),
+        );
+    }
+
+    let cluster_path = paths
+        .root
+        .join("clusters")
+        .join(cluster)
+        .join("cluster.yaml");
+    let shown_cluster = paths.show(&cluster_path);
+    let selected = select(&cluster_file, &resolver, &shown_cluster, &mut problems);
+    let selected: Vec<&Draft> = match selected {
+        Some(ids) => catalog.iter().filter(|d| ids.contains(&d.id)).collect(),
+        None => catalog.iter().collect(),
+    };
+    let selected_ids: std::collections::BTreeSet<&ReleaseId> =
+        selected.iter().map(|d| &d.id).collect();
+    for draft in &selected {
+        for need in &draft.needs {
+            if !selected_ids.contains(need) {
+                problems.push(
+                    Problem::new(format!(
+                        "needs `{need}`, which cluster `{cluster}` does not include; add it to `releases:` in {}",
+                        shown_cluster.display()
+                    ))
+                    .file(paths.show(&draft.file))
+                    .at(draft.line, 0)
+                    .release(&draft.id),
+                );
+            }
+        }
+    }
+
+    let mut overrides = BTreeMap::new();
+    for (key, value) in &cluster_file.overrides {
+        match resolver.resolve(key) {
+            Ok(id) => {
+                overrides.insert(id, value);
+            }
+            Err(message) => problems
+                .push(Problem::new(format!("`overrides` names {message}")).file(&shown_cluster)),
+        }
+    }
+
+    let cluster = build_cluster(&paths, &cluster_file, &shown_cluster, &mut problems);
+    let renderer = crate::template::Renderer::new();
+    let mut releases = Vec::new();
+    for draft in &selected {
+        match render_release(
+            &renderer,
+            &paths,
+            &cluster,
+            draft,
+            overrides.get(&draft.id).copied(),
+        ) {
+            Ok(release) => releases.push(release),
+            Err(mut more) => problems.append(&mut more),
+        }
+    }
+
+    if !problems.is_empty() {
+        return Err(Error::Config(problems));
+    }
+    Ok(Plan::new(cluster, root, releases))
+}
+
+fn read_cluster(paths: &Paths, cluster: &str) -> Result<ClusterFile, Error> {
+    let path = paths
+        .root
+        .join("clusters")
+        .join(cluster)
+        .join("cluster.yaml");
+    let text = match std::fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(e) => {
+            let known = cluster_names(&paths.root);
+            let listing = if known.is_empty() {
+                "there is no clusters/<name>/cluster.yaml here; pass --dir with your config root"
+                    .to_string()
+            } else {
+                format!(
+                    "clusters here: {}{}",
+                    known.join(", "),
+                    did_you_mean(cluster, known.iter().map(String::as_str))
+                )
+            };
+            let message = if e.kind() == std::io::ErrorKind::NotFound {
+                format!("unknown cluster `{cluster}`; {listing}")
+            } else {
+                format!("cannot read the cluster file: {e}")
+            };
+            return Err(Error::config(Problem::new(message).file(paths.show(&path))));
+        }
+    };
+    let file: ClusterFile = yaml::document(&text, &paths.show(&path)).map_err(Error::config)?;
+    let mut problems = Vec::new();
+    if file.name.value != cluster {
+        problems.push(
+            Problem::new(format!(
+                "`name: {}` does not match its directory `clusters/{cluster}`; they must be equal",
+                file.name.value
+            ))
+            .file(paths.show(&path))
+            .at(file.name.referenced.line(), file.name.referenced.column()),
+        );
+    } else if let Err(why) = validate::dns_label(cluster) {
+        problems
+            .push(Problem::new(format!("cluster name `{cluster}` {why}")).file(paths.show(&path)));
+    }
+    if problems.is_empty() {
+        Ok(file)
+    } else {
+        Err(Error::Config(problems))
+    }
+}
+
+fn read_releases(paths: &Paths, problems: &mut Vec<Problem>) -> Result<Vec<Draft>, Error> {
+    let dir = paths.root.join("releases");
+    let entries = std::fs::read_dir(&dir).map_err(|e| {
+        Error::config(
+            Problem::new(format!(
+                "cannot read the release definitions ({e}); a config root holds releases/*.yaml"
+            ))
+            .file(paths.show(&dir)),
+        )
+    })?;
+    let mut files: Vec<PathBuf> = entries
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.is_file() && matches!(p.extension().and_then(|e| e.to_str()), Some("yaml" | "yml"))
+        })
+        .collect();
+    files.sort();
+    let mut drafts = Vec::new();
+    for file in files {
+        let shown = paths.show(&file);
+        let text = match std::fs::read_to_string(&file) {
+            Ok(text) => text,
+            Err(e) => {
+                problems.push(Problem::new(format!("cannot read: {e}")).file(&shown));
+                continue;
+            }
+        };
+        match yaml::documents::<ReleaseFile>(&text, &shown) {
+            Ok(docs) => {
+                for doc in docs {
+                    if let Some(draft) = check_release(paths, &file, doc, problems) {
+                        drafts.push(draft);
+                    }
+                }
+            }
+            Err(problem) => problems.push(problem),
+        }
+    }
+    Ok(drafts)
+}
+
+/// Static checks of one release document; `None` when it is too broken to use.
+fn check_release(
+    paths: &Paths,
+    file: &Path,
+    doc: ReleaseFile,
+    problems: &mut Vec<Problem>,
+) -> Option<Draft> {
+    let shown = paths.show(file);
+    let base = file.parent().unwrap_or(&paths.root).to_path_buf();
+    let line = doc.name.referenced.line();
+    let id = ReleaseId::new(doc.namespace.value.clone(), doc.name.value.clone());
+    let before = problems.len();
+    let problem = |message: String, at: Option<(u64, u64)>| {
+        let mut p = Problem::new(message).file(&shown).release(&id);
+        if let Some((l, c)) = at {
+            p = p.at(l, c);
+        }
+        p
+    };
+
+    for (what, field) in [("name", &doc.name), ("namespace", &doc.namespace)] {
+        if let Err(why) = validate::dns_label(&field.value) {
+            problems.push(problem(
+                format!("{what} `{}` {why}", field.value),
+                Some((field.referenced.line(), field.referenced.column())),
+            ));
+        }
+    }
+
+    let source = match (&doc.chart, &doc.manifests) {
+        (Some(_), Some(_)) => {
+            problems.push(problem(
+                "has both `chart` and `manifests`; keep one".into(),
+                Some((line, 0)),
+            ));
+            None
+        }
+        (None, None) => {
+            problems.push(problem(
+                "has neither `chart` nor `manifests`; add `chart: {repo: URL, name: NAME, version: X.Y.Z}`".into(),
+                Some((line, 0)),
+            ));
+            None
+        }
+        (Some(chart), None) => {
+            let at = (chart.referenced.line(), chart.referenced.column());
+            match check_chart(&chart.value, &base) {
+                Ok(chart) => Some(Source::Chart(chart)),
+                Err(message) => {
+                    problems.push(problem(message, Some(at)));
+                    None
+                }
+            }
+        }
+        (None, Some(manifests)) => {
+            let mut list = Vec::new();
+            for m in manifests {
+                let at = Some((m.referenced.line(), m.referenced.column()));
+                if validate::is_url(&m.value) {
+                    if m.value.starts_with("https://") || m.value.starts_with("http://") {
+                        list.push(m.value.clone());
+                    } else {
+                        problems.push(problem(
+                            format!("manifest `{}` is not an http(s) URL or a path", m.value),
+                            at,
+                        ));
+                    }
+                } else {
+                    let path = base.join(&m.value);
+                    if path.is_file() {
+                        list.push(path.to_string_lossy().into_owned());
+                    } else {
+                        problems.push(problem(
+                            format!("manifest file `{}` does not exist (paths are relative to the release file)", m.value),
+                            at,
+                        ));
+                    }
+                }
+            }
+            if list.is_empty() && problems.len() == before {
+                problems.push(problem("`manifests` is empty".into(), Some((line, 0))));
+            }
+            Some(Source::Manifests(list))
+        }
+    };
+
+    let timeout = doc.timeout.as_ref().and_then(|t| {
+        validate::duration(&t.value)
+            .map_err(|why| {
+                problems.push(problem(
+                    format!("timeout {why}"),
+                    Some((t.referenced.line(), t.referenced.column())),
+                ))
+            })
+            .ok()
+    });
+
+    for vf in &doc.values_files {
+        if !base.join(&vf.value).is_file() {
+            problems.push(problem(
+                format!(
+                    "values file `{}` does not exist (paths are relative to the release file)",
+                    vf.value
+                ),
+                Some((vf.referenced.line(), vf.referenced.column())),
+            ));
+        }
+    }
+
+    let mut hooks = Hooks::default();
+    for (phase, list, out) in [
+        ("presync", &doc.hooks.presync, &mut hooks.presync),
+        ("postsync", &doc.hooks.postsync, &mut hooks.postsync),
+    ] {
+        for hook in list {
+            let at = Some((hook.referenced.line(), hook.referenced.column()));
+            match check_hook(&hook.value, &id.namespace) {
+                Ok(h) => out.push(h),
+                Err(message) => problems.push(problem(format!("{phase} hook {message}"), at)),
+            }
+        }
+    }
+
+    if problems.len() > before {
+        return None;
+    }
+    Some(Draft {
+        id,
+        file: file.to_path_buf(),
+        line,
+        doc,
+        source: source?,
+        needs: Vec::new(),
+        timeout,
+        hooks,
+    })
+}
+
+fn check_chart(chart: &ChartFile, base: &Path) -> Result<Chart, String> {
+    let forms = [
+        chart.repo.is_some(),
+        chart.oci.is_some(),
+        chart.path.is_some(),
+    ];
+    if forms.iter().filter(|f| **f).count() != 1 {
+        return Err(if chart.repo.is_some() && chart.oci.is_some() {
+            "chart has both `repo` and `oci`; an OCI chart needs only `oci: oci://...`".into()
+        } else if forms.iter().all(|f| !f) {
+            match &chart.name {
+                Some(name) if validate::is_url(name) => format!(
+                    "chart `name` is a URL (`{name}`); put the repository URL in `repo` (or `oci`) and the chart's name in `name`"
+                ),
+                _ => "chart needs one of `repo` (with `name`), `oci` or `path`".into(),
+            }
+        } else {
+            "chart must have exactly one of `repo`, `oci` or `path`".into()
+        });
+    }
+    let pinned = |v: &Option<String>| -> Result<String, String> {
+        match v {
+            None => Err(
+                "chart has no `version`; pin an exact version so the bootstrap is reproducible"
+                    .into(),
+            ),
+            Some(v) => validate::pinned_version(v)
+                .map(|_| v.clone())
+                .map_err(|why| format!("chart version {why}; pin an exact version")),
+        }
+    };
+    if let Some(repo) = &chart.repo {
+        let name = match &chart.name {
+            None => {
+                return Err(
+                    "chart with `repo` needs `name`, the chart's name in that repository".into(),
+                );
+            }
+            Some(name) if validate::is_url(name) => {
+                return Err(format!(
+                    "chart `name` is a URL (`{name}`); `name` is the chart's name in the repository, e.g. `cilium`"
+                ));
+            }
+            Some(name) if name.contains('/') => {
+                return Err(format!(
+                    "chart `name: {name}` looks like `repo/chart`; bootstrap does not use `helm repo add`: give the repository URL in `repo` and the bare chart name in `name`"
+                ));
+            }
+            Some(name) => name.clone(),
+        };
+        if !(repo.starts_with("https://") || repo.starts_with("http://")) {
+            return Err(format!(
+                "chart `repo: {repo}` is not an http(s) URL; OCI registries go in `oci: oci://...`"
+            ));
+        }
+        let version = pinned(&chart.version)?;
+        return Ok(Chart {
+            source: ChartSource::Repo {
+                url: repo.clone(),
+                name,
+            },
+            version: Some(version),
+        });
+    }
+    if let Some(oci) = &chart.oci {
+        if chart.name.is_some() {
+            return Err(
+                "chart with `oci` takes no `name`; the chart is the last path segment of the URL"
+                    .into(),
+            );
+        }
+        if !oci.starts_with("oci://") {
+            return Err(format!("chart `oci: {oci}` must start with oci://"));
+        }
+        let version = pinned(&chart.version)?;
+        return Ok(Chart {
+            source: ChartSource::Oci(oci.clone()),
+            version: Some(version),
+        });
+    }
+    let path = chart.path.as_deref().unwrap_or_default();
+    let dir = base.join(path);
+    if !dir.join("Chart.yaml").is_file() {
+        return Err(format!(
+            "chart path `{path}` has no Chart.yaml (paths are relative to the release file)"
+        ));
+    }
+    if let Some(v) = &chart.version {
+        validate::pinned_version(v).map_err(|why| format!("chart version {why}"))?;
+    }
+    Ok(Chart {
+        source: ChartSource::Path(dir),
+        version: chart.version.clone(),
+    })
+}
+
+fn check_hook(hook: &HookFile, namespace: &str) -> Result<Hook, String> {
+    let count = [
+        hook.rollout.is_some(),
+        hook.condition.is_some(),
+        hook.created.is_some(),
+        hook.job.is_some(),
+        hook.command.is_some(),
+        hook.shell.is_some(),
+    ]
+    .iter()
+    .filter(|x| **x)
+    .count();
+    if count != 1 {
+        return Err(format!(
+            "must have exactly one of `rollout`, `condition`, `created`, `job`, `command`, `shell` (found {count})"
+        ));
+    }
+    let ns = |n: &Option<String>| Some(n.clone().unwrap_or_else(|| namespace.to_string()));
+    let action = if let Some(r) = &hook.rollout {
+        let api_version = match r.kind.as_str() {
+            "Deployment" | "DaemonSet" | "StatefulSet" => "apps/v1",
+            other => {
+                return Err(format!(
+                    "`rollout` kind `{other}` is not a workload; use Deployment, DaemonSet or StatefulSet{}",
+                    did_you_mean(other, ["Deployment", "DaemonSet", "StatefulSet"])
+                ));
+            }
+        };
+        HookAction::Rollout(ObjectRef {
+            api_version: api_version.into(),
+            kind: r.kind.clone(),
+            namespace: ns(&r.namespace),
+            name: r.name.clone(),
+        })
+    } else if let Some(c) = &hook.condition {
+        HookAction::Condition {
+            object: ObjectRef {
+                api_version: c.api_version.clone(),
+                kind: c.kind.clone(),
+                namespace: scoped_namespace(&c.kind, &c.namespace, namespace),
+                name: c.name.clone(),
+            },
+            type_: c.type_.clone(),
+            status: c.status.clone().unwrap_or_else(|| "True".into()),
+        }
+    } else if let Some(c) = &hook.created {
+        HookAction::Created(ObjectRef {
+            api_version: c.api_version.clone(),
+            kind: c.kind.clone(),
+            namespace: scoped_namespace(&c.kind, &c.namespace, namespace),
+            name: c.name.clone(),
+        })
+    } else if let Some(j) = &hook.job {
+        HookAction::Job(ObjectRef {
+            api_version: "batch/v1".into(),
+            kind: "Job".into(),
+            namespace: ns(&j.namespace),
+            name: j.name.clone(),
+        })
+    } else if let Some(argv) = &hook.command {
+        if argv.is_empty() || argv[0].trim().is_empty() {
+            return Err("`command` is empty; give the program and its arguments as a list".into());
+        }
+        HookAction::Command(argv.clone())
+    } else {
+        let script = hook.shell.clone().unwrap_or_default();
+        if script.trim().is_empty() {
+            return Err("`shell` is empty".into());
+        }
+        HookAction::Shell(script)
+    };
+    let timeout = hook
+        .timeout
+        .as_deref()
+        .map(validate::duration)
+        .transpose()
+        .map_err(|why| format!("timeout {why}"))?;
+    Ok(Hook { action, timeout })
+}
+
+/// Cluster-scoped kinds we know get no namespace unless one is given.
+fn scoped_namespace(kind: &str, given: &Option<String>, release_ns: &str) -> Option<String> {
+    const CLUSTER_SCOPED: &[&str] = &[
+        "CustomResourceDefinition",
+        "Namespace",
+        "Node",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "StorageClass",
+        "PersistentVolume",
+        "ValidatingWebhookConfiguration",
+        "MutatingWebhookConfiguration",
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
+        "APIService",
+        "PriorityClass",
+        "IngressClass",
+        "GatewayClass",
+        "ClusterIssuer",
+        "ClusterSecretStore",
+        "CiliumLoadBalancerIPPool",
+        "CiliumClusterwideNetworkPolicy",
+    ];
+    match given {
+        Some(ns) => Some(ns.clone()),
+        None if CLUSTER_SCOPED.contains(&kind) => None,
+        None => Some(release_ns.to_string()),
+    }
+}
+
+fn select(
+    file: &ClusterFile,
+    resolver: &Resolver,
+    shown: &Path,
+    problems: &mut Vec<Problem>,
+) -> Option<std::collections::BTreeSet<ReleaseId>> {
+    let list: &Vec<Spanned<String>> = file.releases.as_ref()?;
+    let mut ids = std::collections::BTreeSet::new();
+    for entry in list {
+        match resolver.resolve(&entry.value) {
+            Ok(id) => {
+                ids.insert(id);
+            }
+            Err(message) => problems.push(
+                Problem::new(format!("`releases` lists {message}"))
+                    .file(shown)
+                    .at(entry.referenced.line(), entry.referenced.column()),
+            ),
+        }
+    }
+    Some(ids)
+}
+
+fn build_cluster(
+    paths: &Paths,
+    file: &ClusterFile,
+    shown: &Path,
+    problems: &mut Vec<Problem>,
+) -> Cluster {
+    let dir = paths.root.join("clusters").join(&file.name.value);
+    let flux = file.flux.as_ref().and_then(|f| {
+        let root = paths.root.join(&f.root);
+        let entry = root.join(&f.entrypoint);
+        if !root.is_dir() {
+            problems.push(
+                Problem::new(format!(
+                    "`flux.root: {}` is not a directory (relative to the config root)",
+                    f.root
+                ))
+                .file(shown),
+            );
+            None
+        } else if !entry.exists() {
+            problems.push(
+                Problem::new(format!(
+                    "`flux.entrypoint: {}` does not exist under `flux.root`",
+                    f.entrypoint
+                ))
+                .file(shown),
+            );
+            None
+        } else {
+            Some(Flux {
+                root: std::fs::canonicalize(&root).unwrap_or(root),
+                entrypoint: PathBuf::from(&f.entrypoint),
+            })
+        }
+    });
+    Cluster {
+        name: file.name.value.clone(),
+        dir,
+        context: file.context.clone(),
+        values: file.values.clone(),
+        flux,
+        guard: file.guard.unwrap_or(true),
+    }
+}
+
+/// Resolves `needs` entries: `name` when unique, `namespace/name` always.
+struct Resolver {
+    by_name: HashMap<String, Vec<ReleaseId>>,
+    all: Vec<String>,
+}
+
+impl Resolver {
+    fn new<'a>(ids: impl Iterator<Item = &'a ReleaseId>) -> Self {
+        let mut by_name: HashMap<String, Vec<ReleaseId>> = HashMap::new();
+        let mut all = Vec::new();
+        for id in ids {
+            by_name.entry(id.name.clone()).or_default().push(id.clone());
+            all.push(id.name.clone());
+            all.push(id.to_string());
+        }
+        all.sort();
+        all.dedup();
+        Resolver { by_name, all }
+    }
+
+    /// The error text completes a sentence like "needs ..." / "lists ...".
+    fn resolve(&self, reference: &str) -> Result<ReleaseId, String> {
+        let unknown = || {
+            format!(
+                "`{reference}`, which is not a release{}",
+                did_you_mean(reference, self.all.iter().map(String::as_str))
+            )
+        };
+        match reference.split_once('/') {
+            Some((namespace, name)) => {
+                let id = ReleaseId::new(namespace, name);
+                match self.by_name.get(name) {
+                    Some(ids) if ids.contains(&id) => Ok(id),
+                    _ => Err(unknown()),
+                }
+            }
+            None => match self.by_name.get(reference).map(Vec::as_slice) {
+                Some([one]) => Ok(one.clone()),
+                Some(many) => Err(format!(
+                    "`{reference}`, which is ambiguous: {}; write namespace/name",
+                    many.iter()
+                        .map(|id| format!("`{id}`"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )),
+                None => Err(unknown()),
+            },
+        }
+    }
+}

@@ -1,0 +1,239 @@
+//! The one user-facing error type. All wording lives here and in [`Problem`]'s
+//! `Display`, so every command reports failures the same way: one `error: ...`
+//! line per problem (file, line, release, what to do), then a `Caused by:` chain.
+
+use std::fmt;
+use std::path::PathBuf;
+
+/// Exit codes of SPEC §2.
+pub const EXIT_OK: i32 = 0;
+pub const EXIT_FAILED: i32 = 1;
+pub const EXIT_INVALID: i32 = 2;
+pub const EXIT_INTERRUPTED: i32 = 130;
+
+/// One thing wrong with the user's input, located as precisely as we can.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    /// Relative to the config root where possible, so messages stay short.
+    pub file: Option<PathBuf>,
+    pub line: Option<u64>,
+    pub column: Option<u64>,
+    /// `namespace/name` of the release the problem belongs to.
+    pub release: Option<String>,
+    pub message: String,
+}
+
+impl Problem {
+    pub fn new(message: impl Into<String>) -> Self {
+        Problem {
+            file: None,
+            line: None,
+            column: None,
+            release: None,
+            message: message.into(),
+        }
+    }
+
+    pub fn file(mut self, file: impl Into<PathBuf>) -> Self {
+        self.file = Some(file.into());
+        self
+    }
+
+    pub fn at(mut self, line: u64, column: u64) -> Self {
+        if line > 0 {
+            self.line = Some(line);
+            self.column = (column > 0).then_some(column);
+        }
+        self
+    }
+
+    pub fn release(mut self, release: impl fmt::Display) -> Self {
+        self.release = Some(release.to_string());
+        self
+    }
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(file) = &self.file {
+            write!(f, "{}", file.display())?;
+            if let Some(line) = self.line {
+                write!(f, ":{line}")?;
+                if let Some(column) = self.column {
+                    write!(f, ":{column}")?;
+                }
+            }
+            write!(f, ": ")?;
+        }
+        if let Some(release) = &self.release {
+            write!(f, "release `{release}`: ")?;
+        }
+        write!(f, "{}", self.message)
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The command line itself is wrong (clap reports most of these itself).
+    #[error("{0}")]
+    Usage(String),
+
+    /// The config has one or more problems; nothing was changed anywhere.
+    #[error("{}", problems_summary(.0))]
+    Config(Vec<Problem>),
+
+    /// A prerequisite (helm, kubeconfig, ...) is missing or unusable.
+    #[error("{message}")]
+    Prerequisite {
+        message: String,
+        #[source]
+        source: Option<Box<dyn std::error::Error + Send + Sync>>,
+    },
+
+    /// The operation ran and failed (a release, hook or wait failed or timed out).
+    #[error("{message}")]
+    Failed {
+        message: String,
+        #[source]
+        source: Option<Box<dyn std::error::Error + Send + Sync>>,
+    },
+
+    /// `check` found error-level findings; they were already printed.
+    #[error("{0}")]
+    Findings(String),
+
+    /// SIGINT/SIGTERM: what was running was stopped and reported.
+    #[error("interrupted")]
+    Interrupted,
+}
+
+fn problems_summary(problems: &[Problem]) -> String {
+    match problems {
+        [one] => one.to_string(),
+        many => format!("{} problems in the config", many.len()),
+    }
+}
+
+impl Error {
+    pub fn config(problem: Problem) -> Self {
+        Error::Config(vec![problem])
+    }
+
+    pub fn prerequisite(message: impl Into<String>) -> Self {
+        Error::Prerequisite {
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    pub fn failed(message: impl Into<String>) -> Self {
+        Error::Failed {
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    pub fn failed_with(
+        message: impl Into<String>,
+        source: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+    ) -> Self {
+        Error::Failed {
+            message: message.into(),
+            source: Some(source.into()),
+        }
+    }
+
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            Error::Usage(_) | Error::Config(_) | Error::Prerequisite { .. } => EXIT_INVALID,
+            Error::Failed { .. } | Error::Findings(_) => EXIT_FAILED,
+            Error::Interrupted => EXIT_INTERRUPTED,
+        }
+    }
+
+    /// The text printed on stderr: `error: ` lines, then the cause chain.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        match self {
+            Error::Config(problems) if problems.len() > 1 => {
+                for problem in problems {
+                    out.push_str(&format!("error: {problem}\n"));
+                }
+                out.push_str(&format!(
+                    "error: {} problems in the config; nothing was changed\n",
+                    problems.len()
+                ));
+            }
+            Error::Interrupted => {}
+            other => out.push_str(&format!("error: {other}\n")),
+        }
+        let mut source = std::error::Error::source(self);
+        if source.is_some() {
+            out.push_str("Caused by:\n");
+        }
+        while let Some(cause) = source {
+            out.push_str(&format!("    {cause}\n"));
+            source = cause.source();
+        }
+        out
+    }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// `did you mean `x`?` by edit distance, the way just suggests recipe names.
+pub fn suggest<'a>(wrong: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    candidates
+        .into_iter()
+        .map(|candidate| (strsim::damerau_levenshtein(wrong, candidate), candidate))
+        .filter(|(distance, candidate)| *distance <= 2.max(candidate.len() / 3) && *distance > 0)
+        .min()
+        .map(|(_, candidate)| candidate)
+}
+
+pub fn did_you_mean<'a>(wrong: &str, candidates: impl IntoIterator<Item = &'a str>) -> String {
+    suggest(wrong, candidates)
+        .map(|s| format!("; did you mean `{s}`?"))
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn problem_names_file_line_and_release() {
+        let p = Problem::new("needs `cilum`, which is not a release")
+            .file("releases/core.yaml")
+            .at(12, 5)
+            .release("kube-system/coredns");
+        assert_eq!(
+            p.to_string(),
+            "releases/core.yaml:12:5: release `kube-system/coredns`: needs `cilum`, which is not a release"
+        );
+    }
+
+    #[test]
+    fn suggestion_prefers_closest_name() {
+        let names = ["cilium", "coredns", "cert-manager"];
+        assert_eq!(suggest("cilum", names), Some("cilium"));
+        assert_eq!(suggest("cert-manger", names), Some("cert-manager"));
+        assert_eq!(suggest("flux", names), None);
+    }
+
+    #[test]
+    fn exit_codes_follow_the_spec() {
+        assert_eq!(Error::config(Problem::new("x")).exit_code(), 2);
+        assert_eq!(Error::failed("x").exit_code(), 1);
+        assert_eq!(Error::Interrupted.exit_code(), 130);
+    }
+
+    #[test]
+    fn render_prints_every_problem_then_a_summary() {
+        let e = Error::Config(vec![Problem::new("a"), Problem::new("b")]);
+        assert_eq!(
+            e.render(),
+            "error: a\nerror: b\nerror: 2 problems in the config; nothing was changed\n"
+        );
+    }
+}

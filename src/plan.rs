@@ -1,0 +1,191 @@
+//! A validated, rendered, ordered plan for one cluster: what `plan` prints and
+//! what `apply` executes.
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+
+use serde_json::{Value, json};
+
+use crate::config::Cluster;
+use crate::error::{Error, Problem, did_you_mean};
+use crate::graph::ReleaseGraph;
+use crate::release::{Release, ReleaseId};
+
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub cluster: Cluster,
+    /// Absolute config root.
+    pub root: PathBuf,
+    /// Every release of the cluster, in execution order.
+    pub releases: Vec<Release>,
+    pub graph: ReleaseGraph,
+}
+
+impl Plan {
+    pub fn new(cluster: Cluster, root: PathBuf, mut releases: Vec<Release>) -> Plan {
+        let graph = ReleaseGraph::new(releases.iter().map(|r| (&r.id, r.needs.as_slice())));
+        let position: std::collections::HashMap<ReleaseId, usize> = graph
+            .order()
+            .into_iter()
+            .enumerate()
+            .map(|(i, id)| (id, i))
+            .collect();
+        releases.sort_by_key(|r| position.get(&r.id).copied().unwrap_or(usize::MAX));
+        Plan {
+            cluster,
+            root,
+            releases,
+            graph,
+        }
+    }
+
+    pub fn release(&self, id: &ReleaseId) -> Option<&Release> {
+        self.releases.iter().find(|r| &r.id == id)
+    }
+
+    /// Releases whose CRDs are applied in the CRD phase.
+    pub fn crd_releases(&self) -> impl Iterator<Item = &Release> {
+        self.releases.iter().filter(|r| r.has_crd_phase())
+    }
+
+    /// Releases installed in the release phase, in execution order.
+    pub fn installed(&self) -> impl Iterator<Item = &Release> {
+        self.releases.iter().filter(|r| r.is_installed())
+    }
+
+    /// Narrows the plan to `only` (names or namespace/name), plus what they
+    /// need unless `exact`.
+    pub fn select(self, only: &[String], exact: bool) -> Result<Plan, Error> {
+        if only.is_empty() {
+            return Ok(self);
+        }
+        let mut chosen = BTreeSet::new();
+        let mut problems = Vec::new();
+        for name in only {
+            let matches: Vec<&Release> = self
+                .releases
+                .iter()
+                .filter(|r| r.id.name == *name || r.id.to_string() == *name)
+                .collect();
+            match matches.as_slice() {
+                [one] => {
+                    chosen.insert(one.id.clone());
+                }
+                [] => {
+                    let names: Vec<String> =
+                        self.releases.iter().map(|r| r.id.name.clone()).collect();
+                    problems.push(Problem::new(format!(
+                        "--only `{name}` is not a release of cluster `{}`{}",
+                        self.cluster.name,
+                        did_you_mean(name, names.iter().map(String::as_str))
+                    )));
+                }
+                many => problems.push(Problem::new(format!(
+                    "--only `{name}` is ambiguous: {}; write namespace/name",
+                    many.iter()
+                        .map(|r| r.id.to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ))),
+            }
+        }
+        if !problems.is_empty() {
+            return Err(Error::Config(problems));
+        }
+        let keep = if exact {
+            chosen
+        } else {
+            self.graph.with_needs(chosen.iter())
+        };
+        let releases = self
+            .releases
+            .into_iter()
+            .filter(|r| keep.contains(&r.id))
+            .map(|mut r| {
+                // With --no-needs a need outside the selection is assumed done.
+                r.needs.retain(|n| keep.contains(n));
+                r
+            })
+            .collect();
+        Ok(Plan::new(self.cluster, self.root, releases))
+    }
+
+    /// SPEC §2 `plan` JSON.
+    pub fn to_json(&self) -> Value {
+        let crds: Vec<Value> = self
+            .crd_releases()
+            .map(|r| json!({ "release": r.id }))
+            .collect();
+        let releases: Vec<Value> = self
+            .releases
+            .iter()
+            .map(|r| {
+                json!({
+                    "id": r.id,
+                    "name": r.id.name,
+                    "namespace": r.id.namespace,
+                    "chart": r.chart_label(),
+                    "version": r.version_label(),
+                    "needs": r.needs,
+                    "crds": r.crds,
+                    "installs": r.is_installed(),
+                    "valuesDigest": r.values_digest(),
+                    "hooks": {
+                        "presync": r.hooks.presync.iter().map(|h| h.action.to_string()).collect::<Vec<_>>(),
+                        "postsync": r.hooks.postsync.iter().map(|h| h.action.to_string()).collect::<Vec<_>>(),
+                    },
+                })
+            })
+            .collect();
+        json!({ "cluster": self.cluster.name, "crds": crds, "releases": releases })
+    }
+
+    pub fn render_text(&self) -> String {
+        let mut out = format!(
+            "Plan for cluster `{}`: {} releases ({} installed)\n\n",
+            self.cluster.name,
+            self.releases.len(),
+            self.installed().count()
+        );
+        let crds: Vec<&Release> = self.crd_releases().collect();
+        out.push_str(&format!("Phase 1: CRDs from {} releases\n", crds.len()));
+        for r in &crds {
+            let what = match r.crds {
+                crate::release::CrdPolicy::Only => "CRDs only, never installed",
+                _ => "CRDs applied here, release installed with --skip-crds",
+            };
+            out.push_str(&format!(
+                "  {:<45} {:<32} {what}\n",
+                r.id.to_string(),
+                format!("{} {}", r.chart_label(), r.version_label()).trim_end()
+            ));
+        }
+        out.push_str("
+Phase 2: releases, each as soon as its needs are done
+");
+        for (i, r) in self.installed().enumerate() {
+            let needs = if r.needs.is_empty() {
+                "-".to_string()
+            } else {
+                r.needs
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            out.push_str(&format!(
+                "  {:>2}. {:<40} {:<28} needs: {needs}\n",
+                i + 1,
+                r.id.to_string(),
+                format!("{} {}", r.chart_label(), r.version_label())
+            ));
+            for hook in &r.hooks.presync {
+                out.push_str(&format!("      presync:  {}\n", hook.action));
+            }
+            for hook in &r.hooks.postsync {
+                out.push_str(&format!("      postsync: {}\n", hook.action));
+            }
+        }
+        out
+    }
+}

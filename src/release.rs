@@ -1,0 +1,204 @@
+//! The domain model after loading, validation and rendering: what a release is
+//! once every template has been rendered and every `needs` resolved.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Serialize;
+use serde_json::Value;
+
+pub use crate::config::file::{CrdPolicy, Ownership};
+
+/// A release is identified by namespace and name, as Helm identifies it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ReleaseId {
+    pub namespace: String,
+    pub name: String,
+}
+
+impl ReleaseId {
+    pub fn new(namespace: impl Into<String>, name: impl Into<String>) -> Self {
+        ReleaseId {
+            namespace: namespace.into(),
+            name: name.into(),
+        }
+    }
+}
+
+impl fmt::Display for ReleaseId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.name)
+    }
+}
+
+impl Serialize for ReleaseId {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ChartSource {
+    /// A classic repository, passed to helm with `--repo` (no `helm repo add`).
+    Repo {
+        url: String,
+        name: String,
+    },
+    Oci(String),
+    /// Absolute path of a local chart directory.
+    Path(PathBuf),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Chart {
+    pub source: ChartSource,
+    pub version: Option<String>,
+}
+
+impl Chart {
+    /// The chart's name as Helm records it (`cilium` for `cilium-1.18.2`).
+    pub fn name(&self) -> String {
+        match &self.source {
+            ChartSource::Repo { name, .. } => name.clone(),
+            ChartSource::Oci(url) => url.rsplit('/').next().unwrap_or(url).to_string(),
+            ChartSource::Path(path) => path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    Chart(Chart),
+    /// URLs or absolute paths applied with server-side apply.
+    Manifests(Vec<String>),
+}
+
+/// Names a Kubernetes object a hook waits on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ObjectRef {
+    pub api_version: String,
+    pub kind: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    pub name: String,
+}
+
+impl fmt::Display for ObjectRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.namespace {
+            Some(ns) => write!(f, "{} {}/{}", self.kind, ns, self.name),
+            None => write!(f, "{} {}", self.kind, self.name),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HookAction {
+    Rollout(ObjectRef),
+    Condition {
+        object: ObjectRef,
+        type_: String,
+        status: String,
+    },
+    Created(ObjectRef),
+    Job(ObjectRef),
+    /// argv, rendered; run without a shell.
+    Command(Vec<String>),
+    /// Run with `sh -c`, rendered.
+    Shell(String),
+}
+
+impl fmt::Display for HookAction {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            HookAction::Rollout(o) => write!(f, "rollout of {o}"),
+            HookAction::Condition {
+                object,
+                type_,
+                status,
+            } => write!(f, "{object} {type_}={status}"),
+            HookAction::Created(o) => write!(f, "{o} exists"),
+            HookAction::Job(o) => write!(f, "{o} complete"),
+            HookAction::Command(argv) => write!(f, "command `{}`", argv.join(" ")),
+            HookAction::Shell(script) => write!(f, "shell `{script}`"),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hook {
+    pub action: HookAction,
+    pub timeout: Option<Duration>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Hooks {
+    pub presync: Vec<Hook>,
+    pub postsync: Vec<Hook>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Release {
+    pub id: ReleaseId,
+    /// Where it is defined, relative to the config root.
+    pub file: PathBuf,
+    pub line: u64,
+    pub source: Source,
+    pub needs: Vec<ReleaseId>,
+    pub crds: CrdPolicy,
+    /// Rendered and merged values for the install.
+    pub values: Value,
+    /// Values for the CRD-phase render: `values` with `crdValues` merged over.
+    pub crd_values: Value,
+    pub timeout: Option<Duration>,
+    pub wait: bool,
+    pub hooks: Hooks,
+    pub ownership: Ownership,
+}
+
+impl Release {
+    pub fn chart(&self) -> Option<&Chart> {
+        match &self.source {
+            Source::Chart(chart) => Some(chart),
+            Source::Manifests(_) => None,
+        }
+    }
+
+    /// Releases the apply phase installs (CRD-only releases are not).
+    pub fn is_installed(&self) -> bool {
+        self.crds != CrdPolicy::Only && matches!(self.source, Source::Chart(_))
+    }
+
+    /// Releases that contribute CRDs to the CRD phase.
+    pub fn has_crd_phase(&self) -> bool {
+        match &self.source {
+            Source::Chart(_) => matches!(self.crds, CrdPolicy::Bootstrap | CrdPolicy::Only),
+            Source::Manifests(_) => self.crds != CrdPolicy::None,
+        }
+    }
+
+    /// Digest of the install values: part of the ledger, and how a re-run
+    /// knows a release is unchanged.
+    pub fn values_digest(&self) -> String {
+        crate::values::digest(&self.values)
+    }
+
+    pub fn chart_label(&self) -> String {
+        match &self.source {
+            Source::Chart(chart) => chart.name(),
+            Source::Manifests(_) => "manifests".to_string(),
+        }
+    }
+
+    pub fn version_label(&self) -> String {
+        match &self.source {
+            Source::Chart(chart) => chart.version.clone().unwrap_or_default(),
+            Source::Manifests(_) => String::new(),
+        }
+    }
+}

@@ -1,0 +1,260 @@
+//! Handlebars in strict mode over the context of SPEC §1. A missing variable is
+//! an error naming it; environment variables are read only through `env`.
+
+use handlebars::{
+    Context, Handlebars, Helper, HelperResult, Output, RenderContext, RenderError,
+    RenderErrorReason,
+};
+use serde_json::{Value, json};
+
+/// What went wrong rendering one template, in the user's terms.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TemplateError {
+    UnknownVariable(String),
+    UnsetEnv(String),
+    Syntax(String),
+}
+
+impl std::fmt::Display for TemplateError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TemplateError::UnknownVariable(name) => write!(
+                f,
+                "template uses `{name}`, which is not defined; available: cluster.name, cluster.context, cluster.values.*, release.name, release.namespace, root"
+            ),
+            TemplateError::UnsetEnv(name) => write!(
+                f,
+                "environment variable `{name}` is not set; set it, or give a default: {{{{env \"{name}\" \"default\"}}}}"
+            ),
+            TemplateError::Syntax(message) => write!(f, "template syntax error: {message}"),
+        }
+    }
+}
+
+pub struct Renderer {
+    registry: Handlebars<'static>,
+}
+
+impl Default for Renderer {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// The template context: `cluster.*`, `release.*`, `root`.
+pub fn context(
+    cluster_name: &str,
+    cluster_context: Option<&str>,
+    cluster_values: &serde_json::Map<String, Value>,
+    release: Option<(&str, &str)>,
+    root: &str,
+) -> Value {
+    let mut ctx = json!({
+        "cluster": {
+            "name": cluster_name,
+            "context": cluster_context.unwrap_or_default(),
+            "values": cluster_values,
+        },
+        "root": root,
+    });
+    if let Some((namespace, name)) = release {
+        ctx["release"] = json!({ "name": name, "namespace": namespace });
+    }
+    ctx
+}
+
+impl Renderer {
+    pub fn new() -> Self {
+        let mut registry = Handlebars::new();
+        registry.set_strict_mode(true);
+        // Values are YAML, not HTML.
+        registry.register_escape_fn(handlebars::no_escape);
+        registry.register_helper("env", Box::new(env_helper));
+        Renderer { registry }
+    }
+
+    pub fn render_str(&self, template: &str, ctx: &Value) -> Result<String, TemplateError> {
+        if !template.contains("{{") {
+            return Ok(template.to_string());
+        }
+        self.registry
+            .render_template(template, ctx)
+            .map_err(|e| classify(&e))
+    }
+
+    /// Renders every string leaf. A string that is exactly one `{{path}}`
+    /// keeps the type of what it names (`id: "{{cluster.values.clusterId}}"`
+    /// stays a number), since charts validate types.
+    pub fn render_value(&self, value: &Value, ctx: &Value) -> Result<Value, TemplateError> {
+        Ok(match value {
+            Value::String(s) => match whole_path(s) {
+                Some(path) => lookup(ctx, path)
+                    .cloned()
+                    .ok_or_else(|| TemplateError::UnknownVariable(path.to_string()))?,
+                None => Value::String(self.render_str(s, ctx)?),
+            },
+            Value::Array(items) => Value::Array(
+                items
+                    .iter()
+                    .map(|v| self.render_value(v, ctx))
+                    .collect::<Result<_, _>>()?,
+            ),
+            Value::Object(map) => Value::Object(
+                map.iter()
+                    .map(|(k, v)| Ok((k.clone(), self.render_value(v, ctx)?)))
+                    .collect::<Result<_, TemplateError>>()?,
+            ),
+            other => other.clone(),
+        })
+    }
+}
+
+fn whole_path(s: &str) -> Option<&str> {
+    let inner = s.trim().strip_prefix("{{")?.strip_suffix("}}")?.trim();
+    let is_path = !inner.is_empty()
+        && inner
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+        && !inner.starts_with('.')
+        && !inner.contains("{{");
+    is_path.then_some(inner)
+}
+
+fn lookup<'a>(ctx: &'a Value, path: &str) -> Option<&'a Value> {
+    path.split('.').try_fold(ctx, |value, segment| match value {
+        Value::Object(map) => map.get(segment),
+        Value::Array(items) => segment.parse::<usize>().ok().and_then(|i| items.get(i)),
+        _ => None,
+    })
+}
+
+fn classify(error: &RenderError) -> TemplateError {
+    match error.reason() {
+        RenderErrorReason::MissingVariable(Some(path)) => {
+            TemplateError::UnknownVariable(path.clone())
+        }
+        RenderErrorReason::MissingVariable(None) => TemplateError::UnknownVariable("?".into()),
+        RenderErrorReason::Other(message) if message.starts_with("env:") => {
+            TemplateError::UnsetEnv(message.trim_start_matches("env:").to_string())
+        }
+        RenderErrorReason::TemplateError(e) => TemplateError::Syntax(e.to_string()),
+        other => TemplateError::Syntax(other.to_string()),
+    }
+}
+
+/// `{{env "NAME"}}` or `{{env "NAME" "default"}}`.
+fn env_helper(
+    h: &Helper,
+    _: &Handlebars,
+    _: &Context,
+    _: &mut RenderContext,
+    out: &mut dyn Output,
+) -> HelperResult {
+    let name = h
+        .param(0)
+        .and_then(|p| p.value().as_str())
+        .ok_or(RenderErrorReason::ParamNotFoundForIndex("env", 0))?;
+    let value = match std::env::var(name) {
+        Ok(value) => value,
+        Err(_) => match h.param(1).map(|p| p.value()) {
+            Some(Value::String(default)) => default.clone(),
+            Some(other) => other.to_string(),
+            None => return Err(RenderErrorReason::Other(format!("env:{name}")).into()),
+        },
+    };
+    out.write(&value)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ctx() -> Value {
+        let values = json!({"k8sServiceHost": "10.25.11.10", "clusterId": 1, "mesh": {"on": true}});
+        context(
+            "infra",
+            Some("admin@infra"),
+            values.as_object().unwrap(),
+            Some(("kube-system", "cilium")),
+            "/repo",
+        )
+    }
+
+    #[test]
+    fn renders_strings() {
+        let r = Renderer::new();
+        assert_eq!(
+            r.render_str("{{cluster.name}}-{{release.namespace}}", &ctx())
+                .unwrap(),
+            "infra-kube-system"
+        );
+    }
+
+    #[test]
+    fn a_whole_expression_keeps_its_type() {
+        let r = Renderer::new();
+        let v = json!({"id": "{{cluster.values.clusterId}}", "mesh": "{{ cluster.values.mesh }}", "s": "id-{{cluster.values.clusterId}}"});
+        assert_eq!(
+            r.render_value(&v, &ctx()).unwrap(),
+            json!({"id": 1, "mesh": {"on": true}, "s": "id-1"})
+        );
+    }
+
+    #[test]
+    fn unknown_variable_is_named() {
+        let r = Renderer::new();
+        assert_eq!(
+            r.render_str("x {{cluster.values.nope}}", &ctx()),
+            Err(TemplateError::UnknownVariable("cluster.values.nope".into()))
+        );
+        assert_eq!(
+            r.render_value(&json!("{{cluster.values.nope}}"), &ctx()),
+            Err(TemplateError::UnknownVariable("cluster.values.nope".into()))
+        );
+    }
+
+    #[test]
+    fn env_needs_the_variable_or_a_default() {
+        let r = Renderer::new();
+        assert_eq!(
+            r.render_str("{{env \"BOOTSTRAP_TEST_SURELY_UNSET\"}}", &ctx()),
+            Err(TemplateError::UnsetEnv(
+                "BOOTSTRAP_TEST_SURELY_UNSET".into()
+            ))
+        );
+        assert_eq!(
+            r.render_str(
+                "{{env \"BOOTSTRAP_TEST_SURELY_UNSET\" \"fallback\"}}",
+                &ctx()
+            )
+            .unwrap(),
+            "fallback"
+        );
+        assert_eq!(
+            r.render_str("{{env \"PATH\"}}", &ctx()).unwrap(),
+            std::env::var("PATH").unwrap()
+        );
+    }
+
+    #[test]
+    fn bad_syntax_is_reported() {
+        let r = Renderer::new();
+        assert!(matches!(
+            r.render_str("{{#if}}", &ctx()),
+            Err(TemplateError::Syntax(_))
+        ));
+        assert!(matches!(
+            r.render_str("{{cluster.name", &ctx()),
+            Err(TemplateError::Syntax(_))
+        ));
+    }
+
+    #[test]
+    fn no_html_escaping() {
+        let r = Renderer::new();
+        let values = json!({"q": "a&b<c>"});
+        let c = context("x", None, values.as_object().unwrap(), None, "/");
+        assert_eq!(r.render_str("{{cluster.values.q}}", &c).unwrap(), "a&b<c>");
+    }
+}

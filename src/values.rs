@@ -1,0 +1,162 @@
+//! Values trees: deep merge, digests and redaction of secrets.
+
+use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
+
+/// Merges `overlay` into `base`: maps merge key by key, everything else
+/// (scalars and lists) is replaced, as Helm merges values files.
+pub fn merge(base: &mut Value, overlay: Value) {
+    match (base, overlay) {
+        (Value::Object(base), Value::Object(overlay)) => {
+            for (key, value) in overlay {
+                match base.get_mut(&key) {
+                    Some(existing) if existing.is_object() && value.is_object() => {
+                        merge(existing, value)
+                    }
+                    _ => {
+                        base.insert(key, value);
+                    }
+                }
+            }
+        }
+        (base, overlay) => *base = overlay,
+    }
+}
+
+/// SHA-256 over a canonical JSON form (keys sorted), so the digest does not
+/// depend on the order keys were written in.
+pub fn digest(value: &Value) -> String {
+    let mut hasher = Sha256::new();
+    hasher.update(canonical(value).as_bytes());
+    let bytes = hasher.finalize();
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    format!("sha256:{hex}")
+}
+
+fn canonical(value: &Value) -> String {
+    match value {
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            let fields: Vec<String> = keys
+                .into_iter()
+                .map(|k| format!("{}:{}", Value::String(k.clone()), canonical(&map[k])))
+                .collect();
+            format!("{{{}}}", fields.join(","))
+        }
+        Value::Array(items) => format!(
+            "[{}]",
+            items.iter().map(canonical).collect::<Vec<_>>().join(",")
+        ),
+        other => other.to_string(),
+    }
+}
+
+pub const REDACTED: &str = "<redacted>";
+
+/// Key names whose values are treated as secrets wherever values are shown.
+const SECRET_WORDS: &[&str] = &[
+    "password",
+    "passwd",
+    "secret",
+    "token",
+    "credential",
+    "privatekey",
+    "private_key",
+    "apikey",
+    "api_key",
+    "accesskey",
+    "access_key",
+    "auth",
+    "kubeconfig",
+];
+
+pub fn is_secret_key(key: &str) -> bool {
+    let key = key.to_ascii_lowercase().replace('-', "");
+    // `existingSecret: name` and `secretName` hold names of Secrets, not secrets.
+    if key.ends_with("name") || key.starts_with("existing") || key.ends_with("ref") {
+        return false;
+    }
+    key == "key" || key.ends_with(".key") || SECRET_WORDS.iter().any(|word| key.contains(word))
+}
+
+/// A copy of `value` with every scalar under a secret-looking key replaced.
+pub fn redact(value: &Value) -> Value {
+    match value {
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(k, v)| {
+                    let v = if is_secret_key(k) {
+                        redact_all(v)
+                    } else {
+                        redact(v)
+                    };
+                    (k.clone(), v)
+                })
+                .collect::<Map<_, _>>(),
+        ),
+        Value::Array(items) => Value::Array(items.iter().map(redact).collect()),
+        other => other.clone(),
+    }
+}
+
+fn redact_all(value: &Value) -> Value {
+    match value {
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(k, v)| (k.clone(), redact_all(v)))
+                .collect::<Map<_, _>>(),
+        ),
+        Value::Array(items) => Value::Array(items.iter().map(redact_all).collect()),
+        Value::Bool(_) | Value::Null => value.clone(),
+        _ => Value::String(REDACTED.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn maps_merge_and_lists_are_replaced() {
+        let mut base = json!({"a": {"b": 1, "c": [1, 2]}, "d": 1});
+        merge(
+            &mut base,
+            json!({"a": {"c": [3], "e": true}, "d": {"x": 1}}),
+        );
+        assert_eq!(
+            base,
+            json!({"a": {"b": 1, "c": [3], "e": true}, "d": {"x": 1}})
+        );
+    }
+
+    #[test]
+    fn digest_ignores_key_order() {
+        let a: Value = serde_json::from_str(r#"{"a":1,"b":{"c":2,"d":3}}"#).unwrap();
+        let b: Value = serde_json::from_str(r#"{"b":{"d":3,"c":2},"a":1}"#).unwrap();
+        assert_eq!(digest(&a), digest(&b));
+        assert_ne!(digest(&a), digest(&json!({"a": 2})));
+    }
+
+    #[test]
+    fn secrets_are_redacted_but_names_of_secrets_are_not() {
+        let v = json!({
+            "auth": {"password": "hunter2", "enabled": true},
+            "apiToken": "abc",
+            "existingSecret": "my-secret",
+            "tls": {"secretName": "x"},
+            "image": {"tag": "v1"}
+        });
+        assert_eq!(
+            redact(&v),
+            json!({
+                "auth": {"password": REDACTED, "enabled": true},
+                "apiToken": REDACTED,
+                "existingSecret": "my-secret",
+                "tls": {"secretName": "x"},
+                "image": {"tag": "v1"}
+            })
+        );
+    }
+}
