@@ -233,9 +233,11 @@ fn check_hook_files(argv: &[String], root: &Path) -> Result<(), String> {
             root.join(file)
         };
         if path.starts_with(root) && !path.exists() {
+            let shown = path.strip_prefix(root).unwrap_or(&path);
             return Err(format!(
-                "hook `{}` reads `{file}`, which does not exist in the repository",
-                argv.join(" ")
+                "hook `{}` reads `{}`, which does not exist in the config root; create it or fix the path",
+                argv.first().map(String::as_str).unwrap_or_default(),
+                shown.display()
             ));
         }
     }

@@ -1,0 +1,236 @@
+//! Every validation rule of the config, as a user meets it: the exact message
+//! on stderr and exit code 2, before anything talks to a cluster.
+
+mod support;
+
+use support::builder::Test;
+
+const CILIUM: &str = "name: cilium
+namespace: kube-system
+chart: { repo: https://helm.cilium.io, name: cilium, version: 1.18.2 }
+";
+
+fn with_coredns(extra: &str) -> String {
+    format!(
+        "{CILIUM}---
+name: coredns
+namespace: kube-system
+chart: {{ repo: https://coredns.github.io/helm, name: coredns, version: 1.44.3 }}
+{extra}"
+    )
+}
+
+fn plan(releases: &str) -> Test {
+    Test::with_releases(releases).args(&["plan", "infra"])
+}
+
+#[test]
+fn yaml_syntax_error_names_file_and_line() {
+    plan("name: cilium\nnamespace: [kube-system\n").invalid(
+        "error: releases/core.yaml:2:12: expected string scalar\n",
+    );
+}
+
+#[test]
+fn unknown_key_suggests_the_right_one() {
+    plan(&format!("{CILIUM}valuesFile: [x.yaml]\n")).invalid(
+        "error: releases/core.yaml:4:1: unknown key `valuesFile`; did you mean `valuesFiles`?\n",
+    );
+}
+
+#[test]
+fn missing_required_key() {
+    plan("name: cilium\nchart: { repo: https://helm.cilium.io, name: cilium, version: 1.18.2 }\n")
+        .invalid("error: releases/core.yaml:2:1: missing required key `namespace`\n");
+}
+
+#[test]
+fn wrong_type() {
+    plan(&format!("{CILIUM}wait: maybe\n")).invalid(
+        "error: releases/core.yaml:4:7: invalid boolean\n",
+    );
+}
+
+#[test]
+fn release_name_must_be_a_dns_label() {
+    plan(&CILIUM.replace("name: cilium\n", "name: Cilium_CNI\n")).invalid(
+        "error: releases/core.yaml:1:7: release `kube-system/Cilium_CNI`: name `Cilium_CNI` must consist of lower case letters, digits and '-', and start and end with a letter or digit (a DNS-1123 label)\n",
+    );
+}
+
+#[test]
+fn duplicate_release() {
+    plan(&format!("{CILIUM}---\n{CILIUM}")).invalid(
+        "error: releases/core.yaml:5: release `kube-system/cilium`: is defined twice; the first definition is at releases/core.yaml:1; rename one or remove it\n",
+    );
+}
+
+#[test]
+fn cluster_name_must_match_directory() {
+    Test::new()
+        .file("clusters/infra/cluster.yaml", "name: apps\n")
+        .file("releases/core.yaml", CILIUM)
+        .args(&["plan", "infra"])
+        .invalid("error: clusters/infra/cluster.yaml:1:7: `name: apps` does not match its directory `clusters/infra`; they must be equal\n");
+}
+
+#[test]
+fn unknown_cluster_suggests_a_known_one() {
+    Test::with_releases(CILIUM).args(&["plan", "infar"]).invalid(
+        "error: clusters/infar/cluster.yaml: unknown cluster `infar`; clusters here: infra; did you mean `infra`?\n",
+    );
+}
+
+#[test]
+fn cluster_lists_an_unknown_release() {
+    Test::new()
+        .file("clusters/infra/cluster.yaml", "name: infra\nreleases: [cilium, corends]\n")
+        .file("releases/core.yaml", &with_coredns(""))
+        .args(&["plan", "infra"])
+        .invalid("error: clusters/infra/cluster.yaml:2:20: `releases` lists `corends`, which is not a release; did you mean `coredns`?\n");
+}
+
+#[test]
+fn needs_unknown_release_suggests() {
+    plan(&with_coredns("needs: [cilum]\n")).invalid(
+        "error: releases/core.yaml:8:9: release `kube-system/coredns`: needs `cilum`, which is not a release; did you mean `cilium`?\n",
+    );
+}
+
+#[test]
+fn ambiguous_short_name() {
+    let releases = format!(
+        "{CILIUM}---\n{}---\nname: coredns\nnamespace: dns\nchart: {{ repo: https://coredns.github.io/helm, name: coredns, version: 1.44.3 }}\nneeds: [cilium]\n",
+        CILIUM.replace("kube-system", "other")
+    );
+    plan(&releases).invalid(
+        "error: releases/core.yaml:12:9: release `dns/coredns`: needs `cilium`, which is ambiguous: `kube-system/cilium`, `other/cilium`; write namespace/name\n",
+    );
+}
+
+#[test]
+fn needing_itself() {
+    plan(&format!("{CILIUM}needs: [cilium]\n")).invalid(
+        "error: releases/core.yaml:4:9: release `kube-system/cilium`: needs itself; remove it from `needs`\n",
+    );
+}
+
+#[test]
+fn cycle_prints_the_whole_circle() {
+    let releases = "name: a\nnamespace: x\nchart: { path: ./c }\nneeds: [b]\n---\nname: b\nnamespace: x\nchart: { path: ./c }\nneeds: [c]\n---\nname: c\nnamespace: x\nchart: { path: ./c }\nneeds: [a]\n";
+    Test::with_releases(releases)
+        .file("releases/c/Chart.yaml", "name: c\nversion: 1.0.0\n")
+        .args(&["plan", "infra"])
+        .invalid("error: releases/core.yaml:1: release `x/a`: dependency cycle: x/a -> x/b -> x/c -> x/a; remove one of these `needs`\n");
+}
+
+#[test]
+fn chart_version_must_be_pinned() {
+    plan("name: cilium\nnamespace: kube-system\nchart: { repo: https://helm.cilium.io, name: cilium }\n").invalid(
+        "error: releases/core.yaml:3:8: release `kube-system/cilium`: chart has no `version`; pin an exact version so the bootstrap is reproducible\n",
+    );
+    plan("name: cilium\nnamespace: kube-system\nchart: { repo: https://helm.cilium.io, name: cilium, version: ^1.18 }\n").invalid(
+        "error: releases/core.yaml:3:8: release `kube-system/cilium`: chart version `^1.18` is a range, not a pinned version; pin an exact version\n",
+    );
+}
+
+#[test]
+fn url_given_as_chart_name() {
+    plan("name: cilium\nnamespace: kube-system\nchart: { repo: https://helm.cilium.io, name: https://helm.cilium.io/cilium, version: 1.18.2 }\n").invalid(
+        "error: releases/core.yaml:3:8: release `kube-system/cilium`: chart `name` is a URL (`https://helm.cilium.io/cilium`); `name` is the chart's name in the repository, e.g. `cilium`\n",
+    );
+}
+
+#[test]
+fn repo_and_oci_together() {
+    plan("name: cilium\nnamespace: kube-system\nchart: { repo: https://helm.cilium.io, oci: oci://quay.io/cilium/charts/cilium, version: 1.18.2 }\n").invalid(
+        "error: releases/core.yaml:3:8: release `kube-system/cilium`: chart has both `repo` and `oci`; an OCI chart needs only `oci: oci://...`\n",
+    );
+}
+
+#[test]
+fn unparsable_duration() {
+    plan(&format!("{CILIUM}timeout: five minutes\n")).invalid(
+        "error: releases/core.yaml:4:10: release `kube-system/cilium`: timeout `five minutes` is not a duration (expected number at 0); write it like `90s`, `5m` or `1h30m`\n",
+    );
+}
+
+#[test]
+fn missing_values_file() {
+    plan(&format!("{CILIUM}valuesFiles: [values/cilium.yaml]\n")).invalid(
+        "error: releases/core.yaml:4:15: release `kube-system/cilium`: values file `values/cilium.yaml` does not exist (paths are relative to the release file)\n",
+    );
+}
+
+#[test]
+fn hook_file_missing_in_repo() {
+    plan(&format!(
+        "{CILIUM}hooks:\n  postsync:\n    - command: [kubectl, apply, -f, \"{{{{root}}}}/flux/sync.yaml\"]\n"
+    ))
+    .invalid("error: releases/core.yaml: release `kube-system/cilium`: hook `kubectl` reads `flux/sync.yaml`, which does not exist in the config root; create it or fix the path\n");
+}
+
+#[test]
+fn template_unknown_variable_is_named() {
+    plan(&format!("{CILIUM}values: {{ host: \"{{{{cluster.values.k8sServiceHost}}}}\" }}\n")).invalid(
+        "error: releases/core.yaml: release `kube-system/cilium`: template uses `cluster.values.k8sServiceHost`, which is not defined; available: cluster.name, cluster.context, cluster.values.*, release.name, release.namespace, root\n",
+    );
+}
+
+#[test]
+fn unset_environment_variable() {
+    plan(&format!("{CILIUM}values: {{ token: \"x-{{{{env \\\"BOOTSTRAP_TEST_UNSET\\\"}}}}\" }}\n")).invalid(
+        "error: releases/core.yaml: release `kube-system/cilium`: environment variable `BOOTSTRAP_TEST_UNSET` is not set; set it, or give a default: {{env \"BOOTSTRAP_TEST_UNSET\" \"default\"}}\n",
+    );
+}
+
+#[test]
+fn template_syntax_error() {
+    let out = plan(&format!("{CILIUM}values: {{ a: \"{{{{#if}}}}\" }}\n")).run();
+    assert_eq!(out.code, 2);
+    assert!(
+        out.stderr.starts_with("error: releases/core.yaml: release `kube-system/cilium`: template syntax error:"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn every_problem_is_reported_in_one_run() {
+    let releases = format!(
+        "{}---\n{}---\nname: coredns\nnamespace: kube-system\nchart: {{ repo: https://coredns.github.io/helm, name: coredns, version: 1.44.3 }}\nneeds: [cilum]\ntimeout: soon\n",
+        CILIUM.replace("version: 1.18.2", "version: latest"),
+        "name: spegel\nnamespace: Spegel\nchart: { oci: oci://ghcr.io/spegel-org/helm-charts/spegel, version: 0.3.0 }\n"
+    );
+    plan(&releases).invalid(
+        "error: releases/core.yaml:3:8: release `kube-system/cilium`: chart version `latest` is not a pinned version; pin an exact version
+error: releases/core.yaml:6:12: release `Spegel/spegel`: namespace `Spegel` must consist of lower case letters, digits and '-', and start and end with a letter or digit (a DNS-1123 label)
+error: releases/core.yaml:13:10: release `kube-system/coredns`: timeout `soon` is not a duration (expected number at 0); write it like `90s`, `5m` or `1h30m`
+error: 3 problems in the config; nothing was changed
+",
+    );
+}
+
+#[test]
+fn missing_releases_directory() {
+    Test::new()
+        .file("clusters/infra/cluster.yaml", "name: infra\n")
+        .args(&["plan", "infra"])
+        .invalid("error: releases: cannot read the release definitions (No such file or directory (os error 2)); a config root holds releases/*.yaml\n");
+}
+
+#[test]
+fn dir_flag_prefixes_paths() {
+    let t = Test::with_releases(&format!("{CILIUM}wait: maybe\n"));
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_bootstrap"))
+        .args(["plan", "infra", "--dir"])
+        .arg(t.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr.starts_with(&format!("error: {}/releases/core.yaml:4:7:", t.path().display())),
+        "{stderr}"
+    );
+}
