@@ -160,9 +160,11 @@ impl Plan {
                 format!("{} {}", r.chart_label(), r.version_label()).trim_end()
             ));
         }
-        out.push_str("
+        out.push_str(
+            "
 Phase 2: releases, each as soon as its needs are done
-");
+",
+        );
         for (i, r) in self.installed().enumerate() {
             let needs = if r.needs.is_empty() {
                 "-".to_string()

@@ -26,9 +26,8 @@ fn plan(releases: &str) -> Test {
 
 #[test]
 fn yaml_syntax_error_names_file_and_line() {
-    plan("name: cilium\nnamespace: [kube-system\n").invalid(
-        "error: releases/core.yaml:2:12: expected string scalar\n",
-    );
+    plan("name: cilium\nnamespace: [kube-system\n")
+        .invalid("error: releases/core.yaml:2:12: expected string scalar\n");
 }
 
 #[test]
@@ -46,9 +45,8 @@ fn missing_required_key() {
 
 #[test]
 fn wrong_type() {
-    plan(&format!("{CILIUM}wait: maybe\n")).invalid(
-        "error: releases/core.yaml:4:7: invalid boolean\n",
-    );
+    plan(&format!("{CILIUM}wait: maybe\n"))
+        .invalid("error: releases/core.yaml:4:7: invalid boolean\n");
 }
 
 #[test]
@@ -189,7 +187,9 @@ fn template_syntax_error() {
     let out = plan(&format!("{CILIUM}values: {{ a: \"{{{{#if}}}}\" }}\n")).run();
     assert_eq!(out.code, 2);
     assert!(
-        out.stderr.starts_with("error: releases/core.yaml: release `kube-system/cilium`: template syntax error:"),
+        out.stderr.starts_with(
+            "error: releases/core.yaml: release `kube-system/cilium`: template syntax error:"
+        ),
         "{}",
         out.stderr
     );
@@ -230,7 +230,10 @@ fn dir_flag_prefixes_paths() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2));
     assert!(
-        stderr.starts_with(&format!("error: {}/releases/core.yaml:4:7:", t.path().display())),
+        stderr.starts_with(&format!(
+            "error: {}/releases/core.yaml:4:7:",
+            t.path().display()
+        )),
         "{stderr}"
     );
 }

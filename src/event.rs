@@ -1,0 +1,242 @@
+//! What the engine reports while it works. The engine knows nothing about
+//! terminals: it emits these, and a reporter (progress bars, plain lines, JSON
+//! Lines) renders them.
+
+use std::time::{Duration, SystemTime};
+
+use serde::Serialize;
+
+use crate::release::ReleaseId;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    /// Prerequisites, lock and live ownership checks.
+    Preflight,
+    Crds,
+    Releases,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HookPhase {
+    Presync,
+    Postsync,
+}
+
+/// What a running release is doing right now (the live line of a reporter).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "step", rename_all = "snake_case")]
+pub enum Step {
+    /// Comparing the deployed release with the desired one.
+    Checking,
+    /// Waiting for a free helm slot (`--concurrency`).
+    Queued,
+    Installing,
+    Upgrading,
+    Hook {
+        phase: HookPhase,
+        hook: String,
+    },
+    /// `wait: true`: tracking the release's workloads.
+    Waiting {
+        what: String,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    Installed,
+    Upgraded,
+    Unchanged,
+    Failed,
+    Skipped,
+    Interrupted,
+    /// `--dry-run`: what would have happened.
+    WouldInstall,
+    WouldUpgrade,
+}
+
+impl Outcome {
+    pub fn is_success(self) -> bool {
+        matches!(
+            self,
+            Outcome::Installed
+                | Outcome::Upgraded
+                | Outcome::Unchanged
+                | Outcome::WouldInstall
+                | Outcome::WouldUpgrade
+        )
+    }
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Outcome::Installed => "installed",
+            Outcome::Upgraded => "upgraded",
+            Outcome::Unchanged => "unchanged",
+            Outcome::Failed => "failed",
+            Outcome::Skipped => "skipped",
+            Outcome::Interrupted => "interrupted",
+            Outcome::WouldInstall => "would install",
+            Outcome::WouldUpgrade => "would upgrade",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CrdChange {
+    Created,
+    Updated,
+    Unchanged,
+    /// `--dry-run`.
+    WouldApply,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ReleaseResult {
+    pub release: ReleaseId,
+    pub outcome: Outcome,
+    #[serde(serialize_with = "millis")]
+    pub duration: Duration,
+    /// Why it failed or was skipped, or what a dry run would change.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Summary {
+    pub cluster: String,
+    pub ok: bool,
+    pub dry_run: bool,
+    #[serde(serialize_with = "millis")]
+    pub duration: Duration,
+    /// Every release of the run, in execution order.
+    pub releases: Vec<ReleaseResult>,
+    /// The chain of releases that determined the run's length.
+    pub critical_path: Vec<ReleaseId>,
+    /// Failures that caused every other failure and skip.
+    pub root_failures: Vec<ReleaseId>,
+    pub interrupted: bool,
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum Event {
+    RunStarted {
+        cluster: String,
+        releases: Vec<ReleaseId>,
+        dry_run: bool,
+    },
+    PhaseStarted {
+        phase: Phase,
+    },
+    PhaseFinished {
+        phase: Phase,
+        ok: bool,
+    },
+    CrdApplied {
+        release: ReleaseId,
+        crd: String,
+        change: CrdChange,
+    },
+    CrdsEstablished {
+        count: usize,
+    },
+    ReleaseStarted {
+        release: ReleaseId,
+    },
+    ReleaseStep {
+        release: ReleaseId,
+        #[serde(flatten)]
+        step: Step,
+    },
+    /// Latest readiness detail while a hook waits ("1 of 3 pods available").
+    ReleaseProgress {
+        release: ReleaseId,
+        message: String,
+    },
+    HookFinished {
+        release: ReleaseId,
+        phase: HookPhase,
+        hook: String,
+        ok: bool,
+        #[serde(serialize_with = "millis")]
+        duration: Duration,
+        /// Command output (on failure, or always with -v).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        output: Option<String>,
+    },
+    ReleaseFinished {
+        #[serde(flatten)]
+        result: ReleaseResult,
+        /// Pods, container states and events of a workload that did not become ready.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        diagnostics: Option<serde_json::Value>,
+        /// The same, rendered for people.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        diagnostics_text: Option<String>,
+    },
+    Warning {
+        message: String,
+    },
+    /// First SIGINT/SIGTERM: no new work starts; running work gets a grace period.
+    Interrupting {
+        running: Vec<ReleaseId>,
+        #[serde(serialize_with = "millis")]
+        grace: Duration,
+    },
+    RunFinished {
+        summary: Summary,
+    },
+}
+
+/// An event with the time it happened.
+#[derive(Debug, Clone, Serialize)]
+pub struct Stamped {
+    #[serde(serialize_with = "rfc3339")]
+    pub time: SystemTime,
+    /// Since the run started.
+    #[serde(serialize_with = "millis", rename = "elapsed_ms")]
+    pub elapsed: Duration,
+    #[serde(flatten)]
+    pub event: Event,
+}
+
+fn millis<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_u64(d.as_millis().try_into().unwrap_or(u64::MAX))
+}
+
+fn rfc3339<S: serde::Serializer>(t: &SystemTime, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_str(&humantime::format_rfc3339_millis(*t))
+}
+
+/// Where the engine sends events; cheap to clone into every task.
+#[derive(Debug, Clone)]
+pub struct Emitter {
+    started: std::time::Instant,
+    tx: tokio::sync::mpsc::UnboundedSender<Stamped>,
+}
+
+impl Emitter {
+    pub fn new() -> (Emitter, tokio::sync::mpsc::UnboundedReceiver<Stamped>) {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        (
+            Emitter {
+                started: std::time::Instant::now(),
+                tx,
+            },
+            rx,
+        )
+    }
+
+    pub fn emit(&self, event: Event) {
+        // The reporter is gone only when the run is over; nothing to do then.
+        let _ = self.tx.send(Stamped {
+            time: SystemTime::now(),
+            elapsed: self.started.elapsed(),
+            event,
+        });
+    }
+}

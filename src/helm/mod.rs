@@ -1,0 +1,148 @@
+//! Helm behind a domain trait (what bootstrap asks of helm) with a process
+//! runner under it. Typed arguments in, helm's JSON output (`-o json`) out.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::release::{Chart, ReleaseId};
+
+/// Which cluster helm talks to; passed on every call (`--kubeconfig`, `--kube-context`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct KubeTarget {
+    pub kubeconfig: Option<PathBuf>,
+    pub context: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HelmVersion {
+    pub major: u64,
+    pub minor: u64,
+    pub patch: u64,
+    /// As helm printed it, e.g. `v3.19.0`.
+    pub raw: String,
+}
+
+/// How far a running helm operation may go once the run is being stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stop {
+    /// Keep going.
+    Run,
+    /// First Ctrl-C: let it finish within the grace period, then stop it.
+    Graceful,
+    /// Second Ctrl-C: stop it now.
+    Now,
+}
+
+pub type StopSignal = tokio::sync::watch::Receiver<Stop>;
+
+#[derive(Debug, Clone)]
+pub struct InstallRequest<'a> {
+    pub release: &'a ReleaseId,
+    pub chart: &'a Chart,
+    /// Written to a temp file readable only by the user, removed afterwards.
+    pub values: &'a Value,
+    pub skip_crds: bool,
+    /// Passed as `--timeout` so helm's own waits stop in time.
+    pub timeout: Duration,
+    /// Ownership labels on the Helm release (`--labels`, Helm >= 3.13).
+    pub labels: &'a BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct TemplateRequest<'a> {
+    pub release: &'a ReleaseId,
+    pub chart: &'a Chart,
+    pub values: &'a Value,
+    pub include_crds: bool,
+}
+
+/// A release as helm reports it (`helm list -o json` / `helm status -o json`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeployedRelease {
+    pub id: ReleaseId,
+    pub revision: u64,
+    /// deployed, failed, pending-install, pending-upgrade, pending-rollback, uninstalling, superseded
+    pub status: String,
+    pub chart: String,
+    pub version: String,
+    pub app_version: String,
+}
+
+impl DeployedRelease {
+    pub fn is_pending(&self) -> bool {
+        self.status.starts_with("pending-")
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HelmError {
+    #[error("helm was not found at `{path}`; install helm 3.13 or newer, or pass --helm PATH")]
+    NotFound { path: String },
+    #[error("helm {found} is too old; bootstrap needs helm 3.13 or newer (for --labels)")]
+    TooOld { found: String },
+    #[error("cannot understand `helm version` output `{output}`")]
+    UnknownVersion { output: String },
+    /// helm ran and failed. argv and stderr are already redacted.
+    #[error("`{}` exited with {}: {}", .argv.join(" "), status.map(|s| s.to_string()).unwrap_or_else(|| "a signal".into()), stderr.trim())]
+    Failed {
+        argv: Vec<String>,
+        status: Option<i32>,
+        stderr: String,
+    },
+    #[error("`{}` was stopped: {reason}", .argv.join(" "))]
+    Stopped { argv: Vec<String>, reason: String },
+    #[error("cannot read helm's output of `{}`: {message}", .argv.join(" "))]
+    BadOutput { argv: Vec<String>, message: String },
+    #[error("cannot run helm: {0}")]
+    Io(String),
+}
+
+/// What bootstrap asks of helm. The process implementation is
+/// [`process::HelmCli`]; tests use a fake helm binary behind the same runner.
+pub trait Helm: Send + Sync {
+    /// Detects the version; fails with NotFound / TooOld before anything runs.
+    fn version(&self) -> impl Future<Output = Result<HelmVersion, HelmError>> + Send;
+    fn upgrade_install(
+        &self,
+        target: &KubeTarget,
+        request: &InstallRequest<'_>,
+        stop: StopSignal,
+    ) -> impl Future<Output = Result<(), HelmError>> + Send;
+    /// Rendered manifests (multi-document YAML).
+    fn template(
+        &self,
+        request: &TemplateRequest<'_>,
+    ) -> impl Future<Output = Result<String, HelmError>> + Send;
+    /// `None` when the release does not exist.
+    fn status(
+        &self,
+        target: &KubeTarget,
+        release: &ReleaseId,
+    ) -> impl Future<Output = Result<Option<DeployedRelease>, HelmError>> + Send;
+    /// Every release in every namespace, in every state.
+    fn list(
+        &self,
+        target: &KubeTarget,
+    ) -> impl Future<Output = Result<Vec<DeployedRelease>, HelmError>> + Send;
+    /// The user-supplied values of the deployed release.
+    fn get_values(
+        &self,
+        target: &KubeTarget,
+        release: &ReleaseId,
+    ) -> impl Future<Output = Result<Value, HelmError>> + Send;
+    /// The rendered manifest of the deployed release.
+    fn get_manifest(
+        &self,
+        target: &KubeTarget,
+        release: &ReleaseId,
+    ) -> impl Future<Output = Result<String, HelmError>> + Send;
+    fn uninstall(
+        &self,
+        target: &KubeTarget,
+        release: &ReleaseId,
+        timeout: Duration,
+    ) -> impl Future<Output = Result<(), HelmError>> + Send;
+}
