@@ -1,0 +1,494 @@
+//! The release phase: each release starts the moment all of its own `needs`
+//! have succeeded (no level-by-level batches). A failure skips exactly its
+//! transitive dependents; everything else runs to completion.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use tokio::task::JoinSet;
+
+use crate::event::{Emitter, Event, Outcome, ReleaseResult, Summary};
+use crate::helm::{Stop, StopSignal};
+use crate::release::{Release, ReleaseId};
+
+/// What running one release produced.
+#[derive(Debug, Clone)]
+pub struct StepResult {
+    pub outcome: Outcome,
+    pub message: Option<String>,
+    pub diagnostics: Option<serde_json::Value>,
+    pub diagnostics_text: Option<String>,
+}
+
+impl StepResult {
+    pub fn new(outcome: Outcome) -> Self {
+        StepResult {
+            outcome,
+            message: None,
+            diagnostics: None,
+            diagnostics_text: None,
+        }
+    }
+
+    pub fn failed(message: impl Into<String>) -> Self {
+        StepResult {
+            message: Some(message.into()),
+            ..StepResult::new(Outcome::Failed)
+        }
+    }
+}
+
+/// Runs one release (helm + hooks + ledger). The scheduler only decides when.
+pub trait Runner: Send + Sync + 'static {
+    fn run(
+        &self,
+        release: Arc<Release>,
+        stop: StopSignal,
+    ) -> impl Future<Output = StepResult> + Send + 'static;
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct Options {
+    /// Stop starting new releases after the first failure.
+    pub fail_fast: bool,
+    pub dry_run: bool,
+}
+
+struct Finished {
+    id: ReleaseId,
+    result: StepResult,
+    started: Instant,
+    finished: Instant,
+}
+
+/// Runs `releases` (in execution order) and reports every event to `events`.
+pub async fn run<R: Runner>(
+    cluster: &str,
+    releases: &[Release],
+    runner: Arc<R>,
+    options: Options,
+    events: &Emitter,
+    mut stop: StopSignal,
+) -> Summary {
+    let run_started = Instant::now();
+    let order: Vec<ReleaseId> = releases.iter().map(|r| r.id.clone()).collect();
+    let position: HashMap<&ReleaseId, usize> =
+        order.iter().enumerate().map(|(i, id)| (id, i)).collect();
+    let by_id: HashMap<ReleaseId, Arc<Release>> = releases
+        .iter()
+        .map(|r| (r.id.clone(), Arc::new(r.clone())))
+        .collect();
+    let mut dependents: HashMap<&ReleaseId, Vec<&ReleaseId>> = HashMap::new();
+    let mut waiting_on: HashMap<&ReleaseId, usize> = HashMap::new();
+    for r in releases {
+        let needs: Vec<&ReleaseId> = r
+            .needs
+            .iter()
+            .filter(|n| position.contains_key(n))
+            .collect();
+        waiting_on.insert(&r.id, needs.len());
+        for need in needs {
+            dependents.entry(need).or_default().push(&r.id);
+        }
+    }
+    // Ready releases start in execution order, so runs are reproducible.
+    let mut ready: BTreeMap<usize, &ReleaseId> = order
+        .iter()
+        .filter(|id| waiting_on[id] == 0)
+        .map(|id| (position[id], id))
+        .collect();
+
+    let mut running: JoinSet<Finished> = JoinSet::new();
+    let mut running_ids: HashSet<ReleaseId> = HashSet::new();
+    let mut finished: HashMap<ReleaseId, Finished> = HashMap::new();
+    let mut skipped: HashMap<ReleaseId, String> = HashMap::new();
+    let mut halted: Option<String> = None;
+    let mut interrupted = false;
+
+    loop {
+        if halted.is_none() {
+            while let Some((_, id)) = ready.pop_first() {
+                let release = by_id[id].clone();
+                let runner = runner.clone();
+                let child_stop = stop.clone();
+                let id = id.clone();
+                events.emit(Event::ReleaseStarted {
+                    release: id.clone(),
+                });
+                running_ids.insert(id.clone());
+                running.spawn(async move {
+                    let started = Instant::now();
+                    let result = runner.run(release, child_stop).await;
+                    Finished {
+                        id,
+                        result,
+                        started,
+                        finished: Instant::now(),
+                    }
+                });
+            }
+        }
+        if running.is_empty() {
+            break;
+        }
+        tokio::select! {
+            joined = running.join_next() => {
+                let Some(joined) = joined else { break };
+                let done = match joined {
+                    Ok(done) => done,
+                    // A panicking runner is a bug; it must not take the run down with it.
+                    Err(e) => {
+                        let Some(id) = running_ids.iter().next().cloned() else { continue };
+                        Finished { id, result: StepResult::failed(format!("internal error: {e}")), started: run_started, finished: Instant::now() }
+                    }
+                };
+                running_ids.remove(&done.id);
+                events.emit(Event::ReleaseFinished {
+                    result: ReleaseResult {
+                        release: done.id.clone(),
+                        outcome: done.result.outcome,
+                        duration: done.finished - done.started,
+                        message: done.result.message.clone(),
+                    },
+                    diagnostics: done.result.diagnostics.clone(),
+                    diagnostics_text: done.result.diagnostics_text.clone(),
+                });
+                let id = by_id[&done.id].id.clone();
+                if done.result.outcome.is_success() {
+                    for dependent in dependents.get(&id).into_iter().flatten() {
+                        if skipped.contains_key(*dependent) {
+                            continue;
+                        }
+                        let count = waiting_on.get_mut(dependent).expect("known release");
+                        *count -= 1;
+                        if *count == 0 {
+                            ready.insert(position[dependent], dependent);
+                        }
+                    }
+                } else {
+                    let reason = match done.result.outcome {
+                        Outcome::Interrupted => format!("needs {id}, which was interrupted"),
+                        _ => format!("needs {id}, which failed"),
+                    };
+                    skip_dependents(&id, &dependents, &reason, &mut skipped, events);
+                    if options.fail_fast && done.result.outcome == Outcome::Failed && halted.is_none() {
+                        halted = Some(format!("not started: --fail-fast stopped the run after {id} failed"));
+                    }
+                }
+                finished.insert(done.id.clone(), done);
+            }
+            changed = stop.changed(), if !interrupted => {
+                if changed.is_err() || *stop.borrow() != Stop::Run {
+                    interrupted = true;
+                    if halted.is_none() {
+                        halted = Some("not started: the run was interrupted".to_string());
+                    }
+                }
+            }
+        }
+    }
+
+    let mut results = Vec::with_capacity(order.len());
+    for id in &order {
+        let result = match finished.get(id) {
+            Some(done) => ReleaseResult {
+                release: id.clone(),
+                outcome: done.result.outcome,
+                duration: done.finished - done.started,
+                message: done.result.message.clone(),
+            },
+            None => {
+                let message = skipped
+                    .get(id)
+                    .cloned()
+                    .or_else(|| halted.clone())
+                    .unwrap_or_else(|| "not started".to_string());
+                let outcome = if interrupted && !skipped.contains_key(id) {
+                    Outcome::Interrupted
+                } else {
+                    Outcome::Skipped
+                };
+                if !skipped.contains_key(id) {
+                    events.emit(Event::ReleaseFinished {
+                        result: ReleaseResult {
+                            release: id.clone(),
+                            outcome,
+                            duration: Duration::ZERO,
+                            message: Some(message.clone()),
+                        },
+                        diagnostics: None,
+                        diagnostics_text: None,
+                    });
+                }
+                ReleaseResult {
+                    release: id.clone(),
+                    outcome,
+                    duration: Duration::ZERO,
+                    message: Some(message),
+                }
+            }
+        };
+        results.push(result);
+    }
+
+    let root_failures = order
+        .iter()
+        .filter(|id| {
+            finished
+                .get(*id)
+                .is_some_and(|f| f.result.outcome == Outcome::Failed)
+        })
+        .cloned()
+        .collect();
+    let critical_path = critical_path(releases, &finished);
+    Summary {
+        cluster: cluster.to_string(),
+        ok: results.iter().all(|r| r.outcome.is_success()),
+        dry_run: options.dry_run,
+        duration: run_started.elapsed(),
+        releases: results,
+        critical_path,
+        root_failures,
+        interrupted,
+    }
+}
+
+fn skip_dependents<'a>(
+    failed: &ReleaseId,
+    dependents: &HashMap<&'a ReleaseId, Vec<&'a ReleaseId>>,
+    reason: &str,
+    skipped: &mut HashMap<ReleaseId, String>,
+    events: &Emitter,
+) {
+    let mut stack: Vec<&ReleaseId> = dependents.get(failed).cloned().unwrap_or_default();
+    while let Some(id) = stack.pop() {
+        if skipped.contains_key(id) {
+            continue;
+        }
+        skipped.insert(id.clone(), reason.to_string());
+        events.emit(Event::ReleaseFinished {
+            result: ReleaseResult {
+                release: id.clone(),
+                outcome: Outcome::Skipped,
+                duration: Duration::ZERO,
+                message: Some(reason.to_string()),
+            },
+            diagnostics: None,
+            diagnostics_text: None,
+        });
+        stack.extend(dependents.get(id).into_iter().flatten().copied());
+    }
+}
+
+/// The chain that decided when the run ended: from the release that finished
+/// last, repeatedly the need that finished last before it started.
+fn critical_path(releases: &[Release], finished: &HashMap<ReleaseId, Finished>) -> Vec<ReleaseId> {
+    let Some(last) = finished.values().max_by_key(|f| f.finished) else {
+        return Vec::new();
+    };
+    let needs: HashMap<&ReleaseId, &Vec<ReleaseId>> =
+        releases.iter().map(|r| (&r.id, &r.needs)).collect();
+    let mut path = vec![last.id.clone()];
+    let mut current = last;
+    while let Some(prev) = needs
+        .get(&current.id)
+        .into_iter()
+        .flat_map(|n| n.iter())
+        .filter_map(|n| finished.get(n))
+        .max_by_key(|f| f.finished)
+    {
+        path.push(prev.id.clone());
+        current = prev;
+    }
+    path.reverse();
+    path
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::release::{Chart, ChartSource, CrdPolicy, Hooks, Ownership, Source};
+    use std::sync::Mutex;
+
+    /// Sleeps for a scripted time (virtual clock) and records start/end.
+    struct Scripted {
+        durations: HashMap<String, (u64, Outcome)>,
+        log: Arc<Mutex<Vec<(String, u128, u128)>>>,
+        origin: Instant,
+    }
+
+    impl Runner for Scripted {
+        fn run(
+            &self,
+            release: Arc<Release>,
+            _stop: StopSignal,
+        ) -> impl Future<Output = StepResult> + Send + 'static {
+            let (ms, outcome) = self
+                .durations
+                .get(&release.id.name)
+                .copied()
+                .unwrap_or((10, Outcome::Installed));
+            let start = self.origin.elapsed().as_millis();
+            let log = self.log.clone();
+            let origin = self.origin;
+            async move {
+                tokio::time::sleep(Duration::from_millis(ms)).await;
+                log.lock().unwrap().push((
+                    release.id.name.clone(),
+                    start,
+                    origin.elapsed().as_millis(),
+                ));
+                StepResult::new(outcome)
+            }
+        }
+    }
+
+    fn release(name: &str, needs: &[&str]) -> Release {
+        Release {
+            id: ReleaseId::new("ns", name),
+            file: "releases/r.yaml".into(),
+            line: 1,
+            source: Source::Chart(Chart {
+                source: ChartSource::Oci(format!("oci://x/{name}")),
+                version: Some("1.0.0".into()),
+            }),
+            needs: needs.iter().map(|n| ReleaseId::new("ns", *n)).collect(),
+            crds: CrdPolicy::Bootstrap,
+            values: serde_json::json!({}),
+            crd_values: serde_json::json!({}),
+            timeout: None,
+            wait: false,
+            hooks: Hooks::default(),
+            ownership: Ownership::Bootstrap,
+        }
+    }
+
+    async fn go(
+        releases: Vec<Release>,
+        durations: &[(&str, u64, Outcome)],
+        fail_fast: bool,
+    ) -> (Summary, Vec<(String, u128, u128)>) {
+        let runner = Arc::new(Scripted {
+            durations: durations
+                .iter()
+                .map(|(n, d, o)| (n.to_string(), (*d, *o)))
+                .collect(),
+            log: Arc::new(Mutex::new(Vec::new())),
+            origin: Instant::now(),
+        });
+        let (events, _rx) = Emitter::new();
+        let (_tx, stop) = tokio::sync::watch::channel(Stop::Run);
+        let summary = run(
+            "infra",
+            &releases,
+            runner.clone(),
+            Options {
+                fail_fast,
+                dry_run: false,
+            },
+            &events,
+            stop,
+        )
+        .await;
+        let log = runner.log.lock().unwrap().clone();
+        (summary, log)
+    }
+
+    fn start_of(log: &[(String, u128, u128)], name: &str) -> u128 {
+        log.iter().find(|l| l.0 == name).map(|l| l.1).unwrap()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_release_starts_when_its_own_needs_are_done_not_its_level() {
+        // a(100) -> c ; b(10) -> d : d must start at 10, not wait for a.
+        let releases = vec![
+            release("a", &[]),
+            release("b", &[]),
+            release("c", &["a"]),
+            release("d", &["b"]),
+        ];
+        let (summary, log) = go(
+            releases,
+            &[
+                ("a", 100, Outcome::Installed),
+                ("b", 10, Outcome::Installed),
+            ],
+            false,
+        )
+        .await;
+        assert!(summary.ok);
+        assert_eq!(start_of(&log, "a"), 0);
+        assert_eq!(start_of(&log, "b"), 0);
+        assert_eq!(start_of(&log, "d"), 10);
+        assert_eq!(start_of(&log, "c"), 100);
+        let path: Vec<String> = summary
+            .critical_path
+            .iter()
+            .map(|i| i.name.clone())
+            .collect();
+        assert_eq!(path, ["a", "c"]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_failure_skips_exactly_its_dependents() {
+        let releases = vec![
+            release("a", &[]),
+            release("b", &["a"]),
+            release("c", &["b"]),
+            release("x", &[]),
+            release("y", &["x"]),
+        ];
+        let (summary, log) = go(releases, &[("a", 10, Outcome::Failed)], false).await;
+        assert!(!summary.ok);
+        let outcome = |n: &str| {
+            summary
+                .releases
+                .iter()
+                .find(|r| r.release.name == n)
+                .unwrap()
+                .outcome
+        };
+        assert_eq!(outcome("a"), Outcome::Failed);
+        assert_eq!(outcome("b"), Outcome::Skipped);
+        assert_eq!(outcome("c"), Outcome::Skipped);
+        assert_eq!(outcome("x"), Outcome::Installed);
+        assert_eq!(outcome("y"), Outcome::Installed);
+        assert_eq!(
+            summary
+                .releases
+                .iter()
+                .find(|r| r.release.name == "c")
+                .unwrap()
+                .message
+                .as_deref(),
+            Some("needs ns/a, which failed")
+        );
+        assert_eq!(summary.root_failures, vec![ReleaseId::new("ns", "a")]);
+        assert_eq!(log.len(), 3);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn fail_fast_starts_nothing_new() {
+        let releases = vec![release("a", &[]), release("b", &[]), release("c", &["b"])];
+        let (summary, _) = go(
+            releases,
+            &[("a", 5, Outcome::Failed), ("b", 20, Outcome::Installed)],
+            true,
+        )
+        .await;
+        let outcome = |n: &str| {
+            summary
+                .releases
+                .iter()
+                .find(|r| r.release.name == n)
+                .unwrap()
+                .outcome
+        };
+        assert_eq!(outcome("b"), Outcome::Installed, "running work finishes");
+        assert_eq!(outcome("c"), Outcome::Skipped);
+    }
+}
