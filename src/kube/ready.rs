@@ -50,7 +50,9 @@ pub fn deployment(d: &Deployment) -> Readiness {
     if let Some(c) = deadline {
         return Readiness::Failed(format!(
             "progress deadline exceeded: {}",
-            c.message.as_deref().unwrap_or("the rollout made no progress")
+            c.message
+                .as_deref()
+                .unwrap_or("the rollout made no progress")
         ));
     }
     let want = spec.and_then(|s| s.replicas).unwrap_or(1);
@@ -145,7 +147,11 @@ pub fn statefulset(sts: &StatefulSet) -> Readiness {
 pub fn job(j: &Job) -> Readiness {
     let status = j.status.clone().unwrap_or_default();
     let conditions = status.conditions.unwrap_or_default();
-    let holds = |t: &str| conditions.iter().find(|c| c.type_ == t && c.status == "True");
+    let holds = |t: &str| {
+        conditions
+            .iter()
+            .find(|c| c.type_ == t && c.status == "True")
+    };
     if holds("Complete").is_some() {
         return Readiness::Ready;
     }
@@ -247,10 +253,7 @@ pub fn rollout_check(kind: &str) -> Result<impl Fn(Option<&Value>) -> Readiness 
 }
 
 /// A ready-made check for `wait::wait_for`: a condition on any object.
-pub fn condition_check(
-    type_: &str,
-    status: &str,
-) -> impl Fn(Option<&Value>) -> Readiness + use<> {
+pub fn condition_check(type_: &str, status: &str) -> impl Fn(Option<&Value>) -> Readiness + use<> {
     let (type_, status) = (type_.to_string(), status.to_string());
     move |obj: Option<&Value>| match obj {
         None => Readiness::Pending("object does not exist yet".into()),

@@ -184,7 +184,9 @@ fn job_complete_is_ready() {
 fn job_failed_fails_with_reason_and_message() {
     assert_eq!(
         job(&fixture("job-failed.yaml")),
-        Readiness::Failed("BackoffLimitExceeded: Job has reached the specified backoff limit".into())
+        Readiness::Failed(
+            "BackoffLimitExceeded: Job has reached the specified backoff limit".into()
+        )
     );
 }
 
@@ -259,7 +261,10 @@ fn condition_behind_status_observed_generation_is_pending() {
 #[test]
 fn for_kind_dispatches_dynamic_objects() {
     let ds: Value = fixture("daemonset-cilium-mid-rollout.yaml");
-    assert_eq!(for_kind("DaemonSet", &ds), Ok(pending("1 of 3 pods updated")));
+    assert_eq!(
+        for_kind("DaemonSet", &ds),
+        Ok(pending("1 of 3 pods updated"))
+    );
     let job: Value = fixture("job-failed.yaml");
     assert!(matches!(for_kind("Job", &job), Ok(Readiness::Failed(_))));
 }
