@@ -90,7 +90,7 @@ impl Diagnosis {
             })
             .map(|e| (event_time(e), event_line(e)))
             .collect();
-        dated.sort_by(|a, b| a.0.cmp(&b.0));
+        dated.sort_by_key(|a| a.0);
         let skip = dated.len().saturating_sub(limit);
         let events = dated.into_iter().skip(skip).map(|(_, line)| line).collect();
         Diagnosis { pods, events }
