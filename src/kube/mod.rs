@@ -1,0 +1,3 @@
+pub mod diagnose;
+pub mod ready;
+pub mod wait;

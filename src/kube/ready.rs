@@ -1,0 +1,273 @@
+//! Readiness as pure functions of an object, so every state can be unit-tested
+//! against YAML of a real object and the async wait stays a thin watch loop.
+//!
+//! The rollout rules mirror `kubectl rollout status`, with one deliberate
+//! difference: `metadata.generation` is always compared with
+//! `status.observedGeneration` first, so the status left behind by the previous
+//! rollout is never reported as this rollout's success.
+
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde::Serialize;
+use serde_json::Value;
+
+/// Where an object stands, with a reason a user can act on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "state", content = "reason", rename_all = "lowercase")]
+pub enum Readiness {
+    Ready,
+    /// Not there yet; the reason reads like "2 of 3 updated pods available".
+    Pending(String),
+    /// Will not get there without someone changing something.
+    Failed(String),
+}
+
+/// The kinds [`for_kind`] knows how to judge.
+pub const ROLLOUT_KINDS: [&str; 4] = ["Deployment", "DaemonSet", "StatefulSet", "Job"];
+
+/// The controller has not caught up with the latest spec yet.
+fn stale(meta: &ObjectMeta, observed: Option<i64>) -> Option<Readiness> {
+    let generation = meta.generation.unwrap_or(0);
+    let observed = observed.unwrap_or(0);
+    (observed == 0 || observed < generation).then(|| {
+        Readiness::Pending(format!(
+            "waiting for the controller to observe generation {}",
+            generation.max(1)
+        ))
+    })
+}
+
+pub fn deployment(d: &Deployment) -> Readiness {
+    let status = d.status.clone().unwrap_or_default();
+    if let Some(pending) = stale(&d.metadata, status.observed_generation) {
+        return pending;
+    }
+    let spec = d.spec.as_ref();
+    let deadline = status.conditions.iter().flatten().find(|c| {
+        c.type_ == "Progressing" && c.reason.as_deref() == Some("ProgressDeadlineExceeded")
+    });
+    if let Some(c) = deadline {
+        return Readiness::Failed(format!(
+            "progress deadline exceeded: {}",
+            c.message
+                .as_deref()
+                .unwrap_or("the rollout made no progress")
+        ));
+    }
+    let want = spec.and_then(|s| s.replicas).unwrap_or(1);
+    let updated = status.updated_replicas.unwrap_or(0);
+    let total = status.replicas.unwrap_or(0);
+    let available = status.available_replicas.unwrap_or(0);
+    if updated < want {
+        return Readiness::Pending(format!("{updated} of {want} pods updated"));
+    }
+    if total > updated {
+        let old = total - updated;
+        let pods = if old == 1 { "pod" } else { "pods" };
+        return Readiness::Pending(format!("{old} old {pods} pending termination"));
+    }
+    if available < want {
+        return Readiness::Pending(format!("{available} of {want} updated pods available"));
+    }
+    Readiness::Ready
+}
+
+pub fn daemonset(ds: &DaemonSet) -> Readiness {
+    let status = ds.status.clone().unwrap_or_default();
+    if let Some(pending) = stale(&ds.metadata, status.observed_generation) {
+        return pending;
+    }
+    let desired = status.desired_number_scheduled;
+    let available = status.number_available.unwrap_or(0);
+    let on_delete = ds
+        .spec
+        .as_ref()
+        .and_then(|s| s.update_strategy.as_ref())
+        .and_then(|u| u.type_.as_deref())
+        == Some("OnDelete");
+    // With OnDelete, pods only move to a new template when someone deletes them,
+    // so "updated" never converges; availability of whatever runs still matters.
+    if !on_delete {
+        let updated = status.updated_number_scheduled.unwrap_or(0);
+        if updated < desired {
+            return Readiness::Pending(format!("{updated} of {desired} pods updated"));
+        }
+    }
+    if available < desired {
+        let which = if on_delete { "pods" } else { "updated pods" };
+        return Readiness::Pending(format!("{available} of {desired} {which} available"));
+    }
+    Readiness::Ready
+}
+
+pub fn statefulset(sts: &StatefulSet) -> Readiness {
+    let status = sts.status.clone().unwrap_or_default();
+    if let Some(pending) = stale(&sts.metadata, status.observed_generation) {
+        return pending;
+    }
+    let spec = sts.spec.as_ref();
+    let want = spec.and_then(|s| s.replicas).unwrap_or(1);
+    let ready = status.ready_replicas.unwrap_or(0);
+    if ready < want {
+        return Readiness::Pending(format!("{ready} of {want} pods ready"));
+    }
+    let strategy = spec.and_then(|s| s.update_strategy.as_ref());
+    if strategy.and_then(|u| u.type_.as_deref()) == Some("OnDelete") {
+        return Readiness::Ready;
+    }
+    let updated = status.updated_replicas.unwrap_or(0);
+    let partition = strategy
+        .and_then(|u| u.rolling_update.as_ref())
+        .and_then(|r| r.partition)
+        .unwrap_or(0);
+    // Pods below the partition stay on the old revision on purpose, so the
+    // revisions never converge: only the pods at or above it must be updated.
+    if partition > 0 {
+        let target = (want - partition).max(0);
+        if updated < target {
+            return Readiness::Pending(format!(
+                "{updated} of {target} pods updated (partition {partition})"
+            ));
+        }
+        return Readiness::Ready;
+    }
+    if updated < want {
+        return Readiness::Pending(format!("{updated} of {want} pods updated"));
+    }
+    let update_revision = status.update_revision.unwrap_or_default();
+    if status.current_revision.unwrap_or_default() != update_revision {
+        return Readiness::Pending(format!(
+            "waiting for the rolling update to revision {update_revision} to complete"
+        ));
+    }
+    Readiness::Ready
+}
+
+pub fn job(j: &Job) -> Readiness {
+    let status = j.status.clone().unwrap_or_default();
+    let conditions = status.conditions.unwrap_or_default();
+    let holds = |t: &str| {
+        conditions
+            .iter()
+            .find(|c| c.type_ == t && c.status == "True")
+    };
+    if holds("Complete").is_some() {
+        return Readiness::Ready;
+    }
+    if let Some(c) = holds("Failed") {
+        let reason = c.reason.as_deref().unwrap_or("Failed");
+        return Readiness::Failed(match c.message.as_deref() {
+            Some(m) if !m.is_empty() => format!("{reason}: {m}"),
+            _ => reason.to_string(),
+        });
+    }
+    if holds("Suspended").is_some() {
+        return Readiness::Pending("job is suspended".into());
+    }
+    let want = j.spec.as_ref().and_then(|s| s.completions).unwrap_or(1);
+    let succeeded = status.succeeded.unwrap_or(0);
+    let active = status.active.unwrap_or(0);
+    let failed = status.failed.unwrap_or(0);
+    let mut reason = format!("{succeeded} of {want} completions, {active} active");
+    if failed > 0 {
+        reason.push_str(&format!(", {failed} failed"));
+    }
+    Readiness::Pending(reason)
+}
+
+/// `status.conditions[type == type_].status == status`, for any object
+/// (CRD `Established`, Deployment `Available`, a Flux custom resource `Ready`).
+pub fn condition(obj: &Value, type_: &str, status: &str) -> Readiness {
+    let generation = obj.pointer("/metadata/generation").and_then(Value::as_i64);
+    let observed = obj
+        .pointer("/status/observedGeneration")
+        .and_then(Value::as_i64);
+    if let (Some(g), Some(o)) = (generation, observed)
+        && o < g
+    {
+        return Readiness::Pending(format!(
+            "waiting for the controller to observe generation {g}"
+        ));
+    }
+    let found = obj
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .find(|c| c.get("type").and_then(Value::as_str) == Some(type_));
+    let Some(c) = found else {
+        return Readiness::Pending(format!("condition {type_} not reported yet"));
+    };
+    // A condition may carry its own observedGeneration (metav1.Condition).
+    let cond_observed = c.get("observedGeneration").and_then(Value::as_i64);
+    if let (Some(g), Some(o)) = (generation, cond_observed)
+        && o < g
+    {
+        return Readiness::Pending(format!(
+            "condition {type_} has not observed generation {g} yet"
+        ));
+    }
+    let actual = c.get("status").and_then(Value::as_str).unwrap_or("Unknown");
+    if actual == status {
+        return Readiness::Ready;
+    }
+    let text = |k: &str| c.get(k).and_then(Value::as_str).filter(|s| !s.is_empty());
+    let mut reason = format!("condition {type_} is {actual}");
+    match (text("reason"), text("message")) {
+        (Some(r), Some(m)) => reason.push_str(&format!(" ({r}: {m})")),
+        (Some(s), None) | (None, Some(s)) => reason.push_str(&format!(" ({s})")),
+        (None, None) => {}
+    }
+    Readiness::Pending(reason)
+}
+
+/// Judges a rollout kind from JSON, so objects read through a dynamic API work.
+pub fn for_kind(kind: &str, obj: &Value) -> Result<Readiness, String> {
+    fn typed<T: serde::de::DeserializeOwned>(kind: &str, obj: &Value) -> Result<T, String> {
+        T::deserialize(obj).map_err(|e| format!("cannot read {kind}: {e}"))
+    }
+    match kind {
+        "Deployment" => Ok(deployment(&typed(kind, obj)?)),
+        "DaemonSet" => Ok(daemonset(&typed(kind, obj)?)),
+        "StatefulSet" => Ok(statefulset(&typed(kind, obj)?)),
+        "Job" => Ok(job(&typed(kind, obj)?)),
+        other => Err(format!(
+            "no rollout check for kind {other} (expected one of {}); use a condition hook",
+            ROLLOUT_KINDS.join(", ")
+        )),
+    }
+}
+
+/// A ready-made check for `wait::wait_for`: the rollout of `kind`.
+/// Fails up front for kinds without a rollout check.
+pub fn rollout_check(kind: &str) -> Result<impl Fn(Option<&Value>) -> Readiness + use<>, String> {
+    if !ROLLOUT_KINDS.contains(&kind) {
+        for_kind(kind, &Value::Null)?;
+    }
+    let kind = kind.to_string();
+    Ok(move |obj: Option<&Value>| match obj {
+        None => Readiness::Pending(format!("{kind} does not exist yet")),
+        Some(v) => for_kind(&kind, v).unwrap_or_else(Readiness::Failed),
+    })
+}
+
+/// A ready-made check for `wait::wait_for`: a condition on any object.
+pub fn condition_check(type_: &str, status: &str) -> impl Fn(Option<&Value>) -> Readiness + use<> {
+    let (type_, status) = (type_.to_string(), status.to_string());
+    move |obj: Option<&Value>| match obj {
+        None => Readiness::Pending("object does not exist yet".into()),
+        Some(v) => condition(v, &type_, &status),
+    }
+}
+
+/// A ready-made check for `wait::wait_for`: the object exists.
+pub fn exists(obj: Option<&Value>) -> Readiness {
+    match obj {
+        Some(_) => Readiness::Ready,
+        None => Readiness::Pending("object does not exist yet".into()),
+    }
+}
+
+#[cfg(test)]
+mod tests;

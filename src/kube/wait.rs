@@ -1,0 +1,401 @@
+//! Waiting for an object to become ready: a watch on that one object, judged
+//! by a pure check from [`super::ready`], bounded by a timeout.
+//!
+//! The API server blips while Cilium comes up, so every API error short of
+//! "you may not" is retried with backoff until the timeout; only the timeout
+//! (or the check saying Failed) ends a wait early.
+
+mod resolve;
+
+use std::fmt;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use ::kube::api::{Api, DynamicObject, ListParams};
+use ::kube::core::ApiResource;
+use ::kube::runtime::{WatchStreamExt, watcher};
+use ::kube::{Client, ResourceExt};
+use futures::{Stream, StreamExt};
+use k8s_openapi::api::apps::v1::ReplicaSet;
+use k8s_openapi::api::core::v1::{Event, Pod};
+use serde::Serialize;
+use serde_json::Value;
+
+use super::diagnose::{Diagnosis, PodDiagnosis, pod_selector};
+use super::ready::Readiness;
+pub use resolve::builtin_resource;
+
+/// How long collecting diagnostics may take: it runs after a failure and must
+/// not keep the user waiting on an API server that is itself the problem.
+pub const DIAGNOSE_TIMEOUT: Duration = Duration::from_secs(15);
+/// Events are fetched for at most this many unhealthy pods.
+const DIAGNOSED_PODS: usize = 10;
+
+/// The one object a wait is about.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ObjectTarget {
+    pub api_version: String,
+    pub kind: String,
+    /// Ignored for cluster-scoped kinds; the client's default namespace when
+    /// absent for a namespaced kind.
+    pub namespace: Option<String>,
+    pub name: String,
+}
+
+impl ObjectTarget {
+    pub fn new(api_version: &str, kind: &str, namespace: Option<&str>, name: &str) -> Self {
+        ObjectTarget {
+            api_version: api_version.into(),
+            kind: kind.into(),
+            namespace: namespace.map(Into::into),
+            name: name.into(),
+        }
+    }
+}
+
+impl fmt::Display for ObjectTarget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.namespace {
+            Some(ns) => write!(f, "{} {ns}/{}", self.kind, self.name),
+            None => write!(f, "{} {}", self.kind, self.name),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WaitError {
+    /// `last` is the latest Pending reason (and API error, if one followed it).
+    Timeout {
+        target: String,
+        after: Duration,
+        last: String,
+    },
+    /// The check judged the object Failed.
+    Failed { target: String, reason: String },
+    /// An API error retrying cannot fix (forbidden, bad apiVersion).
+    Api { target: String, message: String },
+}
+
+impl fmt::Display for WaitError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            WaitError::Timeout {
+                target,
+                after,
+                last,
+            } => write!(
+                f,
+                "timed out after {} waiting for {target}: {last}",
+                humantime::format_duration(*after)
+            ),
+            WaitError::Failed { target, reason } => write!(f, "{target} failed: {reason}"),
+            WaitError::Api { target, message } => write!(f, "cannot read {target}: {message}"),
+        }
+    }
+}
+
+impl std::error::Error for WaitError {}
+
+/// Why a wait stopped before its timeout, before the target is attached.
+#[derive(Debug, PartialEq, Eq)]
+enum Stop {
+    Failed(String),
+    Api(String),
+}
+
+impl Stop {
+    fn into_error(self, target: &ObjectTarget) -> WaitError {
+        let target = target.to_string();
+        match self {
+            Stop::Failed(reason) => WaitError::Failed { target, reason },
+            Stop::Api(message) => WaitError::Api { target, message },
+        }
+    }
+}
+
+/// What the wait knew last, kept outside the timed future so a timeout can
+/// still say what it was waiting for.
+#[derive(Debug, Default)]
+struct Progress {
+    pending: Option<String>,
+    error: Option<String>,
+}
+
+impl Progress {
+    fn summary(&self) -> String {
+        match (&self.pending, &self.error) {
+            (Some(p), Some(e)) => format!("{p} (last API error: {e})"),
+            (Some(p), None) => p.clone(),
+            (None, Some(e)) => format!("API server error: {e}"),
+            (None, None) => "no answer from the API server".into(),
+        }
+    }
+}
+
+struct Reporter<'a, P> {
+    state: &'a Mutex<Progress>,
+    progress: &'a P,
+}
+
+impl<P: Fn(&str)> Reporter<'_, P> {
+    fn pending(&self, reason: &str) {
+        let changed = {
+            let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+            s.error = None;
+            let changed = s.pending.as_deref() != Some(reason);
+            s.pending = Some(reason.to_string());
+            changed
+        };
+        if changed {
+            (self.progress)(reason);
+        }
+    }
+
+    fn error(&self, message: String) {
+        let changed = {
+            let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+            let changed = s.error.as_deref() != Some(message.as_str());
+            s.error = Some(message.clone());
+            changed
+        };
+        if changed {
+            (self.progress)(&format!("API server error, retrying: {message}"));
+        }
+    }
+}
+
+/// Waits until `check` says the target is Ready, watching the object (not
+/// polling). `check` sees `None` while the object does not exist. `progress`
+/// hears each new Pending reason and each new transient API error.
+pub async fn wait_for<F>(
+    client: Client,
+    target: &ObjectTarget,
+    check: F,
+    timeout: Duration,
+    progress: impl Fn(&str) + Send + Sync,
+) -> Result<(), WaitError>
+where
+    F: Fn(Option<&Value>) -> Readiness + Send + Sync,
+{
+    let state = Mutex::new(Progress::default());
+    let reporter = Reporter {
+        state: &state,
+        progress: &progress,
+    };
+    let work = async {
+        let (ar, namespaced) = resolve::resolve(&client, target, &reporter).await?;
+        let api = dynamic_api(client.clone(), &ar, namespaced, target);
+        let config = watcher::Config::default().fields(&format!("metadata.name={}", target.name));
+        loop {
+            let stream = watcher(api.clone(), config.clone()).default_backoff();
+            if drive(stream, &target.name, &check, &reporter).await? {
+                return Ok(());
+            }
+            // The stream only ends if the backoff gives up; start over.
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    };
+    bounded(target, timeout, &state, work).await
+}
+
+async fn bounded(
+    target: &ObjectTarget,
+    timeout: Duration,
+    state: &Mutex<Progress>,
+    work: impl Future<Output = Result<(), Stop>>,
+) -> Result<(), WaitError> {
+    match tokio::time::timeout(timeout, work).await {
+        Ok(result) => result.map_err(|stop| stop.into_error(target)),
+        Err(_) => Err(WaitError::Timeout {
+            target: target.to_string(),
+            after: timeout,
+            last: state.lock().unwrap_or_else(|e| e.into_inner()).summary(),
+        }),
+    }
+}
+
+/// Follows a watch of one object until the check settles: `Ok(true)` when
+/// Ready, `Ok(false)` when the stream ended first (the caller re-watches).
+async fn drive<S, F, P>(
+    stream: S,
+    name: &str,
+    check: &F,
+    reporter: &Reporter<'_, P>,
+) -> Result<bool, Stop>
+where
+    S: Stream<Item = Result<watcher::Event<DynamicObject>, watcher::Error>>,
+    F: Fn(Option<&Value>) -> Readiness,
+    P: Fn(&str),
+{
+    let mut stream = std::pin::pin!(stream);
+    let mut tracker = Tracker::default();
+    while let Some(item) = stream.next().await {
+        let event = match item {
+            Ok(event) => event,
+            Err(e) if resolve::is_permanent_watch_error(&e) => {
+                return Err(Stop::Api(resolve::describe_watch_error(&e)));
+            }
+            Err(e) => {
+                reporter.error(resolve::describe_watch_error(&e));
+                continue;
+            }
+        };
+        if !tracker.apply(event, name) {
+            continue;
+        }
+        match check(tracker.current.as_ref()) {
+            Readiness::Ready => return Ok(true),
+            Readiness::Failed(reason) => return Err(Stop::Failed(reason)),
+            Readiness::Pending(reason) => reporter.pending(&reason),
+        }
+    }
+    Ok(false)
+}
+
+/// The latest known state of the watched object, across watch restarts.
+#[derive(Debug, Default)]
+struct Tracker {
+    current: Option<Value>,
+    /// Objects listed since the last `Init`, applied atomically at `InitDone`.
+    listing: Option<Option<Value>>,
+}
+
+impl Tracker {
+    /// Whether the object's known state may have changed.
+    fn apply(&mut self, event: watcher::Event<DynamicObject>, name: &str) -> bool {
+        use watcher::Event as E;
+        // The field selector already filters by name; a server that ignores it
+        // must not make another object's status count.
+        let ours = |o: &DynamicObject| o.metadata.name.as_deref() == Some(name);
+        let json = |o: DynamicObject| serde_json::to_value(o).unwrap_or(Value::Null);
+        match event {
+            E::Init => {
+                self.listing = Some(None);
+                false
+            }
+            E::InitApply(o) if ours(&o) => {
+                self.listing = Some(Some(json(o)));
+                false
+            }
+            E::InitDone => {
+                self.current = self.listing.take().flatten();
+                true
+            }
+            E::Apply(o) if ours(&o) => {
+                self.current = Some(json(o));
+                true
+            }
+            E::Delete(o) if ours(&o) => {
+                self.current = None;
+                true
+            }
+            _ => false,
+        }
+    }
+}
+
+fn dynamic_api(
+    client: Client,
+    ar: &ApiResource,
+    namespaced: bool,
+    target: &ObjectTarget,
+) -> Api<DynamicObject> {
+    match (namespaced, target.namespace.as_deref()) {
+        (true, Some(ns)) => Api::namespaced_with(client, ns, ar),
+        (true, None) => Api::default_namespaced_with(client, ar),
+        (false, _) => Api::all_with(client, ar),
+    }
+}
+
+/// The target's pods and their recent events, for a failed or timed-out wait.
+/// Best effort and bounded by [`DIAGNOSE_TIMEOUT`]: events that cannot be
+/// read are left out.
+pub async fn diagnose(client: Client, target: &ObjectTarget) -> Result<Diagnosis, WaitError> {
+    let state = Mutex::new(Progress {
+        pending: Some("collecting diagnostics".into()),
+        error: None,
+    });
+    let mut diagnosis = None;
+    let work = async {
+        diagnosis = Some(collect(client, target).await?);
+        Ok(())
+    };
+    bounded(target, DIAGNOSE_TIMEOUT, &state, work).await?;
+    Ok(diagnosis.unwrap_or_default())
+}
+
+async fn collect(client: Client, target: &ObjectTarget) -> Result<Diagnosis, Stop> {
+    let api_error = |e: ::kube::Error| Stop::Api(resolve::describe(&e));
+    let (ar, namespaced) = resolve::resolve_once(&client, target).await?;
+    let api = dynamic_api(client.clone(), &ar, namespaced, target);
+    let workload = api.get_opt(&target.name).await.map_err(api_error)?;
+    let ns = target
+        .namespace
+        .clone()
+        .unwrap_or_else(|| client.default_namespace().to_string());
+    let workload = workload.and_then(|o| serde_json::to_value(o).ok());
+
+    let pods: Vec<Pod> = match (&workload, target.kind.as_str()) {
+        (Some(obj), "Pod") => serde_json::from_value(obj.clone()).into_iter().collect(),
+        (Some(obj), _) => match pod_selector(obj) {
+            Some(selector) => {
+                Api::<Pod>::namespaced(client.clone(), &ns)
+                    .list(&ListParams::default().labels(&selector))
+                    .await
+                    .map_err(api_error)?
+                    .items
+            }
+            None => Vec::new(),
+        },
+        (None, _) => Vec::new(),
+    };
+
+    let mut names = vec![target.name.clone()];
+    if let (Some(obj), "Deployment") = (&workload, target.kind.as_str()) {
+        // Pod creation failures (quota, PodSecurity) are reported on the ReplicaSet.
+        names.extend(replica_sets(&client, &ns, obj).await);
+    }
+    let mut unhealthy: Vec<&Pod> = pods
+        .iter()
+        .filter(|p| !PodDiagnosis::from_pod(p).is_healthy())
+        .collect();
+    unhealthy.truncate(DIAGNOSED_PODS);
+    names.extend(unhealthy.iter().map(|p| p.name_any()));
+
+    let events_api = Api::<Event>::namespaced(client, &ns);
+    let lists = futures::future::join_all(names.iter().map(|name| {
+        let params = ListParams::default().fields(&format!("involvedObject.name={name}"));
+        let api = events_api.clone();
+        async move { api.list(&params).await }
+    }))
+    .await;
+    let events: Vec<Event> = lists.into_iter().flatten().flat_map(|l| l.items).collect();
+    Ok(Diagnosis::build(&pods, &events))
+}
+
+/// Names of the ReplicaSets a Deployment owns.
+async fn replica_sets(client: &Client, ns: &str, deployment: &Value) -> Vec<String> {
+    let Some(selector) = pod_selector(deployment) else {
+        return Vec::new();
+    };
+    let uid = deployment.pointer("/metadata/uid").and_then(Value::as_str);
+    let params = ListParams::default().labels(&selector);
+    let Ok(list) = Api::<ReplicaSet>::namespaced(client.clone(), ns)
+        .list(&params)
+        .await
+    else {
+        return Vec::new();
+    };
+    list.items
+        .into_iter()
+        .filter(|rs| {
+            rs.owner_references()
+                .iter()
+                .any(|o| Some(o.uid.as_str()) == uid)
+        })
+        .map(|rs| rs.name_any())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,339 @@
+use super::resolve::{is_permanent_watch_error, retry_delay};
+use super::*;
+use ::kube::core::Status;
+use futures::stream;
+use pretty_assertions::assert_eq;
+use watcher::Event as E;
+
+fn fixture(name: &str) -> DynamicObject {
+    let path = format!(
+        "{}/tests/fixtures/objects/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let text = std::fs::read_to_string(&path).unwrap();
+    let value: Value = serde_saphyr::from_str(&text).unwrap();
+    serde_json::from_value(value).unwrap()
+}
+
+fn cilium() -> ObjectTarget {
+    ObjectTarget::new("apps/v1", "DaemonSet", Some("kube-system"), "cilium")
+}
+
+fn unavailable() -> watcher::Error {
+    watcher::Error::WatchError(Box::new(
+        Status::failure(
+            "the server is currently unable to handle the request",
+            "ServiceUnavailable",
+        )
+        .with_code(503),
+    ))
+}
+
+fn forbidden() -> watcher::Error {
+    watcher::Error::InitialListFailed(::kube::Error::Api(Box::new(
+        Status::failure("daemonsets.apps \"cilium\" is forbidden", "Forbidden").with_code(403),
+    )))
+}
+
+type Item = Result<watcher::Event<DynamicObject>, watcher::Error>;
+
+/// Runs `drive` over a scripted watch, returning its result and what
+/// `progress` heard.
+async fn run(items: Vec<Item>) -> (Result<bool, Stop>, Vec<String>) {
+    let heard = Mutex::new(Vec::new());
+    let progress = |s: &str| heard.lock().unwrap().push(s.to_string());
+    let state = Mutex::new(Progress::default());
+    let reporter = Reporter {
+        state: &state,
+        progress: &progress,
+    };
+    let check = crate::kube::ready::rollout_check("DaemonSet").unwrap();
+    let result = drive(stream::iter(items), "cilium", &check, &reporter).await;
+    (result, heard.into_inner().unwrap())
+}
+
+#[tokio::test]
+async fn stale_status_then_rollout_then_ready() {
+    let mut done = fixture("daemonset-cilium-rolled-out.yaml");
+    done.metadata.generation = Some(3);
+    done.data["status"]["observedGeneration"] = 3.into();
+    let (result, heard) = run(vec![
+        Ok(E::Init),
+        Ok(E::InitApply(fixture(
+            "daemonset-cilium-stale-generation.yaml",
+        ))),
+        Ok(E::InitDone),
+        Ok(E::Apply(fixture("daemonset-cilium-mid-rollout.yaml"))),
+        Ok(E::Apply(fixture("daemonset-cilium-mid-rollout.yaml"))),
+        Ok(E::Apply(done)),
+        Ok(E::Apply(fixture("daemonset-cilium-mid-rollout.yaml"))),
+    ])
+    .await;
+    assert_eq!(result, Ok(true));
+    assert_eq!(
+        heard,
+        [
+            "waiting for the controller to observe generation 3",
+            "1 of 3 pods updated"
+        ]
+    );
+}
+
+#[tokio::test]
+async fn transient_errors_are_reported_and_survived() {
+    let (result, heard) = run(vec![
+        Err(unavailable()),
+        Ok(E::Init),
+        Ok(E::InitApply(fixture("daemonset-cilium-mid-rollout.yaml"))),
+        Ok(E::InitDone),
+        Err(unavailable()),
+        Err(unavailable()),
+        Ok(E::Init),
+        Ok(E::InitApply(fixture("daemonset-cilium-mid-rollout.yaml"))),
+        Ok(E::InitDone),
+        Ok(E::Apply(fixture("daemonset-cilium-rolled-out.yaml"))),
+    ])
+    .await;
+    assert_eq!(result, Ok(true));
+    let retry = "API server error, retrying: watch failed: the server is currently unable to handle the request (503)";
+    assert_eq!(heard, [retry, "1 of 3 pods updated", retry]);
+}
+
+#[tokio::test]
+async fn absent_object_is_checked_as_none_until_it_appears() {
+    let (result, heard) = run(vec![
+        Ok(E::Init),
+        Ok(E::InitDone),
+        Ok(E::Apply(fixture("daemonset-cilium-stuck-init.yaml"))),
+        Ok(E::Delete(fixture("daemonset-cilium-stuck-init.yaml"))),
+    ])
+    .await;
+    assert_eq!(result, Ok(false));
+    assert_eq!(
+        heard,
+        [
+            "DaemonSet does not exist yet",
+            "0 of 3 updated pods available",
+            "DaemonSet does not exist yet"
+        ]
+    );
+}
+
+#[tokio::test]
+async fn objects_with_other_names_are_ignored() {
+    let mut other = fixture("daemonset-cilium-rolled-out.yaml");
+    other.metadata.name = Some("cilium-envoy".into());
+    let (result, heard) = run(vec![
+        Ok(E::Init),
+        Ok(E::InitApply(other.clone())),
+        Ok(E::InitDone),
+        Ok(E::Apply(other)),
+    ])
+    .await;
+    assert_eq!(result, Ok(false));
+    assert_eq!(heard, ["DaemonSet does not exist yet"]);
+}
+
+#[tokio::test]
+async fn forbidden_ends_the_wait_at_once() {
+    let (result, _) = run(vec![Err(forbidden()), Ok(E::Init), Ok(E::InitDone)]).await;
+    assert!(
+        matches!(&result, Err(Stop::Api(m)) if m == "list failed: daemonsets.apps \"cilium\" is forbidden (403)"),
+        "{result:?}"
+    );
+}
+
+#[tokio::test]
+async fn failed_check_ends_the_wait() {
+    let heard = Mutex::new(Vec::<String>::new());
+    let progress = |s: &str| heard.lock().unwrap().push(s.to_string());
+    let state = Mutex::new(Progress::default());
+    let reporter = Reporter {
+        state: &state,
+        progress: &progress,
+    };
+    let check = crate::kube::ready::rollout_check("Job").unwrap();
+    let mut job = fixture("job-failed.yaml");
+    job.metadata.name = Some("cilium".into());
+    let items: Vec<Item> = vec![Ok(E::Init), Ok(E::InitApply(job)), Ok(E::InitDone)];
+    let result = drive(stream::iter(items), "cilium", &check, &reporter).await;
+    let err = result.unwrap_err().into_error(&ObjectTarget::new(
+        "batch/v1",
+        "Job",
+        Some("security"),
+        "migrate",
+    ));
+    assert_eq!(
+        err.to_string(),
+        "Job security/migrate failed: BackoffLimitExceeded: Job has reached the specified backoff limit"
+    );
+}
+
+/// A watch that reports one state and then nothing more, ever.
+fn stuck(items: Vec<Item>) -> impl Stream<Item = Item> {
+    stream::iter(items).chain(stream::pending())
+}
+
+#[tokio::test]
+async fn timeout_names_the_target_and_the_last_reason() {
+    let state = Mutex::new(Progress::default());
+    let progress = |_: &str| {};
+    let reporter = Reporter {
+        state: &state,
+        progress: &progress,
+    };
+    let check = crate::kube::ready::rollout_check("DaemonSet").unwrap();
+    let items = vec![
+        Ok(E::Init),
+        Ok(E::InitApply(fixture("daemonset-cilium-stuck-init.yaml"))),
+        Ok(E::InitDone),
+    ];
+    let work = async {
+        drive(stuck(items), "cilium", &check, &reporter).await?;
+        Ok(())
+    };
+    // A real, short timeout: tokio's test-util (time pausing) is not enabled.
+    let err = bounded(&cilium(), Duration::from_millis(20), &state, work)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "timed out after 20ms waiting for DaemonSet kube-system/cilium: 0 of 3 updated pods available"
+    );
+}
+
+#[tokio::test]
+async fn timeout_mentions_an_api_error_that_followed_the_last_reason() {
+    let state = Mutex::new(Progress::default());
+    let progress = |_: &str| {};
+    let reporter = Reporter {
+        state: &state,
+        progress: &progress,
+    };
+    let check = crate::kube::ready::rollout_check("DaemonSet").unwrap();
+    let items = vec![
+        Ok(E::Init),
+        Ok(E::InitApply(fixture("daemonset-cilium-stuck-init.yaml"))),
+        Ok(E::InitDone),
+        Err(unavailable()),
+    ];
+    let work = async {
+        drive(stuck(items), "cilium", &check, &reporter).await?;
+        Ok(())
+    };
+    let err = bounded(&cilium(), Duration::from_millis(20), &state, work)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "timed out after 20ms waiting for DaemonSet kube-system/cilium: 0 of 3 updated pods available (last API error: watch failed: the server is currently unable to handle the request (503))"
+    );
+}
+
+#[tokio::test]
+async fn timeout_before_any_answer_says_so() {
+    let state = Mutex::new(Progress::default());
+    let err = bounded(
+        &cilium(),
+        Duration::from_millis(20),
+        &state,
+        std::future::pending(),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(
+        err,
+        WaitError::Timeout {
+            target: "DaemonSet kube-system/cilium".into(),
+            after: Duration::from_millis(20),
+            last: "no answer from the API server".into()
+        }
+    );
+}
+
+#[test]
+fn permanent_and_transient_watch_errors() {
+    assert!(is_permanent_watch_error(&forbidden()));
+    assert!(!is_permanent_watch_error(&unavailable()));
+    let not_found = watcher::Error::InitialListFailed(::kube::Error::Api(Box::new(
+        Status::failure(
+            "the server could not find the requested resource",
+            "NotFound",
+        )
+        .with_code(404),
+    )));
+    // A CRD being re-established answers 404 for a moment.
+    assert!(!is_permanent_watch_error(&not_found));
+}
+
+#[test]
+fn builtin_kinds_resolve_without_discovery() {
+    let (ar, namespaced) = builtin_resource("apps/v1", "DaemonSet").unwrap();
+    assert_eq!(
+        (ar.group.as_str(), ar.plural.as_str(), namespaced),
+        ("apps", "daemonsets", true)
+    );
+    let (ar, namespaced) =
+        builtin_resource("apiextensions.k8s.io/v1", "CustomResourceDefinition").unwrap();
+    assert_eq!(
+        (ar.plural.as_str(), namespaced),
+        ("customresourcedefinitions", false)
+    );
+    let (ar, namespaced) = builtin_resource("v1", "ConfigMap").unwrap();
+    assert_eq!(
+        (ar.group.as_str(), ar.plural.as_str(), namespaced),
+        ("", "configmaps", true)
+    );
+}
+
+#[test]
+fn custom_and_unknown_versions_go_to_discovery() {
+    assert_eq!(
+        builtin_resource("cilium.io/v2", "CiliumNetworkPolicy"),
+        None
+    );
+    assert_eq!(builtin_resource("apps/v1beta1", "Deployment"), None);
+    assert_eq!(builtin_resource("v1", "Deployment"), None);
+}
+
+#[test]
+fn discovery_retries_start_fast_and_cap() {
+    let delays: Vec<u64> = (0..8).map(|a| retry_delay(a).as_millis() as u64).collect();
+    assert_eq!(delays, [250, 500, 1000, 2000, 4000, 5000, 5000, 5000]);
+    assert_eq!(retry_delay(u32::MAX), Duration::from_secs(5));
+}
+
+#[test]
+fn timeout_wording() {
+    let err = WaitError::Timeout {
+        target: cilium().to_string(),
+        after: Duration::from_secs(300),
+        last: "1 of 3 updated pods available".into(),
+    };
+    assert_eq!(
+        err.to_string(),
+        "timed out after 5m waiting for DaemonSet kube-system/cilium: 1 of 3 updated pods available"
+    );
+}
+
+#[test]
+fn targets_and_errors_read_well() {
+    let crd = ObjectTarget::new(
+        "apiextensions.k8s.io/v1",
+        "CustomResourceDefinition",
+        None,
+        "gateways.gateway.networking.k8s.io",
+    );
+    assert_eq!(
+        crd.to_string(),
+        "CustomResourceDefinition gateways.gateway.networking.k8s.io"
+    );
+    let api = WaitError::Api {
+        target: cilium().to_string(),
+        message: "forbidden".into(),
+    };
+    assert_eq!(
+        api.to_string(),
+        "cannot read DaemonSet kube-system/cilium: forbidden"
+    );
+}
