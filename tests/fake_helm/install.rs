@@ -164,7 +164,7 @@ fn try_install_or_upgrade(ctx: &Ctx, upgrade: bool) -> Result<Outcome, String> {
     }
     let now = state::now_rfc3339();
     let kept = store.load(&ns, &name)?;
-    let mut release = Release {
+    let release = Release {
         name: name.clone(),
         namespace: ns.clone(),
         revision: kept.as_ref().map_or(0, |r| r.revision) + 1,
@@ -217,19 +217,21 @@ fn try_install_or_upgrade(ctx: &Ctx, upgrade: bool) -> Result<Outcome, String> {
     } else {
         None
     };
-    let attempt = store.next_attempt(&ns, &name)?;
-    store.save(&release)?;
+    // Cluster calls come first, so an unreachable API server fails before any state changes.
     if let Some(k) = &kube {
         if ctx.args.on("create-namespace") {
             k.ensure_namespace(&ns)?;
         }
         k.write_release_secret(&release, &release_json(&release, &chart_values))?;
     }
+    let attempt = store.next_attempt(&ns, &name)?;
+    store.save(&release)?;
 
     sleep_ms(knobs.delay_ms);
 
     let scripted_failure = (knobs.fail.is_some() || knobs.fail_times.is_some())
         && knobs.fail_times.is_none_or(|n| attempt <= n);
+    let deployed = deployed(release.clone(), is_install);
     let failure = if scripted_failure {
         Some(
             knobs
@@ -239,6 +241,7 @@ fn try_install_or_upgrade(ctx: &Ctx, upgrade: bool) -> Result<Outcome, String> {
         )
     } else if let Some(k) = &kube {
         k.apply(&ns, knobs.manifests.as_deref().unwrap_or(&[]))
+            .and_then(|()| publish(k, &deployed, &chart_values))
             .err()
             .map(|e| format!("Error: {failed_prefix}: {e}"))
     } else {
@@ -266,29 +269,7 @@ fn try_install_or_upgrade(ctx: &Ctx, upgrade: bool) -> Result<Outcome, String> {
             code: 1,
         });
     }
-
-    release.status = state::DEPLOYED.into();
-    release.description = if is_install {
-        "Install complete"
-    } else {
-        "Upgrade complete"
-    }
-    .into();
-    for h in &mut release.history {
-        if h.status == state::DEPLOYED {
-            h.status = state::SUPERSEDED.into();
-        }
-    }
-    if let Some(k) = &kube {
-        k.write_release_secret(&release, &release_json(&release, &chart_values))?;
-        for h in release
-            .history
-            .iter()
-            .filter(|h| h.status == state::SUPERSEDED)
-        {
-            k.mark_secret(&ns, &name, h.revision, state::SUPERSEDED)?;
-        }
-    }
+    let release = deployed;
     store.save(&release)?;
 
     let stdout = match ctx.args.get("output") {
@@ -305,6 +286,40 @@ fn try_install_or_upgrade(ctx: &Ctx, upgrade: bool) -> Result<Outcome, String> {
         ),
     };
     Ok(Outcome::ok(stdout))
+}
+
+fn deployed(mut release: Release, is_install: bool) -> Release {
+    release.status = state::DEPLOYED.into();
+    release.description = if is_install {
+        "Install complete"
+    } else {
+        "Upgrade complete"
+    }
+    .into();
+    for h in &mut release.history {
+        if h.status == state::DEPLOYED {
+            h.status = state::SUPERSEDED.into();
+        }
+    }
+    release
+}
+
+/// Writes the deployed revision's Secret and relabels the ones it supersedes.
+fn publish(k: &Kube, release: &Release, chart_values: &Value) -> Result<(), String> {
+    k.write_release_secret(release, &release_json(release, chart_values))?;
+    for h in release
+        .history
+        .iter()
+        .filter(|h| h.status == state::SUPERSEDED)
+    {
+        k.mark_secret(
+            &release.namespace,
+            &release.name,
+            h.revision,
+            state::SUPERSEDED,
+        )?;
+    }
+    Ok(())
 }
 
 /// Records a failed operation; with --atomic/--rollback-on-failure, undoes it like helm.
@@ -411,6 +426,10 @@ fn uninstall_one(ctx: &Ctx, name: &str) -> Result<String, String> {
     } else {
         None
     };
+    if let Some(k) = &kube {
+        // Helm marks the release uninstalling in the cluster first; this also fails fast when unreachable.
+        k.mark_secret(&ns, name, release.revision, state::UNINSTALLING)?;
+    }
     release.status = state::UNINSTALLING.into();
     release.description = "Deletion in progress (or silently failed)".into();
     store.save(&release)?;

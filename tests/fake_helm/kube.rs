@@ -26,7 +26,7 @@ pub struct Kube {
 }
 
 impl Kube {
-    /// Connects with `--kubeconfig` (else `$KUBECONFIG`) and `--kube-context`; `None` without a kubeconfig.
+    /// Connects with `--kubeconfig` (else `$KUBECONFIG`) and `--kube-context` (else `$HELM_KUBECONTEXT`); `None` without a kubeconfig.
     pub fn connect(ctx: &Ctx) -> Result<Option<Kube>, String> {
         let kubeconfig = match ctx.args.get("kubeconfig") {
             Some(path) => {
@@ -38,7 +38,15 @@ impl Kube {
             return Ok(None);
         };
         let options = KubeConfigOptions {
-            context: ctx.args.get("kube-context").map(str::to_string),
+            context: ctx
+                .args
+                .get("kube-context")
+                .map(str::to_string)
+                .or_else(|| {
+                    std::env::var("HELM_KUBECONTEXT")
+                        .ok()
+                        .filter(|c| !c.is_empty())
+                }),
             ..KubeConfigOptions::default()
         };
         let rt = tokio::runtime::Builder::new_current_thread()
