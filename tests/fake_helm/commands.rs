@@ -1,0 +1,373 @@
+//! Command dispatch and the read-only commands (version, template, list,
+//! status, get, history). Install, upgrade and uninstall live in `install`.
+
+use serde_json::{Map, Value};
+
+use crate::args::{self, Flag, Parsed};
+use crate::log::ValuesFile;
+use crate::output::{self, format, release_json};
+use crate::script::Script;
+use crate::state::{self, Release, Store};
+use crate::values::{deep_merge, user_values};
+
+/// What a command prints and how it exits.
+#[derive(Debug, Default)]
+pub struct Outcome {
+    pub stdout: String,
+    pub stderr: String,
+    pub code: i32,
+}
+
+impl Outcome {
+    pub fn ok(stdout: String) -> Outcome {
+        Outcome {
+            stdout,
+            ..Outcome::default()
+        }
+    }
+
+    /// Helm's failure: `Error: <message>` on stderr, exit 1.
+    pub fn error(message: impl std::fmt::Display) -> Outcome {
+        Outcome {
+            stderr: format!("Error: {message}\n"),
+            code: 1,
+            ..Outcome::default()
+        }
+    }
+}
+
+impl From<Result<String, String>> for Outcome {
+    fn from(r: Result<String, String>) -> Outcome {
+        r.map_or_else(Outcome::error, Outcome::ok)
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Cmd {
+    Version,
+    Install,
+    Upgrade,
+    Uninstall,
+    Template,
+    List,
+    Status,
+    GetValues,
+    GetManifest,
+    History,
+}
+
+/// Resolves the command words (with helm's aliases) to a command and its flag set.
+pub fn resolve(words: &[String]) -> Result<(Cmd, Vec<&'static [Flag]>), String> {
+    use args::*;
+    let first = words.first().map(String::as_str).unwrap_or("");
+    let cmd = match first {
+        "version" => Cmd::Version,
+        "install" => Cmd::Install,
+        "upgrade" => Cmd::Upgrade,
+        "uninstall" | "delete" | "del" | "un" => Cmd::Uninstall,
+        "template" => Cmd::Template,
+        "list" | "ls" => Cmd::List,
+        "status" => Cmd::Status,
+        "history" | "hist" => Cmd::History,
+        "get" => match words.get(1).map(String::as_str) {
+            Some("values") => Cmd::GetValues,
+            Some("manifest") => Cmd::GetManifest,
+            Some(other) => return Err(format!("unknown command \"{other}\" for \"helm get\"")),
+            None => {
+                return Err("fake-helm: `helm get` needs a subcommand (values, manifest)".into());
+            }
+        },
+        "" => return Err("fake-helm: no command given".into()),
+        other => {
+            return Err(format!(
+                "unknown command \"{other}\" for \"helm\"\nRun 'helm --help' for usage."
+            ));
+        }
+    };
+    let flags: Vec<&'static [Flag]> = match cmd {
+        Cmd::Version => vec![GLOBAL, VERSION],
+        Cmd::Install => vec![GLOBAL, CHART, INSTALL_ONLY],
+        Cmd::Upgrade => vec![GLOBAL, CHART, UPGRADE_ONLY],
+        Cmd::Template => vec![GLOBAL, CHART, TEMPLATE_ONLY],
+        Cmd::Uninstall => vec![GLOBAL, UNINSTALL],
+        Cmd::List => vec![GLOBAL, LIST],
+        Cmd::Status => vec![GLOBAL, STATUS],
+        Cmd::GetValues => vec![GLOBAL, GET_VALUES],
+        Cmd::GetManifest => vec![GLOBAL, GET_MANIFEST],
+        Cmd::History => vec![GLOBAL, HISTORY],
+    };
+    Ok((cmd, flags))
+}
+
+/// Everything a command needs, read once at startup.
+pub struct Ctx {
+    pub args: Parsed,
+    pub values_files: Vec<ValuesFile>,
+    pub script: Script,
+}
+
+impl Ctx {
+    /// `-n`, then `$HELM_NAMESPACE`, then "default" (helm would ask the kubeconfig context).
+    pub fn namespace(&self) -> String {
+        self.args
+            .get("namespace")
+            .map(str::to_string)
+            .or_else(|| {
+                std::env::var("HELM_NAMESPACE")
+                    .ok()
+                    .filter(|s| !s.is_empty())
+            })
+            .unwrap_or_else(|| "default".into())
+    }
+
+    /// User values from the snapshotted `-f` files and the `--set*` flags.
+    pub fn user_values(&self) -> Result<Value, String> {
+        let mut files = Vec::new();
+        for f in &self.values_files {
+            if let Some(e) = &f.error {
+                return Err(e.clone());
+            }
+            files.push(f.content.clone());
+        }
+        user_values(files, &self.args)
+    }
+}
+
+pub fn run(cmd: Cmd, ctx: &Ctx) -> Outcome {
+    match cmd {
+        Cmd::Version => version(ctx).into(),
+        Cmd::Install => crate::install::install_or_upgrade(ctx, false),
+        Cmd::Upgrade => crate::install::install_or_upgrade(ctx, true),
+        Cmd::Uninstall => crate::install::uninstall(ctx),
+        Cmd::Template => template(ctx).into(),
+        Cmd::List => list(ctx).into(),
+        Cmd::Status => status(ctx).into(),
+        Cmd::GetValues => get_values(ctx).into(),
+        Cmd::GetManifest => get_manifest(ctx).into(),
+        Cmd::History => history(ctx).into(),
+    }
+}
+
+fn version(ctx: &Ctx) -> Result<String, String> {
+    if let Some(out) = ctx.script.defaults().version_output {
+        return Ok(if out.ends_with('\n') {
+            out
+        } else {
+            format!("{out}\n")
+        });
+    }
+    let v = std::env::var("FAKE_HELM_VERSION")
+        .ok()
+        .filter(|v| !v.is_empty());
+    let v = v.unwrap_or_else(|| "v3.19.0".into());
+    let commit = "1234567890abcdef1234567890abcdef12345678";
+    if let Some(t) = ctx.args.get("template") {
+        let out = t
+            .replace("{{.Version}}", &v)
+            .replace("{{ .Version }}", &v)
+            .replace("{{.GitCommit}}", commit)
+            .replace("{{.GoVersion}}", "go1.24.7");
+        return Ok(out);
+    }
+    if ctx.args.on("short") {
+        return Ok(format!("{v}+g{}\n", &commit[..7]));
+    }
+    let kube = if v.starts_with("v4") {
+        ", KubeClientVersion:\"v1.34\""
+    } else {
+        ""
+    };
+    Ok(format!(
+        "version.BuildInfo{{Version:\"{v}\", GitCommit:\"{commit}\", GitTreeState:\"clean\", GoVersion:\"go1.24.7\"{kube}}}\n"
+    ))
+}
+
+/// `NAME CHART`, or just `CHART` with helm's placeholder release name.
+pub fn name_and_chart(ctx: &Ctx, command: &str) -> Result<(String, String), String> {
+    match ctx.args.positionals.as_slice() {
+        [name, chart] => Ok((name.clone(), chart.clone())),
+        [chart] if command == "template" => Ok(("release-name".into(), chart.clone())),
+        _ => Err(format!(
+            "\"helm {command}\" requires 2 arguments\n\nUsage:  helm {command} [NAME] [CHART] [flags]"
+        )),
+    }
+}
+
+fn template(ctx: &Ctx) -> Result<String, String> {
+    let (name, chart_arg) = name_and_chart(ctx, "template")?;
+    let ns = ctx.namespace();
+    ctx.user_values()?;
+    let knobs = ctx.script.knobs(&ns, &name);
+    let chart = crate::install::chart_info(&chart_arg, ctx, &knobs);
+    if let Some(ms) = knobs.template_delay_ms {
+        std::thread::sleep(std::time::Duration::from_millis(ms));
+    }
+    let mut out = String::new();
+    if ctx.args.on("include-crds") && !ctx.args.on("skip-crds") {
+        out.push_str(&output::render_documents(
+            &chart.name,
+            "crds",
+            knobs.crds.as_deref().unwrap_or(&[]),
+        ));
+    }
+    out.push_str(&output::render_documents(
+        &chart.name,
+        "templates",
+        knobs.manifests.as_deref().unwrap_or(&[]),
+    ));
+    Ok(out)
+}
+
+fn list(ctx: &Ctx) -> Result<String, String> {
+    let store = Store::from_env()?;
+    let a = &ctx.args;
+    let explicit: Vec<&str> = [
+        "deployed",
+        "failed",
+        "pending",
+        "superseded",
+        "uninstalled",
+        "uninstalling",
+    ]
+    .into_iter()
+    .filter(|f| a.on(f))
+    .collect();
+    // Helm's default state mask is deployed|failed; `--all` lifts it entirely.
+    let shown = |r: &Release| {
+        if a.on("all") {
+            return true;
+        }
+        let wanted = if explicit.is_empty() {
+            vec!["deployed", "failed"]
+        } else {
+            explicit.clone()
+        };
+        wanted.iter().any(|w| match *w {
+            "pending" => r.is_pending(),
+            w => r.status == w,
+        })
+    };
+    let filter = match a.get("filter") {
+        Some(f) => Some(regex::Regex::new(f).map_err(|e| format!("error parsing regexp: {e}"))?),
+        None => None,
+    };
+    let ns = ctx.namespace();
+    let mut rows: Vec<Release> = store
+        .list()?
+        .into_iter()
+        .filter(|r| a.on("all-namespaces") || r.namespace == ns)
+        .filter(|r| shown(r))
+        .filter(|r| filter.as_ref().is_none_or(|f| f.is_match(&r.name)))
+        .collect();
+    if a.on("date") {
+        rows.sort_by(|x, y| x.updated.cmp(&y.updated));
+    }
+    if a.on("reverse") {
+        rows.reverse();
+    }
+    if let Some(max) = a
+        .get("max")
+        .and_then(|m| m.parse::<usize>().ok())
+        .filter(|m| *m > 0)
+    {
+        rows.truncate(max);
+    }
+    if a.on("short") {
+        return Ok(rows.iter().map(|r| format!("{}\n", r.name)).collect());
+    }
+    let json = Value::Array(rows.iter().map(output::list_row).collect());
+    format(&json, a.get("output"), || {
+        let mut t =
+            String::from("NAME\tNAMESPACE\tREVISION\tUPDATED\tSTATUS\tCHART\tAPP VERSION\n");
+        for r in &rows {
+            let updated = state::go_time_string(&r.updated);
+            t.push_str(&format!(
+                "{}\t{}\t{}\t{updated}\t{}\t{}\t{}\n",
+                r.name,
+                r.namespace,
+                r.revision,
+                r.status,
+                r.chart_ref(),
+                r.app_version
+            ));
+        }
+        t
+    })
+}
+
+/// The release named by the single positional argument, or helm's not-found error.
+fn one_release(ctx: &Ctx, command: &str) -> Result<Release, String> {
+    let [name] = ctx.args.positionals.as_slice() else {
+        return Err(format!(
+            "\"helm {command}\" requires 1 argument\n\nUsage:  helm {command} RELEASE_NAME [flags]"
+        ));
+    };
+    Store::from_env()?
+        .load(&ctx.namespace(), name)?
+        .ok_or_else(|| "release: not found".to_string())
+}
+
+fn status(ctx: &Ctx) -> Result<String, String> {
+    let r = one_release(ctx, "status")?;
+    let chart_values = ctx
+        .script
+        .knobs(&r.namespace, &r.name)
+        .chart_values
+        .unwrap_or_else(empty);
+    format(
+        &release_json(&r, &chart_values),
+        ctx.args.get("output"),
+        || output::summary(&r),
+    )
+}
+
+fn get_values(ctx: &Ctx) -> Result<String, String> {
+    let r = one_release(ctx, "get values")?;
+    let (values, header) = if ctx.args.on("all") {
+        let mut all = ctx
+            .script
+            .knobs(&r.namespace, &r.name)
+            .chart_values
+            .unwrap_or_else(empty);
+        deep_merge(&mut all, r.values.clone());
+        (all, "COMPUTED VALUES:")
+    } else {
+        (r.values.clone(), "USER-SUPPLIED VALUES:")
+    };
+    format(&values, ctx.args.get("output"), || {
+        format!("{header}\n{}", output::to_yaml(&values))
+    })
+}
+
+fn get_manifest(ctx: &Ctx) -> Result<String, String> {
+    Ok(one_release(ctx, "get manifest")?.manifest)
+}
+
+fn history(ctx: &Ctx) -> Result<String, String> {
+    let r = one_release(ctx, "history")?;
+    let rows = output::history_rows(&r);
+    format(&rows, ctx.args.get("output"), || {
+        let mut t = String::from("REVISION\tUPDATED\tSTATUS\tCHART\tAPP VERSION\tDESCRIPTION\n");
+        for row in rows.as_array().into_iter().flatten() {
+            let field = |k: &str| {
+                row.get(k)
+                    .map(|v| v.as_str().map_or(v.to_string(), str::to_string))
+                    .unwrap_or_default()
+            };
+            t.push_str(&format!(
+                "{}\t{}\t{}\t{}\t{}\t{}\n",
+                field("revision"),
+                field("updated"),
+                field("status"),
+                field("chart"),
+                field("app_version"),
+                field("description")
+            ));
+        }
+        t
+    })
+}
+
+pub fn empty() -> Value {
+    Value::Object(Map::new())
+}
