@@ -1,0 +1,112 @@
+//! Connecting to the cluster a command targets, and the [`KubeTarget`] that
+//! helm and command hooks get so they talk to the same cluster.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use ::kube::config::{KubeConfigOptions, Kubeconfig};
+
+use crate::error::Error;
+use crate::helm::KubeTarget;
+
+/// kubeconfig and context resolved from flags, cluster.yaml and environment.
+#[derive(Clone)]
+pub struct Connection {
+    pub client: ::kube::Client,
+    pub target: KubeTarget,
+    /// The merged kubeconfig with `current-context` set to our context,
+    /// written for command hooks (kubectl has no env var for a context).
+    pub hook_kubeconfig: Option<PathBuf>,
+    _hook_kubeconfig_dir: Option<std::sync::Arc<tempfile::TempDir>>,
+}
+
+pub async fn connect(kubeconfig: Option<&Path>, context: Option<&str>) -> Result<Connection, Error> {
+    let explicit = kubeconfig
+        .map(Path::to_path_buf)
+        .or_else(|| std::env::var_os("KUBECONFIG").filter(|v| !v.is_empty()).map(PathBuf::from));
+    let config_file = match &explicit {
+        Some(path) => Kubeconfig::read_from(path).map_err(|e| {
+            Error::Prerequisite {
+                message: format!(
+                    "cannot read kubeconfig `{}`; pass --kubeconfig FILE with a readable kubeconfig",
+                    path.display()
+                ),
+                source: Some(Box::new(e)),
+            }
+        })?,
+        None => Kubeconfig::read().map_err(|e| Error::Prerequisite {
+            message: "no kubeconfig found ($KUBECONFIG unset, ~/.kube/config unreadable); pass --kubeconfig FILE".into(),
+            source: Some(Box::new(e)),
+        })?,
+    };
+    let context = context
+        .map(str::to_string)
+        .or_else(|| config_file.current_context.clone());
+    let Some(context) = context else {
+        return Err(Error::prerequisite(
+            "the kubeconfig has no current context; set `context:` in cluster.yaml or pass --context NAME",
+        ));
+    };
+    if !config_file.contexts.iter().any(|c| c.name == context) {
+        let known: Vec<&str> = config_file.contexts.iter().map(|c| c.name.as_str()).collect();
+        return Err(Error::prerequisite(format!(
+            "kubeconfig context `{context}` does not exist{}; contexts: {}; set `context:` in cluster.yaml or pass --context NAME",
+            crate::error::did_you_mean(&context, known.iter().copied()),
+            if known.is_empty() { "none".to_string() } else { known.join(", ") }
+        )));
+    }
+    let options = KubeConfigOptions {
+        context: Some(context.clone()),
+        ..KubeConfigOptions::default()
+    };
+    let mut config = ::kube::Config::from_custom_kubeconfig(config_file.clone(), &options)
+        .await
+        .map_err(|e| Error::Prerequisite {
+            message: format!("kubeconfig context `{context}` is not usable"),
+            source: Some(Box::new(e)),
+        })?;
+    config.connect_timeout = Some(Duration::from_secs(10));
+    config.read_timeout = Some(Duration::from_secs(60));
+    let client = ::kube::Client::try_from(config).map_err(|e| Error::Prerequisite {
+        message: format!("cannot build a client for context `{context}`"),
+        source: Some(Box::new(e)),
+    })?;
+
+    let (hook_kubeconfig, dir) = write_hook_kubeconfig(config_file, &context);
+    Ok(Connection {
+        client,
+        target: KubeTarget {
+            kubeconfig: explicit,
+            context: Some(context),
+        },
+        hook_kubeconfig,
+        _hook_kubeconfig_dir: dir.map(std::sync::Arc::new),
+    })
+}
+
+fn write_hook_kubeconfig(mut config: Kubeconfig, context: &str) -> (Option<PathBuf>, Option<tempfile::TempDir>) {
+    config.current_context = Some(context.to_string());
+    let Ok(dir) = tempfile::Builder::new().prefix("bootstrap-kubeconfig").tempdir() else {
+        return (None, None);
+    };
+    let path = dir.path().join("config");
+    let Ok(text) = serde_json::to_string(&config) else {
+        return (None, None);
+    };
+    if write_private(&path, text.as_bytes()).is_err() {
+        return (None, None);
+    }
+    (Some(path), Some(dir))
+}
+
+/// Writes a file only the current user can read (it holds credentials).
+pub fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)?;
+    file.write_all(bytes)
+}

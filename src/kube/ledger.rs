@@ -1,0 +1,148 @@
+//! The ownership ledger of SPEC §3: ConfigMap `bootstrap-ownership` in
+//! kube-system, one data key per release, written after each release
+//! succeeds so an interruption never loses what was recorded.
+//!
+//! Key: `<namespace>.<name>` (ConfigMap keys allow `[-._a-zA-Z0-9]`, and
+//! neither part may contain a dot, so the key is unambiguous). Value: a JSON
+//! [`Entry`]. The admission policy reads the same keys through `paramRef`.
+//! `policy` makes room for a future `handover` policy without a new layout.
+
+use std::collections::BTreeMap;
+
+use ::kube::api::{Api, Patch, PatchParams, PostParams};
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde::{Deserialize, Serialize};
+
+use super::apply::API_RETRY_BUDGET;
+use super::retry::retry;
+use crate::error::Error;
+use crate::release::{Release, ReleaseId};
+
+pub const LEDGER_NAME: &str = "bootstrap-ownership";
+pub const LEDGER_NAMESPACE: &str = "kube-system";
+
+/// Labels put on every Helm release bootstrap installs (`helm --labels`).
+pub const OWNER_LABEL: &str = "bootstrap.dev/owner";
+pub const POLICY_LABEL: &str = "bootstrap.dev/policy";
+
+pub fn key(id: &ReleaseId) -> String {
+    format!("{}.{}", id.namespace, id.name)
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Entry {
+    pub release: String,
+    pub chart: String,
+    pub version: String,
+    pub values_digest: String,
+    pub applied_at: String,
+    pub tool_version: String,
+    /// `bootstrap` (exclusive) today.
+    pub policy: String,
+}
+
+impl Entry {
+    pub fn for_release(release: &Release) -> Entry {
+        Entry {
+            release: release.id.to_string(),
+            chart: release.chart_label(),
+            version: release.version_label(),
+            values_digest: release.values_digest(),
+            applied_at: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
+            tool_version: env!("CARGO_PKG_VERSION").to_string(),
+            policy: "bootstrap".to_string(),
+        }
+    }
+
+    /// The release as recorded matches what is desired now.
+    pub fn matches(&self, release: &Release) -> bool {
+        self.version == release.version_label()
+            && self.chart == release.chart_label()
+            && self.values_digest == release.values_digest()
+    }
+}
+
+pub fn owner_labels() -> BTreeMap<String, String> {
+    BTreeMap::from([
+        (OWNER_LABEL.to_string(), "bootstrap".to_string()),
+        (POLICY_LABEL.to_string(), "bootstrap".to_string()),
+    ])
+}
+
+#[derive(Clone)]
+pub struct Ledger {
+    api: Api<ConfigMap>,
+}
+
+impl Ledger {
+    pub fn new(client: &::kube::Client) -> Ledger {
+        Ledger {
+            api: Api::namespaced(client.clone(), LEDGER_NAMESPACE),
+        }
+    }
+
+    /// Every entry; empty when the ledger does not exist yet. Unreadable
+    /// entries are skipped (they are rewritten on the next apply).
+    pub async fn entries(&self) -> Result<BTreeMap<String, Entry>, Error> {
+        let cm = retry(API_RETRY_BUDGET, || self.api.get_opt(LEDGER_NAME))
+            .await
+            .map_err(|e| Error::failed_with("cannot read the ownership ledger (ConfigMap kube-system/bootstrap-ownership)", e))?;
+        Ok(cm
+            .and_then(|cm| cm.data)
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|(k, v)| Some((k, serde_json::from_str(&v).ok()?)))
+            .collect())
+    }
+
+    async fn ensure(&self) -> Result<(), ::kube::Error> {
+        if self.api.get_opt(LEDGER_NAME).await?.is_some() {
+            return Ok(());
+        }
+        let cm = ConfigMap {
+            metadata: ObjectMeta {
+                name: Some(LEDGER_NAME.into()),
+                namespace: Some(LEDGER_NAMESPACE.into()),
+                labels: Some(BTreeMap::from([(
+                    "app.kubernetes.io/managed-by".to_string(),
+                    "bootstrap".to_string(),
+                )])),
+                ..ObjectMeta::default()
+            },
+            ..ConfigMap::default()
+        };
+        match self.api.create(&PostParams::default(), &cm).await {
+            Ok(_) => Ok(()),
+            Err(e) if super::retry::is_conflict(&e) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Records one release; a merge patch touches only its own key.
+    pub async fn record(&self, entry: &Entry, id: &ReleaseId) -> Result<(), Error> {
+        let value = serde_json::to_string(entry).unwrap_or_default();
+        let patch = serde_json::json!({ "data": { key(id): value } });
+        let params = PatchParams::default();
+        let patch = Patch::Merge(&patch);
+        retry(API_RETRY_BUDGET, || async {
+            self.ensure().await?;
+            self.api.patch(LEDGER_NAME, &params, &patch).await
+        })
+        .await
+        .map(|_| ())
+        .map_err(|e| Error::failed_with(format!("cannot record {id} in the ownership ledger"), e))
+    }
+
+    pub async fn remove(&self, id: &ReleaseId) -> Result<(), Error> {
+        let patch = serde_json::json!({ "data": { key(id): null } });
+        let params = PatchParams::default();
+        let patch = Patch::Merge(&patch);
+        match retry(API_RETRY_BUDGET, || self.api.patch(LEDGER_NAME, &params, &patch)).await {
+            Ok(_) => Ok(()),
+            Err(e) if super::retry::is_not_found(&e) => Ok(()),
+            Err(e) => Err(Error::failed_with(format!("cannot remove {id} from the ownership ledger"), e)),
+        }
+    }
+}

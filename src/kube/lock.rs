@@ -1,0 +1,152 @@
+//! One `apply`/`destroy` per cluster at a time: a coordination.k8s.io/v1 Lease
+//! `bootstrap-lock` in kube-system, renewed while the run lasts and released
+//! on every exit path.
+
+use std::time::{Duration, SystemTime};
+
+use ::kube::api::{Api, DeleteParams, PostParams};
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+use k8s_openapi::jiff::Timestamp;
+
+use super::retry::{is_conflict, is_not_found, retry};
+use crate::error::Error;
+
+pub const LEASE_NAME: &str = "bootstrap-lock";
+pub const LEASE_NAMESPACE: &str = "kube-system";
+const LEASE_SECONDS: i32 = 30;
+const RENEW_EVERY: Duration = Duration::from_secs(10);
+
+pub struct Lock {
+    api: Api<Lease>,
+    holder: String,
+    renewer: tokio::task::JoinHandle<()>,
+}
+
+/// `user@host pid N` — what a second run prints about the first.
+pub fn holder_identity() -> String {
+    let user = std::env::var("USER").or_else(|_| std::env::var("LOGNAME")).unwrap_or_else(|_| "unknown".into());
+    let host = gethostname::gethostname().to_string_lossy().into_owned();
+    format!("{user}@{host} pid {}", std::process::id())
+}
+
+fn now() -> MicroTime {
+    MicroTime(Timestamp::now())
+}
+
+fn expired(lease: &Lease) -> bool {
+    let Some(spec) = &lease.spec else { return true };
+    let Some(renewed) = spec.renew_time.as_ref().or(spec.acquire_time.as_ref()) else {
+        return true;
+    };
+    let seconds = spec.lease_duration_seconds.unwrap_or(LEASE_SECONDS) as i64;
+    let until = renewed.0.as_second() + seconds;
+    let now = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(i64::MAX);
+    now > until
+}
+
+impl Lock {
+    /// Takes the lock or fails (exit 1) naming who holds it.
+    pub async fn acquire(client: &::kube::Client, operation: &str, on_takeover: impl FnOnce(String)) -> Result<Lock, Error> {
+        let api: Api<Lease> = Api::namespaced(client.clone(), LEASE_NAMESPACE);
+        let holder = holder_identity();
+        let budget = super::apply::API_RETRY_BUDGET;
+        let fresh = |rv: Option<String>| Lease {
+            metadata: ObjectMeta {
+                name: Some(LEASE_NAME.into()),
+                namespace: Some(LEASE_NAMESPACE.into()),
+                resource_version: rv,
+                annotations: Some([("bootstrap/operation".to_string(), operation.to_string())].into()),
+                ..ObjectMeta::default()
+            },
+            spec: Some(LeaseSpec {
+                holder_identity: Some(holder.clone()),
+                lease_duration_seconds: Some(LEASE_SECONDS),
+                acquire_time: Some(now()),
+                renew_time: Some(now()),
+                ..LeaseSpec::default()
+            }),
+        };
+        let existing = retry(budget, || api.get_opt(LEASE_NAME)).await.map_err(|e| Error::failed_with("cannot read the bootstrap lock (Lease kube-system/bootstrap-lock)", e))?;
+        let result = match existing {
+            None => {
+                let lease = fresh(None);
+                let params = PostParams::default();
+                retry(budget, || api.create(&params, &lease)).await
+            }
+            Some(lease) => {
+                let spec = lease.spec.clone().unwrap_or_default();
+                let other = spec.holder_identity.clone().unwrap_or_default();
+                if !expired(&lease) && !other.is_empty() {
+                    let since = spec.acquire_time.map(|t| t.0.to_string()).unwrap_or_else(|| "?".into());
+                    let op = lease.metadata.annotations.as_ref().and_then(|a| a.get("bootstrap/operation")).cloned().unwrap_or_else(|| "a run".into());
+                    return Err(Error::failed(format!(
+                        "another bootstrap {op} holds the lock on this cluster: {other}, since {since}; wait for it to finish (the lock expires {LEASE_SECONDS}s after its holder stops renewing it)"
+                    )));
+                }
+                if !other.is_empty() {
+                    on_takeover(format!("took over the expired bootstrap lock of {other}; that run is presumed dead"));
+                }
+                let taken = fresh(lease.metadata.resource_version.clone());
+                let params = PostParams::default();
+                retry(budget, || api.replace(LEASE_NAME, &params, &taken)).await
+            }
+        };
+        match result {
+            Ok(_) => {}
+            Err(e) if is_conflict(&e) => {
+                return Err(Error::failed("another bootstrap run took the lock on this cluster at the same moment; try again when it has finished"));
+            }
+            Err(e) => return Err(Error::failed_with("cannot take the bootstrap lock (Lease kube-system/bootstrap-lock)", e)),
+        }
+        let renewer = tokio::spawn(renew(api.clone(), holder.clone()));
+        Ok(Lock { api, holder, renewer })
+    }
+
+    /// Gives the lock back. Also runs (best effort, detached) on drop.
+    pub async fn release(self) {
+        self.renewer.abort();
+        release(&self.api, &self.holder).await;
+        std::mem::forget(self);
+    }
+}
+
+impl Drop for Lock {
+    fn drop(&mut self) {
+        self.renewer.abort();
+        let api = self.api.clone();
+        let holder = self.holder.clone();
+        if let Ok(handle) = tokio::runtime::Handle::try_current() {
+            handle.spawn(async move { release(&api, &holder).await });
+        }
+    }
+}
+
+async fn release(api: &Api<Lease>, holder: &str) {
+    // Only delete our own lease: a takeover may have happened meanwhile.
+    if let Ok(Some(lease)) = api.get_opt(LEASE_NAME).await {
+        if lease.spec.and_then(|s| s.holder_identity).as_deref() == Some(holder) {
+            let _ = api.delete(LEASE_NAME, &DeleteParams::default()).await;
+        }
+    }
+}
+
+async fn renew(api: Api<Lease>, holder: String) {
+    loop {
+        tokio::time::sleep(RENEW_EVERY).await;
+        let Ok(Some(mut lease)) = api.get_opt(LEASE_NAME).await else { continue };
+        let spec = lease.spec.get_or_insert_with(LeaseSpec::default);
+        if spec.holder_identity.as_deref() != Some(holder.as_str()) {
+            return;
+        }
+        spec.renew_time = Some(now());
+        match api.replace(LEASE_NAME, &PostParams::default(), &lease).await {
+            Ok(_) => {}
+            Err(e) if is_not_found(&e) => return,
+            Err(_) => {}
+        }
+    }
+}
