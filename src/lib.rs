@@ -10,6 +10,7 @@ pub mod error;
 pub mod event;
 pub mod graph;
 pub mod helm;
+pub mod hooks;
 pub mod kube;
 pub mod plan;
 pub mod release;
