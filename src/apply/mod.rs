@@ -1,0 +1,133 @@
+//! `bootstrap apply`: preflight (lock, live ownership checks, CRD rendering),
+//! the CRD phase, then the release phase. Nothing changes in the cluster
+//! before every check has passed.
+
+pub mod crds;
+mod preflight;
+pub mod runner;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::Semaphore;
+
+use crate::error::Error;
+use crate::event::{Emitter, Event, Phase, Summary};
+use crate::helm::{Helm, StopSignal};
+use crate::hooks::HookEnv;
+use crate::kube::client::Connection;
+use crate::kube::ledger::Ledger;
+use crate::kube::lock::Lock;
+use crate::plan::Plan;
+use crate::scheduler;
+
+pub use runner::DEFAULT_RELEASE_TIMEOUT;
+
+/// Parallel helm operations unless `--concurrency` says otherwise.
+pub const DEFAULT_CONCURRENCY: usize = 4;
+
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub dry_run: bool,
+    pub concurrency: usize,
+    pub fail_fast: bool,
+    pub force: bool,
+    pub verbose: bool,
+}
+
+/// Runs the whole apply; `Ok(summary)` even when releases failed.
+pub async fn run<H: Helm + 'static>(
+    plan: &Plan,
+    helm: Arc<H>,
+    connection: &Connection,
+    options: &Options,
+    events: &Emitter,
+    stop: StopSignal,
+) -> Result<Summary, Error> {
+    let installed: Vec<_> = plan.installed().cloned().collect();
+    events.emit(Event::RunStarted {
+        cluster: plan.cluster.name.clone(),
+        releases: installed.iter().map(|r| r.id.clone()).collect(),
+        dry_run: options.dry_run,
+    });
+    let client = &connection.client;
+
+    events.emit(Event::PhaseStarted { phase: Phase::Preflight });
+    let lock = if options.dry_run {
+        None
+    } else {
+        let warn = |message: String| events.emit(Event::Warning { message });
+        Some(interruptible(&stop, Lock::acquire(client, "apply", warn)).await??)
+    };
+    let result = async {
+        interruptible(&stop, preflight::live_conflicts(plan, helm.as_ref(), connection)).await??;
+        let ledger = Ledger::new(client);
+        let recorded = interruptible(&stop, ledger.entries()).await??;
+        let crds = interruptible(&stop, crds::render(helm.as_ref(), plan))
+            .await?
+            .map_err(Error::failed)?;
+        events.emit(Event::PhaseFinished { phase: Phase::Preflight, ok: true });
+
+        events.emit(Event::PhaseStarted { phase: Phase::Crds });
+        if options.dry_run {
+            crds::dry_run(&crds, events);
+        } else if let Err(message) = interruptible(&stop, crds::apply_all(client, &crds, events)).await? {
+            events.emit(Event::PhaseFinished { phase: Phase::Crds, ok: false });
+            return Err(Error::failed(format!("{message}; no release was touched")));
+        }
+        events.emit(Event::PhaseFinished { phase: Phase::Crds, ok: true });
+
+        events.emit(Event::PhaseStarted { phase: Phase::Releases });
+        let runner = runner::ReleaseRunner {
+            helm,
+            target: connection.target.clone(),
+            hooks: HookEnv {
+                client: Some(client.clone()),
+                root: plan.root.clone(),
+                kubeconfig: connection.hook_kubeconfig.clone(),
+                context: connection.target.context.clone(),
+            },
+            ledger: Some(ledger),
+            recorded: Arc::new(recorded.into_iter().collect::<BTreeMap<_, _>>()),
+            events: events.clone(),
+            helm_slots: Arc::new(Semaphore::new(options.concurrency.max(1))),
+            dry_run: options.dry_run,
+            force: options.force,
+            verbose: options.verbose,
+        };
+        let summary = scheduler::run(
+            &plan.cluster.name,
+            &installed,
+            Arc::new(runner),
+            scheduler::Options { fail_fast: options.fail_fast, dry_run: options.dry_run },
+            events,
+            stop.clone(),
+        )
+        .await;
+        events.emit(Event::PhaseFinished { phase: Phase::Releases, ok: summary.ok });
+        Ok(summary)
+    }
+    .await;
+    if let Some(lock) = lock {
+        lock.release().await;
+    }
+    result
+}
+
+/// Runs `work` unless the run is stopped first.
+async fn interruptible<T>(stop: &StopSignal, work: impl std::future::Future<Output = T>) -> Result<T, Error> {
+    let mut stop = stop.clone();
+    tokio::select! {
+        value = work => Ok(value),
+        _ = async {
+            loop {
+                if *stop.borrow() != crate::helm::Stop::Run { return; }
+                if stop.changed().await.is_err() { std::future::pending::<()>().await; }
+            }
+        } => Err(Error::Interrupted),
+    }
+}
+
+/// The grace period running helm operations get after the first Ctrl-C.
+pub const GRACE: Duration = Duration::from_secs(30);

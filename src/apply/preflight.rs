@@ -1,0 +1,106 @@
+//! Live ownership checks before anything changes (SPEC §3): refuse when Flux
+//! already targets a bootstrap release, when a release's Helm secret carries
+//! Flux's labels, or when a release is mid-operation in Helm.
+
+use crate::error::Error;
+use crate::helm::Helm;
+use crate::kube::apply::list_all;
+use crate::kube::client::Connection;
+use crate::plan::Plan;
+use crate::release::ReleaseId;
+
+/// A reason a bootstrap release must not be touched now.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Conflict {
+    pub release: ReleaseId,
+    pub object: String,
+    pub message: String,
+}
+
+/// Every live conflict, for `apply` (which refuses) and `status` (which shows them).
+pub async fn conflicts<H: Helm>(plan: &Plan, helm: &H, connection: &Connection) -> Result<Vec<Conflict>, Error> {
+    let ours: Vec<&ReleaseId> = plan.installed().map(|r| &r.id).collect();
+    let mut found = Vec::new();
+
+    for api_version in ["helm.toolkit.fluxcd.io/v2", "helm.toolkit.fluxcd.io/v2beta2", "helm.toolkit.fluxcd.io/v2beta1"] {
+        let list = list_all(&connection.client, api_version, "HelmRelease")
+            .await
+            .map_err(|e| Error::failed_with("cannot list Flux HelmReleases in the cluster", e))?;
+        for hr in list {
+            let name = hr.pointer("/metadata/name").and_then(|v| v.as_str()).unwrap_or_default();
+            let namespace = hr.pointer("/metadata/namespace").and_then(|v| v.as_str());
+            let spec = hr.get("spec").cloned().unwrap_or_default();
+            let identity = crate::flux::helmrelease::identity(name, namespace, &spec);
+            let target = ReleaseId::new(identity.storage_namespace.clone(), identity.release_name.clone());
+            if ours.contains(&&target) && !found.iter().any(|c: &Conflict| c.release == target && c.object.contains(name)) {
+                let suspended = spec.get("suspend").and_then(|v| v.as_bool()).unwrap_or(false);
+                found.push(Conflict {
+                    release: target.clone(),
+                    object: format!("HelmRelease {}/{name}", namespace.unwrap_or("default")),
+                    message: format!(
+                        "Flux HelmRelease {}/{name} ({}) manages Helm release {target}, which bootstrap owns; delete the HelmRelease and remove it from git (`bootstrap check` shows where), or drop the release from bootstrap",
+                        namespace.unwrap_or("default"),
+                        if suspended { "suspended" } else { "not suspended" }
+                    ),
+                });
+            }
+        }
+    }
+
+    for id in &ours {
+        let secrets = crate::kube::apply::list_all(&connection.client, "v1", "Secret").await;
+        let Ok(secrets) = secrets else { break };
+        let _ = id;
+        for secret in secrets {
+            let labels = secret.pointer("/metadata/labels").and_then(|l| l.as_object());
+            let Some(labels) = labels else { continue };
+            let is_release = labels.get("owner").and_then(|v| v.as_str()) == Some("helm");
+            let name = labels.get("name").and_then(|v| v.as_str()).unwrap_or_default();
+            let namespace = secret.pointer("/metadata/namespace").and_then(|v| v.as_str()).unwrap_or_default();
+            let flux = labels.keys().any(|k| k.starts_with("helm.toolkit.fluxcd.io/"));
+            let target = ReleaseId::new(namespace, name);
+            if is_release && flux && ours.contains(&&target) && !found.iter().any(|c| c.release == target) {
+                let secret_name = secret.pointer("/metadata/name").and_then(|v| v.as_str()).unwrap_or_default();
+                found.push(Conflict {
+                    release: target.clone(),
+                    object: format!("Secret {namespace}/{secret_name}"),
+                    message: format!(
+                        "Helm release {target} carries Flux's labels (Secret {namespace}/{secret_name}): Flux already manages it; remove it from Flux first, or drop it from bootstrap"
+                    ),
+                });
+            }
+        }
+        break;
+    }
+
+    let deployed = helm
+        .list(&connection.target)
+        .await
+        .map_err(|e| Error::failed_with("cannot list Helm releases", e))?;
+    for release in deployed {
+        if release.is_pending() && ours.contains(&&release.id) {
+            found.push(Conflict {
+                release: release.id.clone(),
+                object: format!("Helm release {}", release.id),
+                message: format!(
+                    "Helm release {} is {} (another operation is in progress, or one was interrupted); wait for it, or recover with `helm rollback {} -n {}`",
+                    release.id, release.status, release.id.name, release.id.namespace
+                ),
+            });
+        }
+    }
+    found.sort_by(|a, b| a.release.cmp(&b.release).then(a.object.cmp(&b.object)));
+    Ok(found)
+}
+
+pub async fn live_conflicts<H: Helm>(plan: &Plan, helm: &H, connection: &Connection) -> Result<(), Error> {
+    let found = conflicts(plan, helm, connection).await?;
+    if found.is_empty() {
+        return Ok(());
+    }
+    let lines: Vec<String> = found.iter().map(|c| c.message.clone()).collect();
+    Err(Error::failed(format!(
+        "refusing to apply; nothing was changed:\n  {}",
+        lines.join("\n  ")
+    )))
+}

@@ -1,0 +1,308 @@
+//! One release step: compare with what is deployed, presync hooks, helm
+//! upgrade --install, postsync hooks, ledger. The scheduler decides when.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::Semaphore;
+use tokio::time::Instant;
+
+use crate::event::{Emitter, Event, HookPhase, Outcome, Step};
+use crate::helm::{Helm, HelmError, InstallRequest, KubeTarget, Stop, StopSignal};
+use crate::hooks::{self, HookEnv};
+use crate::kube::ledger::{self, Entry, Ledger};
+use crate::release::{Hook, HookAction, Release};
+use crate::scheduler::{Runner, StepResult};
+
+/// Bounds a release step when neither the release nor `--timeout` does.
+pub const DEFAULT_RELEASE_TIMEOUT: Duration = Duration::from_secs(600);
+
+pub struct ReleaseRunner<H: Helm> {
+    pub helm: Arc<H>,
+    pub target: KubeTarget,
+    pub hooks: HookEnv,
+    pub ledger: Option<Ledger>,
+    /// Ledger entries as read before the run started.
+    pub recorded: Arc<BTreeMap<String, Entry>>,
+    pub events: Emitter,
+    /// `--concurrency`: parallel helm operations (hooks don't hold a slot).
+    pub helm_slots: Arc<Semaphore>,
+    pub dry_run: bool,
+    pub force: bool,
+    pub verbose: bool,
+}
+
+enum Change {
+    Install,
+    Upgrade(String),
+    Unchanged,
+}
+
+impl<H: Helm + 'static> Runner for ReleaseRunner<H> {
+    fn run(&self, release: Arc<Release>, stop: StopSignal) -> impl std::future::Future<Output = StepResult> + Send + 'static {
+        let this = Shared {
+            helm: self.helm.clone(),
+            target: self.target.clone(),
+            hooks: self.hooks.clone(),
+            ledger: self.ledger.clone(),
+            recorded: self.recorded.clone(),
+            events: self.events.clone(),
+            helm_slots: self.helm_slots.clone(),
+            dry_run: self.dry_run,
+            force: self.force,
+            verbose: self.verbose,
+        };
+        async move { this.step(&release, stop).await }
+    }
+}
+
+/// The runner's state, owned by each spawned step.
+struct Shared<H: Helm> {
+    helm: Arc<H>,
+    target: KubeTarget,
+    hooks: HookEnv,
+    ledger: Option<Ledger>,
+    recorded: Arc<BTreeMap<String, Entry>>,
+    events: Emitter,
+    helm_slots: Arc<Semaphore>,
+    dry_run: bool,
+    force: bool,
+    verbose: bool,
+}
+
+impl<H: Helm> Shared<H> {
+    fn step_event(&self, release: &Release, step: Step) {
+        self.events.emit(Event::ReleaseStep { release: release.id.clone(), step });
+    }
+
+    async fn step(&self, release: &Release, stop: StopSignal) -> StepResult {
+        let budget = release.timeout.unwrap_or(DEFAULT_RELEASE_TIMEOUT);
+        let deadline = Instant::now() + budget;
+        self.step_event(release, Step::Checking);
+        let change = match self.compare(release).await {
+            Ok(change) => change,
+            Err(result) => return result,
+        };
+        if self.dry_run {
+            return match change {
+                Change::Install => StepResult { message: Some(format!("would install {} {}", release.chart_label(), release.version_label())), ..StepResult::new(Outcome::WouldInstall) },
+                Change::Upgrade(why) => StepResult { message: Some(format!("would upgrade: {why}")), ..StepResult::new(Outcome::WouldUpgrade) },
+                Change::Unchanged => StepResult::new(Outcome::Unchanged),
+            };
+        }
+        if let Change::Unchanged = change {
+            // Still wait for readiness, so dependents never start on a sick release.
+            for hook in release.hooks.postsync.iter().filter(|h| !is_command(h)) {
+                if let Err(result) = self.hook(release, HookPhase::Postsync, hook, deadline, stop.clone()).await {
+                    return result;
+                }
+            }
+            return StepResult::new(Outcome::Unchanged);
+        }
+
+        for hook in &release.hooks.presync {
+            if let Err(result) = self.hook(release, HookPhase::Presync, hook, deadline, stop.clone()).await {
+                return result;
+            }
+        }
+
+        let Some(chart) = release.chart() else {
+            return StepResult::failed("has no chart to install");
+        };
+        self.step_event(release, Step::Queued);
+        let permit = tokio::select! {
+            permit = self.helm_slots.clone().acquire_owned() => permit.ok(),
+            _ = stopped(stop.clone()) => return interrupted("interrupted while waiting for a helm slot; nothing was changed for this release"),
+        };
+        let upgrading = matches!(change, Change::Upgrade(_));
+        self.step_event(release, if upgrading { Step::Upgrading } else { Step::Installing });
+        let labels = ledger::owner_labels();
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        let request = InstallRequest {
+            release: &release.id,
+            chart,
+            values: &release.values,
+            skip_crds: release.crds == crate::release::CrdPolicy::Bootstrap,
+            timeout: remaining,
+            labels: &labels,
+        };
+        let installed = self.helm.upgrade_install(&self.target, &request, stop.clone()).await;
+        drop(permit);
+        match installed {
+            Ok(()) => {}
+            Err(HelmError::Stopped { .. }) => {
+                return interrupted(format!(
+                    "helm was stopped mid-operation; the release may be left pending-{}: run `bootstrap apply` again, and if helm reports another operation in progress, `helm rollback {} -n {}`",
+                    if upgrading { "upgrade" } else { "install" },
+                    release.id.name,
+                    release.id.namespace
+                ));
+            }
+            Err(e) => return StepResult::failed(e.to_string()),
+        }
+
+        for hook in &release.hooks.postsync {
+            if let Err(result) = self.hook(release, HookPhase::Postsync, hook, deadline, stop.clone()).await {
+                return result;
+            }
+        }
+        if release.wait {
+            if let Err(result) = self.track_workloads(release, deadline, stop.clone()).await {
+                return result;
+            }
+        }
+        if let Some(ledger) = &self.ledger {
+            if let Err(e) = ledger.record(&Entry::for_release(release), &release.id).await {
+                return StepResult::failed(e.render().trim_end().trim_start_matches("error: ").to_string());
+            }
+        }
+        StepResult::new(if upgrading { Outcome::Upgraded } else { Outcome::Installed })
+    }
+
+    /// What must happen to the deployed release.
+    async fn compare(&self, release: &Release) -> Result<Change, StepResult> {
+        let deployed = self
+            .helm
+            .status(&self.target, &release.id)
+            .await
+            .map_err(|e| StepResult::failed(format!("cannot read the release from helm: {e}")))?;
+        let Some(deployed) = deployed else {
+            return Ok(Change::Install);
+        };
+        if deployed.is_pending() {
+            return Err(StepResult::failed(format!(
+                "is {} in Helm (another operation is in progress, or one was interrupted); wait for it, or `helm rollback {} -n {}`",
+                deployed.status, release.id.name, release.id.namespace
+            )));
+        }
+        if self.force {
+            return Ok(Change::Upgrade("--force".into()));
+        }
+        if deployed.status != "deployed" {
+            return Ok(Change::Upgrade(format!("helm status is {}", deployed.status)));
+        }
+        if deployed.chart != release.chart_label() || deployed.version != release.version_label() {
+            return Ok(Change::Upgrade(format!(
+                "chart {} {} -> {} {}",
+                deployed.chart,
+                deployed.version,
+                release.chart_label(),
+                release.version_label()
+            )));
+        }
+        let values = self
+            .helm
+            .get_values(&self.target, &release.id)
+            .await
+            .map_err(|e| StepResult::failed(format!("cannot read deployed values from helm: {e}")))?;
+        if crate::values::digest(&values) != release.values_digest() {
+            return Ok(Change::Upgrade("values changed".into()));
+        }
+        match self.recorded.get(&ledger::key(&release.id)) {
+            Some(entry) if entry.matches(release) => Ok(Change::Unchanged),
+            Some(_) => Ok(Change::Upgrade("the ledger records another version or values".into())),
+            // Installed but its hooks never finished (or it predates the ledger).
+            None if self.ledger.is_some() => Ok(Change::Upgrade("not recorded in the ownership ledger".into())),
+            None => Ok(Change::Unchanged),
+        }
+    }
+
+    async fn hook(&self, release: &Release, phase: HookPhase, hook: &Hook, deadline: Instant, stop: StopSignal) -> Result<(), StepResult> {
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        let timeout = hook.timeout.map_or(remaining, |t| t.min(remaining));
+        let name = hook.action.to_string();
+        self.step_event(release, Step::Hook { phase, hook: name.clone() });
+        let started = Instant::now();
+        let events = self.events.clone();
+        let id = release.id.clone();
+        let progress = move |message: &str| {
+            events.emit(Event::ReleaseProgress { release: id.clone(), message: message.to_string() });
+        };
+        let result = tokio::select! {
+            result = hooks::run(&hook.action, &self.hooks, timeout, progress) => result,
+            _ = stopped(stop) => {
+                return Err(interrupted(format!("interrupted during {phase:?} hook {name}; run `bootstrap apply` again to resume").to_lowercase()));
+            }
+        };
+        let ok = result.is_ok();
+        let output = match &result {
+            Ok(out) if self.verbose => out.clone(),
+            Ok(_) => None,
+            Err(failure) => failure.output.clone(),
+        };
+        self.events.emit(Event::HookFinished {
+            release: release.id.clone(),
+            phase,
+            hook: name.clone(),
+            ok,
+            duration: started.elapsed(),
+            output,
+        });
+        result.map(|_| ()).map_err(|failure| {
+            let phase = match phase {
+                HookPhase::Presync => "presync",
+                HookPhase::Postsync => "postsync",
+            };
+            StepResult {
+                outcome: Outcome::Failed,
+                message: Some(format!("{phase} hook {name}: {}", failure.message)),
+                diagnostics_text: failure.diagnostics.as_ref().map(|d| d.to_string()),
+                diagnostics: failure.diagnostics.as_ref().and_then(|d| serde_json::to_value(d).ok()),
+            }
+        })
+    }
+
+    /// `wait: true`: every workload in the release's manifest must roll out.
+    async fn track_workloads(&self, release: &Release, deadline: Instant, stop: StopSignal) -> Result<(), StepResult> {
+        let manifest = self
+            .helm
+            .get_manifest(&self.target, &release.id)
+            .await
+            .map_err(|e| StepResult::failed(format!("cannot read the release manifest to track its workloads: {e}")))?;
+        let docs = crate::yaml::manifests(&manifest, std::path::Path::new("manifest")).unwrap_or_default();
+        for doc in docs {
+            let kind = doc.get("kind").and_then(|k| k.as_str()).unwrap_or_default();
+            if !matches!(kind, "Deployment" | "DaemonSet" | "StatefulSet" | "Job") {
+                continue;
+            }
+            let name = doc.pointer("/metadata/name").and_then(|n| n.as_str()).unwrap_or_default();
+            let namespace = doc.pointer("/metadata/namespace").and_then(|n| n.as_str()).unwrap_or(&release.id.namespace);
+            let object = crate::release::ObjectRef {
+                api_version: doc.get("apiVersion").and_then(|v| v.as_str()).unwrap_or("apps/v1").to_string(),
+                kind: kind.to_string(),
+                namespace: Some(namespace.to_string()),
+                name: name.to_string(),
+            };
+            let action = if kind == "Job" { HookAction::Job(object) } else { HookAction::Rollout(object) };
+            let hook = Hook { action, timeout: None };
+            self.step_event(release, Step::Waiting { what: hook.action.to_string() });
+            self.hook(release, HookPhase::Postsync, &hook, deadline, stop.clone()).await?;
+        }
+        Ok(())
+    }
+}
+
+fn is_command(hook: &Hook) -> bool {
+    matches!(hook.action, HookAction::Command(_) | HookAction::Shell(_))
+}
+
+fn interrupted(message: impl Into<String>) -> StepResult {
+    StepResult {
+        message: Some(message.into()),
+        ..StepResult::new(Outcome::Interrupted)
+    }
+}
+
+/// Resolves once the run is being stopped.
+async fn stopped(mut stop: StopSignal) {
+    loop {
+        if *stop.borrow() != Stop::Run {
+            return;
+        }
+        if stop.changed().await.is_err() {
+            // The sender is gone: nobody can stop us any more.
+            std::future::pending::<()>().await;
+        }
+    }
+}
