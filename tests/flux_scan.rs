@@ -313,3 +313,52 @@ fn findings_serialize_to_the_check_json_shape() {
     assert_eq!(json["release"], serde_json::Value::Null);
     assert_eq!(json["object"], serde_json::Value::Null);
 }
+
+fn example(variant: &str) -> Scan {
+    let cilium = release("cilium", "kube-system", "cilium", vec![workload("DaemonSet", "cilium")]);
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("examples/flux-dual-management")
+        .join(variant);
+    scan(&ScanInput {
+        root: &root,
+        entrypoint: Path::new("kubernetes/clusters/infra"),
+        releases: &[cilium],
+    })
+}
+
+#[test]
+fn seed_000_tree_reports_the_dual_managed_cilium_with_its_chain() {
+    let scan = example("broken");
+    assert_eq!(
+        lines(&scan),
+        [
+            "error flux-manages-bootstrap-release kube-system/cilium | HelmRelease kube-system/cilium @kubernetes/bases/cilium/helmrelease.yaml | \
+             kubernetes/clusters/infra/infrastructure.yaml > kubernetes/infrastructure/kustomization.yaml > \
+             kubernetes/infrastructure/networking/cilium/ks.yaml > kubernetes/infrastructure/networking/cilium/kustomization.yaml > \
+             kubernetes/bases/cilium/kustomization.yaml > kubernetes/bases/cilium/helmrelease.yaml",
+            "warning flux-healthcheck-on-bootstrap-workload kube-system/cilium | Kustomization flux-system/cilium @kubernetes/infrastructure/networking/cilium/ks.yaml | \
+             kubernetes/clusters/infra/infrastructure.yaml > kubernetes/infrastructure/kustomization.yaml > kubernetes/infrastructure/networking/cilium/ks.yaml",
+        ]
+    );
+    // SPEC §2's example chain (seed 000's evidence) is the same route; the
+    // scan also names the two kustomization files it passes through.
+    let spec_chain = [
+        "kubernetes/clusters/infra/infrastructure.yaml",
+        "kubernetes/infrastructure/networking/cilium/ks.yaml",
+        "kubernetes/infrastructure/networking/cilium/kustomization.yaml",
+        "kubernetes/bases/cilium/helmrelease.yaml",
+    ];
+    let mut rest = scan.findings[0].chain.iter();
+    assert!(spec_chain.iter().all(|want| rest.any(|have| have == want)));
+    assert!(scan.has_errors());
+}
+
+#[test]
+fn seed_001_fix_passes() {
+    let scan = example("fixed");
+    assert_eq!(lines(&scan), Vec::<String>::new());
+    assert!(!scan.has_errors());
+    // The day-2 objects are still scanned: GitRepository, 3 Kustomizations in
+    // clusters/infra and infrastructure, PrometheusRule, IPAM Kustomization and pool.
+    assert_eq!(scan.objects_scanned, 7);
+}
