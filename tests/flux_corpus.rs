@@ -21,7 +21,9 @@ fn run(repo: &str, declared: &[Declared]) -> Scan {
             workloads: vec![],
         })
         .collect();
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/corpus").join(repo);
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/corpus")
+        .join(repo);
     // Their flux-instance HelmRelease syncs `kubernetes/flux/cluster`.
     scan(&ScanInput {
         root: &root,
@@ -80,7 +82,11 @@ fn assert_every_release_adopted(repo: &str, declared: &[Declared]) {
     assert_eq!(errors, expected, "{repo}");
     // The copies hold only part of each repository: the rest of the findings
     // are references into the parts left out, never a crash or bad YAML.
-    for f in scan.findings.iter().filter(|f| f.severity != Severity::Error) {
+    for f in scan
+        .findings
+        .iter()
+        .filter(|f| f.severity != Severity::Error)
+    {
         assert!(
             ["path-not-found", "flux-dependson-missing"].contains(&f.code),
             "{repo}: unexpected {f:?}"
@@ -132,7 +138,11 @@ fn bjw_s_labs_home_ops() {
             ("kube-system", "cilium", "cilium"),
             ("kube-system", "coredns", "coredns"),
             ("cert-manager", "cert-manager", "cert-manager"),
-            ("cert-manager", "cert-manager-webhook-ovh", "cert-manager-webhook-ovh"),
+            (
+                "cert-manager",
+                "cert-manager-webhook-ovh",
+                "cert-manager-webhook-ovh",
+            ),
             ("external-secrets", "external-secrets", "external-secrets"),
             ("external-secrets", "onepassword-connect", "connect"),
             ("flux-system", "flux-operator", "flux-operator"),
@@ -151,10 +161,20 @@ fn chart_refs_to_oci_repositories_find_the_same_chart_under_another_name() {
         .findings
         .iter()
         .filter(|f| f.severity == Severity::Error)
-        .map(|f| (f.code, f.object.as_ref().unwrap().name.as_str(), f.chain.clone()))
+        .map(|f| {
+            (
+                f.code,
+                f.object.as_ref().unwrap().name.as_str(),
+                f.chain.clone(),
+            )
+        })
         .collect();
     assert_eq!(
         errors,
-        [("flux-duplicates-bootstrap-chart", "cilium", expected_chain("kube-system", "cilium"))]
+        [(
+            "flux-duplicates-bootstrap-chart",
+            "cilium",
+            expected_chain("kube-system", "cilium")
+        )]
     );
 }

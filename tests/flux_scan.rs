@@ -14,7 +14,12 @@ fn workload(kind: &str, name: &str) -> WorkloadRef {
     }
 }
 
-fn release(name: &str, namespace: &str, chart: &str, workloads: Vec<WorkloadRef>) -> BootstrapRelease {
+fn release(
+    name: &str,
+    namespace: &str,
+    chart: &str,
+    workloads: Vec<WorkloadRef>,
+) -> BootstrapRelease {
     BootstrapRelease {
         name: name.into(),
         namespace: namespace.into(),
@@ -25,14 +30,26 @@ fn release(name: &str, namespace: &str, chart: &str, workloads: Vec<WorkloadRef>
 
 fn bootstrap() -> Vec<BootstrapRelease> {
     vec![
-        release("cilium", "kube-system", "cilium", vec![workload("DaemonSet", "cilium")]),
-        release("coredns", "kube-system", "coredns", vec![workload("Deployment", "coredns")]),
+        release(
+            "cilium",
+            "kube-system",
+            "cilium",
+            vec![workload("DaemonSet", "cilium")],
+        ),
+        release(
+            "coredns",
+            "kube-system",
+            "coredns",
+            vec![workload("Deployment", "coredns")],
+        ),
         release("spegel", "kube-system", "spegel", vec![]),
     ]
 }
 
 fn fixture(case: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/flux").join(case)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/flux")
+        .join(case)
 }
 
 fn run(case: &str, releases: &[BootstrapRelease]) -> Scan {
@@ -111,8 +128,10 @@ fn outermost_kustomize_namespace_wins() {
     let scan = run("kustomize-namespace", &bootstrap());
     assert_eq!(
         lines(&scan),
-        ["error flux-manages-bootstrap-release kube-system/cilium | HelmRelease kube-system/cilium @outer/inner/hr.yaml | \
-          clusters/test/kustomization.yaml > outer/kustomization.yaml > outer/inner/kustomization.yaml > outer/inner/hr.yaml"]
+        [
+            "error flux-manages-bootstrap-release kube-system/cilium | HelmRelease kube-system/cilium @outer/inner/hr.yaml | \
+          clusters/test/kustomization.yaml > outer/kustomization.yaml > outer/inner/kustomization.yaml > outer/inner/hr.yaml"
+        ]
     );
 }
 
@@ -128,8 +147,16 @@ fn remote_resources_are_reported_and_the_rest_is_still_scanned() {
             "warning remote-resource-not-followed - | - | clusters/test/kustomization.yaml",
         ]
     );
-    assert!(scan.findings[1].message.contains("github.com/fluxcd/flux2/manifests/install?ref=v2.4.0"));
-    assert!(scan.findings[2].message.contains("https://github.com/kubernetes-sigs/gateway-api"));
+    assert!(
+        scan.findings[1]
+            .message
+            .contains("github.com/fluxcd/flux2/manifests/install?ref=v2.4.0")
+    );
+    assert!(
+        scan.findings[2]
+            .message
+            .contains("https://github.com/kubernetes-sigs/gateway-api")
+    );
 }
 
 #[test]
@@ -217,7 +244,11 @@ fn missing_paths_name_the_file_that_referenced_them() {
         ]
     );
     assert!(scan.findings[0].message.contains("`missing.yaml`"));
-    assert!(scan.findings[1].message.contains("`nokust`, which has no kustomization.yaml"));
+    assert!(
+        scan.findings[1]
+            .message
+            .contains("`nokust`, which has no kustomization.yaml")
+    );
     assert!(scan.findings[2].message.contains("`./apps/gone`"));
     assert!(!scan.has_errors());
 }
@@ -245,8 +276,10 @@ fn substitution_variables_stay_literal() {
     let scan = run("substitution", &literal);
     assert_eq!(
         lines(&scan),
-        ["error flux-manages-bootstrap-release ${APP_NS}/${RELEASE:=cilium} | HelmRelease ${APP_NS}/${RELEASE:=cilium} @apps/hr.yaml | \
-          clusters/test/apps.yaml > apps/hr.yaml"]
+        [
+            "error flux-manages-bootstrap-release ${APP_NS}/${RELEASE:=cilium} | HelmRelease ${APP_NS}/${RELEASE:=cilium} @apps/hr.yaml | \
+          clusters/test/apps.yaml > apps/hr.yaml"
+        ]
     );
 }
 
@@ -260,7 +293,11 @@ fn invalid_yaml_is_a_finding_and_other_files_are_scanned() {
             "warning yaml-invalid - | - | clusters/test/broken.yaml",
         ]
     );
-    assert!(scan.findings[1].message.contains("line 3"), "{}", scan.findings[1].message);
+    assert!(
+        scan.findings[1].message.contains("line 3"),
+        "{}",
+        scan.findings[1].message
+    );
 }
 
 #[test]
@@ -293,15 +330,27 @@ fn health_checks_on_bootstrap_workloads_and_missing_dependencies() {
         ]
     );
     assert!(scan.findings[1].message.contains("kube-system/gateway-api"));
-    assert!(scan.findings[2].message.contains("DaemonSet kube-system/cilium"));
+    assert!(
+        scan.findings[2]
+            .message
+            .contains("DaemonSet kube-system/cilium")
+    );
 }
 
 #[test]
 fn findings_serialize_to_the_check_json_shape() {
     let scan = run("multi-doc", &bootstrap());
     let json = serde_json::to_value(&scan.findings[0]).unwrap();
-    let keys: Vec<&str> = json.as_object().unwrap().keys().map(String::as_str).collect();
-    assert_eq!(keys, ["severity", "code", "release", "object", "chain", "message"]);
+    let keys: Vec<&str> = json
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(
+        keys,
+        ["severity", "code", "release", "object", "chain", "message"]
+    );
     assert_eq!(json["severity"], "error");
     assert_eq!(
         json["object"],
@@ -315,7 +364,12 @@ fn findings_serialize_to_the_check_json_shape() {
 }
 
 fn example(variant: &str) -> Scan {
-    let cilium = release("cilium", "kube-system", "cilium", vec![workload("DaemonSet", "cilium")]);
+    let cilium = release(
+        "cilium",
+        "kube-system",
+        "cilium",
+        vec![workload("DaemonSet", "cilium")],
+    );
     let root = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("examples/flux-dual-management")
         .join(variant);

@@ -139,10 +139,20 @@ pub fn helm_release_conflicts(objects: &[Object], releases: &[BootstrapRelease])
 
 /// Flux Kustomization health checks on workloads a bootstrap release owns:
 /// Flux would report (and block dependents on) objects it does not manage.
-pub fn health_checks_on_bootstrap(objects: &[Object], releases: &[BootstrapRelease]) -> Vec<Finding> {
+pub fn health_checks_on_bootstrap(
+    objects: &[Object],
+    releases: &[BootstrapRelease],
+) -> Vec<Finding> {
     let mut out = Vec::new();
-    for ks in objects.iter().filter(|o| o.is_flux("kustomize", "Kustomization")) {
-        let Some(checks) = ks.body.pointer("/spec/healthChecks").and_then(Value::as_array) else {
+    for ks in objects
+        .iter()
+        .filter(|o| o.is_flux("kustomize", "Kustomization"))
+    {
+        let Some(checks) = ks
+            .body
+            .pointer("/spec/healthChecks")
+            .and_then(Value::as_array)
+        else {
             continue;
         };
         let default_ns = ks
@@ -191,7 +201,11 @@ pub fn missing_dependencies(objects: &[Object]) -> Vec<Finding> {
     let flux_kinds = [("kustomize", "Kustomization"), ("helm", "HelmRelease")];
     for (group, kind) in flux_kinds {
         for obj in objects.iter().filter(|o| o.is_flux(group, kind)) {
-            let Some(deps) = obj.body.pointer("/spec/dependsOn").and_then(Value::as_array) else {
+            let Some(deps) = obj
+                .body
+                .pointer("/spec/dependsOn")
+                .and_then(Value::as_array)
+            else {
                 continue;
             };
             for dep in deps {

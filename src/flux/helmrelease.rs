@@ -151,7 +151,10 @@ mod tests {
         let short = "a".repeat(53);
         assert_eq!(shorten_name(&short), short);
         // 54 characters: the first 40, a dash, 12 hex digits of SHA-256 of the whole name.
-        let long = format!("{}-{}", "some-front-appended-namespace", "release-with-a-long-name");
+        let long = format!(
+            "{}-{}",
+            "some-front-appended-namespace", "release-with-a-long-name"
+        );
         assert_eq!(long.len(), 54);
         let shortened = shorten_name(&long);
         assert_eq!(shortened.len(), 53);

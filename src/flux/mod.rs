@@ -86,8 +86,14 @@ impl Scan {
 pub fn scan(input: &ScanInput) -> Scan {
     let tree = tree::resolve(input.root, input.entrypoint);
     let mut found = tree.findings;
-    found.extend(findings::helm_release_conflicts(&tree.objects, input.releases));
-    found.extend(findings::health_checks_on_bootstrap(&tree.objects, input.releases));
+    found.extend(findings::helm_release_conflicts(
+        &tree.objects,
+        input.releases,
+    ));
+    found.extend(findings::health_checks_on_bootstrap(
+        &tree.objects,
+        input.releases,
+    ));
     found.extend(findings::missing_dependencies(&tree.objects));
     findings::normalize(&mut found);
     Scan {

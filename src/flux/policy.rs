@@ -41,7 +41,8 @@ pub fn ledger_key(namespace: &str, name: &str) -> String {
     format!("{namespace}.{name}")
 }
 
-const TARGET_NAMESPACE: &str = "has(object.spec.targetNamespace) ? object.spec.targetNamespace : ''";
+const TARGET_NAMESPACE: &str =
+    "has(object.spec.targetNamespace) ? object.spec.targetNamespace : ''";
 
 const RELEASE_NAME: &str = "has(object.spec.releaseName) && object.spec.releaseName != '' \
      ? object.spec.releaseName \

@@ -176,7 +176,13 @@ impl Walker {
         });
     }
 
-    fn build_dir(&mut self, dir: &Path, ns: Option<&str>, chain: &[String], stack: &mut Vec<PathBuf>) {
+    fn build_dir(
+        &mut self,
+        dir: &Path,
+        ns: Option<&str>,
+        chain: &[String],
+        stack: &mut Vec<PathBuf>,
+    ) {
         match kustomization_file(dir) {
             Some(kfile) => self.build_kustomization(&kfile, ns, chain, stack),
             None => self.generate(dir, ns, chain, stack, &mut HashSet::new()),
@@ -233,7 +239,9 @@ impl Walker {
         }
         self.files.insert(kfile.to_path_buf());
         let file = self.rel(kfile);
-        let Some(doc) = self.read_documents(kfile, chain).and_then(|d| d.into_iter().next())
+        let Some(doc) = self
+            .read_documents(kfile, chain)
+            .and_then(|d| d.into_iter().next())
         else {
             return;
         };
@@ -253,7 +261,8 @@ impl Walker {
         for entry in entries {
             let target = normalize(&dir.join(&entry));
             if !target.starts_with(&self.root) {
-                let message = format!("{file} references `{entry}`, outside flux.root; Flux cannot read it");
+                let message =
+                    format!("{file} references `{entry}`, outside flux.root; Flux cannot read it");
                 self.not_found(None, chain.clone(), message);
             } else if target.is_dir() {
                 match kustomization_file(&target) {
@@ -367,7 +376,11 @@ impl Walker {
             Ok(docs) => Some(docs.into_iter().filter(|d| !d.is_null()).collect()),
             Err(e) => {
                 let e = e.without_snippet();
-                self.invalid(chain, &file, format!("{file} is not valid YAML, so Flux would fail to apply it: {e}"));
+                self.invalid(
+                    chain,
+                    &file,
+                    format!("{file} is not valid YAML, so Flux would fail to apply it: {e}"),
+                );
                 None
             }
         }
