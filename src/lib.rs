@@ -8,6 +8,7 @@ pub mod commands;
 pub mod config;
 pub mod error;
 pub mod event;
+pub mod flux;
 pub mod graph;
 pub mod helm;
 pub mod hooks;

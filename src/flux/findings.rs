@@ -1,0 +1,251 @@
+//! What the scan reports (SPEC §2 `check` JSON) and the ownership rules that
+//! turn resolved Flux objects into findings.
+
+use serde::Serialize;
+use serde_json::Value;
+
+use super::BootstrapRelease;
+use super::helmrelease::{chart_name, identity};
+use super::tree::Object;
+
+pub const MANAGES_BOOTSTRAP_RELEASE: &str = "flux-manages-bootstrap-release";
+pub const DUPLICATES_BOOTSTRAP_CHART: &str = "flux-duplicates-bootstrap-chart";
+pub const HEALTHCHECK_ON_BOOTSTRAP_WORKLOAD: &str = "flux-healthcheck-on-bootstrap-workload";
+pub const DEPENDSON_MISSING: &str = "flux-dependson-missing";
+pub const PATH_NOT_FOUND: &str = "path-not-found";
+pub const YAML_INVALID: &str = "yaml-invalid";
+pub const REMOTE_RESOURCE_NOT_FOLLOWED: &str = "remote-resource-not-followed";
+pub const SOURCE_NOT_FOLLOWED: &str = "source-not-followed";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    Error,
+    Warning,
+    Info,
+}
+
+/// A Kubernetes object as found in git.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub struct ObjectRef {
+    pub kind: String,
+    pub name: String,
+    /// Effective namespace after kustomize `namespace:` and Flux
+    /// `targetNamespace`; `None` when nothing sets one (Flux would refuse it).
+    pub namespace: Option<String>,
+    /// Relative to `flux.root`, `/`-separated.
+    pub file: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Finding {
+    pub severity: Severity,
+    pub code: &'static str,
+    /// The bootstrap release concerned, as `namespace/name`.
+    pub release: Option<String>,
+    pub object: Option<ObjectRef>,
+    /// Files, relative to `flux.root`, by which Flux reaches the object (or the
+    /// reference the finding is about), from the entrypoint down.
+    pub chain: Vec<String>,
+    pub message: String,
+}
+
+impl Finding {
+    fn sort_key(&self) -> impl Ord + '_ {
+        (
+            self.severity,
+            self.code,
+            &self.release,
+            &self.object,
+            &self.chain,
+            &self.message,
+        )
+    }
+}
+
+/// Sorts for stable output and drops exact repeats (an object reached twice).
+pub fn normalize(findings: &mut Vec<Finding>) {
+    findings.sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
+    findings.dedup();
+}
+
+fn release_id(release: &BootstrapRelease) -> String {
+    format!("{}/{}", release.namespace, release.name)
+}
+
+fn ns_display(ns: Option<&str>) -> &str {
+    ns.unwrap_or("<no namespace>")
+}
+
+/// HelmReleases that would manage, or collide with, a bootstrap release.
+pub fn helm_release_conflicts(objects: &[Object], releases: &[BootstrapRelease]) -> Vec<Finding> {
+    let mut out = Vec::new();
+    for hr in objects.iter().filter(|o| o.is_flux("helm", "HelmRelease")) {
+        let spec = hr.body.get("spec").unwrap_or(&Value::Null);
+        let id = identity(&hr.name, hr.namespace.as_deref(), spec);
+        let chart = chart_name(hr, objects);
+        for release in releases {
+            let manages = id.release_name == release.name
+                && id.storage_namespace.as_deref() == Some(release.namespace.as_str());
+            if manages {
+                out.push(Finding {
+                    severity: Severity::Error,
+                    code: MANAGES_BOOTSTRAP_RELEASE,
+                    release: Some(release_id(release)),
+                    object: Some(hr.reference()),
+                    chain: hr.chain.clone(),
+                    message: format!(
+                        "HelmRelease {}/{} manages Helm release {} (release name `{}`, storage namespace `{}`), which bootstrap installs and owns; \
+                         two controllers would fight over it. Remove the HelmRelease from the Flux tree (or the reference in `{}` that pulls it in), \
+                         or drop `{}` from the bootstrap releases if Flux should own it",
+                        ns_display(hr.namespace.as_deref()),
+                        hr.name,
+                        release_id(release),
+                        id.release_name,
+                        release.namespace,
+                        referrer(&hr.chain),
+                        release_id(release),
+                    ),
+                });
+                continue;
+            }
+            let same_chart = chart.is_some() && chart == release.chart;
+            if same_chart && id.release_namespace.as_deref() == Some(release.namespace.as_str()) {
+                out.push(Finding {
+                    severity: Severity::Error,
+                    code: DUPLICATES_BOOTSTRAP_CHART,
+                    release: Some(release_id(release)),
+                    object: Some(hr.reference()),
+                    chain: hr.chain.clone(),
+                    message: format!(
+                        "HelmRelease {}/{} installs chart `{}` into namespace `{}` as Helm release `{}` (storage namespace `{}`), \
+                         beside bootstrap's release {} of the same chart; both would create the same objects. \
+                         Remove the HelmRelease, or drop `{}` from the bootstrap releases",
+                        ns_display(hr.namespace.as_deref()),
+                        hr.name,
+                        chart.as_deref().unwrap_or_default(),
+                        release.namespace,
+                        id.release_name,
+                        ns_display(id.storage_namespace.as_deref()),
+                        release_id(release),
+                        release_id(release),
+                    ),
+                });
+            }
+        }
+    }
+    out
+}
+
+/// Flux Kustomization health checks on workloads a bootstrap release owns:
+/// Flux would report (and block dependents on) objects it does not manage.
+pub fn health_checks_on_bootstrap(
+    objects: &[Object],
+    releases: &[BootstrapRelease],
+) -> Vec<Finding> {
+    let mut out = Vec::new();
+    for ks in objects
+        .iter()
+        .filter(|o| o.is_flux("kustomize", "Kustomization"))
+    {
+        let Some(checks) = ks
+            .body
+            .pointer("/spec/healthChecks")
+            .and_then(Value::as_array)
+        else {
+            continue;
+        };
+        let default_ns = ks
+            .body
+            .pointer("/spec/targetNamespace")
+            .and_then(Value::as_str)
+            .or(ks.namespace.as_deref());
+        for check in checks {
+            let field = |k: &str| check.get(k).and_then(Value::as_str);
+            let (Some(kind), Some(name)) = (field("kind"), field("name")) else {
+                continue;
+            };
+            let namespace = field("namespace").or(default_ns);
+            for release in releases {
+                let owned = release.workloads.iter().any(|w| {
+                    w.kind == kind && w.name == name && Some(w.namespace.as_str()) == namespace
+                });
+                if owned {
+                    out.push(Finding {
+                        severity: Severity::Warning,
+                        code: HEALTHCHECK_ON_BOOTSTRAP_WORKLOAD,
+                        release: Some(release_id(release)),
+                        object: Some(ks.reference()),
+                        chain: ks.chain.clone(),
+                        message: format!(
+                            "Kustomization {}/{} health-checks {kind} {}/{name}, which bootstrap release {} owns; \
+                             Flux would stall this Kustomization and everything that depends on it on a workload it does not manage. \
+                             Remove the entry from spec.healthChecks",
+                            ns_display(ks.namespace.as_deref()),
+                            ks.name,
+                            ns_display(namespace),
+                            release_id(release),
+                        ),
+                    });
+                }
+            }
+        }
+    }
+    out
+}
+
+/// `dependsOn` entries naming a Kustomization/HelmRelease absent from the tree:
+/// Flux would wait on it forever.
+pub fn missing_dependencies(objects: &[Object]) -> Vec<Finding> {
+    let mut out = Vec::new();
+    let flux_kinds = [("kustomize", "Kustomization"), ("helm", "HelmRelease")];
+    for (group, kind) in flux_kinds {
+        for obj in objects.iter().filter(|o| o.is_flux(group, kind)) {
+            let Some(deps) = obj
+                .body
+                .pointer("/spec/dependsOn")
+                .and_then(Value::as_array)
+            else {
+                continue;
+            };
+            for dep in deps {
+                let Some(name) = dep.get("name").and_then(Value::as_str) else {
+                    continue;
+                };
+                let namespace = dep
+                    .get("namespace")
+                    .and_then(Value::as_str)
+                    .or(obj.namespace.as_deref());
+                let found = objects.iter().any(|o| {
+                    o.is_flux(group, kind) && o.name == name && o.namespace.as_deref() == namespace
+                });
+                if !found {
+                    out.push(Finding {
+                        severity: Severity::Warning,
+                        code: DEPENDSON_MISSING,
+                        release: None,
+                        object: Some(obj.reference()),
+                        chain: obj.chain.clone(),
+                        message: format!(
+                            "{kind} {}/{} depends on {kind} {}/{name}, which is not in the scanned tree; \
+                             Flux would never reconcile it. Remove the dependsOn entry or point it at an existing {kind}",
+                            ns_display(obj.namespace.as_deref()),
+                            obj.name,
+                            ns_display(namespace),
+                        ),
+                    });
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The file that pulled the object in: the one before it in the chain.
+fn referrer(chain: &[String]) -> &str {
+    match chain {
+        [.., parent, _] => parent,
+        [only] => only,
+        [] => "",
+    }
+}

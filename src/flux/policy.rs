@@ -1,0 +1,123 @@
+//! The admission guard: a ValidatingAdmissionPolicy that denies creating or
+//! updating any Flux HelmRelease whose Helm release is owned by bootstrap, with
+//! the ledger ConfigMap as its parameters.
+//!
+//! # Ledger layout the policy relies on
+//!
+//! The ledger is a ConfigMap (`bootstrap-ownership` in `kube-system`) with one
+//! data key per release: [`ledger_key`]`(namespace, name)` =
+//! `"<namespace>.<name>"` (release names and namespaces are DNS-1123 labels,
+//! so they hold no `.` and the key is unambiguous; ConfigMap keys allow
+//! `[-._a-zA-Z0-9]`). The value is compact JSON (`serde_json::to_string`):
+//! `{"chart":…,"version":…,"valuesDigest":…,"appliedAt":…,"toolVersion":…,"policy":"bootstrap"}`.
+//! CEL in the API server cannot parse JSON, so the policy only looks for the
+//! exact substring `"policy":"handover"`: such an entry lets Flux adopt the
+//! release (the future `handover` policy); any other entry denies. An
+//! unreadable or pretty-printed value therefore fails closed.
+//!
+//! # Release identity in CEL
+//!
+//! The same helm-controller rules as the offline scan: release name =
+//! `spec.releaseName`, else `<spec.targetNamespace>-<metadata.name>`, else
+//! `metadata.name`; storage namespace = `spec.storageNamespace`, else the
+//! request namespace. Gap: CEL has no SHA-256, so a composed name over 53
+//! characters (which helm-controller shortens to its first 40 characters, `-`
+//! and 12 hex digits of its hash) is denied when a ledger release in the same
+//! namespace has that 41-character prefix and 53 characters, without checking
+//! the hash. That errs on the side of denying, and bootstrap release names are
+//! written by hand, so it never matters in practice.
+//!
+//! Updates of a HelmRelease that is being deleted are allowed, so that
+//! helm-controller can remove its finalizer and an old conflicting object can
+//! be cleaned up.
+
+use serde_json::{Value, json};
+
+/// Name of both the policy and its binding.
+pub const POLICY_NAME: &str = "bootstrap-ownership-guard";
+
+/// The ledger ConfigMap data key for a release.
+pub fn ledger_key(namespace: &str, name: &str) -> String {
+    format!("{namespace}.{name}")
+}
+
+const TARGET_NAMESPACE: &str =
+    "has(object.spec.targetNamespace) ? object.spec.targetNamespace : ''";
+
+const RELEASE_NAME: &str = "has(object.spec.releaseName) && object.spec.releaseName != '' \
+     ? object.spec.releaseName \
+     : (variables.targetNamespace != '' \
+        ? variables.targetNamespace + '-' + object.metadata.name \
+        : object.metadata.name)";
+
+const STORAGE_NAMESPACE: &str = "has(object.spec.storageNamespace) && object.spec.storageNamespace != '' \
+     ? object.spec.storageNamespace \
+     : request.namespace";
+
+const LEDGER_KEY: &str = "variables.storageNamespace + '.' + variables.releaseName";
+
+const OWNED: &str = "!has(object.metadata.deletionTimestamp) && has(params.data) && ( \
+       (variables.releaseName.size() <= 53 \
+        && variables.ledgerKey in params.data \
+        && !params.data[variables.ledgerKey].contains('\"policy\":\"handover\"')) \
+    || (variables.releaseName.size() > 53 \
+        && params.data.exists(k, \
+             k.size() == variables.storageNamespace.size() + 54 \
+             && k.startsWith(variables.storageNamespace + '.' + variables.releaseName.substring(0, 40) + '-') \
+             && !params.data[k].contains('\"policy\":\"handover\"'))) )";
+
+/// The policy and its binding, ready to apply with server-side apply.
+pub fn admission_policy(ledger_namespace: &str, ledger_name: &str) -> Vec<Value> {
+    let message = format!(
+        "'HelmRelease ' + request.namespace + '/' + object.metadata.name \
+         + ' would manage Helm release ' + variables.storageNamespace + '/' + variables.releaseName \
+         + ', which is owned by bootstrap (ledger ConfigMap {ledger_namespace}/{ledger_name}). \
+         Remove this HelmRelease from the Flux tree, or drop the release from bootstrap first.'"
+    );
+    let labels = json!({ "app.kubernetes.io/managed-by": "bootstrap" });
+    let policy = json!({
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": { "name": POLICY_NAME, "labels": labels },
+        "spec": {
+            "failurePolicy": "Fail",
+            "paramKind": { "apiVersion": "v1", "kind": "ConfigMap" },
+            "matchConstraints": {
+                "resourceRules": [{
+                    "apiGroups": ["helm.toolkit.fluxcd.io"],
+                    "apiVersions": ["*"],
+                    "operations": ["CREATE", "UPDATE"],
+                    "resources": ["helmreleases"],
+                }],
+            },
+            "variables": [
+                { "name": "targetNamespace", "expression": TARGET_NAMESPACE },
+                { "name": "releaseName", "expression": RELEASE_NAME },
+                { "name": "storageNamespace", "expression": STORAGE_NAMESPACE },
+                { "name": "ledgerKey", "expression": LEDGER_KEY },
+                { "name": "owned", "expression": OWNED },
+            ],
+            "validations": [{
+                "expression": "!variables.owned",
+                "messageExpression": message,
+                "reason": "Forbidden",
+            }],
+        },
+    });
+    let binding = json!({
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": { "name": POLICY_NAME, "labels": labels },
+        "spec": {
+            "policyName": POLICY_NAME,
+            "validationActions": ["Deny"],
+            "paramRef": {
+                "name": ledger_name,
+                "namespace": ledger_namespace,
+                // Before the first apply there is no ledger and nothing to protect.
+                "parameterNotFoundAction": "Allow",
+            },
+        },
+    });
+    vec![policy, binding]
+}

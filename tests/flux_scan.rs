@@ -1,0 +1,418 @@
+//! The GitOps ownership scan, one small fixture per resolution rule
+//! (tests/fixtures/flux/<case>/, entrypoint `clusters/test`).
+
+use std::path::{Path, PathBuf};
+
+use bootstrap::flux::{BootstrapRelease, Finding, Scan, ScanInput, Severity, WorkloadRef, scan};
+use pretty_assertions::assert_eq;
+
+fn workload(kind: &str, name: &str) -> WorkloadRef {
+    WorkloadRef {
+        kind: kind.into(),
+        namespace: "kube-system".into(),
+        name: name.into(),
+    }
+}
+
+fn release(
+    name: &str,
+    namespace: &str,
+    chart: &str,
+    workloads: Vec<WorkloadRef>,
+) -> BootstrapRelease {
+    BootstrapRelease {
+        name: name.into(),
+        namespace: namespace.into(),
+        chart: Some(chart.into()),
+        workloads,
+    }
+}
+
+fn bootstrap() -> Vec<BootstrapRelease> {
+    vec![
+        release(
+            "cilium",
+            "kube-system",
+            "cilium",
+            vec![workload("DaemonSet", "cilium")],
+        ),
+        release(
+            "coredns",
+            "kube-system",
+            "coredns",
+            vec![workload("Deployment", "coredns")],
+        ),
+        release("spegel", "kube-system", "spegel", vec![]),
+    ]
+}
+
+fn fixture(case: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/flux")
+        .join(case)
+}
+
+fn run(case: &str, releases: &[BootstrapRelease]) -> Scan {
+    scan(&ScanInput {
+        root: &fixture(case),
+        entrypoint: Path::new("clusters/test"),
+        releases,
+    })
+}
+
+/// One line per finding: severity, code, release, object and chain, which is
+/// everything but the prose.
+fn line(f: &Finding) -> String {
+    let severity = match f.severity {
+        Severity::Error => "error",
+        Severity::Warning => "warning",
+        Severity::Info => "info",
+    };
+    let object = f.object.as_ref().map_or("-".to_string(), |o| {
+        format!(
+            "{} {}/{} @{}",
+            o.kind,
+            o.namespace.as_deref().unwrap_or("~"),
+            o.name,
+            o.file
+        )
+    });
+    format!(
+        "{severity} {} {} | {object} | {}",
+        f.code,
+        f.release.as_deref().unwrap_or("-"),
+        f.chain.join(" > ")
+    )
+}
+
+fn lines(scan: &Scan) -> Vec<String> {
+    scan.findings.iter().map(line).collect()
+}
+
+#[test]
+fn kustomization_resources_files_dirs_nested_and_components_but_not_patches() {
+    let scan = run("kustomize-resources", &bootstrap());
+    // patch.yaml (a coredns HelmRelease) is only a patch, and unlisted.yaml sits
+    // next to a kustomization that does not list it: neither is applied.
+    assert_eq!(
+        lines(&scan),
+        [
+            "error flux-manages-bootstrap-release kube-system/cilium | HelmRelease kube-system/cilium @apps/core/nested/helmrelease.yaml | \
+             clusters/test/apps.yaml > apps/kustomization.yaml > apps/core/kustomization.yaml > apps/core/nested/kustomization.yaml > apps/core/nested/helmrelease.yaml",
+            "error flux-manages-bootstrap-release kube-system/spegel | HelmRelease kube-system/spegel @apps/components/extra/spegel.yaml | \
+             clusters/test/apps.yaml > apps/kustomization.yaml > apps/components/extra/kustomization.yaml > apps/components/extra/spegel.yaml",
+        ]
+    );
+    assert_eq!((scan.files_scanned, scan.objects_scanned), (8, 4));
+}
+
+#[test]
+fn every_kustomization_file_name_kustomize_accepts() {
+    let scan = run("kustomization-filenames", &bootstrap());
+    assert_eq!(
+        lines(&scan),
+        [
+            "error flux-manages-bootstrap-release kube-system/cilium | HelmRelease kube-system/cilium @a/hr.yaml | \
+             clusters/test/kustomization.yml > a/Kustomization > a/hr.yaml",
+            "error flux-manages-bootstrap-release kube-system/coredns | HelmRelease kube-system/coredns @b/hr.yaml | \
+             clusters/test/kustomization.yml > b/kustomization.yml > b/hr.yaml",
+        ]
+    );
+}
+
+#[test]
+fn outermost_kustomize_namespace_wins() {
+    // The HelmRelease says `somewhere-else`, its kustomization `inner-ns`, the
+    // one above `other`, the entrypoint's `kube-system`: kustomize applies the
+    // outermost last.
+    let scan = run("kustomize-namespace", &bootstrap());
+    assert_eq!(
+        lines(&scan),
+        [
+            "error flux-manages-bootstrap-release kube-system/cilium | HelmRelease kube-system/cilium @outer/inner/hr.yaml | \
+          clusters/test/kustomization.yaml > outer/kustomization.yaml > outer/inner/kustomization.yaml > outer/inner/hr.yaml"
+        ]
+    );
+}
+
+#[test]
+fn remote_resources_are_reported_and_the_rest_is_still_scanned() {
+    let scan = run("remote-resource", &bootstrap());
+    assert_eq!(
+        lines(&scan),
+        [
+            "error flux-manages-bootstrap-release kube-system/cilium | HelmRelease kube-system/cilium @clusters/test/hr.yaml | \
+             clusters/test/kustomization.yaml > clusters/test/hr.yaml",
+            "warning remote-resource-not-followed - | - | clusters/test/kustomization.yaml",
+            "warning remote-resource-not-followed - | - | clusters/test/kustomization.yaml",
+        ]
+    );
+    assert!(
+        scan.findings[1]
+            .message
+            .contains("github.com/fluxcd/flux2/manifests/install?ref=v2.4.0")
+    );
+    assert!(
+        scan.findings[2]
+            .message
+            .contains("https://github.com/kubernetes-sigs/gateway-api")
+    );
+}
+
+#[test]
+fn directory_without_kustomization_is_generated_like_flux() {
+    // apps/deep has no kustomization: every YAML below it (not notes.txt).
+    // clusters/test/kdir has one: it is built from its resources only, so
+    // not-listed.yaml (a spegel HelmRelease) is not applied.
+    let scan = run("generated-dir", &bootstrap());
+    assert_eq!(
+        lines(&scan),
+        [
+            "error flux-manages-bootstrap-release kube-system/cilium | HelmRelease kube-system/cilium @apps/deep/deeper/cilium.yml | \
+             clusters/test/infra.yaml > apps/deep/deeper/cilium.yml",
+            "error flux-manages-bootstrap-release kube-system/coredns | HelmRelease kube-system/coredns @clusters/test/kdir/listed.yaml | \
+             clusters/test/kdir/kustomization.yaml > clusters/test/kdir/listed.yaml",
+        ]
+    );
+}
+
+#[test]
+fn flux_target_namespace_and_helm_release_naming_rules() {
+    let scan = run("flux-namespaces", &bootstrap());
+    assert_eq!(
+        lines(&scan),
+        [
+            // HelmRelease flux-system/coredns with spec.targetNamespace kube-system:
+            // Helm release kube-system-coredns stored in flux-system, same chart, same target.
+            "error flux-duplicates-bootstrap-chart kube-system/coredns | HelmRelease flux-system/coredns @apps/coredns/hr.yaml | \
+             clusters/test/kustomization.yaml > clusters/test/ks.yaml > apps/coredns/hr.yaml",
+            // No namespace of its own; the Flux Kustomization's targetNamespace
+            // sets it, the entrypoint's kustomize `namespace: outer-ns` does not.
+            "error flux-manages-bootstrap-release kube-system/cilium | HelmRelease kube-system/cilium @apps/cilium/hr.yaml | \
+             clusters/test/kustomization.yaml > clusters/test/ks.yaml > apps/cilium/hr.yaml",
+            // releaseName + storageNamespace point a flux-system HelmRelease at kube-system/spegel.
+            "error flux-manages-bootstrap-release kube-system/spegel | HelmRelease flux-system/spegel-flux @apps/spegel/hr.yaml | \
+             clusters/test/kustomization.yaml > clusters/test/ks.yaml > apps/spegel/hr.yaml",
+        ]
+    );
+    let coredns = &scan.findings[0].message;
+    assert!(coredns.contains("kube-system-coredns"), "{coredns}");
+}
+
+#[test]
+fn multi_document_files() {
+    let scan = run("multi-doc", &bootstrap());
+    assert_eq!(
+        lines(&scan),
+        [
+            "error flux-manages-bootstrap-release kube-system/cilium | HelmRelease kube-system/cilium @apps/releases.yaml | \
+             clusters/test/all.yaml > apps/releases.yaml",
+            "error flux-manages-bootstrap-release kube-system/coredns | HelmRelease kube-system/coredns @apps/releases.yaml | \
+             clusters/test/all.yaml > apps/releases.yaml",
+        ]
+    );
+    // Kustomization + ConfigMap + two HelmReleases; the comment-only and empty
+    // documents and the bare values document are not objects.
+    assert_eq!(scan.objects_scanned, 4);
+}
+
+#[test]
+fn cycles_terminate_and_still_find_everything() {
+    // a -> b -> a (and b -> the entrypoint again) between Flux Kustomizations,
+    // k1 -> k2 -> k1 between kustomizations.
+    let scan = run("cycle", &bootstrap());
+    assert_eq!(
+        lines(&scan),
+        [
+            "error flux-manages-bootstrap-release kube-system/cilium | HelmRelease kube-system/cilium @a/ks.yaml | \
+             clusters/test/a.yaml > a/ks.yaml",
+            "error flux-manages-bootstrap-release kube-system/coredns | HelmRelease kube-system/coredns @k1/hr.yaml | \
+             clusters/test/loop.yaml > k1/kustomization.yaml > k1/hr.yaml",
+        ]
+    );
+}
+
+#[test]
+fn missing_paths_name_the_file_that_referenced_them() {
+    let scan = run("missing-path", &bootstrap());
+    assert_eq!(
+        lines(&scan),
+        [
+            "warning path-not-found - | - | clusters/test/apps.yaml > apps/kustomization.yaml",
+            "warning path-not-found - | - | clusters/test/apps.yaml > apps/kustomization.yaml",
+            "warning path-not-found - | Kustomization flux-system/gone @clusters/test/gone.yaml | clusters/test/gone.yaml",
+        ]
+    );
+    assert!(scan.findings[0].message.contains("`missing.yaml`"));
+    assert!(
+        scan.findings[1]
+            .message
+            .contains("`nokust`, which has no kustomization.yaml")
+    );
+    assert!(scan.findings[2].message.contains("`./apps/gone`"));
+    assert!(!scan.has_errors());
+}
+
+#[test]
+fn missing_entrypoint_is_a_finding_not_a_failure() {
+    let scan = scan(&ScanInput {
+        root: &fixture("multi-doc"),
+        entrypoint: Path::new("clusters/nope"),
+        releases: &bootstrap(),
+    });
+    assert_eq!(lines(&scan), ["warning path-not-found - | - | "]);
+    assert_eq!((scan.files_scanned, scan.objects_scanned), (0, 0));
+}
+
+#[test]
+fn substitution_variables_stay_literal() {
+    // targetNamespace ${APP_NS} and name ${RELEASE:=cilium} are not expanded:
+    // nothing matches the real kube-system/cilium...
+    let scan = run("substitution", &bootstrap());
+    assert_eq!(lines(&scan), Vec::<String>::new());
+    assert_eq!(scan.objects_scanned, 3);
+    // ...but a release spelled the same way does, through name and namespace.
+    let literal = [release("${RELEASE:=cilium}", "${APP_NS}", "cilium", vec![])];
+    let scan = run("substitution", &literal);
+    assert_eq!(
+        lines(&scan),
+        [
+            "error flux-manages-bootstrap-release ${APP_NS}/${RELEASE:=cilium} | HelmRelease ${APP_NS}/${RELEASE:=cilium} @apps/hr.yaml | \
+          clusters/test/apps.yaml > apps/hr.yaml"
+        ]
+    );
+}
+
+#[test]
+fn invalid_yaml_is_a_finding_and_other_files_are_scanned() {
+    let scan = run("yaml-invalid", &bootstrap());
+    assert_eq!(
+        lines(&scan),
+        [
+            "error flux-manages-bootstrap-release kube-system/cilium | HelmRelease kube-system/cilium @clusters/test/good.yaml | clusters/test/good.yaml",
+            "warning yaml-invalid - | - | clusters/test/broken.yaml",
+        ]
+    );
+    assert!(
+        scan.findings[1].message.contains("line 3"),
+        "{}",
+        scan.findings[1].message
+    );
+}
+
+#[test]
+fn chart_ref_resolves_chart_names_through_scanned_sources() {
+    // cni: OCIRepository url .../charts/cilium; dns: HelmChart ./charts/coredns
+    // with targetNamespace kube-system; unknown-source: chart unknown, no finding.
+    let scan = run("chart-ref", &bootstrap());
+    assert_eq!(
+        lines(&scan),
+        [
+            "error flux-duplicates-bootstrap-chart kube-system/cilium | HelmRelease kube-system/cni @clusters/test/cilium.yaml | clusters/test/cilium.yaml",
+            "error flux-duplicates-bootstrap-chart kube-system/coredns | HelmRelease flux-system/dns @clusters/test/cilium.yaml | clusters/test/cilium.yaml",
+        ]
+    );
+}
+
+#[test]
+fn health_checks_on_bootstrap_workloads_and_missing_dependencies() {
+    let scan = run("healthchecks-dependson", &bootstrap());
+    assert_eq!(
+        lines(&scan),
+        [
+            // HelmRelease kube-system/tool depends on kube-system/base (its own namespace by default).
+            "warning flux-dependson-missing - | HelmRelease kube-system/tool @apps/tool.yaml | clusters/test/config.yaml > apps/tool.yaml",
+            // `cilium` (default namespace flux-system) exists; kube-system/gateway-api does not.
+            "warning flux-dependson-missing - | Kustomization flux-system/cilium-config @clusters/test/config.yaml | clusters/test/config.yaml",
+            "warning flux-healthcheck-on-bootstrap-workload kube-system/cilium | Kustomization flux-system/cilium-config @clusters/test/config.yaml | clusters/test/config.yaml",
+            // No namespace on the entry: the Kustomization's targetNamespace.
+            "warning flux-healthcheck-on-bootstrap-workload kube-system/coredns | Kustomization flux-system/cilium-config @clusters/test/config.yaml | clusters/test/config.yaml",
+        ]
+    );
+    assert!(scan.findings[1].message.contains("kube-system/gateway-api"));
+    assert!(
+        scan.findings[2]
+            .message
+            .contains("DaemonSet kube-system/cilium")
+    );
+}
+
+#[test]
+fn findings_serialize_to_the_check_json_shape() {
+    let scan = run("multi-doc", &bootstrap());
+    let json = serde_json::to_value(&scan.findings[0]).unwrap();
+    let keys: Vec<&str> = json
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(
+        keys,
+        ["severity", "code", "release", "object", "chain", "message"]
+    );
+    assert_eq!(json["severity"], "error");
+    assert_eq!(
+        json["object"],
+        serde_json::json!({"kind": "HelmRelease", "name": "cilium", "namespace": "kube-system", "file": "apps/releases.yaml"})
+    );
+    let missing = run("missing-path", &bootstrap());
+    let json = serde_json::to_value(&missing.findings[0]).unwrap();
+    assert_eq!(json["severity"], "warning");
+    assert_eq!(json["release"], serde_json::Value::Null);
+    assert_eq!(json["object"], serde_json::Value::Null);
+}
+
+fn example(variant: &str) -> Scan {
+    let cilium = release(
+        "cilium",
+        "kube-system",
+        "cilium",
+        vec![workload("DaemonSet", "cilium")],
+    );
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("examples/flux-dual-management")
+        .join(variant);
+    scan(&ScanInput {
+        root: &root,
+        entrypoint: Path::new("kubernetes/clusters/infra"),
+        releases: &[cilium],
+    })
+}
+
+#[test]
+fn seed_000_tree_reports_the_dual_managed_cilium_with_its_chain() {
+    let scan = example("broken");
+    assert_eq!(
+        lines(&scan),
+        [
+            "error flux-manages-bootstrap-release kube-system/cilium | HelmRelease kube-system/cilium @kubernetes/bases/cilium/helmrelease.yaml | \
+             kubernetes/clusters/infra/infrastructure.yaml > kubernetes/infrastructure/kustomization.yaml > \
+             kubernetes/infrastructure/networking/cilium/ks.yaml > kubernetes/infrastructure/networking/cilium/kustomization.yaml > \
+             kubernetes/bases/cilium/kustomization.yaml > kubernetes/bases/cilium/helmrelease.yaml",
+            "warning flux-healthcheck-on-bootstrap-workload kube-system/cilium | Kustomization flux-system/cilium @kubernetes/infrastructure/networking/cilium/ks.yaml | \
+             kubernetes/clusters/infra/infrastructure.yaml > kubernetes/infrastructure/kustomization.yaml > kubernetes/infrastructure/networking/cilium/ks.yaml",
+        ]
+    );
+    // SPEC §2's example chain (seed 000's evidence) is the same route; the
+    // scan also names the two kustomization files it passes through.
+    let spec_chain = [
+        "kubernetes/clusters/infra/infrastructure.yaml",
+        "kubernetes/infrastructure/networking/cilium/ks.yaml",
+        "kubernetes/infrastructure/networking/cilium/kustomization.yaml",
+        "kubernetes/bases/cilium/helmrelease.yaml",
+    ];
+    let mut rest = scan.findings[0].chain.iter();
+    assert!(spec_chain.iter().all(|want| rest.any(|have| have == want)));
+    assert!(scan.has_errors());
+}
+
+#[test]
+fn seed_001_fix_passes() {
+    let scan = example("fixed");
+    assert_eq!(lines(&scan), Vec::<String>::new());
+    assert!(!scan.has_errors());
+    // The day-2 objects are still scanned: GitRepository, 3 Kustomizations in
+    // clusters/infra and infrastructure, PrometheusRule, IPAM Kustomization and pool.
+    assert_eq!(scan.objects_scanned, 7);
+}
