@@ -12,6 +12,7 @@ pub mod graph;
 pub mod helm;
 pub mod plan;
 pub mod release;
+pub mod reporter;
 pub mod template;
 pub mod values;
 pub mod yaml;
