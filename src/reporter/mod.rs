@@ -29,7 +29,7 @@ use std::ffi::OsStr;
 use std::io::{IsTerminal, Write};
 
 use crate::cli::Verbosity;
-use crate::event::{Event, HookPhase, Outcome, Phase, Stamped, Step};
+use crate::event::{HookPhase, Outcome, Phase, Stamped, Step};
 use crate::release::ReleaseId;
 
 pub trait Reporter: Send {
@@ -191,15 +191,6 @@ impl Tracker {
             self.interrupted_in_helm.insert(release.clone());
         }
     }
-
-    /// Feeds the release-level events; the reporters handle the rest.
-    pub fn observe(&mut self, event: &Event) {
-        match event {
-            Event::ReleaseStep { release, step } => self.step(release, step),
-            Event::ReleaseFinished { result, .. } => self.finished(&result.release, result.outcome),
-            _ => {}
-        }
-    }
 }
 
 #[cfg(test)]
@@ -208,6 +199,7 @@ pub(crate) mod tests {
     use std::time::{Duration, SystemTime};
 
     use super::*;
+    use crate::event::Event;
 
     /// A writer the test keeps a handle on after giving it to a reporter.
     #[derive(Clone, Default)]
