@@ -15,6 +15,7 @@ pub mod hooks;
 pub mod kube;
 pub mod plan;
 pub mod release;
+pub mod reporter;
 pub mod scheduler;
 pub mod template;
 pub mod values;

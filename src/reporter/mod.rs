@@ -1,0 +1,316 @@
+//! Reporters turn the engine's [`Event`]s into what a person or a script sees.
+//!
+//! Which one runs is [`resolve`]d from the environment:
+//! - `--output json` ([`json`]): JSON Lines on stdout, one object per event,
+//!   the last one `run_finished` with the summary. Nothing else goes to stdout.
+//! - a terminal, not CI ([`progress`]): live indicatif lines on stderr, one per
+//!   running release, finished releases printed above them; the summary table
+//!   goes to stdout once the bars are gone.
+//! - everything else ([`plain`]): CI logs, task runners, pipes. One timestamped
+//!   line per event **and** the summary table, all on stdout. One stream keeps
+//!   the order of lines intact and makes `bootstrap apply infra | tee apply.log`
+//!   capture the whole story; stderr carries only the final `error:` report.
+//!
+//! "A terminal" means stdout *and* stderr are terminals ([`detect`]): with
+//! `| tee log`, stdout is a pipe, so the log gets plain lines rather than an
+//! empty file next to bars drawn on stderr.
+//!
+//! `-q` shows only failures, warnings and the summary (in the plain format,
+//! since there is nothing live to draw); `-v` adds command hook output and
+//! unchanged CRDs.
+
+pub mod json;
+pub mod plain;
+pub mod progress;
+pub mod summary;
+
+use std::collections::{BTreeSet, HashMap};
+use std::ffi::OsStr;
+use std::io::{IsTerminal, Write};
+
+use crate::cli::Verbosity;
+use crate::event::{HookPhase, Outcome, Phase, Stamped, Step};
+use crate::release::ReleaseId;
+
+pub trait Reporter: Send {
+    fn report(&mut self, event: &Stamped);
+    /// Called once when no more events will come (the run is over, or the
+    /// engine is gone): leave the terminal clean.
+    fn finish(&mut self) {}
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReporterKind {
+    Progress,
+    Plain,
+    Json,
+}
+
+/// Which reporter fits: JSON when asked for, live bars only on an interactive
+/// terminal outside CI (CI log viewers render cursor movement as garbage).
+pub fn resolve(is_terminal: bool, is_ci: bool, json: bool) -> ReporterKind {
+    if json {
+        ReporterKind::Json
+    } else if is_terminal && !is_ci {
+        ReporterKind::Progress
+    } else {
+        ReporterKind::Plain
+    }
+}
+
+/// Whether the value of `CI` means "running in CI": set, and not `false`/`0`.
+pub fn ci_from(value: Option<&OsStr>) -> bool {
+    match value.and_then(OsStr::to_str) {
+        None => value.is_some(),
+        Some(v) => !matches!(v.trim(), "" | "0" | "false" | "False" | "FALSE"),
+    }
+}
+
+/// [`resolve`] for this process.
+pub fn detect(json: bool) -> ReporterKind {
+    let is_terminal = std::io::stdout().is_terminal() && std::io::stderr().is_terminal();
+    resolve(
+        is_terminal,
+        ci_from(std::env::var_os("CI").as_deref()),
+        json,
+    )
+}
+
+/// Builds a reporter. `out` is stdout, `err` is stderr; the progress reporter
+/// draws its bars on the process's stderr and uses `err` only when that is not
+/// a terminal. Colours follow `console` (off a terminal and with `NO_COLOR`).
+pub fn make(
+    kind: ReporterKind,
+    verbosity: Verbosity,
+    out: Box<dyn Write + Send>,
+    err: Box<dyn Write + Send>,
+) -> Box<dyn Reporter> {
+    match kind {
+        ReporterKind::Json => Box::new(json::JsonReporter::new(out)),
+        ReporterKind::Progress if verbosity != Verbosity::Quiet => {
+            Box::new(progress::ProgressReporter::new(
+                verbosity,
+                indicatif::ProgressDrawTarget::stderr(),
+                out,
+                err,
+                console::colors_enabled_stderr(),
+            ))
+        }
+        ReporterKind::Progress | ReporterKind::Plain => Box::new(plain::PlainReporter::new(
+            verbosity,
+            out,
+            console::colors_enabled(),
+        )),
+    }
+}
+
+/// Feeds every event to `reporter` until the engine drops its emitters.
+pub async fn drive(
+    mut rx: tokio::sync::mpsc::UnboundedReceiver<Stamped>,
+    mut reporter: Box<dyn Reporter>,
+) -> Box<dyn Reporter> {
+    while let Some(event) = rx.recv().await {
+        reporter.report(&event);
+    }
+    reporter.finish();
+    reporter
+}
+
+/// What a running release is doing, in the words of the live line.
+pub fn step_label(step: &Step) -> String {
+    match step {
+        Step::Checking => "checking".to_string(),
+        Step::Queued => "queued".to_string(),
+        Step::Installing => "installing".to_string(),
+        Step::Upgrading => "upgrading".to_string(),
+        Step::Hook {
+            phase: HookPhase::Presync,
+            hook,
+        } => format!("presync hook {hook}"),
+        Step::Hook {
+            phase: HookPhase::Postsync,
+            hook,
+        } => format!("hook {hook}"),
+        Step::Waiting { what } => format!("waiting for {what}"),
+    }
+}
+
+pub fn phase_label(phase: Phase) -> &'static str {
+    match phase {
+        Phase::Preflight => "preflight",
+        Phase::Crds => "crds",
+        Phase::Releases => "releases",
+    }
+}
+
+/// The state of each release that the plain and progress reporters share:
+/// its current step (to prefix progress messages and to tell whether an
+/// interruption hit a helm operation) and its last progress message.
+#[derive(Debug, Default)]
+pub struct Tracker {
+    live: HashMap<ReleaseId, Live>,
+    /// Interrupted while helm was installing or upgrading: possibly `pending-*`.
+    pub interrupted_in_helm: BTreeSet<ReleaseId>,
+}
+
+#[derive(Debug, Default)]
+struct Live {
+    step: Option<Step>,
+    progress: Option<String>,
+}
+
+impl Tracker {
+    pub fn step(&mut self, release: &ReleaseId, step: &Step) {
+        let live = self.live.entry(release.clone()).or_default();
+        live.step = Some(step.clone());
+        live.progress = None;
+    }
+
+    /// Records a progress message; `false` when it repeats the last one, which
+    /// is then not worth another line.
+    pub fn progress(&mut self, release: &ReleaseId, message: &str) -> bool {
+        let live = self.live.entry(release.clone()).or_default();
+        if live.progress.as_deref() == Some(message) {
+            return false;
+        }
+        live.progress = Some(message.to_string());
+        true
+    }
+
+    pub fn current_step(&self, release: &ReleaseId) -> Option<&Step> {
+        self.live.get(release).and_then(|l| l.step.as_ref())
+    }
+
+    pub fn finished(&mut self, release: &ReleaseId, outcome: Outcome) {
+        let live = self.live.remove(release);
+        let in_helm = matches!(
+            live.and_then(|l| l.step),
+            Some(Step::Installing | Step::Upgrading)
+        );
+        if outcome == Outcome::Interrupted && in_helm {
+            self.interrupted_in_helm.insert(release.clone());
+        }
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use std::sync::{Arc, Mutex};
+    use std::time::{Duration, SystemTime};
+
+    use super::*;
+    use crate::event::Event;
+
+    /// A writer the test keeps a handle on after giving it to a reporter.
+    #[derive(Clone, Default)]
+    pub struct Shared(pub Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Shared {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl Shared {
+        pub fn text(&self) -> String {
+            String::from_utf8(self.0.lock().unwrap().clone()).unwrap()
+        }
+    }
+
+    pub fn at(millis: u64, event: Event) -> Stamped {
+        Stamped {
+            time: SystemTime::UNIX_EPOCH + Duration::from_secs(1_750_000_000),
+            elapsed: Duration::from_millis(millis),
+            event,
+        }
+    }
+
+    #[test]
+    fn resolve_truth_table() {
+        use ReporterKind::*;
+        let table = [
+            // (terminal, ci, json) -> kind
+            ((true, false, false), Progress),
+            ((true, true, false), Plain),
+            ((false, false, false), Plain),
+            ((false, true, false), Plain),
+            ((true, false, true), Json),
+            ((true, true, true), Json),
+            ((false, false, true), Json),
+            ((false, true, true), Json),
+        ];
+        for ((terminal, ci, json), kind) in table {
+            assert_eq!(
+                resolve(terminal, ci, json),
+                kind,
+                "terminal={terminal} ci={ci} json={json}"
+            );
+        }
+    }
+
+    #[test]
+    fn ci_variable_values() {
+        assert!(!ci_from(None));
+        for off in ["", "0", "false", "FALSE"] {
+            assert!(!ci_from(Some(OsStr::new(off))), "{off:?}");
+        }
+        for on in ["true", "1", "yes", "woodpecker"] {
+            assert!(ci_from(Some(OsStr::new(on))), "{on:?}");
+        }
+    }
+
+    #[test]
+    fn interruption_during_helm_is_remembered_but_not_during_a_hook() {
+        let mut tracker = Tracker::default();
+        let a = ReleaseId::new("ns", "a");
+        let b = ReleaseId::new("ns", "b");
+        tracker.step(&a, &Step::Upgrading);
+        tracker.step(&b, &Step::Installing);
+        tracker.step(
+            &b,
+            &Step::Hook {
+                phase: HookPhase::Postsync,
+                hook: "rollout".into(),
+            },
+        );
+        tracker.finished(&a, Outcome::Interrupted);
+        tracker.finished(&b, Outcome::Interrupted);
+        assert_eq!(
+            tracker.interrupted_in_helm.iter().collect::<Vec<_>>(),
+            vec![&a]
+        );
+    }
+
+    #[test]
+    fn repeated_progress_is_dropped_until_the_step_changes() {
+        let mut tracker = Tracker::default();
+        let a = ReleaseId::new("ns", "a");
+        assert!(tracker.progress(&a, "1 of 3"));
+        assert!(!tracker.progress(&a, "1 of 3"));
+        assert!(tracker.progress(&a, "2 of 3"));
+        tracker.step(&a, &Step::Waiting { what: "x".into() });
+        assert!(tracker.progress(&a, "2 of 3"));
+    }
+
+    #[tokio::test]
+    async fn drive_reports_every_event_then_finishes() {
+        let out = Shared::default();
+        let reporter = make(
+            ReporterKind::Json,
+            Verbosity::Normal,
+            Box::new(out.clone()),
+            Box::new(std::io::sink()),
+        );
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        for phase in [Phase::Preflight, Phase::Crds] {
+            tx.send(at(0, Event::PhaseStarted { phase })).unwrap();
+        }
+        drop(tx);
+        drive(rx, reporter).await;
+        assert_eq!(out.text().lines().count(), 2);
+    }
+}

@@ -1,0 +1,410 @@
+//! The table printed when a run ends, shared by the plain and progress
+//! reporters. Pure: a [`Summary`] in, text out.
+
+use std::collections::BTreeSet;
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use crate::event::{Outcome, ReleaseResult, Summary};
+use crate::release::ReleaseId;
+
+/// `63.0s`, `2m31s`, `1h02m03s`: tenths only while they still matter.
+pub fn fmt_duration(d: Duration) -> String {
+    let secs = d.as_secs();
+    if secs < 100 {
+        format!("{:.1}s", d.as_secs_f64())
+    } else if secs < 3600 {
+        format!("{}m{:02}s", secs / 60, secs % 60)
+    } else {
+        format!("{}h{:02}m{:02}s", secs / 3600, secs % 3600 / 60, secs % 60)
+    }
+}
+
+/// `interrupted_in_helm`: releases whose helm operation was stopped (see
+/// [`super::Tracker`]); they may be left `pending-*` in Helm.
+pub fn render_summary(summary: &Summary, interrupted_in_helm: &BTreeSet<ReleaseId>) -> String {
+    let mut out = String::new();
+    if !summary.releases.is_empty() {
+        table(&mut out, &summary.releases);
+        out.push('\n');
+    }
+    if !summary.critical_path.is_empty() {
+        critical_path(&mut out, summary);
+    }
+    totals(&mut out, summary);
+    if summary.interrupted {
+        interruption(&mut out, summary, interrupted_in_helm);
+    }
+    root_failures(&mut out, summary);
+    out
+}
+
+fn table(out: &mut String, releases: &[ReleaseResult]) {
+    let rows: Vec<[String; 4]> = releases
+        .iter()
+        .map(|r| {
+            let duration = if r.outcome == Outcome::Skipped {
+                "-".to_string()
+            } else {
+                fmt_duration(r.duration)
+            };
+            let message = r
+                .message
+                .as_deref()
+                .and_then(|m| m.lines().next())
+                .unwrap_or("");
+            [
+                r.release.to_string(),
+                r.outcome.label().to_string(),
+                duration,
+                message.to_string(),
+            ]
+        })
+        .collect();
+    let header = [
+        "release".to_string(),
+        "outcome".to_string(),
+        "duration".to_string(),
+        "message".to_string(),
+    ];
+    let width = |i: usize| {
+        rows.iter()
+            .chain(std::iter::once(&header))
+            .map(|row| row[i].chars().count())
+            .max()
+            .unwrap_or(0)
+    };
+    let (w0, w1, w2) = (width(0), width(1), width(2));
+    for row in std::iter::once(&header).chain(&rows) {
+        let line = format!(
+            "{:<w0$}  {:<w1$}  {:>w2$}  {}",
+            row[0], row[1], row[2], row[3]
+        );
+        let _ = writeln!(out, "{}", line.trim_end());
+    }
+}
+
+fn critical_path(out: &mut String, summary: &Summary) {
+    let mut total = Duration::ZERO;
+    let steps: Vec<String> = summary
+        .critical_path
+        .iter()
+        .map(
+            |id| match summary.releases.iter().find(|r| &r.release == id) {
+                Some(r) => {
+                    total += r.duration;
+                    format!("{id} ({})", fmt_duration(r.duration))
+                }
+                None => id.to_string(),
+            },
+        )
+        .collect();
+    let _ = writeln!(
+        out,
+        "critical path: {} = {}",
+        steps.join(" → "),
+        fmt_duration(total)
+    );
+}
+
+/// Where an outcome sits in the totals line; exhaustive so that a new outcome
+/// cannot silently vanish from it.
+fn rank(outcome: Outcome) -> u8 {
+    match outcome {
+        Outcome::Installed => 0,
+        Outcome::Upgraded => 1,
+        Outcome::Unchanged => 2,
+        Outcome::WouldInstall => 3,
+        Outcome::WouldUpgrade => 4,
+        Outcome::Failed => 5,
+        Outcome::Skipped => 6,
+        Outcome::Interrupted => 7,
+    }
+}
+
+/// `infra: 5 installed, 1 failed, 1 skipped in 2m40s`.
+fn totals(out: &mut String, summary: &Summary) {
+    let mut outcomes: Vec<Outcome> = summary.releases.iter().map(|r| r.outcome).collect();
+    outcomes.sort_by_key(|&o| rank(o));
+    outcomes.dedup();
+    let counts: Vec<String> = outcomes
+        .iter()
+        .map(|&outcome| {
+            let n = summary
+                .releases
+                .iter()
+                .filter(|r| r.outcome == outcome)
+                .count();
+            format!("{n} {}", outcome.label())
+        })
+        .collect();
+    let counts = if counts.is_empty() {
+        "no releases".to_string()
+    } else {
+        counts.join(", ")
+    };
+    let dry_run = if summary.dry_run { " (dry run)" } else { "" };
+    let _ = writeln!(
+        out,
+        "{}{dry_run}: {counts} in {}",
+        summary.cluster,
+        fmt_duration(summary.duration)
+    );
+}
+
+fn interruption(out: &mut String, summary: &Summary, in_helm: &BTreeSet<ReleaseId>) {
+    let names = |pick: &dyn Fn(Outcome) -> bool| -> Vec<String> {
+        summary
+            .releases
+            .iter()
+            .filter(|r| pick(r.outcome))
+            .map(|r| r.release.to_string())
+            .collect()
+    };
+    let groups = [
+        (
+            "finished",
+            names(&|o| o.is_success() || o == Outcome::Failed),
+        ),
+        ("interrupted", names(&|o| o == Outcome::Interrupted)),
+        ("not started", names(&|o| o == Outcome::Skipped)),
+    ];
+    for (label, group) in groups {
+        if !group.is_empty() {
+            let _ = writeln!(out, "{label}: {}", group.join(", "));
+        }
+    }
+    let attention: Vec<&ReleaseId> = summary
+        .releases
+        .iter()
+        .filter(|r| r.outcome == Outcome::Interrupted && in_helm.contains(&r.release))
+        .map(|r| &r.release)
+        .collect();
+    if attention.is_empty() {
+        let _ = writeln!(out, "run `bootstrap apply` again to continue");
+        return;
+    }
+    let _ = writeln!(out, "may need attention (stopped during a helm operation):");
+    for id in attention {
+        let _ = writeln!(
+            out,
+            "  {id}: may be pending-install or pending-upgrade: run `bootstrap apply` again; \
+             if helm reports another operation in progress, `helm rollback {} -n {}`",
+            id.name, id.namespace
+        );
+    }
+}
+
+fn root_failures(out: &mut String, summary: &Summary) {
+    for id in &summary.root_failures {
+        let message = summary
+            .releases
+            .iter()
+            .find(|r| &r.release == id)
+            .and_then(|r| r.message.as_deref())
+            .and_then(|m| m.lines().next());
+        match message {
+            Some(message) => {
+                let _ = writeln!(out, "root failure: {id}: {message}");
+            }
+            None => {
+                let _ = writeln!(out, "root failure: {id}");
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use pretty_assertions::assert_eq;
+
+    use super::*;
+
+    fn result(name: &str, outcome: Outcome, secs: f64, message: Option<&str>) -> ReleaseResult {
+        let (namespace, name) = name.split_once('/').unwrap();
+        ReleaseResult {
+            release: ReleaseId::new(namespace, name),
+            outcome,
+            duration: Duration::from_secs_f64(secs),
+            message: message.map(str::to_string),
+        }
+    }
+
+    fn id(s: &str) -> ReleaseId {
+        let (namespace, name) = s.split_once('/').unwrap();
+        ReleaseId::new(namespace, name)
+    }
+
+    fn summary(releases: Vec<ReleaseResult>, path: &[&str], roots: &[&str]) -> Summary {
+        Summary {
+            cluster: "infra".into(),
+            ok: roots.is_empty(),
+            dry_run: false,
+            duration: Duration::from_secs(160),
+            releases,
+            critical_path: path.iter().map(|s| id(s)).collect(),
+            root_failures: roots.iter().map(|s| id(s)).collect(),
+            interrupted: false,
+        }
+    }
+
+    #[test]
+    fn durations_read_naturally() {
+        assert_eq!(fmt_duration(Duration::from_millis(0)), "0.0s");
+        assert_eq!(fmt_duration(Duration::from_millis(63_040)), "63.0s");
+        assert_eq!(fmt_duration(Duration::from_millis(99_940)), "99.9s");
+        assert_eq!(fmt_duration(Duration::from_secs(100)), "1m40s");
+        assert_eq!(fmt_duration(Duration::from_secs(151)), "2m31s");
+        assert_eq!(fmt_duration(Duration::from_secs(3723)), "1h02m03s");
+    }
+
+    #[test]
+    fn successful_run() {
+        let s = summary(
+            vec![
+                result("kube-system/cilium", Outcome::Installed, 63.0, None),
+                result("kube-system/coredns", Outcome::Unchanged, 1.2, None),
+                result("spegel/spegel", Outcome::Upgraded, 12.1, None),
+            ],
+            &["kube-system/cilium", "spegel/spegel"],
+            &[],
+        );
+        assert_eq!(
+            render_summary(&s, &BTreeSet::new()),
+            "\
+release              outcome    duration  message
+kube-system/cilium   installed     63.0s
+kube-system/coredns  unchanged      1.2s
+spegel/spegel        upgraded      12.1s
+
+critical path: kube-system/cilium (63.0s) → spegel/spegel (12.1s) = 75.1s
+infra: 1 installed, 1 upgraded, 1 unchanged in 2m40s
+"
+        );
+    }
+
+    #[test]
+    fn failure_names_the_reason_the_skips_and_the_root() {
+        let s = summary(
+            vec![
+                result("kube-system/cilium", Outcome::Installed, 63.0, None),
+                result(
+                    "kube-system/coredns",
+                    Outcome::Failed,
+                    300.0,
+                    Some(
+                        "hook rollout of Deployment kube-system/coredns timed out after 5m\n0 of 2 pods ready",
+                    ),
+                ),
+                result(
+                    "flux-system/flux-operator",
+                    Outcome::Skipped,
+                    0.0,
+                    Some("needs kube-system/coredns, which failed"),
+                ),
+            ],
+            &["kube-system/cilium", "kube-system/coredns"],
+            &["kube-system/coredns"],
+        );
+        assert_eq!(
+            render_summary(&s, &BTreeSet::new()),
+            "\
+release                    outcome    duration  message
+kube-system/cilium         installed     63.0s
+kube-system/coredns        failed        5m00s  hook rollout of Deployment kube-system/coredns timed out after 5m
+flux-system/flux-operator  skipped           -  needs kube-system/coredns, which failed
+
+critical path: kube-system/cilium (63.0s) → kube-system/coredns (5m00s) = 6m03s
+infra: 1 installed, 1 failed, 1 skipped in 2m40s
+root failure: kube-system/coredns: hook rollout of Deployment kube-system/coredns timed out after 5m
+"
+        );
+    }
+
+    #[test]
+    fn interruption_says_what_finished_and_what_needs_attention() {
+        let mut s = summary(
+            vec![
+                result("kube-system/cilium", Outcome::Installed, 63.0, None),
+                result("kube-system/coredns", Outcome::Interrupted, 4.0, None),
+                result("spegel/spegel", Outcome::Interrupted, 9.5, None),
+                result(
+                    "flux-system/flux-operator",
+                    Outcome::Skipped,
+                    0.0,
+                    Some("not started: interrupted"),
+                ),
+            ],
+            &[],
+            &[],
+        );
+        s.interrupted = true;
+        s.ok = false;
+        let in_helm = BTreeSet::from([id("kube-system/coredns")]);
+        assert_eq!(
+            render_summary(&s, &in_helm),
+            "\
+release                    outcome      duration  message
+kube-system/cilium         installed       63.0s
+kube-system/coredns        interrupted      4.0s
+spegel/spegel              interrupted      9.5s
+flux-system/flux-operator  skipped             -  not started: interrupted
+
+infra: 1 installed, 1 skipped, 2 interrupted in 2m40s
+finished: kube-system/cilium
+interrupted: kube-system/coredns, spegel/spegel
+not started: flux-system/flux-operator
+may need attention (stopped during a helm operation):
+  kube-system/coredns: may be pending-install or pending-upgrade: run `bootstrap apply` again; if helm reports another operation in progress, `helm rollback coredns -n kube-system`
+"
+        );
+    }
+
+    #[test]
+    fn interruption_outside_helm_only_asks_for_a_rerun() {
+        let mut s = summary(
+            vec![result("spegel/spegel", Outcome::Interrupted, 9.5, None)],
+            &[],
+            &[],
+        );
+        s.interrupted = true;
+        let text = render_summary(&s, &BTreeSet::new());
+        assert!(
+            text.ends_with("interrupted: spegel/spegel\nrun `bootstrap apply` again to continue\n")
+        );
+        assert!(!text.contains("rollback"));
+    }
+
+    #[test]
+    fn a_run_without_releases_is_one_line() {
+        let s = summary(vec![], &[], &[]);
+        assert_eq!(
+            render_summary(&s, &BTreeSet::new()),
+            "infra: no releases in 2m40s\n"
+        );
+    }
+
+    #[test]
+    fn dry_run_totals_say_so() {
+        let mut s = summary(
+            vec![result(
+                "kube-system/cilium",
+                Outcome::WouldUpgrade,
+                0.3,
+                Some("chart 1.18.1 → 1.18.2"),
+            )],
+            &[],
+            &[],
+        );
+        s.dry_run = true;
+        assert_eq!(
+            render_summary(&s, &BTreeSet::new()),
+            "\
+release             outcome        duration  message
+kube-system/cilium  would upgrade      0.3s  chart 1.18.1 → 1.18.2
+
+infra (dry run): 1 would upgrade in 2m40s
+"
+        );
+    }
+}
