@@ -817,10 +817,15 @@ async fn a_watch_from_a_compacted_resource_version_is_gone() {
     }
 }
 
+/// Runs kubectl with its discovery cache inside the test's directory, so a
+/// cache left by an earlier server on the same port cannot leak in.
 fn kubectl(kubeconfig: &std::path::Path, args: &[&str]) -> Output {
+    let cache = kubeconfig.with_file_name("kube-cache");
     Command::new("kubectl")
         .arg("--kubeconfig")
         .arg(kubeconfig)
+        .arg("--cache-dir")
+        .arg(cache)
         .args(args)
         .output()
         .expect("kubectl must be installed for this test")

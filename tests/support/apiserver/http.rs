@@ -13,6 +13,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
 use super::discovery;
+use super::openapi;
 use super::patch::{json_patch, merge_patch};
 use super::resources::ResourceType;
 use super::select::Selector;
@@ -52,6 +53,13 @@ impl Call {
     fn body(&self) -> Result<Value, ApiError> {
         if self.body.iter().all(u8::is_ascii_whitespace) {
             return Ok(Value::Null);
+        }
+        // client-go answers a 415 by resending as JSON.
+        if self.content_type.contains("protobuf") || self.content_type.contains("cbor") {
+            return Err(ApiError::unsupported_media_type(
+                &self.content_type,
+                "application/json, application/yaml",
+            ));
         }
         serde_json::from_slice(&self.body)
             .or_else(|_| serde_saphyr::from_slice::<Value>(&self.body))
@@ -141,6 +149,9 @@ fn dispatch(shared: &Arc<Shared>, segments: &[&str], call: &Call) -> Result<Resp
             discovery::group(&types(), group).map_or_else(|| Err(ApiError::no_such_resource()), ok)
         }
         ["apis", group, version] => discovery::resource_list(&types(), group, version)
+            .map_or_else(|| Err(ApiError::no_such_resource()), ok),
+        ["openapi", "v3"] => ok(openapi::root(&types())),
+        ["openapi", "v3", gv @ ..] => openapi::group_version(&types(), &gv.join("/"))
             .map_or_else(|| Err(ApiError::no_such_resource()), ok),
         ["api", version, rest @ ..] => resource(shared, "", version, rest, call),
         ["apis", group, version, rest @ ..] => resource(shared, group, version, rest, call),
@@ -357,7 +368,10 @@ fn patch(
             PatchKind::Merge
         }
         "application/json-patch+json" => PatchKind::Json,
-        other => return Err(ApiError::unsupported_media_type(other)),
+        other => {
+            let accepted = "application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml";
+            return Err(ApiError::unsupported_media_type(other, accepted));
+        }
     };
     let body = call.body()?;
     let apply = matches!(kind, PatchKind::Apply);

@@ -9,9 +9,11 @@
 //! functions can use it; dropping the [`ApiServer`] shuts it down.
 
 mod controllers;
+mod defaults;
 mod discovery;
 mod http;
 mod kubeconfig;
+mod openapi;
 mod patch;
 mod resources;
 mod select;

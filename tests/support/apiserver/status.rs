@@ -72,14 +72,11 @@ impl ApiError {
         )
     }
 
-    pub fn unsupported_media_type(content_type: &str) -> Self {
-        Self::new(
-            415,
-            "UnsupportedMediaType",
-            format!(
-                "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml; got {content_type:?}"
-            ),
-        )
+    pub fn unsupported_media_type(content_type: &str, accepted: &str) -> Self {
+        let msg = format!(
+            "the body of the request was in an unknown format - accepted media types include: {accepted}; got {content_type:?}"
+        );
+        Self::new(415, "UnsupportedMediaType", msg)
     }
 
     pub fn expired(message: impl Into<String>) -> Self {

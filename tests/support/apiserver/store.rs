@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 
+use super::defaults;
 use super::resources::{self, CRD_GROUP, CRD_KIND, ResourceType};
 use super::select::Selector;
 use super::status::ApiError;
@@ -365,6 +366,7 @@ impl Store {
         }
         obj["apiVersion"] = json!(rt.api_version());
         obj["kind"] = json!(rt.kind);
+        defaults::apply(rt, &mut obj);
         let uid = self.new_uid();
         let meta = meta_mut(&mut obj);
         meta.insert("uid".into(), json!(uid));
@@ -461,6 +463,7 @@ impl Store {
                     None => meta.remove(field),
                 };
             }
+            defaults::apply(rt, &mut next);
             next
         };
         next["apiVersion"] = json!(rt.api_version());
