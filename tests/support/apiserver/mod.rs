@@ -1,0 +1,480 @@
+//! A loopback Kubernetes API server for binary-level tests and benchmarks.
+//!
+//! It serves discovery, CRUD, patch (including server-side apply), status
+//! subresources and watches over plain HTTP, faithfully enough for kube-rs
+//! and kubectl, from an in-memory store. Scripted controllers roll out
+//! workloads and establish CRDs; faults can be injected on demand.
+//!
+//! It runs on its own tokio runtime in a background thread so plain `#[test]`
+//! functions can use it; dropping the [`ApiServer`] shuts it down.
+
+mod controllers;
+mod defaults;
+mod discovery;
+mod http;
+mod kubeconfig;
+mod openapi;
+mod patch;
+mod resources;
+mod select;
+mod status;
+mod store;
+mod watch;
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use serde_json::Value;
+use tokio::runtime::Handle;
+use tokio::sync::{oneshot, watch as channel};
+
+pub use controllers::Rollout;
+
+use store::{Store, WriteOpts};
+
+/// One request as the server received it.
+#[derive(Debug, Clone)]
+pub struct Request {
+    pub method: String,
+    pub path: String,
+    pub query: String,
+    pub content_type: Option<String>,
+    pub at: Instant,
+}
+
+impl Request {
+    pub fn is_mutation(&self) -> bool {
+        self.method != "GET"
+    }
+
+    pub fn is_watch(&self) -> bool {
+        self.query
+            .split('&')
+            .any(|p| p == "watch=true" || p == "watch=1")
+    }
+}
+
+struct Fault {
+    remaining: usize,
+    code: u16,
+    /// Matched against `path?query`.
+    target_contains: Option<String>,
+}
+
+type ObjectRef = (String, String, String);
+
+struct State {
+    store: Store,
+    rollouts: HashMap<ObjectRef, Rollout>,
+    default_rollout: Rollout,
+    crd_establish: HashMap<String, Rollout>,
+    default_crd_establish: Rollout,
+    completed_at: HashMap<ObjectRef, Instant>,
+    nodes: u32,
+    log: Vec<Request>,
+    faults: Vec<Fault>,
+    watch_event_limit: Option<usize>,
+    open_watches: usize,
+}
+
+struct Shared {
+    state: Mutex<State>,
+    /// The store's resourceVersion after each commit; wakes watches.
+    rv_tx: channel::Sender<u64>,
+    /// Bumped to make every open watch end.
+    drop_tx: channel::Sender<u64>,
+    runtime: Handle,
+    addr: SocketAddr,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A test that panicked while holding the lock must not hide its own
+        // failure behind poison errors in every later request.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Runs a store mutation, then wakes the watches and lets the
+    /// controllers react to what changed.
+    fn mutate<R>(self: &Arc<Self>, f: impl FnOnce(&mut State) -> R) -> R {
+        let (result, changes, rv) = {
+            let mut st = self.lock();
+            let result = f(&mut st);
+            (result, st.store.take_changes(), st.store.rv())
+        };
+        self.rv_tx.send_replace(rv);
+        for change in &changes {
+            controllers::react(self, change);
+        }
+        result
+    }
+
+    /// Logs the request and says which injected failure, if any, it gets.
+    fn admit(&self, req: Request) -> Option<u16> {
+        let target = format!("{}?{}", req.path, req.query);
+        let mut st = self.lock();
+        st.log.push(req);
+        let fault = st.faults.iter_mut().find(|f| {
+            f.remaining > 0
+                && f.target_contains
+                    .as_deref()
+                    .is_none_or(|t| target.contains(t))
+        })?;
+        fault.remaining -= 1;
+        let code = fault.code;
+        st.faults.retain(|f| f.remaining > 0);
+        Some(code)
+    }
+}
+
+/// Options for [`ApiServer`]; start with [`ApiServer::builder`].
+#[derive(Debug, Clone)]
+pub struct Builder {
+    validating_admission_policy: bool,
+    default_rollout: Rollout,
+    default_crd_establish: Rollout,
+    history_capacity: usize,
+    watch_event_limit: Option<usize>,
+    nodes: u32,
+}
+
+impl Builder {
+    /// Simulates a cluster that does not serve ValidatingAdmissionPolicy.
+    pub fn without_validating_admission_policy(mut self) -> Self {
+        self.validating_admission_policy = false;
+        self
+    }
+
+    /// How workloads (and Jobs) without their own script roll out.
+    pub fn default_rollout(mut self, rollout: Rollout) -> Self {
+        self.default_rollout = rollout;
+        self
+    }
+
+    /// How CRDs without their own script become Established.
+    pub fn default_crd_establish(mut self, rollout: Rollout) -> Self {
+        self.default_crd_establish = rollout;
+        self
+    }
+
+    /// How many watch events are kept for replay; older resourceVersions
+    /// get 410 Gone.
+    pub fn history_capacity(mut self, events: usize) -> Self {
+        self.history_capacity = events;
+        self
+    }
+
+    /// Ends every watch stream after it has sent `events` events.
+    pub fn close_watches_after(mut self, events: usize) -> Self {
+        self.watch_event_limit = Some(events);
+        self
+    }
+
+    /// How many nodes DaemonSets are scheduled on.
+    pub fn nodes(mut self, nodes: u32) -> Self {
+        self.nodes = nodes;
+        self
+    }
+
+    pub fn start(self) -> ApiServer {
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        let (shutdown_tx, shutdown_rx) = oneshot::channel::<()>();
+        let thread = std::thread::Builder::new()
+            .name("loopback-apiserver".into())
+            .spawn(move || {
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .expect("building the API server runtime");
+                runtime.block_on(async move {
+                    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+                        .await
+                        .expect("binding 127.0.0.1:0");
+                    let addr = listener.local_addr().expect("listener address");
+                    let shared = Arc::new(self.shared(Handle::current(), addr));
+                    let _ = ready_tx.send(shared.clone());
+                    let serve = axum::serve(listener, http::router(shared));
+                    tokio::select! {
+                        result = serve => result.expect("serving the API server"),
+                        _ = shutdown_rx => {}
+                    }
+                });
+                // Dropping the runtime cancels open watches and pending
+                // controller timers.
+            })
+            .expect("spawning the API server thread");
+        let shared = ready_rx
+            .recv()
+            .expect("the API server thread died while starting");
+        ApiServer {
+            shared,
+            shutdown: Some(shutdown_tx),
+            thread: Some(thread),
+        }
+    }
+
+    fn shared(self, runtime: Handle, addr: SocketAddr) -> Shared {
+        let store = Store::new(self.validating_admission_policy, self.history_capacity);
+        let rv = store.rv();
+        Shared {
+            state: Mutex::new(State {
+                store,
+                rollouts: HashMap::new(),
+                default_rollout: self.default_rollout,
+                crd_establish: HashMap::new(),
+                default_crd_establish: self.default_crd_establish,
+                completed_at: HashMap::new(),
+                nodes: self.nodes,
+                log: Vec::new(),
+                faults: Vec::new(),
+                watch_event_limit: self.watch_event_limit,
+                open_watches: 0,
+            }),
+            rv_tx: channel::Sender::new(rv),
+            drop_tx: channel::Sender::new(0),
+            runtime,
+            addr,
+        }
+    }
+}
+
+pub struct ApiServer {
+    shared: Arc<Shared>,
+    shutdown: Option<oneshot::Sender<()>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Drop for ApiServer {
+    fn drop(&mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// Writes a kubeconfig at `path` with one context per `(context,
+/// server_url)`, e.g. to point contexts at different servers.
+pub fn write_kubeconfig_file(path: &Path, contexts: &[(&str, &str)], current: &str) -> PathBuf {
+    kubeconfig::write(path, contexts, current)
+}
+
+fn object_ref(kind: &str, namespace: &str, name: &str) -> ObjectRef {
+    (kind.to_string(), namespace.to_string(), name.to_string())
+}
+
+impl ApiServer {
+    pub fn start() -> ApiServer {
+        Self::builder().start()
+    }
+
+    pub fn builder() -> Builder {
+        Builder {
+            validating_admission_policy: true,
+            default_rollout: Rollout::Immediately,
+            default_crd_establish: Rollout::Immediately,
+            history_capacity: 10_000,
+            watch_event_limit: None,
+            nodes: 1,
+        }
+    }
+
+    /// `http://127.0.0.1:PORT`
+    pub fn url(&self) -> String {
+        format!("http://{}", self.shared.addr)
+    }
+
+    /// Writes `dir/kubeconfig` with `context` as current-context.
+    pub fn write_kubeconfig(&self, dir: &Path, context: &str) -> PathBuf {
+        self.write_kubeconfig_contexts(dir, &[context], context)
+    }
+
+    /// Writes `dir/kubeconfig` with several contexts, all pointing here.
+    pub fn write_kubeconfig_contexts(
+        &self,
+        dir: &Path,
+        contexts: &[&str],
+        current: &str,
+    ) -> PathBuf {
+        let url = self.url();
+        let entries: Vec<(&str, &str)> = contexts.iter().map(|c| (*c, url.as_str())).collect();
+        kubeconfig::write(&dir.join("kubeconfig"), &entries, current)
+    }
+
+    fn resolve(&self, api_version: &str, kind: &str) -> resources::ResourceType {
+        self.shared
+            .lock()
+            .store
+            .resolve_kind(api_version, kind)
+            .unwrap_or_else(|| {
+                panic!("the loopback API server does not serve {api_version} {kind}")
+            })
+    }
+
+    /// Creates or replaces an object as a fixture (a given `status` is kept);
+    /// controllers react as to any write. Namespaced objects without a
+    /// namespace land in `default`.
+    pub fn insert(&self, obj: Value) -> Value {
+        let api_version = obj["apiVersion"].as_str().unwrap_or_default();
+        let rt = self.resolve(api_version, obj["kind"].as_str().unwrap_or_default());
+        self.shared
+            .mutate(|st| st.store.upsert(&rt, obj))
+            .unwrap_or_else(|e| panic!("inserting a {}: {}", rt.kind, e.message))
+    }
+
+    pub fn get(
+        &self,
+        api_version: &str,
+        kind: &str,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Option<Value> {
+        let rt = self.resolve(api_version, kind);
+        self.shared
+            .lock()
+            .store
+            .get(&rt, namespace.unwrap_or_default(), name)
+    }
+
+    /// Every object of the kind, across namespaces.
+    pub fn list(&self, api_version: &str, kind: &str) -> Vec<Value> {
+        let rt = self.resolve(api_version, kind);
+        self.shared
+            .lock()
+            .store
+            .list(&rt, None, &select::Selector::default())
+    }
+
+    pub fn delete(
+        &self,
+        api_version: &str,
+        kind: &str,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Option<Value> {
+        let rt = self.resolve(api_version, kind);
+        let ns = namespace.unwrap_or_default();
+        self.shared
+            .mutate(|st| st.store.delete(&rt, ns, name, &Value::Null, false).ok())
+    }
+
+    /// Replaces the object's status, as a controller would.
+    pub fn update_status(
+        &self,
+        api_version: &str,
+        kind: &str,
+        namespace: Option<&str>,
+        name: &str,
+        status: Value,
+    ) -> Value {
+        let rt = self.resolve(api_version, kind);
+        let ns = namespace.unwrap_or_default();
+        let body = serde_json::json!({ "status": status });
+        self.shared
+            .mutate(|st| {
+                st.store
+                    .update(&rt, ns, name, body, true, &WriteOpts::default())
+            })
+            .unwrap_or_else(|e| panic!("updating the status of {kind} {name}: {}", e.message))
+    }
+
+    /// The highest resourceVersion handed out so far.
+    pub fn resource_version(&self) -> u64 {
+        self.shared.lock().store.rv()
+    }
+
+    pub fn request_log(&self) -> Vec<Request> {
+        self.shared.lock().log.clone()
+    }
+
+    /// Every request that was not a GET.
+    pub fn mutations(&self) -> Vec<Request> {
+        self.request_log()
+            .into_iter()
+            .filter(Request::is_mutation)
+            .collect()
+    }
+
+    pub fn clear_request_log(&self) {
+        self.shared.lock().log.clear();
+    }
+
+    /// Scripts how a Deployment, DaemonSet, StatefulSet or Job rolls out
+    /// after each create or spec change.
+    pub fn set_rollout(&self, kind: &str, namespace: &str, name: &str, rollout: Rollout) {
+        self.shared
+            .lock()
+            .rollouts
+            .insert(object_ref(kind, namespace, name), rollout);
+    }
+
+    pub fn set_default_rollout(&self, rollout: Rollout) {
+        self.shared.lock().default_rollout = rollout;
+    }
+
+    /// Scripts when the CRD named `crd_name` (`plural.group`) gets its
+    /// Established and NamesAccepted conditions.
+    pub fn set_crd_establish(&self, crd_name: &str, rollout: Rollout) {
+        self.shared
+            .lock()
+            .crd_establish
+            .insert(crd_name.to_string(), rollout);
+    }
+
+    /// When the controller last marked the object rolled out (for a CRD:
+    /// kind `CustomResourceDefinition`, namespace "").
+    pub fn rollout_completed_at(&self, kind: &str, namespace: &str, name: &str) -> Option<Instant> {
+        self.shared
+            .lock()
+            .completed_at
+            .get(&object_ref(kind, namespace, name))
+            .copied()
+    }
+
+    /// The next `n` requests fail with `code` (503 gives ServiceUnavailable).
+    pub fn fail_next(&self, n: usize, code: u16) {
+        self.push_fault(n, code, None);
+    }
+
+    /// Like [`fail_next`](Self::fail_next), counting only requests whose
+    /// `path?query` contains `target`.
+    pub fn fail_next_matching(&self, n: usize, code: u16, target: &str) {
+        self.push_fault(n, code, Some(target.to_string()));
+    }
+
+    fn push_fault(&self, n: usize, code: u16, target_contains: Option<String>) {
+        self.shared.lock().faults.push(Fault {
+            remaining: n,
+            code,
+            target_contains,
+        });
+    }
+
+    /// Closes every open watch stream now, as an API server restart does.
+    pub fn drop_watches(&self) {
+        self.shared.drop_tx.send_modify(|n| *n += 1);
+    }
+
+    /// Ends each watch stream once it has sent this many events (`None`:
+    /// unlimited). Applies to watches opened afterwards.
+    pub fn set_watch_event_limit(&self, events: Option<usize>) {
+        self.shared.lock().watch_event_limit = events;
+    }
+
+    /// Watch streams currently open, so tests can wait for a client to be
+    /// watching before they act.
+    pub fn open_watches(&self) -> usize {
+        self.shared.lock().open_watches
+    }
+
+    pub fn set_validating_admission_policy(&self, served: bool) {
+        self.shared
+            .mutate(|st| st.store.set_validating_admission_policy(served));
+    }
+}
