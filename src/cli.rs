@@ -83,6 +83,16 @@ enum Command {
         #[arg(long)]
         crds: bool,
     },
+    /// Static validation plus the Flux ownership scan of the GitOps tree.
+    Check {
+        cluster: String,
+        /// The directory Flux's GitRepository points at (overrides `flux.root`).
+        #[arg(long, value_name = "DIR")]
+        flux_root: Option<PathBuf>,
+        /// The path the root Flux Kustomization reconciles, relative to the root.
+        #[arg(long, value_name = "PATH")]
+        flux_entrypoint: Option<PathBuf>,
+    },
     /// Print the JSON Schema of cluster.yaml or release files (for editors).
     Schema {
         #[arg(value_enum, default_value_t = SchemaKind::Release)]
@@ -126,6 +136,11 @@ pub enum Subcommand {
         show_secrets: bool,
         crds: bool,
     },
+    Check {
+        cluster: String,
+        flux_root: Option<PathBuf>,
+        flux_entrypoint: Option<PathBuf>,
+    },
     Schema(SchemaKind),
     Completions(clap_complete::Shell),
 }
@@ -157,6 +172,15 @@ impl Arguments {
                 release,
                 show_secrets,
                 crds,
+            },
+            Command::Check {
+                cluster,
+                flux_root,
+                flux_entrypoint,
+            } => Subcommand::Check {
+                cluster,
+                flux_root,
+                flux_entrypoint,
             },
             Command::Schema { kind } => Subcommand::Schema(kind),
             Command::Completions { shell } => Subcommand::Completions(shell),

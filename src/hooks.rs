@@ -65,8 +65,20 @@ pub async fn run(
             let check = ready::rollout_check("Job").map_err(HookFailure::new)?;
             wait(env, o, check, timeout, progress, true).await
         }
-        HookAction::Condition { object, type_, status } => {
-            wait(env, object, ready::condition_check(type_, status), timeout, progress, false).await
+        HookAction::Condition {
+            object,
+            type_,
+            status,
+        } => {
+            wait(
+                env,
+                object,
+                ready::condition_check(type_, status),
+                timeout,
+                progress,
+                false,
+            )
+            .await
         }
         HookAction::Created(o) => wait(env, o, ready::exists, timeout, progress, false).await,
     }
@@ -84,7 +96,9 @@ where
     F: Fn(Option<&serde_json::Value>) -> ready::Readiness + Send + Sync,
 {
     let Some(client) = env.client.clone() else {
-        return Err(HookFailure::new("no cluster connection for a readiness hook"));
+        return Err(HookFailure::new(
+            "no cluster connection for a readiness hook",
+        ));
     };
     let target = target(object);
     match wait::wait_for(client.clone(), &target, check, timeout, progress).await {
@@ -105,7 +119,11 @@ where
     }
 }
 
-async fn command(argv: &[String], env: &HookEnv, timeout: Duration) -> Result<Option<String>, HookFailure> {
+async fn command(
+    argv: &[String],
+    env: &HookEnv,
+    timeout: Duration,
+) -> Result<Option<String>, HookFailure> {
     let shown = argv.join(" ");
     let mut cmd = tokio::process::Command::new(&argv[0]);
     cmd.args(&argv[1..])
@@ -123,17 +141,25 @@ async fn command(argv: &[String], env: &HookEnv, timeout: Duration) -> Result<Op
         cmd.env("HELM_KUBECONTEXT", context);
         cmd.env("BOOTSTRAP_CONTEXT", context);
     }
-    let mut child = cmd.spawn().map_err(|e| {
-        HookFailure::new(format!("cannot run `{}`: {e}", argv[0]))
-    })?;
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| HookFailure::new(format!("cannot run `{}`: {e}", argv[0])))?;
     let mut stdout = child.stdout.take();
     let mut stderr = child.stderr.take();
     let collect = async {
         let mut out = String::new();
         let mut err = String::new();
         let (a, b) = tokio::join!(
-            async { if let Some(s) = stdout.as_mut() { s.read_to_string(&mut out).await.ok(); } },
-            async { if let Some(s) = stderr.as_mut() { s.read_to_string(&mut err).await.ok(); } },
+            async {
+                if let Some(s) = stdout.as_mut() {
+                    s.read_to_string(&mut out).await.ok();
+                }
+            },
+            async {
+                if let Some(s) = stderr.as_mut() {
+                    s.read_to_string(&mut err).await.ok();
+                }
+            },
         );
         let _ = (a, b);
         let status = child.wait().await;
@@ -153,7 +179,10 @@ async fn command(argv: &[String], env: &HookEnv, timeout: Duration) -> Result<Op
         Ok((Ok(status), output)) => Err(HookFailure {
             message: format!(
                 "command `{shown}` exited with {}",
-                status.code().map(|c| c.to_string()).unwrap_or_else(|| "a signal".into())
+                status
+                    .code()
+                    .map(|c| c.to_string())
+                    .unwrap_or_else(|| "a signal".into())
             ),
             output: Some(output),
             diagnostics: None,

@@ -39,19 +39,25 @@ pub async fn render<H: Helm>(helm: &H, plan: &Plan) -> Result<Vec<Crd>, String> 
                     values: &release.crd_values,
                     include_crds: true,
                 };
-                let text = helm
-                    .template(&request)
-                    .await
-                    .map_err(|e| format!("release `{}`: cannot render its CRDs: {e}", release.id))?;
-                crate::yaml::manifests(&text, Path::new("helm template output"))
-                    .map_err(|e| format!("release `{}`: helm template printed invalid YAML: {e}", release.id))?
+                let text = helm.template(&request).await.map_err(|e| {
+                    format!("release `{}`: cannot render its CRDs: {e}", release.id)
+                })?;
+                crate::yaml::manifests(&text, Path::new("helm template output")).map_err(|e| {
+                    format!(
+                        "release `{}`: helm template printed invalid YAML: {e}",
+                        release.id
+                    )
+                })?
             }
             Source::Manifests(list) => {
                 let mut docs = Vec::new();
                 for source in list {
-                    let text = fetch(source)
-                        .await
-                        .map_err(|e| format!("release `{}`: cannot read manifest `{source}`: {e}", release.id))?;
+                    let text = fetch(source).await.map_err(|e| {
+                        format!(
+                            "release `{}`: cannot read manifest `{source}`: {e}",
+                            release.id
+                        )
+                    })?;
                     docs.extend(
                         crate::yaml::manifests(&text, Path::new(source))
                             .map_err(|e| format!("release `{}`: {e}", release.id))?,
@@ -96,18 +102,27 @@ async fn fetch(source: &str) -> Result<String, String> {
         .await
         .map_err(|e| e.to_string())?
     } else {
-        tokio::fs::read_to_string(source).await.map_err(|e| e.to_string())
+        tokio::fs::read_to_string(source)
+            .await
+            .map_err(|e| e.to_string())
     }
 }
 
 /// Applies and establishes `crds`; the first failure names the CRD and the
 /// release it came from.
-pub async fn apply_all(client: &::kube::Client, crds: &[Crd], events: &Emitter) -> Result<(), String> {
+pub async fn apply_all(
+    client: &::kube::Client,
+    crds: &[Crd],
+    events: &Emitter,
+) -> Result<(), String> {
     let results: Vec<Result<(), String>> = futures::stream::iter(crds)
         .map(|crd| async move {
-            let change = apply::apply(client, &crd.manifest)
-                .await
-                .map_err(|e| format!("CRD {} (from release `{}`) could not be applied: {e}", crd.name, crd.release))?;
+            let change = apply::apply(client, &crd.manifest).await.map_err(|e| {
+                format!(
+                    "CRD {} (from release `{}`) could not be applied: {e}",
+                    crd.name, crd.release
+                )
+            })?;
             events.emit(Event::CrdApplied {
                 release: crd.release.clone(),
                 crd: crd.name.clone(),
@@ -122,10 +137,26 @@ pub async fn apply_all(client: &::kube::Client, crds: &[Crd], events: &Emitter) 
 
     let waits: Vec<Result<(), String>> = futures::stream::iter(crds)
         .map(|crd| async move {
-            let target = ObjectTarget::new("apiextensions.k8s.io/v1", "CustomResourceDefinition", None, &crd.name);
-            wait_for(client.clone(), &target, ready::condition_check("Established", "True"), ESTABLISH_TIMEOUT, |_| {})
-                .await
-                .map_err(|e| format!("CRD {} (from release `{}`) did not become Established: {e}", crd.name, crd.release))
+            let target = ObjectTarget::new(
+                "apiextensions.k8s.io/v1",
+                "CustomResourceDefinition",
+                None,
+                &crd.name,
+            );
+            wait_for(
+                client.clone(),
+                &target,
+                ready::condition_check("Established", "True"),
+                ESTABLISH_TIMEOUT,
+                |_| {},
+            )
+            .await
+            .map_err(|e| {
+                format!(
+                    "CRD {} (from release `{}`) did not become Established: {e}",
+                    crd.name, crd.release
+                )
+            })
         })
         .buffer_unordered(PARALLEL_APPLIES)
         .collect()
@@ -136,7 +167,10 @@ pub async fn apply_all(client: &::kube::Client, crds: &[Crd], events: &Emitter) 
 }
 
 fn results_ok(results: Vec<Result<(), String>>) -> Result<(), String> {
-    results.into_iter().collect::<Result<Vec<()>, String>>().map(|_| ())
+    results
+        .into_iter()
+        .collect::<Result<Vec<()>, String>>()
+        .map(|_| ())
 }
 
 pub fn dry_run(crds: &[Crd], events: &Emitter) {

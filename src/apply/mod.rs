@@ -53,7 +53,9 @@ pub async fn run<H: Helm + 'static>(
     });
     let client = &connection.client;
 
-    events.emit(Event::PhaseStarted { phase: Phase::Preflight });
+    events.emit(Event::PhaseStarted {
+        phase: Phase::Preflight,
+    });
     let lock = if options.dry_run {
         None
     } else {
@@ -61,24 +63,41 @@ pub async fn run<H: Helm + 'static>(
         Some(interruptible(&stop, Lock::acquire(client, "apply", warn)).await??)
     };
     let result = async {
-        interruptible(&stop, preflight::live_conflicts(plan, helm.as_ref(), connection)).await??;
+        interruptible(
+            &stop,
+            preflight::live_conflicts(plan, helm.as_ref(), connection),
+        )
+        .await??;
         let ledger = Ledger::new(client);
         let recorded = interruptible(&stop, ledger.entries()).await??;
         let crds = interruptible(&stop, crds::render(helm.as_ref(), plan))
             .await?
             .map_err(Error::failed)?;
-        events.emit(Event::PhaseFinished { phase: Phase::Preflight, ok: true });
+        events.emit(Event::PhaseFinished {
+            phase: Phase::Preflight,
+            ok: true,
+        });
 
         events.emit(Event::PhaseStarted { phase: Phase::Crds });
         if options.dry_run {
             crds::dry_run(&crds, events);
-        } else if let Err(message) = interruptible(&stop, crds::apply_all(client, &crds, events)).await? {
-            events.emit(Event::PhaseFinished { phase: Phase::Crds, ok: false });
+        } else if let Err(message) =
+            interruptible(&stop, crds::apply_all(client, &crds, events)).await?
+        {
+            events.emit(Event::PhaseFinished {
+                phase: Phase::Crds,
+                ok: false,
+            });
             return Err(Error::failed(format!("{message}; no release was touched")));
         }
-        events.emit(Event::PhaseFinished { phase: Phase::Crds, ok: true });
+        events.emit(Event::PhaseFinished {
+            phase: Phase::Crds,
+            ok: true,
+        });
 
-        events.emit(Event::PhaseStarted { phase: Phase::Releases });
+        events.emit(Event::PhaseStarted {
+            phase: Phase::Releases,
+        });
         let runner = runner::ReleaseRunner {
             helm,
             target: connection.target.clone(),
@@ -100,12 +119,18 @@ pub async fn run<H: Helm + 'static>(
             &plan.cluster.name,
             &installed,
             Arc::new(runner),
-            scheduler::Options { fail_fast: options.fail_fast, dry_run: options.dry_run },
+            scheduler::Options {
+                fail_fast: options.fail_fast,
+                dry_run: options.dry_run,
+            },
             events,
             stop.clone(),
         )
         .await;
-        events.emit(Event::PhaseFinished { phase: Phase::Releases, ok: summary.ok });
+        events.emit(Event::PhaseFinished {
+            phase: Phase::Releases,
+            ok: summary.ok,
+        });
         Ok(summary)
     }
     .await;
@@ -116,7 +141,10 @@ pub async fn run<H: Helm + 'static>(
 }
 
 /// Runs `work` unless the run is stopped first.
-async fn interruptible<T>(stop: &StopSignal, work: impl std::future::Future<Output = T>) -> Result<T, Error> {
+async fn interruptible<T>(
+    stop: &StopSignal,
+    work: impl std::future::Future<Output = T>,
+) -> Result<T, Error> {
     let mut stop = stop.clone();
     tokio::select! {
         value = work => Ok(value),

@@ -18,29 +18,51 @@ pub struct Conflict {
 }
 
 /// Every live conflict, for `apply` (which refuses) and `status` (which shows them).
-pub async fn conflicts<H: Helm>(plan: &Plan, helm: &H, connection: &Connection) -> Result<Vec<Conflict>, Error> {
+pub async fn conflicts<H: Helm>(
+    plan: &Plan,
+    helm: &H,
+    connection: &Connection,
+) -> Result<Vec<Conflict>, Error> {
     let ours: Vec<&ReleaseId> = plan.installed().map(|r| &r.id).collect();
     let mut found = Vec::new();
 
-    for api_version in ["helm.toolkit.fluxcd.io/v2", "helm.toolkit.fluxcd.io/v2beta2", "helm.toolkit.fluxcd.io/v2beta1"] {
+    for api_version in [
+        "helm.toolkit.fluxcd.io/v2",
+        "helm.toolkit.fluxcd.io/v2beta2",
+        "helm.toolkit.fluxcd.io/v2beta1",
+    ] {
         let list = list_all(&connection.client, api_version, "HelmRelease")
             .await
             .map_err(|e| Error::failed_with("cannot list Flux HelmReleases in the cluster", e))?;
         for hr in list {
-            let name = hr.pointer("/metadata/name").and_then(|v| v.as_str()).unwrap_or_default();
+            let name = hr
+                .pointer("/metadata/name")
+                .and_then(|v| v.as_str())
+                .unwrap_or_default();
             let namespace = hr.pointer("/metadata/namespace").and_then(|v| v.as_str());
             let spec = hr.get("spec").cloned().unwrap_or_default();
             let identity = crate::flux::helmrelease::identity(name, namespace, &spec);
-            let target = ReleaseId::new(identity.storage_namespace.clone(), identity.release_name.clone());
-            if ours.contains(&&target) && !found.iter().any(|c: &Conflict| c.release == target && c.object.contains(name)) {
-                let suspended = spec.get("suspend").and_then(|v| v.as_bool()).unwrap_or(false);
+            let Some(storage) = identity.storage_namespace.clone() else {
+                continue;
+            };
+            let target = ReleaseId::new(storage, identity.release_name.clone());
+            if ours.contains(&&target)
+                && !found
+                    .iter()
+                    .any(|c: &Conflict| c.release == target && c.object.contains(name))
+            {
+                let suspended = spec
+                    .get("suspend")
+                    .and_then(|v| v.as_bool())
+                    .unwrap_or(false);
                 found.push(Conflict {
                     release: target.clone(),
                     object: format!("HelmRelease {}/{name}", namespace.unwrap_or("default")),
                     message: format!(
-                        "Flux HelmRelease {}/{name} ({}) manages Helm release {target}, which bootstrap owns; delete the HelmRelease and remove it from git (`bootstrap check` shows where), or drop the release from bootstrap",
+                        "Flux HelmRelease {}/{name} ({}) manages Helm release {target}, which bootstrap owns; suspend it (`flux suspend helmrelease {name} -n {}`; deleting it unsuspended makes helm-controller uninstall the release), then delete it and remove it from git (`bootstrap check` shows where), or drop the release from bootstrap",
                         namespace.unwrap_or("default"),
-                        if suspended { "suspended" } else { "not suspended" }
+                        if suspended { "suspended" } else { "not suspended" },
+                        namespace.unwrap_or("default")
                     ),
                 });
             }
@@ -52,15 +74,32 @@ pub async fn conflicts<H: Helm>(plan: &Plan, helm: &H, connection: &Connection) 
         let Ok(secrets) = secrets else { break };
         let _ = id;
         for secret in secrets {
-            let labels = secret.pointer("/metadata/labels").and_then(|l| l.as_object());
+            let labels = secret
+                .pointer("/metadata/labels")
+                .and_then(|l| l.as_object());
             let Some(labels) = labels else { continue };
             let is_release = labels.get("owner").and_then(|v| v.as_str()) == Some("helm");
-            let name = labels.get("name").and_then(|v| v.as_str()).unwrap_or_default();
-            let namespace = secret.pointer("/metadata/namespace").and_then(|v| v.as_str()).unwrap_or_default();
-            let flux = labels.keys().any(|k| k.starts_with("helm.toolkit.fluxcd.io/"));
+            let name = labels
+                .get("name")
+                .and_then(|v| v.as_str())
+                .unwrap_or_default();
+            let namespace = secret
+                .pointer("/metadata/namespace")
+                .and_then(|v| v.as_str())
+                .unwrap_or_default();
+            let flux = labels
+                .keys()
+                .any(|k| k.starts_with("helm.toolkit.fluxcd.io/"));
             let target = ReleaseId::new(namespace, name);
-            if is_release && flux && ours.contains(&&target) && !found.iter().any(|c| c.release == target) {
-                let secret_name = secret.pointer("/metadata/name").and_then(|v| v.as_str()).unwrap_or_default();
+            if is_release
+                && flux
+                && ours.contains(&&target)
+                && !found.iter().any(|c| c.release == target)
+            {
+                let secret_name = secret
+                    .pointer("/metadata/name")
+                    .and_then(|v| v.as_str())
+                    .unwrap_or_default();
                 found.push(Conflict {
                     release: target.clone(),
                     object: format!("Secret {namespace}/{secret_name}"),
@@ -93,7 +132,11 @@ pub async fn conflicts<H: Helm>(plan: &Plan, helm: &H, connection: &Connection) 
     Ok(found)
 }
 
-pub async fn live_conflicts<H: Helm>(plan: &Plan, helm: &H, connection: &Connection) -> Result<(), Error> {
+pub async fn live_conflicts<H: Helm>(
+    plan: &Plan,
+    helm: &H,
+    connection: &Connection,
+) -> Result<(), Error> {
     let found = conflicts(plan, helm, connection).await?;
     if found.is_empty() {
         return Ok(());

@@ -40,7 +40,11 @@ enum Change {
 }
 
 impl<H: Helm + 'static> Runner for ReleaseRunner<H> {
-    fn run(&self, release: Arc<Release>, stop: StopSignal) -> impl std::future::Future<Output = StepResult> + Send + 'static {
+    fn run(
+        &self,
+        release: Arc<Release>,
+        stop: StopSignal,
+    ) -> impl std::future::Future<Output = StepResult> + Send + 'static {
         let this = Shared {
             helm: self.helm.clone(),
             target: self.target.clone(),
@@ -73,7 +77,10 @@ struct Shared<H: Helm> {
 
 impl<H: Helm> Shared<H> {
     fn step_event(&self, release: &Release, step: Step) {
-        self.events.emit(Event::ReleaseStep { release: release.id.clone(), step });
+        self.events.emit(Event::ReleaseStep {
+            release: release.id.clone(),
+            step,
+        });
     }
 
     async fn step(&self, release: &Release, stop: StopSignal) -> StepResult {
@@ -86,15 +93,28 @@ impl<H: Helm> Shared<H> {
         };
         if self.dry_run {
             return match change {
-                Change::Install => StepResult { message: Some(format!("would install {} {}", release.chart_label(), release.version_label())), ..StepResult::new(Outcome::WouldInstall) },
-                Change::Upgrade(why) => StepResult { message: Some(format!("would upgrade: {why}")), ..StepResult::new(Outcome::WouldUpgrade) },
+                Change::Install => StepResult {
+                    message: Some(format!(
+                        "would install {} {}",
+                        release.chart_label(),
+                        release.version_label()
+                    )),
+                    ..StepResult::new(Outcome::WouldInstall)
+                },
+                Change::Upgrade(why) => StepResult {
+                    message: Some(format!("would upgrade: {why}")),
+                    ..StepResult::new(Outcome::WouldUpgrade)
+                },
                 Change::Unchanged => StepResult::new(Outcome::Unchanged),
             };
         }
         if let Change::Unchanged = change {
             // Still wait for readiness, so dependents never start on a sick release.
             for hook in release.hooks.postsync.iter().filter(|h| !is_command(h)) {
-                if let Err(result) = self.hook(release, HookPhase::Postsync, hook, deadline, stop.clone()).await {
+                if let Err(result) = self
+                    .hook(release, HookPhase::Postsync, hook, deadline, stop.clone())
+                    .await
+                {
                     return result;
                 }
             }
@@ -102,7 +122,10 @@ impl<H: Helm> Shared<H> {
         }
 
         for hook in &release.hooks.presync {
-            if let Err(result) = self.hook(release, HookPhase::Presync, hook, deadline, stop.clone()).await {
+            if let Err(result) = self
+                .hook(release, HookPhase::Presync, hook, deadline, stop.clone())
+                .await
+            {
                 return result;
             }
         }
@@ -116,7 +139,14 @@ impl<H: Helm> Shared<H> {
             _ = stopped(stop.clone()) => return interrupted("interrupted while waiting for a helm slot; nothing was changed for this release"),
         };
         let upgrading = matches!(change, Change::Upgrade(_));
-        self.step_event(release, if upgrading { Step::Upgrading } else { Step::Installing });
+        self.step_event(
+            release,
+            if upgrading {
+                Step::Upgrading
+            } else {
+                Step::Installing
+            },
+        );
         let labels = ledger::owner_labels();
         let remaining = deadline.saturating_duration_since(Instant::now());
         let request = InstallRequest {
@@ -127,7 +157,10 @@ impl<H: Helm> Shared<H> {
             timeout: remaining,
             labels: &labels,
         };
-        let installed = self.helm.upgrade_install(&self.target, &request, stop.clone()).await;
+        let installed = self
+            .helm
+            .upgrade_install(&self.target, &request, stop.clone())
+            .await;
         drop(permit);
         match installed {
             Ok(()) => {}
@@ -143,7 +176,10 @@ impl<H: Helm> Shared<H> {
         }
 
         for hook in &release.hooks.postsync {
-            if let Err(result) = self.hook(release, HookPhase::Postsync, hook, deadline, stop.clone()).await {
+            if let Err(result) = self
+                .hook(release, HookPhase::Postsync, hook, deadline, stop.clone())
+                .await
+            {
                 return result;
             }
         }
@@ -153,11 +189,23 @@ impl<H: Helm> Shared<H> {
             }
         }
         if let Some(ledger) = &self.ledger {
-            if let Err(e) = ledger.record(&Entry::for_release(release), &release.id).await {
-                return StepResult::failed(e.render().trim_end().trim_start_matches("error: ").to_string());
+            if let Err(e) = ledger
+                .record(&Entry::for_release(release), &release.id)
+                .await
+            {
+                return StepResult::failed(
+                    e.render()
+                        .trim_end()
+                        .trim_start_matches("error: ")
+                        .to_string(),
+                );
             }
         }
-        StepResult::new(if upgrading { Outcome::Upgraded } else { Outcome::Installed })
+        StepResult::new(if upgrading {
+            Outcome::Upgraded
+        } else {
+            Outcome::Installed
+        })
     }
 
     /// What must happen to the deployed release.
@@ -180,7 +228,10 @@ impl<H: Helm> Shared<H> {
             return Ok(Change::Upgrade("--force".into()));
         }
         if deployed.status != "deployed" {
-            return Ok(Change::Upgrade(format!("helm status is {}", deployed.status)));
+            return Ok(Change::Upgrade(format!(
+                "helm status is {}",
+                deployed.status
+            )));
         }
         if deployed.chart != release.chart_label() || deployed.version != release.version_label() {
             return Ok(Change::Upgrade(format!(
@@ -195,29 +246,51 @@ impl<H: Helm> Shared<H> {
             .helm
             .get_values(&self.target, &release.id)
             .await
-            .map_err(|e| StepResult::failed(format!("cannot read deployed values from helm: {e}")))?;
+            .map_err(|e| {
+                StepResult::failed(format!("cannot read deployed values from helm: {e}"))
+            })?;
         if crate::values::digest(&values) != release.values_digest() {
             return Ok(Change::Upgrade("values changed".into()));
         }
         match self.recorded.get(&ledger::key(&release.id)) {
             Some(entry) if entry.matches(release) => Ok(Change::Unchanged),
-            Some(_) => Ok(Change::Upgrade("the ledger records another version or values".into())),
+            Some(_) => Ok(Change::Upgrade(
+                "the ledger records another version or values".into(),
+            )),
             // Installed but its hooks never finished (or it predates the ledger).
-            None if self.ledger.is_some() => Ok(Change::Upgrade("not recorded in the ownership ledger".into())),
+            None if self.ledger.is_some() => Ok(Change::Upgrade(
+                "not recorded in the ownership ledger".into(),
+            )),
             None => Ok(Change::Unchanged),
         }
     }
 
-    async fn hook(&self, release: &Release, phase: HookPhase, hook: &Hook, deadline: Instant, stop: StopSignal) -> Result<(), StepResult> {
+    async fn hook(
+        &self,
+        release: &Release,
+        phase: HookPhase,
+        hook: &Hook,
+        deadline: Instant,
+        stop: StopSignal,
+    ) -> Result<(), StepResult> {
         let remaining = deadline.saturating_duration_since(Instant::now());
         let timeout = hook.timeout.map_or(remaining, |t| t.min(remaining));
         let name = hook.action.to_string();
-        self.step_event(release, Step::Hook { phase, hook: name.clone() });
+        self.step_event(
+            release,
+            Step::Hook {
+                phase,
+                hook: name.clone(),
+            },
+        );
         let started = Instant::now();
         let events = self.events.clone();
         let id = release.id.clone();
         let progress = move |message: &str| {
-            events.emit(Event::ReleaseProgress { release: id.clone(), message: message.to_string() });
+            events.emit(Event::ReleaseProgress {
+                release: id.clone(),
+                message: message.to_string(),
+            });
         };
         let result = tokio::select! {
             result = hooks::run(&hook.action, &self.hooks, timeout, progress) => result,
@@ -248,36 +321,72 @@ impl<H: Helm> Shared<H> {
                 outcome: Outcome::Failed,
                 message: Some(format!("{phase} hook {name}: {}", failure.message)),
                 diagnostics_text: failure.diagnostics.as_ref().map(|d| d.to_string()),
-                diagnostics: failure.diagnostics.as_ref().and_then(|d| serde_json::to_value(d).ok()),
+                diagnostics: failure
+                    .diagnostics
+                    .as_ref()
+                    .and_then(|d| serde_json::to_value(d).ok()),
             }
         })
     }
 
     /// `wait: true`: every workload in the release's manifest must roll out.
-    async fn track_workloads(&self, release: &Release, deadline: Instant, stop: StopSignal) -> Result<(), StepResult> {
+    async fn track_workloads(
+        &self,
+        release: &Release,
+        deadline: Instant,
+        stop: StopSignal,
+    ) -> Result<(), StepResult> {
         let manifest = self
             .helm
             .get_manifest(&self.target, &release.id)
             .await
-            .map_err(|e| StepResult::failed(format!("cannot read the release manifest to track its workloads: {e}")))?;
-        let docs = crate::yaml::manifests(&manifest, std::path::Path::new("manifest")).unwrap_or_default();
+            .map_err(|e| {
+                StepResult::failed(format!(
+                    "cannot read the release manifest to track its workloads: {e}"
+                ))
+            })?;
+        let docs =
+            crate::yaml::manifests(&manifest, std::path::Path::new("manifest")).unwrap_or_default();
         for doc in docs {
             let kind = doc.get("kind").and_then(|k| k.as_str()).unwrap_or_default();
             if !matches!(kind, "Deployment" | "DaemonSet" | "StatefulSet" | "Job") {
                 continue;
             }
-            let name = doc.pointer("/metadata/name").and_then(|n| n.as_str()).unwrap_or_default();
-            let namespace = doc.pointer("/metadata/namespace").and_then(|n| n.as_str()).unwrap_or(&release.id.namespace);
+            let name = doc
+                .pointer("/metadata/name")
+                .and_then(|n| n.as_str())
+                .unwrap_or_default();
+            let namespace = doc
+                .pointer("/metadata/namespace")
+                .and_then(|n| n.as_str())
+                .unwrap_or(&release.id.namespace);
             let object = crate::release::ObjectRef {
-                api_version: doc.get("apiVersion").and_then(|v| v.as_str()).unwrap_or("apps/v1").to_string(),
+                api_version: doc
+                    .get("apiVersion")
+                    .and_then(|v| v.as_str())
+                    .unwrap_or("apps/v1")
+                    .to_string(),
                 kind: kind.to_string(),
                 namespace: Some(namespace.to_string()),
                 name: name.to_string(),
             };
-            let action = if kind == "Job" { HookAction::Job(object) } else { HookAction::Rollout(object) };
-            let hook = Hook { action, timeout: None };
-            self.step_event(release, Step::Waiting { what: hook.action.to_string() });
-            self.hook(release, HookPhase::Postsync, &hook, deadline, stop.clone()).await?;
+            let action = if kind == "Job" {
+                HookAction::Job(object)
+            } else {
+                HookAction::Rollout(object)
+            };
+            let hook = Hook {
+                action,
+                timeout: None,
+            };
+            self.step_event(
+                release,
+                Step::Waiting {
+                    what: hook.action.to_string(),
+                },
+            );
+            self.hook(release, HookPhase::Postsync, &hook, deadline, stop.clone())
+                .await?;
         }
         Ok(())
     }

@@ -1,6 +1,7 @@
 //! One module per subcommand; each takes the plain [`Config`] and writes to
 //! the given output.
 
+mod check;
 mod graph;
 mod plan;
 mod schema;
@@ -26,6 +27,17 @@ pub fn execute(config: &Config, out: &mut dyn Write) -> Result<(), Error> {
             release.as_deref(),
             *show_secrets,
             *crds,
+            out,
+        ),
+        Subcommand::Check {
+            cluster,
+            flux_root,
+            flux_entrypoint,
+        } => check::run(
+            config,
+            cluster,
+            flux_root.as_ref(),
+            flux_entrypoint.as_ref(),
             out,
         ),
         Subcommand::Schema(kind) => schema::run(*kind, out),

@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use ::kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
-use ::kube::discovery::{self, Scope};
 use ::kube::core::GroupVersionKind;
+use ::kube::discovery::{self, Scope};
 use serde_json::Value;
 
 use super::retry::{is_not_found, retry};
@@ -40,32 +40,53 @@ pub fn identity(obj: &Value) -> Result<(GroupVersionKind, Option<String>, String
         }
         v.as_str().map(str::to_string)
     };
-    let api_version = text(&["apiVersion"]).ok_or_else(|| ApplyError::Invalid("manifest has no apiVersion".into()))?;
+    let api_version = text(&["apiVersion"])
+        .ok_or_else(|| ApplyError::Invalid("manifest has no apiVersion".into()))?;
     let kind = text(&["kind"]).ok_or_else(|| ApplyError::Invalid("manifest has no kind".into()))?;
-    let name = text(&["metadata", "name"]).ok_or_else(|| ApplyError::Invalid(format!("{kind} has no metadata.name")))?;
+    let name = text(&["metadata", "name"])
+        .ok_or_else(|| ApplyError::Invalid(format!("{kind} has no metadata.name")))?;
     let (group, version) = match api_version.split_once('/') {
         Some((g, v)) => (g.to_string(), v.to_string()),
         None => (String::new(), api_version.clone()),
     };
     Ok((
-        GroupVersionKind { group, version, kind },
+        GroupVersionKind {
+            group,
+            version,
+            kind,
+        },
         text(&["metadata", "namespace"]),
         name,
     ))
 }
 
-pub async fn resolve(client: &::kube::Client, gvk: &GroupVersionKind) -> Result<(ApiResource, bool), ApplyError> {
+pub async fn resolve(
+    client: &::kube::Client,
+    gvk: &GroupVersionKind,
+) -> Result<(ApiResource, bool), ApplyError> {
     let (resource, caps) = retry(API_RETRY_BUDGET, || discovery::pinned_kind(client, gvk))
         .await
         .map_err(|e| match &e {
-            e if is_not_found(e) => ApplyError::UnknownKind(format!("{}/{} {}", gvk.group, gvk.version, gvk.kind)),
-            ::kube::Error::Discovery(_) => ApplyError::UnknownKind(format!("{}/{} {}", gvk.group, gvk.version, gvk.kind)),
-            _ => ApplyError::Api { what: format!("discovery of {}", gvk.kind), source: e },
+            e if is_not_found(e) => {
+                ApplyError::UnknownKind(format!("{}/{} {}", gvk.group, gvk.version, gvk.kind))
+            }
+            ::kube::Error::Discovery(_) => {
+                ApplyError::UnknownKind(format!("{}/{} {}", gvk.group, gvk.version, gvk.kind))
+            }
+            _ => ApplyError::Api {
+                what: format!("discovery of {}", gvk.kind),
+                source: e,
+            },
         })?;
     Ok((resource, caps.scope == Scope::Namespaced))
 }
 
-fn api_for(client: &::kube::Client, resource: &ApiResource, namespaced: bool, namespace: Option<&str>) -> Api<DynamicObject> {
+fn api_for(
+    client: &::kube::Client,
+    resource: &ApiResource,
+    namespaced: bool,
+    namespace: Option<&str>,
+) -> Api<DynamicObject> {
     match (namespaced, namespace) {
         (true, Some(ns)) => Api::namespaced_with(client.clone(), ns, resource),
         (true, None) => Api::default_namespaced_with(client.clone(), resource),
@@ -81,13 +102,19 @@ pub async fn apply(client: &::kube::Client, obj: &Value) -> Result<CrdChange, Ap
     let what = format!("{} {name}", gvk.kind);
     let before = retry(API_RETRY_BUDGET, || api.get_opt(&name))
         .await
-        .map_err(|source| ApplyError::Api { what: what.clone(), source })?
+        .map_err(|source| ApplyError::Api {
+            what: what.clone(),
+            source,
+        })?
         .and_then(|o| o.metadata.resource_version);
     let params = PatchParams::apply(FIELD_MANAGER).force();
     let patch = Patch::Apply(obj);
     let after = retry(API_RETRY_BUDGET, || api.patch(&name, &params, &patch))
         .await
-        .map_err(|source| ApplyError::Api { what: what.clone(), source })?
+        .map_err(|source| ApplyError::Api {
+            what: what.clone(),
+            source,
+        })?
         .metadata
         .resource_version;
     Ok(match before {
@@ -98,8 +125,15 @@ pub async fn apply(client: &::kube::Client, obj: &Value) -> Result<CrdChange, Ap
 }
 
 /// Reads an object; `None` when it or its kind does not exist.
-pub async fn get(client: &::kube::Client, api_version: &str, kind: &str, namespace: Option<&str>, name: &str) -> Result<Option<Value>, ApplyError> {
-    let obj = serde_json::json!({"apiVersion": api_version, "kind": kind, "metadata": {"name": name}});
+pub async fn get(
+    client: &::kube::Client,
+    api_version: &str,
+    kind: &str,
+    namespace: Option<&str>,
+    name: &str,
+) -> Result<Option<Value>, ApplyError> {
+    let obj =
+        serde_json::json!({"apiVersion": api_version, "kind": kind, "metadata": {"name": name}});
     let (gvk, _, _) = identity(&obj)?;
     let (resource, namespaced) = match resolve(client, &gvk).await {
         Ok(r) => r,
@@ -109,13 +143,21 @@ pub async fn get(client: &::kube::Client, api_version: &str, kind: &str, namespa
     let api = api_for(client, &resource, namespaced, namespace);
     let found = retry(API_RETRY_BUDGET, || api.get_opt(name))
         .await
-        .map_err(|source| ApplyError::Api { what: format!("{kind} {name}"), source })?;
+        .map_err(|source| ApplyError::Api {
+            what: format!("{kind} {name}"),
+            source,
+        })?;
     Ok(found.and_then(|o| serde_json::to_value(o).ok()))
 }
 
 /// Lists objects of a kind in all namespaces; empty when the kind is not served.
-pub async fn list_all(client: &::kube::Client, api_version: &str, kind: &str) -> Result<Vec<Value>, ApplyError> {
-    let obj = serde_json::json!({"apiVersion": api_version, "kind": kind, "metadata": {"name": "x"}});
+pub async fn list_all(
+    client: &::kube::Client,
+    api_version: &str,
+    kind: &str,
+) -> Result<Vec<Value>, ApplyError> {
+    let obj =
+        serde_json::json!({"apiVersion": api_version, "kind": kind, "metadata": {"name": "x"}});
     let (gvk, _, _) = identity(&obj)?;
     let (resource, _) = match resolve(client, &gvk).await {
         Ok(r) => r,
@@ -126,7 +168,10 @@ pub async fn list_all(client: &::kube::Client, api_version: &str, kind: &str) ->
     let params = ::kube::api::ListParams::default();
     let list = retry(API_RETRY_BUDGET, || api.list(&params))
         .await
-        .map_err(|source| ApplyError::Api { what: format!("list {kind}"), source })?;
+        .map_err(|source| ApplyError::Api {
+            what: format!("list {kind}"),
+            source,
+        })?;
     Ok(list
         .items
         .into_iter()
@@ -146,7 +191,10 @@ mod tests {
     #[test]
     fn identity_of_core_and_group_kinds() {
         let (gvk, ns, name) = identity(&serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "namespace": "b"}})).unwrap();
-        assert_eq!((gvk.group.as_str(), gvk.version.as_str(), gvk.kind.as_str()), ("", "v1", "ConfigMap"));
+        assert_eq!(
+            (gvk.group.as_str(), gvk.version.as_str(), gvk.kind.as_str()),
+            ("", "v1", "ConfigMap")
+        );
         assert_eq!((ns.as_deref(), name.as_str()), (Some("b"), "a"));
         let (gvk, _, _) = identity(&serde_json::json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition", "metadata": {"name": "x"}})).unwrap();
         assert_eq!(gvk.group, "apiextensions.k8s.io");

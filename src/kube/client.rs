@@ -20,10 +20,15 @@ pub struct Connection {
     _hook_kubeconfig_dir: Option<std::sync::Arc<tempfile::TempDir>>,
 }
 
-pub async fn connect(kubeconfig: Option<&Path>, context: Option<&str>) -> Result<Connection, Error> {
-    let explicit = kubeconfig
-        .map(Path::to_path_buf)
-        .or_else(|| std::env::var_os("KUBECONFIG").filter(|v| !v.is_empty()).map(PathBuf::from));
+pub async fn connect(
+    kubeconfig: Option<&Path>,
+    context: Option<&str>,
+) -> Result<Connection, Error> {
+    let explicit = kubeconfig.map(Path::to_path_buf).or_else(|| {
+        std::env::var_os("KUBECONFIG")
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    });
     let config_file = match &explicit {
         Some(path) => Kubeconfig::read_from(path).map_err(|e| {
             Error::Prerequisite {
@@ -48,11 +53,19 @@ pub async fn connect(kubeconfig: Option<&Path>, context: Option<&str>) -> Result
         ));
     };
     if !config_file.contexts.iter().any(|c| c.name == context) {
-        let known: Vec<&str> = config_file.contexts.iter().map(|c| c.name.as_str()).collect();
+        let known: Vec<&str> = config_file
+            .contexts
+            .iter()
+            .map(|c| c.name.as_str())
+            .collect();
         return Err(Error::prerequisite(format!(
             "kubeconfig context `{context}` does not exist{}; contexts: {}; set `context:` in cluster.yaml or pass --context NAME",
             crate::error::did_you_mean(&context, known.iter().copied()),
-            if known.is_empty() { "none".to_string() } else { known.join(", ") }
+            if known.is_empty() {
+                "none".to_string()
+            } else {
+                known.join(", ")
+            }
         )));
     }
     let options = KubeConfigOptions {
@@ -84,9 +97,15 @@ pub async fn connect(kubeconfig: Option<&Path>, context: Option<&str>) -> Result
     })
 }
 
-fn write_hook_kubeconfig(mut config: Kubeconfig, context: &str) -> (Option<PathBuf>, Option<tempfile::TempDir>) {
+fn write_hook_kubeconfig(
+    mut config: Kubeconfig,
+    context: &str,
+) -> (Option<PathBuf>, Option<tempfile::TempDir>) {
     config.current_context = Some(context.to_string());
-    let Ok(dir) = tempfile::Builder::new().prefix("bootstrap-kubeconfig").tempdir() else {
+    let Ok(dir) = tempfile::Builder::new()
+        .prefix("bootstrap-kubeconfig")
+        .tempdir()
+    else {
         return (None, None);
     };
     let path = dir.path().join("config");

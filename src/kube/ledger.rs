@@ -88,7 +88,12 @@ impl Ledger {
     pub async fn entries(&self) -> Result<BTreeMap<String, Entry>, Error> {
         let cm = retry(API_RETRY_BUDGET, || self.api.get_opt(LEDGER_NAME))
             .await
-            .map_err(|e| Error::failed_with("cannot read the ownership ledger (ConfigMap kube-system/bootstrap-ownership)", e))?;
+            .map_err(|e| {
+                Error::failed_with(
+                    "cannot read the ownership ledger (ConfigMap kube-system/bootstrap-ownership)",
+                    e,
+                )
+            })?;
         Ok(cm
             .and_then(|cm| cm.data)
             .unwrap_or_default()
@@ -139,10 +144,17 @@ impl Ledger {
         let patch = serde_json::json!({ "data": { key(id): null } });
         let params = PatchParams::default();
         let patch = Patch::Merge(&patch);
-        match retry(API_RETRY_BUDGET, || self.api.patch(LEDGER_NAME, &params, &patch)).await {
+        match retry(API_RETRY_BUDGET, || {
+            self.api.patch(LEDGER_NAME, &params, &patch)
+        })
+        .await
+        {
             Ok(_) => Ok(()),
             Err(e) if super::retry::is_not_found(&e) => Ok(()),
-            Err(e) => Err(Error::failed_with(format!("cannot remove {id} from the ownership ledger"), e)),
+            Err(e) => Err(Error::failed_with(
+                format!("cannot remove {id} from the ownership ledger"),
+                e,
+            )),
         }
     }
 }

@@ -25,7 +25,9 @@ pub struct Lock {
 
 /// `user@host pid N` — what a second run prints about the first.
 pub fn holder_identity() -> String {
-    let user = std::env::var("USER").or_else(|_| std::env::var("LOGNAME")).unwrap_or_else(|_| "unknown".into());
+    let user = std::env::var("USER")
+        .or_else(|_| std::env::var("LOGNAME"))
+        .unwrap_or_else(|_| "unknown".into());
     let host = gethostname::gethostname().to_string_lossy().into_owned();
     format!("{user}@{host} pid {}", std::process::id())
 }
@@ -50,7 +52,11 @@ fn expired(lease: &Lease) -> bool {
 
 impl Lock {
     /// Takes the lock or fails (exit 1) naming who holds it.
-    pub async fn acquire(client: &::kube::Client, operation: &str, on_takeover: impl FnOnce(String)) -> Result<Lock, Error> {
+    pub async fn acquire(
+        client: &::kube::Client,
+        operation: &str,
+        on_takeover: impl FnOnce(String),
+    ) -> Result<Lock, Error> {
         let api: Api<Lease> = Api::namespaced(client.clone(), LEASE_NAMESPACE);
         let holder = holder_identity();
         let budget = super::apply::API_RETRY_BUDGET;
@@ -59,7 +65,9 @@ impl Lock {
                 name: Some(LEASE_NAME.into()),
                 namespace: Some(LEASE_NAMESPACE.into()),
                 resource_version: rv,
-                annotations: Some([("bootstrap/operation".to_string(), operation.to_string())].into()),
+                annotations: Some(
+                    [("bootstrap/operation".to_string(), operation.to_string())].into(),
+                ),
                 ..ObjectMeta::default()
             },
             spec: Some(LeaseSpec {
@@ -70,7 +78,14 @@ impl Lock {
                 ..LeaseSpec::default()
             }),
         };
-        let existing = retry(budget, || api.get_opt(LEASE_NAME)).await.map_err(|e| Error::failed_with("cannot read the bootstrap lock (Lease kube-system/bootstrap-lock)", e))?;
+        let existing = retry(budget, || api.get_opt(LEASE_NAME))
+            .await
+            .map_err(|e| {
+                Error::failed_with(
+                    "cannot read the bootstrap lock (Lease kube-system/bootstrap-lock)",
+                    e,
+                )
+            })?;
         let result = match existing {
             None => {
                 let lease = fresh(None);
@@ -81,14 +96,25 @@ impl Lock {
                 let spec = lease.spec.clone().unwrap_or_default();
                 let other = spec.holder_identity.clone().unwrap_or_default();
                 if !expired(&lease) && !other.is_empty() {
-                    let since = spec.acquire_time.map(|t| t.0.to_string()).unwrap_or_else(|| "?".into());
-                    let op = lease.metadata.annotations.as_ref().and_then(|a| a.get("bootstrap/operation")).cloned().unwrap_or_else(|| "a run".into());
+                    let since = spec
+                        .acquire_time
+                        .map(|t| t.0.to_string())
+                        .unwrap_or_else(|| "?".into());
+                    let op = lease
+                        .metadata
+                        .annotations
+                        .as_ref()
+                        .and_then(|a| a.get("bootstrap/operation"))
+                        .cloned()
+                        .unwrap_or_else(|| "a run".into());
                     return Err(Error::failed(format!(
                         "another bootstrap {op} holds the lock on this cluster: {other}, since {since}; wait for it to finish (the lock expires {LEASE_SECONDS}s after its holder stops renewing it)"
                     )));
                 }
                 if !other.is_empty() {
-                    on_takeover(format!("took over the expired bootstrap lock of {other}; that run is presumed dead"));
+                    on_takeover(format!(
+                        "took over the expired bootstrap lock of {other}; that run is presumed dead"
+                    ));
                 }
                 let taken = fresh(lease.metadata.resource_version.clone());
                 let params = PostParams::default();
@@ -98,12 +124,23 @@ impl Lock {
         match result {
             Ok(_) => {}
             Err(e) if is_conflict(&e) => {
-                return Err(Error::failed("another bootstrap run took the lock on this cluster at the same moment; try again when it has finished"));
+                return Err(Error::failed(
+                    "another bootstrap run took the lock on this cluster at the same moment; try again when it has finished",
+                ));
             }
-            Err(e) => return Err(Error::failed_with("cannot take the bootstrap lock (Lease kube-system/bootstrap-lock)", e)),
+            Err(e) => {
+                return Err(Error::failed_with(
+                    "cannot take the bootstrap lock (Lease kube-system/bootstrap-lock)",
+                    e,
+                ));
+            }
         }
         let renewer = tokio::spawn(renew(api.clone(), holder.clone()));
-        Ok(Lock { api, holder, renewer })
+        Ok(Lock {
+            api,
+            holder,
+            renewer,
+        })
     }
 
     /// Gives the lock back. Also runs (best effort, detached) on drop.
@@ -137,13 +174,18 @@ async fn release(api: &Api<Lease>, holder: &str) {
 async fn renew(api: Api<Lease>, holder: String) {
     loop {
         tokio::time::sleep(RENEW_EVERY).await;
-        let Ok(Some(mut lease)) = api.get_opt(LEASE_NAME).await else { continue };
+        let Ok(Some(mut lease)) = api.get_opt(LEASE_NAME).await else {
+            continue;
+        };
         let spec = lease.spec.get_or_insert_with(LeaseSpec::default);
         if spec.holder_identity.as_deref() != Some(holder.as_str()) {
             return;
         }
         spec.renew_time = Some(now());
-        match api.replace(LEASE_NAME, &PostParams::default(), &lease).await {
+        match api
+            .replace(LEASE_NAME, &PostParams::default(), &lease)
+            .await
+        {
             Ok(_) => {}
             Err(e) if is_not_found(&e) => return,
             Err(_) => {}

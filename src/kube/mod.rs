@@ -1,8 +1,8 @@
-pub mod diagnose;
-pub mod ready;
-pub mod wait;
 pub mod apply;
 pub mod client;
+pub mod diagnose;
 pub mod ledger;
 pub mod lock;
+pub mod ready;
 pub mod retry;
+pub mod wait;
