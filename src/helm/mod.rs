@@ -9,6 +9,14 @@ use serde_json::Value;
 
 use crate::release::{Chart, ReleaseId};
 
+pub mod args;
+pub mod cli;
+pub mod output;
+pub mod process;
+pub mod redact;
+
+pub use cli::HelmCli;
+
 /// Which cluster helm talks to; passed on every call (`--kubeconfig`, `--kube-context`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct KubeTarget {
@@ -94,6 +102,10 @@ pub enum HelmError {
     },
     #[error("`{}` was stopped: {reason}", .argv.join(" "))]
     Stopped { argv: Vec<String>, reason: String },
+    /// helm ran past its hard limit (its own `--timeout` plus a margin) and was
+    /// stopped; a failure of the release, not an interrupt.
+    #[error("`{}` did not finish within {} and was stopped", .argv.join(" "), humantime::format_duration(*.after))]
+    TimedOut { argv: Vec<String>, after: Duration },
     #[error("cannot read helm's output of `{}`: {message}", .argv.join(" "))]
     BadOutput { argv: Vec<String>, message: String },
     #[error("cannot run helm: {0}")]
@@ -101,7 +113,7 @@ pub enum HelmError {
 }
 
 /// What bootstrap asks of helm. The process implementation is
-/// [`process::HelmCli`]; tests use a fake helm binary behind the same runner.
+/// [`cli::HelmCli`]; tests use a fake helm binary behind the same runner.
 pub trait Helm: Send + Sync {
     /// Detects the version; fails with NotFound / TooOld before anything runs.
     fn version(&self) -> impl Future<Output = Result<HelmVersion, HelmError>> + Send;

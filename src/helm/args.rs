@@ -1,0 +1,364 @@
+//! helm command lines built from typed requests. Every command that reads
+//! state asks for `-o json`; every command that talks to a cluster carries the
+//! kube target, so a stray `KUBECONFIG`/current-context can never redirect one
+//! call of a run to another cluster.
+
+use std::path::Path;
+use std::time::Duration;
+
+use super::{InstallRequest, KubeTarget, TemplateRequest};
+use crate::release::{Chart, ChartSource, ReleaseId};
+
+/// An argv under construction (without the program name).
+#[derive(Debug, Default)]
+struct Argv(Vec<String>);
+
+impl Argv {
+    fn new(words: &[&str]) -> Argv {
+        Argv(words.iter().map(|w| w.to_string()).collect())
+    }
+
+    fn arg(mut self, value: impl Into<String>) -> Argv {
+        self.0.push(value.into());
+        self
+    }
+
+    fn flag(self, name: &str, on: bool) -> Argv {
+        if on { self.arg(name) } else { self }
+    }
+
+    fn opt(self, name: &str, value: impl Into<String>) -> Argv {
+        self.arg(name).arg(value)
+    }
+
+    fn opt_some(self, name: &str, value: Option<impl Into<String>>) -> Argv {
+        match value {
+            Some(value) => self.opt(name, value),
+            None => self,
+        }
+    }
+
+    fn target(self, target: &KubeTarget) -> Argv {
+        self.opt_some("--kube-context", target.context.clone())
+            .opt_some("--kubeconfig", target.kubeconfig.as_deref().map(path_arg))
+    }
+
+    fn release(self, release: &ReleaseId) -> Argv {
+        self.arg(release.name.clone())
+            .opt("--namespace", release.namespace.clone())
+    }
+
+    /// The chart reference and the flags that locate it.
+    fn chart(self, chart: &Chart) -> Argv {
+        match &chart.source {
+            ChartSource::Repo { url, name } => self
+                .arg(name.clone())
+                .opt("--repo", url.clone())
+                .opt_some("--version", chart.version.clone()),
+            ChartSource::Oci(url) => self
+                .arg(url.clone())
+                .opt_some("--version", chart.version.clone()),
+            // A local chart is whatever is in the directory; helm ignores --version.
+            ChartSource::Path(path) => self.arg(path_arg(path)),
+        }
+    }
+}
+
+fn path_arg(path: &Path) -> String {
+    path.to_string_lossy().into_owned()
+}
+
+/// helm's `--timeout` takes a Go duration; whole seconds, rounded up so a
+/// sub-second timeout never becomes helm's "0s".
+pub fn go_duration(duration: Duration) -> String {
+    let secs = duration.as_secs() + u64::from(duration.subsec_nanos() > 0);
+    format!("{}s", secs.max(1))
+}
+
+pub fn version() -> Vec<String> {
+    Argv::new(&["version", "--short"]).0
+}
+
+/// `helm upgrade --install`. No `--wait`: bootstrap's hooks do the waiting, with
+/// readiness checks helm does not have (observedGeneration, CRDs Established).
+/// Neither `--atomic` (Helm 3) nor `--rollback-on-failure` (its Helm 4 name) is
+/// passed, so the command line is the same for both; version-dependent flags
+/// would branch on [`super::HelmVersion::major`] here.
+pub fn upgrade_install(
+    target: &KubeTarget,
+    request: &InstallRequest<'_>,
+    values_file: &Path,
+) -> Vec<String> {
+    let labels = request
+        .labels
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(",");
+    Argv::new(&["upgrade", "--install"])
+        .release(request.release)
+        .arg("--create-namespace")
+        .chart(request.chart)
+        .opt("--values", path_arg(values_file))
+        .flag("--skip-crds", request.skip_crds)
+        .opt("--timeout", go_duration(request.timeout))
+        .target(target)
+        .opt_some("--labels", (!labels.is_empty()).then_some(labels))
+        .opt("--output", "json")
+        .0
+}
+
+/// `helm template` for the CRD phase and `bootstrap template`: the chart's
+/// `crds/` directory only with `include_crds`, never hooks or test pods (they
+/// are not part of what gets applied).
+pub fn template(request: &TemplateRequest<'_>, values_file: &Path) -> Vec<String> {
+    Argv::new(&["template"])
+        .release(request.release)
+        .chart(request.chart)
+        .opt("--values", path_arg(values_file))
+        .flag("--include-crds", request.include_crds)
+        .arg("--skip-tests")
+        .arg("--no-hooks")
+        .0
+}
+
+pub fn status(target: &KubeTarget, release: &ReleaseId) -> Vec<String> {
+    Argv::new(&["status"])
+        .release(release)
+        .target(target)
+        .opt("--output", "json")
+        .0
+}
+
+/// Every release in every namespace and state; `--max 0` lifts helm's default
+/// limit of 256 (helm treats 0 as "no limit").
+pub fn list(target: &KubeTarget) -> Vec<String> {
+    Argv::new(&["list", "--all-namespaces", "--all", "--max", "0"])
+        .target(target)
+        .opt("--output", "json")
+        .0
+}
+
+pub fn get_values(target: &KubeTarget, release: &ReleaseId) -> Vec<String> {
+    Argv::new(&["get", "values"])
+        .release(release)
+        .target(target)
+        .opt("--output", "json")
+        .0
+}
+
+/// `helm get manifest` has no `-o`: it prints the manifest as YAML.
+pub fn get_manifest(target: &KubeTarget, release: &ReleaseId) -> Vec<String> {
+    Argv::new(&["get", "manifest"])
+        .release(release)
+        .target(target)
+        .0
+}
+
+pub fn uninstall(target: &KubeTarget, release: &ReleaseId, timeout: Duration) -> Vec<String> {
+    Argv::new(&["uninstall"])
+        .release(release)
+        .opt("--timeout", go_duration(timeout))
+        .target(target)
+        .0
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::path::PathBuf;
+
+    use serde_json::json;
+
+    use super::*;
+
+    fn words(s: &str) -> Vec<String> {
+        s.split_whitespace().map(str::to_string).collect()
+    }
+
+    fn target() -> KubeTarget {
+        KubeTarget {
+            kubeconfig: Some(PathBuf::from("/home/me/.kube/infra")),
+            context: Some("admin@infra".into()),
+        }
+    }
+
+    fn install_argv(chart: Chart, skip_crds: bool, labels: &[(&str, &str)]) -> Vec<String> {
+        let id = ReleaseId::new("kube-system", "cilium");
+        let labels: BTreeMap<String, String> = labels
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let values = json!({});
+        let request = InstallRequest {
+            release: &id,
+            chart: &chart,
+            values: &values,
+            skip_crds,
+            timeout: Duration::from_secs(300),
+            labels: &labels,
+        };
+        upgrade_install(&target(), &request, Path::new("/tmp/v.yaml"))
+    }
+
+    #[test]
+    fn install_from_a_repo_uses_repo_flag_not_a_repo_add() {
+        let chart = Chart {
+            source: ChartSource::Repo {
+                url: "https://helm.cilium.io".into(),
+                name: "cilium".into(),
+            },
+            version: Some("1.18.2".into()),
+        };
+        assert_eq!(
+            install_argv(
+                chart,
+                true,
+                &[("bootstrap.io/owner", "bootstrap"), ("a", "b")]
+            ),
+            words(
+                "upgrade --install cilium --namespace kube-system --create-namespace \
+                 cilium --repo https://helm.cilium.io --version 1.18.2 --values /tmp/v.yaml \
+                 --skip-crds --timeout 300s --kube-context admin@infra \
+                 --kubeconfig /home/me/.kube/infra --labels a=b,bootstrap.io/owner=bootstrap \
+                 --output json"
+            )
+        );
+    }
+
+    #[test]
+    fn install_from_oci_passes_the_url_as_chart() {
+        let chart = Chart {
+            source: ChartSource::Oci("oci://ghcr.io/spegel-org/helm-charts/spegel".into()),
+            version: Some("0.3.0".into()),
+        };
+        let argv = install_argv(chart, false, &[]);
+        assert_eq!(
+            argv,
+            words(
+                "upgrade --install cilium --namespace kube-system --create-namespace \
+                 oci://ghcr.io/spegel-org/helm-charts/spegel --version 0.3.0 \
+                 --values /tmp/v.yaml --timeout 300s --kube-context admin@infra \
+                 --kubeconfig /home/me/.kube/infra --output json"
+            )
+        );
+    }
+
+    #[test]
+    fn install_from_a_path_passes_the_directory_and_no_version() {
+        let chart = Chart {
+            source: ChartSource::Path(PathBuf::from("/repo/charts/coredns")),
+            version: Some("1.0.0".into()),
+        };
+        assert_eq!(
+            install_argv(chart, false, &[]),
+            words(
+                "upgrade --install cilium --namespace kube-system --create-namespace \
+                 /repo/charts/coredns --values /tmp/v.yaml --timeout 300s \
+                 --kube-context admin@infra --kubeconfig /home/me/.kube/infra --output json"
+            )
+        );
+    }
+
+    #[test]
+    fn no_wait_and_no_kube_flags_without_a_target() {
+        let id = ReleaseId::new("flux-system", "flux-operator");
+        let chart = Chart {
+            source: ChartSource::Oci("oci://ghcr.io/x/flux-operator".into()),
+            version: None,
+        };
+        let (values, labels) = (json!({}), BTreeMap::new());
+        let request = InstallRequest {
+            release: &id,
+            chart: &chart,
+            values: &values,
+            skip_crds: false,
+            timeout: Duration::from_millis(1500),
+            labels: &labels,
+        };
+        let argv = upgrade_install(&KubeTarget::default(), &request, Path::new("/v"));
+        assert_eq!(
+            argv,
+            words(
+                "upgrade --install flux-operator --namespace flux-system --create-namespace \
+                 oci://ghcr.io/x/flux-operator --values /v --timeout 2s --output json"
+            )
+        );
+    }
+
+    #[test]
+    fn template_renders_crds_without_hooks_or_tests() {
+        let id = ReleaseId::new("cert-manager", "cert-manager");
+        let chart = Chart {
+            source: ChartSource::Repo {
+                url: "https://charts.jetstack.io".into(),
+                name: "cert-manager".into(),
+            },
+            version: Some("v1.19.0".into()),
+        };
+        let values = json!({});
+        let request = TemplateRequest {
+            release: &id,
+            chart: &chart,
+            values: &values,
+            include_crds: true,
+        };
+        assert_eq!(
+            template(&request, Path::new("/tmp/v.yaml")),
+            words(
+                "template cert-manager --namespace cert-manager cert-manager \
+                 --repo https://charts.jetstack.io --version v1.19.0 --values /tmp/v.yaml \
+                 --include-crds --skip-tests --no-hooks"
+            )
+        );
+        let request = TemplateRequest {
+            include_crds: false,
+            ..request
+        };
+        assert!(!template(&request, Path::new("/v")).contains(&"--include-crds".to_string()));
+    }
+
+    #[test]
+    fn read_commands_ask_for_json_and_carry_the_target() {
+        let id = ReleaseId::new("kube-system", "coredns");
+        let t = target();
+        let kube = "--kube-context admin@infra --kubeconfig /home/me/.kube/infra";
+        assert_eq!(
+            status(&t, &id),
+            words(&format!(
+                "status coredns --namespace kube-system {kube} --output json"
+            ))
+        );
+        assert_eq!(
+            list(&t),
+            words(&format!(
+                "list --all-namespaces --all --max 0 {kube} --output json"
+            ))
+        );
+        assert_eq!(
+            get_values(&t, &id),
+            words(&format!(
+                "get values coredns --namespace kube-system {kube} --output json"
+            ))
+        );
+        assert_eq!(
+            get_manifest(&t, &id),
+            words(&format!(
+                "get manifest coredns --namespace kube-system {kube}"
+            ))
+        );
+        assert_eq!(
+            uninstall(&t, &id, Duration::from_secs(120)),
+            words(&format!(
+                "uninstall coredns --namespace kube-system --timeout 120s {kube}"
+            ))
+        );
+    }
+
+    #[test]
+    fn go_durations_round_up_to_whole_seconds() {
+        assert_eq!(go_duration(Duration::from_secs(300)), "300s");
+        assert_eq!(go_duration(Duration::from_millis(300_001)), "301s");
+        assert_eq!(go_duration(Duration::ZERO), "1s");
+    }
+}

@@ -1,0 +1,261 @@
+//! [`Helm`] implemented by running the helm binary.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::Value;
+use tempfile::NamedTempFile;
+use tokio::sync::OnceCell;
+
+use super::process::{self, Finished, Invocation, RunError};
+use super::redact::Redactor;
+use super::{
+    DeployedRelease, Helm, HelmError, HelmVersion, InstallRequest, KubeTarget, StopSignal,
+    TemplateRequest, args, output,
+};
+use crate::release::ReleaseId;
+
+/// The oldest helm with `--labels` on install/upgrade.
+pub const MIN_VERSION: (u64, u64) = (3, 13);
+
+/// helm gets this long beyond its own `--timeout` before it is stopped, so a
+/// helm that hangs (a lost API connection, a stuck hook) cannot hang bootstrap.
+pub const TIMEOUT_MARGIN: Duration = Duration::from_secs(30);
+
+pub struct HelmCli {
+    program: PathBuf,
+    grace: Duration,
+    query_timeout: Duration,
+    version: OnceCell<HelmVersion>,
+}
+
+impl HelmCli {
+    /// `None` runs `helm` from PATH.
+    pub fn new(path: Option<PathBuf>) -> HelmCli {
+        HelmCli {
+            program: process::program(path),
+            grace: Duration::from_secs(30),
+            query_timeout: Duration::from_secs(300),
+            version: OnceCell::new(),
+        }
+    }
+
+    /// How long a running install may continue after the first interrupt.
+    pub fn with_grace(mut self, grace: Duration) -> HelmCli {
+        self.grace = grace;
+        self
+    }
+
+    /// The limit for commands without a timeout of their own (`template`, which
+    /// may download the chart, `list`, `status`, `get`). Default 5 minutes.
+    pub fn with_query_timeout(mut self, timeout: Duration) -> HelmCli {
+        self.query_timeout = timeout;
+        self
+    }
+
+    pub fn program(&self) -> &Path {
+        &self.program
+    }
+
+    /// The version found by [`Helm::version`], once it has run; where flags
+    /// that differ between Helm 3 and 4 would be decided.
+    pub fn detected_version(&self) -> Option<&HelmVersion> {
+        self.version.get()
+    }
+
+    async fn exec(
+        &self,
+        args: Vec<String>,
+        timeout: Duration,
+        stop: Option<StopSignal>,
+        values: Option<&Value>,
+    ) -> Result<Finished, HelmError> {
+        let result = process::run(Invocation {
+            program: &self.program,
+            args: &args,
+            timeout,
+            grace: self.grace,
+            stop,
+        })
+        .await;
+        let redactor = Redactor::new(&args, values);
+        let argv = || {
+            let mut argv = vec![process::display(&self.program)];
+            argv.extend(redactor.argv(&args));
+            argv
+        };
+        match result {
+            Ok(finished) if finished.success() => Ok(finished),
+            Ok(finished) => Err(HelmError::Failed {
+                argv: argv(),
+                status: finished.code,
+                stderr: redactor.text(&finished.stderr),
+            }),
+            Err(RunError::Spawn(e)) if e.kind() == std::io::ErrorKind::NotFound => {
+                Err(HelmError::NotFound {
+                    path: process::display(&self.program),
+                })
+            }
+            Err(RunError::Spawn(e)) | Err(RunError::Wait(e)) => Err(HelmError::Io(format!(
+                "`{}`: {e}",
+                process::display(&self.program)
+            ))),
+            Err(RunError::Stopped(reason)) => Err(HelmError::Stopped {
+                argv: argv(),
+                reason,
+            }),
+            Err(RunError::TimedOut(after)) => Err(HelmError::TimedOut {
+                argv: argv(),
+                after,
+            }),
+        }
+    }
+
+    /// Runs a read-only command; `Ok(None)` when helm says the release does
+    /// not exist.
+    async fn query(&self, args: Vec<String>) -> Result<Option<Finished>, HelmError> {
+        match self.exec(args, self.query_timeout, None, None).await {
+            Ok(finished) => Ok(Some(finished)),
+            Err(HelmError::Failed { stderr, .. }) if output::is_not_found(&stderr) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn bad_output(&self, args: &[String], message: String) -> HelmError {
+        let mut argv = vec![process::display(&self.program)];
+        argv.extend(Redactor::new(args, None).argv(args));
+        HelmError::BadOutput { argv, message }
+    }
+
+    async fn detect_version(&self) -> Result<HelmVersion, HelmError> {
+        let finished = self
+            .exec(args::version(), self.query_timeout, None, None)
+            .await?;
+        let version =
+            output::version(&finished.stdout).ok_or_else(|| HelmError::UnknownVersion {
+                output: finished.stdout.trim().to_string(),
+            })?;
+        if (version.major, version.minor) < MIN_VERSION {
+            return Err(HelmError::TooOld { found: version.raw });
+        }
+        Ok(version)
+    }
+}
+
+/// The release's values in a file only the user can read, removed when the
+/// returned guard drops — on success, failure, and when the caller's future is
+/// cancelled mid-await. YAML, quoted by serde-saphyr so helm's YAML 1.1 reader
+/// never turns strings like `on` or `0o17` into other types.
+fn values_file(values: &Value) -> Result<NamedTempFile, HelmError> {
+    use std::os::unix::fs::PermissionsExt;
+    let yaml = serde_saphyr::to_string(values)
+        .map_err(|e| HelmError::Io(format!("cannot write the values as YAML: {e}")))?;
+    let io = |e: std::io::Error| HelmError::Io(format!("cannot write the values file: {e}"));
+    let mut file = tempfile::Builder::new()
+        .prefix("bootstrap-values-")
+        .suffix(".yaml")
+        .permissions(std::fs::Permissions::from_mode(0o600))
+        .tempfile()
+        .map_err(io)?;
+    file.write_all(yaml.as_bytes()).map_err(io)?;
+    file.flush().map_err(io)?;
+    Ok(file)
+}
+
+impl Helm for HelmCli {
+    async fn version(&self) -> Result<HelmVersion, HelmError> {
+        self.version
+            .get_or_try_init(|| self.detect_version())
+            .await
+            .cloned()
+    }
+
+    async fn upgrade_install(
+        &self,
+        target: &KubeTarget,
+        request: &InstallRequest<'_>,
+        stop: StopSignal,
+    ) -> Result<(), HelmError> {
+        let file = values_file(request.values)?;
+        let argv = args::upgrade_install(target, request, file.path());
+        let hard_limit = request.timeout.saturating_add(TIMEOUT_MARGIN);
+        let result = self
+            .exec(argv, hard_limit, Some(stop), Some(request.values))
+            .await;
+        drop(file);
+        result.map(|_| ())
+    }
+
+    async fn template(&self, request: &TemplateRequest<'_>) -> Result<String, HelmError> {
+        let file = values_file(request.values)?;
+        let argv = args::template(request, file.path());
+        let result = self
+            .exec(argv, self.query_timeout, None, Some(request.values))
+            .await;
+        drop(file);
+        result.map(|finished| finished.stdout)
+    }
+
+    async fn status(
+        &self,
+        target: &KubeTarget,
+        release: &ReleaseId,
+    ) -> Result<Option<DeployedRelease>, HelmError> {
+        let argv = args::status(target, release);
+        let Some(finished) = self.query(argv.clone()).await? else {
+            return Ok(None);
+        };
+        output::status(&finished.stdout)
+            .map(Some)
+            .map_err(|message| self.bad_output(&argv, message))
+    }
+
+    async fn list(&self, target: &KubeTarget) -> Result<Vec<DeployedRelease>, HelmError> {
+        let argv = args::list(target);
+        let finished = self
+            .exec(argv.clone(), self.query_timeout, None, None)
+            .await?;
+        output::list(&finished.stdout).map_err(|message| self.bad_output(&argv, message))
+    }
+
+    async fn get_values(
+        &self,
+        target: &KubeTarget,
+        release: &ReleaseId,
+    ) -> Result<Value, HelmError> {
+        let argv = args::get_values(target, release);
+        let finished = self
+            .exec(argv.clone(), self.query_timeout, None, None)
+            .await?;
+        output::values(&finished.stdout).map_err(|message| self.bad_output(&argv, message))
+    }
+
+    async fn get_manifest(
+        &self,
+        target: &KubeTarget,
+        release: &ReleaseId,
+    ) -> Result<String, HelmError> {
+        let argv = args::get_manifest(target, release);
+        let finished = self
+            .exec(argv.clone(), self.query_timeout, None, None)
+            .await?;
+        Ok(finished.stdout)
+    }
+
+    async fn uninstall(
+        &self,
+        target: &KubeTarget,
+        release: &ReleaseId,
+        timeout: Duration,
+    ) -> Result<(), HelmError> {
+        let argv = args::uninstall(target, release, timeout);
+        match self
+            .exec(argv, timeout.saturating_add(TIMEOUT_MARGIN), None, None)
+            .await
+        {
+            Err(HelmError::Failed { stderr, .. }) if output::is_not_found(&stderr) => Ok(()),
+            other => other.map(|_| ()),
+        }
+    }
+}

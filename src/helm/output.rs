@@ -1,0 +1,292 @@
+//! Reading what helm prints: `version --short`, and the JSON of `list`,
+//! `status` and `get values`. The shapes are helm's own (pkg/cmd/list.go
+//! `releaseElement`, and the release object `status -o json` encodes), the same
+//! in Helm 3 and 4.
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::{DeployedRelease, HelmVersion};
+use crate::release::ReleaseId;
+
+/// Parses `helm version --short` (`v3.19.0+g3d8990f`, `v4.0.0`). Helm 2 printed
+/// `Client: v2.16.1+g...`, so the version is looked for as a word, not a line.
+pub fn version(output: &str) -> Option<HelmVersion> {
+    output.split_whitespace().find_map(|word| {
+        let raw = word.split('+').next().unwrap_or(word);
+        let core = raw.strip_prefix('v')?;
+        let core = core.split('-').next().unwrap_or(core);
+        let mut parts = core.split('.').map(|p| p.parse::<u64>().ok());
+        let (major, minor, patch) = (parts.next()??, parts.next()??, parts.next()??);
+        parts.next().is_none().then(|| HelmVersion {
+            major,
+            minor,
+            patch,
+            raw: raw.to_string(),
+        })
+    })
+}
+
+/// `helm list -o json`: revision is a string there, and chart name and version
+/// come joined as `name-version`.
+#[derive(Debug, Deserialize)]
+struct ListElement {
+    name: String,
+    namespace: String,
+    revision: String,
+    status: String,
+    chart: String,
+    #[serde(default)]
+    app_version: String,
+}
+
+pub fn list(stdout: &str) -> Result<Vec<DeployedRelease>, String> {
+    let elements: Vec<ListElement> = match serde_json::from_str::<Option<Vec<ListElement>>>(stdout)
+    {
+        Ok(elements) => elements.unwrap_or_default(),
+        Err(e) => return Err(e.to_string()),
+    };
+    elements
+        .into_iter()
+        .map(|e| {
+            let revision = e.revision.parse::<u64>().map_err(|_| {
+                format!(
+                    "release {}/{}: revision `{}` is not a number",
+                    e.namespace, e.name, e.revision
+                )
+            })?;
+            let (chart, version) = split_chart(&e.chart);
+            Ok(DeployedRelease {
+                id: ReleaseId::new(e.namespace, e.name),
+                revision,
+                status: e.status,
+                chart: chart.to_string(),
+                version: version.to_string(),
+                app_version: e.app_version,
+            })
+        })
+        .collect()
+}
+
+/// Splits helm's `name-version` at the first `-` that starts a semantic version
+/// (`cert-manager-v1.19.0`, `flux-operator-0.32.0`, `app-1.0.0-rc.1`); chart
+/// names may contain `-` and digits (`oauth2-proxy`), versions may contain `-`.
+pub fn split_chart(joined: &str) -> (&str, &str) {
+    joined
+        .match_indices('-')
+        .map(|(i, _)| i)
+        .find(|&i| looks_like_version(&joined[i + 1..]))
+        .map_or((joined, ""), |i| (&joined[..i], &joined[i + 1..]))
+}
+
+fn looks_like_version(s: &str) -> bool {
+    let s = s.strip_prefix('v').unwrap_or(s);
+    let core = s.split(['-', '+']).next().unwrap_or(s);
+    let parts: Vec<&str> = core.split('.').collect();
+    parts.len() >= 2
+        && parts
+            .iter()
+            .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+}
+
+#[derive(Debug, Deserialize)]
+struct StatusRelease {
+    name: String,
+    namespace: String,
+    version: u64,
+    info: StatusInfo,
+    chart: Option<StatusChart>,
+}
+
+#[derive(Debug, Deserialize)]
+struct StatusInfo {
+    status: String,
+}
+
+#[derive(Debug, Deserialize)]
+struct StatusChart {
+    metadata: ChartMetadata,
+}
+
+#[derive(Debug, Deserialize)]
+struct ChartMetadata {
+    name: String,
+    #[serde(default)]
+    version: String,
+    #[serde(default, rename = "appVersion")]
+    app_version: String,
+}
+
+pub fn status(stdout: &str) -> Result<DeployedRelease, String> {
+    let release: StatusRelease = serde_json::from_str(stdout).map_err(|e| e.to_string())?;
+    let metadata = release.chart.map(|c| c.metadata);
+    Ok(DeployedRelease {
+        id: ReleaseId::new(release.namespace, release.name),
+        revision: release.version,
+        status: release.info.status,
+        chart: metadata
+            .as_ref()
+            .map(|m| m.name.clone())
+            .unwrap_or_default(),
+        version: metadata
+            .as_ref()
+            .map(|m| m.version.clone())
+            .unwrap_or_default(),
+        app_version: metadata.map(|m| m.app_version).unwrap_or_default(),
+    })
+}
+
+/// `helm get values -o json` prints `null` for a release installed without values.
+pub fn values(stdout: &str) -> Result<Value, String> {
+    match serde_json::from_str::<Value>(stdout).map_err(|e| e.to_string())? {
+        Value::Null => Ok(Value::Object(Default::default())),
+        value @ Value::Object(_) => Ok(value),
+        other => Err(format!("expected an object, got `{other}`")),
+    }
+}
+
+/// helm's message for a release that does not exist (storage driver's
+/// `ErrReleaseNotFound`), wrapped differently by each command.
+pub fn is_not_found(stderr: &str) -> bool {
+    stderr.contains("release: not found")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_of_helm_3_and_4_parse() {
+        let v = version("v3.19.0+g3d8990f\n").unwrap();
+        assert_eq!(
+            (v.major, v.minor, v.patch, v.raw.as_str()),
+            (3, 19, 0, "v3.19.0")
+        );
+        let v = version("v4.0.0").unwrap();
+        assert_eq!((v.major, v.minor, v.patch), (4, 0, 0));
+        let v = version("v3.13.0-rc.1+gabc").unwrap();
+        assert_eq!(
+            (v.major, v.minor, v.patch, v.raw.as_str()),
+            (3, 13, 0, "v3.13.0-rc.1")
+        );
+    }
+
+    #[test]
+    fn helm_2_client_line_and_noise_are_understood() {
+        let v = version("Client: v2.16.1+gbbdfe5e\n").unwrap();
+        assert_eq!((v.major, v.minor), (2, 16));
+        let v = version("WARNING: something\nv3.14.4+g81c902a\n").unwrap();
+        assert_eq!(v.minor, 14);
+    }
+
+    #[test]
+    fn garbage_is_not_a_version() {
+        assert_eq!(version("helm: command not found"), None);
+        assert_eq!(version("v3.x"), None);
+        assert_eq!(version(""), None);
+    }
+
+    #[test]
+    fn chart_names_with_dashes_split_at_the_version() {
+        assert_eq!(split_chart("cilium-1.18.2"), ("cilium", "1.18.2"));
+        assert_eq!(
+            split_chart("cert-manager-v1.19.0"),
+            ("cert-manager", "v1.19.0")
+        );
+        assert_eq!(
+            split_chart("flux-operator-0.32.0"),
+            ("flux-operator", "0.32.0")
+        );
+        assert_eq!(
+            split_chart("oauth2-proxy-7.12.1"),
+            ("oauth2-proxy", "7.12.1")
+        );
+        assert_eq!(split_chart("app-2fa-1.0.0-rc.1"), ("app-2fa", "1.0.0-rc.1"));
+        assert_eq!(split_chart("x-1.0.0+build.5"), ("x", "1.0.0+build.5"));
+        assert_eq!(split_chart("MISSING"), ("MISSING", ""));
+    }
+
+    // Shaped like `helm list -A -a -o json` from a cluster mid-bootstrap.
+    const LIST: &str = r#"[
+      {"name":"cert-manager","namespace":"cert-manager","revision":"2","updated":"2025-10-02 10:11:12.123456789 +0000 UTC","status":"deployed","chart":"cert-manager-v1.19.0","app_version":"v1.19.0"},
+      {"name":"cilium","namespace":"kube-system","revision":"1","updated":"2025-10-02 10:01:02.5 +0000 UTC","status":"deployed","chart":"cilium-1.18.2","app_version":"1.18.2"},
+      {"name":"flux-operator","namespace":"flux-system","revision":"3","updated":"2025-10-02 10:20:00 +0000 UTC","status":"pending-upgrade","chart":"flux-operator-0.32.0","app_version":"v0.32.0"}
+    ]"#;
+
+    #[test]
+    fn list_parses_every_release_with_split_chart_and_numeric_revision() {
+        let releases = list(LIST).unwrap();
+        assert_eq!(releases.len(), 3);
+        assert_eq!(
+            releases[0],
+            DeployedRelease {
+                id: ReleaseId::new("cert-manager", "cert-manager"),
+                revision: 2,
+                status: "deployed".into(),
+                chart: "cert-manager".into(),
+                version: "v1.19.0".into(),
+                app_version: "v1.19.0".into(),
+            }
+        );
+        assert!(releases[2].is_pending());
+        assert_eq!(
+            (releases[2].chart.as_str(), releases[2].version.as_str()),
+            ("flux-operator", "0.32.0")
+        );
+    }
+
+    #[test]
+    fn empty_list_and_bad_list() {
+        assert_eq!(list("[]\n").unwrap(), vec![]);
+        assert_eq!(list("null").unwrap(), vec![]);
+        assert!(list("NAME NAMESPACE REVISION").is_err());
+        let bad = r#"[{"name":"a","namespace":"b","revision":"x","status":"deployed","chart":"c-1.0.0"}]"#;
+        assert!(list(bad).unwrap_err().contains("revision `x`"));
+    }
+
+    // Trimmed from `helm status cilium -n kube-system -o json`: the real output
+    // also carries the whole chart (templates, values, files), config and manifest.
+    const STATUS: &str = r#"{
+      "name":"cilium",
+      "info":{"first_deployed":"2025-10-02T10:01:02.5Z","last_deployed":"2025-10-02T10:01:02.5Z",
+              "deleted":"","description":"Install complete","status":"deployed","notes":"..."},
+      "chart":{"metadata":{"name":"cilium","home":"https://cilium.io/","version":"1.18.2",
+               "description":"eBPF-based Networking","apiVersion":"v2","appVersion":"1.18.2",
+               "kubeVersion":">= 1.21.0-0"},
+               "lock":null,"templates":[{"name":"templates/x.yaml","data":"YQ=="}],
+               "values":{"debug":{"enabled":false}},"schema":null,"files":[]},
+      "config":{"k8sServiceHost":"10.0.0.1"},
+      "manifest":"---\n# Source: cilium/templates/x.yaml\n",
+      "version":4,
+      "namespace":"kube-system"
+    }"#;
+
+    #[test]
+    fn status_reads_revision_state_and_chart_metadata() {
+        assert_eq!(
+            status(STATUS).unwrap(),
+            DeployedRelease {
+                id: ReleaseId::new("kube-system", "cilium"),
+                revision: 4,
+                status: "deployed".into(),
+                chart: "cilium".into(),
+                version: "1.18.2".into(),
+                app_version: "1.18.2".into(),
+            }
+        );
+    }
+
+    #[test]
+    fn status_without_chart_still_parses() {
+        let s = r#"{"name":"a","namespace":"b","version":1,"info":{"status":"failed"}}"#;
+        let r = status(s).unwrap();
+        assert_eq!((r.status.as_str(), r.chart.as_str()), ("failed", ""));
+    }
+
+    #[test]
+    fn values_null_is_an_empty_object() {
+        assert_eq!(values("null\n").unwrap(), serde_json::json!({}));
+        assert_eq!(values(r#"{"a":1}"#).unwrap(), serde_json::json!({"a":1}));
+        assert!(values("[1]").is_err());
+    }
+}

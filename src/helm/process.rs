@@ -1,0 +1,407 @@
+//! Runs one helm process: captures its output, bounds it with a timeout and
+//! follows the run's stop signal.
+//!
+//! Stopping sends SIGTERM first, SIGKILL only if that is ignored. helm's
+//! install/upgrade commands catch SIGTERM and cancel their context, so the
+//! release is recorded as failed; a SIGKILLed helm leaves it `pending-*`, which
+//! blocks every later operation on it until someone rolls it back by hand.
+
+use std::path::{Path, PathBuf};
+use std::process::{ExitStatus, Stdio};
+use std::time::Duration;
+
+use tokio::io::AsyncReadExt;
+use tokio::process::{Child, Command};
+use tokio::task::JoinHandle;
+use tokio::time::{Instant, sleep_until, timeout};
+
+use super::{Stop, StopSignal};
+
+/// How long a SIGTERMed helm gets before SIGKILL.
+const KILL_AFTER: Duration = Duration::from_secs(5);
+/// How long to wait for the output pipes once helm has exited; a grandchild
+/// (plugin, post-renderer) could otherwise keep them open forever.
+const DRAIN: Duration = Duration::from_secs(5);
+
+#[derive(Debug)]
+pub struct Invocation<'a> {
+    pub program: &'a Path,
+    pub args: &'a [String],
+    /// Hard limit; the process is stopped when it is reached.
+    pub timeout: Duration,
+    /// How long a running process may go on after `Stop::Graceful`.
+    pub grace: Duration,
+    pub stop: Option<StopSignal>,
+}
+
+#[derive(Debug)]
+pub struct Finished {
+    /// `None` when a signal ended the process.
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Finished {
+    pub fn success(&self) -> bool {
+        self.code == Some(0)
+    }
+}
+
+#[derive(Debug)]
+pub enum RunError {
+    /// The program could not be started.
+    Spawn(std::io::Error),
+    /// Waiting on the process failed.
+    Wait(std::io::Error),
+    /// Stopped by the run's stop signal (or never started because of it).
+    Stopped(String),
+    TimedOut(Duration),
+}
+
+pub async fn run(invocation: Invocation<'_>) -> Result<Finished, RunError> {
+    let mut stop = invocation.stop;
+    if let Some(signal) = &stop {
+        // Stopping means no new helm operations, not even ones already queued.
+        if *signal.borrow() != Stop::Run {
+            return Err(RunError::Stopped(
+                "not started: the run is being stopped".into(),
+            ));
+        }
+    }
+    let mut child = Command::new(invocation.program)
+        .args(invocation.args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        // Its own process group: a Ctrl-C on the terminal goes to the whole
+        // foreground group and would abort helm at once, defeating the grace
+        // period; bootstrap relays stops itself.
+        .process_group(0)
+        .spawn()
+        .map_err(RunError::Spawn)?;
+    let stdout = drain(child.stdout.take());
+    let stderr = drain(child.stderr.take());
+    let mut group = Group::new(child);
+
+    let hard_deadline = Instant::now() + invocation.timeout;
+    let mut grace_deadline: Option<Instant> = None;
+    let status = loop {
+        tokio::select! {
+            status = group.wait() => break status.map_err(RunError::Wait),
+            change = next_stop(&mut stop) => match change {
+                Stop::Run => {}
+                Stop::Graceful => {
+                    grace_deadline.get_or_insert_with(|| Instant::now() + invocation.grace);
+                }
+                Stop::Now => {
+                    group.terminate().await;
+                    break Err(RunError::Stopped("stopped at once on a second interrupt".into()));
+                }
+            },
+            () = sleep_until_some(grace_deadline) => {
+                group.terminate().await;
+                break Err(RunError::Stopped(format!(
+                    "still running {} after the interrupt",
+                    humantime::format_duration(invocation.grace)
+                )));
+            }
+            () = sleep_until(hard_deadline) => {
+                group.terminate().await;
+                break Err(RunError::TimedOut(invocation.timeout));
+            }
+        }
+    };
+    let status: ExitStatus = match status {
+        Ok(status) => status,
+        Err(e) => {
+            stdout.abort();
+            stderr.abort();
+            return Err(e);
+        }
+    };
+    Ok(Finished {
+        code: status.code(),
+        stdout: collect(stdout).await,
+        stderr: collect(stderr).await,
+    })
+}
+
+/// The next change of the stop signal; never resolves without a signal or
+/// once its sender is gone.
+async fn next_stop(stop: &mut Option<StopSignal>) -> Stop {
+    if let Some(signal) = stop {
+        if signal.changed().await.is_ok() {
+            return *signal.borrow_and_update();
+        }
+        *stop = None;
+    }
+    std::future::pending().await
+}
+
+async fn sleep_until_some(deadline: Option<Instant>) {
+    match deadline {
+        Some(deadline) => sleep_until(deadline).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// helm's process group, signalled as a whole so plugins and post-renderers
+/// stop with it. Dropped while helm still runs (the caller's future was
+/// cancelled), it sends SIGTERM rather than tokio's SIGKILL, for the same reason
+/// as above; tokio reaps the process in the background.
+struct Group {
+    child: Child,
+    /// Also the group id; `None` once the process has been reaped, so a
+    /// recycled pid is never signalled.
+    pid: Option<libc::pid_t>,
+}
+
+impl Group {
+    fn new(child: Child) -> Group {
+        let pid = child.id().and_then(|pid| libc::pid_t::try_from(pid).ok());
+        Group { child, pid }
+    }
+
+    async fn wait(&mut self) -> std::io::Result<ExitStatus> {
+        let status = self.child.wait().await;
+        if status.is_ok() {
+            self.pid = None;
+        }
+        status
+    }
+
+    fn signal(&self, signal: libc::c_int) {
+        if let Some(pid) = self.pid {
+            // SAFETY: kill(2) touches no memory of ours. The group is led by our
+            // own unreaped child, so its id cannot belong to anyone else.
+            unsafe {
+                libc::kill(-pid, signal);
+            }
+        }
+    }
+
+    /// SIGTERM, then SIGKILL after [`KILL_AFTER`]; returns once helm is reaped.
+    async fn terminate(&mut self) {
+        self.signal(libc::SIGTERM);
+        if timeout(KILL_AFTER, self.wait()).await.is_err() {
+            self.signal(libc::SIGKILL);
+            let _ = self.wait().await;
+        }
+    }
+}
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        self.signal(libc::SIGTERM);
+    }
+}
+
+fn drain<R>(pipe: Option<R>) -> JoinHandle<Vec<u8>>
+where
+    R: tokio::io::AsyncRead + Unpin + Send + 'static,
+{
+    tokio::spawn(async move {
+        let mut buf = Vec::new();
+        if let Some(mut pipe) = pipe {
+            let _ = pipe.read_to_end(&mut buf).await;
+        }
+        buf
+    })
+}
+
+async fn collect(handle: JoinHandle<Vec<u8>>) -> String {
+    let abort = handle.abort_handle();
+    match timeout(DRAIN, handle).await {
+        Ok(Ok(bytes)) => String::from_utf8_lossy(&bytes).into_owned(),
+        Ok(Err(_)) => String::new(),
+        Err(_) => {
+            abort.abort();
+            String::new()
+        }
+    }
+}
+
+/// The program helm is run as, for messages: the path as given.
+pub fn display(program: &Path) -> String {
+    program.display().to_string()
+}
+
+/// `helm` unless a path was given.
+pub fn program(path: Option<PathBuf>) -> PathBuf {
+    path.unwrap_or_else(|| PathBuf::from("helm"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sh(script: &str) -> Vec<String> {
+        vec!["-c".into(), script.into()]
+    }
+
+    fn invocation<'a>(args: &'a [String], stop: Option<StopSignal>) -> Invocation<'a> {
+        Invocation {
+            program: Path::new("/bin/sh"),
+            args,
+            timeout: Duration::from_secs(60),
+            grace: Duration::from_secs(30),
+            stop,
+        }
+    }
+
+    #[tokio::test]
+    async fn captures_stdout_stderr_and_exit_code() {
+        let args = sh("echo out; echo err >&2; exit 3");
+        let finished = run(invocation(&args, None)).await.unwrap();
+        assert_eq!(finished.code, Some(3));
+        assert_eq!(finished.stdout, "out\n");
+        assert_eq!(finished.stderr, "err\n");
+        assert!(!finished.success());
+    }
+
+    #[tokio::test]
+    async fn a_missing_program_is_a_spawn_error() {
+        let args = Vec::new();
+        let mut inv = invocation(&args, None);
+        inv.program = Path::new("/nonexistent/helm");
+        match run(inv).await {
+            Err(RunError::Spawn(e)) => assert_eq!(e.kind(), std::io::ErrorKind::NotFound),
+            other => panic!("expected a spawn error, got {other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_hung_process_is_stopped_at_the_timeout() {
+        let args = sh("exec sleep 60");
+        let mut inv = invocation(&args, None);
+        inv.timeout = Duration::from_millis(200);
+        let started = std::time::Instant::now();
+        match run(inv).await {
+            Err(RunError::TimedOut(after)) => assert_eq!(after, Duration::from_millis(200)),
+            other => panic!("expected a timeout, got {other:?}"),
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "SIGTERM ends sleep"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_process_ignoring_sigterm_is_killed() {
+        // An ignored signal stays ignored across exec.
+        let args = sh("trap '' TERM; exec sleep 60");
+        let mut inv = invocation(&args, None);
+        inv.timeout = Duration::from_secs(1);
+        let started = std::time::Instant::now();
+        assert!(matches!(run(inv).await, Err(RunError::TimedOut(_))));
+        let elapsed = started.elapsed();
+        assert!(
+            elapsed >= KILL_AFTER,
+            "SIGKILL only after {KILL_AFTER:?}: {elapsed:?}"
+        );
+        assert!(elapsed < KILL_AFTER + Duration::from_secs(5), "{elapsed:?}");
+    }
+
+    #[tokio::test]
+    async fn a_stop_already_requested_starts_nothing() {
+        let (_tx, rx) = tokio::sync::watch::channel(Stop::Graceful);
+        let args = sh("exit 0");
+        assert!(matches!(
+            run(invocation(&args, Some(rx))).await,
+            Err(RunError::Stopped(reason)) if reason.contains("not started")
+        ));
+    }
+
+    #[tokio::test]
+    async fn a_dropped_stop_sender_lets_the_process_finish() {
+        let (tx, rx) = tokio::sync::watch::channel(Stop::Run);
+        drop(tx);
+        let args = sh("echo done");
+        let finished = run(invocation(&args, Some(rx))).await.unwrap();
+        assert_eq!(finished.stdout, "done\n");
+    }
+
+    /// Polls (bounded) for a file a test script writes.
+    async fn appears(path: &Path) -> bool {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while std::time::Instant::now() < deadline {
+            if path.exists() {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        false
+    }
+
+    /// A script that marks when it has started and when it got SIGTERM, and
+    /// otherwise runs for a minute.
+    fn trapping(dir: &Path) -> Vec<String> {
+        let d = dir.display();
+        sh(&format!(
+            "trap 'echo > {d}/term; exit 0' TERM; echo > {d}/started; sleep 60 & wait"
+        ))
+    }
+
+    #[cfg(target_os = "linux")]
+    #[tokio::test]
+    async fn helm_runs_in_its_own_process_group() {
+        // Field 5 of /proc/PID/stat is the process group.
+        let args = sh("echo $$; cut -d' ' -f5 /proc/$$/stat");
+        let out = run(invocation(&args, None)).await.unwrap().stdout;
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines.len(), 2, "{out}");
+        assert_eq!(lines[0], lines[1], "pid and process group differ");
+    }
+
+    #[tokio::test]
+    async fn stop_now_sends_sigterm_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let (tx, rx) = tokio::sync::watch::channel(Stop::Run);
+        let args = trapping(dir.path());
+        let task = async { run(invocation(&args, Some(rx))).await };
+        let stopper = async {
+            assert!(appears(&dir.path().join("started")).await);
+            tx.send(Stop::Now).unwrap();
+        };
+        let started = std::time::Instant::now();
+        let (result, ()) = tokio::join!(task, stopper);
+        assert!(matches!(result, Err(RunError::Stopped(r)) if r.contains("at once")));
+        assert!(dir.path().join("term").exists(), "SIGTERM, not SIGKILL");
+        assert!(started.elapsed() < KILL_AFTER);
+    }
+
+    #[tokio::test]
+    async fn graceful_stop_terminates_after_the_grace_period() {
+        let dir = tempfile::tempdir().unwrap();
+        let (tx, rx) = tokio::sync::watch::channel(Stop::Run);
+        let args = trapping(dir.path());
+        let mut inv = invocation(&args, Some(rx));
+        inv.grace = Duration::from_millis(300);
+        let stopper = async {
+            assert!(appears(&dir.path().join("started")).await);
+            tx.send(Stop::Graceful).unwrap();
+        };
+        let (result, ()) = tokio::join!(run(inv), stopper);
+        match result {
+            Err(RunError::Stopped(reason)) => {
+                assert_eq!(reason, "still running 300ms after the interrupt")
+            }
+            other => panic!("expected a stop, got {other:?}"),
+        }
+        assert!(dir.path().join("term").exists());
+    }
+
+    #[tokio::test]
+    async fn a_cancelled_run_sends_sigterm_not_sigkill() {
+        let dir = tempfile::tempdir().unwrap();
+        let args = trapping(dir.path());
+        let task = tokio::spawn(async move { run(invocation(&args, None)).await });
+        assert!(appears(&dir.path().join("started")).await);
+        task.abort();
+        assert!(
+            appears(&dir.path().join("term")).await,
+            "no SIGTERM on drop"
+        );
+    }
+}
