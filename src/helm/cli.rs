@@ -1,5 +1,6 @@
 //! [`Helm`] implemented by running the helm binary.
 
+use std::ffi::OsString;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -27,6 +28,7 @@ pub struct HelmCli {
     program: PathBuf,
     grace: Duration,
     query_timeout: Duration,
+    env: Vec<(OsString, OsString)>,
     version: OnceCell<HelmVersion>,
 }
 
@@ -37,6 +39,7 @@ impl HelmCli {
             program: process::program(path),
             grace: Duration::from_secs(30),
             query_timeout: Duration::from_secs(300),
+            env: Vec::new(),
             version: OnceCell::new(),
         }
     }
@@ -51,6 +54,13 @@ impl HelmCli {
     /// may download the chart, `list`, `status`, `get`). Default 5 minutes.
     pub fn with_query_timeout(mut self, timeout: Duration) -> HelmCli {
         self.query_timeout = timeout;
+        self
+    }
+
+    /// An environment variable for every helm process, on top of bootstrap's
+    /// own (e.g. `HELM_CACHE_HOME`).
+    pub fn with_env(mut self, key: impl Into<OsString>, value: impl Into<OsString>) -> HelmCli {
+        self.env.push((key.into(), value.into()));
         self
     }
 
@@ -74,6 +84,7 @@ impl HelmCli {
         let result = process::run(Invocation {
             program: &self.program,
             args: &args,
+            env: &self.env,
             timeout,
             grace: self.grace,
             stop,

@@ -6,6 +6,7 @@
 //! release is recorded as failed; a SIGKILLed helm leaves it `pending-*`, which
 //! blocks every later operation on it until someone rolls it back by hand.
 
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
@@ -27,6 +28,8 @@ const DRAIN: Duration = Duration::from_secs(5);
 pub struct Invocation<'a> {
     pub program: &'a Path,
     pub args: &'a [String],
+    /// Added to the inherited environment.
+    pub env: &'a [(OsString, OsString)],
     /// Hard limit; the process is stopped when it is reached.
     pub timeout: Duration,
     /// How long a running process may go on after `Stop::Graceful`.
@@ -71,6 +74,7 @@ pub async fn run(invocation: Invocation<'_>) -> Result<Finished, RunError> {
     }
     let mut child = Command::new(invocation.program)
         .args(invocation.args)
+        .envs(invocation.env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -244,6 +248,7 @@ mod tests {
         Invocation {
             program: Path::new("/bin/sh"),
             args,
+            env: &[],
             timeout: Duration::from_secs(60),
             grace: Duration::from_secs(30),
             stop,
