@@ -83,6 +83,31 @@ enum Command {
         #[arg(long)]
         crds: bool,
     },
+    /// Apply CRDs, then install releases in DAG order with hooks; record ownership.
+    Apply {
+        cluster: String,
+        /// Do everything except change the cluster; say what would change.
+        #[arg(long)]
+        dry_run: bool,
+        /// Only this release (repeatable), plus what it needs unless --no-needs.
+        #[arg(long, value_name = "NAME")]
+        only: Vec<String>,
+        /// With --only: run exactly those releases, not what they need.
+        #[arg(long, requires = "only")]
+        no_needs: bool,
+        /// Parallel helm operations.
+        #[arg(long, value_name = "N", default_value_t = crate::apply::DEFAULT_CONCURRENCY, value_parser = parse_concurrency)]
+        concurrency: usize,
+        /// Bound the whole run, e.g. 30m.
+        #[arg(long, value_name = "DURATION", value_parser = parse_duration_arg)]
+        timeout: Option<Duration>,
+        /// Start no new release after the first failure.
+        #[arg(long)]
+        fail_fast: bool,
+        /// Upgrade releases even when they are unchanged.
+        #[arg(long)]
+        force: bool,
+    },
     /// Static validation plus the Flux ownership scan of the GitOps tree.
     Check {
         cluster: String,
@@ -141,13 +166,21 @@ pub enum Subcommand {
         flux_root: Option<PathBuf>,
         flux_entrypoint: Option<PathBuf>,
     },
+    Apply(crate::commands::ApplyArgs),
     Schema(SchemaKind),
     Completions(clap_complete::Shell),
 }
 
+fn parse_concurrency(text: &str) -> Result<usize, String> {
+    match text.parse::<usize>() {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err(format!("`{text}` is not a positive number")),
+    }
+}
+
 /// Parses a duration flag like `10m`.
-pub fn parse_duration(text: &str) -> Result<Duration, Error> {
-    crate::config::validate::duration(text).map_err(Error::Usage)
+fn parse_duration_arg(text: &str) -> Result<Duration, String> {
+    crate::config::validate::duration(text)
 }
 
 impl Arguments {
@@ -182,6 +215,28 @@ impl Arguments {
                 flux_root,
                 flux_entrypoint,
             },
+            Command::Apply {
+                cluster,
+                dry_run,
+                only,
+                no_needs,
+                concurrency,
+                timeout,
+                fail_fast,
+                force,
+            } => Subcommand::Apply(crate::commands::ApplyArgs {
+                cluster,
+                only,
+                no_needs,
+                timeout,
+                options: crate::apply::Options {
+                    dry_run,
+                    concurrency,
+                    fail_fast,
+                    force,
+                    verbose: verbosity == Verbosity::Verbose,
+                },
+            }),
             Command::Schema { kind } => Subcommand::Schema(kind),
             Command::Completions { shell } => Subcommand::Completions(shell),
         };

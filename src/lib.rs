@@ -48,7 +48,7 @@ pub fn run<I: IntoIterator<Item = OsString>>(args: I) -> i32 {
     }
     let result = arguments
         .into_config()
-        .and_then(|config| commands::execute(&config, &mut std::io::stdout().lock()));
+        .and_then(|config| commands::execute(&config, &mut std::io::stdout()));
     match result {
         Ok(()) => EXIT_OK,
         Err(e) => {

@@ -70,46 +70,34 @@ pub async fn conflicts<H: Helm>(
     }
 
     for id in &ours {
-        let secrets = crate::kube::apply::list_all(&connection.client, "v1", "Secret").await;
-        let Ok(secrets) = secrets else { break };
-        let _ = id;
-        for secret in secrets {
-            let labels = secret
-                .pointer("/metadata/labels")
-                .and_then(|l| l.as_object());
-            let Some(labels) = labels else { continue };
-            let is_release = labels.get("owner").and_then(|v| v.as_str()) == Some("helm");
-            let name = labels
-                .get("name")
-                .and_then(|v| v.as_str())
-                .unwrap_or_default();
-            let namespace = secret
-                .pointer("/metadata/namespace")
-                .and_then(|v| v.as_str())
-                .unwrap_or_default();
-            let flux = labels
+        let api: ::kube::Api<k8s_openapi::api::core::v1::Secret> =
+            ::kube::Api::namespaced(connection.client.clone(), &id.namespace);
+        let params =
+            ::kube::api::ListParams::default().labels(&format!("owner=helm,name={}", id.name));
+        let secrets =
+            crate::kube::retry::retry(crate::kube::apply::API_RETRY_BUDGET, || api.list(&params))
+                .await
+                .map_err(|e| {
+                    Error::failed_with(format!("cannot read the Helm release secrets of {id}"), e)
+                })?;
+        for secret in secrets.items {
+            let labels = secret.metadata.labels.clone().unwrap_or_default();
+            if labels
                 .keys()
-                .any(|k| k.starts_with("helm.toolkit.fluxcd.io/"));
-            let target = ReleaseId::new(namespace, name);
-            if is_release
-                && flux
-                && ours.contains(&&target)
-                && !found.iter().any(|c| c.release == target)
+                .any(|k| k.starts_with("helm.toolkit.fluxcd.io/"))
+                && !found.iter().any(|c: &Conflict| &c.release == *id)
             {
-                let secret_name = secret
-                    .pointer("/metadata/name")
-                    .and_then(|v| v.as_str())
-                    .unwrap_or_default();
+                let secret_name = secret.metadata.name.clone().unwrap_or_default();
                 found.push(Conflict {
-                    release: target.clone(),
-                    object: format!("Secret {namespace}/{secret_name}"),
+                    release: (*id).clone(),
+                    object: format!("Secret {}/{secret_name}", id.namespace),
                     message: format!(
-                        "Helm release {target} carries Flux's labels (Secret {namespace}/{secret_name}): Flux already manages it; remove it from Flux first, or drop it from bootstrap"
+                        "Helm release {id} carries Flux's labels (Secret {}/{secret_name}): Flux already manages it; take it out of Flux first, or drop it from bootstrap",
+                        id.namespace
                     ),
                 });
             }
         }
-        break;
     }
 
     let deployed = helm

@@ -164,6 +164,11 @@ impl<H: Helm> Shared<H> {
         drop(permit);
         match installed {
             Ok(()) => {}
+            Err(HelmError::Stopped { reason, .. }) if reason.starts_with("not started") => {
+                return interrupted(
+                    "interrupted before helm started; nothing was changed for this release",
+                );
+            }
             Err(HelmError::Stopped { .. }) => {
                 return interrupted(format!(
                     "helm was stopped mid-operation; the release may be left pending-{}: run `bootstrap apply` again, and if helm reports another operation in progress, `helm rollback {} -n {}`",
@@ -183,23 +188,22 @@ impl<H: Helm> Shared<H> {
                 return result;
             }
         }
-        if release.wait {
-            if let Err(result) = self.track_workloads(release, deadline, stop.clone()).await {
-                return result;
-            }
+        if release.wait
+            && let Err(result) = self.track_workloads(release, deadline, stop.clone()).await
+        {
+            return result;
         }
-        if let Some(ledger) = &self.ledger {
-            if let Err(e) = ledger
+        if let Some(ledger) = &self.ledger
+            && let Err(e) = ledger
                 .record(&Entry::for_release(release), &release.id)
                 .await
-            {
-                return StepResult::failed(
-                    e.render()
-                        .trim_end()
-                        .trim_start_matches("error: ")
-                        .to_string(),
-                );
-            }
+        {
+            return StepResult::failed(
+                e.render()
+                    .trim_end()
+                    .trim_start_matches("error: ")
+                    .to_string(),
+            );
         }
         StepResult::new(if upgrading {
             Outcome::Upgraded

@@ -1,6 +1,7 @@
 //! One module per subcommand; each takes the plain [`Config`] and writes to
 //! the given output.
 
+mod apply;
 mod check;
 mod graph;
 mod plan;
@@ -8,6 +9,8 @@ mod schema;
 mod template;
 
 use std::io::Write;
+
+pub use apply::ApplyArgs;
 
 use crate::cli::{Config, Subcommand};
 use crate::error::Error;
@@ -40,6 +43,7 @@ pub fn execute(config: &Config, out: &mut dyn Write) -> Result<(), Error> {
             flux_entrypoint.as_ref(),
             out,
         ),
+        Subcommand::Apply(args) => apply::run(config, args),
         Subcommand::Schema(kind) => schema::run(*kind, out),
         Subcommand::Completions(shell) => {
             clap_complete::generate(*shell, &mut crate::cli::command(), "bootstrap", out);

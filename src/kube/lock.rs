@@ -164,10 +164,10 @@ impl Drop for Lock {
 
 async fn release(api: &Api<Lease>, holder: &str) {
     // Only delete our own lease: a takeover may have happened meanwhile.
-    if let Ok(Some(lease)) = api.get_opt(LEASE_NAME).await {
-        if lease.spec.and_then(|s| s.holder_identity).as_deref() == Some(holder) {
-            let _ = api.delete(LEASE_NAME, &DeleteParams::default()).await;
-        }
+    if let Ok(Some(lease)) = api.get_opt(LEASE_NAME).await
+        && lease.spec.and_then(|s| s.holder_identity).as_deref() == Some(holder)
+    {
+        let _ = api.delete(LEASE_NAME, &DeleteParams::default()).await;
     }
 }
 

@@ -1,3 +1,4 @@
 #![allow(dead_code)]
 pub mod apiserver;
 pub mod builder;
+pub mod cluster;

@@ -1,0 +1,200 @@
+//! `bootstrap apply CLUSTER`: wiring of prerequisites, reporter, signals and
+//! the global timeout around [`crate::apply::run`].
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use crate::apply::{self, Options};
+use crate::cli::{Config, OutputFormat};
+use crate::error::Error;
+use crate::event::{Emitter, Event, Summary};
+use crate::helm::cli::HelmCli;
+use crate::helm::{Helm, Stop};
+use crate::plan::Plan;
+use crate::reporter;
+
+#[derive(Debug, Clone)]
+pub struct ApplyArgs {
+    pub cluster: String,
+    pub only: Vec<String>,
+    pub no_needs: bool,
+    pub options: Options,
+    pub timeout: Option<Duration>,
+}
+
+pub fn run(config: &Config, args: &ApplyArgs) -> Result<(), Error> {
+    let plan =
+        crate::config::load(&config.dir, &args.cluster)?.select(&args.only, args.no_needs)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Error::failed_with("cannot start the async runtime", e))?;
+    runtime.block_on(run_async(config, args, plan))
+}
+
+/// Prerequisites every cluster command checks before anything else: helm
+/// (when needed) and a usable kubeconfig context. Failures exit 2.
+pub async fn prerequisites(
+    config: &Config,
+    plan: &Plan,
+    need_helm: bool,
+) -> Result<(HelmCli, crate::kube::client::Connection), Error> {
+    let helm = HelmCli::new(config.helm.clone()).with_grace(apply::GRACE);
+    if need_helm {
+        helm.version()
+            .await
+            .map_err(|e| Error::prerequisite(e.to_string()))?;
+    }
+    let context = config
+        .context
+        .clone()
+        .or_else(|| plan.cluster.context.clone());
+    let connection =
+        crate::kube::client::connect(config.kubeconfig.as_deref(), context.as_deref()).await?;
+    let reachable = crate::kube::retry::retry(Duration::from_secs(30), || {
+        connection.client.apiserver_version()
+    })
+    .await;
+    if let Err(e) = reachable {
+        return Err(Error::failed_with(
+            format!(
+                "cannot reach the Kubernetes API server of context `{}`; nothing was changed",
+                connection.target.context.clone().unwrap_or_default()
+            ),
+            e,
+        ));
+    }
+    Ok((helm, connection))
+}
+
+async fn run_async(config: &Config, args: &ApplyArgs, plan: Plan) -> Result<(), Error> {
+    let (helm, connection) = prerequisites(config, &plan, true).await?;
+
+    let kind = reporter::detect(config.output == OutputFormat::Json);
+    let reporter = reporter::make(
+        kind,
+        config.verbosity,
+        Box::new(std::io::stdout()),
+        Box::new(std::io::stderr()),
+    );
+    let (events, rx) = Emitter::new();
+    let reporting = tokio::spawn(reporter::drive(rx, reporter));
+
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(Stop::Run);
+    let stop_tx = Arc::new(stop_tx);
+    let signals = tokio::spawn(watch_signals(stop_tx.clone(), events.clone()));
+    let timed_out = Arc::new(AtomicBool::new(false));
+    let deadline = args.timeout.map(|timeout| {
+        let stop_tx = stop_tx.clone();
+        let timed_out = timed_out.clone();
+        let events = events.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(timeout).await;
+            timed_out.store(true, Ordering::SeqCst);
+            events.emit(Event::Warning {
+                message: format!(
+                    "--timeout {} reached; stopping",
+                    humantime::format_duration(timeout)
+                ),
+            });
+            let _ = stop_tx.send(Stop::Now);
+        })
+    });
+
+    let result = apply::run(
+        &plan,
+        Arc::new(helm),
+        &connection,
+        &args.options,
+        &events,
+        stop_rx,
+    )
+    .await;
+    signals.abort();
+    if let Some(deadline) = deadline {
+        deadline.abort();
+    }
+    if let Ok(summary) = &result {
+        events.emit(Event::RunFinished {
+            summary: summary.clone(),
+        });
+    }
+    drop(events);
+    let _ = reporting.await;
+
+    match result {
+        Ok(summary) => outcome(&summary, timed_out.load(Ordering::SeqCst), args.timeout),
+        Err(Error::Interrupted) if timed_out.load(Ordering::SeqCst) => Err(Error::failed(format!(
+            "--timeout {} reached before any release ran; nothing was changed by releases",
+            args.timeout
+                .map(|t| humantime::format_duration(t).to_string())
+                .unwrap_or_default()
+        ))),
+        Err(e) => Err(e),
+    }
+}
+
+fn outcome(summary: &Summary, timed_out: bool, timeout: Option<Duration>) -> Result<(), Error> {
+    if summary.ok {
+        return Ok(());
+    }
+    if timed_out {
+        return Err(Error::failed(format!(
+            "apply timed out after {} (--timeout)",
+            timeout
+                .map(|t| humantime::format_duration(t).to_string())
+                .unwrap_or_default()
+        )));
+    }
+    if summary.interrupted {
+        return Err(Error::Interrupted);
+    }
+    let failed: Vec<String> = summary
+        .root_failures
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    Err(Error::failed(format!(
+        "apply of cluster `{}` failed: {}",
+        summary.cluster,
+        if failed.is_empty() {
+            "see the summary above".to_string()
+        } else {
+            format!("{} failed", failed.join(", "))
+        }
+    )))
+}
+
+/// First SIGINT/SIGTERM: stop starting work, give running helm a grace
+/// period. Second: stop now.
+async fn watch_signals(stop: Arc<tokio::sync::watch::Sender<Stop>>, events: Emitter) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut int), Ok(mut term)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) else {
+        return;
+    };
+    let mut count = 0;
+    loop {
+        tokio::select! {
+            _ = int.recv() => {}
+            _ = term.recv() => {}
+        }
+        count += 1;
+        if count == 1 {
+            events.emit(Event::Interrupting {
+                running: Vec::new(),
+                grace: apply::GRACE,
+            });
+            let _ = stop.send(Stop::Graceful);
+        } else {
+            events.emit(Event::Warning {
+                message: "second interrupt: stopping running helm operations now".into(),
+            });
+            let _ = stop.send(Stop::Now);
+            return;
+        }
+    }
+}

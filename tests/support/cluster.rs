@@ -1,0 +1,194 @@
+//! A loopback cluster for binary tests: the API server, a kubeconfig that
+//! points at it, and the fake helm with its state, log and script.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::{Value, json};
+
+use super::apiserver::ApiServer;
+use super::builder::{Output, Test};
+
+pub struct Cluster {
+    pub api: ApiServer,
+    pub dir: tempfile::TempDir,
+    pub kubeconfig: PathBuf,
+}
+
+/// One fake-helm invocation, as logged.
+#[derive(Debug, Clone)]
+pub struct HelmCall {
+    pub argv: Vec<String>,
+    pub start_ms: u64,
+    pub end_ms: u64,
+    pub exit_code: i32,
+    pub values_files: Vec<Value>,
+}
+
+impl HelmCall {
+    pub fn command(&self) -> String {
+        self.argv
+            .iter()
+            .take_while(|a| !a.starts_with('-'))
+            .cloned()
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
+    /// The release name of `upgrade --install NAME ...`.
+    pub fn release(&self) -> Option<&str> {
+        let pos = self
+            .argv
+            .iter()
+            .position(|a| a == "--install" || a == "upgrade")?;
+        self.argv[pos + 1..]
+            .iter()
+            .find(|a| !a.starts_with('-') && *a != "--install")
+            .map(String::as_str)
+    }
+
+    pub fn flag(&self, name: &str) -> Option<&str> {
+        let pos = self.argv.iter().position(|a| a == name)?;
+        self.argv.get(pos + 1).map(String::as_str)
+    }
+
+    pub fn has(&self, name: &str) -> bool {
+        self.argv.iter().any(|a| a == name)
+    }
+}
+
+impl Cluster {
+    pub fn start() -> Cluster {
+        Self::with(ApiServer::start())
+    }
+
+    pub fn with(api: ApiServer) -> Cluster {
+        let dir = tempfile::tempdir().unwrap();
+        let kubeconfig = api.write_kubeconfig(dir.path(), "admin@infra");
+        std::fs::create_dir_all(dir.path().join("helm-state")).unwrap();
+        std::fs::write(dir.path().join("script.json"), "{}").unwrap();
+        std::fs::create_dir_all(dir.path().join("kubecache")).unwrap();
+        Cluster {
+            api,
+            dir,
+            kubeconfig,
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Knobs for the fake helm (FAKE_HELM_SCRIPT).
+    pub fn script(&self, script: Value) {
+        std::fs::write(
+            self.dir.path().join("script.json"),
+            serde_json::to_string_pretty(&script).unwrap(),
+        )
+        .unwrap();
+    }
+
+    /// `bootstrap ARGS` in the config root of `test`, against this cluster.
+    pub fn command(&self, test: &Test, args: &[&str]) -> Command {
+        let mut cmd = test.command();
+        cmd.args(args)
+            .arg("--helm")
+            .arg(env!("CARGO_BIN_EXE_fake-helm"))
+            .arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .env("FAKE_HELM_STATE", self.dir.path().join("helm-state"))
+            .env("FAKE_HELM_LOG", self.dir.path().join("helm.log"))
+            .env("FAKE_HELM_SCRIPT", self.dir.path().join("script.json"))
+            .env("KUBECACHEDIR", self.dir.path().join("kubecache"));
+        cmd
+    }
+
+    pub fn run(&self, test: &Test, args: &[&str]) -> Output {
+        let out = self.command(test, args).output().expect("run bootstrap");
+        Output {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+
+    pub fn helm_calls(&self) -> Vec<HelmCall> {
+        let text = std::fs::read_to_string(self.dir.path().join("helm.log")).unwrap_or_default();
+        text.lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .map(|v| HelmCall {
+                argv: v["argv"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|a| a.as_str().unwrap().to_string())
+                    .collect(),
+                start_ms: v["start_ms"].as_u64().unwrap(),
+                end_ms: v["end_ms"].as_u64().unwrap(),
+                exit_code: v["exit_code"].as_i64().unwrap() as i32,
+                values_files: v["values_files"].as_array().cloned().unwrap_or_default(),
+            })
+            .collect()
+    }
+
+    /// Completed `upgrade --install` calls, in start order.
+    pub fn installs(&self) -> Vec<HelmCall> {
+        let mut calls: Vec<HelmCall> = self
+            .helm_calls()
+            .into_iter()
+            .filter(|c| c.argv.first().map(String::as_str) == Some("upgrade"))
+            .collect();
+        calls.sort_by_key(|c| c.start_ms);
+        calls
+    }
+
+    pub fn release_state(&self, namespace: &str, name: &str) -> Option<Value> {
+        let text = std::fs::read_to_string(
+            self.dir
+                .path()
+                .join("helm-state")
+                .join(format!("{namespace}__{name}.json")),
+        )
+        .ok()?;
+        serde_json::from_str(&text).ok()
+    }
+
+    pub fn ledger(&self) -> serde_json::Map<String, Value> {
+        self.api
+            .get(
+                "v1",
+                "ConfigMap",
+                Some("kube-system"),
+                "bootstrap-ownership",
+            )
+            .and_then(|cm| cm.get("data").and_then(|d| d.as_object()).cloned())
+            .unwrap_or_default()
+    }
+}
+
+/// A workload manifest for the fake helm to apply.
+pub fn daemonset(namespace: &str, name: &str) -> Value {
+    json!({
+        "apiVersion": "apps/v1", "kind": "DaemonSet",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"selector": {"matchLabels": {"app": name}}, "template": {"metadata": {"labels": {"app": name}}, "spec": {"containers": [{"name": name, "image": "x"}]}}}
+    })
+}
+
+pub fn deployment(namespace: &str, name: &str) -> Value {
+    json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": name}}, "template": {"metadata": {"labels": {"app": name}}, "spec": {"containers": [{"name": name, "image": "x"}]}}}
+    })
+}
+
+pub fn crd(group: &str, plural: &str, kind: &str) -> Value {
+    json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": format!("{plural}.{group}")},
+        "spec": {"group": group, "scope": "Namespaced",
+                 "names": {"plural": plural, "singular": kind.to_lowercase(), "kind": kind},
+                 "versions": [{"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}
+    })
+}
