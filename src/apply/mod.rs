@@ -3,7 +3,7 @@
 //! before every check has passed.
 
 pub mod crds;
-mod preflight;
+pub mod preflight;
 pub mod runner;
 
 use std::collections::BTreeMap;
