@@ -140,3 +140,574 @@ fn applies_crds_then_releases_in_dag_order_and_records_ownership() {
             .is_none()
     );
 }
+
+fn outcome_of(stdout: &str, release: &str) -> Option<String> {
+    // The JSON summary names every release's outcome.
+    stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|e| e["event"] == "run_finished")
+        .and_then(|e| {
+            e["summary"]["releases"]
+                .as_array()?
+                .iter()
+                .find(|r| r["release"] == release)
+                .map(|r| r["outcome"].as_str().unwrap_or_default().to_string())
+        })
+}
+
+#[test]
+fn independent_releases_overlap_and_the_concurrency_cap_holds() {
+    let releases = (0..4)
+        .map(|i| format!("name: r{i}\nnamespace: apps\nchart: {{ oci: oci://example.com/charts/r{i}, version: 1.0.0 }}\ncrds: none\n"))
+        .collect::<Vec<_>>()
+        .join("---\n");
+    let test = Test::new()
+        .file("clusters/infra/cluster.yaml", CLUSTER)
+        .file("releases/r.yaml", &releases);
+    let cluster = Cluster::start();
+    cluster.script(json!({"*": {"delay_ms": 400}}));
+    let out = cluster.run(&test, &["apply", "infra", "--concurrency", "2"]);
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    let installs = cluster.installs();
+    assert_eq!(installs.len(), 4);
+    // Helm processes running at the moment each one started.
+    let max_parallel = installs
+        .iter()
+        .map(|a| {
+            installs
+                .iter()
+                .filter(|b| b.start_ms <= a.start_ms && a.start_ms < b.end_ms)
+                .count()
+        })
+        .max()
+        .unwrap();
+    assert_eq!(max_parallel, 2, "two at a time, and they do overlap");
+}
+
+#[test]
+fn a_failing_release_skips_exactly_its_dependents() {
+    let cluster = Cluster::start();
+    cluster.script(json!({
+        "*": {"delay_ms": 20},
+        "kube-system/cilium": {"apply_manifests": true, "manifests": [daemonset("kube-system", "cilium")]},
+        "kube-system/coredns": {"fail": "Error: UPGRADE FAILED: context deadline exceeded"},
+    }));
+    let test = config().file(
+        "releases/other.yaml",
+        "name: metrics\nnamespace: monitoring\nchart: { oci: oci://example.com/charts/metrics, version: 1.0.0 }\n",
+    );
+    let out = cluster.run(&test, &["apply", "infra", "--output", "json"]);
+    assert_eq!(out.code, 1, "{}\n{}", out.stdout, out.stderr);
+    for line in out.stdout.lines() {
+        serde_json::from_str::<serde_json::Value>(line).expect("every stdout line is JSON");
+    }
+    assert_eq!(
+        outcome_of(&out.stdout, "kube-system/cilium").as_deref(),
+        Some("installed")
+    );
+    assert_eq!(
+        outcome_of(&out.stdout, "kube-system/coredns").as_deref(),
+        Some("failed")
+    );
+    assert_eq!(
+        outcome_of(&out.stdout, "cert-manager/cert-manager").as_deref(),
+        Some("skipped")
+    );
+    assert_eq!(
+        outcome_of(&out.stdout, "kube-system/spegel").as_deref(),
+        Some("skipped")
+    );
+    assert_eq!(
+        outcome_of(&out.stdout, "monitoring/metrics").as_deref(),
+        Some("installed")
+    );
+    assert!(
+        out.stderr.contains("kube-system/coredns failed"),
+        "{}",
+        out.stderr
+    );
+    assert!(out.stdout.contains("context deadline exceeded"));
+    let ledger = cluster.ledger();
+    assert!(ledger.contains_key("kube-system.cilium"));
+    assert!(
+        !ledger.contains_key("kube-system.coredns"),
+        "a failed release is not recorded"
+    );
+    assert!(!ledger.contains_key("cert-manager.cert-manager"));
+}
+
+#[test]
+fn a_rollout_that_never_finishes_times_out_with_diagnostics() {
+    let cluster = Cluster::start();
+    standard_script(&cluster);
+    cluster.api.set_rollout(
+        "DaemonSet",
+        "kube-system",
+        "cilium",
+        support::apiserver::Rollout::Never,
+    );
+    cluster.api.insert(json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "cilium-4xk2p", "namespace": "kube-system", "labels": {"app": "cilium"}},
+        "spec": {"nodeName": "node-1", "initContainers": [{"name": "config", "image": "cilium"}, {"name": "mount-cgroup", "image": "cilium"}], "containers": [{"name": "cilium-agent", "image": "cilium"}]},
+        "status": {"phase": "Pending",
+                   "initContainerStatuses": [
+                       {"name": "config", "ready": false, "restartCount": 4, "image": "cilium", "imageID": "", "state": {"waiting": {"reason": "CrashLoopBackOff", "message": "back-off 1m20s restarting failed container"}},
+                        "lastState": {"terminated": {"exitCode": 1, "reason": "Error", "message": "Error: Build config failed: dial tcp 10.96.0.1:443: i/o timeout"}}},
+                       {"name": "mount-cgroup", "ready": false, "restartCount": 0, "image": "cilium", "imageID": "", "state": {"waiting": {"reason": "PodInitializing"}}}],
+                   "containerStatuses": [{"name": "cilium-agent", "ready": false, "restartCount": 0, "image": "cilium", "imageID": "", "state": {"waiting": {"reason": "PodInitializing"}}}]}
+    }));
+    let test = Test::new()
+        .file("clusters/infra/cluster.yaml", CLUSTER)
+        .file(
+        "releases/core.yaml",
+        &RELEASES.replace(
+            "hooks:\n  postsync:\n    - rollout: { kind: DaemonSet, name: cilium }",
+            "timeout: 3s\nhooks:\n  postsync:\n    - rollout: { kind: DaemonSet, name: cilium }",
+        ),
+    );
+    let out = cluster.run(&test, &["apply", "infra"]);
+    assert_eq!(out.code, 1, "{}\n{}", out.stdout, out.stderr);
+    assert!(
+        out.stdout
+            .contains("timed out after 3s waiting for DaemonSet kube-system/cilium"),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout.contains("cilium-4xk2p"),
+        "diagnostics name the pod:\n{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout.contains("Init:CrashLoopBackOff") || out.stdout.contains("Init:0/2"),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout.contains("10.96.0.1:443"),
+        "the stuck init container's error is shown:\n{}",
+        out.stdout
+    );
+    assert!(
+        cluster
+            .installs()
+            .iter()
+            .all(|c| c.release() == Some("cilium")),
+        "nothing after cilium started"
+    );
+}
+
+#[test]
+fn a_dependent_starts_only_after_the_rollout_completes() {
+    let cluster = Cluster::start();
+    standard_script(&cluster);
+    cluster.api.set_rollout(
+        "DaemonSet",
+        "kube-system",
+        "cilium",
+        support::apiserver::Rollout::After(std::time::Duration::from_millis(800)),
+    );
+    let wall = std::time::SystemTime::now();
+    let instant = std::time::Instant::now();
+    let out = cluster.run(&config(), &["apply", "infra"]);
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    let done = cluster
+        .api
+        .rollout_completed_at("DaemonSet", "kube-system", "cilium")
+        .expect("rolled out");
+    let done_ms = (wall + (done - instant))
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    let coredns = cluster
+        .installs()
+        .into_iter()
+        .find(|c| c.release() == Some("coredns"))
+        .unwrap();
+    assert!(
+        coredns.start_ms + 5 >= done_ms,
+        "coredns started {}ms before cilium was rolled out",
+        done_ms.saturating_sub(coredns.start_ms)
+    );
+}
+
+#[test]
+fn transient_api_errors_are_survived() {
+    let cluster = Cluster::start();
+    standard_script(&cluster);
+    cluster.api.fail_next(3, 500);
+    let out = cluster.run(&config(), &["apply", "infra"]);
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    assert_eq!(cluster.installs().len(), 4);
+}
+
+#[test]
+fn only_runs_a_release_and_what_it_needs() {
+    let cluster = Cluster::start();
+    standard_script(&cluster);
+    let out = cluster.run(&config(), &["apply", "infra", "--only", "coredns"]);
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    let names: Vec<String> = cluster
+        .installs()
+        .iter()
+        .filter_map(|c| c.release().map(str::to_string))
+        .collect();
+    assert_eq!(names, ["cilium", "coredns"]);
+
+    let cluster = Cluster::start();
+    standard_script(&cluster);
+    let out = cluster.run(
+        &config(),
+        &["apply", "infra", "--only", "coredns", "--no-needs"],
+    );
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    let names: Vec<String> = cluster
+        .installs()
+        .iter()
+        .filter_map(|c| c.release().map(str::to_string))
+        .collect();
+    assert_eq!(names, ["coredns"]);
+}
+
+#[test]
+fn dry_run_changes_nothing_and_says_what_it_would_do() {
+    let cluster = Cluster::start();
+    standard_script(&cluster);
+    cluster.api.clear_request_log();
+    let out = cluster.run(
+        &config(),
+        &["apply", "infra", "--dry-run", "--output", "json"],
+    );
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    assert_eq!(
+        outcome_of(&out.stdout, "kube-system/cilium").as_deref(),
+        Some("would_install")
+    );
+    assert_eq!(
+        outcome_of(&out.stdout, "kube-system/spegel").as_deref(),
+        Some("would_install")
+    );
+    assert!(
+        cluster.api.mutations().is_empty(),
+        "mutations: {:?}",
+        cluster.api.mutations()
+    );
+    assert!(cluster.installs().is_empty());
+}
+
+#[test]
+fn helm_missing_is_one_clear_error_and_nothing_changes() {
+    let cluster = Cluster::start();
+    cluster.api.clear_request_log();
+    let test = config();
+    let out = test
+        .command()
+        .args([
+            "apply",
+            "infra",
+            "--helm",
+            "/nonexistent/helm",
+            "--kubeconfig",
+        ])
+        .arg(&cluster.kubeconfig)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "error: helm was not found at `/nonexistent/helm`; install helm 3.13 or newer, or pass --helm PATH\n"
+    );
+    assert!(cluster.api.mutations().is_empty());
+}
+
+#[test]
+fn helm_too_old_is_refused() {
+    let cluster = Cluster::start();
+    let out = cluster
+        .command(&config(), &["apply", "infra"])
+        .env("FAKE_HELM_VERSION", "v3.10.3")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("too old"));
+    assert!(cluster.installs().is_empty());
+}
+
+#[test]
+fn unknown_context_is_a_prerequisite_error() {
+    let cluster = Cluster::start();
+    let test = Test::new()
+        .file(
+            "clusters/infra/cluster.yaml",
+            "name: infra\ncontext: admin@nowhere\n",
+        )
+        .file("releases/core.yaml", RELEASES);
+    let out = cluster.run(&test, &["apply", "infra"]);
+    assert_eq!(out.code, 2);
+    assert!(
+        out.stderr
+            .contains("kubeconfig context `admin@nowhere` does not exist"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn a_second_apply_fails_fast_naming_the_lock_holder() {
+    let cluster = Cluster::start();
+    standard_script(&cluster);
+    let now = "2099-01-01T00:00:00.000000Z";
+    cluster.api.insert(json!({
+        "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        "metadata": {"name": "bootstrap-lock", "namespace": "kube-system", "annotations": {"bootstrap/operation": "apply"}},
+        "spec": {"holderIdentity": "alice@laptop pid 4242", "leaseDurationSeconds": 30, "acquireTime": now, "renewTime": now}
+    }));
+    let out = cluster.run(&config(), &["apply", "infra"]);
+    assert_eq!(out.code, 1, "{}\n{}", out.stdout, out.stderr);
+    assert!(
+        out.stderr.contains("alice@laptop pid 4242"),
+        "{}",
+        out.stderr
+    );
+    assert!(cluster.installs().is_empty());
+}
+
+#[test]
+fn an_expired_lock_is_taken_over_with_a_warning() {
+    let cluster = Cluster::start();
+    standard_script(&cluster);
+    let then = "2020-01-01T00:00:00.000000Z";
+    cluster.api.insert(json!({
+        "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        "metadata": {"name": "bootstrap-lock", "namespace": "kube-system"},
+        "spec": {"holderIdentity": "bob@ci pid 7", "leaseDurationSeconds": 30, "acquireTime": then, "renewTime": then}
+    }));
+    let out = cluster.run(&config(), &["apply", "infra"]);
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    assert!(
+        out.stdout
+            .contains("took over the expired bootstrap lock of bob@ci pid 7"),
+        "{}",
+        out.stdout
+    );
+}
+
+#[test]
+fn a_flux_helmrelease_targeting_a_bootstrap_release_is_refused() {
+    let cluster = Cluster::start();
+    standard_script(&cluster);
+    cluster.api.insert(
+        crd("helm.toolkit.fluxcd.io", "helmreleases", "HelmRelease")
+            .as_object()
+            .cloned()
+            .map(|mut c| {
+                c["spec"]["versions"][0]["name"] = json!("v2");
+                serde_json::Value::Object(c)
+            })
+            .unwrap(),
+    );
+    cluster.api.insert(json!({
+        "apiVersion": "helm.toolkit.fluxcd.io/v2", "kind": "HelmRelease",
+        "metadata": {"name": "cilium", "namespace": "kube-system"},
+        "spec": {"suspend": true, "chart": {"spec": {"chart": "cilium", "version": "1.18.2"}}}
+    }));
+    cluster.api.clear_request_log();
+    let out = cluster.run(&config(), &["apply", "infra"]);
+    assert_eq!(out.code, 1, "{}\n{}", out.stdout, out.stderr);
+    assert!(out.stderr.contains("Flux HelmRelease kube-system/cilium (suspended) manages Helm release kube-system/cilium"), "{}", out.stderr);
+    assert!(cluster.installs().is_empty());
+    let changed: Vec<_> = cluster
+        .api
+        .mutations()
+        .into_iter()
+        .filter(|r| !r.path.contains("leases"))
+        .collect();
+    assert!(changed.is_empty(), "only the lock was touched: {changed:?}");
+}
+
+#[test]
+fn a_pending_release_is_refused() {
+    let cluster = Cluster::start();
+    standard_script(&cluster);
+    std::fs::write(
+        cluster.path().join("helm-state/kube-system__coredns.json"),
+        serde_json::to_string(&json!({"name": "coredns", "namespace": "kube-system", "revision": 2, "status": "pending-upgrade",
+            "chart": "coredns", "version": "1.44.3", "app_version": "1.12.0", "values": {}, "labels": {}, "updated": "2026-01-01T00:00:00Z", "manifest": ""})).unwrap(),
+    )
+    .unwrap();
+    let out = cluster.run(&config(), &["apply", "infra"]);
+    assert_eq!(out.code, 1, "{}\n{}", out.stdout, out.stderr);
+    assert!(
+        out.stderr
+            .contains("Helm release kube-system/coredns is pending-upgrade"),
+        "{}",
+        out.stderr
+    );
+    assert!(cluster.installs().is_empty());
+}
+
+#[test]
+fn command_hooks_get_the_clusters_kubeconfig_and_context() {
+    let cluster = Cluster::start();
+    standard_script(&cluster);
+    let test = Test::new()
+        .file("clusters/infra/cluster.yaml", CLUSTER)
+        .file(
+            "releases/core.yaml",
+            "name: cilium\nnamespace: kube-system\nchart: { repo: https://helm.cilium.io, name: cilium, version: 1.18.2 }\nhooks:\n  postsync:\n    - command: [sh, -c, 'kubectl config current-context > hook.out; pwd >> hook.out; echo $HELM_KUBECONTEXT >> hook.out']\n    - command: [kubectl, apply, --server-side, -f, \"{{root}}/cm.yaml\"]\n",
+        )
+        .file("cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: from-hook, namespace: default}\ndata: {a: b}\n");
+    let out = cluster.run(&test, &["apply", "infra"]);
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    let written = std::fs::read_to_string(test.path().join("hook.out")).unwrap();
+    let root = std::fs::canonicalize(test.path()).unwrap();
+    assert_eq!(
+        written,
+        format!("admin@infra\n{}\nadmin@infra\n", root.display())
+    );
+    assert!(
+        cluster
+            .api
+            .get("v1", "ConfigMap", Some("default"), "from-hook")
+            .is_some(),
+        "kubectl reached the loopback cluster"
+    );
+}
+
+#[test]
+fn sigint_stops_cleanly_and_a_rerun_resumes() {
+    let cluster = Cluster::start();
+    cluster.script(json!({
+        "*": {"delay_ms": 20},
+        "kube-system/cilium": {"delay_ms": 1500, "apply_manifests": true, "manifests": [daemonset("kube-system", "cilium")]},
+    }));
+    let test = config();
+    let mut child = cluster
+        .command(&test, &["apply", "infra", "--output", "json"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait (bounded) until helm is installing cilium, then Ctrl-C.
+    let state = cluster.path().join("helm-state/kube-system__cilium.json");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !state.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "cilium install never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(130),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The running helm got its grace period and finished; nothing new started.
+    assert_eq!(
+        outcome_of(&stdout, "kube-system/cilium").as_deref(),
+        Some("installed"),
+        "{stdout}"
+    );
+    assert_eq!(
+        outcome_of(&stdout, "kube-system/coredns").as_deref(),
+        Some("interrupted")
+    );
+    assert_eq!(
+        cluster.release_state("kube-system", "cilium").unwrap()["status"],
+        "deployed"
+    );
+    assert!(cluster.release_state("kube-system", "coredns").is_none());
+    assert!(
+        cluster.ledger().contains_key("kube-system.cilium"),
+        "what finished was recorded"
+    );
+    assert!(
+        cluster
+            .api
+            .get(
+                "coordination.k8s.io/v1",
+                "Lease",
+                Some("kube-system"),
+                "bootstrap-lock"
+            )
+            .is_none(),
+        "lock released"
+    );
+
+    let out = cluster.run(&test, &["apply", "infra", "--output", "json"]);
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    assert_eq!(
+        outcome_of(&out.stdout, "kube-system/cilium").as_deref(),
+        Some("unchanged")
+    );
+    assert_eq!(
+        outcome_of(&out.stdout, "kube-system/coredns").as_deref(),
+        Some("installed")
+    );
+    assert_eq!(
+        outcome_of(&out.stdout, "kube-system/spegel").as_deref(),
+        Some("installed")
+    );
+}
+
+#[test]
+fn a_rerun_is_unchanged_and_a_values_change_upgrades() {
+    let cluster = Cluster::start();
+    standard_script(&cluster);
+    let out = cluster.run(&config(), &["apply", "infra"]);
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    let out = cluster.run(&config(), &["apply", "infra", "--output", "json"]);
+    assert_eq!(out.code, 0);
+    for r in [
+        "kube-system/cilium",
+        "kube-system/coredns",
+        "cert-manager/cert-manager",
+        "kube-system/spegel",
+    ] {
+        assert_eq!(
+            outcome_of(&out.stdout, r).as_deref(),
+            Some("unchanged"),
+            "{r}"
+        );
+    }
+    assert_eq!(
+        cluster.installs().len(),
+        4,
+        "no helm upgrade on an unchanged run"
+    );
+    let changed = Test::new()
+        .file("clusters/infra/cluster.yaml", CLUSTER)
+        .file(
+            "releases/core.yaml",
+            &RELEASES.replace("k8sServiceHost: 10.0.0.1", "k8sServiceHost: 10.0.0.2"),
+        );
+    let out = cluster.run(&changed, &["apply", "infra", "--output", "json"]);
+    assert_eq!(out.code, 0);
+    assert_eq!(
+        outcome_of(&out.stdout, "kube-system/cilium").as_deref(),
+        Some("upgraded")
+    );
+    assert_eq!(
+        outcome_of(&out.stdout, "kube-system/coredns").as_deref(),
+        Some("unchanged")
+    );
+}
+
+#[test]
+fn a_global_timeout_fails_the_run() {
+    let cluster = Cluster::start();
+    cluster.script(json!({"*": {"delay_ms": 5000}}));
+    let out = cluster.run(&config(), &["apply", "infra", "--timeout", "1s"]);
+    assert_eq!(out.code, 1, "{}\n{}", out.stdout, out.stderr);
+    assert!(out.stderr.contains("timed out after 1s"), "{}", out.stderr);
+}

@@ -136,7 +136,7 @@ impl<H: Helm> Shared<H> {
         self.step_event(release, Step::Queued);
         let permit = tokio::select! {
             permit = self.helm_slots.clone().acquire_owned() => permit.ok(),
-            _ = stopped(stop.clone()) => return interrupted("interrupted while waiting for a helm slot; nothing was changed for this release"),
+            _ = stopped_at(stop.clone(), Stop::Graceful) => return interrupted("interrupted while waiting for a helm slot; nothing was changed for this release"),
         };
         let upgrading = matches!(change, Change::Upgrade(_));
         self.step_event(
@@ -296,9 +296,11 @@ impl<H: Helm> Shared<H> {
                 message: message.to_string(),
             });
         };
+        // A running release keeps its hooks through the grace period; only
+        // the hard stop (second Ctrl-C, grace over, --timeout) cuts them short.
         let result = tokio::select! {
             result = hooks::run(&hook.action, &self.hooks, timeout, progress) => result,
-            _ = stopped(stop) => {
+            _ = stopped_at(stop, Stop::Now) => {
                 return Err(interrupted(format!("interrupted during {phase:?} hook {name}; run `bootstrap apply` again to resume").to_lowercase()));
             }
         };
@@ -407,10 +409,11 @@ fn interrupted(message: impl Into<String>) -> StepResult {
     }
 }
 
-/// Resolves once the run is being stopped.
-async fn stopped(mut stop: StopSignal) {
+/// Resolves once the run is being stopped at least as hard as `level`.
+async fn stopped_at(mut stop: StopSignal, level: Stop) {
     loop {
-        if *stop.borrow() != Stop::Run {
+        let now = *stop.borrow();
+        if now == Stop::Now || now == level {
             return;
         }
         if stop.changed().await.is_err() {

@@ -62,6 +62,15 @@ impl fmt::Display for ObjectTarget {
     }
 }
 
+/// Durations for people: whole seconds (or milliseconds below one second).
+pub fn rounded(d: Duration) -> Duration {
+    if d >= Duration::from_secs(1) {
+        Duration::from_secs(d.as_secs_f64().round() as u64)
+    } else {
+        Duration::from_millis(d.as_millis() as u64)
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum WaitError {
     /// `last` is the latest Pending reason (and API error, if one followed it).
@@ -86,7 +95,7 @@ impl fmt::Display for WaitError {
             } => write!(
                 f,
                 "timed out after {} waiting for {target}: {last}",
-                humantime::format_duration(*after)
+                humantime::format_duration(rounded(*after))
             ),
             WaitError::Failed { target, reason } => write!(f, "{target} failed: {reason}"),
             WaitError::Api { target, message } => write!(f, "cannot read {target}: {message}"),
