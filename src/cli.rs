@@ -71,17 +71,21 @@ enum Command {
         #[arg(long, value_enum, default_value_t = GraphFormat::Dot)]
         format: GraphFormat,
     },
-    /// Print the rendered, merged values of a cluster's releases.
+    /// Print the rendered, merged values of a cluster's releases (and, with
+    /// --manifests, the chart rendered by `helm template`).
     Template {
         cluster: String,
         /// Only this release (name or namespace/name).
         release: Option<String>,
-        /// Print values that look like secrets instead of redacting them.
+        /// Print values that look like secrets, and Secret data in manifests, instead of redacting them.
         #[arg(long)]
         show_secrets: bool,
-        /// Show the values of the CRD-phase render (with `crdValues`).
+        /// The CRD-phase render: values with `crdValues`; with --manifests, CRDs included.
         #[arg(long)]
         crds: bool,
+        /// Also render each chart with `helm template` (needs helm 3.13+, may download charts).
+        #[arg(long)]
+        manifests: bool,
     },
     /// Apply CRDs, then install releases in DAG order with hooks; record ownership.
     Apply {
@@ -160,6 +164,7 @@ pub enum Subcommand {
         release: Option<String>,
         show_secrets: bool,
         crds: bool,
+        manifests: bool,
     },
     Check {
         cluster: String,
@@ -200,11 +205,13 @@ impl Arguments {
                 release,
                 show_secrets,
                 crds,
+                manifests,
             } => Subcommand::Template {
                 cluster,
                 release,
                 show_secrets,
                 crds,
+                manifests,
             },
             Command::Check {
                 cluster,

@@ -24,12 +24,16 @@ pub fn execute(config: &Config, out: &mut dyn Write) -> Result<(), Error> {
             release,
             show_secrets,
             crds,
+            manifests,
         } => template::run(
             config,
             cluster,
             release.as_deref(),
-            *show_secrets,
-            *crds,
+            template::Options {
+                show_secrets: *show_secrets,
+                crds: *crds,
+                manifests: *manifests,
+            },
             out,
         ),
         Subcommand::Check {

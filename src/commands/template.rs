@@ -1,74 +1,190 @@
+//! `bootstrap template CLUSTER [RELEASE]`: the rendered values of each
+//! release and, with `--manifests`, what helm renders from them. Values need
+//! nothing but the config; manifests need helm (and possibly the network), so
+//! they are asked for explicitly.
+
+mod manifests;
+
 use std::io::Write;
 
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::cli::{Config, OutputFormat};
 use crate::error::{Error, Problem, did_you_mean};
+use crate::helm::cli::HelmCli;
+use crate::release::Release;
 use crate::values::redact;
+
+use manifests::Rendered;
+
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Options {
+    /// Print secret-looking values (and Secret data) instead of redacting them.
+    pub show_secrets: bool,
+    /// The CRD-phase render: `crdValues` merged in, CRDs included.
+    pub crds: bool,
+    /// Also render the chart with `helm template`.
+    pub manifests: bool,
+}
 
 pub fn run(
     config: &Config,
     cluster: &str,
     release: Option<&str>,
-    show_secrets: bool,
-    crds: bool,
+    options: Options,
     out: &mut dyn Write,
 ) -> Result<(), Error> {
     let plan = crate::config::load(&config.dir, cluster)?;
-    let chosen: Vec<_> = match release {
-        None => plan.releases.iter().collect(),
-        Some(name) => {
-            let found: Vec<_> = plan
-                .releases
-                .iter()
-                .filter(|r| r.id.name == name || r.id.to_string() == name)
-                .collect();
-            if found.is_empty() {
-                let names: Vec<String> = plan.releases.iter().map(|r| r.id.name.clone()).collect();
-                return Err(Error::config(Problem::new(format!(
-                    "`{name}` is not a release of cluster `{cluster}`{}",
-                    did_you_mean(name, names.iter().map(String::as_str))
-                ))));
-            }
-            found
+    let chosen = choose(&plan.releases, cluster, release)?;
+    let rendered = if options.manifests {
+        Some(render_all(config, &chosen, options)?)
+    } else {
+        None
+    };
+    let shown = |v: &Value| {
+        if options.show_secrets {
+            v.clone()
+        } else {
+            redact(v)
         }
     };
-    let shown = |v: &serde_json::Value| if show_secrets { v.clone() } else { redact(v) };
+    let values = |r: &Release| {
+        shown(if options.crds {
+            &r.crd_values
+        } else {
+            &r.values
+        })
+    };
     match config.output {
         OutputFormat::Json => {
             let list: Vec<_> = chosen
                 .iter()
-                .map(|r| {
-                    json!({
+                .enumerate()
+                .map(|(i, r)| {
+                    let mut entry = json!({
                         "release": r.id,
                         "chart": r.chart_label(),
                         "version": r.version_label(),
-                        "values": shown(if crds { &r.crd_values } else { &r.values }),
+                        "values": values(r),
                         "valuesDigest": r.values_digest(),
-                    })
+                    });
+                    if let Some(rendered) = rendered.as_ref().and_then(|all| all.get(i)) {
+                        add_manifests_json(&mut entry, rendered);
+                    }
+                    entry
                 })
                 .collect();
             super::write_json(out, &json!({ "cluster": cluster, "releases": list }))
         }
         OutputFormat::Text => {
             let mut text = String::new();
-            for r in chosen {
+            for (i, r) in chosen.iter().enumerate() {
                 text.push_str(&format!(
                     "---\n# release: {}  chart: {} {}{}\n",
                     r.id,
                     r.chart_label(),
                     r.version_label(),
-                    if crds { "  (CRD-phase values)" } else { "" }
+                    if options.crds {
+                        "  (CRD-phase values)"
+                    } else {
+                        ""
+                    }
                 ));
-                let values = shown(if crds { &r.crd_values } else { &r.values });
-                let body = if values.as_object().is_some_and(|m| m.is_empty()) {
-                    "{}\n".to_string()
+                let values = values(r);
+                if values.as_object().is_some_and(|m| m.is_empty()) {
+                    text.push_str("{}\n");
                 } else {
-                    crate::yaml::to_string(&values)
-                };
-                text.push_str(&body);
+                    text.push_str(&crate::yaml::to_string(&values));
+                }
+                if let Some(rendered) = rendered.as_ref().and_then(|all| all.get(i)) {
+                    push_manifests_text(&mut text, r, rendered);
+                }
             }
             super::write(out, &text)
         }
+    }
+}
+
+fn choose<'a>(
+    releases: &'a [Release],
+    cluster: &str,
+    release: Option<&str>,
+) -> Result<Vec<&'a Release>, Error> {
+    let Some(name) = release else {
+        return Ok(releases.iter().collect());
+    };
+    let found: Vec<_> = releases
+        .iter()
+        .filter(|r| r.id.name == name || r.id.to_string() == name)
+        .collect();
+    if found.is_empty() {
+        let names: Vec<String> = releases.iter().map(|r| r.id.name.clone()).collect();
+        return Err(Error::config(Problem::new(format!(
+            "`{name}` is not a release of cluster `{cluster}`{}",
+            did_you_mean(name, names.iter().map(String::as_str))
+        ))));
+    }
+    Ok(found)
+}
+
+/// One [`Rendered`] per chosen release, in the same order.
+fn render_all(
+    config: &Config,
+    chosen: &[&Release],
+    options: Options,
+) -> Result<Vec<Rendered>, Error> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Error::failed_with("cannot start the async runtime", e))?;
+    let helm = HelmCli::new(config.helm.clone());
+    let render_options = manifests::Options {
+        crds: options.crds,
+        show_secrets: options.show_secrets,
+    };
+    runtime.block_on(async {
+        manifests::check_helm(&helm).await?;
+        let mut all = Vec::with_capacity(chosen.len());
+        for release in chosen {
+            all.push(manifests::render(&helm, release, &render_options).await?);
+        }
+        Ok(all)
+    })
+}
+
+fn add_manifests_json(entry: &mut Value, rendered: &Rendered) {
+    match rendered {
+        Rendered::Documents {
+            documents,
+            crds_omitted,
+        } => {
+            entry["manifests"] = Value::Array(documents.clone());
+            entry["crdsOmitted"] = json!(crds_omitted);
+        }
+        Rendered::Note(note) => entry["manifestsNote"] = json!(note),
+    }
+}
+
+fn push_manifests_text(text: &mut String, release: &Release, rendered: &Rendered) {
+    match rendered {
+        Rendered::Documents {
+            documents,
+            crds_omitted,
+        } => {
+            text.push_str(&format!(
+                "# manifests of {}: {} document(s){}\n",
+                release.id,
+                documents.len(),
+                match crds_omitted {
+                    0 => String::new(),
+                    n => format!(", {n} CustomResourceDefinition(s) omitted (--crds shows them)"),
+                }
+            ));
+            for doc in documents {
+                text.push_str("---\n");
+                text.push_str(&crate::yaml::to_string(doc));
+            }
+        }
+        Rendered::Note(note) => text.push_str(&format!("# manifests of {}: {note}\n", release.id)),
     }
 }

@@ -1,0 +1,277 @@
+//! `bootstrap template`: rendered values by default (no helm needed), the
+//! chart's manifests with `--manifests` (through the fake helm), and secrets
+//! redacted unless `--show-secrets`.
+
+mod support;
+
+use serde_json::{Value, json};
+use support::builder::{Output, Test, repo_root};
+
+const FAKE_HELM: &str = env!("CARGO_BIN_EXE_fake-helm");
+
+/// A release whose install values and CRD-phase values differ, as in the
+/// shipped cert-manager definition.
+const RELEASES: &str = "name: cert-manager
+namespace: cert-manager
+chart: { repo: https://charts.jetstack.io, name: cert-manager, version: v1.19.0 }
+values:
+  crds: { enabled: false }
+  webhook: { apiToken: hunter2 }
+crdValues:
+  crds: { enabled: true }
+";
+
+/// What the fake helm renders for cert-manager: a Secret, a Deployment, and
+/// (with `--include-crds`) one CRD.
+fn script() -> Value {
+    json!({
+        "cert-manager": {
+            "manifests": [
+                {"apiVersion": "v1", "kind": "Secret",
+                 "metadata": {"name": "cert-manager-webhook-ca", "namespace": "cert-manager"},
+                 "data": {"tls.key": "c3VwZXItc2VjcmV0LWtleQ=="},
+                 "stringData": {"token": "plain-text-token"}},
+                {"apiVersion": "apps/v1", "kind": "Deployment",
+                 "metadata": {"name": "cert-manager", "namespace": "cert-manager"}}
+            ],
+            "crds": [
+                {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+                 "metadata": {"name": "certificates.cert-manager.io"}}
+            ]
+        }
+    })
+}
+
+/// The config above, the fake helm and its script and log in the test dir.
+fn with_fake_helm(args: &[&str]) -> Test {
+    with_script(script(), args)
+}
+
+fn with_script(script: Value, args: &[&str]) -> Test {
+    let test = Test::with_releases(RELEASES).file("script.json", &script.to_string());
+    let script = test.path().join("script.json");
+    let log = test.path().join("helm.log");
+    test.env("FAKE_HELM_SCRIPT", script.to_str().unwrap())
+        .env("FAKE_HELM_LOG", log.to_str().unwrap())
+        .args(args)
+        .args(&["--helm", FAKE_HELM])
+}
+
+/// The `helm template` calls the fake helm logged: (argv, first values file).
+fn template_calls(test: &Test) -> Vec<(Vec<String>, Value)> {
+    let text = std::fs::read_to_string(test.path().join("helm.log")).unwrap_or_default();
+    text.lines()
+        .map(|line| serde_json::from_str::<Value>(line).unwrap())
+        .filter(|entry| entry["argv"][0] == "template")
+        .map(|entry| {
+            let argv = entry["argv"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|a| a.as_str().unwrap().to_string())
+                .collect();
+            (argv, entry["values_files"][0]["content"].clone())
+        })
+        .collect()
+}
+
+fn ok(out: &Output) {
+    assert_eq!(
+        out.code, 0,
+        "stdout:\n{}\nstderr:\n{}",
+        out.stdout, out.stderr
+    );
+}
+
+/// The values document of `template CLUSTER RELEASE` text output.
+fn values_of(stdout: &str) -> Value {
+    let docs: Vec<Value> = serde_saphyr::from_multiple(stdout).unwrap();
+    docs.into_iter().next().unwrap()
+}
+
+#[test]
+fn shipped_config_renders_per_cluster_values_without_helm() {
+    // A helm that does not exist: plain `template` must not need it.
+    for (cluster, host, id) in [("infra", "10.25.11.10", 1), ("apps", "10.25.12.10", 2)] {
+        let out = Test::new()
+            .args(&["template", cluster, "cilium", "--dir"])
+            .args(&[repo_root().to_str().unwrap()])
+            .args(&["--helm", "/nonexistent/helm"])
+            .run();
+        ok(&out);
+        assert!(
+            out.stdout
+                .starts_with("---\n# release: kube-system/cilium  chart: cilium 1.18.2\n"),
+            "{}",
+            out.stdout
+        );
+        let values = values_of(&out.stdout);
+        assert_eq!(values["k8sServiceHost"], host, "{cluster}");
+        assert_eq!(values["k8sServicePort"], 6443, "{cluster}");
+        assert_eq!(values["cluster"], json!({"name": cluster, "id": id}));
+        assert_eq!(values["kubeProxyReplacement"], true);
+        assert!(!out.stdout.contains("# manifests"), "{}", out.stdout);
+    }
+}
+
+#[test]
+fn manifests_render_with_install_values_and_redact_secrets() {
+    let test = with_fake_helm(&["template", "infra", "cert-manager", "--manifests"]);
+    let out = test.run();
+    ok(&out);
+    assert!(
+        out.stdout
+            .contains("# manifests of cert-manager/cert-manager: 2 document(s)\n"),
+        "{}",
+        out.stdout
+    );
+    let docs: Vec<Value> = serde_saphyr::from_multiple(&out.stdout).unwrap();
+    let secret = docs.iter().find(|d| d["kind"] == "Secret").unwrap();
+    assert_eq!(secret["data"], json!({"tls.key": "<redacted>"}));
+    assert_eq!(secret["stringData"], json!({"token": "<redacted>"}));
+    assert!(docs.iter().any(|d| d["kind"] == "Deployment"));
+    assert!(!docs.iter().any(|d| d["kind"] == "CustomResourceDefinition"));
+    for leaked in ["c3VwZXItc2VjcmV0LWtleQ==", "plain-text-token", "hunter2"] {
+        assert!(!out.stdout.contains(leaked), "{leaked} leaked");
+    }
+
+    // helm was given the install values (the real ones, not the redacted view).
+    let calls = template_calls(&test);
+    assert_eq!(calls.len(), 1, "{calls:?}");
+    let (argv, values) = &calls[0];
+    assert!(!argv.contains(&"--include-crds".to_string()), "{argv:?}");
+    assert_eq!(values["crds"]["enabled"], false);
+    assert_eq!(values["webhook"]["apiToken"], "hunter2");
+}
+
+#[test]
+fn crds_flag_renders_the_crd_phase_with_crds_included() {
+    let test = with_fake_helm(&["template", "infra", "cert-manager", "--manifests", "--crds"]);
+    let out = test.run();
+    ok(&out);
+    let docs: Vec<Value> = serde_saphyr::from_multiple(&out.stdout).unwrap();
+    let kinds: Vec<&str> = docs
+        .iter()
+        .skip(1)
+        .filter_map(|d| d["kind"].as_str())
+        .collect();
+    assert_eq!(kinds, ["CustomResourceDefinition", "Secret", "Deployment"]);
+
+    let calls = template_calls(&test);
+    let (argv, values) = &calls[0];
+    assert!(argv.contains(&"--include-crds".to_string()), "{argv:?}");
+    assert_eq!(values["crds"]["enabled"], true, "CRD-phase values");
+}
+
+#[test]
+fn crds_rendered_by_templates_are_omitted_without_crds_flag() {
+    // A chart whose templates (not crds/) render a CRD, as cert-manager's do
+    // with `crds.enabled: true`: helm prints it even without --include-crds.
+    let mut script = script();
+    let crd = script["cert-manager"]["crds"][0].clone();
+    script["cert-manager"]["manifests"]
+        .as_array_mut()
+        .unwrap()
+        .push(crd);
+    let out = with_script(
+        script,
+        &["template", "infra", "cert-manager", "--manifests"],
+    )
+    .run();
+    ok(&out);
+    assert!(
+        out.stdout.contains(
+            "# manifests of cert-manager/cert-manager: 2 document(s), \
+             1 CustomResourceDefinition(s) omitted (--crds shows them)\n"
+        ),
+        "{}",
+        out.stdout
+    );
+    assert!(!out.stdout.contains("certificates.cert-manager.io"));
+}
+
+#[test]
+fn show_secrets_prints_secret_data_from_manifests() {
+    let out = with_fake_helm(&[
+        "template",
+        "infra",
+        "cert-manager",
+        "--manifests",
+        "--show-secrets",
+    ])
+    .run();
+    ok(&out);
+    assert!(out.stdout.contains("tls.key: c3VwZXItc2VjcmV0LWtleQ=="));
+    assert!(out.stdout.contains("token: plain-text-token"));
+}
+
+#[test]
+fn json_output_carries_the_manifests() {
+    let out = with_fake_helm(&["template", "infra", "--manifests", "--output", "json"]).run();
+    ok(&out);
+    let doc: Value = serde_json::from_str(&out.stdout).unwrap();
+    let release = &doc["releases"][0];
+    assert_eq!(release["release"], "cert-manager/cert-manager");
+    assert_eq!(release["crdsOmitted"], 0);
+    let kinds: Vec<&str> = release["manifests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|d| d["kind"].as_str())
+        .collect();
+    assert_eq!(kinds, ["Secret", "Deployment"]);
+    assert_eq!(release["manifests"][0]["data"]["tls.key"], "<redacted>");
+}
+
+#[test]
+fn manifests_without_helm_is_a_missing_prerequisite() {
+    Test::with_releases(RELEASES)
+        .args(&[
+            "template",
+            "infra",
+            "--manifests",
+            "--helm",
+            "/nonexistent/helm",
+        ])
+        .invalid(
+            "error: helm was not found at `/nonexistent/helm`; \
+             install helm 3.13 or newer, or pass --helm PATH\n",
+        );
+}
+
+#[test]
+fn manifests_with_too_old_helm_is_a_missing_prerequisite() {
+    let test =
+        with_fake_helm(&["template", "infra", "--manifests"]).env("FAKE_HELM_VERSION", "v3.12.3");
+    test.invalid(
+        "error: helm v3.12.3 is too old; bootstrap needs helm 3.13 or newer (for --labels)\n",
+    );
+    assert!(template_calls(&test).is_empty(), "nothing rendered");
+}
+
+#[test]
+fn unknown_release_suggests_the_closest_name() {
+    Test::new()
+        .args(&["template", "infra", "cilum", "--dir"])
+        .args(&[repo_root().to_str().unwrap()])
+        .invalid("error: `cilum` is not a release of cluster `infra`; did you mean `cilium`?\n");
+}
+
+#[test]
+fn secret_looking_values_are_redacted_unless_show_secrets() {
+    let redacted = Test::with_releases(RELEASES)
+        .args(&["template", "infra", "cert-manager"])
+        .run();
+    ok(&redacted);
+    assert_eq!(
+        values_of(&redacted.stdout)["webhook"]["apiToken"],
+        "<redacted>"
+    );
+    assert!(!redacted.stdout.contains("hunter2"));
+
+    let shown = Test::with_releases(RELEASES)
+        .args(&["template", "infra", "cert-manager", "--show-secrets"])
+        .run();
+    ok(&shown);
+    assert_eq!(values_of(&shown.stdout)["webhook"]["apiToken"], "hunter2");
+}
