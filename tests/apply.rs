@@ -584,7 +584,7 @@ fn sigint_stops_cleanly_and_a_rerun_resumes() {
         "kube-system/cilium": {"delay_ms": 1500, "apply_manifests": true, "manifests": [daemonset("kube-system", "cilium")]},
     }));
     let test = config();
-    let mut child = cluster
+    let child = cluster
         .command(&test, &["apply", "infra", "--output", "json"])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
