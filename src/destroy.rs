@@ -272,12 +272,14 @@ impl<H: Helm> Destroyer<'_, H> {
     async fn crds(&self, crds: &[Crd], releases_ok: bool) -> bool {
         self.events.emit(Event::PhaseStarted { phase: Phase::Crds });
         if !releases_ok {
-            self.events.emit(Event::Warning {
-                message: format!(
-                    "{} CRDs kept: not every release was uninstalled",
-                    crds.len()
-                ),
-            });
+            if !crds.is_empty() {
+                self.events.emit(Event::Warning {
+                    message: format!(
+                        "CRDs kept ({}): not every release was uninstalled",
+                        crds.len()
+                    ),
+                });
+            }
             self.events.emit(Event::PhaseFinished {
                 phase: Phase::Crds,
                 ok: false,
