@@ -30,6 +30,8 @@ use crate::kube::retry::{is_not_found, retry};
 use crate::plan::Plan;
 use crate::release::{Release, ReleaseId};
 
+const NOT_STARTED: &str = "not started: destroy was interrupted";
+
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Options {
     pub dry_run: bool,
@@ -162,10 +164,7 @@ impl<H: Helm> Destroyer<'_, H> {
             let begun = Instant::now();
             interrupted = interrupted || *stop.borrow() != Stop::Run;
             let (outcome, message) = if interrupted {
-                (
-                    Outcome::Interrupted,
-                    Some("not started: destroy was interrupted".to_string()),
-                )
+                (Outcome::Interrupted, Some(NOT_STARTED.to_string()))
             } else if let Some(why) = kept.get(id) {
                 (Outcome::Skipped, Some(why.clone()))
             } else {
@@ -240,12 +239,22 @@ impl<H: Helm> Destroyer<'_, H> {
                 Some(format!("would uninstall {what}")),
             );
         }
+        if *stop.borrow() != Stop::Run {
+            return (Outcome::Interrupted, Some(NOT_STARTED.into()));
+        }
         self.events.emit(Event::ReleaseStep {
             release: id.clone(),
             step: Step::Uninstalling,
         });
         let timeout = release.timeout.unwrap_or(DEFAULT_RELEASE_TIMEOUT);
-        match until_stopped(self.helm.uninstall(target, id, timeout), stop).await {
+        let announce = || {
+            self.events.emit(Event::Interrupting {
+                running: vec![id.clone()],
+                grace: GRACE,
+            })
+        };
+        let uninstall = self.helm.uninstall(target, id, timeout);
+        match until_stopped(uninstall, stop, announce).await {
             None => {
                 return (
                     Outcome::Interrupted,
@@ -336,15 +345,27 @@ fn error_text(e: &Error) -> String {
 }
 
 /// `work`, unless the run is stopped: at once on a second interrupt, after
-/// the grace period on the first. `None` when stopped; dropping the helm
-/// future stops helm (SIGTERM to its process group).
-async fn until_stopped<T>(work: impl Future<Output = T>, mut stop: StopSignal) -> Option<T> {
+/// the grace period on the first (`on_grace` says so when it starts). `None`
+/// when stopped; dropping the helm future stops helm (SIGTERM to its
+/// process group).
+async fn until_stopped<T>(
+    work: impl Future<Output = T>,
+    mut stop: StopSignal,
+    on_grace: impl FnOnce(),
+) -> Option<T> {
     tokio::pin!(work);
     let mut deadline: Option<Instant> = None;
+    let mut on_grace = Some(on_grace);
     loop {
-        match *stop.borrow() {
+        let now = *stop.borrow();
+        match now {
             Stop::Now => return None,
-            Stop::Graceful if deadline.is_none() => deadline = Some(Instant::now() + GRACE),
+            Stop::Graceful if deadline.is_none() => {
+                deadline = Some(Instant::now() + GRACE);
+                if let Some(announce) = on_grace.take() {
+                    announce();
+                }
+            }
             _ => {}
         }
         let grace = async {

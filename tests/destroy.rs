@@ -298,3 +298,58 @@ fn a_failed_uninstall_keeps_what_it_needs_and_exits_1() {
         "the lock is released on failure too"
     );
 }
+
+#[test]
+fn an_interrupt_lets_the_running_uninstall_finish_then_stops_with_130() {
+    let (cluster, test) = applied();
+    cluster.script(json!({"kube-system/spegel": {"delay_ms": 1500}}));
+    let child = cluster
+        .command(&test, &["destroy", "infra", "--yes"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The fake helm marks the release `uninstalling` before its delay.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while cluster
+        .release_state("kube-system", "spegel")
+        .is_some_and(|s| s["status"] != "uninstalling")
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "spegel never started uninstalling"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let pid = i32::try_from(child.id()).unwrap();
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGINT) }, 0);
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(130), "{stdout}");
+    assert!(
+        stdout.contains("kube-system/spegel: uninstalled"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(
+            "kube-system/cilium: interrupted after 0.0s: not started: destroy was interrupted"
+        ),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("run `bootstrap destroy` again to continue"),
+        "{stdout}"
+    );
+    let order: Vec<String> = uninstalls(&cluster)
+        .iter()
+        .map(|c| name(c).to_string())
+        .collect();
+    assert_eq!(order, ["spegel"]);
+    let ledger = cluster.ledger();
+    assert!(!ledger.contains_key("kube-system.spegel"));
+    assert_eq!(ledger.len(), 3);
+    assert!(
+        lease(&cluster).is_none(),
+        "the lock is released on interrupt"
+    );
+}

@@ -168,7 +168,7 @@ fn outcome(summary: &Summary, timed_out: bool, timeout: Option<Duration>) -> Res
 
 /// First SIGINT/SIGTERM: stop starting work, give running helm a grace
 /// period. Second: stop now.
-pub(super) async fn watch_signals(stop: Arc<tokio::sync::watch::Sender<Stop>>, events: Emitter) {
+async fn watch_signals(stop: Arc<tokio::sync::watch::Sender<Stop>>, events: Emitter) {
     use tokio::signal::unix::{SignalKind, signal};
     let (Ok(mut int), Ok(mut term)) = (
         signal(SignalKind::interrupt()),

@@ -8,7 +8,6 @@
 //! interrupt.
 
 use std::io::{BufRead, IsTerminal, Write};
-use std::sync::Arc;
 
 use crate::cli::{Config, OutputFormat};
 use crate::destroy::{self, Options};
@@ -93,10 +92,7 @@ async fn run_async(
     let (events, rx) = Emitter::new();
     let reporting = tokio::spawn(reporter::drive(rx, reporter));
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(Stop::Run);
-    let signals = tokio::spawn(super::apply::watch_signals(
-        Arc::new(stop_tx),
-        events.clone(),
-    ));
+    let signals = tokio::spawn(watch_signals(stop_tx, events.clone()));
     for (dependent, need) in destroy::left_behind(full, &plan) {
         events.emit(Event::Warning {
             message: format!(
@@ -115,6 +111,31 @@ async fn run_async(
     drop(events);
     let _ = reporting.await;
     outcome(&result?)
+}
+
+/// First SIGINT/SIGTERM: start nothing new, let the running uninstall finish
+/// within the grace period (the engine announces it, since it knows which
+/// release runs). Second: stop it now.
+async fn watch_signals(stop: tokio::sync::watch::Sender<Stop>, events: Emitter) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut int), Ok(mut term)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) else {
+        return;
+    };
+    for next in [Stop::Graceful, Stop::Now] {
+        tokio::select! {
+            _ = int.recv() => {}
+            _ = term.recv() => {}
+        }
+        if next == Stop::Now {
+            events.emit(Event::Warning {
+                message: "second interrupt: stopping the running helm uninstall now".into(),
+            });
+        }
+        let _ = stop.send(next);
+    }
 }
 
 fn question(plan: &Plan, context: Option<&str>, args: &DestroyArgs) -> String {

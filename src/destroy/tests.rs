@@ -96,26 +96,34 @@ async fn work_finishes_when_nobody_stops_it() {
         tokio::time::sleep(Duration::from_secs(5)).await;
         7
     };
-    assert_eq!(until_stopped(work, stop).await, Some(7));
+    assert_eq!(until_stopped(work, stop, || {}).await, Some(7));
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_first_interrupt_leaves_the_grace_period_a_second_stops_at_once() {
     let (tx, stop) = tokio::sync::watch::channel(Stop::Run);
     tx.send(Stop::Graceful).unwrap();
+    let mut announced = 0;
     let short = async {
         tokio::time::sleep(GRACE - Duration::from_secs(1)).await;
         "done"
     };
-    assert_eq!(until_stopped(short, stop.clone()).await, Some("done"));
+    assert_eq!(
+        until_stopped(short, stop.clone(), || {}).await,
+        Some("done")
+    );
 
     let long = async {
         tokio::time::sleep(GRACE + Duration::from_secs(1)).await;
         "done"
     };
     let started = Instant::now();
-    assert_eq!(until_stopped(long, stop.clone()).await, None);
+    assert_eq!(
+        until_stopped(long, stop.clone(), || announced += 1).await,
+        None
+    );
     assert_eq!(started.elapsed(), GRACE);
+    assert_eq!(announced, 1, "the grace period is announced once");
 
     let (tx, stop) = tokio::sync::watch::channel(Stop::Run);
     let endless = std::future::pending::<()>();
@@ -124,7 +132,7 @@ async fn a_first_interrupt_leaves_the_grace_period_a_second_stops_at_once() {
         tx.send(Stop::Now).unwrap();
     };
     let started = Instant::now();
-    let (stopped, ()) = tokio::join!(until_stopped(endless, stop), stopper);
+    let (stopped, ()) = tokio::join!(until_stopped(endless, stop, || {}), stopper);
     assert_eq!(stopped, None);
     assert_eq!(started.elapsed(), Duration::from_secs(1));
 }
