@@ -112,6 +112,24 @@ enum Command {
         #[arg(long)]
         force: bool,
     },
+    /// Live state of each release: helm status, readiness, owner, drift, conflicts (read-only).
+    Status { cluster: String },
+    /// Uninstall the releases in reverse DAG order (asks unless --yes); CRDs stay unless --crds.
+    Destroy {
+        cluster: String,
+        /// Do not ask for confirmation.
+        #[arg(long, short = 'y')]
+        yes: bool,
+        /// Also delete the CRDs the CRD phase applies, once every release is gone.
+        #[arg(long)]
+        crds: bool,
+        /// Only this release (repeatable); what it needs stays installed.
+        #[arg(long, value_name = "NAME")]
+        only: Vec<String>,
+        /// Say what would be removed; change nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
     /// Static validation plus the Flux ownership scan of the GitOps tree.
     Check {
         cluster: String,
@@ -172,6 +190,10 @@ pub enum Subcommand {
         flux_entrypoint: Option<PathBuf>,
     },
     Apply(crate::commands::ApplyArgs),
+    Status {
+        cluster: String,
+    },
+    Destroy(crate::commands::DestroyArgs),
     Schema(SchemaKind),
     Completions(clap_complete::Shell),
 }
@@ -243,6 +265,19 @@ impl Arguments {
                     force,
                     verbose: verbosity == Verbosity::Verbose,
                 },
+            }),
+            Command::Status { cluster } => Subcommand::Status { cluster },
+            Command::Destroy {
+                cluster,
+                yes,
+                crds,
+                only,
+                dry_run,
+            } => Subcommand::Destroy(crate::commands::DestroyArgs {
+                cluster,
+                only,
+                yes,
+                options: crate::destroy::Options { dry_run, crds },
             }),
             Command::Schema { kind } => Subcommand::Schema(kind),
             Command::Completions { shell } => Subcommand::Completions(shell),

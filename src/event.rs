@@ -34,6 +34,8 @@ pub enum Step {
     Queued,
     Installing,
     Upgrading,
+    /// `destroy`: helm uninstall is running.
+    Uninstalling,
     Hook {
         phase: HookPhase,
         hook: String,
@@ -56,6 +58,12 @@ pub enum Outcome {
     /// `--dry-run`: what would have happened.
     WouldInstall,
     WouldUpgrade,
+    /// `destroy`: the release was uninstalled and its ledger entry removed.
+    Uninstalled,
+    /// `destroy`: the release was not installed; nothing to do.
+    Absent,
+    /// `destroy --dry-run`.
+    WouldUninstall,
 }
 
 impl Outcome {
@@ -67,6 +75,9 @@ impl Outcome {
                 | Outcome::Unchanged
                 | Outcome::WouldInstall
                 | Outcome::WouldUpgrade
+                | Outcome::Uninstalled
+                | Outcome::Absent
+                | Outcome::WouldUninstall
         )
     }
 
@@ -80,7 +91,18 @@ impl Outcome {
             Outcome::Interrupted => "interrupted",
             Outcome::WouldInstall => "would install",
             Outcome::WouldUpgrade => "would upgrade",
+            Outcome::Uninstalled => "uninstalled",
+            Outcome::Absent => "absent",
+            Outcome::WouldUninstall => "would uninstall",
         }
+    }
+
+    /// An outcome only `destroy` produces.
+    pub fn is_removal(self) -> bool {
+        matches!(
+            self,
+            Outcome::Uninstalled | Outcome::Absent | Outcome::WouldUninstall
+        )
     }
 }
 
@@ -92,6 +114,17 @@ pub enum CrdChange {
     Unchanged,
     /// `--dry-run`.
     WouldApply,
+}
+
+/// `destroy --crds`: what happened to one CRD.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CrdRemoval {
+    Deleted,
+    /// It was not in the cluster.
+    Absent,
+    /// `--dry-run`.
+    WouldDelete,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -143,6 +176,12 @@ pub enum Event {
     },
     CrdsEstablished {
         count: usize,
+    },
+    /// `destroy --crds`, after every release is gone.
+    CrdDeleted {
+        release: ReleaseId,
+        crd: String,
+        change: CrdRemoval,
     },
     ReleaseStarted {
         release: ReleaseId,

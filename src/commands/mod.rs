@@ -3,14 +3,17 @@
 
 mod apply;
 mod check;
+mod destroy;
 mod graph;
 mod plan;
 mod schema;
+mod status;
 mod template;
 
 use std::io::Write;
 
 pub use apply::ApplyArgs;
+pub use destroy::DestroyArgs;
 
 use crate::cli::{Config, Subcommand};
 use crate::error::Error;
@@ -48,6 +51,8 @@ pub fn execute(config: &Config, out: &mut dyn Write) -> Result<(), Error> {
             out,
         ),
         Subcommand::Apply(args) => apply::run(config, args),
+        Subcommand::Status { cluster } => status::run(config, cluster, out),
+        Subcommand::Destroy(args) => destroy::run(config, args),
         Subcommand::Schema(kind) => schema::run(*kind, out),
         Subcommand::Completions(shell) => {
             clap_complete::generate(*shell, &mut crate::cli::command(), "bootstrap", out);

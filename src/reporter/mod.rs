@@ -123,6 +123,7 @@ pub fn step_label(step: &Step) -> String {
         Step::Queued => "queued".to_string(),
         Step::Installing => "installing".to_string(),
         Step::Upgrading => "upgrading".to_string(),
+        Step::Uninstalling => "uninstalling".to_string(),
         Step::Hook {
             phase: HookPhase::Presync,
             hook,

@@ -9,7 +9,7 @@ use console::Style;
 use super::summary::{fmt_duration, render_summary};
 use super::{Reporter, Tracker, phase_label, step_label};
 use crate::cli::Verbosity;
-use crate::event::{CrdChange, Event, HookPhase, Outcome, Stamped};
+use crate::event::{CrdChange, CrdRemoval, Event, HookPhase, Outcome, Stamped};
 
 pub struct PlainReporter {
     out: Box<dyn Write + Send>,
@@ -80,6 +80,18 @@ impl PlainReporter {
                 format!("{release}: crd {crd} {change}")
             }
             Event::CrdsEstablished { count } if !quiet => format!("crds: {count} established"),
+            Event::CrdDeleted {
+                release,
+                crd,
+                change,
+            } if !quiet => {
+                let change = match change {
+                    CrdRemoval::Deleted => "deleted",
+                    CrdRemoval::Absent => "absent",
+                    CrdRemoval::WouldDelete => "would delete",
+                };
+                format!("{release}: crd {crd} {change}")
+            }
             Event::ReleaseStarted { release } if !quiet => format!("{release}: started"),
             Event::ReleaseStep { release, step } => {
                 self.tracker.step(release, step);

@@ -15,7 +15,7 @@ use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use super::summary::{fmt_duration, render_summary};
 use super::{Reporter, Tracker, phase_label, step_label};
 use crate::cli::Verbosity;
-use crate::event::{Event, HookPhase, Outcome, Phase, Stamped};
+use crate::event::{CrdRemoval, Event, HookPhase, Outcome, Phase, Stamped};
 use crate::release::ReleaseId;
 
 const TICK: Duration = Duration::from_millis(120);
@@ -238,6 +238,18 @@ impl Reporter for ProgressReporter {
             }
             Event::CrdsEstablished { count } => {
                 self.println(&format!("✓ crds: {count} established"));
+            }
+            Event::CrdDeleted {
+                release,
+                crd,
+                change,
+            } => {
+                let change = match change {
+                    CrdRemoval::Deleted => "deleted",
+                    CrdRemoval::Absent => "absent",
+                    CrdRemoval::WouldDelete => "would delete",
+                };
+                self.println(&format!("✓ crd {crd} {change} ({release})"));
             }
             Event::ReleaseStarted { release } => self.set_live(release, "started".into()),
             Event::ReleaseStep { release, step } => {

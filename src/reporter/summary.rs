@@ -116,9 +116,12 @@ fn rank(outcome: Outcome) -> u8 {
         Outcome::Unchanged => 2,
         Outcome::WouldInstall => 3,
         Outcome::WouldUpgrade => 4,
-        Outcome::Failed => 5,
-        Outcome::Skipped => 6,
-        Outcome::Interrupted => 7,
+        Outcome::Uninstalled => 5,
+        Outcome::Absent => 6,
+        Outcome::WouldUninstall => 7,
+        Outcome::Failed => 8,
+        Outcome::Skipped => 9,
+        Outcome::Interrupted => 10,
     }
 }
 
@@ -181,7 +184,7 @@ fn interruption(out: &mut String, summary: &Summary, in_helm: &BTreeSet<ReleaseI
         .map(|r| &r.release)
         .collect();
     if attention.is_empty() {
-        let _ = writeln!(out, "run `bootstrap apply` again to continue");
+        let _ = writeln!(out, "{}", continue_hint(summary));
         return;
     }
     let _ = writeln!(out, "may need attention (stopped during a helm operation):");
@@ -192,6 +195,29 @@ fn interruption(out: &mut String, summary: &Summary, in_helm: &BTreeSet<ReleaseI
              if helm reports another operation in progress, `helm rollback {} -n {}`",
             id.name, id.namespace
         );
+    }
+}
+
+/// Which command to run again. Told from the outcomes, because a summary
+/// does not name its command; when nothing finished, naming the wrong one
+/// would be harmful (`apply` after an interrupted `destroy` reinstalls).
+fn continue_hint(summary: &Summary) -> &'static str {
+    let finished = summary
+        .releases
+        .iter()
+        .filter(|r| !matches!(r.outcome, Outcome::Interrupted | Outcome::Skipped));
+    let (mut removal, mut install) = (false, false);
+    for r in finished {
+        match r.outcome {
+            Outcome::Failed => {}
+            o if o.is_removal() => removal = true,
+            _ => install = true,
+        }
+    }
+    match (removal, install) {
+        (true, false) => "run `bootstrap destroy` again to continue",
+        (false, true) => "run `bootstrap apply` again to continue",
+        _ => "run the interrupted command again to continue",
     }
 }
 
@@ -363,7 +389,10 @@ may need attention (stopped during a helm operation):
     #[test]
     fn interruption_outside_helm_only_asks_for_a_rerun() {
         let mut s = summary(
-            vec![result("spegel/spegel", Outcome::Interrupted, 9.5, None)],
+            vec![
+                result("kube-system/cilium", Outcome::Unchanged, 1.0, None),
+                result("spegel/spegel", Outcome::Interrupted, 9.5, None),
+            ],
             &[],
             &[],
         );
@@ -373,6 +402,31 @@ may need attention (stopped during a helm operation):
             text.ends_with("interrupted: spegel/spegel\nrun `bootstrap apply` again to continue\n")
         );
         assert!(!text.contains("rollback"));
+    }
+
+    #[test]
+    fn an_interrupted_destroy_asks_for_destroy_and_an_unknown_run_names_no_command() {
+        let mut s = summary(
+            vec![
+                result("spegel/spegel", Outcome::Uninstalled, 1.0, None),
+                result("kube-system/cilium", Outcome::Interrupted, 2.0, None),
+            ],
+            &[],
+            &[],
+        );
+        s.interrupted = true;
+        let text = render_summary(&s, &BTreeSet::new());
+        assert!(
+            text.ends_with("run `bootstrap destroy` again to continue\n"),
+            "{text}"
+        );
+
+        s.releases.remove(0);
+        let text = render_summary(&s, &BTreeSet::new());
+        assert!(
+            text.ends_with("run the interrupted command again to continue\n"),
+            "{text}"
+        );
     }
 
     #[test]

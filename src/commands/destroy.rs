@@ -1,0 +1,214 @@
+//! `bootstrap destroy CLUSTER`: confirmation, prerequisites, reporter and
+//! signals around [`crate::destroy::run`].
+//!
+//! Exit codes: 0 when every release was uninstalled (or was absent); 1 when
+//! an uninstall failed, the lock is held by another run, or the question was
+//! answered with no; 2 without `--yes` when stdin is not a terminal (nothing
+//! is asked, nothing changes) and for the usual prerequisites; 130 on
+//! interrupt.
+
+use std::io::{BufRead, IsTerminal, Write};
+
+use crate::cli::{Config, OutputFormat};
+use crate::destroy::{self, Options};
+use crate::error::Error;
+use crate::event::{Emitter, Event, Summary};
+use crate::helm::Stop;
+use crate::plan::Plan;
+use crate::reporter;
+
+#[derive(Debug, Clone)]
+pub struct DestroyArgs {
+    pub cluster: String,
+    /// Exactly these releases (nothing is added: what they need stays).
+    pub only: Vec<String>,
+    pub yes: bool,
+    pub options: Options,
+}
+
+/// Whether to ask before uninstalling.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Confirm {
+    Skip,
+    Ask,
+    /// Nobody can answer: stdin is not a terminal and there is no `--yes`.
+    Refuse,
+}
+
+pub fn confirmation(yes: bool, dry_run: bool, stdin_is_terminal: bool) -> Confirm {
+    match (yes || dry_run, stdin_is_terminal) {
+        (true, _) => Confirm::Skip,
+        (false, true) => Confirm::Ask,
+        (false, false) => Confirm::Refuse,
+    }
+}
+
+pub fn run(config: &Config, args: &DestroyArgs) -> Result<(), Error> {
+    let full = crate::config::load(&config.dir, &args.cluster)?;
+    let plan = full.clone().select(&args.only, true)?;
+    let confirm = confirmation(
+        args.yes,
+        args.options.dry_run,
+        std::io::stdin().is_terminal(),
+    );
+    if confirm == Confirm::Refuse {
+        return Err(Error::Usage(format!(
+            "destroy asks before it uninstalls anything, and stdin is not a terminal; pass --yes to uninstall the releases of cluster `{}` without asking (nothing was changed)",
+            args.cluster
+        )));
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Error::failed_with("cannot start the async runtime", e))?;
+    runtime.block_on(run_async(config, args, &full, plan, confirm))
+}
+
+async fn run_async(
+    config: &Config,
+    args: &DestroyArgs,
+    full: &Plan,
+    plan: Plan,
+    confirm: Confirm,
+) -> Result<(), Error> {
+    let (helm, connection) = super::apply::prerequisites(config, &plan, true).await?;
+    if confirm == Confirm::Ask {
+        let question = question(&plan, connection.target.context.as_deref(), args);
+        let answer = tokio::task::spawn_blocking(move || ask(&question))
+            .await
+            .unwrap_or(false);
+        if !answer {
+            return Err(Error::failed("destroy cancelled; nothing was changed"));
+        }
+    }
+
+    let kind = reporter::detect(config.output == OutputFormat::Json);
+    let reporter = reporter::make(
+        kind,
+        config.verbosity,
+        Box::new(std::io::stdout()),
+        Box::new(std::io::stderr()),
+    );
+    let (events, rx) = Emitter::new();
+    let reporting = tokio::spawn(reporter::drive(rx, reporter));
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(Stop::Run);
+    let signals = tokio::spawn(watch_signals(stop_tx, events.clone()));
+    for (dependent, need) in destroy::left_behind(full, &plan) {
+        events.emit(Event::Warning {
+            message: format!(
+                "{dependent} needs {need} and stays installed (not selected with --only)"
+            ),
+        });
+    }
+
+    let result = destroy::run(&plan, &helm, &connection, args.options, &events, stop_rx).await;
+    signals.abort();
+    if let Ok(summary) = &result {
+        events.emit(Event::RunFinished {
+            summary: summary.clone(),
+        });
+    }
+    drop(events);
+    let _ = reporting.await;
+    outcome(&result?)
+}
+
+/// First SIGINT/SIGTERM: start nothing new, let the running uninstall finish
+/// within the grace period (the engine announces it, since it knows which
+/// release runs). Second: stop it now.
+async fn watch_signals(stop: tokio::sync::watch::Sender<Stop>, events: Emitter) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut int), Ok(mut term)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) else {
+        return;
+    };
+    for next in [Stop::Graceful, Stop::Now] {
+        tokio::select! {
+            _ = int.recv() => {}
+            _ = term.recv() => {}
+        }
+        if next == Stop::Now {
+            events.emit(Event::Warning {
+                message: "second interrupt: stopping the running helm uninstall now".into(),
+            });
+        }
+        let _ = stop.send(next);
+    }
+}
+
+fn question(plan: &Plan, context: Option<&str>, args: &DestroyArgs) -> String {
+    let order = destroy::order(plan);
+    let mut text = format!(
+        "This uninstalls {} release(s) of cluster `{}` (context `{}`), in this order:\n",
+        order.len(),
+        plan.cluster.name,
+        context.unwrap_or("current")
+    );
+    for release in order {
+        text.push_str(&format!("  {}\n", release.id));
+    }
+    if args.options.crds {
+        text.push_str(&format!(
+            "then deletes the CRDs of {} release(s), and with them every object of those kinds.\n",
+            plan.crd_releases().count()
+        ));
+    } else {
+        text.push_str("CRDs stay (pass --crds to delete them).\n");
+    }
+    text.push_str("Continue? Type `yes`: ");
+    text
+}
+
+/// Asks on stderr, reads one line from stdin.
+fn ask(question: &str) -> bool {
+    let mut err = std::io::stderr();
+    let _ = err
+        .write_all(question.as_bytes())
+        .and_then(|()| err.flush());
+    let mut line = String::new();
+    if std::io::stdin().lock().read_line(&mut line).is_err() {
+        return false;
+    }
+    matches!(line.trim().to_lowercase().as_str(), "y" | "yes")
+}
+
+fn outcome(summary: &Summary) -> Result<(), Error> {
+    if summary.ok {
+        return Ok(());
+    }
+    if summary.interrupted {
+        return Err(Error::Interrupted);
+    }
+    let failed: Vec<String> = summary
+        .root_failures
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    if failed.is_empty() {
+        return Err(Error::failed(format!(
+            "destroy of cluster `{}` failed: CRDs could not be deleted; see the warnings above",
+            summary.cluster
+        )));
+    }
+    Err(Error::failed(format!(
+        "destroy of cluster `{}` failed: {} failed; what they need was kept",
+        summary.cluster,
+        failed.join(", ")
+    )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn asks_only_on_a_terminal_and_refuses_without_one() {
+        assert_eq!(confirmation(false, false, true), Confirm::Ask);
+        assert_eq!(confirmation(false, false, false), Confirm::Refuse);
+        assert_eq!(confirmation(true, false, false), Confirm::Skip);
+        assert_eq!(confirmation(true, false, true), Confirm::Skip);
+        assert_eq!(confirmation(false, true, false), Confirm::Skip);
+    }
+}

@@ -1,0 +1,161 @@
+//! `bootstrap status CLUSTER`: live state of each release, read-only.
+//!
+//! Exit codes: 0 when the cluster could be read, even when releases are not
+//! installed, not ready or drifted (status is informational; `apply` fixes
+//! those). 1 when a live conflict exists (a Flux HelmRelease targets a
+//! bootstrap release, its Helm secret carries Flux's labels, or it is
+//! pending-*): `apply` would refuse, so scripts should stop too. The report is
+//! printed in full either way. 1 also when helm, the ledger or the conflict
+//! checks cannot be read; 2 for the usual prerequisites (helm, context).
+
+use crate::cli::{Config, OutputFormat};
+use crate::error::Error;
+use crate::status::{self, Report};
+
+pub fn run(config: &Config, cluster: &str, out: &mut dyn std::io::Write) -> Result<(), Error> {
+    let plan = crate::config::load(&config.dir, cluster)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Error::failed_with("cannot start the async runtime", e))?;
+    let report = runtime.block_on(async {
+        let (helm, connection) = super::apply::prerequisites(config, &plan, true).await?;
+        status::collect(&plan, &helm, &connection).await
+    })?;
+    match config.output {
+        OutputFormat::Json => super::write_json(out, &serde_json::json!(report))?,
+        OutputFormat::Text => super::write(out, &render(&report))?,
+    }
+    let conflicts = report.conflicts().count();
+    if conflicts > 0 {
+        return Err(Error::Findings(format!(
+            "{conflicts} live conflict{} in cluster `{}`: `bootstrap apply` would refuse; see the conflicts above",
+            if conflicts == 1 { "" } else { "s" },
+            report.cluster
+        )));
+    }
+    Ok(())
+}
+
+pub fn render(report: &Report) -> String {
+    let header = [
+        "release", "chart", "desired", "deployed", "helm", "rev", "owner", "drift", "ready",
+    ]
+    .map(String::from);
+    let rows: Vec<[String; 9]> = report
+        .releases
+        .iter()
+        .map(|r| {
+            let deployed = r.deployed.as_ref();
+            [
+                r.release.to_string(),
+                r.chart.clone(),
+                dash(&r.desired.version),
+                deployed.map_or("-".into(), |d| dash(&d.version)),
+                deployed.map_or("not installed".into(), |d| d.status.clone()),
+                deployed.map_or("-".into(), |d| d.revision.to_string()),
+                r.owner.clone(),
+                r.drift.clone(),
+                status::ready_cell(r).to_string(),
+            ]
+        })
+        .collect();
+    let widths: Vec<usize> = (0..header.len())
+        .map(|i| {
+            rows.iter()
+                .chain(std::iter::once(&header))
+                .map(|row| row[i].chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut text = format!("cluster {}\n\n", report.cluster);
+    for row in std::iter::once(&header).chain(&rows) {
+        let line: Vec<String> = row
+            .iter()
+            .zip(&widths)
+            .map(|(cell, w)| format!("{cell:<w$}"))
+            .collect();
+        text.push_str(line.join("  ").trim_end());
+        text.push('\n');
+    }
+    let conflicts: Vec<_> = report.conflicts().collect();
+    if conflicts.is_empty() {
+        text.push_str("\nno conflicts\n");
+    } else {
+        text.push_str("\nconflicts (`bootstrap apply` refuses until they are resolved):\n");
+        for c in conflicts {
+            text.push_str(&format!("  {}: {}\n", c.release, c.message));
+        }
+    }
+    text
+}
+
+fn dash(s: &str) -> String {
+    if s.is_empty() { "-".into() } else { s.into() }
+}
+
+#[cfg(test)]
+mod tests {
+    use pretty_assertions::assert_eq;
+
+    use super::*;
+    use crate::apply::preflight::Conflict;
+    use crate::release::ReleaseId;
+    use crate::status::{Deployed, Desired, Ready, ReleaseStatus};
+
+    fn row(name: &str, deployed: Option<(&str, &str)>, ready: &str) -> ReleaseStatus {
+        ReleaseStatus {
+            release: ReleaseId::new("kube-system", name),
+            chart: name.into(),
+            desired: Desired {
+                version: "1.0.0".into(),
+                values_digest: "sha256:x".into(),
+            },
+            deployed: deployed.map(|(version, status)| Deployed {
+                version: version.into(),
+                status: status.into(),
+                revision: 2,
+            }),
+            ready: Ready {
+                ok: ready == "ready",
+                message: ready.into(),
+            },
+            owner: if deployed.is_some() { "bootstrap" } else { "-" }.into(),
+            drift: if deployed.is_some() {
+                "up to date"
+            } else {
+                "not installed"
+            }
+            .into(),
+            conflicts: vec![],
+        }
+    }
+
+    #[test]
+    fn table_is_aligned_and_conflicts_follow_it() {
+        let mut cilium = row("cilium", Some(("1.0.0", "pending-upgrade")), "ready");
+        cilium.conflicts.push(Conflict {
+            release: cilium.release.clone(),
+            object: "Helm release kube-system/cilium".into(),
+            message: "Helm release kube-system/cilium is pending-upgrade".into(),
+        });
+        let report = Report {
+            cluster: "infra".into(),
+            releases: vec![cilium, row("coredns", None, "not installed")],
+        };
+        assert_eq!(
+            render(&report),
+            "\
+cluster infra
+
+release              chart    desired  deployed  helm             rev  owner      drift          ready
+kube-system/cilium   cilium   1.0.0    1.0.0     pending-upgrade  2    bootstrap  up to date     ready
+kube-system/coredns  coredns  1.0.0    -         not installed    -    -          not installed  -
+
+conflicts (`bootstrap apply` refuses until they are resolved):
+  kube-system/cilium: Helm release kube-system/cilium is pending-upgrade
+"
+        );
+    }
+}

@@ -1,0 +1,391 @@
+//! `bootstrap destroy`: uninstalls a plan's releases in reverse DAG order
+//! under the cluster lock, removes each ledger entry after its uninstall,
+//! and with `--crds` deletes the CRDs the CRD phase applies once every
+//! release is gone.
+//!
+//! Releases go one at a time, in the reverse of the plan's execution order
+//! (a valid order: every release after all of its dependents). Unlike
+//! `apply`, there is little to gain from running them side by side: helm
+//! uninstall deletes objects without waiting for readiness, so each step
+//! takes seconds. One at a time keeps the log in a fixed order and makes a
+//! failure's consequence simple: what the failed release needs stays, since
+//! it still runs on it; everything else carries on.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use ::kube::api::{Api, DeleteParams};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use tokio::time::Instant;
+
+use crate::apply::crds::{self, Crd};
+use crate::apply::{DEFAULT_RELEASE_TIMEOUT, GRACE};
+use crate::error::Error;
+use crate::event::{CrdRemoval, Emitter, Event, Outcome, Phase, ReleaseResult, Step, Summary};
+use crate::helm::{Helm, Stop, StopSignal};
+use crate::kube::apply::API_RETRY_BUDGET;
+use crate::kube::client::Connection;
+use crate::kube::ledger::Ledger;
+use crate::kube::lock::Lock;
+use crate::kube::retry::{is_not_found, retry};
+use crate::plan::Plan;
+use crate::release::{Release, ReleaseId};
+
+const NOT_STARTED: &str = "not started: destroy was interrupted";
+
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Options {
+    pub dry_run: bool,
+    /// Also delete the CRDs of the CRD phase, after every release is gone.
+    pub crds: bool,
+}
+
+/// The releases to uninstall, in order: every one before what it needs.
+pub fn order(plan: &Plan) -> Vec<&Release> {
+    let mut order: Vec<&Release> = plan.installed().collect();
+    order.reverse();
+    order
+}
+
+/// With `--only`: installed releases outside the selection that depend on a
+/// selected one, as `(dependent, selected)`; they keep running without it.
+pub fn left_behind(full: &Plan, selected: &Plan) -> Vec<(ReleaseId, ReleaseId)> {
+    let chosen: BTreeSet<&ReleaseId> = selected.installed().map(|r| &r.id).collect();
+    let mut found = Vec::new();
+    for id in &chosen {
+        for dependent in full.graph.with_dependents([*id]) {
+            let installed = full.release(&dependent).is_some_and(Release::is_installed);
+            if installed && !chosen.contains(&dependent) {
+                found.push((dependent, (*id).clone()));
+            }
+        }
+    }
+    found
+}
+
+/// Runs the whole destroy; `Ok(summary)` even when uninstalls failed.
+pub async fn run<H: Helm>(
+    plan: &Plan,
+    helm: &H,
+    connection: &Connection,
+    options: Options,
+    events: &Emitter,
+    stop: StopSignal,
+) -> Result<Summary, Error> {
+    let started = Instant::now();
+    let order = order(plan);
+    events.emit(Event::RunStarted {
+        cluster: plan.cluster.name.clone(),
+        releases: order.iter().map(|r| r.id.clone()).collect(),
+        dry_run: options.dry_run,
+    });
+    events.emit(Event::PhaseStarted {
+        phase: Phase::Preflight,
+    });
+    let lock = if options.dry_run {
+        None
+    } else {
+        let warn = |message: String| events.emit(Event::Warning { message });
+        Some(Lock::acquire(&connection.client, "destroy", warn).await?)
+    };
+    let result = async {
+        // Rendered before the first uninstall, so a chart that cannot be
+        // rendered stops the run while nothing has changed.
+        let crds = if options.crds {
+            crds::render(helm, plan).await.map_err(Error::failed)?
+        } else {
+            Vec::new()
+        };
+        events.emit(Event::PhaseFinished {
+            phase: Phase::Preflight,
+            ok: true,
+        });
+        let destroyer = Destroyer {
+            helm,
+            connection,
+            ledger: Ledger::new(&connection.client),
+            events,
+            dry_run: options.dry_run,
+        };
+        events.emit(Event::PhaseStarted {
+            phase: Phase::Releases,
+        });
+        let (results, interrupted) = destroyer.releases(plan, &order, stop).await;
+        let ok = results.iter().all(|r| r.outcome.is_success());
+        events.emit(Event::PhaseFinished {
+            phase: Phase::Releases,
+            ok,
+        });
+        let crds_ok = !options.crds || destroyer.crds(&crds, ok).await;
+        let root_failures = results
+            .iter()
+            .filter(|r| r.outcome == Outcome::Failed)
+            .map(|r| r.release.clone())
+            .collect();
+        Ok(Summary {
+            cluster: plan.cluster.name.clone(),
+            ok: ok && crds_ok,
+            dry_run: options.dry_run,
+            duration: started.elapsed(),
+            releases: results,
+            critical_path: Vec::new(),
+            root_failures,
+            interrupted,
+        })
+    }
+    .await;
+    if let Some(lock) = lock {
+        lock.release().await;
+    }
+    result
+}
+
+struct Destroyer<'a, H: Helm> {
+    helm: &'a H,
+    connection: &'a Connection,
+    ledger: Ledger,
+    events: &'a Emitter,
+    dry_run: bool,
+}
+
+impl<H: Helm> Destroyer<'_, H> {
+    /// Every release in `order`; returns the results and whether the run was interrupted.
+    async fn releases(
+        &self,
+        plan: &Plan,
+        order: &[&Release],
+        stop: StopSignal,
+    ) -> (Vec<ReleaseResult>, bool) {
+        let mut results = Vec::with_capacity(order.len());
+        // Releases a failed uninstall still runs on, with the reason they stay.
+        let mut kept: BTreeMap<ReleaseId, String> = BTreeMap::new();
+        let mut interrupted = false;
+        for release in order {
+            let id = &release.id;
+            let begun = Instant::now();
+            interrupted = interrupted || *stop.borrow() != Stop::Run;
+            let (outcome, message) = if interrupted {
+                (Outcome::Interrupted, Some(NOT_STARTED.to_string()))
+            } else if let Some(why) = kept.get(id) {
+                (Outcome::Skipped, Some(why.clone()))
+            } else {
+                self.events.emit(Event::ReleaseStarted {
+                    release: id.clone(),
+                });
+                let (outcome, message) = self.one(release, stop.clone()).await;
+                let how = match outcome {
+                    Outcome::Failed => Some("failed"),
+                    Outcome::Interrupted => Some("was interrupted"),
+                    _ => None,
+                };
+                if let Some(how) = how {
+                    let why = format!("kept: {id} still needs it (its uninstall {how})");
+                    for need in plan.graph.with_needs([id]) {
+                        if &need != id {
+                            kept.entry(need).or_insert_with(|| why.clone());
+                        }
+                    }
+                }
+                interrupted = outcome == Outcome::Interrupted;
+                (outcome, message)
+            };
+            let result = ReleaseResult {
+                release: id.clone(),
+                outcome,
+                duration: begun.elapsed(),
+                message,
+            };
+            self.events.emit(Event::ReleaseFinished {
+                result: result.clone(),
+                diagnostics: None,
+                diagnostics_text: None,
+            });
+            results.push(result);
+        }
+        (results, interrupted)
+    }
+
+    async fn one(&self, release: &Release, stop: StopSignal) -> (Outcome, Option<String>) {
+        let id = &release.id;
+        let target = &self.connection.target;
+        self.events.emit(Event::ReleaseStep {
+            release: id.clone(),
+            step: Step::Checking,
+        });
+        let deployed = match self.helm.status(target, id).await {
+            Ok(deployed) => deployed,
+            Err(e) => {
+                return (
+                    Outcome::Failed,
+                    Some(format!("cannot read the release from helm: {e}")),
+                );
+            }
+        };
+        let Some(deployed) = deployed else {
+            if !self.dry_run {
+                // A ledger entry without a release would claim ownership of nothing.
+                if let Err(e) = self.ledger.remove(id).await {
+                    return (Outcome::Failed, Some(error_text(&e)));
+                }
+            }
+            return (Outcome::Absent, Some("not installed".into()));
+        };
+        let what = format!(
+            "{} {} ({}, revision {})",
+            deployed.chart, deployed.version, deployed.status, deployed.revision
+        );
+        if self.dry_run {
+            return (
+                Outcome::WouldUninstall,
+                Some(format!("would uninstall {what}")),
+            );
+        }
+        if *stop.borrow() != Stop::Run {
+            return (Outcome::Interrupted, Some(NOT_STARTED.into()));
+        }
+        self.events.emit(Event::ReleaseStep {
+            release: id.clone(),
+            step: Step::Uninstalling,
+        });
+        let timeout = release.timeout.unwrap_or(DEFAULT_RELEASE_TIMEOUT);
+        let announce = || {
+            self.events.emit(Event::Interrupting {
+                running: vec![id.clone()],
+                grace: GRACE,
+            })
+        };
+        let uninstall = self.helm.uninstall(target, id, timeout);
+        match until_stopped(uninstall, stop, announce).await {
+            None => {
+                return (
+                    Outcome::Interrupted,
+                    Some(format!(
+                        "helm uninstall was stopped; the release may be left uninstalling: run `bootstrap destroy` again (`helm uninstall {} -n {}` finishes it)",
+                        id.name, id.namespace
+                    )),
+                );
+            }
+            Some(Err(e)) => return (Outcome::Failed, Some(e.to_string())),
+            Some(Ok(())) => {}
+        }
+        if let Err(e) = self.ledger.remove(id).await {
+            return (
+                Outcome::Failed,
+                Some(format!("uninstalled, but {}", error_text(&e))),
+            );
+        }
+        (Outcome::Uninstalled, Some(format!("was {what}")))
+    }
+
+    /// Deletes the CRDs once every release is gone; with releases left, the
+    /// CRDs stay (deleting a CRD deletes every object of its kind).
+    async fn crds(&self, crds: &[Crd], releases_ok: bool) -> bool {
+        self.events.emit(Event::PhaseStarted { phase: Phase::Crds });
+        if !releases_ok {
+            if !crds.is_empty() {
+                self.events.emit(Event::Warning {
+                    message: format!(
+                        "CRDs kept ({}): not every release was uninstalled",
+                        crds.len()
+                    ),
+                });
+            }
+            self.events.emit(Event::PhaseFinished {
+                phase: Phase::Crds,
+                ok: false,
+            });
+            return false;
+        }
+        let api: Api<CustomResourceDefinition> = Api::all(self.connection.client.clone());
+        let mut ok = true;
+        let params = DeleteParams::default();
+        for crd in crds {
+            let change = if self.dry_run {
+                match retry(API_RETRY_BUDGET, || api.get_opt(&crd.name)).await {
+                    Ok(None) => Ok(CrdRemoval::Absent),
+                    Ok(Some(_)) => Ok(CrdRemoval::WouldDelete),
+                    Err(e) => Err(e),
+                }
+            } else {
+                match retry(API_RETRY_BUDGET, || api.delete(&crd.name, &params)).await {
+                    Ok(_) => Ok(CrdRemoval::Deleted),
+                    Err(e) if is_not_found(&e) => Ok(CrdRemoval::Absent),
+                    Err(e) => Err(e),
+                }
+            };
+            match change {
+                Ok(change) => self.events.emit(Event::CrdDeleted {
+                    release: crd.release.clone(),
+                    crd: crd.name.clone(),
+                    change,
+                }),
+                Err(e) => {
+                    ok = false;
+                    self.events.emit(Event::Warning {
+                        message: format!(
+                            "CRD {} (from release `{}`) could not be deleted: {e}",
+                            crd.name, crd.release
+                        ),
+                    });
+                }
+            }
+        }
+        self.events.emit(Event::PhaseFinished {
+            phase: Phase::Crds,
+            ok,
+        });
+        ok
+    }
+}
+
+fn error_text(e: &Error) -> String {
+    e.render()
+        .trim_end()
+        .trim_start_matches("error: ")
+        .to_string()
+}
+
+/// `work`, unless the run is stopped: at once on a second interrupt, after
+/// the grace period on the first (`on_grace` says so when it starts). `None`
+/// when stopped; dropping the helm future stops helm (SIGTERM to its
+/// process group).
+async fn until_stopped<T>(
+    work: impl Future<Output = T>,
+    mut stop: StopSignal,
+    on_grace: impl FnOnce(),
+) -> Option<T> {
+    tokio::pin!(work);
+    let mut deadline: Option<Instant> = None;
+    let mut on_grace = Some(on_grace);
+    loop {
+        let now = *stop.borrow();
+        match now {
+            Stop::Now => return None,
+            Stop::Graceful if deadline.is_none() => {
+                deadline = Some(Instant::now() + GRACE);
+                if let Some(announce) = on_grace.take() {
+                    announce();
+                }
+            }
+            _ => {}
+        }
+        let grace = async {
+            match deadline {
+                Some(d) => tokio::time::sleep_until(d).await,
+                None => std::future::pending::<()>().await,
+            }
+        };
+        tokio::select! {
+            value = &mut work => return Some(value),
+            changed = stop.changed() => {
+                if changed.is_err() {
+                    // Nobody can stop the run any more: let the work finish.
+                    return Some(work.await);
+                }
+            }
+            () = grace => return None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

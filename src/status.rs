@@ -1,0 +1,246 @@
+//! `bootstrap status`: the live state of each release of a plan, read once
+//! and never written (no lock, no mutating request). Helm says what is
+//! deployed, the ledger who owns it, a one-shot GET of each rollout hook's
+//! workload whether it is ready now, and the preflight checks what would make
+//! `apply` refuse.
+
+use serde::Serialize;
+
+use crate::apply::preflight::{self, Conflict};
+use crate::error::Error;
+use crate::helm::{DeployedRelease, Helm};
+use crate::kube::client::Connection;
+use crate::kube::ledger::{self, Entry, Ledger};
+use crate::kube::ready::{self, Readiness};
+use crate::plan::Plan;
+use crate::release::{HookAction, ObjectRef, Release, ReleaseId};
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub cluster: String,
+    pub releases: Vec<ReleaseStatus>,
+}
+
+impl Report {
+    pub fn conflicts(&self) -> impl Iterator<Item = &Conflict> {
+        self.releases.iter().flat_map(|r| &r.conflicts)
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ReleaseStatus {
+    pub release: ReleaseId,
+    pub chart: String,
+    pub desired: Desired,
+    pub deployed: Option<Deployed>,
+    pub ready: Ready,
+    pub owner: String,
+    pub drift: String,
+    pub conflicts: Vec<Conflict>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Desired {
+    pub version: String,
+    pub values_digest: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Deployed {
+    pub version: String,
+    /// Helm's status: deployed, failed, pending-install, ...
+    pub status: String,
+    pub revision: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Ready {
+    pub ok: bool,
+    pub message: String,
+}
+
+/// Reads everything `status` shows. Fails (exit 1) only when helm, the
+/// ledger or the conflict checks cannot be read; a workload that cannot be
+/// read is shown as not ready instead.
+pub async fn collect<H: Helm>(
+    plan: &Plan,
+    helm: &H,
+    connection: &Connection,
+) -> Result<Report, Error> {
+    let conflicts = preflight::conflicts(plan, helm, connection).await?;
+    let recorded = Ledger::new(&connection.client).entries().await?;
+    let mut releases = Vec::new();
+    for release in plan.installed() {
+        let deployed = helm
+            .status(&connection.target, &release.id)
+            .await
+            .map_err(|e| Error::failed_with(format!("cannot read {} from helm", release.id), e))?;
+        let ready = match &deployed {
+            None => Ready {
+                ok: false,
+                message: "not installed".into(),
+            },
+            Some(_) => readiness(&connection.client, release).await,
+        };
+        releases.push(status_of(
+            release,
+            deployed.as_ref(),
+            recorded.get(&ledger::key(&release.id)),
+            ready,
+            conflicts
+                .iter()
+                .filter(|c| c.release == release.id)
+                .cloned()
+                .collect(),
+        ));
+    }
+    Ok(Report {
+        cluster: plan.cluster.name.clone(),
+        releases,
+    })
+}
+
+/// Everything but the reads: pure, so each column's rule has a unit test.
+pub fn status_of(
+    release: &Release,
+    deployed: Option<&DeployedRelease>,
+    entry: Option<&Entry>,
+    ready: Ready,
+    conflicts: Vec<Conflict>,
+) -> ReleaseStatus {
+    ReleaseStatus {
+        release: release.id.clone(),
+        chart: release.chart_label(),
+        desired: Desired {
+            version: release.version_label(),
+            values_digest: release.values_digest(),
+        },
+        deployed: deployed.map(|d| Deployed {
+            version: d.version.clone(),
+            status: d.status.clone(),
+            revision: d.revision,
+        }),
+        ready,
+        owner: owner(deployed.is_some(), entry),
+        drift: drift(release, deployed, entry),
+        conflicts,
+    }
+}
+
+/// The ledger's policy (`bootstrap` today) when it records the release.
+pub fn owner(installed: bool, entry: Option<&Entry>) -> String {
+    match (installed, entry) {
+        (false, _) => "-".into(),
+        (true, Some(entry)) => entry.policy.clone(),
+        (true, None) => "unrecorded".into(),
+    }
+}
+
+/// What `apply` would change, in a few words. Helm's deployed chart and
+/// version come first (they are the truth in the cluster); the ledger's
+/// digest tells whether the values changed, since helm's stored values
+/// would cost one more call per release.
+pub fn drift(
+    release: &Release,
+    deployed: Option<&DeployedRelease>,
+    entry: Option<&Entry>,
+) -> String {
+    let Some(deployed) = deployed else {
+        return "not installed".into();
+    };
+    let (chart, version) = (release.chart_label(), release.version_label());
+    if deployed.chart != chart {
+        return format!("chart {} -> {chart}", deployed.chart);
+    }
+    if deployed.version != version {
+        return format!("version {} -> {version}", deployed.version);
+    }
+    let Some(entry) = entry else {
+        return "not recorded".into();
+    };
+    if entry.version != version {
+        return format!("version {} -> {version}", entry.version);
+    }
+    if entry.values_digest != release.values_digest() {
+        return "values changed".into();
+    }
+    "up to date".into()
+}
+
+/// The rollout hooks of a release: the workloads whose readiness `status` shows.
+pub fn rollout_targets(release: &Release) -> Vec<&ObjectRef> {
+    release
+        .hooks
+        .presync
+        .iter()
+        .chain(&release.hooks.postsync)
+        .filter_map(|h| match &h.action {
+            HookAction::Rollout(o) => Some(o),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Readiness now: one GET per rollout hook, judged by the same pure
+/// functions the waits use.
+async fn readiness(client: &::kube::Client, release: &Release) -> Ready {
+    let mut judged = Vec::new();
+    for target in rollout_targets(release) {
+        let found = crate::kube::apply::get(
+            client,
+            &target.api_version,
+            &target.kind,
+            target.namespace.as_deref(),
+            &target.name,
+        )
+        .await;
+        let state = match found {
+            Ok(Some(obj)) => ready::for_kind(&target.kind, &obj).unwrap_or_else(Readiness::Failed),
+            Ok(None) => Readiness::Pending("does not exist".into()),
+            Err(e) => Readiness::Pending(format!("cannot be read: {e}")),
+        };
+        judged.push((target, state));
+    }
+    summarize(&judged)
+}
+
+/// One verdict for all rollout hooks: the first workload not ready names why.
+pub fn summarize(judged: &[(&ObjectRef, Readiness)]) -> Ready {
+    if judged.is_empty() {
+        return Ready {
+            ok: true,
+            message: "no rollout hooks".into(),
+        };
+    }
+    let not_ready: Vec<String> = judged
+        .iter()
+        .filter_map(|(target, state)| match state {
+            Readiness::Ready => None,
+            Readiness::Pending(why) | Readiness::Failed(why) => Some(format!("{target}: {why}")),
+        })
+        .collect();
+    if not_ready.is_empty() {
+        Ready {
+            ok: true,
+            message: "ready".into(),
+        }
+    } else {
+        Ready {
+            ok: false,
+            message: format!("not ready: {}", not_ready.join("; ")),
+        }
+    }
+}
+
+/// The text table's cell for readiness: `-` when there is nothing to judge.
+pub fn ready_cell(status: &ReleaseStatus) -> &str {
+    if status.deployed.is_none() || (status.ready.ok && status.ready.message != "ready") {
+        "-"
+    } else {
+        &status.ready.message
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,355 @@
+//! `bootstrap destroy` end to end: the real binary against the loopback API
+//! server and the fake helm, after a real `apply`.
+
+mod support;
+
+use serde_json::json;
+use support::builder::Test;
+use support::cluster::{Cluster, HelmCall, crd, daemonset, deployment};
+
+const CLUSTER: &str = "name: infra\ncontext: admin@infra\n";
+
+/// cilium -> coredns -> {cert-manager, spegel}; cert-manager carries CRDs.
+const RELEASES: &str = "name: cilium
+namespace: kube-system
+chart: { repo: https://helm.cilium.io, name: cilium, version: 1.18.2 }
+hooks:
+  postsync:
+    - rollout: { kind: DaemonSet, name: cilium }
+---
+name: coredns
+namespace: kube-system
+chart: { repo: https://coredns.github.io/helm, name: coredns, version: 1.44.3 }
+needs: [cilium]
+---
+name: cert-manager
+namespace: cert-manager
+chart: { repo: https://charts.jetstack.io, name: cert-manager, version: v1.19.0 }
+needs: [coredns]
+---
+name: spegel
+namespace: kube-system
+chart: { oci: oci://ghcr.io/spegel-org/helm-charts/spegel, version: 0.4.0 }
+needs: [coredns]
+";
+
+const CERTIFICATES: &str = "certificates.cert-manager.io";
+
+/// A cluster where `apply infra` has succeeded.
+fn applied() -> (Cluster, Test) {
+    let cluster = Cluster::start();
+    cluster.script(json!({
+        "*": {"delay_ms": 20},
+        "kube-system/cilium": {"apply_manifests": true, "manifests": [daemonset("kube-system", "cilium")]},
+        "cert-manager/cert-manager": {"crds": [crd("cert-manager.io", "certificates", "Certificate")], "manifests": [deployment("cert-manager", "cert-manager")]},
+    }));
+    let test = Test::new()
+        .file("clusters/infra/cluster.yaml", CLUSTER)
+        .file("releases/core.yaml", RELEASES);
+    let out = cluster.run(&test, &["apply", "infra"]);
+    assert_eq!(out.code, 0, "apply: {}\n{}", out.stdout, out.stderr);
+    assert_eq!(cluster.ledger().len(), 4);
+    (cluster, test)
+}
+
+fn uninstalls(cluster: &Cluster) -> Vec<HelmCall> {
+    let mut calls: Vec<HelmCall> = cluster
+        .helm_calls()
+        .into_iter()
+        .filter(|c| c.argv.first().map(String::as_str) == Some("uninstall"))
+        .collect();
+    calls.sort_by_key(|c| c.start_ms);
+    calls
+}
+
+fn name(call: &HelmCall) -> &str {
+    &call.argv[1]
+}
+
+fn crd_exists(cluster: &Cluster) -> bool {
+    cluster
+        .api
+        .get(
+            "apiextensions.k8s.io/v1",
+            "CustomResourceDefinition",
+            None,
+            CERTIFICATES,
+        )
+        .is_some()
+}
+
+fn lease(cluster: &Cluster) -> Option<serde_json::Value> {
+    cluster.api.get(
+        "coordination.k8s.io/v1",
+        "Lease",
+        Some("kube-system"),
+        "bootstrap-lock",
+    )
+}
+
+#[test]
+fn uninstalls_dependents_first_removes_ledger_entries_and_keeps_crds() {
+    let (cluster, test) = applied();
+    let out = cluster.run(&test, &["destroy", "infra", "--yes"]);
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+
+    let calls = uninstalls(&cluster);
+    let order: Vec<&str> = calls.iter().map(name).collect();
+    assert_eq!(order.len(), 4, "{order:?}");
+    let call = |n: &str| calls.iter().find(|c| name(c) == n).unwrap();
+    // Each uninstall starts only after every release that needs it is gone.
+    for (dependent, need) in [
+        ("spegel", "coredns"),
+        ("cert-manager", "coredns"),
+        ("coredns", "cilium"),
+    ] {
+        assert!(
+            call(dependent).end_ms <= call(need).start_ms,
+            "{dependent} must be gone before {need} starts: {order:?}"
+        );
+    }
+    assert_eq!(
+        call("cert-manager").flag("--namespace"),
+        Some("cert-manager")
+    );
+
+    assert!(cluster.ledger().is_empty(), "{:?}", cluster.ledger());
+    assert!(cluster.release_state("kube-system", "cilium").is_none());
+    assert!(
+        cluster
+            .api
+            .get("apps/v1", "DaemonSet", Some("kube-system"), "cilium")
+            .is_none(),
+        "helm uninstall removed cilium's workload"
+    );
+    assert!(crd_exists(&cluster), "CRDs stay without --crds");
+    assert!(lease(&cluster).is_none(), "the lock is released");
+    assert!(
+        out.stdout.contains("infra: 4 uninstalled in"),
+        "{}",
+        out.stdout
+    );
+
+    // Nothing left: a second run reports every release absent and succeeds.
+    let again = cluster.run(&test, &["destroy", "infra", "--yes"]);
+    assert_eq!(again.code, 0, "{}\n{}", again.stdout, again.stderr);
+    assert!(
+        again.stdout.contains("infra: 4 absent in"),
+        "{}",
+        again.stdout
+    );
+    assert_eq!(uninstalls(&cluster).len(), 4, "no new uninstall");
+}
+
+#[test]
+fn crds_are_deleted_with_crds_after_every_release() {
+    let (cluster, test) = applied();
+    let out = cluster.run(&test, &["destroy", "infra", "--yes", "--crds"]);
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    assert!(!crd_exists(&cluster), "CRD deleted");
+    assert!(cluster.ledger().is_empty());
+    let line = out
+        .stdout
+        .lines()
+        .find(|l| l.contains("crd certificates.cert-manager.io deleted"))
+        .unwrap_or_else(|| panic!("{}", out.stdout));
+    let crd_at = out.stdout.find(line).unwrap();
+    let last_release = out.stdout.find("kube-system/cilium: uninstalled").unwrap();
+    assert!(
+        last_release < crd_at,
+        "CRDs go after the releases:\n{}",
+        out.stdout
+    );
+}
+
+#[test]
+fn dry_run_lists_what_would_be_removed_and_changes_nothing() {
+    let (cluster, test) = applied();
+    cluster.api.clear_request_log();
+    let out = cluster.run(&test, &["destroy", "infra", "--dry-run", "--crds"]);
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    assert!(
+        out.stdout
+            .contains("kube-system/cilium: would uninstall in"),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout
+            .contains("crd certificates.cert-manager.io would delete"),
+        "{}",
+        out.stdout
+    );
+    assert!(uninstalls(&cluster).is_empty());
+    assert_eq!(
+        cluster.api.mutations().len(),
+        0,
+        "{:?}",
+        cluster.api.mutations()
+    );
+    assert_eq!(cluster.ledger().len(), 4);
+}
+
+#[test]
+fn only_uninstalls_exactly_the_named_release_and_warns_about_its_dependents() {
+    let (cluster, test) = applied();
+    let out = cluster.run(&test, &["destroy", "infra", "--yes", "--only", "coredns"]);
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    let order: Vec<String> = uninstalls(&cluster)
+        .iter()
+        .map(|c| name(c).to_string())
+        .collect();
+    assert_eq!(order, ["coredns"]);
+    assert!(
+        out.stdout
+            .contains("warning: kube-system/spegel needs kube-system/coredns and stays installed"),
+        "{}",
+        out.stdout
+    );
+    let ledger = cluster.ledger();
+    assert!(!ledger.contains_key("kube-system.coredns"));
+    assert_eq!(ledger.len(), 3);
+}
+
+#[test]
+fn without_a_terminal_and_without_yes_it_refuses_and_changes_nothing() {
+    let (cluster, test) = applied();
+    // `Command::output` gives the child a null stdin: not a terminal.
+    let out = cluster.run(&test, &["destroy", "infra"]);
+    assert_eq!(out.code, 2, "{}\n{}", out.stdout, out.stderr);
+    assert!(out.stderr.contains("pass --yes"), "{}", out.stderr);
+    assert!(out.stderr.contains("nothing was changed"), "{}", out.stderr);
+    assert!(uninstalls(&cluster).is_empty());
+    assert_eq!(cluster.ledger().len(), 4);
+}
+
+#[test]
+fn a_held_lock_stops_destroy_before_any_uninstall_and_names_the_holder() {
+    let (cluster, test) = applied();
+    let now = humantime::format_rfc3339_micros(std::time::SystemTime::now()).to_string();
+    cluster.api.insert(json!({
+        "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        "metadata": {"name": "bootstrap-lock", "namespace": "kube-system",
+                     "annotations": {"bootstrap/operation": "apply"}},
+        "spec": {"holderIdentity": "alice@ops-laptop pid 4242", "leaseDurationSeconds": 30,
+                 "acquireTime": now, "renewTime": now}
+    }));
+    let out = cluster.run(&test, &["destroy", "infra", "--yes"]);
+    assert_eq!(out.code, 1, "{}\n{}", out.stdout, out.stderr);
+    assert!(
+        out.stderr.contains(
+            "another bootstrap apply holds the lock on this cluster: alice@ops-laptop pid 4242"
+        ),
+        "{}",
+        out.stderr
+    );
+    assert!(uninstalls(&cluster).is_empty());
+    assert_eq!(cluster.ledger().len(), 4);
+    let held = lease(&cluster).unwrap();
+    assert_eq!(held["spec"]["holderIdentity"], "alice@ops-laptop pid 4242");
+}
+
+#[test]
+fn a_failed_uninstall_keeps_what_it_needs_and_exits_1() {
+    let (cluster, test) = applied();
+    cluster.script(json!({
+        "*": {"delay_ms": 20},
+        "kube-system/coredns": {"apply_manifests": true},
+        "cert-manager/cert-manager": {"crds": [crd("cert-manager.io", "certificates", "Certificate")]},
+    }));
+    // helm marks the release secret `uninstalling` first; refusing that write fails coredns.
+    cluster
+        .api
+        .fail_next_matching(10, 403, "secrets/sh.helm.release.v1.coredns");
+    let out = cluster.run(&test, &["destroy", "infra", "--yes", "--crds"]);
+    assert_eq!(out.code, 1, "{}\n{}", out.stdout, out.stderr);
+    let order: Vec<String> = uninstalls(&cluster)
+        .iter()
+        .map(|c| name(c).to_string())
+        .collect();
+    assert_eq!(order.len(), 3, "cilium is never attempted: {order:?}");
+    assert!(!order.contains(&"cilium".to_string()));
+    assert!(
+        out.stdout.contains(
+            "kube-system/cilium: skipped: kept: kube-system/coredns still needs it (its uninstall failed)"
+        ),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout
+            .contains("warning: CRDs kept (1): not every release was uninstalled"),
+        "{}",
+        out.stdout
+    );
+    assert!(crd_exists(&cluster));
+    let ledger = cluster.ledger();
+    let mut left: Vec<&String> = ledger.keys().collect();
+    left.sort();
+    assert_eq!(left, ["kube-system.cilium", "kube-system.coredns"]);
+    assert!(
+        out.stderr
+            .contains("destroy of cluster `infra` failed: kube-system/coredns failed"),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        lease(&cluster).is_none(),
+        "the lock is released on failure too"
+    );
+}
+
+#[test]
+fn an_interrupt_lets_the_running_uninstall_finish_then_stops_with_130() {
+    let (cluster, test) = applied();
+    cluster.script(json!({"kube-system/spegel": {"delay_ms": 1500}}));
+    let child = cluster
+        .command(&test, &["destroy", "infra", "--yes"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The fake helm marks the release `uninstalling` before its delay.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while cluster
+        .release_state("kube-system", "spegel")
+        .is_some_and(|s| s["status"] != "uninstalling")
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "spegel never started uninstalling"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let pid = i32::try_from(child.id()).unwrap();
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGINT) }, 0);
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(130), "{stdout}");
+    assert!(
+        stdout.contains("kube-system/spegel: uninstalled"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(
+            "kube-system/cilium: interrupted after 0.0s: not started: destroy was interrupted"
+        ),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("run `bootstrap destroy` again to continue"),
+        "{stdout}"
+    );
+    let order: Vec<String> = uninstalls(&cluster)
+        .iter()
+        .map(|c| name(c).to_string())
+        .collect();
+    assert_eq!(order, ["spegel"]);
+    let ledger = cluster.ledger();
+    assert!(!ledger.contains_key("kube-system.spegel"));
+    assert_eq!(ledger.len(), 3);
+    assert!(
+        lease(&cluster).is_none(),
+        "the lock is released on interrupt"
+    );
+}
