@@ -711,3 +711,61 @@ fn a_global_timeout_fails_the_run() {
     assert_eq!(out.code, 1, "{}\n{}", out.stdout, out.stderr);
     assert!(out.stderr.contains("timed out after 1s"), "{}", out.stderr);
 }
+
+#[test]
+fn the_admission_guard_is_installed_unless_turned_off() {
+    let cluster = Cluster::start();
+    standard_script(&cluster);
+    let out = cluster.run(&config(), &["apply", "infra"]);
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    let policies = cluster.api.list(
+        "admissionregistration.k8s.io/v1",
+        "ValidatingAdmissionPolicy",
+    );
+    assert_eq!(policies.len(), 1);
+    let binding = &cluster.api.list(
+        "admissionregistration.k8s.io/v1",
+        "ValidatingAdmissionPolicyBinding",
+    )[0];
+    assert_eq!(binding["spec"]["paramRef"]["name"], "bootstrap-ownership");
+    assert_eq!(binding["spec"]["paramRef"]["namespace"], "kube-system");
+
+    let cluster = Cluster::start();
+    standard_script(&cluster);
+    let test = Test::new()
+        .file(
+            "clusters/infra/cluster.yaml",
+            &format!("{CLUSTER}guard: false\n"),
+        )
+        .file("releases/core.yaml", RELEASES);
+    let out = cluster.run(&test, &["apply", "infra"]);
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    assert!(
+        cluster
+            .api
+            .list(
+                "admissionregistration.k8s.io/v1",
+                "ValidatingAdmissionPolicy"
+            )
+            .is_empty()
+    );
+}
+
+#[test]
+fn a_cluster_without_admission_policies_gets_a_warning() {
+    let cluster = Cluster::with(
+        support::apiserver::ApiServer::builder()
+            .without_validating_admission_policy()
+            .start(),
+    );
+    standard_script(&cluster);
+    let out = cluster.run(&config(), &["apply", "infra"]);
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    assert!(
+        out.stdout.contains(
+            "the admission guard that keeps Flux off bootstrap releases is not installed"
+        ),
+        "{}",
+        out.stdout
+    );
+}

@@ -95,6 +95,10 @@ pub async fn run<H: Helm + 'static>(
             ok: true,
         });
 
+        if !options.dry_run {
+            interruptible(&stop, install_guard(plan, client, events)).await??;
+        }
+
         events.emit(Event::PhaseStarted {
             phase: Phase::Releases,
         });
@@ -138,6 +142,42 @@ pub async fn run<H: Helm + 'static>(
         lock.release().await;
     }
     result
+}
+
+/// The admission guard: a ValidatingAdmissionPolicy (with its binding) that
+/// denies any Flux HelmRelease whose release is in the ownership ledger.
+/// `guard: false` in cluster.yaml turns it off; clusters that do not serve
+/// the API get a warning.
+async fn install_guard(
+    plan: &Plan,
+    client: &::kube::Client,
+    events: &Emitter,
+) -> Result<(), Error> {
+    if !plan.cluster.guard {
+        return Ok(());
+    }
+    let objects = crate::flux::admission_policy(
+        crate::kube::ledger::LEDGER_NAMESPACE,
+        crate::kube::ledger::LEDGER_NAME,
+    );
+    for object in &objects {
+        match crate::kube::apply::apply(client, object).await {
+            Ok(_) => {}
+            Err(crate::kube::apply::ApplyError::UnknownKind(_)) => {
+                events.emit(Event::Warning {
+                    message: "this cluster does not serve admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy (Kubernetes < 1.30): the admission guard that keeps Flux off bootstrap releases is not installed; `bootstrap check` still finds them in git".into(),
+                });
+                return Ok(());
+            }
+            Err(e) => {
+                return Err(Error::failed_with(
+                    "cannot install the admission guard (set `guard: false` in cluster.yaml to go without it)",
+                    e,
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Runs `work` unless the run is stopped first.
