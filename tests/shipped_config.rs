@@ -1,0 +1,267 @@
+//! The config shipped at the repository root is the embedded default: every
+//! offline command works on it from the repository root.
+
+mod support;
+
+use std::process::Command;
+
+use support::builder::repo_root;
+
+fn bootstrap(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_bootstrap"))
+        .args(args)
+        .current_dir(repo_root())
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap()
+}
+
+fn plan_json(cluster: &str) -> serde_json::Value {
+    let out = bootstrap(&["plan", cluster, "--output", "json"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn plans_list_every_release_after_its_needs() {
+    for cluster in ["infra", "apps"] {
+        let plan = plan_json(cluster);
+        assert_eq!(plan["cluster"], cluster);
+        let releases = plan["releases"].as_array().unwrap();
+        let ids: Vec<&str> = releases.iter().map(|r| r["id"].as_str().unwrap()).collect();
+        for (i, r) in releases.iter().enumerate() {
+            for need in r["needs"].as_array().unwrap() {
+                let at = ids
+                    .iter()
+                    .position(|id| id == &need.as_str().unwrap())
+                    .expect("need is in the plan");
+                assert!(at < i, "{} comes after its need {need}", ids[i]);
+            }
+        }
+        // The seed-004 chain with its exact versions.
+        let version = |id: &str| {
+            releases
+                .iter()
+                .find(|r| r["id"] == id)
+                .map(|r| r["version"].as_str().unwrap().to_string())
+        };
+        assert_eq!(version("kube-system/cilium").as_deref(), Some("1.18.2"));
+        assert_eq!(version("kube-system/coredns").as_deref(), Some("1.44.3"));
+        assert_eq!(
+            version("cert-manager/cert-manager").as_deref(),
+            Some("v1.19.0")
+        );
+        assert_eq!(
+            version("external-secrets/external-secrets").as_deref(),
+            Some("0.20.3")
+        );
+        assert_eq!(
+            version("flux-system/flux-operator").as_deref(),
+            Some("0.32.0")
+        );
+        assert_eq!(
+            version("flux-system/flux-instance").as_deref(),
+            Some("0.32.0")
+        );
+        let crds: Vec<&str> = plan["crds"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["release"].as_str().unwrap())
+            .collect();
+        assert!(crds.contains(&"kube-system/gateway-api"));
+        assert!(crds.contains(&"observability/prometheus-operator-crds"));
+    }
+}
+
+#[test]
+fn plan_is_deterministic() {
+    assert_eq!(
+        bootstrap(&["plan", "infra", "--output", "json"]).stdout,
+        bootstrap(&["plan", "infra", "--output", "json"]).stdout
+    );
+}
+
+#[test]
+fn per_cluster_values_differ() {
+    let values = |cluster: &str| {
+        let out = bootstrap(&["template", cluster, "cilium", "--output", "json"]);
+        assert_eq!(out.status.code(), Some(0));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["releases"][0]["values"].clone()
+    };
+    let (infra, apps) = (values("infra"), values("apps"));
+    assert_eq!(infra["cluster"]["id"], 1);
+    assert_eq!(apps["cluster"]["id"], 2);
+    assert_eq!(infra["ipv4NativeRoutingCIDR"], "10.244.0.0/16");
+    assert_eq!(apps["ipv4NativeRoutingCIDR"], "10.246.0.0/16");
+}
+
+#[test]
+fn graph_dot_renders_with_graphviz() {
+    let out = bootstrap(&["graph", "infra", "--format", "dot"]);
+    assert_eq!(out.status.code(), Some(0));
+    let mut dot = Command::new("dot")
+        .arg("-Tsvg")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("graphviz `dot` is installed (.ci/run installs it)");
+    use std::io::Write;
+    dot.stdin.take().unwrap().write_all(&out.stdout).unwrap();
+    let svg = dot.wait_with_output().unwrap();
+    assert!(svg.status.success());
+    // Graphviz escapes '-' in SVG text.
+    assert!(String::from_utf8_lossy(&svg.stdout).contains("system/cilium"));
+}
+
+#[test]
+fn graph_json_and_mermaid() {
+    let out = bootstrap(&["graph", "infra", "--format", "json"]);
+    let g: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let edges = g["edges"].as_array().unwrap();
+    assert!(
+        edges
+            .iter()
+            .any(|e| e["from"] == "kube-system/cilium" && e["to"] == "kube-system/coredns")
+    );
+    let mermaid =
+        String::from_utf8(bootstrap(&["graph", "apps", "--format", "mermaid"]).stdout).unwrap();
+    assert!(mermaid.starts_with("flowchart LR\n"));
+}
+
+#[test]
+fn check_passes_on_the_shipped_clusters() {
+    for cluster in ["infra", "apps"] {
+        let out = bootstrap(&["check", cluster, "--output", "json"]);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert!(
+            report["findings"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|f| f["severity"] != "error")
+        );
+    }
+}
+
+#[test]
+fn check_on_the_seed_000_tree_prints_the_chain_and_fails() {
+    let out = bootstrap(&[
+        "check",
+        "infra",
+        "--dir",
+        "examples/flux-dual-management/broken",
+        "--output",
+        "json",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let finding = report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["code"] == "flux-manages-bootstrap-release")
+        .unwrap();
+    assert_eq!(finding["release"], "kube-system/cilium");
+    assert_eq!(
+        finding["object"]["file"],
+        "kubernetes/bases/cilium/helmrelease.yaml"
+    );
+    let chain: Vec<&str> = finding["chain"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_str().unwrap())
+        .collect();
+    assert_eq!(
+        chain.first(),
+        Some(&"kubernetes/clusters/infra/infrastructure.yaml")
+    );
+    assert_eq!(
+        chain.last(),
+        Some(&"kubernetes/bases/cilium/helmrelease.yaml")
+    );
+    assert!(chain.contains(&"kubernetes/infrastructure/networking/cilium/ks.yaml"));
+    assert!(chain.contains(&"kubernetes/infrastructure/networking/cilium/kustomization.yaml"));
+    let fixed = bootstrap(&[
+        "check",
+        "infra",
+        "--dir",
+        "examples/flux-dual-management/fixed",
+    ]);
+    assert_eq!(fixed.status.code(), Some(0));
+}
+
+#[test]
+fn check_without_flux_says_nothing_was_scanned() {
+    let t = support::builder::Test::with_releases(
+        "name: a\nnamespace: b\nchart: { oci: oci://x/a, version: 1.0.0 }\n",
+    );
+    let out = t.args(&["check", "infra"]).run();
+    assert_eq!(out.code, 0);
+    assert!(
+        out.stdout.contains("no GitOps tree was scanned"),
+        "{}",
+        out.stdout
+    );
+}
+
+#[test]
+fn schema_describes_both_file_formats() {
+    for kind in ["cluster", "release"] {
+        let out = bootstrap(&["schema", kind]);
+        let schema: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert!(schema["properties"]["name"].is_object(), "{kind}");
+    }
+    let release: serde_json::Value =
+        serde_json::from_slice(&bootstrap(&["schema", "release"]).stdout).unwrap();
+    assert!(release["properties"]["crdValues"].is_object());
+}
+
+#[test]
+fn completions_are_generated() {
+    let out = bootstrap(&["completions", "bash"]);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("bootstrap"));
+}
+
+#[test]
+fn kind_example_plans() {
+    let out = bootstrap(&["plan", "kind", "--dir", "examples/kind", "--output", "json"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let values = bootstrap(&[
+        "template",
+        "kind",
+        "cilium",
+        "--dir",
+        "examples/kind",
+        "--output",
+        "json",
+    ]);
+    let v: serde_json::Value = serde_json::from_slice(&values.stdout).unwrap();
+    let cilium = &v["releases"][0]["values"];
+    assert_eq!(cilium["kubeProxyReplacement"], true);
+    assert!(
+        cilium["k8sServiceHost"]
+            .as_str()
+            .unwrap()
+            .ends_with("control-plane")
+    );
+}
