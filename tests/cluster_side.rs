@@ -1,0 +1,173 @@
+//! The cluster side of `apply` against the loopback API: new CRD kinds are
+//! usable right after the CRD phase, a stale rollout status is never taken
+//! for done, and dropped watches do not break a wait.
+
+mod support;
+
+use std::time::Duration;
+
+use serde_json::json;
+use support::apiserver::{ApiServer, Rollout};
+use support::builder::Test;
+use support::cluster::{Cluster, crd, daemonset};
+
+const CLUSTER: &str = "name: infra\ncontext: admin@infra\n";
+
+#[test]
+fn kinds_from_the_crd_phase_are_usable_by_the_releases() {
+    let cluster = Cluster::start();
+    cluster.api.set_crd_establish(
+        "widgets.example.com",
+        Rollout::After(Duration::from_millis(400)),
+    );
+    cluster.script(json!({
+        "example/widgets": {"crds": [crd("example.com", "widgets", "Widget")]},
+        "example/widget-user": {"apply_manifests": true, "manifests": [
+            {"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w1", "namespace": "example"}, "spec": {"size": 3}}
+        ]},
+    }));
+    let test = Test::new().file("clusters/infra/cluster.yaml", CLUSTER).file(
+        "releases/r.yaml",
+        "name: widgets\nnamespace: example\nchart: { oci: oci://example.com/charts/widgets, version: 1.0.0 }\ncrds: only\n---\nname: widget-user\nnamespace: example\nchart: { oci: oci://example.com/charts/widget-user, version: 1.0.0 }\ncrds: none\nhooks:\n  presync:\n    - condition: { apiVersion: apiextensions.k8s.io/v1, kind: CustomResourceDefinition, name: widgets.example.com, type: Established }\n  postsync:\n    - created: { apiVersion: example.com/v1, kind: Widget, name: w1 }\n",
+    );
+    let wall = std::time::SystemTime::now();
+    let instant = std::time::Instant::now();
+    let out = cluster.run(&test, &["apply", "infra"]);
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    assert!(
+        cluster
+            .api
+            .get("example.com/v1", "Widget", Some("example"), "w1")
+            .is_some()
+    );
+    // Established before the first release started.
+    let established = cluster
+        .api
+        .rollout_completed_at("CustomResourceDefinition", "", "widgets.example.com")
+        .expect("established");
+    let established_ms = (wall + (established - instant))
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    let first = cluster
+        .installs()
+        .into_iter()
+        .next()
+        .expect("widget-user installed");
+    assert!(
+        first.start_ms + 5 >= established_ms,
+        "a release started before the CRD was Established"
+    );
+    assert_eq!(
+        first.release(),
+        Some("widget-user"),
+        "crds: only releases are never installed"
+    );
+}
+
+#[test]
+fn a_crd_that_never_establishes_fails_before_any_release() {
+    let cluster = Cluster::start();
+    cluster.api.set_crd_establish(
+        "widgets.example.com",
+        Rollout::FailAfter(Duration::from_millis(10)),
+    );
+    cluster.script(json!({"example/widgets": {"crds": [crd("example.com", "widgets", "Widget")]}}));
+    let test = Test::new().file("clusters/infra/cluster.yaml", CLUSTER).file(
+        "releases/r.yaml",
+        "name: widgets\nnamespace: example\nchart: { oci: oci://example.com/charts/widgets, version: 1.0.0 }\ntimeout: 1m\n",
+    );
+    // A CRD is given two minutes to establish; FailAfter reports NamesAccepted=False,
+    // so the wait can only end by its timeout. Keep this test short with --timeout.
+    let out = cluster.run(&test, &["apply", "infra", "--timeout", "3s"]);
+    assert_eq!(out.code, 1, "{}\n{}", out.stdout, out.stderr);
+    assert!(cluster.installs().is_empty(), "no release was touched");
+}
+
+#[test]
+fn a_stale_rollout_status_is_not_taken_for_done() {
+    let cluster = Cluster::start();
+    // A DaemonSet fully rolled out at generation 1 ...
+    let mut ds = daemonset("kube-system", "cilium");
+    ds["metadata"]["generation"] = json!(1);
+    ds["status"] = json!({"observedGeneration": 1, "desiredNumberScheduled": 1, "currentNumberScheduled": 1, "updatedNumberScheduled": 1, "numberAvailable": 1, "numberReady": 1});
+    cluster.api.insert(ds);
+    // ... whose controller never observes the upgrade the release makes.
+    cluster
+        .api
+        .set_rollout("DaemonSet", "kube-system", "cilium", Rollout::Never);
+    let mut upgraded = daemonset("kube-system", "cilium");
+    upgraded["spec"]["template"]["spec"]["containers"][0]["image"] = json!("cilium:v1.18.2");
+    cluster
+        .script(json!({"kube-system/cilium": {"apply_manifests": true, "manifests": [upgraded]}}));
+    let test = Test::new().file("clusters/infra/cluster.yaml", CLUSTER).file(
+        "releases/r.yaml",
+        "name: cilium\nnamespace: kube-system\nchart: { repo: https://helm.cilium.io, name: cilium, version: 1.18.2 }\ntimeout: 2s\nhooks:\n  postsync:\n    - rollout: { kind: DaemonSet, name: cilium }\n",
+    );
+    let out = cluster.run(&test, &["apply", "infra"]);
+    assert_eq!(out.code, 1, "{}\n{}", out.stdout, out.stderr);
+    assert!(
+        out.stdout
+            .contains("waiting for the controller to observe generation 2"),
+        "{}",
+        out.stdout
+    );
+}
+
+#[test]
+fn waits_survive_dropped_watches() {
+    let cluster = Cluster::with(ApiServer::builder().close_watches_after(1).start());
+    cluster.api.set_rollout(
+        "DaemonSet",
+        "kube-system",
+        "cilium",
+        Rollout::After(Duration::from_millis(700)),
+    );
+    cluster.script(json!({"kube-system/cilium": {"apply_manifests": true, "manifests": [daemonset("kube-system", "cilium")]}}));
+    let test = Test::new().file("clusters/infra/cluster.yaml", CLUSTER).file(
+        "releases/r.yaml",
+        "name: cilium\nnamespace: kube-system\nchart: { repo: https://helm.cilium.io, name: cilium, version: 1.18.2 }\ntimeout: 30s\nhooks:\n  postsync:\n    - rollout: { kind: DaemonSet, name: cilium }\n",
+    );
+    let out = cluster.run(&test, &["apply", "infra"]);
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    assert!(
+        cluster
+            .api
+            .rollout_completed_at("DaemonSet", "kube-system", "cilium")
+            .is_some()
+    );
+}
+
+#[test]
+fn wait_true_tracks_every_workload_of_the_release() {
+    let cluster = Cluster::start();
+    cluster.api.set_rollout(
+        "Deployment",
+        "apps",
+        "web",
+        Rollout::After(Duration::from_millis(300)),
+    );
+    cluster.script(json!({"apps/web": {"apply_manifests": true, "manifests": [support::cluster::deployment("apps", "web")]}}));
+    let test = Test::new().file("clusters/infra/cluster.yaml", CLUSTER).file(
+        "releases/r.yaml",
+        "name: web\nnamespace: apps\nchart: { oci: oci://example.com/charts/web, version: 1.0.0 }\nwait: true\n---\nname: after\nnamespace: apps\nchart: { oci: oci://example.com/charts/after, version: 1.0.0 }\nneeds: [web]\n",
+    );
+    let wall = std::time::SystemTime::now();
+    let instant = std::time::Instant::now();
+    let out = cluster.run(&test, &["apply", "infra"]);
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    let done = cluster
+        .api
+        .rollout_completed_at("Deployment", "apps", "web")
+        .unwrap();
+    let done_ms = (wall + (done - instant))
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    let after = cluster
+        .installs()
+        .into_iter()
+        .find(|c| c.release() == Some("after"))
+        .unwrap();
+    assert!(after.start_ms + 5 >= done_ms);
+}
