@@ -56,6 +56,8 @@ pub struct Options {
     /// Stop starting new releases after the first failure.
     pub fail_fast: bool,
     pub dry_run: bool,
+    /// How long running releases may go on after the first interrupt.
+    pub grace: Duration,
 }
 
 struct Finished {
@@ -183,6 +185,11 @@ pub async fn run<R: Runner>(
             }
             changed = stop.changed(), if !interrupted => {
                 if changed.is_err() || *stop.borrow() != Stop::Run {
+                    if *stop.borrow() == Stop::Graceful {
+                        let mut running: Vec<ReleaseId> = running_ids.iter().cloned().collect();
+                        running.sort();
+                        events.emit(Event::Interrupting { running, grace: options.grace });
+                    }
                     interrupted = true;
                     if halted.is_none() {
                         halted = Some("not started: the run was interrupted".to_string());
@@ -389,6 +396,7 @@ mod tests {
             Options {
                 fail_fast,
                 dry_run: false,
+                grace: Duration::from_secs(30),
             },
             &events,
             stop,
@@ -490,5 +498,53 @@ mod tests {
         };
         assert_eq!(outcome("b"), Outcome::Installed, "running work finishes");
         assert_eq!(outcome("c"), Outcome::Skipped);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_interrupt_lets_running_work_finish_and_starts_nothing_new() {
+        let releases = vec![release("a", &[]), release("b", &["a"]), release("x", &[])];
+        let runner = Arc::new(Scripted {
+            durations: [
+                ("a".to_string(), (100, Outcome::Installed)),
+                ("x".to_string(), (10, Outcome::Installed)),
+            ]
+            .into(),
+            log: Arc::new(Mutex::new(Vec::new())),
+            origin: Instant::now(),
+        });
+        let (events, mut rx) = Emitter::new();
+        let (tx, stop) = tokio::sync::watch::channel(Stop::Run);
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            tx.send(Stop::Graceful).unwrap();
+            // Keep the sender alive until the run is over.
+            tokio::time::sleep(Duration::from_secs(3600)).await;
+        });
+        let options = Options {
+            fail_fast: false,
+            dry_run: false,
+            grace: Duration::from_secs(30),
+        };
+        let summary = run("infra", &releases, runner, options, &events, stop).await;
+        let outcome = |n: &str| {
+            summary
+                .releases
+                .iter()
+                .find(|r| r.release.name == n)
+                .unwrap()
+                .outcome
+        };
+        assert!(summary.interrupted);
+        assert_eq!(outcome("a"), Outcome::Installed, "running work finishes");
+        assert_eq!(outcome("x"), Outcome::Installed);
+        assert_eq!(outcome("b"), Outcome::Interrupted, "nothing new starts");
+        drop(events);
+        let mut running = None;
+        while let Some(e) = rx.recv().await {
+            if let Event::Interrupting { running: r, .. } = e.event {
+                running = Some(r);
+            }
+        }
+        assert_eq!(running, Some(vec![ReleaseId::new("ns", "a")]));
     }
 }

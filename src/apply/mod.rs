@@ -126,6 +126,7 @@ pub async fn run<H: Helm + 'static>(
             scheduler::Options {
                 fail_fast: options.fail_fast,
                 dry_run: options.dry_run,
+                grace: GRACE,
             },
             events,
             stop.clone(),

@@ -184,11 +184,13 @@ async fn watch_signals(stop: Arc<tokio::sync::watch::Sender<Stop>>, events: Emit
         }
         count += 1;
         if count == 1 {
-            events.emit(Event::Interrupting {
-                running: Vec::new(),
-                grace: apply::GRACE,
-            });
+            // The scheduler reports what is running; preflight just stops.
             let _ = stop.send(Stop::Graceful);
+            let stop = stop.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(apply::GRACE).await;
+                let _ = stop.send(Stop::Now);
+            });
         } else {
             events.emit(Event::Warning {
                 message: "second interrupt: stopping running helm operations now".into(),
