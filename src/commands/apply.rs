@@ -6,13 +6,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use crate::apply::{self, Options};
-use crate::cli::{Config, OutputFormat};
+use crate::cli::Config;
 use crate::error::Error;
-use crate::event::{Emitter, Event, Summary};
+use crate::event::{Event, Summary};
 use crate::helm::cli::HelmCli;
 use crate::helm::{Helm, Stop};
 use crate::plan::Plan;
-use crate::reporter;
 
 #[derive(Debug, Clone)]
 pub struct ApplyArgs {
@@ -71,22 +70,11 @@ pub async fn prerequisites(
 async fn run_async(config: &Config, args: &ApplyArgs, plan: Plan) -> Result<(), Error> {
     let (helm, connection) = prerequisites(config, &plan, true).await?;
 
-    let kind = reporter::detect(config.output == OutputFormat::Json);
-    let reporter = reporter::make(
-        kind,
-        config.verbosity,
-        Box::new(std::io::stdout()),
-        Box::new(std::io::stderr()),
-    );
-    let (events, rx) = Emitter::new();
-    let reporting = tokio::spawn(reporter::drive(rx, reporter));
-
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(Stop::Run);
-    let stop_tx = Arc::new(stop_tx);
-    let signals = tokio::spawn(watch_signals(stop_tx.clone(), events.clone()));
+    let session = super::session::Session::start(config);
+    let events = session.events.clone();
     let timed_out = Arc::new(AtomicBool::new(false));
     let deadline = args.timeout.map(|timeout| {
-        let stop_tx = stop_tx.clone();
+        let stop_tx = session.stopper();
         let timed_out = timed_out.clone();
         let events = events.clone();
         tokio::spawn(async move {
@@ -108,20 +96,14 @@ async fn run_async(config: &Config, args: &ApplyArgs, plan: Plan) -> Result<(), 
         &connection,
         &args.options,
         &events,
-        stop_rx,
+        session.stop.clone(),
     )
     .await;
-    signals.abort();
     if let Some(deadline) = deadline {
         deadline.abort();
     }
-    if let Ok(summary) = &result {
-        events.emit(Event::RunFinished {
-            summary: summary.clone(),
-        });
-    }
     drop(events);
-    let _ = reporting.await;
+    session.finish(result.as_ref().ok()).await;
 
     match result {
         Ok(summary) => outcome(&summary, timed_out.load(Ordering::SeqCst), args.timeout),
@@ -164,39 +146,4 @@ fn outcome(summary: &Summary, timed_out: bool, timeout: Option<Duration>) -> Res
             format!("{} failed", failed.join(", "))
         }
     )))
-}
-
-/// First SIGINT/SIGTERM: stop starting work, give running helm a grace
-/// period. Second: stop now.
-async fn watch_signals(stop: Arc<tokio::sync::watch::Sender<Stop>>, events: Emitter) {
-    use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut int), Ok(mut term)) = (
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::terminate()),
-    ) else {
-        return;
-    };
-    let mut count = 0;
-    loop {
-        tokio::select! {
-            _ = int.recv() => {}
-            _ = term.recv() => {}
-        }
-        count += 1;
-        if count == 1 {
-            // The scheduler reports what is running; preflight just stops.
-            let _ = stop.send(Stop::Graceful);
-            let stop = stop.clone();
-            tokio::spawn(async move {
-                tokio::time::sleep(apply::GRACE).await;
-                let _ = stop.send(Stop::Now);
-            });
-        } else {
-            events.emit(Event::Warning {
-                message: "second interrupt: stopping running helm operations now".into(),
-            });
-            let _ = stop.send(Stop::Now);
-            return;
-        }
-    }
 }

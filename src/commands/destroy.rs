@@ -9,13 +9,11 @@
 
 use std::io::{BufRead, IsTerminal, Write};
 
-use crate::cli::{Config, OutputFormat};
+use crate::cli::Config;
 use crate::destroy::{self, Options};
 use crate::error::Error;
-use crate::event::{Emitter, Event, Summary};
-use crate::helm::Stop;
+use crate::event::{Event, Summary};
 use crate::plan::Plan;
-use crate::reporter;
 
 #[derive(Debug, Clone)]
 pub struct DestroyArgs {
@@ -82,17 +80,8 @@ async fn run_async(
         }
     }
 
-    let kind = reporter::detect(config.output == OutputFormat::Json);
-    let reporter = reporter::make(
-        kind,
-        config.verbosity,
-        Box::new(std::io::stdout()),
-        Box::new(std::io::stderr()),
-    );
-    let (events, rx) = Emitter::new();
-    let reporting = tokio::spawn(reporter::drive(rx, reporter));
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(Stop::Run);
-    let signals = tokio::spawn(watch_signals(stop_tx, events.clone()));
+    let session = super::session::Session::start(config);
+    let events = session.events.clone();
     for (dependent, need) in destroy::left_behind(full, &plan) {
         events.emit(Event::Warning {
             message: format!(
@@ -101,41 +90,18 @@ async fn run_async(
         });
     }
 
-    let result = destroy::run(&plan, &helm, &connection, args.options, &events, stop_rx).await;
-    signals.abort();
-    if let Ok(summary) = &result {
-        events.emit(Event::RunFinished {
-            summary: summary.clone(),
-        });
-    }
+    let result = destroy::run(
+        &plan,
+        &helm,
+        &connection,
+        args.options,
+        &events,
+        session.stop.clone(),
+    )
+    .await;
     drop(events);
-    let _ = reporting.await;
+    session.finish(result.as_ref().ok()).await;
     outcome(&result?)
-}
-
-/// First SIGINT/SIGTERM: start nothing new, let the running uninstall finish
-/// within the grace period (the engine announces it, since it knows which
-/// release runs). Second: stop it now.
-async fn watch_signals(stop: tokio::sync::watch::Sender<Stop>, events: Emitter) {
-    use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut int), Ok(mut term)) = (
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::terminate()),
-    ) else {
-        return;
-    };
-    for next in [Stop::Graceful, Stop::Now] {
-        tokio::select! {
-            _ = int.recv() => {}
-            _ = term.recv() => {}
-        }
-        if next == Stop::Now {
-            events.emit(Event::Warning {
-                message: "second interrupt: stopping the running helm uninstall now".into(),
-            });
-        }
-        let _ = stop.send(next);
-    }
 }
 
 fn question(plan: &Plan, context: Option<&str>, args: &DestroyArgs) -> String {

@@ -7,6 +7,7 @@ mod destroy;
 mod graph;
 mod plan;
 mod schema;
+mod session;
 mod status;
 mod template;
 

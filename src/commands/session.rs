@@ -1,0 +1,95 @@
+//! What `apply` and `destroy` share around their engine: the reporter task,
+//! the stop signal driven by SIGINT/SIGTERM, and the final summary event.
+
+use std::sync::Arc;
+
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::apply::GRACE;
+use crate::cli::{Config, OutputFormat};
+use crate::event::{Emitter, Event, Summary};
+use crate::helm::{Stop, StopSignal};
+use crate::reporter;
+
+pub struct Session {
+    pub events: Emitter,
+    pub stop: StopSignal,
+    stop_tx: Arc<watch::Sender<Stop>>,
+    reporting: JoinHandle<Box<dyn reporter::Reporter>>,
+    signals: JoinHandle<()>,
+}
+
+impl Session {
+    pub fn start(config: &Config) -> Session {
+        let kind = reporter::detect(config.output == OutputFormat::Json);
+        let reporter = reporter::make(
+            kind,
+            config.verbosity,
+            Box::new(std::io::stdout()),
+            Box::new(std::io::stderr()),
+        );
+        let (events, rx) = Emitter::new();
+        let reporting = tokio::spawn(reporter::drive(rx, reporter));
+        let (stop_tx, stop) = watch::channel(Stop::Run);
+        let stop_tx = Arc::new(stop_tx);
+        let signals = tokio::spawn(watch_signals(stop_tx.clone(), events.clone()));
+        Session {
+            events,
+            stop,
+            stop_tx,
+            reporting,
+            signals,
+        }
+    }
+
+    /// For stops that are not signals (`--timeout`).
+    pub fn stopper(&self) -> Arc<watch::Sender<Stop>> {
+        self.stop_tx.clone()
+    }
+
+    /// Emits the summary (if the run got that far) and waits until the
+    /// reporter has written everything.
+    pub async fn finish(self, summary: Option<&Summary>) {
+        self.signals.abort();
+        if let Some(summary) = summary {
+            self.events.emit(Event::RunFinished {
+                summary: summary.clone(),
+            });
+        }
+        drop(self.events);
+        let _ = self.reporting.await;
+    }
+}
+
+/// First SIGINT/SIGTERM: start nothing new and give running work the grace
+/// period (the engine announces what is running), then stop it. Second:
+/// stop now.
+async fn watch_signals(stop: Arc<watch::Sender<Stop>>, events: Emitter) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut int), Ok(mut term)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) else {
+        return;
+    };
+    for next in [Stop::Graceful, Stop::Now] {
+        tokio::select! {
+            _ = int.recv() => {}
+            _ = term.recv() => {}
+        }
+        if next == Stop::Now {
+            events.emit(Event::Warning {
+                message: "second interrupt: stopping running helm operations now".into(),
+            });
+            let _ = stop.send(Stop::Now);
+            return;
+        }
+        let _ = stop.send(Stop::Graceful);
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(GRACE).await;
+            let _ = stop.send(Stop::Now);
+        });
+    }
+}
