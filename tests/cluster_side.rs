@@ -77,10 +77,16 @@ fn a_crd_that_never_establishes_fails_before_any_release() {
         "releases/r.yaml",
         "name: widgets\nnamespace: example\nchart: { oci: oci://example.com/charts/widgets, version: 1.0.0 }\ntimeout: 1m\n",
     );
-    // A CRD is given two minutes to establish; FailAfter reports NamesAccepted=False,
-    // so the wait can only end by its timeout. Keep this test short with --timeout.
-    let out = cluster.run(&test, &["apply", "infra", "--timeout", "3s"]);
+    // FailAfter reports NamesAccepted=False: that never resolves by waiting.
+    let out = cluster.run(&test, &["apply", "infra"]);
     assert_eq!(out.code, 1, "{}\n{}", out.stdout, out.stderr);
+    assert!(
+        out.stderr.contains(
+            "CRD widgets.example.com (from release `example/widgets`) did not become Established"
+        ),
+        "{}",
+        out.stderr
+    );
     assert!(cluster.installs().is_empty(), "no release was touched");
 }
 

@@ -146,7 +146,7 @@ pub async fn apply_all(
             wait_for(
                 client.clone(),
                 &target,
-                ready::condition_check("Established", "True"),
+                ready::crd_established,
                 ESTABLISH_TIMEOUT,
                 |_| {},
             )

@@ -222,6 +222,30 @@ pub fn condition(obj: &Value, type_: &str, status: &str) -> Readiness {
     Readiness::Pending(reason)
 }
 
+/// A CRD is usable once `Established`; `NamesAccepted=False` (its names
+/// clash with another CRD's) never resolves by waiting, so it fails at once.
+pub fn crd_established(obj: Option<&Value>) -> Readiness {
+    let Some(obj) = obj else {
+        return Readiness::Pending("the CRD does not exist yet".into());
+    };
+    let names = obj
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .find(|c| c.get("type").and_then(Value::as_str) == Some("NamesAccepted"));
+    if let Some(c) = names
+        && c.get("status").and_then(Value::as_str) == Some("False")
+    {
+        let message = c
+            .get("message")
+            .and_then(Value::as_str)
+            .unwrap_or("names not accepted");
+        return Readiness::Failed(format!("NamesAccepted is False: {message}"));
+    }
+    condition(obj, "Established", "True")
+}
+
 /// Judges a rollout kind from JSON, so objects read through a dynamic API work.
 pub fn for_kind(kind: &str, obj: &Value) -> Result<Readiness, String> {
     fn typed<T: serde::de::DeserializeOwned>(kind: &str, obj: &Value) -> Result<T, String> {

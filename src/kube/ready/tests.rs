@@ -299,3 +299,19 @@ fn condition_check_and_exists_handle_absent_objects() {
     assert_eq!(exists(Some(&crd)), Readiness::Ready);
     assert_eq!(exists(None), pending("object does not exist yet"));
 }
+
+#[test]
+fn crd_with_clashing_names_fails_at_once() {
+    let crd = serde_json::json!({"metadata": {"name": "x", "generation": 1}, "status": {"conditions": [
+        {"type": "NamesAccepted", "status": "False", "message": "\"widgets\" is already in use"},
+        {"type": "Established", "status": "False"}]}});
+    assert!(
+        matches!(super::crd_established(Some(&crd)), super::Readiness::Failed(m) if m.contains("already in use"))
+    );
+    let ok = serde_json::json!({"metadata": {"name": "x"}, "status": {"conditions": [{"type": "Established", "status": "True"}]}});
+    assert_eq!(super::crd_established(Some(&ok)), super::Readiness::Ready);
+    assert!(matches!(
+        super::crd_established(None),
+        super::Readiness::Pending(_)
+    ));
+}
