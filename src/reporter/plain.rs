@@ -9,7 +9,7 @@ use console::Style;
 use super::summary::{fmt_duration, render_summary};
 use super::{Reporter, Tracker, phase_label, step_label};
 use crate::cli::Verbosity;
-use crate::event::{CrdChange, CrdRemoval, Event, HookPhase, Outcome, Stamped};
+use crate::event::{CrdChange, CrdRemoval, Event, HookPhase, Outcome, Stamped, Step};
 
 pub struct PlainReporter {
     out: Box<dyn Write + Send>,
@@ -92,10 +92,11 @@ impl PlainReporter {
                 };
                 format!("{release}: crd {crd} {change}")
             }
-            Event::ReleaseStarted { release } if !quiet => format!("{release}: started"),
+            // "started", "checking" and "queued" say little in a log; -v shows them.
+            Event::ReleaseStarted { release } if verbose => format!("{release}: started"),
             Event::ReleaseStep { release, step } => {
                 self.tracker.step(release, step);
-                if quiet {
+                if quiet || (!verbose && matches!(step, Step::Checking | Step::Queued)) {
                     return None;
                 }
                 format!("{release}: {}", step_label(step))
@@ -418,14 +419,12 @@ mod tests {
             "\
 [   0.0s] cluster infra: 2 releases
 [   0.0s] releases phase started
-[   0.0s] kube-system/cilium: started
 [   0.0s] kube-system/cilium: installing
 [  20.0s] kube-system/cilium: hook rollout of DaemonSet kube-system/cilium
 [  21.0s] kube-system/cilium: hook rollout of DaemonSet kube-system/cilium: 1 of 3 updated pods available
 [  41.2s] kube-system/cilium: hook rollout of DaemonSet kube-system/cilium: 2 of 3 updated pods available
 [  63.0s] kube-system/cilium: hook rollout of DaemonSet kube-system/cilium done in 43.0s
 [  63.0s] kube-system/cilium: installed in 63.0s
-[  63.1s] kube-system/coredns: started
 [  93.1s] kube-system/coredns: failed after 30.0s: hook rollout of Deployment kube-system/coredns timed out after 30s
             pod coredns-abc: Pending
               event: 0/1 nodes are available
