@@ -177,6 +177,25 @@ impl<H: Helm> Shared<H> {
                     release.id.namespace
                 ));
             }
+            Err(HelmError::Failed {
+                argv,
+                status,
+                stderr,
+            }) => {
+                // The summary gets helm's own words; the full command goes under the release.
+                let status = status
+                    .map(|s| s.to_string())
+                    .unwrap_or_else(|| "a signal".into());
+                return StepResult {
+                    message: Some(format!(
+                        "helm {} exited with {status}: {}",
+                        if upgrading { "upgrade" } else { "install" },
+                        stderr.trim()
+                    )),
+                    diagnostics_text: Some(format!("command: {}", argv.join(" "))),
+                    ..StepResult::new(Outcome::Failed)
+                };
+            }
             Err(e) => return StepResult::failed(e.to_string()),
         }
 

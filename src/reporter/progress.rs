@@ -78,7 +78,10 @@ impl ProgressReporter {
         if self.multi.is_hidden() {
             let _ = writeln!(self.err, "{text}");
         } else {
-            let _ = self.multi.println(text);
+            // suspend() clears every bar, prints, then redraws: unlike
+            // MultiProgress::println it leaves no stale copy of the top bar
+            // in the scrollback when bars come and go between draws.
+            self.multi.suspend(|| eprintln!("{text}"));
         }
     }
 
@@ -95,7 +98,17 @@ impl ProgressReporter {
     fn spinner(&self, template: &str) -> ProgressBar {
         let style = ProgressStyle::with_template(template)
             .unwrap_or_else(|_| ProgressStyle::default_spinner());
-        let bar = ProgressBar::new_spinner().with_style(style);
+        // Hidden until attached: a bar drawn before MultiProgress::add
+        // would paint itself straight onto stderr and leave a stale copy.
+        ProgressBar::with_draw_target(None, ProgressDrawTarget::hidden()).with_style(style)
+    }
+
+    /// Attaches `bar` (at `index`, or last) and starts its spinner.
+    fn attach(&self, bar: ProgressBar, index: Option<usize>) -> ProgressBar {
+        let bar = match index {
+            Some(i) => self.multi.insert(i, bar),
+            None => self.multi.add(bar),
+        };
         if !self.multi.is_hidden() {
             bar.enable_steady_tick(TICK);
         }
@@ -104,8 +117,8 @@ impl ProgressReporter {
 
     fn update_top(&mut self) {
         if self.top.is_none() {
-            let bar = self.spinner("{prefix:.bold} {wide_msg} {elapsed:>4}");
-            self.top = Some(self.multi.insert(0, bar));
+            let bar = self.spinner("{prefix:.bold} {msg} ({elapsed})");
+            self.top = Some(self.attach(bar, Some(0)));
         }
         self.total = self.total.max(self.done);
         let dry = if self.dry_run { " (dry run)" } else { "" };
@@ -123,7 +136,7 @@ impl ProgressReporter {
             None => {
                 let bar = self.spinner("  {spinner:.cyan} {prefix:.bold} {wide_msg} {elapsed:>4}");
                 bar.set_prefix(release.to_string());
-                let bar = self.multi.add(bar);
+                let bar = self.attach(bar, None);
                 self.bars.insert(release.clone(), bar.clone());
                 bar
             }
@@ -214,7 +227,7 @@ impl Reporter for ProgressReporter {
                     self.end_phase();
                     let bar = self.spinner("  {spinner:.cyan} {wide_msg} {elapsed:>4}");
                     bar.set_message(phase_label(*phase));
-                    self.phase = Some(self.multi.add(bar));
+                    self.phase = Some(self.attach(bar, None));
                 }
             }
             Event::PhaseFinished { phase, ok } => {
