@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
 
-use tokio::io::AsyncReadExt;
+use tokio::io::AsyncBufReadExt;
 
 use crate::kube::diagnose::Diagnosis;
 use crate::kube::ready;
@@ -22,6 +22,8 @@ pub struct HookEnv {
     /// A kubeconfig whose current context is the cluster's.
     pub kubeconfig: Option<PathBuf>,
     pub context: Option<String>,
+    /// Stream command output line by line as progress (`-v`).
+    pub stream: bool,
 }
 
 #[derive(Debug)]
@@ -53,9 +55,15 @@ pub async fn run(
     progress: impl Fn(&str) + Send + Sync,
 ) -> Result<Option<String>, HookFailure> {
     match action {
-        HookAction::Command(argv) => command(argv, env, timeout).await,
+        HookAction::Command(argv) => command(argv, env, timeout, &progress).await,
         HookAction::Shell(script) => {
-            command(&["sh".into(), "-c".into(), script.clone()], env, timeout).await
+            command(
+                &["sh".into(), "-c".into(), script.clone()],
+                env,
+                timeout,
+                &progress,
+            )
+            .await
         }
         HookAction::Rollout(o) => {
             let check = ready::rollout_check(&o.kind).map_err(HookFailure::new)?;
@@ -119,10 +127,13 @@ where
     }
 }
 
+/// Runs a command hook; each output line also goes to `progress` when
+/// `env.stream` is set (`-v`).
 async fn command(
     argv: &[String],
     env: &HookEnv,
     timeout: Duration,
+    progress: &(impl Fn(&str) + Send + Sync),
 ) -> Result<Option<String>, HookFailure> {
     let shown = argv.join(" ");
     let mut cmd = tokio::process::Command::new(&argv[0]);
@@ -144,26 +155,33 @@ async fn command(
     let mut child = cmd
         .spawn()
         .map_err(|e| HookFailure::new(format!("cannot run `{}`: {e}", argv[0])))?;
-    let mut stdout = child.stdout.take();
-    let mut stderr = child.stderr.take();
+    let stdout = child.stdout.take();
+    let stderr = child.stderr.take();
+    let stream = env.stream;
     let collect = async {
-        let mut out = String::new();
-        let mut err = String::new();
-        let (a, b) = tokio::join!(
-            async {
-                if let Some(s) = stdout.as_mut() {
-                    s.read_to_string(&mut out).await.ok();
+        let output = std::sync::Mutex::new(String::new());
+        let pump = |reader: Option<Box<dyn tokio::io::AsyncRead + Unpin + Send>>| {
+            let output = &output;
+            async move {
+                let Some(reader) = reader else { return };
+                let mut lines = tokio::io::BufReader::new(reader).lines();
+                while let Ok(Some(line)) = lines.next_line().await {
+                    if stream {
+                        progress(&line);
+                    }
+                    if let Ok(mut out) = output.lock() {
+                        out.push_str(&line);
+                        out.push('\n');
+                    }
                 }
-            },
-            async {
-                if let Some(s) = stderr.as_mut() {
-                    s.read_to_string(&mut err).await.ok();
-                }
-            },
+            }
+        };
+        tokio::join!(
+            pump(stdout.map(|s| Box::new(s) as Box<dyn tokio::io::AsyncRead + Unpin + Send>)),
+            pump(stderr.map(|s| Box::new(s) as Box<dyn tokio::io::AsyncRead + Unpin + Send>)),
         );
-        let _ = (a, b);
         let status = child.wait().await;
-        (status, format!("{out}{err}"))
+        (status, output.into_inner().unwrap_or_default())
     };
     match tokio::time::timeout(timeout, collect).await {
         Err(_) => Err(HookFailure::new(format!(

@@ -769,3 +769,34 @@ fn a_cluster_without_admission_policies_gets_a_warning() {
         out.stdout
     );
 }
+
+#[test]
+fn command_hook_output_is_streamed_with_verbose_and_shown_on_failure() {
+    let releases = "name: a\nnamespace: apps\nchart: { oci: oci://example.com/charts/a, version: 1.0.0 }\nhooks:\n  postsync:\n    - shell: 'echo out-$((40+2)); echo out-$((40+3))'\n---\nname: b\nnamespace: apps\nchart: { oci: oci://example.com/charts/b, version: 1.0.0 }\nhooks:\n  postsync:\n    - shell: 'echo why-it-broke >&2; exit 3'\n";
+    let test = Test::new()
+        .file("clusters/infra/cluster.yaml", CLUSTER)
+        .file("releases/r.yaml", releases);
+    let cluster = Cluster::start();
+    let quiet = cluster.run(&test, &["apply", "infra"]);
+    assert_eq!(quiet.code, 1);
+    assert!(
+        !quiet.stdout.contains("out-42"),
+        "a successful hook's output is not shown by default"
+    );
+    assert!(
+        quiet.stdout.contains("why-it-broke"),
+        "a failed hook's output is shown:\n{}",
+        quiet.stdout
+    );
+    assert!(quiet.stdout.contains("exited with 3"));
+    let cluster = Cluster::start();
+    let verbose = cluster.run(&test, &["apply", "infra", "-v"]);
+    assert!(
+        verbose
+            .stdout
+            .contains("apps/a: hook shell `echo out-$((40+2)); echo out-$((40+3))`: out-42"),
+        "{}",
+        verbose.stdout
+    );
+    assert!(verbose.stdout.contains(": out-43"));
+}

@@ -110,6 +110,7 @@ pub async fn run<H: Helm + 'static>(
                 root: plan.root.clone(),
                 kubeconfig: connection.hook_kubeconfig.clone(),
                 context: connection.target.context.clone(),
+                stream: options.verbose,
             },
             ledger: Some(ledger),
             recorded: Arc::new(recorded.into_iter().collect::<BTreeMap<_, _>>()),
