@@ -107,7 +107,7 @@ impl Run {
     pub fn first_helm_start(&self, spec: &Spec) -> Option<f64> {
         self.calls
             .iter()
-            .filter(|c| c.argv.iter().any(|a| *a == spec.name))
+            .filter(|c| c.argv.contains(&spec.name))
             .map(|c| c.start_ms as f64)
             .reduce(f64::min)
     }

@@ -1,5 +1,5 @@
-//! 4. Orchestration overhead: CPU time of the `bootstrap` process itself per
-//! release, with helm's CPU excluded and waits costing nothing.
+//! Section 4, orchestration overhead: CPU time of the `bootstrap` process
+//! itself per release, with helm's CPU excluded and waits costing nothing.
 //!
 //! Method: `proc::run` reads the child's own utime+stime from
 //! `/proc/<pid>/stat` while it is an unreaped zombie, so the fake helm

@@ -1,4 +1,4 @@
-//! 1. Plan at scale: `bootstrap plan` and `bootstrap check` as processes, and
+//! Section 1, plan at scale: `bootstrap plan` and `bootstrap check` as processes, and
 //! load+validate+order in-process, on generated catalogs.
 //!
 //! The in-process figures come from a child: this binary re-run with

@@ -27,6 +27,8 @@ pub struct Measured {
     pub stderr: String,
 }
 
+// The child is reaped by `wait4` below, which std's `Child` does not see.
+#[allow(clippy::zombie_processes)]
 pub fn run(mut cmd: Command) -> Measured {
     cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())

@@ -1,4 +1,4 @@
-//! 3. Readiness latency: from the loopback API marking a DaemonSet rolled out
+//! Section 3, readiness latency: from the loopback API marking a DaemonSet rolled out
 //! to `bootstrap` starting the release that needs it.
 //!
 //! Both ends are on one clock: the rollout time is an `Instant` in this

@@ -1,4 +1,4 @@
-//! 2. Schedule efficiency: the makespan of `bootstrap apply` against the
+//! Section 2, schedule efficiency: the makespan of `bootstrap apply` against the
 //! critical path of the same DAG and durations, beside a model of helmfile's
 //! level-by-level batching.
 
