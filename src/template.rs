@@ -1,9 +1,12 @@
 //! Handlebars in strict mode over the context of SPEC §1. A missing variable is
 //! an error naming it; environment variables are read only through `env`.
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
 use handlebars::{
     Context, Handlebars, Helper, HelperResult, Output, RenderContext, RenderError,
-    RenderErrorReason,
+    RenderErrorReason, Renderable, Template,
 };
 use serde_json::{Value, json};
 
@@ -33,6 +36,10 @@ impl std::fmt::Display for TemplateError {
 
 pub struct Renderer {
     registry: Handlebars<'static>,
+    /// Compiled templates by their text. A catalog repeats the same few
+    /// templates (and values files) across every release, and compiling was
+    /// most of the cost of planning: 1,000 releases compiled ~4,000 times.
+    compiled: Mutex<HashMap<String, Arc<Template>>>,
 }
 
 impl Default for Renderer {
@@ -70,16 +77,43 @@ impl Renderer {
         // Values are YAML, not HTML.
         registry.register_escape_fn(handlebars::no_escape);
         registry.register_helper("env", Box::new(env_helper));
-        Renderer { registry }
+        Renderer {
+            registry,
+            compiled: Mutex::new(HashMap::new()),
+        }
     }
 
     pub fn render_str(&self, template: &str, ctx: &Value) -> Result<String, TemplateError> {
         if !template.contains("{{") {
             return Ok(template.to_string());
         }
-        self.registry
-            .render_template(template, ctx)
-            .map_err(|e| classify(&e))
+        let compiled = self.compile(template)?;
+        let render = || -> Result<String, RenderError> {
+            // What `Handlebars::render_template` does, minus the compiling.
+            let ctx = Context::wraps(ctx)?;
+            let mut out = Text(String::new());
+            compiled.render(
+                &self.registry,
+                &ctx,
+                &mut RenderContext::new(None),
+                &mut out,
+            )?;
+            Ok(out.0)
+        };
+        render().map_err(|e| classify(&e))
+    }
+
+    fn compile(&self, template: &str) -> Result<Arc<Template>, TemplateError> {
+        // A poisoned cache only means another render panicked; its entries are whole.
+        let mut cache = self.compiled.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(compiled) = cache.get(template) {
+            return Ok(compiled.clone());
+        }
+        let compiled = Arc::new(
+            Template::compile(template).map_err(|e| TemplateError::Syntax(e.to_string()))?,
+        );
+        cache.insert(template.to_string(), compiled.clone());
+        Ok(compiled)
     }
 
     /// Renders every string leaf. A string that is exactly one `{{path}}`
@@ -118,6 +152,18 @@ fn whole_path(s: &str) -> Option<&str> {
         && !inner.starts_with('.')
         && !inner.contains("{{");
     is_path.then_some(inner)
+}
+
+/// Handlebars' own `StringOutput` starts every result at 8 KiB; rendered
+/// values live as long as the plan, and most are a few bytes (1,000 releases
+/// held 16 MB of empty capacity).
+struct Text(String);
+
+impl Output for Text {
+    fn write(&mut self, seg: &str) -> Result<(), std::io::Error> {
+        self.0.push_str(seg);
+        Ok(())
+    }
 }
 
 fn lookup<'a>(ctx: &'a Value, path: &str) -> Option<&'a Value> {
@@ -248,6 +294,22 @@ mod tests {
             r.render_str("{{cluster.name", &ctx()),
             Err(TemplateError::Syntax(_))
         ));
+    }
+
+    #[test]
+    fn a_cached_template_renders_each_context_afresh() {
+        let r = Renderer::new();
+        let values = json!({});
+        let map = values.as_object().unwrap();
+        let template = "{{cluster.name}}/{{release.name}}";
+        let a = context("infra", None, map, Some(("ns", "a")), "/");
+        let b = context("apps", None, map, Some(("ns", "b")), "/");
+        assert_eq!(r.render_str(template, &a).unwrap(), "infra/a");
+        assert_eq!(r.render_str(template, &b).unwrap(), "apps/b");
+        assert_eq!(
+            r.render_str("{{cluster.values.x}}-", &a),
+            Err(TemplateError::UnknownVariable("cluster.values.x".into()))
+        );
     }
 
     #[test]

@@ -63,7 +63,7 @@ pub async fn run<H: Helm + 'static>(
         Some(interruptible(&stop, Lock::acquire(client, "apply", warn)).await??)
     };
     let result = async {
-        interruptible(
+        let listed = interruptible(
             &stop,
             preflight::live_conflicts(plan, helm.as_ref(), connection),
         )
@@ -114,6 +114,7 @@ pub async fn run<H: Helm + 'static>(
             },
             ledger: Some(ledger),
             recorded: Arc::new(recorded.into_iter().collect::<BTreeMap<_, _>>()),
+            listed: Some(Arc::new(listed)),
             events: events.clone(),
             helm_slots: Arc::new(Semaphore::new(options.concurrency.max(1))),
             dry_run: options.dry_run,

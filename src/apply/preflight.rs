@@ -2,6 +2,8 @@
 //! already targets a bootstrap release, when a release's Helm secret carries
 //! Flux's labels, or when a release is mid-operation in Helm.
 
+use std::collections::BTreeSet;
+
 use crate::error::Error;
 use crate::helm::Helm;
 use crate::kube::apply::list_all;
@@ -23,6 +25,15 @@ pub async fn conflicts<H: Helm>(
     helm: &H,
     connection: &Connection,
 ) -> Result<Vec<Conflict>, Error> {
+    Ok(conflicts_and_listed(plan, helm, connection).await?.0)
+}
+
+/// The conflicts, and every release `helm list --all` knows (any status).
+async fn conflicts_and_listed<H: Helm>(
+    plan: &Plan,
+    helm: &H,
+    connection: &Connection,
+) -> Result<(Vec<Conflict>, BTreeSet<ReleaseId>), Error> {
     let ours: Vec<&ReleaseId> = plan.installed().map(|r| &r.id).collect();
     let mut found = Vec::new();
 
@@ -104,6 +115,7 @@ pub async fn conflicts<H: Helm>(
         .list(&connection.target)
         .await
         .map_err(|e| Error::failed_with("cannot list Helm releases", e))?;
+    let listed = deployed.iter().map(|r| r.id.clone()).collect();
     for release in deployed {
         if release.is_pending() && ours.contains(&&release.id) {
             found.push(Conflict {
@@ -117,17 +129,19 @@ pub async fn conflicts<H: Helm>(
         }
     }
     found.sort_by(|a, b| a.release.cmp(&b.release).then(a.object.cmp(&b.object)));
-    Ok(found)
+    Ok((found, listed))
 }
 
+/// Refuses on any conflict; otherwise returns every release Helm knows, so
+/// the release steps need not ask Helm again about the ones it does not.
 pub async fn live_conflicts<H: Helm>(
     plan: &Plan,
     helm: &H,
     connection: &Connection,
-) -> Result<(), Error> {
-    let found = conflicts(plan, helm, connection).await?;
+) -> Result<BTreeSet<ReleaseId>, Error> {
+    let (found, listed) = conflicts_and_listed(plan, helm, connection).await?;
     if found.is_empty() {
-        return Ok(());
+        return Ok(listed);
     }
     let lines: Vec<String> = found.iter().map(|c| c.message.clone()).collect();
     Err(Error::failed(format!(

@@ -1,7 +1,7 @@
 //! One release step: compare with what is deployed, presync hooks, helm
 //! upgrade --install, postsync hooks, ledger. The scheduler decides when.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -12,7 +12,7 @@ use crate::event::{Emitter, Event, HookPhase, Outcome, Step};
 use crate::helm::{Helm, HelmError, InstallRequest, KubeTarget, Stop, StopSignal};
 use crate::hooks::{self, HookEnv};
 use crate::kube::ledger::{self, Entry, Ledger};
-use crate::release::{Hook, HookAction, Release};
+use crate::release::{Hook, HookAction, Release, ReleaseId};
 use crate::scheduler::{Runner, StepResult};
 
 /// Bounds a release step when neither the release nor `--timeout` does.
@@ -25,6 +25,11 @@ pub struct ReleaseRunner<H: Helm> {
     pub ledger: Option<Ledger>,
     /// Ledger entries as read before the run started.
     pub recorded: Arc<BTreeMap<String, Entry>>,
+    /// Every release `helm list --all` showed before the run (we hold the
+    /// lock since): one not in it is a fresh install without asking
+    /// `helm status`, a whole helm process per release on the critical path.
+    /// `None`: unknown, ask.
+    pub listed: Option<Arc<BTreeSet<ReleaseId>>>,
     pub events: Emitter,
     /// `--concurrency`: parallel helm operations (hooks don't hold a slot).
     pub helm_slots: Arc<Semaphore>,
@@ -51,6 +56,7 @@ impl<H: Helm + 'static> Runner for ReleaseRunner<H> {
             hooks: self.hooks.clone(),
             ledger: self.ledger.clone(),
             recorded: self.recorded.clone(),
+            listed: self.listed.clone(),
             events: self.events.clone(),
             helm_slots: self.helm_slots.clone(),
             dry_run: self.dry_run,
@@ -68,6 +74,7 @@ struct Shared<H: Helm> {
     hooks: HookEnv,
     ledger: Option<Ledger>,
     recorded: Arc<BTreeMap<String, Entry>>,
+    listed: Option<Arc<BTreeSet<ReleaseId>>>,
     events: Emitter,
     helm_slots: Arc<Semaphore>,
     dry_run: bool,
@@ -233,6 +240,13 @@ impl<H: Helm> Shared<H> {
 
     /// What must happen to the deployed release.
     async fn compare(&self, release: &Release) -> Result<Change, StepResult> {
+        if self
+            .listed
+            .as_ref()
+            .is_some_and(|listed| !listed.contains(&release.id))
+        {
+            return Ok(Change::Install);
+        }
         let deployed = self
             .helm
             .status(&self.target, &release.id)

@@ -131,9 +131,16 @@ impl Ledger {
         let patch = serde_json::json!({ "data": { key(id): value } });
         let params = PatchParams::default();
         let patch = Patch::Merge(&patch);
+        // Patch first: reading the whole (growing) ledger before every
+        // record only matters the one time it does not exist yet.
         retry(API_RETRY_BUDGET, || async {
-            self.ensure().await?;
-            self.api.patch(LEDGER_NAME, &params, &patch).await
+            match self.api.patch(LEDGER_NAME, &params, &patch).await {
+                Err(e) if super::retry::is_not_found(&e) => {
+                    self.ensure().await?;
+                    self.api.patch(LEDGER_NAME, &params, &patch).await
+                }
+                other => other,
+            }
         })
         .await
         .map(|_| ())

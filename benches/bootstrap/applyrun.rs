@@ -1,0 +1,205 @@
+//! Runs `bootstrap apply` on a described set of releases against the
+//! loopback API server and the fake helm, and collects what the benchmarks
+//! measure: the JSON event stream, the fake helm's log and process figures.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use serde_json::{Value, json};
+
+use super::proc::{self, Measured};
+use super::support::apiserver::Rollout;
+use super::support::builder::Test;
+use super::support::cluster::{Cluster, HelmCall, daemonset, deployment};
+
+/// One release of a benchmark run.
+#[derive(Debug, Clone)]
+pub struct Spec {
+    pub name: String,
+    pub namespace: String,
+    /// Indices into the same list.
+    pub needs: Vec<usize>,
+    /// How long the fake helm's install takes.
+    pub delay_ms: u64,
+    /// Workloads the install creates, each waited for by a postsync rollout hook.
+    pub workloads: Vec<(&'static str, String)>,
+    /// When the loopback API marks those workloads rolled out.
+    pub rollout: Option<Duration>,
+}
+
+impl Spec {
+    pub fn new(name: impl Into<String>, namespace: &str, needs: Vec<usize>, delay_ms: u64) -> Spec {
+        Spec {
+            name: name.into(),
+            namespace: namespace.to_string(),
+            needs,
+            delay_ms,
+            workloads: Vec::new(),
+            rollout: None,
+        }
+    }
+
+    pub fn id(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
+}
+
+/// Converts the API server's `Instant`s to the Unix milliseconds the fake
+/// helm logs: one (SystemTime, Instant) pair taken together at the start.
+#[derive(Debug, Clone, Copy)]
+pub struct Clock {
+    unix_ms: f64,
+    at: Instant,
+}
+
+impl Clock {
+    pub fn now() -> Clock {
+        let unix = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default();
+        Clock {
+            unix_ms: unix.as_secs_f64() * 1000.0,
+            at: Instant::now(),
+        }
+    }
+
+    pub fn unix_ms(&self, instant: Instant) -> f64 {
+        if instant >= self.at {
+            self.unix_ms + (instant - self.at).as_secs_f64() * 1000.0
+        } else {
+            self.unix_ms - (self.at - instant).as_secs_f64() * 1000.0
+        }
+    }
+}
+
+pub struct Run {
+    pub cluster: Cluster,
+    pub clock: Clock,
+    pub measured: Measured,
+    pub events: Vec<Value>,
+    pub calls: Vec<HelmCall>,
+}
+
+impl Run {
+    /// Release phase, from its start event to its end event (ms).
+    pub fn makespan_ms(&self) -> f64 {
+        let at = |name: &str| {
+            self.events
+                .iter()
+                .find(|e| e["event"] == name && e["phase"] == "releases")
+                .and_then(|e| e["elapsed_ms"].as_f64())
+                .expect("release phase events")
+        };
+        at("phase_finished") - at("phase_started")
+    }
+
+    /// Each release's step duration as the scheduler measured it (ms).
+    pub fn step_ms(&self) -> HashMap<String, f64> {
+        self.events
+            .iter()
+            .filter(|e| e["event"] == "release_finished")
+            .filter_map(|e| Some((e["release"].as_str()?.to_string(), e["duration"].as_f64()?)))
+            .collect()
+    }
+
+    /// Unix ms at which the first helm process of `spec` started.
+    pub fn first_helm_start(&self, spec: &Spec) -> Option<f64> {
+        self.calls
+            .iter()
+            .filter(|c| c.argv.contains(&spec.name))
+            .map(|c| c.start_ms as f64)
+            .reduce(f64::min)
+    }
+}
+
+fn config(specs: &[Spec]) -> Test {
+    let mut releases = String::new();
+    for spec in specs {
+        let _ = writeln!(
+            releases,
+            "---\nname: {}\nnamespace: {}\nchart: {{ repo: https://charts.example.com, name: {}, version: 1.0.0 }}\ncrds: chart",
+            spec.name, spec.namespace, spec.name
+        );
+        if !spec.needs.is_empty() {
+            let needs: Vec<String> = spec.needs.iter().map(|&n| specs[n].id()).collect();
+            let _ = writeln!(releases, "needs: [{}]", needs.join(", "));
+        }
+        if !spec.workloads.is_empty() {
+            releases.push_str("hooks:\n  postsync:\n");
+            for (kind, name) in &spec.workloads {
+                let _ = writeln!(releases, "    - rollout: {{ kind: {kind}, name: {name} }}");
+            }
+        }
+    }
+    Test::new()
+        .file(
+            "clusters/infra/cluster.yaml",
+            "name: infra\ncontext: admin@infra\n",
+        )
+        .file("releases/bench.yaml", &releases)
+}
+
+/// Applies `specs` with `--concurrency concurrency` and waits for the end.
+pub fn apply(specs: &[Spec], concurrency: usize) -> Run {
+    let cluster = Cluster::start();
+    let mut script = serde_json::Map::new();
+    script.insert("*".into(), json!({"delay_ms": 0}));
+    for spec in specs {
+        let mut knobs = json!({"delay_ms": spec.delay_ms});
+        if !spec.workloads.is_empty() {
+            let manifests: Vec<Value> = spec
+                .workloads
+                .iter()
+                .map(|(kind, name)| match *kind {
+                    "DaemonSet" => daemonset(&spec.namespace, name),
+                    _ => deployment(&spec.namespace, name),
+                })
+                .collect();
+            knobs["apply_manifests"] = json!(true);
+            knobs["manifests"] = json!(manifests);
+            if let Some(after) = spec.rollout {
+                for (kind, name) in &spec.workloads {
+                    cluster
+                        .api
+                        .set_rollout(kind, &spec.namespace, name, Rollout::After(after));
+                }
+            }
+        }
+        script.insert(spec.id(), knobs);
+    }
+    cluster.script(Value::Object(script));
+    let test = config(specs);
+    let concurrency = concurrency.to_string();
+    let cmd = cluster.command(
+        &test,
+        &[
+            "apply",
+            "infra",
+            "--output",
+            "json",
+            "--concurrency",
+            &concurrency,
+        ],
+    );
+    let clock = Clock::now();
+    let measured = proc::run(cmd);
+    assert_eq!(
+        measured.code, 0,
+        "apply failed\nstdout:\n{}\nstderr:\n{}",
+        measured.stdout, measured.stderr
+    );
+    let events = measured
+        .stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let calls = cluster.helm_calls();
+    Run {
+        cluster,
+        clock,
+        measured,
+        events,
+        calls,
+    }
+}

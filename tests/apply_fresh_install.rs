@@ -1,0 +1,51 @@
+//! `apply` asks Helm about each release only when Helm's preflight listing
+//! knows it: a fresh install costs one helm process, not two.
+
+mod support;
+
+use serde_json::json;
+use support::builder::Test;
+use support::cluster::Cluster;
+
+const RELEASES: &str = "name: cilium
+namespace: kube-system
+chart: { repo: https://helm.cilium.io, name: cilium, version: 1.18.2 }
+crds: chart
+---
+name: coredns
+namespace: kube-system
+chart: { repo: https://coredns.github.io/helm, name: coredns, version: 1.44.3 }
+crds: chart
+needs: [cilium]
+";
+
+fn statuses(cluster: &Cluster) -> usize {
+    cluster
+        .helm_calls()
+        .iter()
+        .filter(|c| c.argv[0] == "status")
+        .count()
+}
+
+#[test]
+fn releases_helm_does_not_list_are_installed_without_helm_status() {
+    let cluster = Cluster::start();
+    cluster.script(json!({"*": {"delay_ms": 0}}));
+    let test = Test::new()
+        .file(
+            "clusters/infra/cluster.yaml",
+            "name: infra\ncontext: admin@infra\n",
+        )
+        .file("releases/core.yaml", RELEASES);
+
+    let out = cluster.run(&test, &["apply", "infra"]);
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    assert_eq!(cluster.installs().len(), 2);
+    assert_eq!(statuses(&cluster), 0, "{:?}", cluster.helm_calls());
+
+    // Now Helm lists both: each is checked, found current, and left alone.
+    let out = cluster.run(&test, &["apply", "infra"]);
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    assert_eq!(statuses(&cluster), 2);
+    assert_eq!(cluster.installs().len(), 2, "nothing was upgraded");
+}
