@@ -800,3 +800,24 @@ fn command_hook_output_is_streamed_with_verbose_and_shown_on_failure() {
     );
     assert!(verbose.stdout.contains(": out-43"));
 }
+
+#[test]
+fn a_release_flux_already_manages_is_refused() {
+    let cluster = Cluster::start();
+    standard_script(&cluster);
+    cluster.api.insert(json!({
+        "apiVersion": "v1", "kind": "Secret", "type": "helm.sh/release.v1",
+        "metadata": {"name": "sh.helm.release.v1.coredns.v3", "namespace": "kube-system",
+                     "labels": {"owner": "helm", "name": "coredns", "status": "deployed", "version": "3",
+                                "helm.toolkit.fluxcd.io/name": "coredns", "helm.toolkit.fluxcd.io/namespace": "kube-system"}},
+        "data": {"release": "e30="}
+    }));
+    let out = cluster.run(&config(), &["apply", "infra"]);
+    assert_eq!(out.code, 1, "{}\n{}", out.stdout, out.stderr);
+    assert!(
+        out.stderr.contains("Helm release kube-system/coredns carries Flux's labels (Secret kube-system/sh.helm.release.v1.coredns.v3)"),
+        "{}",
+        out.stderr
+    );
+    assert!(cluster.installs().is_empty(), "nothing was installed");
+}
