@@ -103,7 +103,9 @@ pub enum Error {
     Findings(String),
 
     /// SIGINT/SIGTERM: what was running was stopped and reported.
-    #[error("interrupted")]
+    #[error(
+        "interrupted; what was running was stopped, nothing new was started (run the command again to continue)"
+    )]
     Interrupted,
 }
 
@@ -164,7 +166,6 @@ impl Error {
                     problems.len()
                 ));
             }
-            Error::Interrupted => {}
             other => out.push_str(&format!("error: {other}\n")),
         }
         let mut source = std::error::Error::source(self);

@@ -1,0 +1,23 @@
+# Development tasks (https://github.com/casey/just); each is one plain command,
+# so they work without `just` too.
+
+# What CI runs: fmt, clippy with warnings denied, the tests, the quick benchmarks.
+ci:
+    bash .ci/run
+
+test:
+    cargo test
+
+lint:
+    cargo fmt --all -- --check
+    cargo clippy --all-targets -- -D warnings
+
+bench:
+    cargo bench --bench bootstrap
+
+# The end-to-end suite against a real kind cluster (needs kind, docker, helm, kubectl, network).
+e2e:
+    BOOTSTRAP_E2E=1 cargo test --test e2e_kind -- --nocapture
+
+plan cluster="infra":
+    cargo run -- plan {{cluster}}
