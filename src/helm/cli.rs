@@ -123,10 +123,30 @@ impl HelmCli {
         }
     }
 
+    /// Runs a read-only command, retrying (1 s, then 2 s) when helm failed
+    /// because the API server blipped: reads are safe to repeat, and the API
+    /// server is flaky exactly while the CNI comes up.
+    async fn exec_read(&self, args: Vec<String>) -> Result<Finished, HelmError> {
+        let mut delay = Duration::from_secs(1);
+        for _ in 0..2 {
+            match self
+                .exec(args.clone(), self.query_timeout, None, None)
+                .await
+            {
+                Err(HelmError::Failed { stderr, .. }) if is_transient(&stderr) => {
+                    tokio::time::sleep(delay).await;
+                    delay *= 2;
+                }
+                other => return other,
+            }
+        }
+        self.exec(args, self.query_timeout, None, None).await
+    }
+
     /// Runs a read-only command; `Ok(None)` when helm says the release does
     /// not exist.
     async fn query(&self, args: Vec<String>) -> Result<Option<Finished>, HelmError> {
-        match self.exec(args, self.query_timeout, None, None).await {
+        match self.exec_read(args).await {
             Ok(finished) => Ok(Some(finished)),
             Err(HelmError::Failed { stderr, .. }) if output::is_not_found(&stderr) => Ok(None),
             Err(e) => Err(e),
@@ -224,9 +244,7 @@ impl Helm for HelmCli {
 
     async fn list(&self, target: &KubeTarget) -> Result<Vec<DeployedRelease>, HelmError> {
         let argv = args::list(target);
-        let finished = self
-            .exec(argv.clone(), self.query_timeout, None, None)
-            .await?;
+        let finished = self.exec_read(argv.clone()).await?;
         output::list(&finished.stdout).map_err(|message| self.bad_output(&argv, message))
     }
 
@@ -236,9 +254,7 @@ impl Helm for HelmCli {
         release: &ReleaseId,
     ) -> Result<Value, HelmError> {
         let argv = args::get_values(target, release);
-        let finished = self
-            .exec(argv.clone(), self.query_timeout, None, None)
-            .await?;
+        let finished = self.exec_read(argv.clone()).await?;
         output::values(&finished.stdout).map_err(|message| self.bad_output(&argv, message))
     }
 
@@ -248,9 +264,7 @@ impl Helm for HelmCli {
         release: &ReleaseId,
     ) -> Result<String, HelmError> {
         let argv = args::get_manifest(target, release);
-        let finished = self
-            .exec(argv.clone(), self.query_timeout, None, None)
-            .await?;
+        let finished = self.exec_read(argv.clone()).await?;
         Ok(finished.stdout)
     }
 
@@ -268,5 +282,45 @@ impl Helm for HelmCli {
             Err(HelmError::Failed { stderr, .. }) if output::is_not_found(&stderr) => Ok(()),
             other => other.map(|_| ()),
         }
+    }
+}
+
+/// helm's wording for failures that a retry can fix: the API server was
+/// unreachable, overloaded or restarting.
+pub fn is_transient(stderr: &str) -> bool {
+    const SIGNS: &[&str] = &[
+        "connection refused",
+        "connection reset",
+        "i/o timeout",
+        "tls handshake timeout",
+        "the server is currently unable to handle the request",
+        "etcdserver: request timed out",
+        "http2: client connection lost",
+        "unexpected eof",
+        "context deadline exceeded",
+        "too many requests",
+        "service unavailable",
+        "internal error occurred",
+    ];
+    let text = stderr.to_ascii_lowercase();
+    SIGNS.iter().any(|sign| text.contains(sign))
+}
+
+#[cfg(test)]
+mod transient_tests {
+    use super::is_transient;
+
+    #[test]
+    fn api_blips_are_transient_and_real_answers_are_not() {
+        assert!(is_transient(
+            "Error: Kubernetes cluster unreachable: Get \"https://10.0.0.1:6443/version\": dial tcp 10.0.0.1:6443: connect: connection refused"
+        ));
+        assert!(is_transient(
+            "Error: the server is currently unable to handle the request (get secrets)"
+        ));
+        assert!(!is_transient("Error: release: not found"));
+        assert!(!is_transient(
+            "Error: secrets is forbidden: User \"x\" cannot list resource"
+        ));
     }
 }
