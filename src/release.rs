@@ -202,3 +202,27 @@ impl Release {
         }
     }
 }
+
+#[cfg(test)]
+impl Release {
+    /// A minimal OCI release in namespace `ns` for unit tests.
+    pub(crate) fn fake(name: &str, needs: &[&str], crds: CrdPolicy) -> Release {
+        Release {
+            id: ReleaseId::new("ns", name),
+            file: "releases/r.yaml".into(),
+            line: 1,
+            source: Source::Chart(Chart {
+                source: ChartSource::Oci(format!("oci://x/{name}")),
+                version: Some("1.0.0".into()),
+            }),
+            needs: needs.iter().map(|n| ReleaseId::new("ns", *n)).collect(),
+            crds,
+            values: serde_json::json!({}),
+            crd_values: serde_json::json!({}),
+            timeout: None,
+            wait: false,
+            hooks: Hooks::default(),
+            ownership: Ownership::Bootstrap,
+        }
+    }
+}

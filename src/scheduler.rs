@@ -318,7 +318,7 @@ fn critical_path(releases: &[Release], finished: &HashMap<ReleaseId, Finished>) 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::release::{Chart, ChartSource, CrdPolicy, Hooks, Ownership, Source};
+    use crate::release::CrdPolicy;
     use std::sync::Mutex;
 
     /// Sleeps for a scripted time (virtual clock) and records start/end.
@@ -355,23 +355,7 @@ mod tests {
     }
 
     fn release(name: &str, needs: &[&str]) -> Release {
-        Release {
-            id: ReleaseId::new("ns", name),
-            file: "releases/r.yaml".into(),
-            line: 1,
-            source: Source::Chart(Chart {
-                source: ChartSource::Oci(format!("oci://x/{name}")),
-                version: Some("1.0.0".into()),
-            }),
-            needs: needs.iter().map(|n| ReleaseId::new("ns", *n)).collect(),
-            crds: CrdPolicy::Bootstrap,
-            values: serde_json::json!({}),
-            crd_values: serde_json::json!({}),
-            timeout: None,
-            wait: false,
-            hooks: Hooks::default(),
-            ownership: Ownership::Bootstrap,
-        }
+        Release::fake(name, needs, CrdPolicy::Bootstrap)
     }
 
     async fn go(

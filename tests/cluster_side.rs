@@ -11,7 +11,7 @@ use support::apiserver::{ApiServer, Rollout};
 use support::builder::Test;
 use support::cluster::{Cluster, crd, daemonset};
 
-const CLUSTER: &str = "name: infra\ncontext: admin@infra\n";
+use support::cluster::CLUSTER;
 
 #[test]
 fn kinds_from_the_crd_phase_are_usable_by_the_releases() {

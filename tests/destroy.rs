@@ -7,31 +7,7 @@ use serde_json::json;
 use support::builder::Test;
 use support::cluster::{Cluster, HelmCall, crd, daemonset, deployment};
 
-const CLUSTER: &str = "name: infra\ncontext: admin@infra\n";
-
-/// cilium -> coredns -> {cert-manager, spegel}; cert-manager carries CRDs.
-const RELEASES: &str = "name: cilium
-namespace: kube-system
-chart: { repo: https://helm.cilium.io, name: cilium, version: 1.18.2 }
-hooks:
-  postsync:
-    - rollout: { kind: DaemonSet, name: cilium }
----
-name: coredns
-namespace: kube-system
-chart: { repo: https://coredns.github.io/helm, name: coredns, version: 1.44.3 }
-needs: [cilium]
----
-name: cert-manager
-namespace: cert-manager
-chart: { repo: https://charts.jetstack.io, name: cert-manager, version: v1.19.0 }
-needs: [coredns]
----
-name: spegel
-namespace: kube-system
-chart: { oci: oci://ghcr.io/spegel-org/helm-charts/spegel, version: 0.4.0 }
-needs: [coredns]
-";
+use support::cluster::{CLUSTER, RELEASES};
 
 const CERTIFICATES: &str = "certificates.cert-manager.io";
 

@@ -8,7 +8,7 @@ use support::apiserver::Rollout;
 use support::builder::Test;
 use support::cluster::{Cluster, daemonset};
 
-const CLUSTER: &str = "name: infra\ncontext: admin@infra\n";
+use support::cluster::CLUSTER;
 
 /// cilium -> coredns -> spegel; cilium has a rollout hook.
 fn releases(cilium_values: &str, coredns_version: &str) -> String {

@@ -1,29 +1,11 @@
 use std::time::Duration;
 
-use serde_json::json;
-
 use super::*;
 use crate::config::Cluster;
-use crate::release::{Chart, ChartSource, CrdPolicy, Hooks, Ownership, Source};
+use crate::release::CrdPolicy;
 
 fn release(name: &str, needs: &[&str], crds: CrdPolicy) -> Release {
-    Release {
-        id: ReleaseId::new("ns", name),
-        file: "releases/r.yaml".into(),
-        line: 1,
-        source: Source::Chart(Chart {
-            source: ChartSource::Oci(format!("oci://x/{name}")),
-            version: Some("1.0.0".into()),
-        }),
-        needs: needs.iter().map(|n| ReleaseId::new("ns", *n)).collect(),
-        crds,
-        values: json!({}),
-        crd_values: json!({}),
-        timeout: None,
-        wait: false,
-        hooks: Hooks::default(),
-        ownership: Ownership::Bootstrap,
-    }
+    Release::fake(name, needs, crds)
 }
 
 /// cilium -> coredns -> {cert-manager, spegel}; crds-only is never installed.
