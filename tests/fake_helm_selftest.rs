@@ -138,18 +138,25 @@ fn seeded(name: &str, status: &str) -> Value {
 #[test]
 fn version_forms_match_helm() {
     let fake = Fake::new();
-    assert_eq!(fake.ok(&["version", "--short"]), "v3.19.0+g1234567\n");
+    assert_eq!(
+        fake.ok(&["version", "--short"]),
+        "v4.2.4+g1234567\n",
+        "the newest Helm 4 by default"
+    );
     assert_eq!(
         fake.ok(&["version", "--template", "{{.Version}}"]),
-        "v3.19.0"
+        "v4.2.4"
     );
-    assert_eq!(fake.ok(&["version", "--template={{.Version}}"]), "v3.19.0");
+    assert_eq!(fake.ok(&["version", "--template={{.Version}}"]), "v4.2.4");
     assert!(
         fake.ok(&["version"])
-            .starts_with("version.BuildInfo{Version:\"v3.19.0\", GitCommit:")
+            .starts_with("version.BuildInfo{Version:\"v4.2.4\", GitCommit:")
     );
-    let v4 = Fake::new().with_env("FAKE_HELM_VERSION", "v4.0.0");
-    assert_eq!(v4.ok(&["version", "--short"]), "v4.0.0+g1234567\n");
+    let v3 = Fake::new().with_env("FAKE_HELM_VERSION", "v3.19.0");
+    assert_eq!(v3.ok(&["version", "--short"]), "v3.19.0+g1234567\n");
+    assert_eq!(v3.ok(&["version", "-c", "--short"]), "v3.19.0+g1234567\n");
+    let out = fake.run(&["version", "--client"]);
+    assert_eq!(stderr(&out), "Error: unknown flag: --client\n");
     let custom = Fake::new().with_script(json!({"*": {"version_output": "garbage"}}));
     assert_eq!(custom.ok(&["version", "--short"]), "garbage\n");
 }
@@ -234,8 +241,8 @@ fn values_files_deep_merge_in_order_then_set() {
 }
 
 #[test]
-fn list_hides_pending_unless_asked_like_helm() {
-    let fake = Fake::new();
+fn helm_3_list_hides_pending_unless_asked() {
+    let fake = Fake::new().with_env("FAKE_HELM_VERSION", "v3.19.0");
     fake.seed(seeded("ok", "deployed"));
     fake.seed(seeded("broken", "failed"));
     fake.seed(seeded("stuck", "pending-install"));
@@ -263,6 +270,35 @@ fn list_hides_pending_unless_asked_like_helm() {
     assert_eq!(row["revision"], "1", "helm prints the revision as a string");
     assert_eq!(row["chart"], "podinfo-6.0.0");
     assert_eq!(row["updated"], "2025-10-01 12:00:00 +0000 UTC");
+}
+
+#[test]
+fn helm_4_lists_every_state_and_rejects_all_like_cobra() {
+    let fake = Fake::new().with_env("FAKE_HELM_VERSION", "v4.2.3");
+    fake.seed(seeded("ok", "deployed"));
+    fake.seed(seeded("stuck", "pending-install"));
+    let names = |args: &[&str]| -> Vec<String> {
+        let rows = fake.json(args);
+        rows.as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(names(&["list", "-o", "json"]), ["ok", "stuck"]);
+    assert_eq!(names(&["list", "--pending", "-o", "json"]), ["stuck"]);
+    for all in ["--all", "-a"] {
+        let out = fake.run(&["list", "--all-namespaces", all, "--max", "0"]);
+        let expected = if all == "-a" {
+            "Error: unknown shorthand flag: 'a' in -a\n"
+        } else {
+            "Error: unknown flag: --all\n"
+        };
+        assert_eq!(
+            (out.status.code(), stderr(&out)),
+            (Some(1), expected.into())
+        );
+    }
 }
 
 #[test]

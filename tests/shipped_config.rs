@@ -43,7 +43,8 @@ fn plans_list_every_release_after_its_needs() {
                 assert!(at < i, "{} comes after its need {need}", ids[i]);
             }
         }
-        // The seed-004 chain with its exact versions.
+        // The replaced helmfile's chain with its exact versions
+        // (docs/design.md#the-replaced-helmfile-catalog).
         let version = |id: &str| {
             releases
                 .iter()
@@ -102,7 +103,11 @@ fn per_cluster_values_differ() {
     assert_eq!(apps["ipv4NativeRoutingCIDR"], "10.246.0.0/16");
 }
 
+/// Needs graphviz, which a machine with only the Rust toolchain lacks; `.ci/run`
+/// installs it and runs the ignored tests too, so the count never claims a
+/// pass that did not happen.
 #[test]
+#[ignore = "needs graphviz's `dot`: cargo test --test shipped_config -- --ignored"]
 fn graph_dot_renders_with_graphviz() {
     let out = bootstrap(&["graph", "infra", "--format", "dot"]);
     assert_eq!(out.status.code(), Some(0));

@@ -131,9 +131,13 @@ pub fn status(target: &KubeTarget, release: &ReleaseId) -> Vec<String> {
 }
 
 /// Every release in every namespace and state; `--max 0` lifts helm's default
-/// limit of 256 (helm treats 0 as "no limit").
-pub fn list(target: &KubeTarget) -> Vec<String> {
-    Argv::new(&["list", "--all-namespaces", "--all", "--max", "0"])
+/// limit of 256 (helm treats 0 as "no limit"). Helm 3 lists only deployed and
+/// failed releases unless given `--all`; Helm 4 removed the flag and lists
+/// every state by default (see [`super::flags`]).
+pub fn list(target: &KubeTarget, helm_major: u64) -> Vec<String> {
+    Argv::new(&["list", "--all-namespaces"])
+        .flag("--all", helm_major < 4)
+        .opt("--max", "0")
         .target(target)
         .opt("--output", "json")
         .0
@@ -330,9 +334,15 @@ mod tests {
             ))
         );
         assert_eq!(
-            list(&t),
+            list(&t, 3),
             words(&format!(
                 "list --all-namespaces --all --max 0 {kube} --output json"
+            ))
+        );
+        assert_eq!(
+            list(&t, 4),
+            words(&format!(
+                "list --all-namespaces --max 0 {kube} --output json"
             ))
         );
         assert_eq!(
@@ -353,6 +363,65 @@ mod tests {
                 "uninstall coredns --namespace kube-system --timeout 120s {kube}"
             ))
         );
+    }
+
+    /// Every command line bootstrap builds, checked against helm's own flag
+    /// definitions for each major version it supports.
+    #[test]
+    fn every_command_line_is_accepted_by_helm_3_and_4() {
+        use super::super::flags::{Command, unknown_flag};
+        let id = ReleaseId::new("kube-system", "coredns");
+        let t = target();
+        let repo = Chart {
+            source: ChartSource::Repo {
+                url: "https://charts.jetstack.io".into(),
+                name: "cert-manager".into(),
+            },
+            version: Some("v1.19.0".into()),
+        };
+        let (values, labels) = (json!({}), BTreeMap::from([("a".into(), "b".into())]));
+        let install = InstallRequest {
+            release: &id,
+            chart: &repo,
+            values: &values,
+            skip_crds: true,
+            timeout: Duration::from_secs(60),
+            labels: &labels,
+        };
+        let render = TemplateRequest {
+            release: &id,
+            chart: &repo,
+            values: &values,
+            include_crds: true,
+        };
+        for major in [3, 4] {
+            let lines = [
+                (Command::Version, version()),
+                (
+                    Command::Upgrade,
+                    upgrade_install(&t, &install, Path::new("/v")),
+                ),
+                (Command::Template, template(&render, Path::new("/v"))),
+                (Command::Status, status(&t, &id)),
+                (Command::List, list(&t, major)),
+                (Command::GetValues, get_values(&t, &id)),
+                (Command::GetManifest, get_manifest(&t, &id)),
+                (
+                    Command::Uninstall,
+                    uninstall(&t, &id, Duration::from_secs(5)),
+                ),
+            ];
+            for (command, argv) in lines {
+                let words = command.words().split(' ').count();
+                assert_eq!(argv[..words].join(" "), command.words());
+                assert_eq!(
+                    unknown_flag(major, command, &argv[words..]),
+                    None,
+                    "helm {major} rejects `helm {}`",
+                    argv.join(" ")
+                );
+            }
+        }
     }
 
     #[test]

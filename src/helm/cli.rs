@@ -68,12 +68,6 @@ impl HelmCli {
         &self.program
     }
 
-    /// The version found by [`Helm::version`], once it has run; where flags
-    /// that differ between Helm 3 and 4 would be decided.
-    pub fn detected_version(&self) -> Option<&HelmVersion> {
-        self.version.get()
-    }
-
     async fn exec(
         &self,
         args: Vec<String>,
@@ -243,7 +237,8 @@ impl Helm for HelmCli {
     }
 
     async fn list(&self, target: &KubeTarget) -> Result<Vec<DeployedRelease>, HelmError> {
-        let argv = args::list(target);
+        let major = self.version().await?.major;
+        let argv = args::list(target, major);
         let finished = self.exec_read(argv.clone()).await?;
         output::list(&finished.stdout).map_err(|message| self.bad_output(&argv, message))
     }

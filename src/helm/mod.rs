@@ -11,6 +11,7 @@ use crate::release::{Chart, ReleaseId};
 
 pub mod args;
 pub mod cli;
+pub mod flags;
 pub mod output;
 pub mod process;
 pub mod redact;

@@ -3,7 +3,9 @@
 
 use serde_json::{Map, Value};
 
-use crate::args::{self, Flag, Parsed};
+use bootstrap::helm::flags::{self, Command};
+
+use crate::args::{Flag, Parsed};
 use crate::log::ValuesFile;
 use crate::output::{self, format, release_json};
 use crate::script::Script;
@@ -56,9 +58,30 @@ pub enum Cmd {
     History,
 }
 
-/// Resolves the command words (with helm's aliases) to a command and its flag set.
-pub fn resolve(words: &[String]) -> Result<(Cmd, Vec<&'static [Flag]>), String> {
-    use args::*;
+/// The helm version this fake impersonates: `FAKE_HELM_VERSION`, default the
+/// newest Helm 4 release.
+pub fn impersonated_version() -> String {
+    std::env::var("FAKE_HELM_VERSION")
+        .ok()
+        .filter(|v| !v.is_empty())
+        .unwrap_or_else(|| "v4.2.4".into())
+}
+
+/// The major version of [`impersonated_version`]; its flag table decides
+/// which flags are accepted.
+pub fn impersonated_major() -> u64 {
+    let version = impersonated_version();
+    let digits: String = version
+        .trim_start_matches('v')
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    digits.parse().unwrap_or(4)
+}
+
+/// Resolves the command words (with helm's aliases) to a command and the
+/// flags helm `major` accepts for it.
+pub fn resolve(words: &[String], major: u64) -> Result<(Cmd, Vec<Flag>), String> {
     let first = words.first().map(String::as_str).unwrap_or("");
     let cmd = match first {
         "version" => Cmd::Version,
@@ -84,19 +107,19 @@ pub fn resolve(words: &[String]) -> Result<(Cmd, Vec<&'static [Flag]>), String> 
             ));
         }
     };
-    let flags: Vec<&'static [Flag]> = match cmd {
-        Cmd::Version => vec![GLOBAL, VERSION],
-        Cmd::Install => vec![GLOBAL, CHART, INSTALL_ONLY],
-        Cmd::Upgrade => vec![GLOBAL, CHART, UPGRADE_ONLY],
-        Cmd::Template => vec![GLOBAL, CHART, TEMPLATE_ONLY],
-        Cmd::Uninstall => vec![GLOBAL, UNINSTALL],
-        Cmd::List => vec![GLOBAL, LIST],
-        Cmd::Status => vec![GLOBAL, STATUS],
-        Cmd::GetValues => vec![GLOBAL, GET_VALUES],
-        Cmd::GetManifest => vec![GLOBAL, GET_MANIFEST],
-        Cmd::History => vec![GLOBAL, HISTORY],
+    let command = match cmd {
+        Cmd::Version => Command::Version,
+        Cmd::Install => Command::Install,
+        Cmd::Upgrade => Command::Upgrade,
+        Cmd::Template => Command::Template,
+        Cmd::Uninstall => Command::Uninstall,
+        Cmd::List => Command::List,
+        Cmd::Status => Command::Status,
+        Cmd::GetValues => Command::GetValues,
+        Cmd::GetManifest => Command::GetManifest,
+        Cmd::History => Command::History,
     };
-    Ok((cmd, flags))
+    Ok((cmd, flags::accepted(major, command)))
 }
 
 /// Everything a command needs, read once at startup.
@@ -156,10 +179,7 @@ fn version(ctx: &Ctx) -> Result<String, String> {
             format!("{out}\n")
         });
     }
-    let v = std::env::var("FAKE_HELM_VERSION")
-        .ok()
-        .filter(|v| !v.is_empty());
-    let v = v.unwrap_or_else(|| "v3.19.0".into());
+    let v = impersonated_version();
     let commit = "1234567890abcdef1234567890abcdef12345678";
     if let Some(t) = ctx.args.get("template") {
         let out = t
@@ -232,9 +252,12 @@ fn list(ctx: &Ctx) -> Result<String, String> {
     .into_iter()
     .filter(|f| a.on(f))
     .collect();
-    // Helm's default state mask is deployed|failed; `--all` lifts it entirely.
+    // Helm 3's default state mask is deployed|failed and `--all` lifts it;
+    // Helm 4 shows every state unless states are named (`SetStateMask` in
+    // helm's pkg/action/list.go).
+    let every_state = impersonated_major() >= 4 && explicit.is_empty();
     let shown = |r: &Release| {
-        if a.on("all") {
+        if a.on("all") || every_state {
             return true;
         }
         let wanted = if explicit.is_empty() {

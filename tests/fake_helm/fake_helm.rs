@@ -25,7 +25,10 @@
 //!   fail (stderr text printed verbatim, exit 1, release failed), fail_times (fail
 //!   only the first n attempts), crds, manifests, apply_manifests,
 //!   version_output, app_version, chart_values. See `script.rs`.
-//! - `FAKE_HELM_VERSION` (default "v3.19.0"): what `version` reports.
+//! - `FAKE_HELM_VERSION` (default "v4.2.4"): the helm it impersonates: what
+//!   `version` reports and which flags it accepts (helm's flag table for that
+//!   major version, `bootstrap::helm::flags`); an unknown flag fails as cobra
+//!   fails it (`Error: unknown flag: --all`, exit 1).
 //! - `KUBECONFIG`, `HELM_NAMESPACE`: as for helm. With `apply_manifests` and a
 //!   kubeconfig (`--kubeconfig` or `KUBECONFIG`), install/upgrade server-side
 //!   apply the manifests and write helm's release Secrets; uninstall deletes them.
@@ -71,8 +74,9 @@ fn main() {
 }
 
 fn run(argv: &[String]) -> (Outcome, Vec<log::ValuesFile>) {
-    let (words, rest) = args::split_command(argv);
-    let (cmd, flags) = match commands::resolve(&words) {
+    let major = commands::impersonated_major();
+    let (words, rest) = args::split_command(argv, &bootstrap::helm::flags::global(major));
+    let (cmd, flags) = match commands::resolve(&words, major) {
         Ok(found) => found,
         Err(e) => return (Outcome::error(e), Vec::new()),
     };
