@@ -5,7 +5,7 @@
 use std::fmt;
 use std::path::PathBuf;
 
-/// Exit codes of SPEC §2.
+/// Exit codes: docs/design.md#exit-codes.
 pub const EXIT_OK: i32 = 0;
 pub const EXIT_FAILED: i32 = 1;
 pub const EXIT_INVALID: i32 = 2;

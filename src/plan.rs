@@ -110,7 +110,7 @@ impl Plan {
         Ok(Plan::new(self.cluster, self.root, releases))
     }
 
-    /// SPEC §2 `plan` JSON.
+    /// `plan` JSON (docs/design.md#plan-json).
     pub fn to_json(&self) -> Value {
         let crds: Vec<Value> = self
             .crd_releases()

@@ -1,4 +1,4 @@
-//! Handlebars in strict mode over the context of SPEC §1. A missing variable is
+//! Handlebars in strict mode over the context of docs/design.md#templates. A missing variable is
 //! an error naming it; environment variables are read only through `env`.
 
 use std::collections::HashMap;

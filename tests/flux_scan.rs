@@ -394,7 +394,8 @@ fn seed_000_tree_reports_the_dual_managed_cilium_with_its_chain() {
              kubernetes/clusters/infra/infrastructure.yaml > kubernetes/infrastructure/kustomization.yaml > kubernetes/infrastructure/networking/cilium/ks.yaml",
         ]
     );
-    // SPEC §2's example chain (seed 000's evidence) is the same route; the
+    // The route the dual-management outage was traced along
+    // (docs/design.md#dual-management-outage) is contained in the chain; the
     // scan also names the two kustomization files it passes through.
     let spec_chain = [
         "kubernetes/clusters/infra/infrastructure.yaml",

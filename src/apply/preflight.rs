@@ -1,4 +1,4 @@
-//! Live ownership checks before anything changes (SPEC §3): refuse when Flux
+//! Live ownership checks before anything changes (docs/design.md#live-refusal-rules): refuse when Flux
 //! already targets a bootstrap release, when a release's Helm secret carries
 //! Flux's labels, or when a release is mid-operation in Helm.
 

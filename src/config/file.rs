@@ -1,4 +1,4 @@
-//! The file formats exactly as users write them (SPEC §1). These types only
+//! The file formats exactly as users write them (docs/design.md#file-formats). These types only
 //! describe shape: unknown keys are rejected here, everything semantic is
 //! checked in `validate`. `bootstrap schema` derives its JSON Schema from them.
 
@@ -134,7 +134,7 @@ pub enum CrdPolicy {
     None,
 }
 
-/// Who owns a release once it is installed (SPEC §3).
+/// Who owns a release once it is installed (docs/design.md#ownership).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, JsonSchema, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Ownership {

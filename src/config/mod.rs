@@ -1,4 +1,4 @@
-//! Loading and validating a config root (SPEC §1) into a [`Plan`]. Everything
+//! Loading and validating a config root (docs/design.md#file-formats) into a [`Plan`]. Everything
 //! here is synchronous and pure apart from reading files: every problem in the
 //! whole config is found before any command talks to a cluster.
 

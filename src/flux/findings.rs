@@ -1,4 +1,4 @@
-//! What the scan reports (SPEC §2 `check` JSON) and the ownership rules that
+//! What the scan reports (docs/design.md#check-json) and the ownership rules that
 //! turn resolved Flux objects into findings.
 
 use serde::Serialize;

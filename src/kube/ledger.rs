@@ -1,4 +1,4 @@
-//! The ownership ledger of SPEC §3: ConfigMap `bootstrap-ownership` in
+//! The ownership ledger (docs/design.md#ledger): ConfigMap `bootstrap-ownership` in
 //! kube-system, one data key per release, written after each release
 //! succeeds so an interruption never loses what was recorded.
 //!

@@ -1,6 +1,6 @@
 //! `--output json`: JSON Lines on stdout, one object per event, flushed as it
 //! happens so a consumer (`jq`, a provisioning script) sees progress live.
-//! The last line is `run_finished`, carrying the summary (SPEC §2).
+//! The last line is `run_finished`, carrying the summary (docs/design.md#run_finished).
 
 use std::io::Write;
 
