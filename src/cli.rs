@@ -7,6 +7,7 @@ use std::time::Duration;
 use clap::{Parser, Subcommand as ClapSubcommand, ValueEnum};
 
 use crate::error::Error;
+pub use crate::reporter::Verbosity;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -17,21 +18,8 @@ use crate::error::Error;
     after_help = "Exit codes: 0 success, 1 operation failed (or `check` found an error), 2 invalid input or missing prerequisite (nothing changed), 130 interrupted."
 )]
 pub struct Arguments {
-    /// Config root holding clusters/ and releases/.
-    #[arg(long, global = true, default_value = ".", value_name = "DIR")]
-    dir: PathBuf,
-    /// Output format.
-    #[arg(long, global = true, value_enum, default_value_t = OutputFormat::Text)]
-    output: OutputFormat,
-    /// The helm binary (default: `helm` from PATH).
-    #[arg(long, global = true, value_name = "PATH", env = "BOOTSTRAP_HELM")]
-    helm: Option<PathBuf>,
-    /// kubeconfig file (default: $KUBECONFIG, then ~/.kube/config).
-    #[arg(long, global = true, value_name = "FILE")]
-    kubeconfig: Option<PathBuf>,
-    /// kubeconfig context (overrides the cluster's `context`).
-    #[arg(long, global = true, value_name = "NAME")]
-    context: Option<String>,
+    #[command(flatten)]
+    global: Global,
     /// More output (repeat for more); streams hook output.
     #[arg(short, long, global = true, action = clap::ArgAction::Count, conflicts_with = "quiet")]
     verbose: u8,
@@ -40,6 +28,27 @@ pub struct Arguments {
     quiet: bool,
     #[command(subcommand)]
     command: Command,
+}
+
+/// The global flags, declared once: clap reads them into this struct and
+/// [`Config`] carries it as it is.
+#[derive(Debug, Clone, clap::Args)]
+pub struct Global {
+    /// Config root holding clusters/ and releases/.
+    #[arg(long, global = true, default_value = ".", value_name = "DIR")]
+    pub dir: PathBuf,
+    /// Output format.
+    #[arg(long, global = true, value_enum, default_value_t = OutputFormat::Text)]
+    pub output: OutputFormat,
+    /// The helm binary (default: `helm` from PATH).
+    #[arg(long, global = true, value_name = "PATH", env = "BOOTSTRAP_HELM")]
+    pub helm: Option<PathBuf>,
+    /// kubeconfig file (default: $KUBECONFIG, then ~/.kube/config).
+    #[arg(long, global = true, value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
+    /// kubeconfig context (overrides the cluster's `context`).
+    #[arg(long, global = true, value_name = "NAME")]
+    pub context: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -152,20 +161,44 @@ enum Command {
 /// Everything a command needs, free of clap.
 #[derive(Debug, Clone)]
 pub struct Config {
-    pub dir: PathBuf,
-    pub output: OutputFormat,
-    pub helm: Option<PathBuf>,
-    pub kubeconfig: Option<PathBuf>,
-    pub context: Option<String>,
+    pub global: Global,
     pub verbosity: Verbosity,
     pub subcommand: Subcommand,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Verbosity {
-    Quiet,
-    Normal,
-    Verbose,
+impl Config {
+    pub fn json(&self) -> bool {
+        self.global.output == OutputFormat::Json
+    }
+
+    /// Where the cluster commands find helm and the cluster.
+    pub fn target(&self) -> crate::run::Target<'_> {
+        crate::run::Target {
+            helm: self.global.helm.as_deref(),
+            kubeconfig: self.global.kubeconfig.as_deref(),
+            context: self.global.context.as_deref(),
+        }
+    }
+}
+
+/// `bootstrap apply`'s own arguments.
+#[derive(Debug, Clone)]
+pub struct ApplyArgs {
+    pub cluster: String,
+    pub only: Vec<String>,
+    pub no_needs: bool,
+    pub options: crate::apply::Options,
+    pub timeout: Option<Duration>,
+}
+
+/// `bootstrap destroy`'s own arguments.
+#[derive(Debug, Clone)]
+pub struct DestroyArgs {
+    pub cluster: String,
+    /// Exactly these releases (nothing is added: what they need stays).
+    pub only: Vec<String>,
+    pub yes: bool,
+    pub options: crate::destroy::Options,
 }
 
 #[derive(Debug, Clone)]
@@ -189,11 +222,11 @@ pub enum Subcommand {
         flux_root: Option<PathBuf>,
         flux_entrypoint: Option<PathBuf>,
     },
-    Apply(crate::commands::ApplyArgs),
+    Apply(ApplyArgs),
     Status {
         cluster: String,
     },
-    Destroy(crate::commands::DestroyArgs),
+    Destroy(DestroyArgs),
     Schema(SchemaKind),
     Completions(clap_complete::Shell),
 }
@@ -253,7 +286,7 @@ impl Arguments {
                 timeout,
                 fail_fast,
                 force,
-            } => Subcommand::Apply(crate::commands::ApplyArgs {
+            } => Subcommand::Apply(ApplyArgs {
                 cluster,
                 only,
                 no_needs,
@@ -273,7 +306,7 @@ impl Arguments {
                 crds,
                 only,
                 dry_run,
-            } => Subcommand::Destroy(crate::commands::DestroyArgs {
+            } => Subcommand::Destroy(DestroyArgs {
                 cluster,
                 only,
                 yes,
@@ -283,11 +316,7 @@ impl Arguments {
             Command::Completions { shell } => Subcommand::Completions(shell),
         };
         Ok(Config {
-            dir: self.dir,
-            output: self.output,
-            helm: self.helm,
-            kubeconfig: self.kubeconfig,
-            context: self.context,
+            global: self.global,
             verbosity,
             subcommand,
         })
@@ -320,8 +349,8 @@ mod tests {
             "--output",
             "json",
         ]);
-        assert_eq!(c.dir, PathBuf::from("x"));
-        assert_eq!(c.output, OutputFormat::Json);
+        assert_eq!(c.global.dir, PathBuf::from("x"));
+        assert_eq!(c.global.output, OutputFormat::Json);
         assert!(matches!(c.subcommand, Subcommand::Plan { cluster } if cluster == "infra"));
     }
 

@@ -17,11 +17,10 @@ use ::kube::api::{Api, DeleteParams};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use tokio::time::Instant;
 
-use crate::apply::crds::{self, Crd};
-use crate::apply::{DEFAULT_RELEASE_TIMEOUT, GRACE};
-use crate::error::Error;
+use crate::crds::{self, Crd};
+use crate::error::{Error, one_line};
 use crate::event::{CrdRemoval, Emitter, Event, Outcome, Phase, ReleaseResult, Step, Summary};
-use crate::helm::{Helm, Stop, StopSignal};
+use crate::helm::Helm;
 use crate::kube::apply::API_RETRY_BUDGET;
 use crate::kube::client::Connection;
 use crate::kube::ledger::Ledger;
@@ -29,6 +28,7 @@ use crate::kube::lock::Lock;
 use crate::kube::retry::{is_not_found, retry};
 use crate::plan::Plan;
 use crate::release::{Release, ReleaseId};
+use crate::stop::{GRACE, Interrupted, Stop, StopSignal, until_stopped};
 
 const NOT_STARTED: &str = "not started: destroy was interrupted";
 
@@ -91,7 +91,9 @@ pub async fn run<H: Helm>(
         // Rendered before the first uninstall, so a chart that cannot be
         // rendered stops the run while nothing has changed.
         let crds = if options.crds {
-            crds::render(helm, plan).await.map_err(Error::failed)?
+            crds::render(helm, plan).await.map_err(|e| {
+                Error::failed_with("cannot render the CRDs to delete; nothing was changed", e)
+            })?
         } else {
             Vec::new()
         };
@@ -224,7 +226,7 @@ impl<H: Helm> Destroyer<'_, H> {
             if !self.dry_run {
                 // A ledger entry without a release would claim ownership of nothing.
                 if let Err(e) = self.ledger.remove(id).await {
-                    return (Outcome::Failed, Some(error_text(&e)));
+                    return (Outcome::Failed, Some(one_line(&e)));
                 }
             }
             return (Outcome::Absent, Some("not installed".into()));
@@ -246,7 +248,7 @@ impl<H: Helm> Destroyer<'_, H> {
             release: id.clone(),
             step: Step::Uninstalling,
         });
-        let timeout = release.timeout.unwrap_or(DEFAULT_RELEASE_TIMEOUT);
+        let timeout = release.budget();
         let announce = || {
             self.events.emit(Event::Interrupting {
                 running: vec![id.clone()],
@@ -254,8 +256,8 @@ impl<H: Helm> Destroyer<'_, H> {
             })
         };
         let uninstall = self.helm.uninstall(target, id, timeout);
-        match until_stopped(uninstall, stop, announce).await {
-            None => {
+        match until_stopped(uninstall, &stop, GRACE, announce).await {
+            Err(Interrupted) => {
                 return (
                     Outcome::Interrupted,
                     Some(format!(
@@ -264,13 +266,13 @@ impl<H: Helm> Destroyer<'_, H> {
                     )),
                 );
             }
-            Some(Err(e)) => return (Outcome::Failed, Some(e.to_string())),
-            Some(Ok(())) => {}
+            Ok(Err(e)) => return (Outcome::Failed, Some(e.to_string())),
+            Ok(Ok(())) => {}
         }
         if let Err(e) = self.ledger.remove(id).await {
             return (
                 Outcome::Failed,
-                Some(format!("uninstalled, but {}", error_text(&e))),
+                Some(format!("uninstalled, but {}", one_line(&e))),
             );
         }
         (Outcome::Uninstalled, Some(format!("was {what}")))
@@ -334,56 +336,6 @@ impl<H: Helm> Destroyer<'_, H> {
             ok,
         });
         ok
-    }
-}
-
-fn error_text(e: &Error) -> String {
-    e.render()
-        .trim_end()
-        .trim_start_matches("error: ")
-        .to_string()
-}
-
-/// `work`, unless the run is stopped: at once on a second interrupt, after
-/// the grace period on the first (`on_grace` says so when it starts). `None`
-/// when stopped; dropping the helm future stops helm (SIGTERM to its
-/// process group).
-async fn until_stopped<T>(
-    work: impl Future<Output = T>,
-    mut stop: StopSignal,
-    on_grace: impl FnOnce(),
-) -> Option<T> {
-    tokio::pin!(work);
-    let mut deadline: Option<Instant> = None;
-    let mut on_grace = Some(on_grace);
-    loop {
-        let now = *stop.borrow();
-        match now {
-            Stop::Now => return None,
-            Stop::Graceful if deadline.is_none() => {
-                deadline = Some(Instant::now() + GRACE);
-                if let Some(announce) = on_grace.take() {
-                    announce();
-                }
-            }
-            _ => {}
-        }
-        let grace = async {
-            match deadline {
-                Some(d) => tokio::time::sleep_until(d).await,
-                None => std::future::pending::<()>().await,
-            }
-        };
-        tokio::select! {
-            value = &mut work => return Some(value),
-            changed = stop.changed() => {
-                if changed.is_err() {
-                    // Nobody can stop the run any more: let the work finish.
-                    return Some(work.await);
-                }
-            }
-            () = grace => return None,
-        }
     }
 }
 

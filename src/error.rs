@@ -72,6 +72,8 @@ impl fmt::Display for Problem {
     }
 }
 
+impl std::error::Error for Problem {}
+
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// The command line itself is wrong (clap reports most of these itself).
@@ -113,6 +115,25 @@ fn problems_summary(problems: &[Problem]) -> String {
     match problems {
         [one] => one.to_string(),
         many => format!("{} problems in the config", many.len()),
+    }
+}
+
+/// An error and its causes on one line (`what: why: why`), for the places
+/// that show a failure in one line (a release's result in the summary).
+pub fn one_line(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+impl From<crate::stop::Interrupted> for Error {
+    fn from(_: crate::stop::Interrupted) -> Self {
+        Error::Interrupted
     }
 }
 

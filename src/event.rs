@@ -24,6 +24,16 @@ pub enum HookPhase {
     Postsync,
 }
 
+/// The one wording of a hook phase, for messages and both reporters.
+impl std::fmt::Display for HookPhase {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            HookPhase::Presync => "presync",
+            HookPhase::Postsync => "postsync",
+        })
+    }
+}
+
 /// What a running release is doing right now (the live line of a reporter).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "step", rename_all = "snake_case")]
@@ -125,6 +135,16 @@ pub enum CrdRemoval {
     Absent,
     /// `--dry-run`.
     WouldDelete,
+}
+
+impl std::fmt::Display for CrdRemoval {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            CrdRemoval::Deleted => "deleted",
+            CrdRemoval::Absent => "absent",
+            CrdRemoval::WouldDelete => "would delete",
+        })
+    }
 }
 
 #[derive(Debug, Clone, Serialize)]

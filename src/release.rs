@@ -226,3 +226,15 @@ impl Release {
         }
     }
 }
+
+/// Bounds a release step (hooks, helm, waits) when the release sets no
+/// `timeout`. `--timeout` bounds the whole run, not a step.
+pub const DEFAULT_RELEASE_TIMEOUT: Duration = Duration::from_secs(600);
+
+impl Release {
+    /// How long one step of this release (apply: hooks, helm and waits;
+    /// destroy: the uninstall) may take: the one place the default lives.
+    pub fn budget(&self) -> Duration {
+        self.timeout.unwrap_or(DEFAULT_RELEASE_TIMEOUT)
+    }
+}

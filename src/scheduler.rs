@@ -12,8 +12,8 @@ use tokio::time::Instant;
 use tokio::task::JoinSet;
 
 use crate::event::{Emitter, Event, Outcome, ReleaseResult, Summary};
-use crate::helm::{Stop, StopSignal};
 use crate::release::{Release, ReleaseId};
+use crate::stop::{Stop, StopSignal};
 
 /// What running one release produced.
 #[derive(Debug, Clone)]

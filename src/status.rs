@@ -6,12 +6,12 @@
 
 use serde::Serialize;
 
-use crate::apply::preflight::{self, Conflict};
 use crate::error::Error;
 use crate::helm::{DeployedRelease, Helm};
 use crate::kube::client::Connection;
 use crate::kube::ledger::{self, Entry, Ledger};
 use crate::kube::ready::{self, Readiness};
+use crate::ownership::{self, Conflict};
 use crate::plan::Plan;
 use crate::release::{HookAction, ObjectRef, Release, ReleaseId};
 
@@ -68,7 +68,7 @@ pub async fn collect<H: Helm>(
     helm: &H,
     connection: &Connection,
 ) -> Result<Report, Error> {
-    let conflicts = preflight::conflicts(plan, helm, connection).await?;
+    let conflicts = ownership::conflicts(plan, helm, connection).await?;
     let recorded = Ledger::new(&connection.client).entries().await?;
     let mut releases = Vec::new();
     for release in plan.installed() {

@@ -5,10 +5,10 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use bootstrap::helm::{
-    Helm, HelmCli, HelmError, InstallRequest, KubeTarget, Stop, TemplateRequest,
-};
+use bootstrap::helm::{Helm, HelmCli, HelmError, InstallRequest, TemplateRequest};
+use bootstrap::kube::KubeTarget;
 use bootstrap::release::{Chart, ChartSource, ReleaseId};
+use bootstrap::stop::Stop;
 use serde_json::{Value, json};
 use tokio::sync::watch;
 

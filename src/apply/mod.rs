@@ -2,27 +2,25 @@
 //! the CRD phase, then the release phase. Nothing changes in the cluster
 //! before every check has passed.
 
-pub mod crds;
-pub mod preflight;
 pub mod runner;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
 
 use tokio::sync::Semaphore;
 
+use crate::crds;
 use crate::error::Error;
 use crate::event::{Emitter, Event, Phase, Summary};
-use crate::helm::{Helm, StopSignal};
+use crate::helm::Helm;
 use crate::hooks::HookEnv;
 use crate::kube::client::Connection;
 use crate::kube::ledger::Ledger;
 use crate::kube::lock::Lock;
+use crate::ownership;
 use crate::plan::Plan;
 use crate::scheduler;
-
-pub use runner::DEFAULT_RELEASE_TIMEOUT;
+use crate::stop::{GRACE, StopSignal, interruptible};
 
 /// Parallel helm operations unless `--concurrency` says otherwise.
 pub const DEFAULT_CONCURRENCY: usize = 4;
@@ -65,14 +63,19 @@ pub async fn run<H: Helm + 'static>(
     let result = async {
         let listed = interruptible(
             &stop,
-            preflight::live_conflicts(plan, helm.as_ref(), connection),
+            ownership::live_conflicts(plan, helm.as_ref(), connection),
         )
         .await??;
         let ledger = Ledger::new(client);
         let recorded = interruptible(&stop, ledger.entries()).await??;
         let crds = interruptible(&stop, crds::render(helm.as_ref(), plan))
             .await?
-            .map_err(Error::failed)?;
+            .map_err(|e| {
+                Error::failed_with(
+                    "cannot render the CRDs of the CRD phase; nothing was changed",
+                    e,
+                )
+            })?;
         events.emit(Event::PhaseFinished {
             phase: Phase::Preflight,
             ok: true,
@@ -81,14 +84,15 @@ pub async fn run<H: Helm + 'static>(
         events.emit(Event::PhaseStarted { phase: Phase::Crds });
         if options.dry_run {
             crds::dry_run(&crds, events);
-        } else if let Err(message) =
-            interruptible(&stop, crds::apply_all(client, &crds, events)).await?
-        {
+        } else if let Err(e) = interruptible(&stop, crds::apply_all(client, &crds, events)).await? {
             events.emit(Event::PhaseFinished {
                 phase: Phase::Crds,
                 ok: false,
             });
-            return Err(Error::failed(format!("{message}; no release was touched")));
+            return Err(Error::failed_with(
+                "the CRD phase failed; no release was touched",
+                e,
+            ));
         }
         events.emit(Event::PhaseFinished {
             phase: Phase::Crds,
@@ -182,23 +186,3 @@ async fn install_guard(
     }
     Ok(())
 }
-
-/// Runs `work` unless the run is stopped first.
-async fn interruptible<T>(
-    stop: &StopSignal,
-    work: impl std::future::Future<Output = T>,
-) -> Result<T, Error> {
-    let mut stop = stop.clone();
-    tokio::select! {
-        value = work => Ok(value),
-        _ = async {
-            loop {
-                if *stop.borrow() != crate::helm::Stop::Run { return; }
-                if stop.changed().await.is_err() { std::future::pending::<()>().await; }
-            }
-        } => Err(Error::Interrupted),
-    }
-}
-
-/// The grace period running helm operations get after the first Ctrl-C.
-pub const GRACE: Duration = Duration::from_secs(30);

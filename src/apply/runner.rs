@@ -3,20 +3,19 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use std::time::Duration;
 
 use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
+use crate::error::one_line;
 use crate::event::{Emitter, Event, HookPhase, Outcome, Step};
-use crate::helm::{Helm, HelmError, InstallRequest, KubeTarget, Stop, StopSignal};
+use crate::helm::{Helm, HelmError, InstallRequest};
 use crate::hooks::{self, HookEnv};
+use crate::kube::KubeTarget;
 use crate::kube::ledger::{self, Entry, Ledger};
 use crate::release::{Hook, HookAction, Release, ReleaseId};
 use crate::scheduler::{Runner, StepResult};
-
-/// Bounds a release step when neither the release nor `--timeout` does.
-pub const DEFAULT_RELEASE_TIMEOUT: Duration = Duration::from_secs(600);
+use crate::stop::{Stop, StopSignal, stopped};
 
 pub struct ReleaseRunner<H: Helm> {
     pub helm: Arc<H>,
@@ -91,8 +90,7 @@ impl<H: Helm> Shared<H> {
     }
 
     async fn step(&self, release: &Release, stop: StopSignal) -> StepResult {
-        let budget = release.timeout.unwrap_or(DEFAULT_RELEASE_TIMEOUT);
-        let deadline = Instant::now() + budget;
+        let deadline = Instant::now() + release.budget();
         self.step_event(release, Step::Checking);
         let change = match self.compare(release).await {
             Ok(change) => change,
@@ -143,7 +141,7 @@ impl<H: Helm> Shared<H> {
         self.step_event(release, Step::Queued);
         let permit = tokio::select! {
             permit = self.helm_slots.clone().acquire_owned() => permit.ok(),
-            _ = stopped_at(stop.clone(), Stop::Graceful) => return interrupted("interrupted while waiting for a helm slot; nothing was changed for this release"),
+            _ = stopped(stop.clone(), Stop::Graceful) => return interrupted("interrupted while waiting for a helm slot; nothing was changed for this release"),
         };
         let upgrading = matches!(change, Change::Upgrade(_));
         self.step_event(
@@ -171,7 +169,7 @@ impl<H: Helm> Shared<H> {
         drop(permit);
         match installed {
             Ok(()) => {}
-            Err(HelmError::Stopped { reason, .. }) if reason.starts_with("not started") => {
+            Err(HelmError::NotStarted { .. }) => {
                 return interrupted(
                     "interrupted before helm started; nothing was changed for this release",
                 );
@@ -224,12 +222,7 @@ impl<H: Helm> Shared<H> {
                 .record(&Entry::for_release(release), &release.id)
                 .await
         {
-            return StepResult::failed(
-                e.render()
-                    .trim_end()
-                    .trim_start_matches("error: ")
-                    .to_string(),
-            );
+            return StepResult::failed(one_line(&e));
         }
         StepResult::new(if upgrading {
             Outcome::Upgraded
@@ -333,8 +326,8 @@ impl<H: Helm> Shared<H> {
         // the hard stop (second Ctrl-C, grace over, --timeout) cuts them short.
         let result = tokio::select! {
             result = hooks::run(&hook.action, &self.hooks, timeout, progress) => result,
-            _ = stopped_at(stop, Stop::Now) => {
-                return Err(interrupted(format!("interrupted during {phase:?} hook {name}; run `bootstrap apply` again to resume").to_lowercase()));
+            _ = stopped(stop, Stop::Now) => {
+                return Err(interrupted(format!("interrupted during {phase} hook {name}; run `bootstrap apply` again to resume")));
             }
         };
         let ok = result.is_ok();
@@ -351,20 +344,14 @@ impl<H: Helm> Shared<H> {
             duration: started.elapsed(),
             output,
         });
-        result.map(|_| ()).map_err(|failure| {
-            let phase = match phase {
-                HookPhase::Presync => "presync",
-                HookPhase::Postsync => "postsync",
-            };
-            StepResult {
-                outcome: Outcome::Failed,
-                message: Some(format!("{phase} hook {name}: {}", failure.message)),
-                diagnostics_text: failure.diagnostics.as_ref().map(|d| d.to_string()),
-                diagnostics: failure
-                    .diagnostics
-                    .as_ref()
-                    .and_then(|d| serde_json::to_value(d).ok()),
-            }
+        result.map(|_| ()).map_err(|failure| StepResult {
+            outcome: Outcome::Failed,
+            message: Some(format!("{phase} hook {name}: {}", failure.message)),
+            diagnostics_text: failure.diagnostics.as_ref().map(|d| d.to_string()),
+            diagnostics: failure
+                .diagnostics
+                .as_ref()
+                .and_then(|d| serde_json::to_value(d).ok()),
         })
     }
 
@@ -439,19 +426,5 @@ fn interrupted(message: impl Into<String>) -> StepResult {
     StepResult {
         message: Some(message.into()),
         ..StepResult::new(Outcome::Interrupted)
-    }
-}
-
-/// Resolves once the run is being stopped at least as hard as `level`.
-async fn stopped_at(mut stop: StopSignal, level: Stop) {
-    loop {
-        let now = *stop.borrow();
-        if now == Stop::Now || now == level {
-            return;
-        }
-        if stop.changed().await.is_err() {
-            // The sender is gone: nobody can stop us any more.
-            std::future::pending::<()>().await;
-        }
     }
 }

@@ -5,72 +5,24 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use crate::apply::{self, Options};
-use crate::cli::Config;
+use crate::apply;
+use crate::cli::{ApplyArgs, Config};
 use crate::error::Error;
 use crate::event::{Event, Summary};
-use crate::helm::cli::HelmCli;
-use crate::helm::{Helm, Stop};
 use crate::plan::Plan;
-
-#[derive(Debug, Clone)]
-pub struct ApplyArgs {
-    pub cluster: String,
-    pub only: Vec<String>,
-    pub no_needs: bool,
-    pub options: Options,
-    pub timeout: Option<Duration>,
-}
+use crate::run::{self, Session};
+use crate::stop::Stop;
 
 pub fn run(config: &Config, args: &ApplyArgs) -> Result<(), Error> {
-    let plan =
-        crate::config::load(&config.dir, &args.cluster)?.select(&args.only, args.no_needs)?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| Error::failed_with("cannot start the async runtime", e))?;
-    runtime.block_on(run_async(config, args, plan))
-}
-
-/// Prerequisites every cluster command checks before anything else: helm
-/// (when needed) and a usable kubeconfig context. Failures exit 2.
-pub async fn prerequisites(
-    config: &Config,
-    plan: &Plan,
-    need_helm: bool,
-) -> Result<(HelmCli, crate::kube::client::Connection), Error> {
-    let helm = HelmCli::new(config.helm.clone()).with_grace(apply::GRACE);
-    if need_helm {
-        helm.version()
-            .await
-            .map_err(|e| Error::prerequisite(e.to_string()))?;
-    }
-    let context = config
-        .context
-        .clone()
-        .or_else(|| plan.cluster.context.clone());
-    let connection =
-        crate::kube::client::connect(config.kubeconfig.as_deref(), context.as_deref()).await?;
-    let reachable = crate::kube::retry::retry(Duration::from_secs(30), || {
-        connection.client.apiserver_version()
-    })
-    .await;
-    if let Err(e) = reachable {
-        return Err(Error::failed_with(
-            format!(
-                "cannot reach the Kubernetes API server of context `{}`; nothing was changed",
-                connection.target.context.clone().unwrap_or_default()
-            ),
-            e,
-        ));
-    }
-    Ok((helm, connection))
+    let plan = crate::config::load(&config.global.dir, &args.cluster)?
+        .select(&args.only, args.no_needs)?;
+    run::block_on(run_async(config, args, plan))
 }
 
 async fn run_async(config: &Config, args: &ApplyArgs, plan: Plan) -> Result<(), Error> {
-    let (helm, connection) = prerequisites(config, &plan, true).await?;
+    let (helm, connection) = run::prerequisites(config.target(), &plan).await?;
 
-    let session = super::session::Session::start(config);
+    let session = Session::start(config.json(), config.verbosity);
     let events = session.events.clone();
     let timed_out = Arc::new(AtomicBool::new(false));
     let deadline = args.timeout.map(|timeout| {

@@ -45,9 +45,9 @@ pub fn run(
     flux_entrypoint: Option<&PathBuf>,
     out: &mut dyn Write,
 ) -> Result<(), Error> {
-    let plan = crate::config::load(&config.dir, cluster)?;
+    let plan = crate::config::load(&config.global.dir, cluster)?;
     let root = flux_root
-        .map(|r| config.dir.join(r))
+        .map(|r| config.global.dir.join(r))
         .or_else(|| plan.cluster.flux.as_ref().map(|f| f.root.clone()));
     let entrypoint = flux_entrypoint
         .cloned()
@@ -56,7 +56,7 @@ pub fn run(
         let message = format!(
             "the config is valid; no GitOps tree was scanned: cluster `{cluster}` has no `flux:` (root, entrypoint) in clusters/{cluster}/cluster.yaml, and no --flux-root/--flux-entrypoint was given"
         );
-        return match config.output {
+        return match config.global.output {
             OutputFormat::Json => super::write_json(
                 out,
                 &json!({
@@ -73,7 +73,7 @@ pub fn run(
         entrypoint: &entrypoint,
         releases: &releases,
     });
-    match config.output {
+    match config.global.output {
         OutputFormat::Json => super::write_json(
             out,
             &json!({

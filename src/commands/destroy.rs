@@ -9,20 +9,12 @@
 
 use std::io::{BufRead, IsTerminal, Write};
 
-use crate::cli::Config;
-use crate::destroy::{self, Options};
+use crate::cli::{Config, DestroyArgs};
+use crate::destroy;
 use crate::error::Error;
 use crate::event::{Event, Summary};
 use crate::plan::Plan;
-
-#[derive(Debug, Clone)]
-pub struct DestroyArgs {
-    pub cluster: String,
-    /// Exactly these releases (nothing is added: what they need stays).
-    pub only: Vec<String>,
-    pub yes: bool,
-    pub options: Options,
-}
+use crate::run::{self, Session};
 
 /// Whether to ask before uninstalling.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,7 +34,7 @@ pub fn confirmation(yes: bool, dry_run: bool, stdin_is_terminal: bool) -> Confir
 }
 
 pub fn run(config: &Config, args: &DestroyArgs) -> Result<(), Error> {
-    let full = crate::config::load(&config.dir, &args.cluster)?;
+    let full = crate::config::load(&config.global.dir, &args.cluster)?;
     let plan = full.clone().select(&args.only, true)?;
     let confirm = confirmation(
         args.yes,
@@ -55,11 +47,7 @@ pub fn run(config: &Config, args: &DestroyArgs) -> Result<(), Error> {
             args.cluster
         )));
     }
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| Error::failed_with("cannot start the async runtime", e))?;
-    runtime.block_on(run_async(config, args, &full, plan, confirm))
+    run::block_on(run_async(config, args, &full, plan, confirm))
 }
 
 async fn run_async(
@@ -69,7 +57,7 @@ async fn run_async(
     plan: Plan,
     confirm: Confirm,
 ) -> Result<(), Error> {
-    let (helm, connection) = super::apply::prerequisites(config, &plan, true).await?;
+    let (helm, connection) = run::prerequisites(config.target(), &plan).await?;
     if confirm == Confirm::Ask {
         let question = question(&plan, connection.target.context.as_deref(), args);
         let answer = tokio::task::spawn_blocking(move || ask(&question))
@@ -80,7 +68,7 @@ async fn run_async(
         }
     }
 
-    let session = super::session::Session::start(config);
+    let session = Session::start(config.json(), config.verbosity);
     let events = session.events.clone();
     for (dependent, need) in destroy::left_behind(full, &plan) {
         events.emit(Event::Warning {

@@ -9,7 +9,7 @@ pub fn run(
     format: GraphFormat,
     out: &mut dyn Write,
 ) -> Result<(), Error> {
-    let plan = crate::config::load(&config.dir, cluster)?;
+    let plan = crate::config::load(&config.global.dir, cluster)?;
     match format {
         GraphFormat::Dot => super::write(out, &plan.graph.to_dot(cluster)),
         GraphFormat::Mermaid => super::write(out, &plan.graph.to_mermaid()),

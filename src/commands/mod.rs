@@ -7,14 +7,10 @@ mod destroy;
 mod graph;
 mod plan;
 mod schema;
-mod session;
 mod status;
 mod template;
 
 use std::io::Write;
-
-pub use apply::ApplyArgs;
-pub use destroy::DestroyArgs;
 
 use crate::cli::{Config, Subcommand};
 use crate::error::Error;

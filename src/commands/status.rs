@@ -13,16 +13,12 @@ use crate::error::Error;
 use crate::status::{self, Report};
 
 pub fn run(config: &Config, cluster: &str, out: &mut dyn std::io::Write) -> Result<(), Error> {
-    let plan = crate::config::load(&config.dir, cluster)?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| Error::failed_with("cannot start the async runtime", e))?;
-    let report = runtime.block_on(async {
-        let (helm, connection) = super::apply::prerequisites(config, &plan, true).await?;
+    let plan = crate::config::load(&config.global.dir, cluster)?;
+    let report = crate::run::block_on(async {
+        let (helm, connection) = crate::run::prerequisites(config.target(), &plan).await?;
         status::collect(&plan, &helm, &connection).await
     })?;
-    match config.output {
+    match config.global.output {
         OutputFormat::Json => super::write_json(out, &serde_json::json!(report))?,
         OutputFormat::Text => super::write(out, &render(&report))?,
     }
@@ -100,7 +96,7 @@ mod tests {
     use pretty_assertions::assert_eq;
 
     use super::*;
-    use crate::apply::preflight::Conflict;
+    use crate::ownership::Conflict;
     use crate::release::ReleaseId;
     use crate::status::{Deployed, Desired, Ready, ReleaseStatus};
 

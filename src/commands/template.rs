@@ -34,7 +34,7 @@ pub fn run(
     options: Options,
     out: &mut dyn Write,
 ) -> Result<(), Error> {
-    let plan = crate::config::load(&config.dir, cluster)?;
+    let plan = crate::config::load(&config.global.dir, cluster)?;
     let chosen = choose(&plan.releases, cluster, release)?;
     let rendered = if options.manifests {
         Some(render_all(config, &chosen, options)?)
@@ -55,7 +55,7 @@ pub fn run(
             &r.values
         })
     };
-    match config.output {
+    match config.global.output {
         OutputFormat::Json => {
             let list: Vec<_> = chosen
                 .iter()
@@ -133,16 +133,12 @@ fn render_all(
     chosen: &[&Release],
     options: Options,
 ) -> Result<Vec<Rendered>, Error> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| Error::failed_with("cannot start the async runtime", e))?;
-    let helm = HelmCli::new(config.helm.clone());
+    let helm = HelmCli::new(config.global.helm.clone());
     let render_options = manifests::Options {
         crds: options.crds,
         show_secrets: options.show_secrets,
     };
-    runtime.block_on(async {
+    crate::run::block_on(async {
         manifests::check_helm(&helm).await?;
         let mut all = Vec::with_capacity(chosen.len());
         for release in chosen {

@@ -6,7 +6,8 @@
 use std::path::Path;
 use std::time::Duration;
 
-use super::{InstallRequest, KubeTarget, TemplateRequest};
+use super::{InstallRequest, TemplateRequest};
+use crate::kube::KubeTarget;
 use crate::release::{Chart, ChartSource, ReleaseId};
 
 /// An argv under construction (without the program name).

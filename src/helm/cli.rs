@@ -12,10 +12,11 @@ use tokio::sync::OnceCell;
 use super::process::{self, Finished, Invocation, RunError};
 use super::redact::Redactor;
 use super::{
-    DeployedRelease, Helm, HelmError, HelmVersion, InstallRequest, KubeTarget, StopSignal,
-    TemplateRequest, args, output,
+    DeployedRelease, Helm, HelmError, HelmVersion, InstallRequest, TemplateRequest, args, output,
 };
+use crate::kube::KubeTarget;
 use crate::release::ReleaseId;
+use crate::stop::StopSignal;
 
 /// The oldest helm with `--labels` on install/upgrade.
 pub const MIN_VERSION: (u64, u64) = (3, 13);
@@ -106,6 +107,7 @@ impl HelmCli {
                 "`{}`: {e}",
                 process::display(&self.program)
             ))),
+            Err(RunError::NotStarted) => Err(HelmError::NotStarted { argv: argv() }),
             Err(RunError::Stopped(reason)) => Err(HelmError::Stopped {
                 argv: argv(),
                 reason,

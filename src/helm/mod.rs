@@ -2,12 +2,13 @@
 //! runner under it. Typed arguments in, helm's JSON output (`-o json`) out.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::time::Duration;
 
 use serde_json::Value;
 
+use crate::kube::KubeTarget;
 use crate::release::{Chart, ReleaseId};
+use crate::stop::StopSignal;
 
 pub mod args;
 pub mod cli;
@@ -18,13 +19,6 @@ pub mod redact;
 
 pub use cli::HelmCli;
 
-/// Which cluster helm talks to; passed on every call (`--kubeconfig`, `--kube-context`).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct KubeTarget {
-    pub kubeconfig: Option<PathBuf>,
-    pub context: Option<String>,
-}
-
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HelmVersion {
     pub major: u64,
@@ -33,19 +27,6 @@ pub struct HelmVersion {
     /// As helm printed it, e.g. `v3.19.0`.
     pub raw: String,
 }
-
-/// How far a running helm operation may go once the run is being stopped.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Stop {
-    /// Keep going.
-    Run,
-    /// First Ctrl-C: let it finish within the grace period, then stop it.
-    Graceful,
-    /// Second Ctrl-C: stop it now.
-    Now,
-}
-
-pub type StopSignal = tokio::sync::watch::Receiver<Stop>;
 
 #[derive(Debug, Clone)]
 pub struct InstallRequest<'a> {
@@ -103,6 +84,9 @@ pub enum HelmError {
     },
     #[error("`{}` was stopped: {reason}", .argv.join(" "))]
     Stopped { argv: Vec<String>, reason: String },
+    /// The run was being stopped before helm started; nothing was changed.
+    #[error("`{}` was not started: the run is being stopped", .argv.join(" "))]
+    NotStarted { argv: Vec<String> },
     /// helm ran past its hard limit (its own `--timeout` plus a margin) and was
     /// stopped; a failure of the release, not an interrupt.
     #[error("`{}` did not finish within {} and was stopped", .argv.join(" "), humantime::format_duration(*.after))]

@@ -16,7 +16,7 @@ use tokio::process::{Child, Command};
 use tokio::task::JoinHandle;
 use tokio::time::{Instant, sleep_until, timeout};
 
-use super::{Stop, StopSignal};
+use crate::stop::{Stop, StopSignal};
 
 /// How long a SIGTERMed helm gets before SIGKILL.
 const KILL_AFTER: Duration = Duration::from_secs(5);
@@ -57,7 +57,9 @@ pub enum RunError {
     Spawn(std::io::Error),
     /// Waiting on the process failed.
     Wait(std::io::Error),
-    /// Stopped by the run's stop signal (or never started because of it).
+    /// Not started: the run was already being stopped.
+    NotStarted,
+    /// Stopped by the run's stop signal while it ran.
     Stopped(String),
     TimedOut(Duration),
 }
@@ -67,9 +69,7 @@ pub async fn run(invocation: Invocation<'_>) -> Result<Finished, RunError> {
     if let Some(signal) = &stop {
         // Stopping means no new helm operations, not even ones already queued.
         if *signal.borrow() != Stop::Run {
-            return Err(RunError::Stopped(
-                "not started: the run is being stopped".into(),
-            ));
+            return Err(RunError::NotStarted);
         }
     }
     let mut child = Command::new(invocation.program)
@@ -314,7 +314,7 @@ mod tests {
         let args = sh("exit 0");
         assert!(matches!(
             run(invocation(&args, Some(rx))).await,
-            Err(RunError::Stopped(reason)) if reason.contains("not started")
+            Err(RunError::NotStarted)
         ));
     }
 

@@ -7,7 +7,13 @@ use std::time::Duration;
 use ::kube::config::{KubeConfigOptions, Kubeconfig};
 
 use crate::error::Error;
-use crate::helm::KubeTarget;
+
+/// Which cluster a command talks to; passed to helm on every call (`--kubeconfig`, `--kube-context`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct KubeTarget {
+    pub kubeconfig: Option<PathBuf>,
+    pub context: Option<String>,
+}
 
 /// kubeconfig and context resolved from flags, cluster.yaml and environment.
 #[derive(Clone)]

@@ -71,6 +71,28 @@ pub fn owner_labels() -> BTreeMap<String, String> {
     ])
 }
 
+/// The ledger could not be read or written; the release it was about is named.
+#[derive(Debug, thiserror::Error)]
+pub enum LedgerError {
+    #[error("cannot read the ownership ledger (ConfigMap kube-system/bootstrap-ownership)")]
+    Read(#[source] ::kube::Error),
+    #[error("cannot record {0} in the ownership ledger")]
+    Record(ReleaseId, #[source] ::kube::Error),
+    #[error("cannot remove {0} from the ownership ledger")]
+    Remove(ReleaseId, #[source] ::kube::Error),
+}
+
+impl From<LedgerError> for Error {
+    fn from(e: LedgerError) -> Error {
+        let message = e.to_string();
+        match e {
+            LedgerError::Read(source)
+            | LedgerError::Record(_, source)
+            | LedgerError::Remove(_, source) => Error::failed_with(message, source),
+        }
+    }
+}
+
 #[derive(Clone)]
 pub struct Ledger {
     api: Api<ConfigMap>,
@@ -85,15 +107,10 @@ impl Ledger {
 
     /// Every entry; empty when the ledger does not exist yet. Unreadable
     /// entries are skipped (they are rewritten on the next apply).
-    pub async fn entries(&self) -> Result<BTreeMap<String, Entry>, Error> {
+    pub async fn entries(&self) -> Result<BTreeMap<String, Entry>, LedgerError> {
         let cm = retry(API_RETRY_BUDGET, || self.api.get_opt(LEDGER_NAME))
             .await
-            .map_err(|e| {
-                Error::failed_with(
-                    "cannot read the ownership ledger (ConfigMap kube-system/bootstrap-ownership)",
-                    e,
-                )
-            })?;
+            .map_err(LedgerError::Read)?;
         Ok(cm
             .and_then(|cm| cm.data)
             .unwrap_or_default()
@@ -126,7 +143,7 @@ impl Ledger {
     }
 
     /// Records one release; a merge patch touches only its own key.
-    pub async fn record(&self, entry: &Entry, id: &ReleaseId) -> Result<(), Error> {
+    pub async fn record(&self, entry: &Entry, id: &ReleaseId) -> Result<(), LedgerError> {
         let value = serde_json::to_string(entry).unwrap_or_default();
         let patch = serde_json::json!({ "data": { key(id): value } });
         let params = PatchParams::default();
@@ -144,10 +161,10 @@ impl Ledger {
         })
         .await
         .map(|_| ())
-        .map_err(|e| Error::failed_with(format!("cannot record {id} in the ownership ledger"), e))
+        .map_err(|e| LedgerError::Record(id.clone(), e))
     }
 
-    pub async fn remove(&self, id: &ReleaseId) -> Result<(), Error> {
+    pub async fn remove(&self, id: &ReleaseId) -> Result<(), LedgerError> {
         let patch = serde_json::json!({ "data": { key(id): null } });
         let params = PatchParams::default();
         let patch = Patch::Merge(&patch);
@@ -158,10 +175,7 @@ impl Ledger {
         {
             Ok(_) => Ok(()),
             Err(e) if super::retry::is_not_found(&e) => Ok(()),
-            Err(e) => Err(Error::failed_with(
-                format!("cannot remove {id} from the ownership ledger"),
-                e,
-            )),
+            Err(e) => Err(LedgerError::Remove(id.clone(), e)),
         }
     }
 }

@@ -12,6 +12,39 @@ use k8s_openapi::jiff::Timestamp;
 use super::retry::{is_conflict, is_not_found, retry};
 use crate::error::Error;
 
+/// Why the lock could not be taken.
+#[derive(Debug, thiserror::Error)]
+pub enum LockError {
+    #[error("cannot read the bootstrap lock (Lease kube-system/bootstrap-lock)")]
+    Read(#[source] ::kube::Error),
+    #[error(
+        "another bootstrap {operation} holds the lock on this cluster: {holder}, since {since}; wait for it to finish (the lock expires {LEASE_SECONDS}s after its holder stops renewing it)"
+    )]
+    Held {
+        operation: String,
+        holder: String,
+        since: String,
+    },
+    #[error(
+        "another bootstrap run took the lock on this cluster at the same moment; try again when it has finished"
+    )]
+    Race,
+    #[error("cannot take the bootstrap lock (Lease kube-system/bootstrap-lock)")]
+    Take(#[source] ::kube::Error),
+}
+
+impl From<LockError> for Error {
+    fn from(e: LockError) -> Error {
+        let message = e.to_string();
+        match e {
+            LockError::Read(source) | LockError::Take(source) => {
+                Error::failed_with(message, source)
+            }
+            LockError::Held { .. } | LockError::Race => Error::failed(message),
+        }
+    }
+}
+
 pub const LEASE_NAME: &str = "bootstrap-lock";
 pub const LEASE_NAMESPACE: &str = "kube-system";
 const LEASE_SECONDS: i32 = 30;
@@ -21,6 +54,8 @@ pub struct Lock {
     api: Api<Lease>,
     holder: String,
     renewer: tokio::task::JoinHandle<()>,
+    /// Set by [`Lock::release`], so dropping it afterwards does not release twice.
+    released: bool,
 }
 
 /// `user@host pid N` — what a second run prints about the first.
@@ -56,7 +91,7 @@ impl Lock {
         client: &::kube::Client,
         operation: &str,
         on_takeover: impl FnOnce(String),
-    ) -> Result<Lock, Error> {
+    ) -> Result<Lock, LockError> {
         let api: Api<Lease> = Api::namespaced(client.clone(), LEASE_NAMESPACE);
         let holder = holder_identity();
         let budget = super::apply::API_RETRY_BUDGET;
@@ -80,12 +115,7 @@ impl Lock {
         };
         let existing = retry(budget, || api.get_opt(LEASE_NAME))
             .await
-            .map_err(|e| {
-                Error::failed_with(
-                    "cannot read the bootstrap lock (Lease kube-system/bootstrap-lock)",
-                    e,
-                )
-            })?;
+            .map_err(LockError::Read)?;
         let result = match existing {
             None => {
                 let lease = fresh(None);
@@ -100,16 +130,18 @@ impl Lock {
                         .acquire_time
                         .map(|t| t.0.to_string())
                         .unwrap_or_else(|| "?".into());
-                    let op = lease
+                    let operation = lease
                         .metadata
                         .annotations
                         .as_ref()
                         .and_then(|a| a.get("bootstrap/operation"))
                         .cloned()
                         .unwrap_or_else(|| "a run".into());
-                    return Err(Error::failed(format!(
-                        "another bootstrap {op} holds the lock on this cluster: {other}, since {since}; wait for it to finish (the lock expires {LEASE_SECONDS}s after its holder stops renewing it)"
-                    )));
+                    return Err(LockError::Held {
+                        operation,
+                        holder: other,
+                        since,
+                    });
                 }
                 if !other.is_empty() {
                     on_takeover(format!(
@@ -123,37 +155,32 @@ impl Lock {
         };
         match result {
             Ok(_) => {}
-            Err(e) if is_conflict(&e) => {
-                return Err(Error::failed(
-                    "another bootstrap run took the lock on this cluster at the same moment; try again when it has finished",
-                ));
-            }
-            Err(e) => {
-                return Err(Error::failed_with(
-                    "cannot take the bootstrap lock (Lease kube-system/bootstrap-lock)",
-                    e,
-                ));
-            }
+            Err(e) if is_conflict(&e) => return Err(LockError::Race),
+            Err(e) => return Err(LockError::Take(e)),
         }
         let renewer = tokio::spawn(renew(api.clone(), holder.clone()));
         Ok(Lock {
             api,
             holder,
             renewer,
+            released: false,
         })
     }
 
     /// Gives the lock back. Also runs (best effort, detached) on drop.
-    pub async fn release(self) {
+    pub async fn release(mut self) {
         self.renewer.abort();
         release(&self.api, &self.holder).await;
-        std::mem::forget(self);
+        self.released = true;
     }
 }
 
 impl Drop for Lock {
     fn drop(&mut self) {
         self.renewer.abort();
+        if self.released {
+            return;
+        }
         let api = self.api.clone();
         let holder = self.holder.clone();
         if let Ok(handle) = tokio::runtime::Handle::try_current() {

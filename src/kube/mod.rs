@@ -6,3 +6,5 @@ pub mod lock;
 pub mod ready;
 pub mod retry;
 pub mod wait;
+
+pub use client::KubeTarget;

@@ -19,6 +19,32 @@
 //! since there is nothing live to draw); `-v` adds command hook output and
 //! unchanged CRDs.
 
+/// How much the reporters say: `-q`, default, `-v`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Verbosity {
+    Quiet,
+    Normal,
+    Verbose,
+}
+
+/// `text` in `style` when colour is on (both human reporters).
+pub(crate) fn paint(color: bool, style: console::Style, text: &str) -> String {
+    if color {
+        style.force_styling(true).apply_to(text).to_string()
+    } else {
+        text.to_string()
+    }
+}
+
+/// How a reporter names a hook: postsync hooks are the common case and go
+/// without their phase.
+pub(crate) fn hook_label(phase: crate::event::HookPhase, hook: &str) -> String {
+    match phase {
+        crate::event::HookPhase::Presync => format!("{phase} hook {hook}"),
+        crate::event::HookPhase::Postsync => format!("hook {hook}"),
+    }
+}
+
 pub mod json;
 pub mod plain;
 pub mod progress;
@@ -28,7 +54,6 @@ use std::collections::{BTreeSet, HashMap};
 use std::ffi::OsStr;
 use std::io::{IsTerminal, Write};
 
-use crate::cli::Verbosity;
 use crate::event::{HookPhase, Outcome, Phase, Stamped, Step};
 use crate::release::ReleaseId;
 

@@ -6,10 +6,10 @@ use std::io::Write;
 
 use console::Style;
 
+use super::Verbosity;
 use super::summary::{fmt_duration, render_summary};
 use super::{Reporter, Tracker, phase_label, step_label};
-use crate::cli::Verbosity;
-use crate::event::{CrdChange, CrdRemoval, Event, HookPhase, Outcome, Stamped, Step};
+use crate::event::{CrdChange, Event, Outcome, Stamped, Step};
 
 pub struct PlainReporter {
     out: Box<dyn Write + Send>,
@@ -31,11 +31,7 @@ impl PlainReporter {
     }
 
     fn paint(&self, style: Style, text: &str) -> String {
-        if self.color {
-            style.force_styling(true).apply_to(text).to_string()
-        } else {
-            text.to_string()
-        }
+        super::paint(self.color, style, text)
     }
 
     /// The text of the event's line and any block indented under it; `None`
@@ -85,11 +81,6 @@ impl PlainReporter {
                 crd,
                 change,
             } if !quiet => {
-                let change = match change {
-                    CrdRemoval::Deleted => "deleted",
-                    CrdRemoval::Absent => "absent",
-                    CrdRemoval::WouldDelete => "would delete",
-                };
                 format!("{release}: crd {crd} {change}")
             }
             // "started", "checking" and "queued" say little in a log; -v shows them.
@@ -118,10 +109,7 @@ impl PlainReporter {
                 duration,
                 output,
             } if !quiet || !ok => {
-                let hook = match phase {
-                    HookPhase::Presync => format!("presync hook {hook}"),
-                    HookPhase::Postsync => format!("hook {hook}"),
-                };
+                let hook = super::hook_label(*phase, hook);
                 let block = output.clone().filter(|_| verbose || !ok);
                 let line = if *ok {
                     format!("{release}: {hook} done in {}", fmt_duration(*duration))
@@ -254,7 +242,7 @@ mod tests {
     use pretty_assertions::assert_eq;
 
     use super::*;
-    use crate::event::{Phase, ReleaseResult, Step, Summary};
+    use crate::event::{HookPhase, Phase, ReleaseResult, Step, Summary};
     use crate::release::ReleaseId;
     use crate::reporter::tests::{Shared, at};
 

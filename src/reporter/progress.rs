@@ -12,10 +12,10 @@ use std::time::Duration;
 use console::Style;
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 
+use super::Verbosity;
 use super::summary::{fmt_duration, render_summary};
 use super::{Reporter, Tracker, phase_label, step_label};
-use crate::cli::Verbosity;
-use crate::event::{CrdRemoval, Event, HookPhase, Outcome, Phase, Stamped};
+use crate::event::{Event, Outcome, Phase, Stamped};
 use crate::release::ReleaseId;
 
 const TICK: Duration = Duration::from_millis(120);
@@ -67,11 +67,7 @@ impl ProgressReporter {
     }
 
     fn paint(&self, style: Style, text: &str) -> String {
-        if self.color {
-            style.force_styling(true).apply_to(text).to_string()
-        } else {
-            text.to_string()
-        }
+        super::paint(self.color, style, text)
     }
 
     fn println(&mut self, text: &str) {
@@ -257,11 +253,6 @@ impl Reporter for ProgressReporter {
                 crd,
                 change,
             } => {
-                let change = match change {
-                    CrdRemoval::Deleted => "deleted",
-                    CrdRemoval::Absent => "absent",
-                    CrdRemoval::WouldDelete => "would delete",
-                };
                 self.println(&format!("✓ crd {crd} {change} ({release})"));
             }
             Event::ReleaseStarted { release } => self.set_live(release, "started".into()),
@@ -289,10 +280,7 @@ impl Reporter for ProgressReporter {
                 if *ok && !(verbose && output.is_some()) {
                     return;
                 }
-                let hook = match phase {
-                    HookPhase::Presync => format!("presync hook {hook}"),
-                    HookPhase::Postsync => format!("hook {hook}"),
-                };
+                let hook = super::hook_label(*phase, hook);
                 let took = fmt_duration(*duration);
                 let line = if *ok {
                     format!("  {release}: {hook} done in {took}")
@@ -344,7 +332,7 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
-    use crate::event::{CrdChange, ReleaseResult, Step, Summary};
+    use crate::event::{CrdChange, HookPhase, ReleaseResult, Step, Summary};
     use crate::reporter::tests::{Shared, at};
 
     fn reporter(out: &Shared, err: &Shared) -> ProgressReporter {

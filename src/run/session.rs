@@ -6,11 +6,9 @@ use std::sync::Arc;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::apply::GRACE;
-use crate::cli::{Config, OutputFormat};
 use crate::event::{Emitter, Event, Summary};
-use crate::helm::{Stop, StopSignal};
-use crate::reporter;
+use crate::reporter::{self, Verbosity};
+use crate::stop::{GRACE, Stop, StopSignal};
 
 pub struct Session {
     pub events: Emitter,
@@ -21,11 +19,12 @@ pub struct Session {
 }
 
 impl Session {
-    pub fn start(config: &Config) -> Session {
-        let kind = reporter::detect(config.output == OutputFormat::Json);
+    /// Starts the reporter (JSON Lines with `json`) and the signal watch.
+    pub fn start(json: bool, verbosity: Verbosity) -> Session {
+        let kind = reporter::detect(json);
         let reporter = reporter::make(
             kind,
-            config.verbosity,
+            verbosity,
             Box::new(std::io::stdout()),
             Box::new(std::io::stderr()),
         );

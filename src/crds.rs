@@ -1,0 +1,236 @@
+//! The CRD phase: render every CRD-carrying release, keep the
+//! CustomResourceDefinitions, apply them all server-side, wait until each is
+//! Established. Runs before any release is touched.
+
+use std::path::Path;
+use std::time::Duration;
+
+use futures::StreamExt;
+use serde_json::Value;
+
+use crate::error::Problem;
+use crate::event::{CrdChange, Emitter, Event};
+use crate::helm::{Helm, HelmError, TemplateRequest};
+use crate::kube::apply::ApplyError;
+use crate::kube::wait::{ObjectTarget, WaitError, wait_for};
+use crate::kube::{apply, ready};
+use crate::plan::Plan;
+use crate::release::{ReleaseId, Source};
+
+/// Why the CRD phase could not render or apply a release's CRDs; each names
+/// the release (and the CRD) and keeps the underlying error as its cause.
+#[derive(Debug, thiserror::Error)]
+pub enum CrdError {
+    #[error("release `{release}`: cannot render its CRDs")]
+    Render {
+        release: ReleaseId,
+        #[source]
+        source: HelmError,
+    },
+    #[error("release `{release}`: helm template printed invalid YAML")]
+    RenderedYaml {
+        release: ReleaseId,
+        #[source]
+        source: Problem,
+    },
+    #[error("release `{release}`: cannot read manifest `{location}`")]
+    Fetch {
+        release: ReleaseId,
+        location: String,
+        #[source]
+        source: FetchError,
+    },
+    #[error("release `{release}`: manifest `{location}` is not valid YAML")]
+    ManifestYaml {
+        release: ReleaseId,
+        location: String,
+        #[source]
+        source: Problem,
+    },
+    #[error("CRD {crd} (from release `{release}`) could not be applied")]
+    Apply {
+        crd: String,
+        release: ReleaseId,
+        #[source]
+        source: ApplyError,
+    },
+    #[error("CRD {crd} (from release `{release}`) did not become Established")]
+    Establish {
+        crd: String,
+        release: ReleaseId,
+        #[source]
+        source: WaitError,
+    },
+}
+
+/// Reading a `manifests:` source.
+#[derive(Debug, thiserror::Error)]
+pub enum FetchError {
+    #[error(transparent)]
+    Http(#[from] ureq::Error),
+    #[error(transparent)]
+    File(#[from] std::io::Error),
+    #[error("the download task failed: {0}")]
+    Task(#[from] tokio::task::JoinError),
+}
+
+/// How long a CRD may take to become Established.
+pub const ESTABLISH_TIMEOUT: Duration = Duration::from_secs(120);
+const PARALLEL_APPLIES: usize = 8;
+
+#[derive(Debug, Clone)]
+pub struct Crd {
+    pub release: ReleaseId,
+    pub name: String,
+    pub manifest: Value,
+}
+
+/// Renders the CRDs of every release in the CRD phase. Pure with respect to
+/// the cluster: nothing is changed here.
+pub async fn render<H: Helm>(helm: &H, plan: &Plan) -> Result<Vec<Crd>, CrdError> {
+    let mut crds: Vec<Crd> = Vec::new();
+    for release in plan.crd_releases() {
+        let docs =
+            match &release.source {
+                Source::Chart(chart) => {
+                    let request = TemplateRequest {
+                        release: &release.id,
+                        chart,
+                        values: &release.crd_values,
+                        include_crds: true,
+                    };
+                    let text =
+                        helm.template(&request)
+                            .await
+                            .map_err(|source| CrdError::Render {
+                                release: release.id.clone(),
+                                source,
+                            })?;
+                    crate::yaml::manifests(&text, Path::new("helm template output")).map_err(
+                        |source| CrdError::RenderedYaml {
+                            release: release.id.clone(),
+                            source,
+                        },
+                    )?
+                }
+                Source::Manifests(list) => {
+                    let mut docs = Vec::new();
+                    for source in list {
+                        let text = fetch(source).await.map_err(|e| CrdError::Fetch {
+                            release: release.id.clone(),
+                            location: source.clone(),
+                            source: e,
+                        })?;
+                        docs.extend(crate::yaml::manifests(&text, Path::new(source)).map_err(
+                            |e| CrdError::ManifestYaml {
+                                release: release.id.clone(),
+                                location: source.clone(),
+                                source: e,
+                            },
+                        )?);
+                    }
+                    docs
+                }
+            };
+        for doc in docs {
+            if doc.get("kind").and_then(Value::as_str) != Some("CustomResourceDefinition") {
+                continue;
+            }
+            let Some(name) = doc.pointer("/metadata/name").and_then(Value::as_str) else {
+                continue;
+            };
+            let crd = Crd {
+                release: release.id.clone(),
+                name: name.to_string(),
+                manifest: doc.clone(),
+            };
+            // Two charts shipping one CRD: the later release in execution order wins.
+            match crds.iter_mut().find(|c| c.name == crd.name) {
+                Some(existing) => *existing = crd,
+                None => crds.push(crd),
+            }
+        }
+    }
+    Ok(crds)
+}
+
+async fn fetch(source: &str) -> Result<String, FetchError> {
+    if source.starts_with("https://") || source.starts_with("http://") {
+        let url = source.to_string();
+        let text = tokio::task::spawn_blocking(move || -> Result<String, ureq::Error> {
+            ureq::get(&url).call()?.body_mut().read_to_string()
+        })
+        .await??;
+        Ok(text)
+    } else {
+        Ok(tokio::fs::read_to_string(source).await?)
+    }
+}
+
+/// Applies and establishes `crds`; the first failure names the CRD and the
+/// release it came from.
+pub async fn apply_all(
+    client: &::kube::Client,
+    crds: &[Crd],
+    events: &Emitter,
+) -> Result<(), CrdError> {
+    let results: Vec<Result<(), CrdError>> = futures::stream::iter(crds)
+        .map(|crd| async move {
+            let change = apply::apply(client, &crd.manifest)
+                .await
+                .map_err(|source| CrdError::Apply {
+                    crd: crd.name.clone(),
+                    release: crd.release.clone(),
+                    source,
+                })?;
+            events.emit(Event::CrdApplied {
+                release: crd.release.clone(),
+                crd: crd.name.clone(),
+                change,
+            });
+            Ok(())
+        })
+        .buffer_unordered(PARALLEL_APPLIES)
+        .collect()
+        .await;
+    results.into_iter().collect::<Result<Vec<()>, CrdError>>()?;
+
+    let waits: Vec<Result<(), CrdError>> = futures::stream::iter(crds)
+        .map(|crd| async move {
+            let target = ObjectTarget::new(
+                "apiextensions.k8s.io/v1",
+                "CustomResourceDefinition",
+                None,
+                &crd.name,
+            );
+            wait_for(
+                client.clone(),
+                &target,
+                ready::crd_established,
+                ESTABLISH_TIMEOUT,
+                |_| {},
+            )
+            .await
+            .map_err(|source| CrdError::Establish {
+                crd: crd.name.clone(),
+                release: crd.release.clone(),
+                source,
+            })
+        })
+        .buffer_unordered(PARALLEL_APPLIES)
+        .collect()
+        .await;
+    waits.into_iter().collect::<Result<Vec<()>, CrdError>>()?;
+    events.emit(Event::CrdsEstablished { count: crds.len() });
+    Ok(())
+}
+
+pub fn dry_run(crds: &[Crd], events: &Emitter) {
+    for crd in crds {
+        events.emit(Event::CrdApplied {
+            release: crd.release.clone(),
+            crd: crd.name.clone(),
+            change: CrdChange::WouldApply,
+        });
+    }
+}

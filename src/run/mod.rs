@@ -1,0 +1,75 @@
+//! What every cluster command (apply, destroy, status) stands on: the async
+//! runtime, the prerequisites (helm, a reachable cluster), and the session
+//! (reporter task, signals, stop). The commands are siblings on this layer
+//! and never import each other.
+
+pub mod session;
+
+use std::future::Future;
+use std::path::Path;
+use std::time::Duration;
+
+use crate::error::Error;
+use crate::helm::Helm;
+use crate::helm::cli::HelmCli;
+use crate::kube::client::Connection;
+use crate::plan::Plan;
+use crate::stop::GRACE;
+
+pub use session::Session;
+
+/// How long preflight waits for the API server to answer.
+pub const REACHABILITY_BUDGET: Duration = Duration::from_secs(30);
+
+/// Where a cluster command finds helm and the cluster (the global flags).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Target<'a> {
+    /// `None`: `helm` from PATH.
+    pub helm: Option<&'a Path>,
+    pub kubeconfig: Option<&'a Path>,
+    /// Overrides the cluster's `context`.
+    pub context: Option<&'a str>,
+}
+
+/// Runs `work` on a multi-threaded runtime: the one place a cluster command
+/// builds one.
+pub fn block_on<T>(work: impl Future<Output = Result<T, Error>>) -> Result<T, Error> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Error::failed_with("cannot start the async runtime", e))?
+        .block_on(work)
+}
+
+/// Prerequisites every cluster command checks before anything else: a
+/// usable helm and a reachable cluster through a usable kubeconfig context.
+/// Failures exit 2 (helm, kubeconfig) or 1 (cluster unreachable); nothing
+/// has changed when they happen.
+pub async fn prerequisites(
+    target: Target<'_>,
+    plan: &Plan,
+) -> Result<(HelmCli, Connection), Error> {
+    let helm = HelmCli::new(target.helm.map(Path::to_path_buf)).with_grace(GRACE);
+    helm.version()
+        .await
+        .map_err(|e| Error::prerequisite(e.to_string()))?;
+    let context = target
+        .context
+        .map(str::to_string)
+        .or_else(|| plan.cluster.context.clone());
+    let connection = crate::kube::client::connect(target.kubeconfig, context.as_deref()).await?;
+    let reachable = crate::kube::retry::retry(REACHABILITY_BUDGET, || {
+        connection.client.apiserver_version()
+    })
+    .await;
+    if let Err(e) = reachable {
+        return Err(Error::failed_with(
+            format!(
+                "cannot reach the Kubernetes API server of context `{}`; nothing was changed",
+                connection.target.context.clone().unwrap_or_default()
+            ),
+            e,
+        ));
+    }
+    Ok((helm, connection))
+}
