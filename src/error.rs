@@ -201,8 +201,6 @@ impl Error {
     }
 }
 
-pub type Result<T, E = Error> = std::result::Result<T, E>;
-
 /// `did you mean `x`?` by edit distance, the way just suggests recipe names.
 pub fn suggest<'a>(wrong: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
     candidates

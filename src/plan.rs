@@ -4,12 +4,31 @@
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
-use crate::config::Cluster;
 use crate::error::{Error, Problem, did_you_mean};
 use crate::graph::ReleaseGraph;
 use crate::release::{Release, ReleaseId};
+
+/// A cluster after loading.
+#[derive(Debug, Clone)]
+pub struct Cluster {
+    pub name: String,
+    /// Absolute path of `clusters/<name>`.
+    pub dir: PathBuf,
+    pub context: Option<String>,
+    pub values: Map<String, Value>,
+    pub flux: Option<Flux>,
+    pub guard: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct Flux {
+    /// Absolute path of the directory Flux's GitRepository points at.
+    pub root: PathBuf,
+    /// Relative to `root`.
+    pub entrypoint: PathBuf,
+}
 
 #[derive(Debug, Clone)]
 pub struct Plan {

@@ -48,7 +48,7 @@ pub trait Runner: Send + Sync + 'static {
         &self,
         release: Arc<Release>,
         stop: StopSignal,
-    ) -> impl Future<Output = StepResult> + Send + 'static;
+    ) -> impl Future<Output = StepResult> + Send;
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -106,6 +106,9 @@ pub async fn run<R: Runner>(
 
     let mut running: JoinSet<Finished> = JoinSet::new();
     let mut running_ids: HashSet<ReleaseId> = HashSet::new();
+    // Which release each task runs, so a task that panics is charged to its
+    // own release (a JoinError knows only its task id).
+    let mut tasks: HashMap<tokio::task::Id, (ReleaseId, Instant)> = HashMap::new();
     let mut finished: HashMap<ReleaseId, Finished> = HashMap::new();
     let mut skipped: HashMap<ReleaseId, String> = HashMap::new();
     let mut halted: Option<String> = None;
@@ -122,7 +125,8 @@ pub async fn run<R: Runner>(
                     release: id.clone(),
                 });
                 running_ids.insert(id.clone());
-                running.spawn(async move {
+                let task_release = id.clone();
+                let task = running.spawn(async move {
                     let started = Instant::now();
                     let result = runner.run(release, child_stop).await;
                     Finished {
@@ -132,6 +136,7 @@ pub async fn run<R: Runner>(
                         finished: Instant::now(),
                     }
                 });
+                tasks.insert(task.id(), (task_release, Instant::now()));
             }
         }
         if running.is_empty() {
@@ -144,8 +149,9 @@ pub async fn run<R: Runner>(
                     Ok(done) => done,
                     // A panicking runner is a bug; it must not take the run down with it.
                     Err(e) => {
-                        let Some(id) = running_ids.iter().next().cloned() else { continue };
-                        Finished { id, result: StepResult::failed(format!("internal error: {e}")), started: run_started, finished: Instant::now() }
+                        let Some((id, started)) = tasks.remove(&e.id()) else { continue };
+                        let what = if e.is_panic() { "panicked" } else { "was cancelled" };
+                        Finished { id, result: StepResult::failed(format!("internal error: its step {what}; this is a bug in bootstrap")), started, finished: Instant::now() }
                     }
                 };
                 running_ids.remove(&done.id);
@@ -333,7 +339,7 @@ mod tests {
             &self,
             release: Arc<Release>,
             _stop: StopSignal,
-        ) -> impl Future<Output = StepResult> + Send + 'static {
+        ) -> impl Future<Output = StepResult> + Send {
             let (ms, outcome) = self
                 .durations
                 .get(&release.id.name)
@@ -344,6 +350,11 @@ mod tests {
             let origin = self.origin;
             async move {
                 tokio::time::sleep(Duration::from_millis(ms)).await;
+                assert!(
+                    !release.id.name.starts_with("panic"),
+                    "scripted panic of {}",
+                    release.id
+                );
                 log.lock().unwrap().push((
                     release.id.name.clone(),
                     start,
@@ -392,6 +403,43 @@ mod tests {
 
     fn start_of(log: &[(String, u128, u128)], name: &str) -> u128 {
         log.iter().find(|l| l.0 == name).map(|l| l.1).unwrap()
+    }
+
+    /// A runner that panics is a bug in bootstrap; the run goes on, and the
+    /// failure is charged to the release whose step panicked, not to another
+    /// one that happens to be running.
+    #[tokio::test(start_paused = true)]
+    async fn a_panicking_step_fails_its_own_release_only() {
+        let releases = vec![
+            release("a", &[]),
+            release("panicky", &[]),
+            release("b", &["a"]),
+            release("c", &["panicky"]),
+        ];
+        let (summary, _) = go(
+            releases,
+            &[
+                ("a", 100, Outcome::Installed),
+                ("panicky", 10, Outcome::Installed),
+            ],
+            false,
+        )
+        .await;
+        let outcome = |name: &str| {
+            let r = summary
+                .releases
+                .iter()
+                .find(|r| r.release.name == name)
+                .unwrap();
+            (r.outcome, r.message.clone().unwrap_or_default())
+        };
+        assert_eq!(outcome("a").0, Outcome::Installed);
+        assert_eq!(outcome("b").0, Outcome::Installed);
+        let (panicked, message) = outcome("panicky");
+        assert_eq!(panicked, Outcome::Failed);
+        assert!(message.contains("panicked"), "{message}");
+        assert_eq!(outcome("c").0, Outcome::Skipped);
+        assert_eq!(summary.root_failures, vec![ReleaseId::new("ns", "panicky")]);
     }
 
     #[tokio::test(start_paused = true)]

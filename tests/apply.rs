@@ -636,6 +636,51 @@ fn sigint_stops_cleanly_and_a_rerun_resumes() {
     );
 }
 
+/// The second Ctrl-C cuts a running hook short; the message names the hook
+/// as the user wrote it (an earlier version lowercased the whole message).
+#[test]
+fn a_hook_cut_short_by_a_second_interrupt_keeps_its_own_text() {
+    let cluster = Cluster::start();
+    let test = Test::new()
+        .file("clusters/infra/cluster.yaml", CLUSTER)
+        .file(
+            "releases/r.yaml",
+            "name: waiter\nnamespace: default\nchart: { oci: oci://example.com/charts/waiter, version: 1.0.0 }\nhooks:\n  postsync:\n    - command: [sh, -c, 'touch Started; sleep 30 # Wait-For-IT']\n",
+        );
+    let child = cluster
+        .command(&test, &["apply", "infra", "--output", "json"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = test.path().join("Started");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !started.exists() {
+        assert!(std::time::Instant::now() < deadline, "the hook never ran");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    for _ in 0..2 {
+        std::process::Command::new("kill")
+            .args(["-INT", &child.id().to_string()])
+            .status()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(130), "{stdout}");
+    let message = stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|e| e["event"] == "release_finished")
+        .map(|e| e["message"].as_str().unwrap_or_default().to_string())
+        .unwrap_or_default();
+    assert!(
+        message.starts_with("interrupted during postsync hook ") && message.contains("Wait-For-IT"),
+        "{message}\n{stdout}"
+    );
+}
+
 #[test]
 fn a_rerun_is_unchanged_and_a_values_change_upgrades() {
     let cluster = Cluster::start();

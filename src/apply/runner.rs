@@ -44,44 +44,12 @@ enum Change {
 }
 
 impl<H: Helm + 'static> Runner for ReleaseRunner<H> {
-    fn run(
-        &self,
-        release: Arc<Release>,
-        stop: StopSignal,
-    ) -> impl std::future::Future<Output = StepResult> + Send + 'static {
-        let this = Shared {
-            helm: self.helm.clone(),
-            target: self.target.clone(),
-            hooks: self.hooks.clone(),
-            ledger: self.ledger.clone(),
-            recorded: self.recorded.clone(),
-            listed: self.listed.clone(),
-            events: self.events.clone(),
-            helm_slots: self.helm_slots.clone(),
-            dry_run: self.dry_run,
-            force: self.force,
-            verbose: self.verbose,
-        };
-        async move { this.step(&release, stop).await }
+    async fn run(&self, release: Arc<Release>, stop: StopSignal) -> StepResult {
+        self.step(&release, stop).await
     }
 }
 
-/// The runner's state, owned by each spawned step.
-struct Shared<H: Helm> {
-    helm: Arc<H>,
-    target: KubeTarget,
-    hooks: HookEnv,
-    ledger: Option<Ledger>,
-    recorded: Arc<BTreeMap<String, Entry>>,
-    listed: Option<Arc<BTreeSet<ReleaseId>>>,
-    events: Emitter,
-    helm_slots: Arc<Semaphore>,
-    dry_run: bool,
-    force: bool,
-    verbose: bool,
-}
-
-impl<H: Helm> Shared<H> {
+impl<H: Helm> ReleaseRunner<H> {
     fn step_event(&self, release: &Release, step: Step) {
         self.events.emit(Event::ReleaseStep {
             release: release.id.clone(),

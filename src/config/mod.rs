@@ -7,28 +7,6 @@ mod load;
 mod render;
 pub mod validate;
 
-use std::path::PathBuf;
-
-use serde_json::{Map, Value};
-
 pub use load::{cluster_names, load};
 
-/// A cluster after loading.
-#[derive(Debug, Clone)]
-pub struct Cluster {
-    pub name: String,
-    /// Absolute path of `clusters/<name>`.
-    pub dir: PathBuf,
-    pub context: Option<String>,
-    pub values: Map<String, Value>,
-    pub flux: Option<Flux>,
-    pub guard: bool,
-}
-
-#[derive(Debug, Clone)]
-pub struct Flux {
-    /// Absolute path of the directory Flux's GitRepository points at.
-    pub root: PathBuf,
-    /// Relative to `root`.
-    pub entrypoint: PathBuf,
-}
+pub use crate::plan::{Cluster, Flux};

@@ -51,13 +51,6 @@ impl HelmCli {
         self
     }
 
-    /// The limit for commands without a timeout of their own (`template`, which
-    /// may download the chart, `list`, `status`, `get`). Default 5 minutes.
-    pub fn with_query_timeout(mut self, timeout: Duration) -> HelmCli {
-        self.query_timeout = timeout;
-        self
-    }
-
     /// An environment variable for every helm process, on top of bootstrap's
     /// own (e.g. `HELM_CACHE_HOME`).
     pub fn with_env(mut self, key: impl Into<OsString>, value: impl Into<OsString>) -> HelmCli {
