@@ -6,7 +6,7 @@ use serde_json::Value;
 
 use super::BootstrapRelease;
 use super::helmrelease::{chart_name, identity};
-use super::tree::Object;
+use super::object::{Object, ObjectRef};
 
 pub const MANAGES_BOOTSTRAP_RELEASE: &str = "flux-manages-bootstrap-release";
 pub const DUPLICATES_BOOTSTRAP_CHART: &str = "flux-duplicates-bootstrap-chart";
@@ -23,18 +23,6 @@ pub enum Severity {
     Error,
     Warning,
     Info,
-}
-
-/// A Kubernetes object as found in git.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-pub struct ObjectRef {
-    pub kind: String,
-    pub name: String,
-    /// Effective namespace after kustomize `namespace:` and Flux
-    /// `targetNamespace`; `None` when nothing sets one (Flux would refuse it).
-    pub namespace: Option<String>,
-    /// Relative to `flux.root`, `/`-separated.
-    pub file: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -8,7 +8,7 @@
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use super::tree::Object;
+use super::object::Object;
 
 /// Helm's limit on release names; helm-controller shortens longer ones.
 pub const MAX_RELEASE_NAME: usize = 53;

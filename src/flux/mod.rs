@@ -32,13 +32,15 @@
 
 pub mod findings;
 pub mod helmrelease;
+pub mod object;
 pub mod policy;
 pub mod tree;
 
 use std::path::Path;
 
-pub use findings::{Finding, ObjectRef, Severity};
+pub use findings::{Finding, Severity};
 pub use helmrelease::{HelmReleaseIdentity, shorten_name};
+pub use object::ObjectRef;
 pub use policy::{admission_policy, ledger_key};
 
 /// A workload a bootstrap release owns, e.g. DaemonSet kube-system/cilium

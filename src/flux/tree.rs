@@ -20,55 +20,14 @@ use std::path::{Component, Path, PathBuf};
 use serde_json::Value;
 
 use super::findings::{
-    Finding, ObjectRef, PATH_NOT_FOUND, REMOTE_RESOURCE_NOT_FOLLOWED, SOURCE_NOT_FOLLOWED,
-    Severity, YAML_INVALID,
+    Finding, PATH_NOT_FOUND, REMOTE_RESOURCE_NOT_FOLLOWED, SOURCE_NOT_FOLLOWED, Severity,
+    YAML_INVALID,
 };
+use super::object::{Object, ObjectRef};
 
 const KUSTOMIZATION_FILES: [&str; 3] = ["kustomization.yaml", "kustomization.yml", "Kustomization"];
 /// Guards against absurd nesting (and symlink loops kustomize would reject).
 const MAX_DEPTH: usize = 64;
-
-/// A Kubernetes object as Flux would apply it.
-#[derive(Debug, Clone)]
-pub struct Object {
-    pub api_version: String,
-    pub kind: String,
-    pub name: String,
-    /// Effective namespace after kustomize and Flux overrides.
-    pub namespace: Option<String>,
-    /// Relative to the root, `/`-separated.
-    pub file: String,
-    /// Files from the entrypoint down to `file` (inclusive).
-    pub chain: Vec<String>,
-    pub body: Value,
-}
-
-impl Object {
-    pub fn group(&self) -> &str {
-        match self.api_version.split_once('/') {
-            Some((group, _)) => group,
-            None => "",
-        }
-    }
-
-    /// `controller` is the toolkit controller prefix: `kustomize`, `helm`, `source`.
-    pub fn is_flux(&self, controller: &str, kind: &str) -> bool {
-        self.kind == kind
-            && self
-                .group()
-                .strip_prefix(controller)
-                .is_some_and(|rest| rest == ".toolkit.fluxcd.io")
-    }
-
-    pub fn reference(&self) -> ObjectRef {
-        ObjectRef {
-            kind: self.kind.clone(),
-            name: self.name.clone(),
-            namespace: self.namespace.clone(),
-            file: self.file.clone(),
-        }
-    }
-}
 
 #[derive(Debug, Default)]
 pub struct Tree {

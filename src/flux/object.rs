@@ -1,0 +1,59 @@
+//! The objects the scan finds: as Flux would apply them ([`Object`]) and as
+//! findings point at them ([`ObjectRef`]).
+
+use serde::Serialize;
+use serde_json::Value;
+
+/// A Kubernetes object as found in git.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub struct ObjectRef {
+    pub kind: String,
+    pub name: String,
+    /// Effective namespace after kustomize `namespace:` and Flux
+    /// `targetNamespace`; `None` when nothing sets one (Flux would refuse it).
+    pub namespace: Option<String>,
+    /// Relative to `flux.root`, `/`-separated.
+    pub file: String,
+}
+
+/// A Kubernetes object as Flux would apply it.
+#[derive(Debug, Clone)]
+pub struct Object {
+    pub api_version: String,
+    pub kind: String,
+    pub name: String,
+    /// Effective namespace after kustomize and Flux overrides.
+    pub namespace: Option<String>,
+    /// Relative to the root, `/`-separated.
+    pub file: String,
+    /// Files from the entrypoint down to `file` (inclusive).
+    pub chain: Vec<String>,
+    pub body: Value,
+}
+
+impl Object {
+    pub fn group(&self) -> &str {
+        match self.api_version.split_once('/') {
+            Some((group, _)) => group,
+            None => "",
+        }
+    }
+
+    /// `controller` is the toolkit controller prefix: `kustomize`, `helm`, `source`.
+    pub fn is_flux(&self, controller: &str, kind: &str) -> bool {
+        self.kind == kind
+            && self
+                .group()
+                .strip_prefix(controller)
+                .is_some_and(|rest| rest == ".toolkit.fluxcd.io")
+    }
+
+    pub fn reference(&self) -> ObjectRef {
+        ObjectRef {
+            kind: self.kind.clone(),
+            name: self.name.clone(),
+            namespace: self.namespace.clone(),
+            file: self.file.clone(),
+        }
+    }
+}
