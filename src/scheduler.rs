@@ -13,7 +13,7 @@ use tokio::task::JoinSet;
 
 use crate::event::{Emitter, Event, Outcome, ReleaseResult, Summary};
 use crate::release::{Release, ReleaseId};
-use crate::stop::{Stop, StopSignal};
+use crate::stop::{Stop, StopSignal, stopped};
 
 /// What running one release produced.
 #[derive(Debug, Clone)]
@@ -74,7 +74,7 @@ pub async fn run<R: Runner>(
     runner: Arc<R>,
     options: Options,
     events: &Emitter,
-    mut stop: StopSignal,
+    stop: StopSignal,
 ) -> Summary {
     let run_started = Instant::now();
     let order: Vec<ReleaseId> = releases.iter().map(|r| r.id.clone()).collect();
@@ -189,17 +189,15 @@ pub async fn run<R: Runner>(
                 }
                 finished.insert(done.id.clone(), done);
             }
-            changed = stop.changed(), if !interrupted => {
-                if changed.is_err() || *stop.borrow() != Stop::Run {
-                    if *stop.borrow() == Stop::Graceful {
-                        let mut running: Vec<ReleaseId> = running_ids.iter().cloned().collect();
-                        running.sort();
-                        events.emit(Event::Interrupting { running, grace: options.grace });
-                    }
-                    interrupted = true;
-                    if halted.is_none() {
-                        halted = Some("not started: the run was interrupted".to_string());
-                    }
+            () = stopped(stop.clone(), Stop::Graceful), if !interrupted => {
+                if *stop.borrow() == Stop::Graceful {
+                    let mut running: Vec<ReleaseId> = running_ids.iter().cloned().collect();
+                    running.sort();
+                    events.emit(Event::Interrupting { running, grace: options.grace });
+                }
+                interrupted = true;
+                if halted.is_none() {
+                    halted = Some("not started: the run was interrupted".to_string());
                 }
             }
         }

@@ -16,7 +16,7 @@ use tokio::process::{Child, Command};
 use tokio::task::JoinHandle;
 use tokio::time::{Instant, sleep_until, timeout};
 
-use crate::stop::{Stop, StopSignal};
+use crate::stop::{Stop, StopSignal, stopped};
 
 /// How long a SIGTERMed helm gets before SIGKILL.
 const KILL_AFTER: Duration = Duration::from_secs(5);
@@ -65,7 +65,7 @@ pub enum RunError {
 }
 
 pub async fn run(invocation: Invocation<'_>) -> Result<Finished, RunError> {
-    let mut stop = invocation.stop;
+    let stop = invocation.stop;
     if let Some(signal) = &stop {
         // Stopping means no new helm operations, not even ones already queued.
         if *signal.borrow() != Stop::Run {
@@ -90,19 +90,18 @@ pub async fn run(invocation: Invocation<'_>) -> Result<Finished, RunError> {
 
     let hard_deadline = Instant::now() + invocation.timeout;
     let mut grace_deadline: Option<Instant> = None;
+    // Without a signal nothing stops helm but its own deadline.
+    let stop = stop.unwrap_or_else(|| tokio::sync::watch::channel(Stop::Run).1);
     let status = loop {
         tokio::select! {
             status = group.wait() => break status.map_err(RunError::Wait),
-            change = next_stop(&mut stop) => match change {
-                Stop::Run => {}
-                Stop::Graceful => {
-                    grace_deadline.get_or_insert_with(|| Instant::now() + invocation.grace);
-                }
-                Stop::Now => {
-                    group.terminate().await;
-                    break Err(RunError::Stopped("stopped at once on a second interrupt".into()));
-                }
-            },
+            () = stopped(stop.clone(), Stop::Graceful), if grace_deadline.is_none() => {
+                grace_deadline = Some(Instant::now() + invocation.grace);
+            }
+            () = stopped(stop.clone(), Stop::Now) => {
+                group.terminate().await;
+                break Err(RunError::Stopped("stopped at once on a second interrupt".into()));
+            }
             () = sleep_until_some(grace_deadline) => {
                 group.terminate().await;
                 break Err(RunError::Stopped(format!(
@@ -129,18 +128,6 @@ pub async fn run(invocation: Invocation<'_>) -> Result<Finished, RunError> {
         stdout: collect(stdout).await,
         stderr: collect(stderr).await,
     })
-}
-
-/// The next change of the stop signal; never resolves without a signal or
-/// once its sender is gone.
-async fn next_stop(stop: &mut Option<StopSignal>) -> Stop {
-    if let Some(signal) = stop {
-        if signal.changed().await.is_ok() {
-            return *signal.borrow_and_update();
-        }
-        *stop = None;
-    }
-    std::future::pending().await
 }
 
 async fn sleep_until_some(deadline: Option<Instant>) {
