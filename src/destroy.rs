@@ -24,7 +24,6 @@ use crate::helm::Helm;
 use crate::kube::apply::API_RETRY_BUDGET;
 use crate::kube::client::Connection;
 use crate::kube::ledger::Ledger;
-use crate::kube::lock::Lock;
 use crate::kube::retry::{is_not_found, retry};
 use crate::plan::Plan;
 use crate::release::{Release, ReleaseId};
@@ -81,12 +80,14 @@ pub async fn run<H: Helm>(
     events.emit(Event::PhaseStarted {
         phase: Phase::Preflight,
     });
-    let lock = if options.dry_run {
-        None
-    } else {
-        let warn = |message: String| events.emit(Event::Warning { message });
-        Some(Lock::acquire(&connection.client, "destroy", warn).await?)
-    };
+    let lock = crate::run::lock(
+        &connection.client,
+        "destroy",
+        options.dry_run,
+        events,
+        &stop,
+    )
+    .await?;
     let result = async {
         // Rendered before the first uninstall, so a chart that cannot be
         // rendered stops the run while nothing has changed.

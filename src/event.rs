@@ -174,6 +174,34 @@ pub struct Summary {
     pub interrupted: bool,
 }
 
+/// What a finished run means for its command's exit code.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    Ok,
+    Interrupted,
+    /// `releases` failed first (empty: the run failed outside a release,
+    /// e.g. CRDs that could not be deleted).
+    Failed {
+        releases: String,
+    },
+}
+
+impl Summary {
+    pub fn verdict(&self) -> Verdict {
+        if self.ok {
+            Verdict::Ok
+        } else if self.interrupted {
+            Verdict::Interrupted
+        } else {
+            let releases: Vec<String> =
+                self.root_failures.iter().map(ToString::to_string).collect();
+            Verdict::Failed {
+                releases: releases.join(", "),
+            }
+        }
+    }
+}
+
 #[derive(Debug, Clone, Serialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum Event {

@@ -16,7 +16,6 @@ use crate::helm::Helm;
 use crate::hooks::HookEnv;
 use crate::kube::client::Connection;
 use crate::kube::ledger::Ledger;
-use crate::kube::lock::Lock;
 use crate::ownership;
 use crate::plan::Plan;
 use crate::scheduler;
@@ -54,12 +53,7 @@ pub async fn run<H: Helm + 'static>(
     events.emit(Event::PhaseStarted {
         phase: Phase::Preflight,
     });
-    let lock = if options.dry_run {
-        None
-    } else {
-        let warn = |message: String| events.emit(Event::Warning { message });
-        Some(interruptible(&stop, Lock::acquire(client, "apply", warn)).await??)
-    };
+    let lock = crate::run::lock(client, "apply", options.dry_run, events, &stop).await?;
     let result = async {
         let listed = interruptible(
             &stop,

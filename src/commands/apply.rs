@@ -8,7 +8,7 @@ use std::time::Duration;
 use crate::apply;
 use crate::cli::{ApplyArgs, Config};
 use crate::error::Error;
-use crate::event::{Event, Summary};
+use crate::event::{Event, Summary, Verdict};
 use crate::plan::Plan;
 use crate::run::{self, Session};
 use crate::stop::Stop;
@@ -70,32 +70,22 @@ async fn run_async(config: &Config, args: &ApplyArgs, plan: Plan) -> Result<(), 
 }
 
 fn outcome(summary: &Summary, timed_out: bool, timeout: Option<Duration>) -> Result<(), Error> {
-    if summary.ok {
-        return Ok(());
-    }
-    if timed_out {
-        return Err(Error::failed(format!(
+    match summary.verdict() {
+        Verdict::Ok => Ok(()),
+        _ if timed_out => Err(Error::failed(format!(
             "apply timed out after {} (--timeout)",
             timeout
                 .map(|t| humantime::format_duration(t).to_string())
                 .unwrap_or_default()
-        )));
+        ))),
+        Verdict::Interrupted => Err(Error::Interrupted),
+        Verdict::Failed { releases } if releases.is_empty() => Err(Error::failed(format!(
+            "apply of cluster `{}` failed: see the summary above",
+            summary.cluster
+        ))),
+        Verdict::Failed { releases } => Err(Error::failed(format!(
+            "apply of cluster `{}` failed: {releases} failed",
+            summary.cluster
+        ))),
     }
-    if summary.interrupted {
-        return Err(Error::Interrupted);
-    }
-    let failed: Vec<String> = summary
-        .root_failures
-        .iter()
-        .map(ToString::to_string)
-        .collect();
-    Err(Error::failed(format!(
-        "apply of cluster `{}` failed: {}",
-        summary.cluster,
-        if failed.is_empty() {
-            "see the summary above".to_string()
-        } else {
-            format!("{} failed", failed.join(", "))
-        }
-    )))
 }

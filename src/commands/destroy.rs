@@ -12,7 +12,7 @@ use std::io::{BufRead, IsTerminal, Write};
 use crate::cli::{Config, DestroyArgs};
 use crate::destroy;
 use crate::error::Error;
-use crate::event::{Event, Summary};
+use crate::event::{Event, Summary, Verdict};
 use crate::plan::Plan;
 use crate::run::{self, Session};
 
@@ -129,28 +129,18 @@ fn ask(question: &str) -> bool {
 }
 
 fn outcome(summary: &Summary) -> Result<(), Error> {
-    if summary.ok {
-        return Ok(());
-    }
-    if summary.interrupted {
-        return Err(Error::Interrupted);
-    }
-    let failed: Vec<String> = summary
-        .root_failures
-        .iter()
-        .map(ToString::to_string)
-        .collect();
-    if failed.is_empty() {
-        return Err(Error::failed(format!(
+    match summary.verdict() {
+        Verdict::Ok => Ok(()),
+        Verdict::Interrupted => Err(Error::Interrupted),
+        Verdict::Failed { releases } if releases.is_empty() => Err(Error::failed(format!(
             "destroy of cluster `{}` failed: CRDs could not be deleted; see the warnings above",
             summary.cluster
-        )));
+        ))),
+        Verdict::Failed { releases } => Err(Error::failed(format!(
+            "destroy of cluster `{}` failed: {releases} failed; what they need was kept",
+            summary.cluster
+        ))),
     }
-    Err(Error::failed(format!(
-        "destroy of cluster `{}` failed: {} failed; what they need was kept",
-        summary.cluster,
-        failed.join(", ")
-    )))
 }
 
 #[cfg(test)]

@@ -221,15 +221,7 @@ fn describe(what: &str, c: &ContainerStatus, init: bool) -> String {
         n => format!(" (restarted {n} times)"),
     };
     if let Some(t) = &state.terminated {
-        out.push_str(&format!(" terminated with exit code {}", t.exit_code));
-        match (
-            t.message.as_deref().and_then(summarize),
-            t.reason.as_deref(),
-        ) {
-            (Some(m), _) => out.push_str(&format!(": {m}")),
-            (None, Some(r)) => out.push_str(&format!(" ({r})")),
-            (None, None) => {}
-        }
+        out.push_str(&format!(" terminated with {}", exit_detail(t)));
         return out;
     }
     if let Some(w) = &state.waiting {
@@ -252,15 +244,7 @@ fn describe(what: &str, c: &ContainerStatus, init: bool) -> String {
     }
     out.push_str(&restarted);
     if let Some(t) = c.last_state.as_ref().and_then(|s| s.terminated.as_ref()) {
-        out.push_str(&format!("; last exit code {}", t.exit_code));
-        match (
-            t.message.as_deref().and_then(summarize),
-            t.reason.as_deref(),
-        ) {
-            (Some(m), _) => out.push_str(&format!(": {m}")),
-            (None, Some(r)) => out.push_str(&format!(" ({r})")),
-            (None, None) => {}
-        }
+        out.push_str(&format!("; last {}", exit_detail(t)));
     }
     out
 }
@@ -365,3 +349,17 @@ impl fmt::Display for Diagnosis {
 
 #[cfg(test)]
 mod tests;
+
+/// `exit code N: message` (or `exit code N (reason)`) of a terminated container.
+fn exit_detail(t: &k8s_openapi::api::core::v1::ContainerStateTerminated) -> String {
+    let mut out = format!("exit code {}", t.exit_code);
+    match (
+        t.message.as_deref().and_then(summarize),
+        t.reason.as_deref(),
+    ) {
+        (Some(m), _) => out.push_str(&format!(": {m}")),
+        (None, Some(r)) => out.push_str(&format!(" ({r})")),
+        (None, None) => {}
+    }
+    out
+}

@@ -10,11 +10,13 @@ use std::path::Path;
 use std::time::Duration;
 
 use crate::error::Error;
+use crate::event::{Emitter, Event};
 use crate::helm::Helm;
 use crate::helm::cli::HelmCli;
 use crate::kube::client::Connection;
+use crate::kube::lock::Lock;
 use crate::plan::Plan;
-use crate::stop::GRACE;
+use crate::stop::{GRACE, StopSignal, interruptible};
 
 pub use session::Session;
 
@@ -72,4 +74,22 @@ pub async fn prerequisites(
         ));
     }
     Ok((helm, connection))
+}
+
+/// The cluster lock for a run that changes the cluster (`None` for a dry
+/// run, which changes nothing); taking over an expired lock is a warning.
+pub async fn lock(
+    client: &::kube::Client,
+    operation: &str,
+    dry_run: bool,
+    events: &Emitter,
+    stop: &StopSignal,
+) -> Result<Option<Lock>, Error> {
+    if dry_run {
+        return Ok(None);
+    }
+    let warn = |message: String| events.emit(Event::Warning { message });
+    Ok(Some(
+        interruptible(stop, Lock::acquire(client, operation, warn)).await??,
+    ))
 }
