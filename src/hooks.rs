@@ -186,7 +186,7 @@ async fn command(
     match tokio::time::timeout(timeout, collect).await {
         Err(_) => Err(HookFailure::new(format!(
             "command `{shown}` did not finish within {}",
-            humantime::format_duration(timeout)
+            crate::duration::span(timeout)
         ))),
         Ok((Err(e), output)) => Err(HookFailure {
             message: format!("command `{shown}` failed: {e}"),

@@ -9,6 +9,7 @@ pub mod commands;
 pub mod config;
 pub mod crds;
 pub mod destroy;
+pub mod duration;
 pub mod error;
 pub mod event;
 pub mod flux;

@@ -122,8 +122,10 @@ async fn conflicts_and_listed<H: Helm>(
                 release: release.id.clone(),
                 object: format!("Helm release {}", release.id),
                 message: format!(
-                    "Helm release {} is {} (another operation is in progress, or one was interrupted); wait for it, or recover with `helm rollback {} -n {}`",
-                    release.id, release.status, release.id.name, release.id.namespace
+                    "Helm release {} is {} (another operation is in progress, or one was interrupted); wait for it, or recover with {}",
+                    release.id,
+                    release.status,
+                    release.recovery()
                 ),
             });
         }

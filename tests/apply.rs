@@ -521,7 +521,36 @@ fn a_pending_release_is_refused() {
         "{}",
         out.stderr
     );
+    assert!(
+        out.stderr
+            .contains("`helm rollback coredns -n kube-system`"),
+        "{}",
+        out.stderr
+    );
     assert!(cluster.installs().is_empty());
+}
+
+/// A first install that was killed has no revision to roll back to: the
+/// advice is to uninstall it, never `helm rollback`.
+#[test]
+fn a_release_left_pending_install_is_refused_with_uninstall_advice() {
+    let cluster = Cluster::start();
+    standard_script(&cluster);
+    std::fs::write(
+        cluster.path().join("helm-state/kube-system__coredns.json"),
+        serde_json::to_string(&json!({"name": "coredns", "namespace": "kube-system", "revision": 1, "status": "pending-install",
+            "chart": "coredns", "version": "1.44.3", "app_version": "1.12.0", "values": {}, "labels": {}, "updated": "2026-01-01T00:00:00Z", "manifest": ""})).unwrap(),
+    )
+    .unwrap();
+    let out = cluster.run(&config(), &["apply", "infra"]);
+    assert_eq!(out.code, 1, "{}\n{}", out.stdout, out.stderr);
+    assert!(
+        out.stderr
+            .contains("recover with `helm uninstall coredns -n kube-system`"),
+        "{}",
+        out.stderr
+    );
+    assert!(!out.stderr.contains("helm rollback"), "{}", out.stderr);
 }
 
 #[test]
@@ -841,4 +870,35 @@ fn a_release_flux_already_manages_is_refused() {
         out.stderr
     );
     assert!(cluster.installs().is_empty(), "nothing was installed");
+}
+
+/// An API server that answers 503 to everything: the wait for it is bounded
+/// by `--timeout` (never minutes of silent retries), says what it waits for,
+/// and nothing is changed.
+#[test]
+fn an_api_server_answering_503_is_waited_for_visibly_and_within_the_timeout() {
+    let cluster = Cluster::start();
+    standard_script(&cluster);
+    cluster.api.fail_next(1_000_000, 503);
+    let started = std::time::Instant::now();
+    let out = cluster.run(&config(), &["apply", "infra", "--timeout", "3s"]);
+    let took = started.elapsed();
+    assert_eq!(out.code, 1, "{}\n{}", out.stdout, out.stderr);
+    assert!(
+        took < std::time::Duration::from_secs(8),
+        "bounded by --timeout: {took:?}"
+    );
+    assert!(
+        out.stderr
+            .contains("waiting for the Kubernetes API server of context `admin@infra` (up to 3s)"),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        out.stderr
+            .contains("cannot reach the Kubernetes API server"),
+        "{}",
+        out.stderr
+    );
+    assert!(cluster.installs().is_empty());
 }

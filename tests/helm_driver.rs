@@ -262,6 +262,39 @@ async fn status_list_and_values_read_back_what_was_installed() {
     assert_eq!(list_argv[..expected.split(' ').count()], words(expected));
 }
 
+/// A helm that hangs is stopped at the release's deadline, not half a minute
+/// later, and the message reads like a person wrote it.
+#[tokio::test]
+async fn a_hung_helm_is_stopped_at_the_release_deadline() {
+    let fake = Fake::new().with_script(json!({"*": {"delay_ms": 60000}}));
+    let helm = fake.helm();
+    let (id, chart) = cilium();
+    let (values, labels) = (json!({}), BTreeMap::new());
+    let request = InstallRequest {
+        release: &id,
+        chart: &chart,
+        values: &values,
+        skip_crds: false,
+        timeout: Duration::from_secs(2),
+        labels: &labels,
+    };
+    let (_tx, stop) = watch::channel(Stop::Run);
+    let started = std::time::Instant::now();
+    let result = helm
+        .upgrade_install(&KubeTarget::default(), &request, stop)
+        .await;
+    let took = started.elapsed();
+    let error = result.unwrap_err();
+    assert!(matches!(error, HelmError::TimedOut { .. }), "{error}");
+    assert!(
+        error
+            .to_string()
+            .ends_with("did not finish within 2s and was stopped"),
+        "{error}"
+    );
+    assert!(took < Duration::from_secs(3), "stopped after {took:?}");
+}
+
 #[tokio::test]
 async fn pending_releases_are_listed_and_uninstall_of_a_missing_release_succeeds() {
     let fake = Fake::new().with_script(json!({"*": {"delay_ms": 60000}}));

@@ -144,10 +144,9 @@ impl<H: Helm> ReleaseRunner<H> {
             }
             Err(HelmError::Stopped { .. }) => {
                 return interrupted(format!(
-                    "helm was stopped mid-operation; the release may be left pending-{}: run `bootstrap apply` again, and if helm reports another operation in progress, `helm rollback {} -n {}`",
+                    "helm was stopped mid-operation; the release may be left pending-{}: run `bootstrap apply` again, and if helm reports another operation in progress, {}",
                     if upgrading { "upgrade" } else { "install" },
-                    release.id.name,
-                    release.id.namespace
+                    crate::helm::recovery(&release.id, !upgrading)
                 ));
             }
             Err(HelmError::Failed {
@@ -218,8 +217,9 @@ impl<H: Helm> ReleaseRunner<H> {
         };
         if deployed.is_pending() {
             return Err(StepResult::failed(format!(
-                "is {} in Helm (another operation is in progress, or one was interrupted); wait for it, or `helm rollback {} -n {}`",
-                deployed.status, release.id.name, release.id.namespace
+                "is {} in Helm (another operation is in progress, or one was interrupted); wait for it, or recover with {}",
+                deployed.status,
+                deployed.recovery()
             )));
         }
         if self.force {

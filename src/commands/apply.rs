@@ -20,7 +20,9 @@ pub fn run(config: &Config, args: &ApplyArgs) -> Result<(), Error> {
 }
 
 async fn run_async(config: &Config, args: &ApplyArgs, plan: Plan) -> Result<(), Error> {
-    let (helm, connection) = run::prerequisites(config.target(), &plan).await?;
+    // `--timeout` bounds the whole run, the wait for the API server included.
+    let reachability = args.timeout.unwrap_or(run::REACHABILITY_BUDGET);
+    let (helm, connection) = run::prerequisites(config.target(), &plan, reachability).await?;
 
     let session = Session::start(config.json(), config.verbosity);
     let events = session.events.clone();
@@ -35,7 +37,7 @@ async fn run_async(config: &Config, args: &ApplyArgs, plan: Plan) -> Result<(), 
             events.emit(Event::Warning {
                 message: format!(
                     "--timeout {} reached; stopping",
-                    humantime::format_duration(timeout)
+                    crate::duration::span(timeout)
                 ),
             });
             let _ = stop_tx.send(Stop::Now);
@@ -61,9 +63,7 @@ async fn run_async(config: &Config, args: &ApplyArgs, plan: Plan) -> Result<(), 
         Ok(summary) => outcome(&summary, timed_out.load(Ordering::SeqCst), args.timeout),
         Err(Error::Interrupted) if timed_out.load(Ordering::SeqCst) => Err(Error::failed(format!(
             "--timeout {} reached before any release ran; nothing was changed by releases",
-            args.timeout
-                .map(|t| humantime::format_duration(t).to_string())
-                .unwrap_or_default()
+            args.timeout.map(crate::duration::span).unwrap_or_default()
         ))),
         Err(e) => Err(e),
     }
@@ -74,9 +74,7 @@ fn outcome(summary: &Summary, timed_out: bool, timeout: Option<Duration>) -> Res
         Verdict::Ok => Ok(()),
         _ if timed_out => Err(Error::failed(format!(
             "apply timed out after {} (--timeout)",
-            timeout
-                .map(|t| humantime::format_duration(t).to_string())
-                .unwrap_or_default()
+            timeout.map(crate::duration::span).unwrap_or_default()
         ))),
         Verdict::Interrupted => Err(Error::Interrupted),
         Verdict::Failed { releases } if releases.is_empty() => Err(Error::failed(format!(

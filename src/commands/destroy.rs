@@ -57,7 +57,8 @@ async fn run_async(
     plan: Plan,
     confirm: Confirm,
 ) -> Result<(), Error> {
-    let (helm, connection) = run::prerequisites(config.target(), &plan).await?;
+    let (helm, connection) =
+        run::prerequisites(config.target(), &plan, crate::run::REACHABILITY_BUDGET).await?;
     if confirm == Confirm::Ask {
         let question = question(&plan, connection.target.context.as_deref(), args);
         let answer = tokio::task::spawn_blocking(move || ask(&question))

@@ -15,7 +15,9 @@ use crate::status::{self, Report};
 pub fn run(config: &Config, cluster: &str, out: &mut dyn std::io::Write) -> Result<(), Error> {
     let plan = crate::config::load(&config.global.dir, cluster)?;
     let report = crate::run::block_on(async {
-        let (helm, connection) = crate::run::prerequisites(config.target(), &plan).await?;
+        let (helm, connection) =
+            crate::run::prerequisites(config.target(), &plan, crate::run::REACHABILITY_BUDGET)
+                .await?;
         status::collect(&plan, &helm, &connection).await
     })?;
     match config.global.output {

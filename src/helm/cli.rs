@@ -21,10 +21,6 @@ use crate::stop::StopSignal;
 /// The oldest helm with `--labels` on install/upgrade.
 pub const MIN_VERSION: (u64, u64) = (3, 13);
 
-/// helm gets this long beyond its own `--timeout` before it is stopped, so a
-/// helm that hangs (a lost API connection, a stuck hook) cannot hang bootstrap.
-pub const TIMEOUT_MARGIN: Duration = Duration::from_secs(30);
-
 pub struct HelmCli {
     program: PathBuf,
     grace: Duration,
@@ -199,9 +195,11 @@ impl Helm for HelmCli {
     ) -> Result<(), HelmError> {
         let file = values_file(request.values)?;
         let argv = args::upgrade_install(target, request, file.path());
-        let hard_limit = request.timeout.saturating_add(TIMEOUT_MARGIN);
+        // The release's budget bounds helm itself, not only helm's own waits
+        // (`--timeout` limits each Kubernetes operation, not the command): a
+        // helm that hangs on a lost API connection is stopped at the deadline.
         let result = self
-            .exec(argv, hard_limit, Some(stop), Some(request.values))
+            .exec(argv, request.timeout, Some(stop), Some(request.values))
             .await;
         drop(file);
         result.map(|_| ())
@@ -265,10 +263,7 @@ impl Helm for HelmCli {
         timeout: Duration,
     ) -> Result<(), HelmError> {
         let argv = args::uninstall(target, release, timeout);
-        match self
-            .exec(argv, timeout.saturating_add(TIMEOUT_MARGIN), None, None)
-            .await
-        {
+        match self.exec(argv, timeout, None, None).await {
             Err(HelmError::Failed { stderr, .. }) if output::is_not_found(&stderr) => Ok(()),
             other => other.map(|_| ()),
         }

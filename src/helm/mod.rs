@@ -65,6 +65,32 @@ impl DeployedRelease {
     pub fn is_pending(&self) -> bool {
         self.status.starts_with("pending-")
     }
+
+    /// How to recover a release left `pending-*` by an operation that never
+    /// finished: a first install has no revision to roll back to, so it is
+    /// uninstalled; anything later is rolled back to the revision before.
+    pub fn recovery(&self) -> String {
+        recovery(
+            &self.id,
+            self.status == "pending-install" || self.revision <= 1,
+        )
+    }
+}
+
+/// [`DeployedRelease::recovery`] when only the operation is known (`install`:
+/// a first install was interrupted).
+pub fn recovery(id: &ReleaseId, install: bool) -> String {
+    if install {
+        format!(
+            "`helm uninstall {} -n {}` (a first install that never finished has nothing to roll back to), then `bootstrap apply` again",
+            id.name, id.namespace
+        )
+    } else {
+        format!(
+            "`helm rollback {} -n {}` (back to the last finished revision), then `bootstrap apply` again",
+            id.name, id.namespace
+        )
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -89,7 +115,7 @@ pub enum HelmError {
     NotStarted { argv: Vec<String> },
     /// helm ran past its hard limit (its own `--timeout` plus a margin) and was
     /// stopped; a failure of the release, not an interrupt.
-    #[error("`{}` did not finish within {} and was stopped", .argv.join(" "), humantime::format_duration(*.after))]
+    #[error("`{}` did not finish within {} and was stopped", .argv.join(" "), crate::duration::span(*.after))]
     TimedOut { argv: Vec<String>, after: Duration },
     #[error("cannot read helm's output of `{}`: {message}", .argv.join(" "))]
     BadOutput { argv: Vec<String>, message: String },

@@ -106,7 +106,7 @@ pub async fn run(invocation: Invocation<'_>) -> Result<Finished, RunError> {
                 group.terminate().await;
                 break Err(RunError::Stopped(format!(
                     "still running {} after the interrupt",
-                    humantime::format_duration(invocation.grace)
+                    crate::duration::span(invocation.grace)
                 )));
             }
             () = sleep_until(hard_deadline) => {

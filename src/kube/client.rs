@@ -86,6 +86,11 @@ pub async fn connect(
         })?;
     config.connect_timeout = Some(Duration::from_secs(10));
     config.read_timeout = Some(Duration::from_secs(60));
+    // kube's own retry layer retries 429/503/504 with growing gaps and no
+    // overall bound (an API server answering 503 to everything kept one
+    // request busy for minutes); every call here goes through
+    // `retry::retry`, which has a budget.
+    config.default_retry = false;
     let client = ::kube::Client::try_from(config).map_err(|e| Error::Prerequisite {
         message: format!("cannot build a client for context `{context}`"),
         source: Some(Box::new(e)),

@@ -95,7 +95,7 @@ impl fmt::Display for WaitError {
             } => write!(
                 f,
                 "timed out after {} waiting for {target}: {last}",
-                humantime::format_duration(rounded(*after))
+                crate::duration::span(*after)
             ),
             WaitError::Failed { target, reason } => write!(f, "{target} failed: {reason}"),
             WaitError::Api { target, message } => write!(f, "cannot read {target}: {message}"),

@@ -192,7 +192,9 @@ fn interruption(out: &mut String, summary: &Summary, in_helm: &BTreeSet<ReleaseI
         let _ = writeln!(
             out,
             "  {id}: may be pending-install or pending-upgrade: run `bootstrap apply` again; \
-             if helm reports another operation in progress, `helm rollback {} -n {}`",
+             if helm reports another operation in progress, `helm uninstall {} -n {}` \
+             when it is pending-install (a first install), `helm rollback {0} -n {1}` \
+             when it is pending-upgrade",
             id.name, id.namespace
         );
     }
@@ -381,7 +383,7 @@ finished: kube-system/cilium
 interrupted: kube-system/coredns, spegel/spegel
 not started: flux-system/flux-operator
 may need attention (stopped during a helm operation):
-  kube-system/coredns: may be pending-install or pending-upgrade: run `bootstrap apply` again; if helm reports another operation in progress, `helm rollback coredns -n kube-system`
+  kube-system/coredns: may be pending-install or pending-upgrade: run `bootstrap apply` again; if helm reports another operation in progress, `helm uninstall coredns -n kube-system` when it is pending-install (a first install), `helm rollback coredns -n kube-system` when it is pending-upgrade
 "
         );
     }

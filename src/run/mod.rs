@@ -46,10 +46,13 @@ pub fn block_on<T>(work: impl Future<Output = Result<T, Error>>) -> Result<T, Er
 /// Prerequisites every cluster command checks before anything else: a
 /// usable helm and a reachable cluster through a usable kubeconfig context.
 /// Failures exit 2 (helm, kubeconfig) or 1 (cluster unreachable); nothing
-/// has changed when they happen.
+/// has changed when they happen. The wait for the API server is bounded by
+/// `reachability` (at most [`REACHABILITY_BUDGET`]), says on stderr why it
+/// goes on, and ends at once on Ctrl-C.
 pub async fn prerequisites(
     target: Target<'_>,
     plan: &Plan,
+    reachability: Duration,
 ) -> Result<(HelmCli, Connection), Error> {
     let helm = HelmCli::new(target.helm.map(Path::to_path_buf)).with_grace(GRACE);
     helm.version()
@@ -60,17 +63,34 @@ pub async fn prerequisites(
         .map(str::to_string)
         .or_else(|| plan.cluster.context.clone());
     let connection = crate::kube::client::connect(target.kubeconfig, context.as_deref()).await?;
-    let reachable = crate::kube::retry::retry(REACHABILITY_BUDGET, || {
-        connection.client.apiserver_version()
-    })
-    .await;
+    let context = connection.target.context.clone().unwrap_or_default();
+    let budget = reachability.min(REACHABILITY_BUDGET);
+    let mut said = None::<tokio::time::Instant>;
+    let say = |e: &::kube::Error, _next: Duration| {
+        // Once, then every 5 s: enough to see the wait is alive and why.
+        let now = tokio::time::Instant::now();
+        if said.is_none_or(|at| now - at >= Duration::from_secs(5)) {
+            said = Some(now);
+            eprintln!(
+                "waiting for the Kubernetes API server of context `{context}` (up to {}): {}",
+                crate::duration::span(budget),
+                crate::kube::retry::describe(e)
+            );
+        }
+    };
+    let reachable =
+        crate::kube::retry::retry_with(budget, || connection.client.apiserver_version(), say);
+    let reachable = tokio::select! {
+        result = reachable => result,
+        _ = tokio::signal::ctrl_c() => return Err(Error::Interrupted),
+    };
     if let Err(e) = reachable {
         return Err(Error::failed_with(
             format!(
-                "cannot reach the Kubernetes API server of context `{}`; nothing was changed",
-                connection.target.context.clone().unwrap_or_default()
+                "cannot reach the Kubernetes API server of context `{context}` within {}; nothing was changed",
+                crate::duration::span(budget)
             ),
-            e,
+            crate::kube::retry::describe(&e),
         ));
     }
     Ok((helm, connection))

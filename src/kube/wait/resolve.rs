@@ -101,24 +101,7 @@ fn is_permanent(e: &::kube::Error) -> bool {
 /// errors (kube's own Display appends the whole Status in Debug form), the
 /// cause chain ("... Connection refused") for transport errors.
 pub(super) fn describe(e: &::kube::Error) -> String {
-    if let ::kube::Error::Api(s) = e {
-        return match (s.message.is_empty(), s.reason.is_empty()) {
-            (false, _) => format!("{} ({})", s.message, s.code),
-            (true, false) => format!("{} ({})", s.reason, s.code),
-            (true, true) => format!("HTTP {}", s.code),
-        };
-    }
-    let mut out = e.to_string();
-    let mut source = std::error::Error::source(e);
-    while let Some(cause) = source {
-        let text = cause.to_string();
-        if !out.contains(&text) {
-            out.push_str(": ");
-            out.push_str(&text);
-        }
-        source = cause.source();
-    }
-    out
+    crate::kube::retry::describe(e)
 }
 
 pub(super) fn describe_watch_error(e: &watcher::Error) -> String {

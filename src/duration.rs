@@ -1,0 +1,36 @@
+//! How durations read in messages: `250ms`, `45s`, `1m30s`, `1h02m`. Whole
+//! units, never `1m 29s 999ms 974us 492ns`.
+
+use std::time::Duration;
+
+pub fn span(d: Duration) -> String {
+    if d < Duration::from_secs(1) {
+        return format!("{}ms", d.as_millis());
+    }
+    // Rounded to the nearest second: a timer that fired at 89.99s means 90s.
+    let secs = (d.as_millis() + 500) / 1000;
+    match secs {
+        s if s < 60 => format!("{s}s"),
+        s if s < 3600 && s % 60 == 0 => format!("{}m", s / 60),
+        s if s < 3600 => format!("{}m{}s", s / 60, s % 60),
+        s if s % 3600 / 60 == 0 => format!("{}h", s / 3600),
+        s => format!("{}h{:02}m", s / 3600, s % 3600 / 60),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn whole_units() {
+        let ms = Duration::from_millis;
+        assert_eq!(span(ms(250)), "250ms");
+        assert_eq!(span(ms(45_000)), "45s");
+        assert_eq!(span(ms(89_999)), "1m30s");
+        assert_eq!(span(ms(90_000)), "1m30s");
+        assert_eq!(span(ms(120_000)), "2m");
+        assert_eq!(span(ms(3_600_000)), "1h");
+        assert_eq!(span(ms(3_720_000)), "1h02m");
+    }
+}
