@@ -80,7 +80,7 @@ pub async fn run<H: Helm>(
     events.emit(Event::PhaseStarted {
         phase: Phase::Preflight,
     });
-    let lock = crate::run::lock(
+    let held = crate::run::lock(
         &connection.client,
         "destroy",
         options.dry_run,
@@ -88,6 +88,7 @@ pub async fn run<H: Helm>(
         &stop,
     )
     .await?;
+    let stop = held.stop.clone();
     let result = async {
         // Rendered before the first uninstall, so a chart that cannot be
         // rendered stops the run while nothing has changed.
@@ -133,13 +134,13 @@ pub async fn run<H: Helm>(
             critical_path: Vec::new(),
             root_failures,
             interrupted,
+            lock_lost: None,
         })
     }
     .await;
-    if let Some(lock) = lock {
-        lock.release().await;
-    }
-    result
+    let lost = held.lost();
+    held.release().await;
+    result.map(|summary| summary.with_lock_lost(lost))
 }
 
 struct Destroyer<'a, H: Helm> {

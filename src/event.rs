@@ -172,6 +172,10 @@ pub struct Summary {
     /// Failures that caused every other failure and skip.
     pub root_failures: Vec<ReleaseId>,
     pub interrupted: bool,
+    /// Set when the cluster lock was lost mid-run (why): the run stopped
+    /// starting work, as on an interrupt, but it is a failure.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lock_lost: Option<String>,
 }
 
 /// What a finished run means for its command's exit code.
@@ -179,6 +183,8 @@ pub struct Summary {
 pub enum Verdict {
     Ok,
     Interrupted,
+    /// The cluster lock was lost (why), so the run stopped early.
+    LockLost(String),
     /// `releases` failed first (empty: the run failed outside a release,
     /// e.g. CRDs that could not be deleted).
     Failed {
@@ -187,8 +193,19 @@ pub enum Verdict {
 }
 
 impl Summary {
+    /// Marks a run whose cluster lock was lost as failed.
+    pub fn with_lock_lost(mut self, lost: Option<String>) -> Summary {
+        if lost.is_some() {
+            self.ok = false;
+        }
+        self.lock_lost = lost;
+        self
+    }
+
     pub fn verdict(&self) -> Verdict {
-        if self.ok {
+        if let Some(why) = &self.lock_lost {
+            Verdict::LockLost(why.clone())
+        } else if self.ok {
             Verdict::Ok
         } else if self.interrupted {
             Verdict::Interrupted

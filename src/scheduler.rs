@@ -265,6 +265,7 @@ pub async fn run<R: Runner>(
         critical_path,
         root_failures,
         interrupted,
+        lock_lost: None,
     }
 }
 

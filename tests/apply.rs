@@ -902,3 +902,144 @@ fn an_api_server_answering_503_is_waited_for_visibly_and_within_the_timeout() {
     );
     assert!(cluster.installs().is_empty());
 }
+
+/// Starts `apply infra` with cilium's helm taking `cilium_ms`, waits until
+/// cilium is being installed (the lock is held by then), runs `tamper` on
+/// the Lease, and returns the finished run.
+fn apply_with_lease_tampering(tamper: impl FnOnce(&Cluster)) -> (Cluster, std::process::Output) {
+    apply_with_lease_tampering_setup(|_| {}, tamper)
+}
+
+fn apply_with_lease_tampering_setup(
+    setup: impl FnOnce(&Cluster),
+    tamper: impl FnOnce(&Cluster),
+) -> (Cluster, std::process::Output) {
+    let cluster = Cluster::start();
+    setup(&cluster);
+    cluster.script(json!({
+        "*": {"delay_ms": 20},
+        "kube-system/cilium": {"delay_ms": 7000, "apply_manifests": true, "manifests": [daemonset("kube-system", "cilium")]},
+    }));
+    let test = config();
+    let child = cluster
+        .command(&test, &["apply", "infra", "--output", "json"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let state = cluster.path().join("helm-state/kube-system__cilium.json");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !state.exists() {
+        assert!(std::time::Instant::now() < deadline, "cilium never started");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    tamper(&cluster);
+    let out = child.wait_with_output().unwrap();
+    (cluster, out)
+}
+
+fn lease(cluster: &Cluster) -> Option<serde_json::Value> {
+    cluster.api.get(
+        "coordination.k8s.io/v1",
+        "Lease",
+        Some("kube-system"),
+        "bootstrap-lock",
+    )
+}
+
+/// Another run taking the lock mid-run (here: rewriting its holder) is
+/// noticed at the next renewal: nothing new starts, the running helm
+/// finishes, and the run fails naming the new holder.
+#[test]
+fn a_stolen_lock_stops_the_run_and_names_the_new_holder() {
+    let (cluster, out) = apply_with_lease_tampering(|cluster| {
+        let mut stolen = lease(cluster).expect("the lock is held");
+        stolen["spec"]["holderIdentity"] = json!("thief@elsewhere pid 1");
+        cluster.api.insert(stolen);
+    });
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("the cluster lock was lost (it is now held by thief@elsewhere pid 1)"),
+        "{stderr}"
+    );
+    assert_eq!(
+        outcome_of(&stdout, "kube-system/cilium").as_deref(),
+        Some("installed"),
+        "the running helm finished: {stdout}"
+    );
+    assert!(cluster.release_state("kube-system", "coredns").is_none());
+    assert_eq!(
+        lease(&cluster).unwrap()["spec"]["holderIdentity"],
+        "thief@elsewhere pid 1",
+        "the new holder's lock is left alone"
+    );
+}
+
+/// A deleted Lease is noticed too, and never silently recreated.
+#[test]
+fn a_deleted_lock_stops_the_run() {
+    let (cluster, out) = apply_with_lease_tampering(|cluster| {
+        cluster.api.delete(
+            "coordination.k8s.io/v1",
+            "Lease",
+            Some("kube-system"),
+            "bootstrap-lock",
+        );
+    });
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("the Lease kube-system/bootstrap-lock was deleted"),
+        "{stderr}"
+    );
+    assert!(cluster.release_state("kube-system", "coredns").is_none());
+    assert!(lease(&cluster).is_none(), "not recreated");
+}
+
+/// The ledger deleted mid-run: the next record creates it again with every
+/// entry this run and earlier runs recorded, and says so.
+#[test]
+fn a_ledger_deleted_mid_run_is_restored_with_every_entry() {
+    let earlier = r#"{"chart":"x","version":"1.0.0","policy":"bootstrap"}"#;
+    let (cluster, out) = apply_with_lease_tampering_setup(
+        |cluster| {
+            cluster.api.insert(json!({
+                "apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "bootstrap-ownership", "namespace": "kube-system"},
+                "data": {"other.earlier": earlier},
+            }));
+        },
+        |cluster| {
+            cluster
+                .api
+                .delete(
+                    "v1",
+                    "ConfigMap",
+                    Some("kube-system"),
+                    "bootstrap-ownership",
+                )
+                .expect("the ledger existed");
+        },
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert!(
+        stdout.contains("was deleted during the run; it was created again with all"),
+        "{stdout}"
+    );
+    let ledger = cluster.ledger();
+    assert_eq!(
+        ledger["other.earlier"], earlier,
+        "the earlier run's entry is back"
+    );
+    for key in [
+        "kube-system.cilium",
+        "kube-system.coredns",
+        "cert-manager.cert-manager",
+        "kube-system.spegel",
+    ] {
+        assert!(ledger.contains_key(key), "{key}: {ledger:?}");
+    }
+}

@@ -53,7 +53,8 @@ pub async fn run<H: Helm + 'static>(
     events.emit(Event::PhaseStarted {
         phase: Phase::Preflight,
     });
-    let lock = crate::run::lock(client, "apply", options.dry_run, events, &stop).await?;
+    let held = crate::run::lock(client, "apply", options.dry_run, events, &stop).await?;
+    let stop = held.stop.clone();
     let result = async {
         let listed = interruptible(
             &stop,
@@ -139,10 +140,9 @@ pub async fn run<H: Helm + 'static>(
         Ok(summary)
     }
     .await;
-    if let Some(lock) = lock {
-        lock.release().await;
-    }
-    result
+    let lost = held.lost();
+    held.release().await;
+    result.map(|summary| summary.with_lock_lost(lost))
 }
 
 /// The admission guard: a ValidatingAdmissionPolicy (with its binding) that

@@ -12,7 +12,7 @@ use crate::event::{Emitter, Event, HookPhase, Outcome, Step};
 use crate::helm::{Helm, HelmError, InstallRequest};
 use crate::hooks::{self, HookEnv};
 use crate::kube::KubeTarget;
-use crate::kube::ledger::{self, Entry, Ledger};
+use crate::kube::ledger::{self, Entry, Ledger, Repair};
 use crate::release::{Hook, HookAction, Release, ReleaseId};
 use crate::scheduler::{Runner, StepResult};
 use crate::stop::{Stop, StopSignal, stopped};
@@ -184,12 +184,21 @@ impl<H: Helm> ReleaseRunner<H> {
         {
             return result;
         }
-        if let Some(ledger) = &self.ledger
-            && let Err(e) = ledger
-                .record(&Entry::for_release(release), &release.id)
-                .await
-        {
-            return StepResult::failed(one_line(&e));
+        if let Some(ledger) = &self.ledger {
+            match ledger.record(&Entry::for_release(release), &release.id).await {
+                Ok(Repair::None) => {}
+                Ok(Repair::Recreated { entries }) => self.events.emit(Event::Warning {
+                    message: format!(
+                        "the ownership ledger (ConfigMap kube-system/bootstrap-ownership) was deleted during the run; it was created again with all {entries} entries this run and earlier runs recorded"
+                    ),
+                }),
+                Ok(Repair::Restored { entries }) => self.events.emit(Event::Warning {
+                    message: format!(
+                        "the ownership ledger (ConfigMap kube-system/bootstrap-ownership) was rewritten during the run; {entries} entries recorded earlier were restored"
+                    ),
+                }),
+                Err(e) => return StepResult::failed(one_line(&e)),
+            }
         }
         StepResult::new(if upgrading {
             Outcome::Upgraded

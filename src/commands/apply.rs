@@ -77,6 +77,7 @@ fn outcome(summary: &Summary, timed_out: bool, timeout: Option<Duration>) -> Res
             timeout.map(crate::duration::span).unwrap_or_default()
         ))),
         Verdict::Interrupted => Err(Error::Interrupted),
+        Verdict::LockLost(why) => Err(lock_lost("apply", &summary.cluster, &why)),
         Verdict::Failed { releases } if releases.is_empty() => Err(Error::failed(format!(
             "apply of cluster `{}` failed: see the summary above",
             summary.cluster
@@ -86,4 +87,11 @@ fn outcome(summary: &Summary, timed_out: bool, timeout: Option<Duration>) -> Res
             summary.cluster
         ))),
     }
+}
+
+/// The error of a run that lost its cluster lock (shared with destroy).
+pub(super) fn lock_lost(command: &str, cluster: &str, why: &str) -> Error {
+    Error::failed(format!(
+        "{command} of cluster `{cluster}` stopped: the cluster lock was lost ({why}); nothing new was started after that. Run `bootstrap {command}` again once the other run has finished"
+    ))
 }

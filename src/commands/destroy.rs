@@ -133,6 +133,7 @@ fn outcome(summary: &Summary) -> Result<(), Error> {
     match summary.verdict() {
         Verdict::Ok => Ok(()),
         Verdict::Interrupted => Err(Error::Interrupted),
+        Verdict::LockLost(why) => Err(super::apply::lock_lost("destroy", &summary.cluster, &why)),
         Verdict::Failed { releases } if releases.is_empty() => Err(Error::failed(format!(
             "destroy of cluster `{}` failed: CRDs could not be deleted; see the warnings above",
             summary.cluster

@@ -96,13 +96,35 @@ impl From<LedgerError> for Error {
 #[derive(Clone)]
 pub struct Ledger {
     api: Api<ConfigMap>,
+    /// Every entry this run has read or written (raw JSON by key): what a
+    /// ledger deleted or rewritten mid-run is restored from.
+    known: std::sync::Arc<std::sync::Mutex<BTreeMap<String, String>>>,
+}
+
+/// What a record found and put right on the way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Repair {
+    None,
+    /// The ledger was gone; it was created again with every known entry.
+    Recreated {
+        entries: usize,
+    },
+    /// Entries recorded earlier were missing (the ledger was rewritten).
+    Restored {
+        entries: usize,
+    },
 }
 
 impl Ledger {
     pub fn new(client: &::kube::Client) -> Ledger {
         Ledger {
             api: Api::namespaced(client.clone(), LEDGER_NAMESPACE),
+            known: Default::default(),
         }
+    }
+
+    fn known(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, String>> {
+        self.known.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Every entry; empty when the ledger does not exist yet. Unreadable
@@ -111,18 +133,19 @@ impl Ledger {
         let cm = retry(API_RETRY_BUDGET, || self.api.get_opt(LEDGER_NAME))
             .await
             .map_err(LedgerError::Read)?;
-        Ok(cm
-            .and_then(|cm| cm.data)
-            .unwrap_or_default()
+        let data = cm.and_then(|cm| cm.data).unwrap_or_default();
+        self.known().extend(data.clone());
+        Ok(data
             .into_iter()
             .filter_map(|(k, v)| Some((k, serde_json::from_str(&v).ok()?)))
             .collect())
     }
 
-    async fn ensure(&self) -> Result<(), ::kube::Error> {
-        if self.api.get_opt(LEDGER_NAME).await?.is_some() {
-            return Ok(());
-        }
+    /// Creates the ledger holding every known entry and `id`'s (a conflict: someone
+    /// else created it first, fine).
+    async fn create(&self, id: &ReleaseId, value: &str) -> Result<(), ::kube::Error> {
+        let mut data = self.known().clone();
+        data.insert(key(id), value.to_string());
         let cm = ConfigMap {
             metadata: ObjectMeta {
                 name: Some(LEDGER_NAME.into()),
@@ -133,6 +156,7 @@ impl Ledger {
                 )])),
                 ..ObjectMeta::default()
             },
+            data: Some(data),
             ..ConfigMap::default()
         };
         match self.api.create(&PostParams::default(), &cm).await {
@@ -142,29 +166,72 @@ impl Ledger {
         }
     }
 
-    /// Records one release; a merge patch touches only its own key.
-    pub async fn record(&self, entry: &Entry, id: &ReleaseId) -> Result<(), LedgerError> {
+    /// Records one release: a merge patch of its own key. The patched
+    /// ledger comes back whole, so a ledger that was deleted or rewritten
+    /// since (losing what this run and earlier ones recorded) is noticed
+    /// and put right at once, not at the next apply.
+    pub async fn record(&self, entry: &Entry, id: &ReleaseId) -> Result<Repair, LedgerError> {
         let value = serde_json::to_string(entry).unwrap_or_default();
+        let repair = self.write(id, &value).await?;
+        // Known once written: a write that never happened restores nothing.
+        self.known().insert(key(id), value);
+        Ok(repair)
+    }
+
+    async fn write(&self, id: &ReleaseId, value: &str) -> Result<Repair, LedgerError> {
         let patch = serde_json::json!({ "data": { key(id): value } });
         let params = PatchParams::default();
         let patch = Patch::Merge(&patch);
-        // Patch first: reading the whole (growing) ledger before every
-        // record only matters the one time it does not exist yet.
-        retry(API_RETRY_BUDGET, || async {
-            match self.api.patch(LEDGER_NAME, &params, &patch).await {
-                Err(e) if super::retry::is_not_found(&e) => {
-                    self.ensure().await?;
-                    self.api.patch(LEDGER_NAME, &params, &patch).await
-                }
-                other => other,
+        let record_error = |e| LedgerError::Record(id.clone(), e);
+        let patched = retry(API_RETRY_BUDGET, || {
+            self.api.patch(LEDGER_NAME, &params, &patch)
+        })
+        .await;
+        let cm = match patched {
+            Ok(cm) => cm,
+            Err(e) if super::retry::is_not_found(&e) => {
+                let had = self.known().len();
+                retry(API_RETRY_BUDGET, || self.create(id, value))
+                    .await
+                    .map_err(record_error)?;
+                // Created by us with every entry, or by a concurrent writer.
+                retry(API_RETRY_BUDGET, || {
+                    self.api.patch(LEDGER_NAME, &params, &patch)
+                })
+                .await
+                .map_err(record_error)?;
+                return Ok(if had > 0 {
+                    Repair::Recreated { entries: had }
+                } else {
+                    Repair::None
+                });
             }
+            Err(e) => return Err(record_error(e)),
+        };
+        let present = cm.data.unwrap_or_default();
+        let missing: BTreeMap<String, String> = self
+            .known()
+            .iter()
+            .filter(|(k, _)| !present.contains_key(*k))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        if missing.is_empty() {
+            return Ok(Repair::None);
+        }
+        let restore = serde_json::json!({ "data": missing });
+        let restore = Patch::Merge(&restore);
+        retry(API_RETRY_BUDGET, || {
+            self.api.patch(LEDGER_NAME, &params, &restore)
         })
         .await
-        .map(|_| ())
-        .map_err(|e| LedgerError::Record(id.clone(), e))
+        .map_err(record_error)?;
+        Ok(Repair::Restored {
+            entries: missing.len(),
+        })
     }
 
     pub async fn remove(&self, id: &ReleaseId) -> Result<(), LedgerError> {
+        self.known().remove(&key(id));
         let patch = serde_json::json!({ "data": { key(id): null } });
         let params = PatchParams::default();
         let patch = Patch::Merge(&patch);

@@ -48,12 +48,16 @@ impl From<LockError> for Error {
 pub const LEASE_NAME: &str = "bootstrap-lock";
 pub const LEASE_NAMESPACE: &str = "kube-system";
 const LEASE_SECONDS: i32 = 30;
-const RENEW_EVERY: Duration = Duration::from_secs(10);
+/// Six renewals per lease duration: a lost lock is noticed within 5 s, and
+/// a few failed renewals in a row still keep it.
+const RENEW_EVERY: Duration = Duration::from_secs(5);
 
 pub struct Lock {
     api: Api<Lease>,
     holder: String,
     renewer: tokio::task::JoinHandle<()>,
+    /// Set by the renewer when the lock is no longer ours, with the reason.
+    lost: tokio::sync::watch::Receiver<Option<String>>,
     /// Set by [`Lock::release`], so dropping it afterwards does not release twice.
     released: bool,
 }
@@ -153,18 +157,27 @@ impl Lock {
                 retry(budget, || api.replace(LEASE_NAME, &params, &taken)).await
             }
         };
-        match result {
-            Ok(_) => {}
+        let held = match result {
+            Ok(lease) => lease,
             Err(e) if is_conflict(&e) => return Err(LockError::Race),
             Err(e) => return Err(LockError::Take(e)),
-        }
-        let renewer = tokio::spawn(renew(api.clone(), holder.clone()));
+        };
+        let (lost_tx, lost) = tokio::sync::watch::channel(None);
+        let renewer = tokio::spawn(renew(api.clone(), holder.clone(), held, lost_tx));
         Ok(Lock {
             api,
             holder,
             renewer,
+            lost,
             released: false,
         })
+    }
+
+    /// Resolves with the reason once the lock is lost (deleted, taken by
+    /// another run, or not renewable for a whole lease duration); never while
+    /// it is held.
+    pub fn lost(&self) -> tokio::sync::watch::Receiver<Option<String>> {
+        self.lost.clone()
     }
 
     /// Gives the lock back. Also runs (best effort, detached) on drop.
@@ -198,24 +211,53 @@ async fn release(api: &Api<Lease>, holder: &str) {
     }
 }
 
-async fn renew(api: Api<Lease>, holder: String) {
+/// Renews the lease with the resourceVersion of our last write, so a lease
+/// that was deleted, replaced or taken over in between is never silently
+/// overwritten (or recreated): the renewal fails, and the lock is lost.
+async fn renew(
+    api: Api<Lease>,
+    holder: String,
+    mut held: Lease,
+    lost: tokio::sync::watch::Sender<Option<String>>,
+) {
+    let mut renewed = tokio::time::Instant::now();
     loop {
         tokio::time::sleep(RENEW_EVERY).await;
-        let Ok(Some(mut lease)) = api.get_opt(LEASE_NAME).await else {
-            continue;
+        held.spec.get_or_insert_with(LeaseSpec::default).renew_time = Some(now());
+        let reason = match api.replace(LEASE_NAME, &PostParams::default(), &held).await {
+            Ok(lease) => {
+                held = lease;
+                renewed = tokio::time::Instant::now();
+                continue;
+            }
+            Err(e) if is_not_found(&e) => {
+                "the Lease kube-system/bootstrap-lock was deleted".to_string()
+            }
+            Err(e) if is_conflict(&e) => match api.get_opt(LEASE_NAME).await {
+                Ok(Some(lease)) => {
+                    let other = lease
+                        .spec
+                        .as_ref()
+                        .and_then(|s| s.holder_identity.clone())
+                        .unwrap_or_default();
+                    if other == holder {
+                        // Our own lease, changed by someone (an annotation):
+                        // still ours, renew on top of what is there now.
+                        held = lease;
+                        continue;
+                    }
+                    format!("it is now held by {other}")
+                }
+                Ok(None) => "the Lease kube-system/bootstrap-lock was deleted".to_string(),
+                Err(_) => continue,
+            },
+            Err(_) if renewed.elapsed() < Duration::from_secs(LEASE_SECONDS as u64) => continue,
+            Err(e) => format!(
+                "it could not be renewed for {LEASE_SECONDS}s ({}), so another run may take it",
+                super::retry::describe(&e)
+            ),
         };
-        let spec = lease.spec.get_or_insert_with(LeaseSpec::default);
-        if spec.holder_identity.as_deref() != Some(holder.as_str()) {
-            return;
-        }
-        spec.renew_time = Some(now());
-        match api
-            .replace(LEASE_NAME, &PostParams::default(), &lease)
-            .await
-        {
-            Ok(_) => {}
-            Err(e) if is_not_found(&e) => return,
-            Err(_) => {}
-        }
+        let _ = lost.send(Some(reason));
+        return;
     }
 }

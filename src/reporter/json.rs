@@ -88,6 +88,7 @@ mod tests {
                     critical_path: vec![cilium.clone()],
                     root_failures: vec![],
                     interrupted: false,
+                    lock_lost: None,
                 },
             },
         ];

@@ -384,6 +384,7 @@ mod tests {
                         critical_path: vec![cilium(), coredns()],
                         root_failures: vec![coredns()],
                         interrupted: false,
+                        lock_lost: None,
                     },
                 },
             ),

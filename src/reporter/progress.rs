@@ -371,6 +371,7 @@ mod tests {
             critical_path: vec![id("a"), id("b"), id("never-seen")],
             root_failures: vec![id("b")],
             interrupted: true,
+            lock_lost: None,
         }
     }
 

@@ -273,6 +273,7 @@ mod tests {
             critical_path: path.iter().map(|s| id(s)).collect(),
             root_failures: roots.iter().map(|s| id(s)).collect(),
             interrupted: false,
+            lock_lost: None,
         }
     }
 

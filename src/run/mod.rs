@@ -16,7 +16,7 @@ use crate::helm::cli::HelmCli;
 use crate::kube::client::Connection;
 use crate::kube::lock::Lock;
 use crate::plan::Plan;
-use crate::stop::{GRACE, StopSignal, interruptible};
+use crate::stop::{GRACE, Stop, StopSignal, interruptible};
 
 pub use session::Session;
 
@@ -96,20 +96,114 @@ pub async fn prerequisites(
     Ok((helm, connection))
 }
 
-/// The cluster lock for a run that changes the cluster (`None` for a dry
-/// run, which changes nothing); taking over an expired lock is a warning.
+/// The cluster lock of a run that changes the cluster, and the stop signal
+/// the run's engine follows: the command's own (Ctrl-C, `--timeout`), plus a
+/// stop when the lock is lost mid-run (deleted, or taken by another run) —
+/// start nothing new, give running helm operations the grace period.
+pub struct Held {
+    lock: Option<Lock>,
+    pub stop: StopSignal,
+    lost: Option<tokio::sync::watch::Receiver<Option<String>>>,
+    follower: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Held {
+    /// Why the lock was lost, if it was.
+    pub fn lost(&self) -> Option<String> {
+        self.lost.as_ref().and_then(|l| l.borrow().clone())
+    }
+
+    pub async fn release(self) {
+        if let Some(follower) = self.follower {
+            follower.abort();
+        }
+        if let Some(lock) = self.lock {
+            lock.release().await;
+        }
+    }
+}
+
+/// Takes the cluster lock (not for a dry run, which changes nothing);
+/// taking over an expired lock is a warning.
 pub async fn lock(
     client: &::kube::Client,
     operation: &str,
     dry_run: bool,
     events: &Emitter,
     stop: &StopSignal,
-) -> Result<Option<Lock>, Error> {
+) -> Result<Held, Error> {
     if dry_run {
-        return Ok(None);
+        return Ok(Held {
+            lock: None,
+            stop: stop.clone(),
+            lost: None,
+            follower: None,
+        });
     }
     let warn = |message: String| events.emit(Event::Warning { message });
-    Ok(Some(
-        interruptible(stop, Lock::acquire(client, operation, warn)).await??,
-    ))
+    let lock = interruptible(stop, Lock::acquire(client, operation, warn)).await??;
+    let lost = lock.lost();
+    let (tx, inner) = tokio::sync::watch::channel(*stop.borrow());
+    let follower = tokio::spawn(follow(
+        stop.clone(),
+        lost.clone(),
+        std::sync::Arc::new(tx),
+        events.clone(),
+    ));
+    Ok(Held {
+        lock: Some(lock),
+        stop: inner,
+        lost: Some(lost),
+        follower: Some(follower),
+    })
+}
+
+/// Forwards the command's stop to the engine's, and stops the engine
+/// (gracefully, then hard after [`GRACE`]) when the lock is lost.
+async fn follow(
+    mut outer: StopSignal,
+    mut lost: tokio::sync::watch::Receiver<Option<String>>,
+    inner: std::sync::Arc<tokio::sync::watch::Sender<Stop>>,
+    events: Emitter,
+) {
+    let mut lost_open = true;
+    loop {
+        tokio::select! {
+            changed = outer.changed() => {
+                if changed.is_err() {
+                    return;
+                }
+                let level = *outer.borrow_and_update();
+                inner.send_if_modified(|now| {
+                    let raise = level > *now;
+                    if raise { *now = level; }
+                    raise
+                });
+            }
+            changed = lost.changed(), if lost_open => {
+                if changed.is_err() {
+                    lost_open = false;
+                    continue;
+                }
+                let Some(why) = lost.borrow_and_update().clone() else { continue };
+                events.emit(Event::Warning {
+                    message: format!(
+                        "lost the cluster lock: {why}; starting nothing new, running helm operations get {} to finish",
+                        crate::duration::span(GRACE)
+                    ),
+                });
+                inner.send_if_modified(|now| {
+                    let raise = *now < Stop::Graceful;
+                    if raise { *now = Stop::Graceful; }
+                    raise
+                });
+                lost_open = false;
+                let inner_now = inner.clone();
+                tokio::spawn(async move {
+                    tokio::time::sleep(GRACE).await;
+                    let _ = inner_now.send(Stop::Now);
+                });
+            }
+        }
+    }
 }
