@@ -8,8 +8,6 @@ use std::time::Duration;
 use serde::Serialize;
 use serde_json::Value;
 
-pub use crate::config::file::{CrdPolicy, Ownership};
-
 /// A release is identified by namespace and name, as Helm identifies it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ReleaseId {
@@ -68,6 +66,34 @@ impl Chart {
                 .unwrap_or_default(),
         }
     }
+}
+
+/// What happens to the CRDs a chart carries.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize, schemars::JsonSchema, Serialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum CrdPolicy {
+    /// Applied in the CRD phase; the release installs with `--skip-crds`.
+    #[default]
+    Bootstrap,
+    /// Applied in the CRD phase; the release itself is never installed.
+    Only,
+    /// Left to helm.
+    Chart,
+    /// Ignored.
+    None,
+}
+
+/// Who owns a release once it is installed (docs/design.md#ownership).
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize, schemars::JsonSchema, Serialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Ownership {
+    /// Exclusive: bootstrap installs and upgrades it; Flux must never manage it.
+    #[default]
+    Bootstrap,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

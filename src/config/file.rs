@@ -9,6 +9,8 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 use serde_saphyr::Spanned;
 
+use crate::release::{CrdPolicy, Ownership};
+
 pub type Values = Map<String, Value>;
 
 /// `clusters/<cluster>/cluster.yaml`
@@ -117,30 +119,6 @@ pub struct ChartFile {
     pub path: Option<String>,
     /// Exact chart version; required for `repo` and `oci` charts.
     pub version: Option<String>,
-}
-
-/// What happens to the CRDs a chart carries.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, JsonSchema, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum CrdPolicy {
-    /// Applied in the CRD phase; the release installs with `--skip-crds`.
-    #[default]
-    Bootstrap,
-    /// Applied in the CRD phase; the release itself is never installed.
-    Only,
-    /// Left to helm.
-    Chart,
-    /// Ignored.
-    None,
-}
-
-/// Who owns a release once it is installed (docs/design.md#ownership).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, JsonSchema, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Ownership {
-    /// Exclusive: bootstrap installs and upgrades it; Flux must never manage it.
-    #[default]
-    Bootstrap,
 }
 
 #[derive(Debug, Default, Deserialize, JsonSchema)]

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use serde_saphyr::Spanned;
 
+use super::draft::{Draft, Paths};
 use super::file::{ChartFile, ClusterFile, HookFile, ReleaseFile};
 use super::render::render_release;
 use super::validate;
@@ -15,37 +16,6 @@ use crate::graph::ReleaseGraph;
 use crate::plan::Plan;
 use crate::release::{Chart, ChartSource, Hook, HookAction, Hooks, ObjectRef, ReleaseId, Source};
 use crate::yaml;
-
-/// Paths shown to the user: relative to the config root, prefixed with the
-/// `--dir` the user typed, so they can be pasted into an editor.
-#[derive(Debug, Clone)]
-pub(crate) struct Paths {
-    pub root: PathBuf,
-    shown_root: PathBuf,
-}
-
-impl Paths {
-    pub fn show(&self, path: &Path) -> PathBuf {
-        let rel = path.strip_prefix(&self.root).unwrap_or(path);
-        if self.shown_root.as_os_str().is_empty() || self.shown_root == Path::new(".") {
-            rel.to_path_buf()
-        } else {
-            self.shown_root.join(rel)
-        }
-    }
-}
-
-/// A release as parsed and checked, before rendering.
-pub(crate) struct Draft {
-    pub id: ReleaseId,
-    pub file: PathBuf,
-    pub line: u64,
-    pub doc: ReleaseFile,
-    pub source: Source,
-    pub needs: Vec<ReleaseId>,
-    pub timeout: Option<std::time::Duration>,
-    pub hooks: Hooks,
-}
 
 pub fn cluster_names(root: &Path) -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(root.join("clusters"))
@@ -67,10 +37,7 @@ pub fn load(dir: &Path, cluster: &str) -> Result<Plan, Error> {
             dir.display()
         )))
     })?;
-    let paths = Paths {
-        root: root.clone(),
-        shown_root: dir.to_path_buf(),
-    };
+    let paths = Paths::new(root.clone(), dir.to_path_buf());
     let mut problems = Vec::new();
 
     let cluster_file = read_cluster(&paths, cluster)?;

@@ -2,6 +2,7 @@
 //! here is synchronous and pure apart from reading files: every problem in the
 //! whole config is found before any command talks to a cluster.
 
+mod draft;
 pub mod file;
 mod load;
 mod render;

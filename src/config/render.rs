@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 use serde_json::{Map, Value};
 
 use super::Cluster;
+use super::draft::{Draft, Paths};
 use super::file::OverrideFile;
-use super::load::{Draft, Paths};
 use super::validate;
 use crate::error::Problem;
 use crate::release::{Hook, HookAction, ObjectRef, Release};
