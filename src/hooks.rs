@@ -66,11 +66,12 @@ pub async fn run(
             .await
         }
         HookAction::Rollout(o) => {
-            let check = ready::rollout_check(&o.kind).map_err(HookFailure::new)?;
+            let check =
+                ready::rollout_check(&o.kind).map_err(|e| HookFailure::new(e.to_string()))?;
             wait(env, o, check, timeout, progress, true).await
         }
         HookAction::Job(o) => {
-            let check = ready::rollout_check("Job").map_err(HookFailure::new)?;
+            let check = ready::rollout_check("Job").map_err(|e| HookFailure::new(e.to_string()))?;
             wait(env, o, check, timeout, progress, true).await
         }
         HookAction::Condition {

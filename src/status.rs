@@ -196,7 +196,7 @@ async fn readiness(client: &::kube::Client, release: &Release) -> Ready {
         )
         .await;
         let state = match found {
-            Ok(Some(obj)) => ready::for_kind(&target.kind, &obj).unwrap_or_else(Readiness::Failed),
+            Ok(Some(obj)) => ready::judge(&target.kind, &obj),
             Ok(None) => Readiness::Pending("does not exist".into()),
             Err(e) => Readiness::Pending(format!("cannot be read: {e}")),
         };

@@ -10,8 +10,9 @@ use super::draft::{Draft, Paths};
 use super::file::{ChartFile, ClusterFile, HookFile, ReleaseFile};
 use super::render::render_release;
 use super::validate;
+use super::validate::VersionError;
 use super::{Cluster, Flux};
-use crate::error::{Error, Problem, did_you_mean};
+use crate::error::{Error, Problem, did_you_mean, suggest};
 use crate::graph::ReleaseGraph;
 use crate::plan::Plan;
 use crate::release::{Chart, ChartSource, Hook, HookAction, Hooks, ObjectRef, ReleaseId, Source};
@@ -305,8 +306,8 @@ fn check_release(
             let at = (chart.referenced.line(), chart.referenced.column());
             match check_chart(&chart.value, &base) {
                 Ok(chart) => Some(Source::Chart(chart)),
-                Err(message) => {
-                    problems.push(problem(message, Some(at)));
+                Err(e) => {
+                    problems.push(problem(e.to_string(), Some(at)));
                     None
                 }
             }
@@ -395,7 +396,47 @@ fn check_release(
     })
 }
 
-fn check_chart(chart: &ChartFile, base: &Path) -> Result<Chart, String> {
+/// Why a `chart:` cannot be used; each reads as a whole sentence.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum ChartError {
+    #[error("chart has both `repo` and `oci`; an OCI chart needs only `oci: oci://...`")]
+    RepoAndOci,
+    #[error(
+        "chart `name` is a URL (`{0}`); put the repository URL in `repo` (or `oci`) and the chart's name in `name`"
+    )]
+    UrlAsName(String),
+    #[error("chart needs one of `repo` (with `name`), `oci` or `path`")]
+    NoSource,
+    #[error("chart must have exactly one of `repo`, `oci` or `path`")]
+    SeveralSources,
+    #[error("chart has no `version`; pin an exact version so the bootstrap is reproducible")]
+    NoVersion,
+    #[error("chart version {0}; pin an exact version")]
+    NotPinned(#[source] VersionError),
+    #[error("chart with `repo` needs `name`, the chart's name in that repository")]
+    RepoWithoutName,
+    #[error(
+        "chart `name` is a URL (`{0}`); `name` is the chart's name in the repository, e.g. `cilium`"
+    )]
+    RepoNameIsUrl(String),
+    #[error(
+        "chart `name: {0}` looks like `repo/chart`; bootstrap does not use `helm repo add`: give the repository URL in `repo` and the bare chart name in `name`"
+    )]
+    RepoSlashChart(String),
+    #[error("chart `repo: {0}` is not an http(s) URL; OCI registries go in `oci: oci://...`")]
+    RepoNotHttp(String),
+    #[error("chart with `oci` takes no `name`; the chart is the last path segment of the URL")]
+    OciWithName,
+    #[error("chart `oci: {0}` must start with oci://")]
+    NotOci(String),
+    #[error("chart path `{0}` has no Chart.yaml (paths are relative to the release file)")]
+    NoChartYaml(String),
+    /// A local chart's version is optional, but when given it must be exact.
+    #[error("chart version {0}")]
+    PathVersion(#[source] VersionError),
+}
+
+fn check_chart(chart: &ChartFile, base: &Path) -> Result<Chart, ChartError> {
     let forms = [
         chart.repo.is_some(),
         chart.oci.is_some(),
@@ -403,52 +444,37 @@ fn check_chart(chart: &ChartFile, base: &Path) -> Result<Chart, String> {
     ];
     if forms.iter().filter(|f| **f).count() != 1 {
         return Err(if chart.repo.is_some() && chart.oci.is_some() {
-            "chart has both `repo` and `oci`; an OCI chart needs only `oci: oci://...`".into()
+            ChartError::RepoAndOci
         } else if forms.iter().all(|f| !f) {
             match &chart.name {
-                Some(name) if validate::is_url(name) => format!(
-                    "chart `name` is a URL (`{name}`); put the repository URL in `repo` (or `oci`) and the chart's name in `name`"
-                ),
-                _ => "chart needs one of `repo` (with `name`), `oci` or `path`".into(),
+                Some(name) if validate::is_url(name) => ChartError::UrlAsName(name.clone()),
+                _ => ChartError::NoSource,
             }
         } else {
-            "chart must have exactly one of `repo`, `oci` or `path`".into()
+            ChartError::SeveralSources
         });
     }
-    let pinned = |v: &Option<String>| -> Result<String, String> {
+    let pinned = |v: &Option<String>| -> Result<String, ChartError> {
         match v {
-            None => Err(
-                "chart has no `version`; pin an exact version so the bootstrap is reproducible"
-                    .into(),
-            ),
+            None => Err(ChartError::NoVersion),
             Some(v) => validate::pinned_version(v)
                 .map(|_| v.clone())
-                .map_err(|why| format!("chart version {why}; pin an exact version")),
+                .map_err(ChartError::NotPinned),
         }
     };
     if let Some(repo) = &chart.repo {
         let name = match &chart.name {
-            None => {
-                return Err(
-                    "chart with `repo` needs `name`, the chart's name in that repository".into(),
-                );
-            }
+            None => return Err(ChartError::RepoWithoutName),
             Some(name) if validate::is_url(name) => {
-                return Err(format!(
-                    "chart `name` is a URL (`{name}`); `name` is the chart's name in the repository, e.g. `cilium`"
-                ));
+                return Err(ChartError::RepoNameIsUrl(name.clone()));
             }
             Some(name) if name.contains('/') => {
-                return Err(format!(
-                    "chart `name: {name}` looks like `repo/chart`; bootstrap does not use `helm repo add`: give the repository URL in `repo` and the bare chart name in `name`"
-                ));
+                return Err(ChartError::RepoSlashChart(name.clone()));
             }
             Some(name) => name.clone(),
         };
         if !(repo.starts_with("https://") || repo.starts_with("http://")) {
-            return Err(format!(
-                "chart `repo: {repo}` is not an http(s) URL; OCI registries go in `oci: oci://...`"
-            ));
+            return Err(ChartError::RepoNotHttp(repo.clone()));
         }
         let version = pinned(&chart.version)?;
         return Ok(Chart {
@@ -461,13 +487,10 @@ fn check_chart(chart: &ChartFile, base: &Path) -> Result<Chart, String> {
     }
     if let Some(oci) = &chart.oci {
         if chart.name.is_some() {
-            return Err(
-                "chart with `oci` takes no `name`; the chart is the last path segment of the URL"
-                    .into(),
-            );
+            return Err(ChartError::OciWithName);
         }
         if !oci.starts_with("oci://") {
-            return Err(format!("chart `oci: {oci}` must start with oci://"));
+            return Err(ChartError::NotOci(oci.clone()));
         }
         let version = pinned(&chart.version)?;
         return Ok(Chart {
@@ -478,12 +501,10 @@ fn check_chart(chart: &ChartFile, base: &Path) -> Result<Chart, String> {
     let path = chart.path.as_deref().unwrap_or_default();
     let dir = base.join(path);
     if !dir.join("Chart.yaml").is_file() {
-        return Err(format!(
-            "chart path `{path}` has no Chart.yaml (paths are relative to the release file)"
-        ));
+        return Err(ChartError::NoChartYaml(path.to_string()));
     }
     if let Some(v) = &chart.version {
-        validate::pinned_version(v).map_err(|why| format!("chart version {why}"))?;
+        validate::pinned_version(v).map_err(ChartError::PathVersion)?;
     }
     Ok(Chart {
         source: ChartSource::Path(dir),
@@ -669,6 +690,35 @@ fn build_cluster(
     }
 }
 
+/// A reference (`needs`, `releases`, `overrides`) that names no single
+/// release. The text completes a sentence like "needs ..." / "lists ...".
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum ResolveError {
+    #[error("`{reference}`, which is not a release{}", hint(.suggestion.as_deref()))]
+    Unknown {
+        reference: String,
+        suggestion: Option<String>,
+    },
+    #[error("`{reference}`, which is ambiguous: {}; write namespace/name", quoted(.candidates))]
+    Ambiguous {
+        reference: String,
+        candidates: Vec<ReleaseId>,
+    },
+}
+
+fn hint(suggestion: Option<&str>) -> String {
+    suggestion
+        .map(|s| format!("; did you mean `{s}`?"))
+        .unwrap_or_default()
+}
+
+fn quoted(ids: &[ReleaseId]) -> String {
+    ids.iter()
+        .map(|id| format!("`{id}`"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// Resolves `needs` entries: `name` when unique, `namespace/name` always.
 struct Resolver {
     by_name: HashMap<String, Vec<ReleaseId>>,
@@ -689,13 +739,10 @@ impl Resolver {
         Resolver { by_name, all }
     }
 
-    /// The error text completes a sentence like "needs ..." / "lists ...".
-    fn resolve(&self, reference: &str) -> Result<ReleaseId, String> {
-        let unknown = || {
-            format!(
-                "`{reference}`, which is not a release{}",
-                did_you_mean(reference, self.all.iter().map(String::as_str))
-            )
+    fn resolve(&self, reference: &str) -> Result<ReleaseId, ResolveError> {
+        let unknown = || ResolveError::Unknown {
+            reference: reference.to_string(),
+            suggestion: suggest(reference, self.all.iter().map(String::as_str)).map(Into::into),
         };
         match reference.split_once('/') {
             Some((namespace, name)) => {
@@ -707,13 +754,10 @@ impl Resolver {
             }
             None => match self.by_name.get(reference).map(Vec::as_slice) {
                 Some([one]) => Ok(one.clone()),
-                Some(many) => Err(format!(
-                    "`{reference}`, which is ambiguous: {}; write namespace/name",
-                    many.iter()
-                        .map(|id| format!("`{id}`"))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                )),
+                Some(many) => Err(ResolveError::Ambiguous {
+                    reference: reference.to_string(),
+                    candidates: many.to_vec(),
+                }),
                 None => Err(unknown()),
             },
         }
