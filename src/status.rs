@@ -13,7 +13,7 @@ use crate::kube::client::Connection;
 use crate::kube::ledger::{self, Entry, Ledger};
 use crate::kube::ready::{self, Readiness};
 use crate::plan::Plan;
-use crate::release::{HookAction, ObjectRef, Release, ReleaseId};
+use crate::release::{ObjectRef, Release, ReleaseId};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
@@ -175,10 +175,7 @@ pub fn rollout_targets(release: &Release) -> Vec<&ObjectRef> {
         .presync
         .iter()
         .chain(&release.hooks.postsync)
-        .filter_map(|h| match &h.action {
-            HookAction::Rollout(o) => Some(o),
-            _ => None,
-        })
+        .filter_map(|h| h.action.workload())
         .collect()
 }
 

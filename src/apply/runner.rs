@@ -432,7 +432,7 @@ impl<H: Helm> Shared<H> {
 }
 
 fn is_command(hook: &Hook) -> bool {
-    matches!(hook.action, HookAction::Command(_) | HookAction::Shell(_))
+    !hook.action.is_readiness()
 }
 
 fn interrupted(message: impl Into<String>) -> StepResult {

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use serde_saphyr::Spanned;
 
 use super::draft::{Draft, Paths};
-use super::file::{ChartFile, ClusterFile, HookFile, ReleaseFile};
+use super::file::{ChartFile, ClusterFile, ReleaseFile};
 use super::render::render_release;
 use super::validate;
 use super::validate::VersionError;
@@ -15,7 +15,7 @@ use super::{Cluster, Flux};
 use crate::error::{Error, Problem, did_you_mean, suggest};
 use crate::graph::ReleaseGraph;
 use crate::plan::Plan;
-use crate::release::{Chart, ChartSource, Hook, HookAction, Hooks, ObjectRef, ReleaseId, Source};
+use crate::release::{Chart, ChartSource, Hooks, ReleaseId, Source};
 use crate::yaml;
 
 pub fn cluster_names(root: &Path) -> Vec<String> {
@@ -374,9 +374,9 @@ fn check_release(
     ] {
         for hook in list {
             let at = Some((hook.referenced.line(), hook.referenced.column()));
-            match check_hook(&hook.value, &id.namespace) {
+            match hook.value.check(&id.namespace) {
                 Ok(h) => out.push(h),
-                Err(message) => problems.push(problem(format!("{phase} hook {message}"), at)),
+                Err(e) => problems.push(problem(format!("{phase} hook {e}"), at)),
             }
         }
     }
@@ -510,116 +510,6 @@ fn check_chart(chart: &ChartFile, base: &Path) -> Result<Chart, ChartError> {
         source: ChartSource::Path(dir),
         version: chart.version.clone(),
     })
-}
-
-fn check_hook(hook: &HookFile, namespace: &str) -> Result<Hook, String> {
-    let count = [
-        hook.rollout.is_some(),
-        hook.condition.is_some(),
-        hook.created.is_some(),
-        hook.job.is_some(),
-        hook.command.is_some(),
-        hook.shell.is_some(),
-    ]
-    .iter()
-    .filter(|x| **x)
-    .count();
-    if count != 1 {
-        return Err(format!(
-            "must have exactly one of `rollout`, `condition`, `created`, `job`, `command`, `shell` (found {count})"
-        ));
-    }
-    let ns = |n: &Option<String>| Some(n.clone().unwrap_or_else(|| namespace.to_string()));
-    let action = if let Some(r) = &hook.rollout {
-        let api_version = match r.kind.as_str() {
-            "Deployment" | "DaemonSet" | "StatefulSet" => "apps/v1",
-            other => {
-                return Err(format!(
-                    "`rollout` kind `{other}` is not a workload; use Deployment, DaemonSet or StatefulSet{}",
-                    did_you_mean(other, ["Deployment", "DaemonSet", "StatefulSet"])
-                ));
-            }
-        };
-        HookAction::Rollout(ObjectRef {
-            api_version: api_version.into(),
-            kind: r.kind.clone(),
-            namespace: ns(&r.namespace),
-            name: r.name.clone(),
-        })
-    } else if let Some(c) = &hook.condition {
-        HookAction::Condition {
-            object: ObjectRef {
-                api_version: c.api_version.clone(),
-                kind: c.kind.clone(),
-                namespace: scoped_namespace(&c.kind, &c.namespace, namespace),
-                name: c.name.clone(),
-            },
-            type_: c.type_.clone(),
-            status: c.status.clone().unwrap_or_else(|| "True".into()),
-        }
-    } else if let Some(c) = &hook.created {
-        HookAction::Created(ObjectRef {
-            api_version: c.api_version.clone(),
-            kind: c.kind.clone(),
-            namespace: scoped_namespace(&c.kind, &c.namespace, namespace),
-            name: c.name.clone(),
-        })
-    } else if let Some(j) = &hook.job {
-        HookAction::Job(ObjectRef {
-            api_version: "batch/v1".into(),
-            kind: "Job".into(),
-            namespace: ns(&j.namespace),
-            name: j.name.clone(),
-        })
-    } else if let Some(argv) = &hook.command {
-        if argv.is_empty() || argv[0].trim().is_empty() {
-            return Err("`command` is empty; give the program and its arguments as a list".into());
-        }
-        HookAction::Command(argv.clone())
-    } else {
-        let script = hook.shell.clone().unwrap_or_default();
-        if script.trim().is_empty() {
-            return Err("`shell` is empty".into());
-        }
-        HookAction::Shell(script)
-    };
-    let timeout = hook
-        .timeout
-        .as_deref()
-        .map(validate::duration)
-        .transpose()
-        .map_err(|why| format!("timeout {why}"))?;
-    Ok(Hook { action, timeout })
-}
-
-/// Cluster-scoped kinds we know get no namespace unless one is given.
-fn scoped_namespace(kind: &str, given: &Option<String>, release_ns: &str) -> Option<String> {
-    const CLUSTER_SCOPED: &[&str] = &[
-        "CustomResourceDefinition",
-        "Namespace",
-        "Node",
-        "ClusterRole",
-        "ClusterRoleBinding",
-        "StorageClass",
-        "PersistentVolume",
-        "ValidatingWebhookConfiguration",
-        "MutatingWebhookConfiguration",
-        "ValidatingAdmissionPolicy",
-        "ValidatingAdmissionPolicyBinding",
-        "APIService",
-        "PriorityClass",
-        "IngressClass",
-        "GatewayClass",
-        "ClusterIssuer",
-        "ClusterSecretStore",
-        "CiliumLoadBalancerIPPool",
-        "CiliumClusterwideNetworkPolicy",
-    ];
-    match given {
-        Some(ns) => Some(ns.clone()),
-        None if CLUSTER_SCOPED.contains(&kind) => None,
-        None => Some(release_ns.to_string()),
-    }
 }
 
 fn select(
