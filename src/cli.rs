@@ -240,7 +240,7 @@ fn parse_concurrency(text: &str) -> Result<usize, String> {
 
 /// Parses a duration flag like `10m`.
 fn parse_duration_arg(text: &str) -> Result<Duration, String> {
-    crate::config::validate::duration(text)
+    crate::validate::duration(text).map_err(|e| e.to_string())
 }
 
 impl Arguments {

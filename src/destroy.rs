@@ -23,8 +23,8 @@ use crate::event::{CrdRemoval, Emitter, Event, Outcome, Phase, ReleaseResult, St
 use crate::helm::Helm;
 use crate::kube::apply::API_RETRY_BUDGET;
 use crate::kube::client::Connection;
-use crate::kube::ledger::Ledger;
 use crate::kube::retry::{is_not_found, retry};
+use crate::ledger::Ledger;
 use crate::plan::Plan;
 use crate::release::{Release, ReleaseId};
 use crate::stop::{GRACE, Interrupted, Stop, StopSignal, until_stopped};

@@ -116,15 +116,7 @@ impl Outcome {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum CrdChange {
-    Created,
-    Updated,
-    Unchanged,
-    /// `--dry-run`.
-    WouldApply,
-}
+pub use crate::kube::apply::CrdChange;
 
 /// `destroy --crds`: what happened to one CRD.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

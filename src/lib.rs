@@ -17,6 +17,7 @@ pub mod graph;
 pub mod helm;
 pub mod hooks;
 pub mod kube;
+pub mod ledger;
 pub mod ownership;
 pub mod plan;
 pub mod release;
@@ -26,6 +27,7 @@ pub mod scheduler;
 pub mod status;
 pub mod stop;
 pub mod template;
+pub mod validate;
 pub mod values;
 pub mod yaml;
 

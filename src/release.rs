@@ -8,7 +8,9 @@ use std::time::Duration;
 use serde::Serialize;
 use serde_json::Value;
 
-pub use crate::config::file::{CrdPolicy, Ownership};
+/// Hooks are their own domain module (`crate::hooks`), one submodule per kind;
+/// re-exported because a release holds them.
+pub use crate::hooks::{Hook, HookAction, ObjectRef};
 
 /// A release is identified by namespace and name, as Helm identifies it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -70,6 +72,34 @@ impl Chart {
     }
 }
 
+/// What happens to the CRDs a chart carries.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize, schemars::JsonSchema, Serialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum CrdPolicy {
+    /// Applied in the CRD phase; the release installs with `--skip-crds`.
+    #[default]
+    Bootstrap,
+    /// Applied in the CRD phase; the release itself is never installed.
+    Only,
+    /// Left to helm.
+    Chart,
+    /// Ignored.
+    None,
+}
+
+/// Who owns a release once it is installed (docs/design.md#ownership).
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize, schemars::JsonSchema, Serialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Ownership {
+    /// Exclusive: bootstrap installs and upgrades it; Flux must never manage it.
+    #[default]
+    Bootstrap,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Source {
     Chart(Chart),
@@ -77,65 +107,7 @@ pub enum Source {
     Manifests(Vec<String>),
 }
 
-/// Names a Kubernetes object a hook waits on.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ObjectRef {
-    pub api_version: String,
-    pub kind: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub namespace: Option<String>,
-    pub name: String,
-}
-
-impl fmt::Display for ObjectRef {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.namespace {
-            Some(ns) => write!(f, "{} {}/{}", self.kind, ns, self.name),
-            None => write!(f, "{} {}", self.kind, self.name),
-        }
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum HookAction {
-    Rollout(ObjectRef),
-    Condition {
-        object: ObjectRef,
-        type_: String,
-        status: String,
-    },
-    Created(ObjectRef),
-    Job(ObjectRef),
-    /// argv, rendered; run without a shell.
-    Command(Vec<String>),
-    /// Run with `sh -c`, rendered.
-    Shell(String),
-}
-
-impl fmt::Display for HookAction {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            HookAction::Rollout(o) => write!(f, "rollout of {o}"),
-            HookAction::Condition {
-                object,
-                type_,
-                status,
-            } => write!(f, "{object} {type_}={status}"),
-            HookAction::Created(o) => write!(f, "{o} exists"),
-            HookAction::Job(o) => write!(f, "{o} complete"),
-            HookAction::Command(argv) => write!(f, "command `{}`", argv.join(" ")),
-            HookAction::Shell(script) => write!(f, "shell `{script}`"),
-        }
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Hook {
-    pub action: HookAction,
-    pub timeout: Option<Duration>,
-}
-
+/// A release's hooks, each list run in order.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Hooks {
     pub presync: Vec<Hook>,

@@ -9,11 +9,11 @@ use serde::Serialize;
 use crate::error::Error;
 use crate::helm::{DeployedRelease, Helm};
 use crate::kube::client::Connection;
-use crate::kube::ledger::{self, Entry, Ledger};
 use crate::kube::ready::{self, Readiness};
+use crate::ledger::{self, Entry, Ledger};
 use crate::ownership::{self, Conflict};
 use crate::plan::Plan;
-use crate::release::{HookAction, ObjectRef, Release, ReleaseId};
+use crate::release::{ObjectRef, Release, ReleaseId};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
@@ -175,10 +175,7 @@ pub fn rollout_targets(release: &Release) -> Vec<&ObjectRef> {
         .presync
         .iter()
         .chain(&release.hooks.postsync)
-        .filter_map(|h| match &h.action {
-            HookAction::Rollout(o) => Some(o),
-            _ => None,
-        })
+        .filter_map(|h| h.action.workload())
         .collect()
 }
 
@@ -196,7 +193,7 @@ async fn readiness(client: &::kube::Client, release: &Release) -> Ready {
         )
         .await;
         let state = match found {
-            Ok(Some(obj)) => ready::for_kind(&target.kind, &obj).unwrap_or_else(Readiness::Failed),
+            Ok(Some(obj)) => ready::judge(&target.kind, &obj),
             Ok(None) => Readiness::Pending("does not exist".into()),
             Err(e) => Readiness::Pending(format!("cannot be read: {e}")),
         };

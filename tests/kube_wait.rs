@@ -11,7 +11,7 @@ use axum::extract::{Request, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use bootstrap::kube::ready::{self, Readiness};
-use bootstrap::kube::wait::{ObjectTarget, WaitError, diagnose, wait_for};
+use bootstrap::kube::wait::{ObjectTarget, WaitError, diagnose, wait_for, wait_for_set};
 use futures::StreamExt;
 use serde_json::{Value, json};
 
@@ -281,6 +281,66 @@ async fn stuck_cilium_times_out_and_diagnose_explains_why() {
     );
     assert!(text.contains("Warning BackOff Pod/cilium-b7q2d"), "{text}");
     assert_eq!(diagnosis.pods.len(), 3);
+}
+
+#[tokio::test]
+async fn a_label_selected_set_is_watched_by_labels_and_diagnosed_as_a_set() {
+    let script = Shared::default();
+    let client = serve(Router::new().fallback(stuck_api).with_state(script.clone())).await;
+    let target = ObjectTarget::labelled(
+        "apps/v1",
+        "DaemonSet",
+        Some("kube-system"),
+        "k8s-app=cilium",
+    );
+    let err = wait_for_set(
+        client.clone(),
+        &target,
+        |daemonsets: &[Value]| match daemonsets {
+            [] => Readiness::Pending("no DaemonSet yet".into()),
+            [one] => ready::judge("DaemonSet", one),
+            many => Readiness::Failed(format!("{} DaemonSets", many.len())),
+        },
+        Duration::from_millis(500),
+        |_: &str| {},
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "timed out after 500ms waiting for DaemonSet objects in kube-system labelled k8s-app=cilium: 0 of 3 updated pods available"
+    );
+    let seen = script.lock().unwrap().seen.clone();
+    assert!(
+        seen.iter()
+            .all(|u| urlencoding_decode(u).contains("labelSelector=k8s-app=cilium")),
+        "{seen:?}"
+    );
+
+    // One check per object: the member that is not ready is named.
+    let err = wait_for(
+        client.clone(),
+        &target,
+        ready::rollout_check("DaemonSet").unwrap(),
+        Duration::from_millis(300),
+        |_: &str| {},
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        err.to_string()
+            .ends_with("k8s-app=cilium: cilium: 0 of 3 updated pods available"),
+        "{err}"
+    );
+
+    let diagnosis = diagnose(client, &target).await.unwrap();
+    assert_eq!(diagnosis.pods.len(), 3);
+    assert!(
+        diagnosis
+            .to_string()
+            .contains("Warning BackOff Pod/cilium-b7q2d"),
+        "{diagnosis}"
+    );
 }
 
 #[tokio::test]

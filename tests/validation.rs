@@ -168,6 +168,47 @@ fn hook_file_missing_in_repo() {
     .invalid("error: releases/core.yaml: release `kube-system/cilium`: hook `kubectl` reads `flux/sync.yaml`, which does not exist in the config root; create it or fix the path\n");
 }
 
+fn with_hook(hook: &str) -> Test {
+    plan(&format!("{CILIUM}hooks:\n  postsync:\n    - {hook}\n"))
+}
+
+#[test]
+fn hook_must_name_exactly_one_kind() {
+    with_hook("{ shell: x, command: [y] }").invalid(
+        "error: releases/core.yaml:6:7: release `kube-system/cilium`: postsync hook must have exactly one of `rollout`, `condition`, `created`, `job`, `command`, `shell` (found 2)\n",
+    );
+    with_hook("{ timeout: 5m }").invalid(
+        "error: releases/core.yaml:6:7: release `kube-system/cilium`: postsync hook must have exactly one of `rollout`, `condition`, `created`, `job`, `command`, `shell` (found 0)\n",
+    );
+}
+
+#[test]
+fn hook_keys_are_checked_with_suggestions() {
+    with_hook("rolout: { kind: DaemonSet, name: cilium }")
+        .invalid("error: releases/core.yaml:6:7: unknown key `rolout`; did you mean `rollout`?\n");
+    with_hook("wait: x").invalid(
+        "error: releases/core.yaml:6:7: unknown key `wait` (allowed: rollout, condition, created, job, command, shell, timeout)\n",
+    );
+}
+
+#[test]
+fn hook_kinds_check_their_fields() {
+    with_hook("rollout: { kind: Daemonset, name: cilium }").invalid(
+        "error: releases/core.yaml:6:7: release `kube-system/cilium`: postsync hook `rollout` kind `Daemonset` is not a workload; use Deployment, DaemonSet or StatefulSet; did you mean `DaemonSet`?\n",
+    );
+    with_hook("command: []").invalid(
+        "error: releases/core.yaml:6:7: release `kube-system/cilium`: postsync hook `command` is empty; give the program and its arguments as a list\n",
+    );
+    with_hook("shell: \"\"")
+        .invalid("error: releases/core.yaml:6:7: release `kube-system/cilium`: postsync hook `shell` is empty\n");
+    with_hook("{ job: { name: migrate }, timeout: 0s }").invalid(
+        "error: releases/core.yaml:6:7: release `kube-system/cilium`: postsync hook timeout `0s` is zero; give a positive duration\n",
+    );
+    with_hook("condition: { apiVersion: v1, kind: ConfigMap, name: \"{{nope}}\", type: Ready }").invalid(
+        "error: releases/core.yaml: release `kube-system/cilium`: hook: template uses `nope`, which is not defined; available: cluster.name, cluster.context, cluster.values.*, release.name, release.namespace, root\n",
+    );
+}
+
 #[test]
 fn template_unknown_variable_is_named() {
     plan(&format!("{CILIUM}values: {{ host: \"{{{{cluster.values.k8sServiceHost}}}}\" }}\n")).invalid(

@@ -54,7 +54,7 @@ fn infra(scale: f64) -> Case {
             (base * scale) as u64,
         );
         for hook in r.hooks.postsync.iter().chain(&r.hooks.presync) {
-            if let bootstrap::release::HookAction::Rollout(o) = &hook.action
+            if let Some(o) = hook.action.workload()
                 && o.namespace.as_deref().is_none_or(|ns| ns == r.id.namespace)
             {
                 let kind = if o.kind == "DaemonSet" {

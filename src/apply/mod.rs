@@ -15,7 +15,7 @@ use crate::event::{Emitter, Event, Phase, Summary};
 use crate::helm::Helm;
 use crate::hooks::HookEnv;
 use crate::kube::client::Connection;
-use crate::kube::ledger::Ledger;
+use crate::ledger::Ledger;
 use crate::ownership;
 use crate::plan::Plan;
 use crate::scheduler;
@@ -157,10 +157,8 @@ async fn install_guard(
     if !plan.cluster.guard {
         return Ok(());
     }
-    let objects = crate::flux::admission_policy(
-        crate::kube::ledger::LEDGER_NAMESPACE,
-        crate::kube::ledger::LEDGER_NAME,
-    );
+    let objects =
+        crate::flux::admission_policy(crate::ledger::LEDGER_NAMESPACE, crate::ledger::LEDGER_NAME);
     for object in &objects {
         match crate::kube::apply::apply(client, object).await {
             Ok(_) => {}

@@ -12,7 +12,7 @@ use crate::event::{Emitter, Event, HookPhase, Outcome, Step};
 use crate::helm::{Helm, HelmError, InstallRequest};
 use crate::hooks::{self, HookEnv};
 use crate::kube::KubeTarget;
-use crate::kube::ledger::{self, Entry, Ledger, Repair};
+use crate::ledger::{self, Entry, Ledger, Repair};
 use crate::release::{Hook, HookAction, Release, ReleaseId};
 use crate::scheduler::{Runner, StepResult};
 use crate::stop::{Stop, StopSignal, stopped};
@@ -396,7 +396,7 @@ impl<H: Helm> ReleaseRunner<H> {
 }
 
 fn is_command(hook: &Hook) -> bool {
-    matches!(hook.action, HookAction::Command(_) | HookAction::Shell(_))
+    !hook.action.is_readiness()
 }
 
 fn interrupted(message: impl Into<String>) -> StepResult {

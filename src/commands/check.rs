@@ -7,7 +7,6 @@ use crate::cli::{Config, OutputFormat};
 use crate::error::Error;
 use crate::flux::{BootstrapRelease, ScanInput, Severity, WorkloadRef};
 use crate::plan::Plan;
-use crate::release::HookAction;
 
 /// What bootstrap owns, as the scan needs it: each installed release with
 /// its chart and the workloads its rollout hooks name.
@@ -22,16 +21,14 @@ pub fn bootstrap_releases(plan: &Plan) -> Vec<BootstrapRelease> {
                 .postsync
                 .iter()
                 .chain(&r.hooks.presync)
-                .filter_map(|h| match &h.action {
-                    HookAction::Rollout(o) => Some(WorkloadRef {
-                        kind: o.kind.clone(),
-                        namespace: o
-                            .namespace
-                            .clone()
-                            .unwrap_or_else(|| r.id.namespace.clone()),
-                        name: o.name.clone(),
-                    }),
-                    _ => None,
+                .filter_map(|h| h.action.workload())
+                .map(|o| WorkloadRef {
+                    kind: o.kind.clone(),
+                    namespace: o
+                        .namespace
+                        .clone()
+                        .unwrap_or_else(|| r.id.namespace.clone()),
+                    name: o.name.clone(),
                 })
                 .collect(),
         })

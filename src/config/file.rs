@@ -1,6 +1,8 @@
 //! The file formats exactly as users write them (docs/design.md#file-formats). These types only
 //! describe shape: unknown keys are rejected here, everything semantic is
 //! checked in `validate`. `bootstrap schema` derives its JSON Schema from them.
+//! A hook entry's shape, [`HookFile`], is generated from the list of hook
+//! kinds in `crate::hooks`.
 
 use std::collections::BTreeMap;
 
@@ -8,6 +10,9 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 use serde_saphyr::Spanned;
+
+use crate::hooks::HookFile;
+use crate::release::{CrdPolicy, Ownership};
 
 pub type Values = Map<String, Value>;
 
@@ -119,30 +124,6 @@ pub struct ChartFile {
     pub version: Option<String>,
 }
 
-/// What happens to the CRDs a chart carries.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, JsonSchema, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum CrdPolicy {
-    /// Applied in the CRD phase; the release installs with `--skip-crds`.
-    #[default]
-    Bootstrap,
-    /// Applied in the CRD phase; the release itself is never installed.
-    Only,
-    /// Left to helm.
-    Chart,
-    /// Ignored.
-    None,
-}
-
-/// Who owns a release once it is installed (docs/design.md#ownership).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, JsonSchema, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Ownership {
-    /// Exclusive: bootstrap installs and upgrades it; Flux must never manage it.
-    #[default]
-    Bootstrap,
-}
-
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct HooksFile {
@@ -152,61 +133,4 @@ pub struct HooksFile {
     #[serde(default)]
     #[schemars(with = "Vec<HookFile>")]
     pub postsync: Vec<Spanned<HookFile>>,
-}
-
-/// Exactly one of `rollout`, `condition`, `created`, `job`, `command`, `shell`.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct HookFile {
-    /// Wait until a Deployment, DaemonSet or StatefulSet is fully rolled out.
-    pub rollout: Option<WorkloadFile>,
-    /// Wait until an object has a status condition.
-    pub condition: Option<ConditionFile>,
-    /// Wait until an object exists.
-    pub created: Option<ObjectFile>,
-    /// Wait until a Job completes.
-    pub job: Option<JobFile>,
-    /// Run a program (no shell); every element is a template.
-    pub command: Option<Vec<String>>,
-    /// Run `sh -c` with this script; use only when a shell is needed.
-    pub shell: Option<String>,
-    /// Bounds this hook (default: what is left of the release timeout).
-    pub timeout: Option<String>,
-}
-
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct WorkloadFile {
-    pub kind: String,
-    pub name: String,
-    pub namespace: Option<String>,
-}
-
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct ConditionFile {
-    pub api_version: String,
-    pub kind: String,
-    pub name: String,
-    pub namespace: Option<String>,
-    #[serde(rename = "type")]
-    pub type_: String,
-    /// Default `"True"`.
-    pub status: Option<String>,
-}
-
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct ObjectFile {
-    pub api_version: String,
-    pub kind: String,
-    pub name: String,
-    pub namespace: Option<String>,
-}
-
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct JobFile {
-    pub name: String,
-    pub namespace: Option<String>,
 }

@@ -6,46 +6,17 @@ use std::path::{Path, PathBuf};
 
 use serde_saphyr::Spanned;
 
-use super::file::{ChartFile, ClusterFile, HookFile, ReleaseFile};
+use super::draft::{Draft, Paths};
+use super::file::{ChartFile, ClusterFile, ReleaseFile};
 use super::render::render_release;
-use super::validate;
 use super::{Cluster, Flux};
-use crate::error::{Error, Problem, did_you_mean};
+use crate::error::{Error, Problem, did_you_mean, suggest};
 use crate::graph::ReleaseGraph;
 use crate::plan::Plan;
-use crate::release::{Chart, ChartSource, Hook, HookAction, Hooks, ObjectRef, ReleaseId, Source};
+use crate::release::{Chart, ChartSource, Hooks, ReleaseId, Source};
+use crate::validate;
+use crate::validate::VersionError;
 use crate::yaml;
-
-/// Paths shown to the user: relative to the config root, prefixed with the
-/// `--dir` the user typed, so they can be pasted into an editor.
-#[derive(Debug, Clone)]
-pub(crate) struct Paths {
-    pub root: PathBuf,
-    shown_root: PathBuf,
-}
-
-impl Paths {
-    pub fn show(&self, path: &Path) -> PathBuf {
-        let rel = path.strip_prefix(&self.root).unwrap_or(path);
-        if self.shown_root.as_os_str().is_empty() || self.shown_root == Path::new(".") {
-            rel.to_path_buf()
-        } else {
-            self.shown_root.join(rel)
-        }
-    }
-}
-
-/// A release as parsed and checked, before rendering.
-pub(crate) struct Draft {
-    pub id: ReleaseId,
-    pub file: PathBuf,
-    pub line: u64,
-    pub doc: ReleaseFile,
-    pub source: Source,
-    pub needs: Vec<ReleaseId>,
-    pub timeout: Option<std::time::Duration>,
-    pub hooks: Hooks,
-}
 
 pub fn cluster_names(root: &Path) -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(root.join("clusters"))
@@ -67,10 +38,7 @@ pub fn load(dir: &Path, cluster: &str) -> Result<Plan, Error> {
             dir.display()
         )))
     })?;
-    let paths = Paths {
-        root: root.clone(),
-        shown_root: dir.to_path_buf(),
-    };
+    let paths = Paths::new(root.clone(), dir.to_path_buf());
     let mut problems = Vec::new();
 
     let cluster_file = read_cluster(&paths, cluster)?;
@@ -338,8 +306,8 @@ fn check_release(
             let at = (chart.referenced.line(), chart.referenced.column());
             match check_chart(&chart.value, &base) {
                 Ok(chart) => Some(Source::Chart(chart)),
-                Err(message) => {
-                    problems.push(problem(message, Some(at)));
+                Err(e) => {
+                    problems.push(problem(e.to_string(), Some(at)));
                     None
                 }
             }
@@ -406,9 +374,9 @@ fn check_release(
     ] {
         for hook in list {
             let at = Some((hook.referenced.line(), hook.referenced.column()));
-            match check_hook(&hook.value, &id.namespace) {
+            match hook.value.check(&id.namespace) {
                 Ok(h) => out.push(h),
-                Err(message) => problems.push(problem(format!("{phase} hook {message}"), at)),
+                Err(e) => problems.push(problem(format!("{phase} hook {e}"), at)),
             }
         }
     }
@@ -428,7 +396,47 @@ fn check_release(
     })
 }
 
-fn check_chart(chart: &ChartFile, base: &Path) -> Result<Chart, String> {
+/// Why a `chart:` cannot be used; each reads as a whole sentence.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum ChartError {
+    #[error("chart has both `repo` and `oci`; an OCI chart needs only `oci: oci://...`")]
+    RepoAndOci,
+    #[error(
+        "chart `name` is a URL (`{0}`); put the repository URL in `repo` (or `oci`) and the chart's name in `name`"
+    )]
+    UrlAsName(String),
+    #[error("chart needs one of `repo` (with `name`), `oci` or `path`")]
+    NoSource,
+    #[error("chart must have exactly one of `repo`, `oci` or `path`")]
+    SeveralSources,
+    #[error("chart has no `version`; pin an exact version so the bootstrap is reproducible")]
+    NoVersion,
+    #[error("chart version {0}; pin an exact version")]
+    NotPinned(#[source] VersionError),
+    #[error("chart with `repo` needs `name`, the chart's name in that repository")]
+    RepoWithoutName,
+    #[error(
+        "chart `name` is a URL (`{0}`); `name` is the chart's name in the repository, e.g. `cilium`"
+    )]
+    RepoNameIsUrl(String),
+    #[error(
+        "chart `name: {0}` looks like `repo/chart`; bootstrap does not use `helm repo add`: give the repository URL in `repo` and the bare chart name in `name`"
+    )]
+    RepoSlashChart(String),
+    #[error("chart `repo: {0}` is not an http(s) URL; OCI registries go in `oci: oci://...`")]
+    RepoNotHttp(String),
+    #[error("chart with `oci` takes no `name`; the chart is the last path segment of the URL")]
+    OciWithName,
+    #[error("chart `oci: {0}` must start with oci://")]
+    NotOci(String),
+    #[error("chart path `{0}` has no Chart.yaml (paths are relative to the release file)")]
+    NoChartYaml(String),
+    /// A local chart's version is optional, but when given it must be exact.
+    #[error("chart version {0}")]
+    PathVersion(#[source] VersionError),
+}
+
+fn check_chart(chart: &ChartFile, base: &Path) -> Result<Chart, ChartError> {
     let forms = [
         chart.repo.is_some(),
         chart.oci.is_some(),
@@ -436,52 +444,37 @@ fn check_chart(chart: &ChartFile, base: &Path) -> Result<Chart, String> {
     ];
     if forms.iter().filter(|f| **f).count() != 1 {
         return Err(if chart.repo.is_some() && chart.oci.is_some() {
-            "chart has both `repo` and `oci`; an OCI chart needs only `oci: oci://...`".into()
+            ChartError::RepoAndOci
         } else if forms.iter().all(|f| !f) {
             match &chart.name {
-                Some(name) if validate::is_url(name) => format!(
-                    "chart `name` is a URL (`{name}`); put the repository URL in `repo` (or `oci`) and the chart's name in `name`"
-                ),
-                _ => "chart needs one of `repo` (with `name`), `oci` or `path`".into(),
+                Some(name) if validate::is_url(name) => ChartError::UrlAsName(name.clone()),
+                _ => ChartError::NoSource,
             }
         } else {
-            "chart must have exactly one of `repo`, `oci` or `path`".into()
+            ChartError::SeveralSources
         });
     }
-    let pinned = |v: &Option<String>| -> Result<String, String> {
+    let pinned = |v: &Option<String>| -> Result<String, ChartError> {
         match v {
-            None => Err(
-                "chart has no `version`; pin an exact version so the bootstrap is reproducible"
-                    .into(),
-            ),
+            None => Err(ChartError::NoVersion),
             Some(v) => validate::pinned_version(v)
                 .map(|_| v.clone())
-                .map_err(|why| format!("chart version {why}; pin an exact version")),
+                .map_err(ChartError::NotPinned),
         }
     };
     if let Some(repo) = &chart.repo {
         let name = match &chart.name {
-            None => {
-                return Err(
-                    "chart with `repo` needs `name`, the chart's name in that repository".into(),
-                );
-            }
+            None => return Err(ChartError::RepoWithoutName),
             Some(name) if validate::is_url(name) => {
-                return Err(format!(
-                    "chart `name` is a URL (`{name}`); `name` is the chart's name in the repository, e.g. `cilium`"
-                ));
+                return Err(ChartError::RepoNameIsUrl(name.clone()));
             }
             Some(name) if name.contains('/') => {
-                return Err(format!(
-                    "chart `name: {name}` looks like `repo/chart`; bootstrap does not use `helm repo add`: give the repository URL in `repo` and the bare chart name in `name`"
-                ));
+                return Err(ChartError::RepoSlashChart(name.clone()));
             }
             Some(name) => name.clone(),
         };
         if !(repo.starts_with("https://") || repo.starts_with("http://")) {
-            return Err(format!(
-                "chart `repo: {repo}` is not an http(s) URL; OCI registries go in `oci: oci://...`"
-            ));
+            return Err(ChartError::RepoNotHttp(repo.clone()));
         }
         let version = pinned(&chart.version)?;
         return Ok(Chart {
@@ -494,13 +487,10 @@ fn check_chart(chart: &ChartFile, base: &Path) -> Result<Chart, String> {
     }
     if let Some(oci) = &chart.oci {
         if chart.name.is_some() {
-            return Err(
-                "chart with `oci` takes no `name`; the chart is the last path segment of the URL"
-                    .into(),
-            );
+            return Err(ChartError::OciWithName);
         }
         if !oci.starts_with("oci://") {
-            return Err(format!("chart `oci: {oci}` must start with oci://"));
+            return Err(ChartError::NotOci(oci.clone()));
         }
         let version = pinned(&chart.version)?;
         return Ok(Chart {
@@ -511,127 +501,15 @@ fn check_chart(chart: &ChartFile, base: &Path) -> Result<Chart, String> {
     let path = chart.path.as_deref().unwrap_or_default();
     let dir = base.join(path);
     if !dir.join("Chart.yaml").is_file() {
-        return Err(format!(
-            "chart path `{path}` has no Chart.yaml (paths are relative to the release file)"
-        ));
+        return Err(ChartError::NoChartYaml(path.to_string()));
     }
     if let Some(v) = &chart.version {
-        validate::pinned_version(v).map_err(|why| format!("chart version {why}"))?;
+        validate::pinned_version(v).map_err(ChartError::PathVersion)?;
     }
     Ok(Chart {
         source: ChartSource::Path(dir),
         version: chart.version.clone(),
     })
-}
-
-fn check_hook(hook: &HookFile, namespace: &str) -> Result<Hook, String> {
-    let count = [
-        hook.rollout.is_some(),
-        hook.condition.is_some(),
-        hook.created.is_some(),
-        hook.job.is_some(),
-        hook.command.is_some(),
-        hook.shell.is_some(),
-    ]
-    .iter()
-    .filter(|x| **x)
-    .count();
-    if count != 1 {
-        return Err(format!(
-            "must have exactly one of `rollout`, `condition`, `created`, `job`, `command`, `shell` (found {count})"
-        ));
-    }
-    let ns = |n: &Option<String>| Some(n.clone().unwrap_or_else(|| namespace.to_string()));
-    let action = if let Some(r) = &hook.rollout {
-        let api_version = match r.kind.as_str() {
-            "Deployment" | "DaemonSet" | "StatefulSet" => "apps/v1",
-            other => {
-                return Err(format!(
-                    "`rollout` kind `{other}` is not a workload; use Deployment, DaemonSet or StatefulSet{}",
-                    did_you_mean(other, ["Deployment", "DaemonSet", "StatefulSet"])
-                ));
-            }
-        };
-        HookAction::Rollout(ObjectRef {
-            api_version: api_version.into(),
-            kind: r.kind.clone(),
-            namespace: ns(&r.namespace),
-            name: r.name.clone(),
-        })
-    } else if let Some(c) = &hook.condition {
-        HookAction::Condition {
-            object: ObjectRef {
-                api_version: c.api_version.clone(),
-                kind: c.kind.clone(),
-                namespace: scoped_namespace(&c.kind, &c.namespace, namespace),
-                name: c.name.clone(),
-            },
-            type_: c.type_.clone(),
-            status: c.status.clone().unwrap_or_else(|| "True".into()),
-        }
-    } else if let Some(c) = &hook.created {
-        HookAction::Created(ObjectRef {
-            api_version: c.api_version.clone(),
-            kind: c.kind.clone(),
-            namespace: scoped_namespace(&c.kind, &c.namespace, namespace),
-            name: c.name.clone(),
-        })
-    } else if let Some(j) = &hook.job {
-        HookAction::Job(ObjectRef {
-            api_version: "batch/v1".into(),
-            kind: "Job".into(),
-            namespace: ns(&j.namespace),
-            name: j.name.clone(),
-        })
-    } else if let Some(argv) = &hook.command {
-        if argv.is_empty() || argv[0].trim().is_empty() {
-            return Err("`command` is empty; give the program and its arguments as a list".into());
-        }
-        HookAction::Command(argv.clone())
-    } else {
-        let script = hook.shell.clone().unwrap_or_default();
-        if script.trim().is_empty() {
-            return Err("`shell` is empty".into());
-        }
-        HookAction::Shell(script)
-    };
-    let timeout = hook
-        .timeout
-        .as_deref()
-        .map(validate::duration)
-        .transpose()
-        .map_err(|why| format!("timeout {why}"))?;
-    Ok(Hook { action, timeout })
-}
-
-/// Cluster-scoped kinds we know get no namespace unless one is given.
-fn scoped_namespace(kind: &str, given: &Option<String>, release_ns: &str) -> Option<String> {
-    const CLUSTER_SCOPED: &[&str] = &[
-        "CustomResourceDefinition",
-        "Namespace",
-        "Node",
-        "ClusterRole",
-        "ClusterRoleBinding",
-        "StorageClass",
-        "PersistentVolume",
-        "ValidatingWebhookConfiguration",
-        "MutatingWebhookConfiguration",
-        "ValidatingAdmissionPolicy",
-        "ValidatingAdmissionPolicyBinding",
-        "APIService",
-        "PriorityClass",
-        "IngressClass",
-        "GatewayClass",
-        "ClusterIssuer",
-        "ClusterSecretStore",
-        "CiliumLoadBalancerIPPool",
-        "CiliumClusterwideNetworkPolicy",
-    ];
-    match given {
-        Some(ns) => Some(ns.clone()),
-        None if CLUSTER_SCOPED.contains(&kind) => None,
-        None => Some(release_ns.to_string()),
-    }
 }
 
 fn select(
@@ -702,6 +580,35 @@ fn build_cluster(
     }
 }
 
+/// A reference (`needs`, `releases`, `overrides`) that names no single
+/// release. The text completes a sentence like "needs ..." / "lists ...".
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum ResolveError {
+    #[error("`{reference}`, which is not a release{}", hint(.suggestion.as_deref()))]
+    Unknown {
+        reference: String,
+        suggestion: Option<String>,
+    },
+    #[error("`{reference}`, which is ambiguous: {}; write namespace/name", quoted(.candidates))]
+    Ambiguous {
+        reference: String,
+        candidates: Vec<ReleaseId>,
+    },
+}
+
+fn hint(suggestion: Option<&str>) -> String {
+    suggestion
+        .map(|s| format!("; did you mean `{s}`?"))
+        .unwrap_or_default()
+}
+
+fn quoted(ids: &[ReleaseId]) -> String {
+    ids.iter()
+        .map(|id| format!("`{id}`"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// Resolves `needs` entries: `name` when unique, `namespace/name` always.
 struct Resolver {
     by_name: HashMap<String, Vec<ReleaseId>>,
@@ -722,13 +629,10 @@ impl Resolver {
         Resolver { by_name, all }
     }
 
-    /// The error text completes a sentence like "needs ..." / "lists ...".
-    fn resolve(&self, reference: &str) -> Result<ReleaseId, String> {
-        let unknown = || {
-            format!(
-                "`{reference}`, which is not a release{}",
-                did_you_mean(reference, self.all.iter().map(String::as_str))
-            )
+    fn resolve(&self, reference: &str) -> Result<ReleaseId, ResolveError> {
+        let unknown = || ResolveError::Unknown {
+            reference: reference.to_string(),
+            suggestion: suggest(reference, self.all.iter().map(String::as_str)).map(Into::into),
         };
         match reference.split_once('/') {
             Some((namespace, name)) => {
@@ -740,13 +644,10 @@ impl Resolver {
             }
             None => match self.by_name.get(reference).map(Vec::as_slice) {
                 Some([one]) => Ok(one.clone()),
-                Some(many) => Err(format!(
-                    "`{reference}`, which is ambiguous: {}; write namespace/name",
-                    many.iter()
-                        .map(|id| format!("`{id}`"))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                )),
+                Some(many) => Err(ResolveError::Ambiguous {
+                    reference: reference.to_string(),
+                    candidates: many.to_vec(),
+                }),
                 None => Err(unknown()),
             },
         }

@@ -2,10 +2,10 @@
 //! here is synchronous and pure apart from reading files: every problem in the
 //! whole config is found before any command talks to a cluster.
 
+mod draft;
 pub mod file;
 mod load;
 mod render;
-pub mod validate;
 
 pub use load::{cluster_names, load};
 

@@ -1,17 +1,18 @@
 //! Renders one release for one cluster: values (merged in the documented
 //! order), CRD-phase values and hook arguments.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde_json::{Map, Value};
 
 use super::Cluster;
+use super::draft::{Draft, Paths};
 use super::file::OverrideFile;
-use super::load::{Draft, Paths};
-use super::validate;
 use crate::error::Problem;
-use crate::release::{Hook, HookAction, ObjectRef, Release};
+use crate::hooks::Templates;
+use crate::release::Release;
 use crate::template::{Renderer, context};
+use crate::validate;
 use crate::values::merge;
 use crate::yaml;
 
@@ -103,9 +104,14 @@ pub(crate) fn render_release(
     overlay(&mut crd_values, v);
 
     let mut hooks = draft.hooks.clone();
+    let templates = Templates {
+        renderer,
+        context: &ctx,
+        root: &paths.root,
+    };
     for hook in hooks.presync.iter_mut().chain(hooks.postsync.iter_mut()) {
-        if let Err(message) = render_hook(renderer, hook, &ctx, &paths.root) {
-            problems.push(problem(&shown_release, message));
+        if let Err(e) = hook.render(&templates) {
+            problems.push(problem(&shown_release, e.to_string()));
         }
     }
 
@@ -171,75 +177,4 @@ fn values_file(
             Value::Null
         }
     }
-}
-
-fn render_hook(
-    renderer: &Renderer,
-    hook: &mut Hook,
-    ctx: &Value,
-    root: &Path,
-) -> Result<(), String> {
-    let render = |s: &mut String| -> Result<(), String> {
-        *s = renderer
-            .render_str(s, ctx)
-            .map_err(|e| format!("hook: {e}"))?;
-        Ok(())
-    };
-    let render_object = |o: &mut ObjectRef| -> Result<(), String> {
-        render(&mut o.name)?;
-        if let Some(ns) = o.namespace.as_mut() {
-            render(ns)?;
-        }
-        Ok(())
-    };
-    match &mut hook.action {
-        HookAction::Rollout(o) | HookAction::Created(o) | HookAction::Job(o) => render_object(o)?,
-        HookAction::Condition { object, .. } => render_object(object)?,
-        HookAction::Command(argv) => {
-            for arg in argv.iter_mut() {
-                render(arg)?;
-            }
-            check_hook_files(argv, root)?;
-        }
-        HookAction::Shell(script) => render(script)?,
-    }
-    Ok(())
-}
-
-/// `kubectl apply -f FILE` in a hook: a file inside the repo that does not
-/// exist would fail only after the releases before it were installed.
-fn check_hook_files(argv: &[String], root: &Path) -> Result<(), String> {
-    let mut files: Vec<&str> = Vec::new();
-    let mut iter = argv.iter().skip(1).peekable();
-    while let Some(arg) = iter.next() {
-        if arg == "-f" || arg == "--filename" {
-            if let Some(next) = iter.next() {
-                files.push(next);
-            }
-        } else if let Some(v) = arg
-            .strip_prefix("--filename=")
-            .or_else(|| arg.strip_prefix("-f="))
-        {
-            files.push(v);
-        }
-    }
-    for file in files {
-        if file == "-" || validate::is_url(file) {
-            continue;
-        }
-        let path = if Path::new(file).is_absolute() {
-            PathBuf::from(file)
-        } else {
-            root.join(file)
-        };
-        if path.starts_with(root) && !path.exists() {
-            let shown = path.strip_prefix(root).unwrap_or(&path);
-            return Err(format!(
-                "hook `{}` reads `{}`, which does not exist in the config root; create it or fix the path",
-                argv.first().map(String::as_str).unwrap_or_default(),
-                shown.display()
-            ));
-        }
-    }
-    Ok(())
 }

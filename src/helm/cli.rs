@@ -138,10 +138,13 @@ impl HelmCli {
         }
     }
 
-    fn bad_output(&self, args: &[String], message: String) -> HelmError {
+    fn bad_output(&self, args: &[String], message: impl std::fmt::Display) -> HelmError {
         let mut argv = vec![process::display(&self.program)];
         argv.extend(Redactor::new(args, None).argv(args));
-        HelmError::BadOutput { argv, message }
+        HelmError::BadOutput {
+            argv,
+            message: message.to_string(),
+        }
     }
 
     async fn detect_version(&self) -> Result<HelmVersion, HelmError> {

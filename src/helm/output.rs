@@ -40,21 +40,35 @@ struct ListElement {
     app_version: String,
 }
 
-pub fn list(stdout: &str) -> Result<Vec<DeployedRelease>, String> {
-    let elements: Vec<ListElement> = match serde_json::from_str::<Option<Vec<ListElement>>>(stdout)
-    {
-        Ok(elements) => elements.unwrap_or_default(),
-        Err(e) => return Err(e.to_string()),
-    };
+/// helm printed something other than what its own code writes.
+#[derive(Debug, thiserror::Error)]
+pub enum OutputError {
+    /// Not JSON, or not the shape helm's `-o json` has.
+    #[error("{0}")]
+    Json(#[from] serde_json::Error),
+    /// `helm list` gives revisions as strings; this one is not a number.
+    #[error("release {release}: revision `{revision}` is not a number")]
+    Revision {
+        release: ReleaseId,
+        revision: String,
+    },
+    /// `helm get values` printed JSON that is neither `null` nor an object.
+    #[error("expected an object, got `{0}`")]
+    NotAnObject(Value),
+}
+
+pub fn list(stdout: &str) -> Result<Vec<DeployedRelease>, OutputError> {
+    let elements = serde_json::from_str::<Option<Vec<ListElement>>>(stdout)?.unwrap_or_default();
     elements
         .into_iter()
         .map(|e| {
-            let revision = e.revision.parse::<u64>().map_err(|_| {
-                format!(
-                    "release {}/{}: revision `{}` is not a number",
-                    e.namespace, e.name, e.revision
-                )
-            })?;
+            let revision = e
+                .revision
+                .parse::<u64>()
+                .map_err(|_| OutputError::Revision {
+                    release: ReleaseId::new(&e.namespace, &e.name),
+                    revision: e.revision.clone(),
+                })?;
             let (chart, version) = split_chart(&e.chart);
             Ok(DeployedRelease {
                 id: ReleaseId::new(e.namespace, e.name),
@@ -117,8 +131,8 @@ struct ChartMetadata {
     app_version: String,
 }
 
-pub fn status(stdout: &str) -> Result<DeployedRelease, String> {
-    let release: StatusRelease = serde_json::from_str(stdout).map_err(|e| e.to_string())?;
+pub fn status(stdout: &str) -> Result<DeployedRelease, OutputError> {
+    let release: StatusRelease = serde_json::from_str(stdout)?;
     let metadata = release.chart.map(|c| c.metadata);
     Ok(DeployedRelease {
         id: ReleaseId::new(release.namespace, release.name),
@@ -137,11 +151,11 @@ pub fn status(stdout: &str) -> Result<DeployedRelease, String> {
 }
 
 /// `helm get values -o json` prints `null` for a release installed without values.
-pub fn values(stdout: &str) -> Result<Value, String> {
-    match serde_json::from_str::<Value>(stdout).map_err(|e| e.to_string())? {
+pub fn values(stdout: &str) -> Result<Value, OutputError> {
+    match serde_json::from_str::<Value>(stdout)? {
         Value::Null => Ok(Value::Object(Default::default())),
         value @ Value::Object(_) => Ok(value),
-        other => Err(format!("expected an object, got `{other}`")),
+        other => Err(OutputError::NotAnObject(other)),
     }
 }
 
@@ -239,9 +253,16 @@ mod tests {
     fn empty_list_and_bad_list() {
         assert_eq!(list("[]\n").unwrap(), vec![]);
         assert_eq!(list("null").unwrap(), vec![]);
-        assert!(list("NAME NAMESPACE REVISION").is_err());
+        assert!(matches!(
+            list("NAME NAMESPACE REVISION"),
+            Err(OutputError::Json(_))
+        ));
         let bad = r#"[{"name":"a","namespace":"b","revision":"x","status":"deployed","chart":"c-1.0.0"}]"#;
-        assert!(list(bad).unwrap_err().contains("revision `x`"));
+        let err = list(bad).unwrap_err();
+        assert!(
+            matches!(&err, OutputError::Revision { release, revision } if release == &ReleaseId::new("b", "a") && revision == "x")
+        );
+        assert_eq!(err.to_string(), "release b/a: revision `x` is not a number");
     }
 
     // Trimmed from `helm status cilium -n kube-system -o json`: the real output
@@ -287,6 +308,8 @@ mod tests {
     fn values_null_is_an_empty_object() {
         assert_eq!(values("null\n").unwrap(), serde_json::json!({}));
         assert_eq!(values(r#"{"a":1}"#).unwrap(), serde_json::json!({"a":1}));
-        assert!(values("[1]").is_err());
+        let err = values("[1]").unwrap_err();
+        assert!(matches!(err, OutputError::NotAnObject(_)));
+        assert_eq!(err.to_string(), "expected an object, got `[1]`");
     }
 }

@@ -9,7 +9,17 @@ use ::kube::discovery::{self, Scope};
 use serde_json::Value;
 
 use super::retry::{is_not_found, retry};
-use crate::event::CrdChange;
+
+/// What applying an object (a CRD, in the CRD phase) changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CrdChange {
+    Created,
+    Updated,
+    Unchanged,
+    /// `--dry-run`.
+    WouldApply,
+}
 
 /// The field manager for everything bootstrap applies.
 pub const FIELD_MANAGER: &str = "bootstrap";

@@ -1,7 +1,6 @@
 pub mod apply;
 pub mod client;
 pub mod diagnose;
-pub mod ledger;
 pub mod lock;
 pub mod ready;
 pub mod retry;

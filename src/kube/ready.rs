@@ -246,33 +246,57 @@ pub fn crd_established(obj: Option<&Value>) -> Readiness {
     condition(obj, "Established", "True")
 }
 
+/// Why an object cannot be judged by [`for_kind`].
+#[derive(Debug, thiserror::Error)]
+pub enum ReadyError {
+    /// The object does not have the shape of its kind.
+    #[error("cannot read {kind}: {source}")]
+    Unreadable {
+        kind: String,
+        source: serde_json::Error,
+    },
+    /// A kind without a rollout (a Service, a ConfigMap, a custom resource).
+    #[error(
+        "no rollout check for kind {0} (expected one of {list}); use a condition hook",
+        list = ROLLOUT_KINDS.join(", ")
+    )]
+    NoRolloutCheck(String),
+}
+
 /// Judges a rollout kind from JSON, so objects read through a dynamic API work.
-pub fn for_kind(kind: &str, obj: &Value) -> Result<Readiness, String> {
-    fn typed<T: serde::de::DeserializeOwned>(kind: &str, obj: &Value) -> Result<T, String> {
-        T::deserialize(obj).map_err(|e| format!("cannot read {kind}: {e}"))
+pub fn for_kind(kind: &str, obj: &Value) -> Result<Readiness, ReadyError> {
+    fn typed<T: serde::de::DeserializeOwned>(kind: &str, obj: &Value) -> Result<T, ReadyError> {
+        T::deserialize(obj).map_err(|source| ReadyError::Unreadable {
+            kind: kind.to_string(),
+            source,
+        })
     }
     match kind {
         "Deployment" => Ok(deployment(&typed(kind, obj)?)),
         "DaemonSet" => Ok(daemonset(&typed(kind, obj)?)),
         "StatefulSet" => Ok(statefulset(&typed(kind, obj)?)),
         "Job" => Ok(job(&typed(kind, obj)?)),
-        other => Err(format!(
-            "no rollout check for kind {other} (expected one of {}); use a condition hook",
-            ROLLOUT_KINDS.join(", ")
-        )),
+        other => Err(ReadyError::NoRolloutCheck(other.to_string())),
     }
+}
+
+/// [`for_kind`], with an object that cannot be judged counting as Failed.
+pub fn judge(kind: &str, obj: &Value) -> Readiness {
+    for_kind(kind, obj).unwrap_or_else(|e| Readiness::Failed(e.to_string()))
 }
 
 /// A ready-made check for `wait::wait_for`: the rollout of `kind`.
 /// Fails up front for kinds without a rollout check.
-pub fn rollout_check(kind: &str) -> Result<impl Fn(Option<&Value>) -> Readiness + use<>, String> {
+pub fn rollout_check(
+    kind: &str,
+) -> Result<impl Fn(Option<&Value>) -> Readiness + use<>, ReadyError> {
     if !ROLLOUT_KINDS.contains(&kind) {
-        for_kind(kind, &Value::Null)?;
+        return Err(ReadyError::NoRolloutCheck(kind.to_string()));
     }
     let kind = kind.to_string();
     Ok(move |obj: Option<&Value>| match obj {
         None => Readiness::Pending(format!("{kind} does not exist yet")),
-        Some(v) => for_kind(&kind, v).unwrap_or_else(Readiness::Failed),
+        Some(v) => judge(&kind, v),
     })
 }
 

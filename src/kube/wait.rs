@@ -1,4 +1,5 @@
-//! Waiting for an object to become ready: a watch on that one object, judged
+//! Waiting for objects to become ready: a watch on the objects a
+//! [`Selector`] picks (one by name, or a set by labels) in a namespace, judged
 //! by a pure check from [`super::ready`], bounded by a timeout.
 //!
 //! The API server blips while Cilium comes up, so every API error short of
@@ -31,7 +32,39 @@ pub const DIAGNOSE_TIMEOUT: Duration = Duration::from_secs(15);
 /// Events are fetched for at most this many unhealthy pods.
 const DIAGNOSED_PODS: usize = 10;
 
-/// The one object a wait is about.
+/// Which objects of a kind a wait is about.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Selector {
+    /// The one object with this name.
+    Name(String),
+    /// Every object whose labels match this selector (`app=x,tier!=db`),
+    /// however many there are, including none.
+    Labels(String),
+}
+
+impl Selector {
+    /// Whether a watched object is one of ours. The API server already
+    /// filters by the field or label selector; a server that ignores the
+    /// field selector must still not make another object's status count.
+    fn admits(&self, object: &DynamicObject) -> bool {
+        match self {
+            Selector::Name(name) => object.metadata.name.as_deref() == Some(name),
+            Selector::Labels(_) => true,
+        }
+    }
+
+    fn watch_config(&self) -> watcher::Config {
+        match self {
+            Selector::Name(name) => {
+                watcher::Config::default().fields(&format!("metadata.name={name}"))
+            }
+            Selector::Labels(labels) => watcher::Config::default().labels(labels),
+        }
+    }
+}
+
+/// The objects a wait is about: a kind, a namespace, and which of them.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ObjectTarget {
     pub api_version: String,
@@ -39,35 +72,52 @@ pub struct ObjectTarget {
     /// Ignored for cluster-scoped kinds; the client's default namespace when
     /// absent for a namespaced kind.
     pub namespace: Option<String>,
-    pub name: String,
+    pub selector: Selector,
 }
 
 impl ObjectTarget {
+    /// The one object `name`.
     pub fn new(api_version: &str, kind: &str, namespace: Option<&str>, name: &str) -> Self {
+        Self::selected(api_version, kind, namespace, Selector::Name(name.into()))
+    }
+
+    /// Every object of `kind` whose labels match `labels`.
+    pub fn labelled(api_version: &str, kind: &str, namespace: Option<&str>, labels: &str) -> Self {
+        Self::selected(
+            api_version,
+            kind,
+            namespace,
+            Selector::Labels(labels.into()),
+        )
+    }
+
+    pub fn selected(
+        api_version: &str,
+        kind: &str,
+        namespace: Option<&str>,
+        selector: Selector,
+    ) -> Self {
         ObjectTarget {
             api_version: api_version.into(),
             kind: kind.into(),
             namespace: namespace.map(Into::into),
-            name: name.into(),
+            selector,
         }
     }
 }
 
 impl fmt::Display for ObjectTarget {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.namespace {
-            Some(ns) => write!(f, "{} {ns}/{}", self.kind, self.name),
-            None => write!(f, "{} {}", self.kind, self.name),
+        match (&self.selector, &self.namespace) {
+            (Selector::Name(name), Some(ns)) => write!(f, "{} {ns}/{name}", self.kind),
+            (Selector::Name(name), None) => write!(f, "{} {name}", self.kind),
+            (Selector::Labels(labels), Some(ns)) => {
+                write!(f, "{} objects in {ns} labelled {labels}", self.kind)
+            }
+            (Selector::Labels(labels), None) => {
+                write!(f, "{} objects labelled {labels}", self.kind)
+            }
         }
-    }
-}
-
-/// Durations for people: whole seconds (or milliseconds below one second).
-pub fn rounded(d: Duration) -> Duration {
-    if d >= Duration::from_secs(1) {
-        Duration::from_secs(d.as_secs_f64().round() as u64)
-    } else {
-        Duration::from_millis(d.as_millis() as u64)
     }
 }
 
@@ -173,9 +223,11 @@ impl<P: Fn(&str)> Reporter<'_, P> {
     }
 }
 
-/// Waits until `check` says the target is Ready, watching the object (not
-/// polling). `check` sees `None` while the object does not exist. `progress`
-/// hears each new Pending reason and each new transient API error.
+/// Waits until `check` says the target is Ready, watching it (not
+/// polling). `check` judges one object and sees `None` while there is none:
+/// for a [`Selector::Name`] the object itself; for [`Selector::Labels`] every
+/// selected object must be Ready (and one must exist). `progress` hears each
+/// new Pending reason and each new transient API error.
 pub async fn wait_for<F>(
     client: Client,
     target: &ObjectTarget,
@@ -186,6 +238,24 @@ pub async fn wait_for<F>(
 where
     F: Fn(Option<&Value>) -> Readiness + Send + Sync,
 {
+    let check = each(check, &target.selector);
+    wait_for_set(client, target, check, timeout, progress).await
+}
+
+/// Waits until `check` says the selected set is Ready. `check` sees every
+/// selected object at once, sorted by name (none while nothing matches), so
+/// it can judge the set as a whole: "some EndpointSlice of the Service has a
+/// ready endpoint".
+pub async fn wait_for_set<F>(
+    client: Client,
+    target: &ObjectTarget,
+    check: F,
+    timeout: Duration,
+    progress: impl Fn(&str) + Send + Sync,
+) -> Result<(), WaitError>
+where
+    F: Fn(&[Value]) -> Readiness + Send + Sync,
+{
     let state = Mutex::new(Progress::default());
     let reporter = Reporter {
         state: &state,
@@ -194,10 +264,10 @@ where
     let work = async {
         let (ar, namespaced) = resolve::resolve(&client, target, &reporter).await?;
         let api = dynamic_api(client.clone(), &ar, namespaced, target);
-        let config = watcher::Config::default().fields(&format!("metadata.name={}", target.name));
+        let config = target.selector.watch_config();
         loop {
             let stream = watcher(api.clone(), config.clone()).default_backoff();
-            if drive(stream, &target.name, &check, &reporter).await? {
+            if drive(stream, &target.selector, &check, &reporter).await? {
                 return Ok(());
             }
             // The stream only ends if the backoff gives up; start over.
@@ -205,6 +275,46 @@ where
         }
     };
     bounded(target, timeout, &state, work).await
+}
+
+/// A check of one object as a check of the selected set: Ready when every
+/// object is; the first one that is not gives the reason (prefixed with its
+/// name when the set is selected by labels).
+fn each<F>(check: F, selector: &Selector) -> impl Fn(&[Value]) -> Readiness + use<F>
+where
+    F: Fn(Option<&Value>) -> Readiness,
+{
+    let by_name = match selector {
+        Selector::Name(_) => true,
+        Selector::Labels(_) => false,
+    };
+    move |objects: &[Value]| {
+        if objects.is_empty() {
+            return check(None);
+        }
+        let named = |reason: String, object: &Value| {
+            if by_name {
+                reason
+            } else {
+                format!("{}: {reason}", name_of(object))
+            }
+        };
+        for object in objects {
+            match check(Some(object)) {
+                Readiness::Ready => {}
+                Readiness::Pending(reason) => return Readiness::Pending(named(reason, object)),
+                Readiness::Failed(reason) => return Readiness::Failed(named(reason, object)),
+            }
+        }
+        Readiness::Ready
+    }
+}
+
+fn name_of(object: &Value) -> &str {
+    object
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
 }
 
 async fn bounded(
@@ -223,17 +333,18 @@ async fn bounded(
     }
 }
 
-/// Follows a watch of one object until the check settles: `Ok(true)` when
-/// Ready, `Ok(false)` when the stream ended first (the caller re-watches).
+/// Follows a watch of the selected objects until the check settles:
+/// `Ok(true)` when Ready, `Ok(false)` when the stream ended first (the caller
+/// re-watches).
 async fn drive<S, F, P>(
     stream: S,
-    name: &str,
+    selector: &Selector,
     check: &F,
     reporter: &Reporter<'_, P>,
 ) -> Result<bool, Stop>
 where
     S: Stream<Item = Result<watcher::Event<DynamicObject>, watcher::Error>>,
-    F: Fn(Option<&Value>) -> Readiness,
+    F: Fn(&[Value]) -> Readiness,
     P: Fn(&str),
 {
     let mut stream = std::pin::pin!(stream);
@@ -249,10 +360,10 @@ where
                 continue;
             }
         };
-        if !tracker.apply(event, name) {
+        if !tracker.apply(event, selector) {
             continue;
         }
-        match check(tracker.current.as_ref()) {
+        match check(&tracker.current) {
             Readiness::Ready => return Ok(true),
             Readiness::Failed(reason) => return Err(Stop::Failed(reason)),
             Readiness::Pending(reason) => reporter.pending(&reason),
@@ -261,45 +372,52 @@ where
     Ok(false)
 }
 
-/// The latest known state of the watched object, across watch restarts.
+/// The latest known state of the selected objects, across watch restarts.
 #[derive(Debug, Default)]
 struct Tracker {
-    current: Option<Value>,
+    /// Sorted by name.
+    current: Vec<Value>,
     /// Objects listed since the last `Init`, applied atomically at `InitDone`.
-    listing: Option<Option<Value>>,
+    listing: Option<Vec<Value>>,
 }
 
 impl Tracker {
-    /// Whether the object's known state may have changed.
-    fn apply(&mut self, event: watcher::Event<DynamicObject>, name: &str) -> bool {
+    /// Whether the known state of the selected objects may have changed.
+    fn apply(&mut self, event: watcher::Event<DynamicObject>, selector: &Selector) -> bool {
         use watcher::Event as E;
-        // The field selector already filters by name; a server that ignores it
-        // must not make another object's status count.
-        let ours = |o: &DynamicObject| o.metadata.name.as_deref() == Some(name);
         let json = |o: DynamicObject| serde_json::to_value(o).unwrap_or(Value::Null);
         match event {
             E::Init => {
-                self.listing = Some(None);
+                self.listing = Some(Vec::new());
                 false
             }
-            E::InitApply(o) if ours(&o) => {
-                self.listing = Some(Some(json(o)));
+            E::InitApply(o) if selector.admits(&o) => {
+                upsert(self.listing.get_or_insert_with(Vec::new), json(o));
                 false
             }
             E::InitDone => {
-                self.current = self.listing.take().flatten();
+                self.current = self.listing.take().unwrap_or_default();
                 true
             }
-            E::Apply(o) if ours(&o) => {
-                self.current = Some(json(o));
+            E::Apply(o) if selector.admits(&o) => {
+                upsert(&mut self.current, json(o));
                 true
             }
-            E::Delete(o) if ours(&o) => {
-                self.current = None;
+            E::Delete(o) if selector.admits(&o) => {
+                let name = o.metadata.name.unwrap_or_default();
+                self.current.retain(|v| name_of(v) != name);
                 true
             }
             _ => false,
         }
+    }
+}
+
+/// Replaces the object of the same name, or inserts it in name order.
+fn upsert(objects: &mut Vec<Value>, object: Value) {
+    match objects.binary_search_by(|o| name_of(o).cmp(name_of(&object))) {
+        Ok(i) => objects[i] = object,
+        Err(i) => objects.insert(i, object),
     }
 }
 
@@ -337,32 +455,51 @@ async fn collect(client: Client, target: &ObjectTarget) -> Result<Diagnosis, Sto
     let api_error = |e: ::kube::Error| Stop::Api(resolve::describe(&e));
     let (ar, namespaced) = resolve::resolve_once(&client, target).await?;
     let api = dynamic_api(client.clone(), &ar, namespaced, target);
-    let workload = api.get_opt(&target.name).await.map_err(api_error)?;
+    let json = |o: DynamicObject| serde_json::to_value(o).ok();
+    // Events are looked up by the names of the objects involved: a named
+    // target's own name even when it does not exist.
+    let (workloads, mut names): (Vec<Value>, Vec<String>) = match &target.selector {
+        Selector::Name(name) => (
+            api.get_opt(name)
+                .await
+                .map_err(api_error)?
+                .and_then(json)
+                .into_iter()
+                .collect(),
+            vec![name.clone()],
+        ),
+        Selector::Labels(labels) => {
+            let listed = api
+                .list(&ListParams::default().labels(labels))
+                .await
+                .map_err(api_error)?;
+            let objects: Vec<Value> = listed.items.into_iter().filter_map(json).collect();
+            let names = objects.iter().map(|o| name_of(o).to_string()).collect();
+            (objects, names)
+        }
+    };
     let ns = target
         .namespace
         .clone()
         .unwrap_or_else(|| client.default_namespace().to_string());
-    let workload = workload.and_then(|o| serde_json::to_value(o).ok());
 
-    let pods: Vec<Pod> = match (&workload, target.kind.as_str()) {
-        (Some(obj), "Pod") => serde_json::from_value(obj.clone()).into_iter().collect(),
-        (Some(obj), _) => match pod_selector(obj) {
-            Some(selector) => {
+    let mut pods: Vec<Pod> = Vec::new();
+    for workload in &workloads {
+        if target.kind == "Pod" {
+            pods.extend(serde_json::from_value(workload.clone()));
+        } else if let Some(selector) = pod_selector(workload) {
+            pods.extend(
                 Api::<Pod>::namespaced(client.clone(), &ns)
                     .list(&ListParams::default().labels(&selector))
                     .await
                     .map_err(api_error)?
-                    .items
-            }
-            None => Vec::new(),
-        },
-        (None, _) => Vec::new(),
-    };
-
-    let mut names = vec![target.name.clone()];
-    if let (Some(obj), "Deployment") = (&workload, target.kind.as_str()) {
-        // Pod creation failures (quota, PodSecurity) are reported on the ReplicaSet.
-        names.extend(replica_sets(&client, &ns, obj).await);
+                    .items,
+            );
+        }
+        if target.kind == "Deployment" {
+            // Pod creation failures (quota, PodSecurity) are reported on the ReplicaSet.
+            names.extend(replica_sets(&client, &ns, workload).await);
+        }
     }
     let mut unhealthy: Vec<&Pod> = pods
         .iter()

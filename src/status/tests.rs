@@ -2,7 +2,7 @@ use pretty_assertions::assert_eq;
 use serde_json::json;
 
 use super::*;
-use crate::release::{Chart, ChartSource, CrdPolicy, Hook, Hooks, Ownership, Source};
+use crate::release::{Chart, ChartSource, CrdPolicy, Hook, HookAction, Hooks, Ownership, Source};
 
 fn release(values: serde_json::Value) -> Release {
     Release {

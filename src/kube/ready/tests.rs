@@ -262,28 +262,44 @@ fn condition_behind_status_observed_generation_is_pending() {
 fn for_kind_dispatches_dynamic_objects() {
     let ds: Value = fixture("daemonset-cilium-mid-rollout.yaml");
     assert_eq!(
-        for_kind("DaemonSet", &ds),
-        Ok(pending("1 of 3 pods updated"))
+        for_kind("DaemonSet", &ds).unwrap(),
+        pending("1 of 3 pods updated")
     );
     let job: Value = fixture("job-failed.yaml");
     assert!(matches!(for_kind("Job", &job), Ok(Readiness::Failed(_))));
+    assert!(matches!(judge("Job", &job), Readiness::Failed(_)));
 }
 
 #[test]
 fn for_kind_rejects_kinds_without_a_rollout() {
     let err = for_kind("ConfigMap", &serde_json::json!({})).unwrap_err();
-    assert!(err.contains("no rollout check for kind ConfigMap"), "{err}");
+    assert!(matches!(&err, ReadyError::NoRolloutCheck(kind) if kind == "ConfigMap"));
+    assert_eq!(
+        err.to_string(),
+        "no rollout check for kind ConfigMap (expected one of Deployment, DaemonSet, StatefulSet, Job); use a condition hook"
+    );
 }
 
 #[test]
 fn for_kind_reports_objects_it_cannot_read() {
     let err = for_kind("Deployment", &serde_json::json!({"spec": 3})).unwrap_err();
-    assert!(err.starts_with("cannot read Deployment"), "{err}");
+    assert!(matches!(&err, ReadyError::Unreadable { kind, .. } if kind == "Deployment"));
+    assert!(
+        err.to_string().starts_with("cannot read Deployment: "),
+        "{err}"
+    );
+    assert!(matches!(
+        judge("Deployment", &serde_json::json!({"spec": 3})),
+        Readiness::Failed(why) if why.starts_with("cannot read Deployment: ")
+    ));
 }
 
 #[test]
 fn rollout_check_validates_kind_up_front() {
-    assert!(rollout_check("Service").is_err());
+    assert!(matches!(
+        rollout_check("Service"),
+        Err(ReadyError::NoRolloutCheck(_))
+    ));
     let check = rollout_check("StatefulSet").unwrap();
     assert_eq!(check(None), pending("StatefulSet does not exist yet"));
     let sts: Value = fixture("statefulset-rolled-out.yaml");

@@ -15,6 +15,10 @@ fn fixture(name: &str) -> DynamicObject {
     serde_json::from_value(value).unwrap()
 }
 
+fn named(name: &str) -> Selector {
+    Selector::Name(name.into())
+}
+
 fn cilium() -> ObjectTarget {
     ObjectTarget::new("apps/v1", "DaemonSet", Some("kube-system"), "cilium")
 }
@@ -47,8 +51,11 @@ async fn run(items: Vec<Item>) -> (Result<bool, Stop>, Vec<String>) {
         state: &state,
         progress: &progress,
     };
-    let check = crate::kube::ready::rollout_check("DaemonSet").unwrap();
-    let result = drive(stream::iter(items), "cilium", &check, &reporter).await;
+    let check = each(
+        crate::kube::ready::rollout_check("DaemonSet").unwrap(),
+        &named("cilium"),
+    );
+    let result = drive(stream::iter(items), &named("cilium"), &check, &reporter).await;
     (result, heard.into_inner().unwrap())
 }
 
@@ -152,11 +159,14 @@ async fn failed_check_ends_the_wait() {
         state: &state,
         progress: &progress,
     };
-    let check = crate::kube::ready::rollout_check("Job").unwrap();
+    let check = each(
+        crate::kube::ready::rollout_check("Job").unwrap(),
+        &named("cilium"),
+    );
     let mut job = fixture("job-failed.yaml");
     job.metadata.name = Some("cilium".into());
     let items: Vec<Item> = vec![Ok(E::Init), Ok(E::InitApply(job)), Ok(E::InitDone)];
-    let result = drive(stream::iter(items), "cilium", &check, &reporter).await;
+    let result = drive(stream::iter(items), &named("cilium"), &check, &reporter).await;
     let err = result.unwrap_err().into_error(&ObjectTarget::new(
         "batch/v1",
         "Job",
@@ -182,14 +192,17 @@ async fn timeout_names_the_target_and_the_last_reason() {
         state: &state,
         progress: &progress,
     };
-    let check = crate::kube::ready::rollout_check("DaemonSet").unwrap();
+    let check = each(
+        crate::kube::ready::rollout_check("DaemonSet").unwrap(),
+        &named("cilium"),
+    );
     let items = vec![
         Ok(E::Init),
         Ok(E::InitApply(fixture("daemonset-cilium-stuck-init.yaml"))),
         Ok(E::InitDone),
     ];
     let work = async {
-        drive(stuck(items), "cilium", &check, &reporter).await?;
+        drive(stuck(items), &named("cilium"), &check, &reporter).await?;
         Ok(())
     };
     // A real, short timeout: tokio's test-util (time pausing) is not enabled.
@@ -210,7 +223,10 @@ async fn timeout_mentions_an_api_error_that_followed_the_last_reason() {
         state: &state,
         progress: &progress,
     };
-    let check = crate::kube::ready::rollout_check("DaemonSet").unwrap();
+    let check = each(
+        crate::kube::ready::rollout_check("DaemonSet").unwrap(),
+        &named("cilium"),
+    );
     let items = vec![
         Ok(E::Init),
         Ok(E::InitApply(fixture("daemonset-cilium-stuck-init.yaml"))),
@@ -218,7 +234,7 @@ async fn timeout_mentions_an_api_error_that_followed_the_last_reason() {
         Err(unavailable()),
     ];
     let work = async {
-        drive(stuck(items), "cilium", &check, &reporter).await?;
+        drive(stuck(items), &named("cilium"), &check, &reporter).await?;
         Ok(())
     };
     let err = bounded(&cilium(), Duration::from_millis(20), &state, work)
@@ -335,5 +351,138 @@ fn targets_and_errors_read_well() {
     assert_eq!(
         api.to_string(),
         "cannot read DaemonSet kube-system/cilium: forbidden"
+    );
+}
+
+fn slice(name: &str, ready: bool) -> DynamicObject {
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": "discovery.k8s.io/v1",
+        "kind": "EndpointSlice",
+        "metadata": {"name": name, "namespace": "kube-system",
+                     "labels": {"kubernetes.io/service-name": "hubble-relay"}},
+        "addressType": "IPv4",
+        "endpoints": [{"addresses": ["10.0.0.1"], "conditions": {"ready": ready}}],
+    }))
+    .unwrap()
+}
+
+/// A set check: some selected EndpointSlice has a ready endpoint.
+fn any_ready_endpoint(slices: &[Value]) -> Readiness {
+    let ready = slices.iter().any(|s| {
+        s["endpoints"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|e| e["conditions"]["ready"] == Value::Bool(true))
+    });
+    match (slices.len(), ready) {
+        (_, true) => Readiness::Ready,
+        (0, false) => Readiness::Pending("no EndpointSlice yet".into()),
+        (n, false) => Readiness::Pending(format!("no ready endpoint in {n} EndpointSlices")),
+    }
+}
+
+fn hubble() -> Selector {
+    Selector::Labels("kubernetes.io/service-name=hubble-relay".into())
+}
+
+#[tokio::test]
+async fn a_label_selected_set_is_judged_as_a_whole() {
+    let heard = Mutex::new(Vec::<String>::new());
+    let progress = |s: &str| heard.lock().unwrap().push(s.to_string());
+    let state = Mutex::new(Progress::default());
+    let reporter = Reporter {
+        state: &state,
+        progress: &progress,
+    };
+    let items: Vec<Item> = vec![
+        Ok(E::Init),
+        Ok(E::InitDone),
+        Ok(E::Apply(slice("hubble-relay-a", false))),
+        Ok(E::Apply(slice("hubble-relay-b", false))),
+        Ok(E::Delete(slice("hubble-relay-a", false))),
+        Ok(E::Apply(slice("hubble-relay-b", true))),
+    ];
+    let result = drive(
+        stream::iter(items),
+        &hubble(),
+        &any_ready_endpoint,
+        &reporter,
+    )
+    .await;
+    assert_eq!(result, Ok(true));
+    assert_eq!(
+        heard.into_inner().unwrap(),
+        [
+            "no EndpointSlice yet",
+            "no ready endpoint in 1 EndpointSlices",
+            "no ready endpoint in 2 EndpointSlices",
+            "no ready endpoint in 1 EndpointSlices",
+        ]
+    );
+}
+
+#[test]
+fn the_tracker_keeps_every_selected_object_in_name_order_across_relists() {
+    let mut tracker = Tracker::default();
+    for event in [
+        E::Init,
+        E::InitApply(slice("b", false)),
+        E::InitApply(slice("a", false)),
+        E::InitDone,
+        E::Apply(slice("c", false)),
+        E::Apply(slice("a", true)),
+    ] {
+        tracker.apply(event, &hubble());
+    }
+    let names: Vec<&str> = tracker.current.iter().map(name_of).collect();
+    assert_eq!(names, ["a", "b", "c"]);
+    assert_eq!(
+        tracker.current[0]["endpoints"][0]["conditions"]["ready"],
+        true
+    );
+    // A relist replaces the set: what it no longer lists is gone.
+    for event in [E::Init, E::InitApply(slice("c", true)), E::InitDone] {
+        tracker.apply(event, &hubble());
+    }
+    let names: Vec<&str> = tracker.current.iter().map(name_of).collect();
+    assert_eq!(names, ["c"]);
+}
+
+#[test]
+fn each_object_of_a_labelled_set_must_pass_a_per_object_check() {
+    let check = each(crate::kube::ready::exists, &hubble());
+    assert_eq!(
+        check(&[]),
+        Readiness::Pending("object does not exist yet".into())
+    );
+    let ready = |o: Option<&Value>| match o {
+        Some(o) if o["endpoints"][0]["conditions"]["ready"] == true => Readiness::Ready,
+        Some(_) => Readiness::Pending("not ready".into()),
+        None => Readiness::Pending("none".into()),
+    };
+    let check = each(ready, &hubble());
+    let a = serde_json::to_value(slice("a", true)).unwrap();
+    let b = serde_json::to_value(slice("b", false)).unwrap();
+    assert_eq!(check(std::slice::from_ref(&a)), Readiness::Ready);
+    assert_eq!(check(&[a, b]), Readiness::Pending("b: not ready".into()));
+}
+
+#[test]
+fn labelled_targets_read_well() {
+    let target = ObjectTarget::labelled(
+        "discovery.k8s.io/v1",
+        "EndpointSlice",
+        Some("kube-system"),
+        "kubernetes.io/service-name=hubble-relay",
+    );
+    assert_eq!(
+        target.to_string(),
+        "EndpointSlice objects in kube-system labelled kubernetes.io/service-name=hubble-relay"
+    );
+    let nodes = ObjectTarget::labelled("v1", "Node", None, "node-role.kubernetes.io/control-plane");
+    assert_eq!(
+        nodes.to_string(),
+        "Node objects labelled node-role.kubernetes.io/control-plane"
     );
 }

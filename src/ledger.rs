@@ -14,9 +14,9 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Serialize};
 
-use super::apply::API_RETRY_BUDGET;
-use super::retry::retry;
 use crate::error::Error;
+use crate::kube::apply::API_RETRY_BUDGET;
+use crate::kube::retry::{self, retry};
 use crate::release::{Release, ReleaseId};
 
 pub const LEDGER_NAME: &str = "bootstrap-ownership";
@@ -161,7 +161,7 @@ impl Ledger {
         };
         match self.api.create(&PostParams::default(), &cm).await {
             Ok(_) => Ok(()),
-            Err(e) if super::retry::is_conflict(&e) => Ok(()),
+            Err(e) if retry::is_conflict(&e) => Ok(()),
             Err(e) => Err(e),
         }
     }
@@ -189,7 +189,7 @@ impl Ledger {
         .await;
         let cm = match patched {
             Ok(cm) => cm,
-            Err(e) if super::retry::is_not_found(&e) => {
+            Err(e) if retry::is_not_found(&e) => {
                 let had = self.known().len();
                 retry(API_RETRY_BUDGET, || self.create(id, value))
                     .await
@@ -241,7 +241,7 @@ impl Ledger {
         .await
         {
             Ok(_) => Ok(()),
-            Err(e) if super::retry::is_not_found(&e) => Ok(()),
+            Err(e) if retry::is_not_found(&e) => Ok(()),
             Err(e) => Err(LedgerError::Remove(id.clone(), e)),
         }
     }

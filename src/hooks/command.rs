@@ -1,0 +1,181 @@
+//! `command: [argv...]`: runs a program without a shell, in the config root,
+//! with `KUBECONFIG` pointing at a kubeconfig whose current context is the
+//! cluster's and `HELM_KUBECONTEXT`/`BOOTSTRAP_CONTEXT` set to it.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use tokio::io::AsyncBufReadExt;
+
+use super::{HookEnv, HookFailure, HookKind};
+use crate::validate;
+
+pub struct Command;
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Error {
+    #[error("`command` is empty; give the program and its arguments as a list")]
+    Empty,
+    /// `kubectl apply -f FILE` with a FILE inside the config root that does
+    /// not exist would fail only after the releases before it were installed.
+    #[error(
+        "hook `{program}` reads `{}`, which does not exist in the config root; create it or fix the path",
+        .file.display()
+    )]
+    MissingFile { program: String, file: PathBuf },
+}
+
+impl HookKind for Command {
+    type File = Vec<String>;
+    type Action = Vec<String>;
+    type Error = Error;
+    const READINESS: bool = false;
+
+    fn check(argv: &Vec<String>, _release_namespace: &str) -> Result<Vec<String>, Error> {
+        if argv.is_empty() || argv[0].trim().is_empty() {
+            return Err(Error::Empty);
+        }
+        Ok(argv.clone())
+    }
+
+    fn templates(argv: &mut Vec<String>) -> Vec<&mut String> {
+        argv.iter_mut().collect()
+    }
+
+    fn check_rendered(argv: &Vec<String>, root: &Path) -> Result<(), Error> {
+        check_files(argv, root)
+    }
+
+    fn describe(argv: &Vec<String>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "command `{}`", argv.join(" "))
+    }
+
+    async fn run<P: Fn(&str) + Send + Sync>(
+        argv: &Vec<String>,
+        env: &HookEnv,
+        timeout: Duration,
+        progress: &P,
+    ) -> Result<Option<String>, HookFailure> {
+        run_argv(argv, env, timeout, progress).await
+    }
+}
+
+/// The `-f`/`--filename` files of a command that lie inside the config root
+/// must exist.
+fn check_files(argv: &[String], root: &Path) -> Result<(), Error> {
+    let mut files: Vec<&str> = Vec::new();
+    let mut iter = argv.iter().skip(1).peekable();
+    while let Some(arg) = iter.next() {
+        if arg == "-f" || arg == "--filename" {
+            if let Some(next) = iter.next() {
+                files.push(next);
+            }
+        } else if let Some(v) = arg
+            .strip_prefix("--filename=")
+            .or_else(|| arg.strip_prefix("-f="))
+        {
+            files.push(v);
+        }
+    }
+    for file in files {
+        if file == "-" || validate::is_url(file) {
+            continue;
+        }
+        let path = if Path::new(file).is_absolute() {
+            PathBuf::from(file)
+        } else {
+            root.join(file)
+        };
+        if path.starts_with(root) && !path.exists() {
+            let shown = path.strip_prefix(root).unwrap_or(&path);
+            return Err(Error::MissingFile {
+                program: argv.first().cloned().unwrap_or_default(),
+                file: shown.to_path_buf(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Runs `argv` (also for `shell:`, as `sh -c`); each output line also goes
+/// to `progress` when `env.stream` is set (`-v`).
+pub(super) async fn run_argv<P: Fn(&str) + Send + Sync>(
+    argv: &[String],
+    env: &HookEnv,
+    timeout: Duration,
+    progress: &P,
+) -> Result<Option<String>, HookFailure> {
+    let shown = argv.join(" ");
+    let mut cmd = tokio::process::Command::new(&argv[0]);
+    cmd.args(&argv[1..])
+        .current_dir(&env.root)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    // helmfile forgets --kube-context for hooks; we point kubectl (KUBECONFIG
+    // with our current-context) and helm (HELM_KUBECONTEXT) at the cluster.
+    if let Some(kubeconfig) = &env.kubeconfig {
+        cmd.env("KUBECONFIG", kubeconfig);
+    }
+    if let Some(context) = &env.context {
+        cmd.env("HELM_KUBECONTEXT", context);
+        cmd.env("BOOTSTRAP_CONTEXT", context);
+    }
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| HookFailure::new(format!("cannot run `{}`: {e}", argv[0])))?;
+    let stdout = child.stdout.take();
+    let stderr = child.stderr.take();
+    let stream = env.stream;
+    let collect = async {
+        let output = std::sync::Mutex::new(String::new());
+        let pump = |reader: Option<Box<dyn tokio::io::AsyncRead + Unpin + Send>>| {
+            let output = &output;
+            async move {
+                let Some(reader) = reader else { return };
+                let mut lines = tokio::io::BufReader::new(reader).lines();
+                while let Ok(Some(line)) = lines.next_line().await {
+                    if stream {
+                        progress(&line);
+                    }
+                    if let Ok(mut out) = output.lock() {
+                        out.push_str(&line);
+                        out.push('\n');
+                    }
+                }
+            }
+        };
+        tokio::join!(
+            pump(stdout.map(|s| Box::new(s) as Box<dyn tokio::io::AsyncRead + Unpin + Send>)),
+            pump(stderr.map(|s| Box::new(s) as Box<dyn tokio::io::AsyncRead + Unpin + Send>)),
+        );
+        let status = child.wait().await;
+        (status, output.into_inner().unwrap_or_default())
+    };
+    match tokio::time::timeout(timeout, collect).await {
+        Err(_) => Err(HookFailure::new(format!(
+            "command `{shown}` did not finish within {}",
+            crate::duration::span(timeout)
+        ))),
+        Ok((Err(e), output)) => Err(HookFailure {
+            message: format!("command `{shown}` failed: {e}"),
+            output: Some(output),
+            diagnostics: None,
+        }),
+        Ok((Ok(status), output)) if status.success() => Ok(Some(output)),
+        Ok((Ok(status), output)) => Err(HookFailure {
+            message: format!(
+                "command `{shown}` exited with {}",
+                status
+                    .code()
+                    .map(|c| c.to_string())
+                    .unwrap_or_else(|| "a signal".into())
+            ),
+            output: Some(output),
+            diagnostics: None,
+        }),
+    }
+}

@@ -1,0 +1,140 @@
+//! Field-level checks shared by the loader: names, versions, durations, URLs.
+
+use std::time::Duration;
+
+/// Why a name is not a DNS-1123 label; reads after "name `x` ".
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NameError {
+    #[error("is empty")]
+    Empty,
+    #[error("is {0} characters long; at most 63 are allowed")]
+    TooLong(usize),
+    #[error(
+        "must consist of lower case letters, digits and '-', and start and end with a letter or digit (a DNS-1123 label)"
+    )]
+    NotALabel,
+}
+
+/// Kubernetes DNS-1123 label: what Helm requires of release names and what
+/// namespaces must be.
+pub fn dns_label(value: &str) -> Result<(), NameError> {
+    let ok_chars = value
+        .chars()
+        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+    let ok_ends = value
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_alphanumeric())
+        && value
+            .chars()
+            .last()
+            .is_some_and(|c| c.is_ascii_alphanumeric());
+    if value.is_empty() {
+        Err(NameError::Empty)
+    } else if value.len() > 63 {
+        Err(NameError::TooLong(value.len()))
+    } else if !ok_chars || !ok_ends {
+        Err(NameError::NotALabel)
+    } else {
+        Ok(())
+    }
+}
+
+/// Why a chart version is not pinned; reads after "chart version ".
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum VersionError {
+    #[error("is empty")]
+    Empty,
+    #[error("`latest` is not a pinned version")]
+    Latest,
+    #[error("`{0}` is a range, not a pinned version")]
+    Range(String),
+}
+
+/// Bootstrap must be reproducible: a chart version must name exactly one version.
+pub fn pinned_version(version: &str) -> Result<(), VersionError> {
+    let v = version.trim();
+    if v.is_empty() {
+        return Err(VersionError::Empty);
+    }
+    if v.eq_ignore_ascii_case("latest") {
+        return Err(VersionError::Latest);
+    }
+    let range_chars = ['^', '~', '>', '<', '=', '*', '|', ',', ' '];
+    if v.contains(range_chars) || v.split('.').any(|part| part.eq_ignore_ascii_case("x")) {
+        return Err(VersionError::Range(v.to_string()));
+    }
+    Ok(())
+}
+
+/// Why a duration cannot be used; reads after "timeout ".
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum DurationError {
+    #[error("`{text}` is not a duration ({reason}); write it like `90s`, `5m` or `1h30m`")]
+    Unparsable {
+        text: String,
+        reason: humantime::DurationError,
+    },
+    #[error("`{0}` is zero; give a positive duration")]
+    Zero(String),
+}
+
+pub fn duration(text: &str) -> Result<Duration, DurationError> {
+    let d = humantime::parse_duration(text.trim()).map_err(|reason| DurationError::Unparsable {
+        text: text.to_string(),
+        reason,
+    })?;
+    if d.is_zero() {
+        return Err(DurationError::Zero(text.to_string()));
+    }
+    Ok(d)
+}
+
+pub fn is_url(text: &str) -> bool {
+    text.contains("://")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dns_labels() {
+        assert!(dns_label("cert-manager").is_ok());
+        assert!(dns_label("Cilium").is_err());
+        assert!(dns_label("-x").is_err());
+        assert!(dns_label("a_b").is_err());
+        assert_eq!(dns_label(&"a".repeat(64)), Err(NameError::TooLong(64)));
+        assert_eq!(dns_label(""), Err(NameError::Empty));
+    }
+
+    #[test]
+    fn versions_must_be_pinned() {
+        assert!(pinned_version("1.18.2").is_ok());
+        assert!(pinned_version("v1.19.0").is_ok());
+        assert!(pinned_version("0.0.0-rc.1+build").is_ok());
+        for range in ["^1.2", "~1.2", ">=1", "1.x", "*", "1.2 || 1.3"] {
+            assert_eq!(
+                pinned_version(range),
+                Err(VersionError::Range(range.into())),
+                "{range}"
+            );
+        }
+        assert_eq!(pinned_version("latest"), Err(VersionError::Latest));
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(duration("5m").unwrap(), Duration::from_secs(300));
+        assert_eq!(duration("1h30m").unwrap(), Duration::from_secs(5400));
+        assert!(matches!(
+            duration("5 minutes please"),
+            Err(DurationError::Unparsable { .. })
+        ));
+        assert_eq!(duration("0s"), Err(DurationError::Zero("0s".into())));
+        assert_eq!(
+            duration("soon").unwrap_err().to_string(),
+            "`soon` is not a duration (expected number at 0); write it like `90s`, `5m` or `1h30m`"
+        );
+    }
+}

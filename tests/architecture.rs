@@ -1,0 +1,241 @@
+//! The module map, checked: which module may use which (docs/design.md#module-map).
+//!
+//! Reads `src/` and collects every `crate::…` path (and `super::…` inside a
+//! directory module) per file, then checks that the modules form no cycle,
+//! at the top level and inside each directory module, and that the layering
+//! rules hold: the engines (apply, destroy, status) are siblings, the leaves
+//! (helm, kube, reporter, …) never reach up into the command layer.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use petgraph::algo::tarjan_scc;
+use petgraph::graphmap::DiGraphMap;
+
+/// `(module, submodule)` of a source file: `src/apply/runner.rs` is
+/// `("apply", Some("runner"))`, `src/cli.rs` is `("cli", None)`.
+fn module_of(file: &Path) -> (String, Option<String>) {
+    let rel = file.strip_prefix("src").unwrap();
+    let parts: Vec<String> = rel
+        .iter()
+        .map(|p| p.to_string_lossy().trim_end_matches(".rs").to_string())
+        .collect();
+    match parts.as_slice() {
+        [one] => (one.clone(), None),
+        [dir, sub, ..] if sub == "mod" => (dir.clone(), None),
+        [dir, sub, ..] => (dir.clone(), Some(sub.clone())),
+        [] => unreachable!(),
+    }
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// The code of a file without comments and without `#[cfg(test)]` modules
+/// kept in other files (tests may reach anywhere).
+fn code(text: &str) -> String {
+    text.lines()
+        .map(|l| match l.find("//") {
+            Some(i) => &l[..i],
+            None => l,
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Every `crate::a::b` path as `(a, Some(b))` and `super::b` (in a
+/// directory module's file) as `(own, Some(b))`.
+fn references(file: &Path, text: &str) -> BTreeSet<(String, Option<String>)> {
+    let (own, sub) = module_of(file);
+    let mut found = BTreeSet::new();
+    let text = code(text);
+    let ident = |s: &str| -> String {
+        s.chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect()
+    };
+    for (i, _) in text.match_indices("crate::") {
+        if i > 0 && text[..i].ends_with("$") {
+            continue;
+        }
+        let rest = &text[i + "crate::".len()..];
+        // `use crate::{a, b}`: each item is a top-level module.
+        if let Some(list) = rest.strip_prefix('{') {
+            let end = list.find('}').unwrap_or(list.len());
+            for item in list[..end].split(',') {
+                let m = ident(item.trim());
+                if !m.is_empty() {
+                    found.insert((m, None));
+                }
+            }
+            continue;
+        }
+        let top = ident(rest);
+        let after = &rest[top.len()..];
+        let second = after
+            .strip_prefix("::")
+            .map(ident)
+            .filter(|s| !s.is_empty());
+        found.insert((top, second));
+    }
+    if sub.is_some() {
+        for (i, _) in text.match_indices("super::") {
+            if i > 0 && text[..i].ends_with("super::") {
+                continue;
+            }
+            let m = ident(&text[i + "super::".len()..]);
+            if !m.is_empty() {
+                found.insert((own.clone(), Some(m)));
+            }
+        }
+    }
+    found
+}
+
+struct Map {
+    /// Top-level module → top-level modules it uses.
+    top: BTreeMap<String, BTreeSet<String>>,
+    /// Directory module → (submodule → sibling submodules it uses).
+    inner: BTreeMap<String, BTreeMap<String, BTreeSet<String>>>,
+}
+
+fn map() -> Map {
+    let mut files = Vec::new();
+    rust_files(Path::new("src"), &mut files);
+    let mut top: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    let mut inner: BTreeMap<String, BTreeMap<String, BTreeSet<String>>> = BTreeMap::new();
+    let submodules: BTreeSet<(String, String)> = files
+        .iter()
+        .filter_map(|f| {
+            let (m, s) = module_of(f);
+            Some((m, s?))
+        })
+        .collect();
+    for file in &files {
+        let name = file.file_name().unwrap().to_string_lossy();
+        // Unit-test files (`x/tests.rs`) may use anything.
+        if name == "tests.rs" || name == "lib.rs" || name == "main.rs" {
+            continue;
+        }
+        let text = std::fs::read_to_string(file).unwrap();
+        let text = match text.find("#[cfg(test)]\nmod tests {") {
+            Some(i) => text[..i].to_string(),
+            None => text,
+        };
+        let (own, sub) = module_of(file);
+        top.entry(own.clone()).or_default();
+        for (m, second) in references(file, &text) {
+            if m != own {
+                top.entry(own.clone()).or_default().insert(m);
+            } else if let (Some(sub), Some(second)) = (&sub, second)
+                && &second != sub
+                && submodules.contains(&(own.clone(), second.clone()))
+            {
+                inner
+                    .entry(own.clone())
+                    .or_default()
+                    .entry(sub.clone())
+                    .or_default()
+                    .insert(second);
+            }
+        }
+    }
+    Map { top, inner }
+}
+
+fn cycles(edges: &BTreeMap<String, BTreeSet<String>>) -> Vec<Vec<String>> {
+    let mut graph: DiGraphMap<&str, ()> = DiGraphMap::new();
+    for (from, tos) in edges {
+        graph.add_node(from);
+        for to in tos {
+            graph.add_edge(from, to, ());
+        }
+    }
+    tarjan_scc(&graph)
+        .into_iter()
+        .filter(|scc| scc.len() > 1)
+        .map(|scc| {
+            let mut names: Vec<String> = scc.iter().map(|s| s.to_string()).collect();
+            names.sort();
+            names
+        })
+        .collect()
+}
+
+#[test]
+fn top_level_modules_form_no_cycle() {
+    let map = map();
+    let found = cycles(&map.top);
+    assert_eq!(
+        found,
+        Vec::<Vec<String>>::new(),
+        "{found:?}: {:#?}",
+        map.top
+    );
+}
+
+#[test]
+fn submodules_form_no_cycle() {
+    for (module, edges) in map().inner {
+        assert_eq!(
+            cycles(&edges),
+            Vec::<Vec<String>>::new(),
+            "inside `{module}`: {edges:#?}"
+        );
+    }
+}
+
+#[test]
+fn layering_rules_hold() {
+    let map = map();
+    let uses = |from: &str, to: &str| map.top.get(from).is_some_and(|t| t.contains(to));
+    // The engines are siblings on the run layer.
+    for a in ["apply", "destroy", "status"] {
+        for b in ["apply", "destroy", "status", "commands", "cli"] {
+            assert!(a == b || !uses(a, b), "`{a}` uses `{b}`");
+        }
+    }
+    // Leaves never reach up into the command layer or the engines.
+    for leaf in [
+        "helm",
+        "kube",
+        "reporter",
+        "event",
+        "stop",
+        "flux",
+        "config",
+        "graph",
+        "plan",
+        "release",
+        "template",
+        "values",
+        "yaml",
+        "error",
+        "hooks",
+        "scheduler",
+        "crds",
+        "ownership",
+        "run",
+    ] {
+        for up in ["cli", "commands", "apply", "destroy", "status"] {
+            assert!(!uses(leaf, up), "`{leaf}` uses `{up}`");
+        }
+    }
+    // Nothing uses the command layer but the library root.
+    for (from, tos) in &map.top {
+        assert!(
+            !tos.contains("commands") || from == "cli",
+            "`{from}` uses `commands`"
+        );
+    }
+    // The stop signal is the bottom: every layer may use it, it uses nothing.
+    assert!(map.top["stop"].is_empty(), "{:?}", map.top["stop"]);
+}
