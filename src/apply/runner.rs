@@ -352,7 +352,7 @@ impl<H: Helm> ReleaseRunner<H> {
             crate::yaml::manifests(&manifest, std::path::Path::new("manifest")).unwrap_or_default();
         for doc in docs {
             let kind = doc.get("kind").and_then(|k| k.as_str()).unwrap_or_default();
-            if !matches!(kind, "Deployment" | "DaemonSet" | "StatefulSet" | "Job") {
+            if !crate::kube::ready::ROLLOUT_KINDS.contains(&kind) {
                 continue;
             }
             let name = doc

@@ -13,8 +13,11 @@ use super::{HookEnv, HookFailure, HookKind};
 use crate::error::did_you_mean;
 use crate::kube::ready;
 
-/// The workload kinds a `rollout` hook takes.
-const WORKLOADS: [&str; 3] = ["Deployment", "DaemonSet", "StatefulSet"];
+/// The workload kinds a `rollout` hook takes: what readiness can judge, but
+/// Jobs, which have their own `job` hook.
+fn workloads() -> impl Iterator<Item = &'static str> {
+    ready::ROLLOUT_KINDS.into_iter().filter(|k| *k != "Job")
+}
 
 pub struct Rollout;
 
@@ -30,7 +33,7 @@ pub struct WorkloadFile {
 pub enum Error {
     #[error(
         "`rollout` kind `{0}` is not a workload; use Deployment, DaemonSet or StatefulSet{hint}",
-        hint = did_you_mean(.0, WORKLOADS)
+        hint = did_you_mean(.0, workloads())
     )]
     NotAWorkload(String),
 }
@@ -42,7 +45,7 @@ impl HookKind for Rollout {
     const READINESS: bool = true;
 
     fn check(file: &WorkloadFile, release_namespace: &str) -> Result<ObjectRef, Error> {
-        if !WORKLOADS.contains(&file.kind.as_str()) {
+        if !workloads().any(|k| k == file.kind) {
             return Err(Error::NotAWorkload(file.kind.clone()));
         }
         Ok(ObjectRef {
