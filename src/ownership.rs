@@ -2,10 +2,10 @@
 //! already targets a bootstrap release, when a release's Helm secret carries
 //! Flux's labels, or when a release is mid-operation in Helm.
 
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 
 use crate::error::Error;
-use crate::helm::Helm;
+use crate::helm::{DeployedRelease, Helm};
 use crate::kube::apply::list_all;
 use crate::kube::client::Connection;
 use crate::plan::Plan;
@@ -33,7 +33,7 @@ async fn conflicts_and_listed<H: Helm>(
     plan: &Plan,
     helm: &H,
     connection: &Connection,
-) -> Result<(Vec<Conflict>, BTreeSet<ReleaseId>), Error> {
+) -> Result<(Vec<Conflict>, BTreeMap<ReleaseId, DeployedRelease>), Error> {
     let ours: Vec<&ReleaseId> = plan.installed().map(|r| &r.id).collect();
     let mut found = Vec::new();
 
@@ -115,7 +115,7 @@ async fn conflicts_and_listed<H: Helm>(
         .list(&connection.target)
         .await
         .map_err(|e| Error::failed_with("cannot list Helm releases", e))?;
-    let listed = deployed.iter().map(|r| r.id.clone()).collect();
+    let listed = deployed.iter().map(|r| (r.id.clone(), r.clone())).collect();
     for release in deployed {
         if release.is_pending() && ours.contains(&&release.id) {
             found.push(Conflict {
@@ -134,13 +134,14 @@ async fn conflicts_and_listed<H: Helm>(
     Ok((found, listed))
 }
 
-/// Refuses on any conflict; otherwise returns every release Helm knows, so
-/// the release steps need not ask Helm again about the ones it does not.
+/// Refuses on any conflict; otherwise returns every release Helm knows (any
+/// status, with chart and version), so the release steps need not ask Helm
+/// again.
 pub async fn live_conflicts<H: Helm>(
     plan: &Plan,
     helm: &H,
     connection: &Connection,
-) -> Result<BTreeSet<ReleaseId>, Error> {
+) -> Result<BTreeMap<ReleaseId, DeployedRelease>, Error> {
     let (found, listed) = conflicts_and_listed(plan, helm, connection).await?;
     if found.is_empty() {
         return Ok(listed);

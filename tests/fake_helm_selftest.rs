@@ -316,11 +316,24 @@ fn status_and_get_values_have_helms_json_shape() {
             .unwrap()
             .ends_with('Z')
     );
-    assert_eq!(
-        status["chart"]["metadata"],
-        json!({"name": "cilium", "version": "1.18.2", "appVersion": "1.18.2-app", "apiVersion": "v2", "type": "application"})
+    assert!(
+        status.get("chart").is_none(),
+        "helm status strips the chart (pkg/cmd/status.go)"
     );
     assert_eq!(status["config"], json!({"a": {"b": "c"}}));
+    let history = fake.json(&[
+        "history",
+        "cilium",
+        "-n",
+        "kube-system",
+        "--max",
+        "1",
+        "-o",
+        "json",
+    ]);
+    assert_eq!(history[0]["chart"], "cilium-1.18.2");
+    assert_eq!(history[0]["app_version"], "1.18.2-app");
+    assert_eq!(history[0]["revision"], 1);
 
     let missing = fake.run(&["status", "nope", "-n", "kube-system", "-o", "json"]);
     assert_eq!(

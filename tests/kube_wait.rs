@@ -139,7 +139,9 @@ async fn rollout_wait_survives_api_errors_and_a_dropped_watch() {
         ]
     );
     let script = script.lock().unwrap();
-    assert_eq!((script.lists, script.watches), (3, 2));
+    // Lists: the 503, the 500, the direct read after the failed list, the
+    // watcher's list that works. Watches: the dropped one, the one that works.
+    assert_eq!((script.lists, script.watches), (4, 2));
     let seen = &script.seen;
     assert!(
         seen.iter()

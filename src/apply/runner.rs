@@ -1,7 +1,7 @@
 //! One release step: compare with what is deployed, presync hooks, helm
 //! upgrade --install, postsync hooks, ledger. The scheduler decides when.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use tokio::sync::Semaphore;
@@ -9,7 +9,7 @@ use tokio::time::Instant;
 
 use crate::error::one_line;
 use crate::event::{Emitter, Event, HookPhase, Outcome, Step};
-use crate::helm::{Helm, HelmError, InstallRequest};
+use crate::helm::{DeployedRelease, Helm, HelmError, InstallRequest};
 use crate::hooks::{self, HookEnv};
 use crate::kube::KubeTarget;
 use crate::ledger::{self, Entry, Ledger, Repair};
@@ -24,11 +24,11 @@ pub struct ReleaseRunner<H: Helm> {
     pub ledger: Option<Ledger>,
     /// Ledger entries as read before the run started.
     pub recorded: Arc<BTreeMap<String, Entry>>,
-    /// Every release `helm list --all` showed before the run (we hold the
-    /// lock since): one not in it is a fresh install without asking
-    /// `helm status`, a whole helm process per release on the critical path.
-    /// `None`: unknown, ask.
-    pub listed: Option<Arc<BTreeSet<ReleaseId>>>,
+    /// Every release `helm list` showed before the run, in any state, with
+    /// its chart and version (we hold the lock since, so it is current for
+    /// the releases of this run): no release step asks helm again, a whole
+    /// helm process per release on the critical path. `None`: unknown, ask.
+    pub listed: Option<Arc<BTreeMap<ReleaseId, DeployedRelease>>>,
     pub events: Emitter,
     /// `--concurrency`: parallel helm operations (hooks don't hold a slot).
     pub helm_slots: Arc<Semaphore>,
@@ -209,18 +209,16 @@ impl<H: Helm> ReleaseRunner<H> {
 
     /// What must happen to the deployed release.
     async fn compare(&self, release: &Release) -> Result<Change, StepResult> {
-        if self
-            .listed
-            .as_ref()
-            .is_some_and(|listed| !listed.contains(&release.id))
-        {
-            return Ok(Change::Install);
-        }
-        let deployed = self
-            .helm
-            .status(&self.target, &release.id)
-            .await
-            .map_err(|e| StepResult::failed(format!("cannot read the release from helm: {e}")))?;
+        let deployed = match &self.listed {
+            Some(listed) => listed.get(&release.id).cloned(),
+            None => self
+                .helm
+                .status(&self.target, &release.id)
+                .await
+                .map_err(|e| {
+                    StepResult::failed(format!("cannot read the release from helm: {e}"))
+                })?,
+        };
         let Some(deployed) = deployed else {
             return Ok(Change::Install);
         };

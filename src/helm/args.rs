@@ -123,9 +123,14 @@ pub fn template(request: &TemplateRequest<'_>, values_file: &Path) -> Vec<String
         .0
 }
 
-pub fn status(target: &KubeTarget, release: &ReleaseId) -> Vec<String> {
-    Argv::new(&["status"])
+/// The latest revision of a release: `helm history --max 1`. Not `helm
+/// status`, whose JSON leaves the chart out (`rel.Chart = nil` in helm's
+/// pkg/cmd/status.go, Helm 3 and 4), so chart and version could not be
+/// compared with what bootstrap would install.
+pub fn history(target: &KubeTarget, release: &ReleaseId) -> Vec<String> {
+    Argv::new(&["history"])
         .release(release)
+        .opt("--max", "1")
         .target(target)
         .opt("--output", "json")
         .0
@@ -329,9 +334,9 @@ mod tests {
         let t = target();
         let kube = "--kube-context admin@infra --kubeconfig /home/me/.kube/infra";
         assert_eq!(
-            status(&t, &id),
+            history(&t, &id),
             words(&format!(
-                "status coredns --namespace kube-system {kube} --output json"
+                "history coredns --namespace kube-system --max 1 {kube} --output json"
             ))
         );
         assert_eq!(
@@ -403,7 +408,7 @@ mod tests {
                     upgrade_install(&t, &install, Path::new("/v")),
                 ),
                 (Command::Template, template(&render, Path::new("/v"))),
-                (Command::Status, status(&t, &id)),
+                (Command::History, history(&t, &id)),
                 (Command::List, list(&t, major)),
                 (Command::GetValues, get_values(&t, &id)),
                 (Command::GetManifest, get_manifest(&t, &id)),

@@ -223,12 +223,11 @@ impl Helm for HelmCli {
         target: &KubeTarget,
         release: &ReleaseId,
     ) -> Result<Option<DeployedRelease>, HelmError> {
-        let argv = args::status(target, release);
+        let argv = args::history(target, release);
         let Some(finished) = self.query(argv.clone()).await? else {
             return Ok(None);
         };
-        output::status(&finished.stdout)
-            .map(Some)
+        output::history(&finished.stdout, release)
             .map_err(|message| self.bad_output(&argv, message))
     }
 

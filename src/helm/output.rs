@@ -1,7 +1,7 @@
 //! Reading what helm prints: `version --short`, and the JSON of `list`,
-//! `status` and `get values`. The shapes are helm's own (pkg/cmd/list.go
-//! `releaseElement`, and the release object `status -o json` encodes), the same
-//! in Helm 3 and 4.
+//! `history` and `get values`. The shapes are helm's own (pkg/cmd/list.go
+//! `releaseElement`, pkg/cmd/history.go `releaseInfo`), the same in Helm 3
+//! and 4. Not `status -o json`: it leaves the chart out.
 
 use serde::Deserialize;
 use serde_json::Value;
@@ -103,51 +103,31 @@ fn looks_like_version(s: &str) -> bool {
             .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
 }
 
+/// One revision of `helm history -o json` (helm's pkg/cmd/history.go
+/// `releaseInfo`): revision is a number here, chart is `name-version`.
 #[derive(Debug, Deserialize)]
-struct StatusRelease {
-    name: String,
-    namespace: String,
-    version: u64,
-    info: StatusInfo,
-    chart: Option<StatusChart>,
-}
-
-#[derive(Debug, Deserialize)]
-struct StatusInfo {
+struct HistoryElement {
+    revision: u64,
     status: String,
-}
-
-#[derive(Debug, Deserialize)]
-struct StatusChart {
-    metadata: ChartMetadata,
-}
-
-#[derive(Debug, Deserialize)]
-struct ChartMetadata {
-    name: String,
+    chart: String,
     #[serde(default)]
-    version: String,
-    #[serde(default, rename = "appVersion")]
     app_version: String,
 }
 
-pub fn status(stdout: &str) -> Result<DeployedRelease, OutputError> {
-    let release: StatusRelease = serde_json::from_str(stdout)?;
-    let metadata = release.chart.map(|c| c.metadata);
-    Ok(DeployedRelease {
-        id: ReleaseId::new(release.namespace, release.name),
-        revision: release.version,
-        status: release.info.status,
-        chart: metadata
-            .as_ref()
-            .map(|m| m.name.clone())
-            .unwrap_or_default(),
-        version: metadata
-            .as_ref()
-            .map(|m| m.version.clone())
-            .unwrap_or_default(),
-        app_version: metadata.map(|m| m.app_version).unwrap_or_default(),
-    })
+/// `helm history --max 1 -o json`: the latest revision of `id`.
+pub fn history(stdout: &str, id: &ReleaseId) -> Result<Option<DeployedRelease>, OutputError> {
+    let elements = serde_json::from_str::<Option<Vec<HistoryElement>>>(stdout)?.unwrap_or_default();
+    Ok(elements.into_iter().max_by_key(|e| e.revision).map(|e| {
+        let (chart, version) = split_chart(&e.chart);
+        DeployedRelease {
+            id: id.clone(),
+            revision: e.revision,
+            status: e.status,
+            chart: chart.to_string(),
+            version: version.to_string(),
+            app_version: e.app_version,
+        }
+    }))
 }
 
 /// `helm get values -o json` prints `null` for a release installed without values.
@@ -265,43 +245,25 @@ mod tests {
         assert_eq!(err.to_string(), "release b/a: revision `x` is not a number");
     }
 
-    // Trimmed from `helm status cilium -n kube-system -o json`: the real output
-    // also carries the whole chart (templates, values, files), config and manifest.
-    const STATUS: &str = r#"{
-      "name":"cilium",
-      "info":{"first_deployed":"2025-10-02T10:01:02.5Z","last_deployed":"2025-10-02T10:01:02.5Z",
-              "deleted":"","description":"Install complete","status":"deployed","notes":"..."},
-      "chart":{"metadata":{"name":"cilium","home":"https://cilium.io/","version":"1.18.2",
-               "description":"eBPF-based Networking","apiVersion":"v2","appVersion":"1.18.2",
-               "kubeVersion":">= 1.21.0-0"},
-               "lock":null,"templates":[{"name":"templates/x.yaml","data":"YQ=="}],
-               "values":{"debug":{"enabled":false}},"schema":null,"files":[]},
-      "config":{"k8sServiceHost":"10.0.0.1"},
-      "manifest":"---\n# Source: cilium/templates/x.yaml\n",
-      "version":4,
-      "namespace":"kube-system"
-    }"#;
+    /// `helm history --max 1 -o json` as helm 3.19 and 4.2 print it.
+    const HISTORY: &str = r#"[{"revision":4,"updated":"2025-10-02T10:01:02.5Z","status":"deployed",
+      "chart":"cilium-1.18.2","app_version":"1.18.2","description":"Upgrade complete"}]"#;
 
     #[test]
-    fn status_reads_revision_state_and_chart_metadata() {
+    fn history_gives_the_latest_revision_with_its_chart() {
+        let id = ReleaseId::new("kube-system", "cilium");
         assert_eq!(
-            status(STATUS).unwrap(),
-            DeployedRelease {
-                id: ReleaseId::new("kube-system", "cilium"),
+            history(HISTORY, &id).unwrap(),
+            Some(DeployedRelease {
+                id: id.clone(),
                 revision: 4,
                 status: "deployed".into(),
                 chart: "cilium".into(),
                 version: "1.18.2".into(),
                 app_version: "1.18.2".into(),
-            }
+            })
         );
-    }
-
-    #[test]
-    fn status_without_chart_still_parses() {
-        let s = r#"{"name":"a","namespace":"b","version":1,"info":{"status":"failed"}}"#;
-        let r = status(s).unwrap();
-        assert_eq!((r.status.as_str(), r.chart.as_str()), ("failed", ""));
+        assert_eq!(history("[]", &id).unwrap(), None);
     }
 
     #[test]

@@ -54,6 +54,14 @@ impl Selector {
         }
     }
 
+    /// The same selection for a plain list (the fallback read).
+    fn list_params(&self) -> ListParams {
+        match self {
+            Selector::Name(name) => ListParams::default().fields(&format!("metadata.name={name}")),
+            Selector::Labels(labels) => ListParams::default().labels(labels),
+        }
+    }
+
     fn watch_config(&self) -> watcher::Config {
         match self {
             Selector::Name(name) => {
@@ -266,8 +274,9 @@ where
         let api = dynamic_api(client.clone(), &ar, namespaced, target);
         let config = target.selector.watch_config();
         loop {
-            let stream = watcher(api.clone(), config.clone()).default_backoff();
-            if drive(stream, &target.selector, &check, &reporter).await? {
+            let stream = watcher(api.clone(), config.clone()).backoff(CappedBackoff::default());
+            let read = || read_now(&api, &target.selector);
+            if drive(stream, &target.selector, &check, &reporter, read).await? {
                 return Ok(());
             }
             // The stream only ends if the backoff gives up; start over.
@@ -336,16 +345,23 @@ async fn bounded(
 /// Follows a watch of the selected objects until the check settles:
 /// `Ok(true)` when Ready, `Ok(false)` when the stream ended first (the caller
 /// re-watches).
-async fn drive<S, F, P>(
+///
+/// When the watch fails (it will be restarted after a backoff), the objects
+/// are read once directly: a workload that is Ready is noticed even while
+/// its watch cannot start.
+async fn drive<S, F, P, R, Fut>(
     stream: S,
     selector: &Selector,
     check: &F,
     reporter: &Reporter<'_, P>,
+    read: R,
 ) -> Result<bool, Stop>
 where
     S: Stream<Item = Result<watcher::Event<DynamicObject>, watcher::Error>>,
     F: Fn(&[Value]) -> Readiness,
     P: Fn(&str),
+    R: Fn() -> Fut,
+    Fut: Future<Output = Option<Vec<Value>>>,
 {
     let mut stream = std::pin::pin!(stream);
     let mut tracker = Tracker::default();
@@ -357,6 +373,13 @@ where
             }
             Err(e) => {
                 reporter.error(resolve::describe_watch_error(&e));
+                if let Some(objects) = read().await {
+                    match check(&objects) {
+                        Readiness::Ready => return Ok(true),
+                        Readiness::Failed(reason) => return Err(Stop::Failed(reason)),
+                        Readiness::Pending(reason) => reporter.pending(&reason),
+                    }
+                }
                 continue;
             }
         };
@@ -370,6 +393,55 @@ where
         }
     }
     Ok(false)
+}
+
+/// The selected objects as a plain read right now, sorted by name; `None`
+/// when the read fails too.
+async fn read_now(api: &Api<DynamicObject>, selector: &Selector) -> Option<Vec<Value>> {
+    let list = api.list(&selector.list_params()).await.ok()?;
+    let mut objects: Vec<Value> = list
+        .items
+        .into_iter()
+        .filter(|o| selector.admits(o))
+        .filter_map(|o| serde_json::to_value(o).ok())
+        .collect();
+    objects.sort_by(|a, b| name_of(a).cmp(name_of(b)));
+    Some(objects)
+}
+
+/// Watch restarts back off 200 ms, 400 ms, ... up to 5 s (kube's default
+/// grows to 30 s, long after a workload became Ready); reset by the stream
+/// once a watch works again.
+#[derive(Debug, Clone, Copy)]
+struct CappedBackoff {
+    next: Duration,
+}
+
+impl CappedBackoff {
+    const FIRST: Duration = Duration::from_millis(200);
+    const CAP: Duration = Duration::from_secs(5);
+}
+
+impl Default for CappedBackoff {
+    fn default() -> Self {
+        CappedBackoff { next: Self::FIRST }
+    }
+}
+
+impl Iterator for CappedBackoff {
+    type Item = Duration;
+
+    fn next(&mut self) -> Option<Duration> {
+        let now = self.next;
+        self.next = (self.next * 2).min(Self::CAP);
+        Some(now)
+    }
+}
+
+impl ::kube::runtime::utils::Backoff for CappedBackoff {
+    fn reset(&mut self) {
+        self.next = Self::FIRST;
+    }
 }
 
 /// The latest known state of the selected objects, across watch restarts.

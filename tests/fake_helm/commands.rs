@@ -337,11 +337,13 @@ fn status(ctx: &Ctx) -> Result<String, String> {
         .knobs(&r.namespace, &r.name)
         .chart_values
         .unwrap_or_else(empty);
-    format(
-        &release_json(&r, &chart_values),
-        ctx.args.get("output"),
-        || output::summary(&r),
-    )
+    // Like helm (pkg/cmd/status.go: `rel.Chart = nil`), status never shows
+    // the chart; `helm history` and `helm list` do.
+    let mut json = release_json(&r, &chart_values);
+    if let Some(release) = json.as_object_mut() {
+        release.remove("chart");
+    }
+    format(&json, ctx.args.get("output"), || output::summary(&r))
 }
 
 fn get_values(ctx: &Ctx) -> Result<String, String> {

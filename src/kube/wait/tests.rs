@@ -55,7 +55,14 @@ async fn run(items: Vec<Item>) -> (Result<bool, Stop>, Vec<String>) {
         crate::kube::ready::rollout_check("DaemonSet").unwrap(),
         &named("cilium"),
     );
-    let result = drive(stream::iter(items), &named("cilium"), &check, &reporter).await;
+    let result = drive(
+        stream::iter(items),
+        &named("cilium"),
+        &check,
+        &reporter,
+        no_read,
+    )
+    .await;
     (result, heard.into_inner().unwrap())
 }
 
@@ -166,7 +173,14 @@ async fn failed_check_ends_the_wait() {
     let mut job = fixture("job-failed.yaml");
     job.metadata.name = Some("cilium".into());
     let items: Vec<Item> = vec![Ok(E::Init), Ok(E::InitApply(job)), Ok(E::InitDone)];
-    let result = drive(stream::iter(items), &named("cilium"), &check, &reporter).await;
+    let result = drive(
+        stream::iter(items),
+        &named("cilium"),
+        &check,
+        &reporter,
+        no_read,
+    )
+    .await;
     let err = result.unwrap_err().into_error(&ObjectTarget::new(
         "batch/v1",
         "Job",
@@ -177,6 +191,57 @@ async fn failed_check_ends_the_wait() {
         err.to_string(),
         "Job security/migrate failed: BackoffLimitExceeded: Job has reached the specified backoff limit"
     );
+}
+
+/// The fallback read when a test's watch has all there is to say.
+async fn no_read() -> Option<Vec<serde_json::Value>> {
+    None
+}
+
+/// A watch that cannot start (the API server refuses it, again and again)
+/// does not hide a workload that is Ready: the direct read after the failed
+/// start sees it, without waiting for the watch ever to work.
+#[tokio::test]
+async fn a_ready_object_is_seen_by_a_direct_read_while_the_watch_fails() {
+    let state = Mutex::new(Progress::default());
+    let heard = Mutex::new(Vec::<String>::new());
+    let progress = |s: &str| heard.lock().unwrap().push(s.to_string());
+    let reporter = Reporter {
+        state: &state,
+        progress: &progress,
+    };
+    let check = each(
+        crate::kube::ready::rollout_check("DaemonSet").unwrap(),
+        &named("cilium"),
+    );
+    let refused = || {
+        Err(watcher::Error::WatchStartFailed(::kube::Error::Api(
+            ::kube::core::Status::failure("the server is busy", "ServiceUnavailable")
+                .with_code(503)
+                .boxed(),
+        )))
+    };
+    let items: Vec<Item> = vec![refused(), refused(), refused()];
+    let ready = serde_json::to_value(fixture("daemonset-cilium-rolled-out.yaml")).unwrap();
+    let read = || {
+        let ready = ready.clone();
+        async move { Some(vec![ready]) }
+    };
+    let result = drive(stuck(items), &named("cilium"), &check, &reporter, read).await;
+    assert_eq!(result.unwrap(), true);
+    assert!(
+        heard.lock().unwrap()[0].contains("watch failed to start"),
+        "{:?}",
+        heard.lock().unwrap()
+    );
+}
+
+#[test]
+fn watch_restarts_back_off_to_five_seconds_at_most() {
+    let delays: Vec<Duration> = CappedBackoff::default().take(8).collect();
+    assert_eq!(delays[0], Duration::from_millis(200));
+    assert_eq!(delays[4], Duration::from_millis(3200));
+    assert!(delays[5..].iter().all(|d| *d == Duration::from_secs(5)));
 }
 
 /// A watch that reports one state and then nothing more, ever.
@@ -202,7 +267,7 @@ async fn timeout_names_the_target_and_the_last_reason() {
         Ok(E::InitDone),
     ];
     let work = async {
-        drive(stuck(items), &named("cilium"), &check, &reporter).await?;
+        drive(stuck(items), &named("cilium"), &check, &reporter, no_read).await?;
         Ok(())
     };
     // A real, short timeout: tokio's test-util (time pausing) is not enabled.
@@ -234,7 +299,7 @@ async fn timeout_mentions_an_api_error_that_followed_the_last_reason() {
         Err(unavailable()),
     ];
     let work = async {
-        drive(stuck(items), &named("cilium"), &check, &reporter).await?;
+        drive(stuck(items), &named("cilium"), &check, &reporter, no_read).await?;
         Ok(())
     };
     let err = bounded(&cilium(), Duration::from_millis(20), &state, work)
@@ -408,6 +473,7 @@ async fn a_label_selected_set_is_judged_as_a_whole() {
         &hubble(),
         &any_ready_endpoint,
         &reporter,
+        no_read,
     )
     .await;
     assert_eq!(result, Ok(true));
