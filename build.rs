@@ -1,11 +1,36 @@
-//! Sets `cfg(bootstrap_e2e)` when `BOOTSTRAP_E2E=1`, so the end-to-end suite
-//! against a real cluster is reported as ignored, never as passed, unless it
-//! was asked for (tests/e2e_kind.rs).
+//! Sets the cfgs that decide which optional test tiers run, so a tier that
+//! cannot run is reported as ignored, never as passed:
+//!
+//! - `cfg(bootstrap_e2e)` when `BOOTSTRAP_E2E=1`: the end-to-end suite
+//!   against a real cluster (tests/e2e_kind.rs).
+//! - `cfg(real_helm)` when `BOOTSTRAP_TEST_PYTHON` is set or the project's
+//!   `.venv-helm/bin/python` exists: the tier that runs bootstrap against the
+//!   real Helm v4 engine of the helm-python-sdk package (tests/real_helm.rs).
+//!   Cargo cannot watch for a file to appear without rebuilding every time
+//!   it is missing, so a venv created after the last build is noticed on the
+//!   next change to this file (`touch build.rs`) or with `BOOTSTRAP_TEST_PYTHON`.
+
+use std::path::Path;
+
+const VENV_PYTHON: &str = ".venv-helm/bin/python";
 
 fn main() {
+    println!("cargo::rerun-if-changed=build.rs");
+
     println!("cargo::rustc-check-cfg=cfg(bootstrap_e2e)");
     println!("cargo::rerun-if-env-changed=BOOTSTRAP_E2E");
     if std::env::var("BOOTSTRAP_E2E").as_deref() == Ok("1") {
         println!("cargo::rustc-cfg=bootstrap_e2e");
+    }
+
+    println!("cargo::rustc-check-cfg=cfg(real_helm)");
+    println!("cargo::rerun-if-env-changed=BOOTSTRAP_TEST_PYTHON");
+    let venv = Path::new(VENV_PYTHON).exists();
+    if venv {
+        // Deleting the venv turns the tier back into "ignored".
+        println!("cargo::rerun-if-changed={VENV_PYTHON}");
+    }
+    if venv || std::env::var_os("BOOTSTRAP_TEST_PYTHON").is_some_and(|v| !v.is_empty()) {
+        println!("cargo::rustc-cfg=real_helm");
     }
 }

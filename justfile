@@ -19,5 +19,9 @@ bench:
 e2e:
     BOOTSTRAP_E2E=1 cargo test --test e2e_kind -- --nocapture
 
+# bootstrap against the real Helm v4 engine (helm-python-sdk in .venv-helm; README: Development).
+real-helm:
+    cargo test --test real_helm
+
 plan cluster="infra":
     cargo run -- plan {{cluster}}
