@@ -142,7 +142,7 @@ pub async fn render<H: Helm>(helm: &H, plan: &Plan) -> Result<Vec<Crd>, CrdError
             let crd = Crd {
                 release: release.id.clone(),
                 name: name.to_string(),
-                manifest: doc.clone(),
+                manifest: owned_by_bootstrap(doc.clone()),
             };
             // Two charts shipping one CRD: the later release in execution order wins.
             match crds.iter_mut().find(|c| c.name == crd.name) {
@@ -152,6 +152,25 @@ pub async fn render<H: Helm>(helm: &H, plan: &Plan) -> Result<Vec<Crd>, CrdError
         }
     }
     Ok(crds)
+}
+
+/// The label Helm (and charts imitating it) put on what Helm manages.
+const MANAGED_BY: &str = "app.kubernetes.io/managed-by";
+
+/// A CRD as bootstrap applies it: charts that template their CRDs (cert-manager,
+/// flux-operator) label them `app.kubernetes.io/managed-by: Helm`, which would
+/// tell every reader that Helm owns them; Helm does not (the CRD phase applies
+/// them server-side, and helm installs the release with `--skip-crds`), so
+/// bootstrap says it is the manager.
+fn owned_by_bootstrap(mut crd: Value) -> Value {
+    if let Some(labels) = crd
+        .pointer_mut("/metadata/labels")
+        .and_then(Value::as_object_mut)
+        && labels.get(MANAGED_BY).and_then(Value::as_str) == Some("Helm")
+    {
+        labels.insert(MANAGED_BY.into(), Value::from("bootstrap"));
+    }
+    crd
 }
 
 async fn fetch(source: &str) -> Result<String, FetchError> {
@@ -232,5 +251,37 @@ pub fn dry_run(crds: &[Crd], events: &Emitter) {
             crd: crd.name.clone(),
             change: CrdChange::WouldApply,
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn helms_managed_by_label_becomes_bootstraps() {
+        let crd = json!({
+            "apiVersion": "apiextensions.k8s.io/v1",
+            "kind": "CustomResourceDefinition",
+            "metadata": {"name": "certificates.cert-manager.io", "labels": {
+                "app.kubernetes.io/managed-by": "Helm",
+                "app.kubernetes.io/name": "cert-manager",
+            }},
+        });
+        let owned = owned_by_bootstrap(crd);
+        assert_eq!(
+            owned["metadata"]["labels"],
+            json!({"app.kubernetes.io/managed-by": "bootstrap", "app.kubernetes.io/name": "cert-manager"})
+        );
+        let other = json!({"metadata": {"name": "x", "labels": {"app.kubernetes.io/managed-by": "kustomize"}}});
+        assert_eq!(
+            owned_by_bootstrap(other.clone()),
+            other,
+            "only Helm's claim is replaced"
+        );
+        let bare = json!({"metadata": {"name": "x"}});
+        assert_eq!(owned_by_bootstrap(bare.clone()), bare);
     }
 }
