@@ -270,3 +270,38 @@ fn kind_example_plans() {
             .ends_with("control-plane")
     );
 }
+
+/// `--context` reaches templates: the flux-instance hook's
+/// `--context={{cluster.context}}` names the context the run targets, not
+/// cluster.yaml's.
+#[test]
+fn context_flag_reaches_templates_and_hooks() {
+    let hooks = |args: &[&str]| -> String {
+        let out = bootstrap(args);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let plan: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        plan["releases"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["name"] == "flux-instance")
+            .map(|r| r["hooks"].to_string())
+            .unwrap()
+    };
+    assert!(hooks(&["plan", "infra", "--output", "json"]).contains("--context=admin@infra"));
+    let other = hooks(&[
+        "plan",
+        "infra",
+        "--output",
+        "json",
+        "--context",
+        "kind-infra",
+    ]);
+    assert!(other.contains("--context=kind-infra"), "{other}");
+    assert!(!other.contains("admin@infra"), "{other}");
+}

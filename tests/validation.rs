@@ -278,3 +278,17 @@ fn dir_flag_prefixes_paths() {
         "{stderr}"
     );
 }
+
+/// A hook that names another kubeconfig context would act on a different
+/// cluster than the one being bootstrapped.
+#[test]
+fn a_hook_naming_another_context_is_refused() {
+    let hooks =
+        "hooks:\n  postsync:\n    - command: [kubectl, --context=admin@other, get, nodes]\n";
+    Test::with_releases(&format!("{CILIUM}{hooks}"))
+        .file("clusters/infra/cluster.yaml", "name: infra\ncontext: admin@infra\n")
+        .args(&["plan", "infra"])
+        .invalid(
+        "error: releases/core.yaml: release `kube-system/cilium`: hook command `kubectl --context=admin@other get nodes` names kubeconfig context `admin@other`, but this run targets `admin@infra`; use `{{cluster.context}}` or drop the flag (hooks run with the run's context as current)\n",
+    );
+}

@@ -14,8 +14,12 @@ use crate::run::{self, Session};
 use crate::stop::Stop;
 
 pub fn run(config: &Config, args: &ApplyArgs) -> Result<(), Error> {
-    let plan = crate::config::load(&config.global.dir, &args.cluster)?
-        .select(&args.only, args.no_needs)?;
+    let plan = crate::config::load_for(
+        &config.global.dir,
+        &args.cluster,
+        config.global.context.as_deref(),
+    )?
+    .select(&args.only, args.no_needs)?;
     run::block_on(run_async(config, args, plan))
 }
 

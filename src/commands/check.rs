@@ -42,7 +42,11 @@ pub fn run(
     flux_entrypoint: Option<&PathBuf>,
     out: &mut dyn Write,
 ) -> Result<(), Error> {
-    let plan = crate::config::load(&config.global.dir, cluster)?;
+    let plan = crate::config::load_for(
+        &config.global.dir,
+        cluster,
+        config.global.context.as_deref(),
+    )?;
     let root = flux_root
         .map(|r| config.global.dir.join(r))
         .or_else(|| plan.cluster.flux.as_ref().map(|f| f.root.clone()));

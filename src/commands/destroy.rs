@@ -34,7 +34,11 @@ pub fn confirmation(yes: bool, dry_run: bool, stdin_is_terminal: bool) -> Confir
 }
 
 pub fn run(config: &Config, args: &DestroyArgs) -> Result<(), Error> {
-    let full = crate::config::load(&config.global.dir, &args.cluster)?;
+    let full = crate::config::load_for(
+        &config.global.dir,
+        &args.cluster,
+        config.global.context.as_deref(),
+    )?;
     let plan = full.clone().select(&args.only, true)?;
     let confirm = confirmation(
         args.yes,

@@ -9,7 +9,11 @@ pub fn run(
     format: GraphFormat,
     out: &mut dyn Write,
 ) -> Result<(), Error> {
-    let plan = crate::config::load(&config.global.dir, cluster)?;
+    let plan = crate::config::load_for(
+        &config.global.dir,
+        cluster,
+        config.global.context.as_deref(),
+    )?;
     match format {
         GraphFormat::Dot => super::write(out, &plan.graph.to_dot(cluster)),
         GraphFormat::Mermaid => super::write(out, &plan.graph.to_mermaid()),

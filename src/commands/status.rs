@@ -13,7 +13,11 @@ use crate::error::Error;
 use crate::status::{self, Report};
 
 pub fn run(config: &Config, cluster: &str, out: &mut dyn std::io::Write) -> Result<(), Error> {
-    let plan = crate::config::load(&config.global.dir, cluster)?;
+    let plan = crate::config::load_for(
+        &config.global.dir,
+        cluster,
+        config.global.context.as_deref(),
+    )?;
     let report = crate::run::block_on(async {
         let (helm, connection) =
             crate::run::prerequisites(config.target(), &plan, crate::run::REACHABILITY_BUDGET)

@@ -34,7 +34,11 @@ pub fn run(
     options: Options,
     out: &mut dyn Write,
 ) -> Result<(), Error> {
-    let plan = crate::config::load(&config.global.dir, cluster)?;
+    let plan = crate::config::load_for(
+        &config.global.dir,
+        cluster,
+        config.global.context.as_deref(),
+    )?;
     let chosen = choose(&plan.releases, cluster, release)?;
     let rendered = if options.manifests {
         Some(render_all(config, &chosen, options)?)

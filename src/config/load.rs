@@ -32,6 +32,13 @@ pub fn cluster_names(root: &Path) -> Vec<String> {
 
 /// Loads everything `cluster` needs from the config root `dir`.
 pub fn load(dir: &Path, cluster: &str) -> Result<Plan, Error> {
+    load_for(dir, cluster, None)
+}
+
+/// [`load`] for a run whose kubeconfig context is `context` (`--context`)
+/// rather than cluster.yaml's: templates (`{{cluster.context}}`) and hooks
+/// see the context the run really targets.
+pub fn load_for(dir: &Path, cluster: &str, context: Option<&str>) -> Result<Plan, Error> {
     let root = std::fs::canonicalize(dir).map_err(|e| {
         Error::config(Problem::new(format!(
             "config root `{}` cannot be read ({e}); pass --dir with the directory that holds clusters/ and releases/",
@@ -144,7 +151,10 @@ pub fn load(dir: &Path, cluster: &str) -> Result<Plan, Error> {
         }
     }
 
-    let cluster = build_cluster(&paths, &cluster_file, &shown_cluster, &mut problems);
+    let mut cluster = build_cluster(&paths, &cluster_file, &shown_cluster, &mut problems);
+    if let Some(context) = context {
+        cluster.context = Some(context.to_string());
+    }
     let renderer = crate::template::Renderer::new();
     let mut releases = Vec::new();
     for draft in &selected {

@@ -7,6 +7,6 @@ pub mod file;
 mod load;
 mod render;
 
-pub use load::{cluster_names, load};
+pub use load::{cluster_names, load, load_for};
 
 pub use crate::plan::{Cluster, Flux};

@@ -112,6 +112,26 @@ pub(crate) fn render_release(
     for hook in hooks.presync.iter_mut().chain(hooks.postsync.iter_mut()) {
         if let Err(e) = hook.render(&templates) {
             problems.push(problem(&shown_release, e.to_string()));
+            continue;
+        }
+        // A hook acts on the cluster the run targets: its KUBECONFIG's
+        // current context is that one, and naming another would change a
+        // different cluster than the one being bootstrapped.
+        // Without a context in cluster.yaml or --context, the run uses the
+        // kubeconfig's current context, unknown here: nothing to compare.
+        let Some(target) = cluster.context.as_deref() else {
+            continue;
+        };
+        for named in hook.action.contexts() {
+            if named != target {
+                problems.push(problem(
+                    &shown_release,
+                    format!(
+                        "hook {} names kubeconfig context `{named}`, but this run targets `{target}`; use `{{{{cluster.context}}}}` or drop the flag (hooks run with the run's context as current)",
+                        hook.action
+                    ),
+                ));
+            }
         }
     }
 

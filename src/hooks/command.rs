@@ -48,6 +48,10 @@ impl HookKind for Command {
         check_files(argv, root)
     }
 
+    fn contexts(argv: &Vec<String>) -> Vec<String> {
+        named_contexts(argv.iter().map(String::as_str))
+    }
+
     fn describe(argv: &Vec<String>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "command `{}`", argv.join(" "))
     }
@@ -60,6 +64,28 @@ impl HookKind for Command {
     ) -> Result<Option<String>, HookFailure> {
         run_argv(argv, env, timeout, progress).await
     }
+}
+
+/// The values of `--context`/`--kube-context` (kubectl, helm) among `words`,
+/// in both `--flag value` and `--flag=value` forms.
+pub(super) fn named_contexts<'a>(words: impl Iterator<Item = &'a str>) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut words = words.peekable();
+    while let Some(word) = words.next() {
+        for flag in ["--context", "--kube-context"] {
+            if word == flag {
+                if let Some(value) = words.peek() {
+                    found.push(value.trim_matches(['"', '\'']).to_string());
+                }
+            } else if let Some(value) = word
+                .strip_prefix(flag)
+                .and_then(|rest| rest.strip_prefix('='))
+            {
+                found.push(value.trim_matches(['"', '\'']).to_string());
+            }
+        }
+    }
+    found
 }
 
 /// The `-f`/`--filename` files of a command that lie inside the config root

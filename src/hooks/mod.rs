@@ -109,6 +109,13 @@ pub trait HookKind {
         Ok(())
     }
 
+    /// The kubeconfig contexts the rendered action names itself
+    /// (`--context X`, `--kube-context=X`): a hook must act on the cluster
+    /// the run targets, so the loader refuses any other.
+    fn contexts(_action: &Self::Action) -> Vec<String> {
+        Vec::new()
+    }
+
     /// The hook in `plan`, in events and in failure messages.
     fn describe(action: &Self::Action, f: &mut fmt::Formatter<'_>) -> fmt::Result;
 

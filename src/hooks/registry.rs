@@ -108,6 +108,13 @@ macro_rules! hook_kinds {
                 }
             }
 
+            /// The kubeconfig contexts the rendered hook names itself.
+            pub fn contexts(&self) -> Vec<String> {
+                match self {
+                    $( HookAction::$variant(action) => <$key::$variant as $crate::hooks::HookKind>::contexts(action), )+
+                }
+            }
+
             fn check_rendered(&self, root: &std::path::Path) -> Result<(), KindError> {
                 match self {
                     $(

@@ -31,6 +31,12 @@ impl HookKind for Shell {
         vec![script]
     }
 
+    /// Words of the script, split on whitespace: enough for `kubectl
+    /// --context=X`, the form hooks use.
+    fn contexts(script: &String) -> Vec<String> {
+        command::named_contexts(script.split_whitespace())
+    }
+
     fn describe(script: &String, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "shell `{script}`")
     }
