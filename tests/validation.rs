@@ -292,3 +292,18 @@ fn a_hook_naming_another_context_is_refused() {
         "error: releases/core.yaml: release `kube-system/cilium`: hook command `kubectl --context=admin@other get nodes` names kubeconfig context `admin@other`, but this run targets `admin@infra`; use `{{cluster.context}}` or drop the flag (hooks run with the run's context as current)\n",
     );
 }
+
+/// A release file that is a dangling or looping symlink is reported, never
+/// skipped (a plan with fewer releases than written would pass silently).
+#[test]
+fn a_release_file_that_is_a_broken_symlink_is_reported() {
+    let test = Test::with_releases(CILIUM).args(&["plan", "infra"]);
+    let releases = test.path().join("releases");
+    std::os::unix::fs::symlink(releases.join("gone.yaml"), releases.join("dangling.yaml")).unwrap();
+    std::os::unix::fs::symlink(releases.join("loop.yaml"), releases.join("loop.yaml")).unwrap();
+    test.invalid(
+        "error: releases/dangling.yaml: cannot read: No such file or directory (os error 2); it is a symlink that leads nowhere (dangling, or a loop): fix or remove it\n\
+         error: releases/loop.yaml: cannot read: Too many levels of symbolic links (os error 40); it is a symlink that leads nowhere (dangling, or a loop): fix or remove it\n\
+         error: 2 problems in the config; nothing was changed\n",
+    );
+}

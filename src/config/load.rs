@@ -236,13 +236,24 @@ fn read_releases(paths: &Paths, problems: &mut Vec<Problem>) -> Result<Vec<Draft
             .file(paths.show(&dir)),
         )
     })?;
-    let mut files: Vec<PathBuf> = entries
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| {
-            p.is_file() && matches!(p.extension().and_then(|e| e.to_str()), Some("yaml" | "yml"))
-        })
-        .collect();
+    // Every `*.yaml`/`*.yml` entry but directories: a symlink that leads
+    // nowhere (dangling, or a loop) is a file the user meant to be read, so
+    // it is reported below, never skipped.
+    let mut files: Vec<PathBuf> = Vec::new();
+    for entry in entries {
+        match entry {
+            Ok(entry) => {
+                let path = entry.path();
+                let yaml = matches!(path.extension().and_then(|e| e.to_str()), Some("yaml" | "yml"));
+                if yaml && !path.is_dir() {
+                    files.push(path);
+                }
+            }
+            Err(e) => problems.push(
+                Problem::new(format!("cannot list an entry: {e}")).file(paths.show(&dir)),
+            ),
+        }
+    }
     files.sort();
     let mut drafts = Vec::new();
     for file in files {
@@ -250,7 +261,12 @@ fn read_releases(paths: &Paths, problems: &mut Vec<Problem>) -> Result<Vec<Draft
         let text = match std::fs::read_to_string(&file) {
             Ok(text) => text,
             Err(e) => {
-                problems.push(Problem::new(format!("cannot read: {e}")).file(&shown));
+                let hint = if file.is_symlink() {
+                    "; it is a symlink that leads nowhere (dangling, or a loop): fix or remove it"
+                } else {
+                    ""
+                };
+                problems.push(Problem::new(format!("cannot read: {e}{hint}")).file(&shown));
                 continue;
             }
         };
