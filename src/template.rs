@@ -36,6 +36,9 @@ impl std::fmt::Display for TemplateError {
 
 pub struct Renderer {
     registry: Handlebars<'static>,
+    /// For values *files* (YAML text): every inserted value is a YAML scalar
+    /// ([`yaml_scalar`]), so a value can never add keys of its own.
+    yaml: Handlebars<'static>,
     /// Compiled templates by their text. A catalog repeats the same few
     /// templates (and values files) across every release, and compiling was
     /// most of the cost of planning: 1,000 releases compiled ~4,000 times.
@@ -45,6 +48,27 @@ pub struct Renderer {
 impl Default for Renderer {
     fn default() -> Self {
         Self::new()
+    }
+}
+
+/// `text` as it may stand in YAML without changing the document around it:
+/// as it is when it is a plain scalar on one line that starts and contains
+/// nothing YAML reads as structure, otherwise as a double-quoted (JSON)
+/// string, which YAML reads back as the same string.
+pub fn yaml_scalar(text: &str) -> String {
+    let plain = !text.is_empty()
+        && text.trim() == text
+        && !text.contains(['\n', '\r', '\t', '"', '\''])
+        && !text.starts_with([
+            '-', '?', ':', ',', '[', ']', '{', '}', '#', '&', '*', '!', '|', '>', '%', '@', '`',
+        ])
+        && !text.contains(": ")
+        && !text.contains(" #")
+        && !text.ends_with(':');
+    if plain {
+        text.to_string()
+    } else {
+        serde_json::to_string(text).unwrap_or_default()
     }
 }
 
@@ -77,13 +101,34 @@ impl Renderer {
         // Values are YAML, not HTML.
         registry.register_escape_fn(handlebars::no_escape);
         registry.register_helper("env", Box::new(env_helper));
+        let mut yaml = registry.clone();
+        yaml.register_escape_fn(yaml_scalar);
         Renderer {
             registry,
+            yaml,
             compiled: Mutex::new(HashMap::new()),
         }
     }
 
+    /// Renders a template string whose result is used as it is (a value in
+    /// a values map, a hook argument).
     pub fn render_str(&self, template: &str, ctx: &Value) -> Result<String, TemplateError> {
+        self.render_with(&self.registry, template, ctx)
+    }
+
+    /// Renders YAML text (a values file): each `{{...}}` is inserted as a
+    /// YAML scalar, quoted when it would otherwise change the document's
+    /// structure (`"1\nhostNetwork: true"` stays one string).
+    pub fn render_yaml(&self, template: &str, ctx: &Value) -> Result<String, TemplateError> {
+        self.render_with(&self.yaml, template, ctx)
+    }
+
+    fn render_with(
+        &self,
+        registry: &Handlebars<'static>,
+        template: &str,
+        ctx: &Value,
+    ) -> Result<String, TemplateError> {
         if !template.contains("{{") {
             return Ok(template.to_string());
         }
@@ -92,12 +137,7 @@ impl Renderer {
             // What `Handlebars::render_template` does, minus the compiling.
             let ctx = Context::wraps(ctx)?;
             let mut out = Text(String::new());
-            compiled.render(
-                &self.registry,
-                &ctx,
-                &mut RenderContext::new(None),
-                &mut out,
-            )?;
+            compiled.render(registry, &ctx, &mut RenderContext::new(None), &mut out)?;
             Ok(out.0)
         };
         render().map_err(|e| classify(&e))
@@ -294,6 +334,32 @@ mod tests {
             r.render_str("{{cluster.name", &ctx()),
             Err(TemplateError::Syntax(_))
         ));
+    }
+
+    #[test]
+    fn yaml_scalars_never_add_structure() {
+        assert_eq!(yaml_scalar("10.0.0.1"), "10.0.0.1");
+        assert_eq!(yaml_scalar("true"), "true");
+        assert_eq!(
+            yaml_scalar("1\nhostNetwork: true"),
+            r#""1\nhostNetwork: true""#
+        );
+        assert_eq!(yaml_scalar("a: b"), r#""a: b""#);
+        assert_eq!(yaml_scalar("- x"), r#""- x""#);
+        assert_eq!(yaml_scalar(""), r#""""#);
+        assert_eq!(yaml_scalar("x #y"), r#""x #y""#);
+    }
+
+    #[test]
+    fn a_values_file_template_cannot_inject_keys() {
+        let renderer = Renderer::new();
+        let values = json!({"note": "1\nhostNetwork: true"});
+        let ctx = context("infra", None, values.as_object().unwrap(), None, "/");
+        let text = renderer
+            .render_yaml("podLabel: {{cluster.values.note}}\n", &ctx)
+            .unwrap();
+        let parsed: Value = crate::yaml::document(&text, std::path::Path::new("v.yaml")).unwrap();
+        assert_eq!(parsed, json!({"podLabel": "1\nhostNetwork: true"}));
     }
 
     #[test]

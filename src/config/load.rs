@@ -244,14 +244,16 @@ fn read_releases(paths: &Paths, problems: &mut Vec<Problem>) -> Result<Vec<Draft
         match entry {
             Ok(entry) => {
                 let path = entry.path();
-                let yaml = matches!(path.extension().and_then(|e| e.to_str()), Some("yaml" | "yml"));
+                let yaml = matches!(
+                    path.extension().and_then(|e| e.to_str()),
+                    Some("yaml" | "yml")
+                );
                 if yaml && !path.is_dir() {
                     files.push(path);
                 }
             }
-            Err(e) => problems.push(
-                Problem::new(format!("cannot list an entry: {e}")).file(paths.show(&dir)),
-            ),
+            Err(e) => problems
+                .push(Problem::new(format!("cannot list an entry: {e}")).file(paths.show(&dir))),
         }
     }
     files.sort();

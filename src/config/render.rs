@@ -174,7 +174,7 @@ fn values_file(
             return Value::Null;
         }
     };
-    let rendered = match renderer.render_str(&text, ctx) {
+    let rendered = match renderer.render_yaml(&text, ctx) {
         Ok(r) => r,
         Err(e) => {
             problems.push(Problem::new(e.to_string()).file(&shown).release(id));
