@@ -33,7 +33,16 @@ pub fn render_summary(summary: &Summary, interrupted_in_helm: &BTreeSet<ReleaseI
     }
     totals(&mut out, summary);
     if summary.interrupted {
-        interruption(&mut out, summary, interrupted_in_helm);
+        if summary.releases.iter().all(|r| r.outcome.is_success()) {
+            // The interrupt came while the last releases finished in their
+            // grace period: there is nothing to continue.
+            let _ = writeln!(
+                out,
+                "interrupted, but every release had finished; nothing is left to do"
+            );
+        } else {
+            interruption(&mut out, summary, interrupted_in_helm);
+        }
     }
     root_failures(&mut out, summary);
     out
@@ -348,6 +357,19 @@ infra: 1 installed, 1 failed, 1 skipped in 2m40s
 root failure: kube-system/coredns: hook rollout of Deployment kube-system/coredns timed out after 5m
 "
         );
+    }
+
+    #[test]
+    fn an_interrupt_after_the_last_release_finished_asks_for_nothing() {
+        let mut s = summary(
+            vec![result("kube-system/cilium", Outcome::Installed, 63.0, None)],
+            &["kube-system/cilium"],
+            &[],
+        );
+        s.interrupted = true;
+        let text = render_summary(&s, &BTreeSet::new());
+        assert!(text.contains("every release had finished"), "{text}");
+        assert!(!text.contains("again to continue"), "{text}");
     }
 
     #[test]
