@@ -1,4 +1,4 @@
 #![allow(dead_code)]
-pub mod apiserver;
+pub use kube_loopback as apiserver;
 pub mod builder;
 pub mod cluster;
