@@ -1,11 +1,9 @@
 //! `apply` asks Helm about each release only when Helm's preflight listing
 //! knows it: a fresh install costs one helm process, not two.
 
-mod support;
-
 use serde_json::json;
-use support::builder::Test;
-use support::cluster::Cluster;
+use testkit::builder::Test;
+use testkit::cluster::Cluster;
 
 const RELEASES: &str = "name: cilium
 namespace: kube-system

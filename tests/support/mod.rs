@@ -1,4 +1,0 @@
-#![allow(dead_code)]
-pub use kube_loopback as apiserver;
-pub mod builder;
-pub mod cluster;
