@@ -1,6 +1,6 @@
 //! Sets `cfg(bootstrap_e2e)` when `BOOTSTRAP_E2E=1`, so the end-to-end suite
 //! against a real cluster is reported as ignored, never as passed, unless it
-//! was asked for (tests/e2e_kind.rs).
+//! was asked for (tests/e2e_kind/main.rs).
 
 fn main() {
     println!("cargo::rustc-check-cfg=cfg(bootstrap_e2e)");
