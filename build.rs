@@ -2,7 +2,7 @@
 //! cannot run is reported as ignored, never as passed:
 //!
 //! - `cfg(bootstrap_e2e)` when `BOOTSTRAP_E2E=1`: the end-to-end suite
-//!   against a real cluster (tests/e2e_kind.rs).
+//!   against a real cluster (tests/e2e_kind/main.rs).
 //! - `cfg(real_helm)` when `BOOTSTRAP_TEST_PYTHON` is set or the project's
 //!   `.venv-helm/bin/python` exists: the tier that runs bootstrap against the
 //!   real Helm v4 engine of the helm-python-sdk package (tests/real_helm.rs).

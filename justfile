@@ -6,11 +6,11 @@ ci:
     bash .ci/run
 
 test:
-    cargo test
+    cargo test --workspace
 
 lint:
     cargo fmt --all -- --check
-    cargo clippy --all-targets -- -D warnings
+    cargo clippy --all-targets --workspace -- -D warnings
 
 bench:
     cargo bench --bench bootstrap

@@ -1,13 +1,11 @@
 //! `bootstrap apply` end to end: the real binary against the loopback API
 //! server and the fake helm.
 
-mod support;
-
 use serde_json::json;
-use support::builder::Test;
-use support::cluster::{Cluster, crd, daemonset, deployment};
+use testkit::builder::Test;
+use testkit::cluster::{Cluster, crd, daemonset, deployment};
 
-use support::cluster::{CLUSTER, RELEASES};
+use testkit::cluster::{CLUSTER, RELEASES};
 
 fn config() -> Test {
     Test::new()
@@ -218,7 +216,7 @@ fn a_rollout_that_never_finishes_times_out_with_diagnostics() {
         "DaemonSet",
         "kube-system",
         "cilium",
-        support::apiserver::Rollout::Never,
+        kube_loopback::Rollout::Never,
     );
     cluster.api.insert(json!({
         "apiVersion": "v1", "kind": "Pod",
@@ -283,7 +281,7 @@ fn a_dependent_starts_only_after_the_rollout_completes() {
         "DaemonSet",
         "kube-system",
         "cilium",
-        support::apiserver::Rollout::After(std::time::Duration::from_millis(800)),
+        kube_loopback::Rollout::After(std::time::Duration::from_millis(800)),
     );
     let wall = std::time::SystemTime::now();
     let instant = std::time::Instant::now();
@@ -804,7 +802,7 @@ fn the_admission_guard_is_installed_unless_turned_off() {
 #[test]
 fn a_cluster_without_admission_policies_gets_a_warning() {
     let cluster = Cluster::with(
-        support::apiserver::ApiServer::builder()
+        kube_loopback::ApiServer::builder()
             .without_validating_admission_policy()
             .start(),
     );

@@ -2,11 +2,10 @@
 //! list` (every state, with chart and version) is what each step compares
 //! with, so a release costs one helm process when it changes and none when
 //! it does not.
-mod support;
 
 use serde_json::json;
-use support::builder::Test;
-use support::cluster::Cluster;
+use testkit::builder::Test;
+use testkit::cluster::Cluster;
 
 const RELEASES: &str = "name: cilium
 namespace: kube-system

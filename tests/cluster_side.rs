@@ -2,16 +2,14 @@
 //! usable right after the CRD phase, a stale rollout status is never taken
 //! for done, and dropped watches do not break a wait.
 
-mod support;
-
 use std::time::Duration;
 
+use kube_loopback::{ApiServer, Rollout};
 use serde_json::json;
-use support::apiserver::{ApiServer, Rollout};
-use support::builder::Test;
-use support::cluster::{Cluster, crd, daemonset};
+use testkit::builder::Test;
+use testkit::cluster::{Cluster, crd, daemonset};
 
-use support::cluster::CLUSTER;
+use testkit::cluster::CLUSTER;
 
 #[test]
 fn kinds_from_the_crd_phase_are_usable_by_the_releases() {
@@ -153,7 +151,7 @@ fn wait_true_tracks_every_workload_of_the_release() {
         "web",
         Rollout::After(Duration::from_millis(300)),
     );
-    cluster.script(json!({"apps/web": {"apply_manifests": true, "manifests": [support::cluster::deployment("apps", "web")]}}));
+    cluster.script(json!({"apps/web": {"apply_manifests": true, "manifests": [testkit::cluster::deployment("apps", "web")]}}));
     let test = Test::new().file("clusters/infra/cluster.yaml", CLUSTER).file(
         "releases/r.yaml",
         "name: web\nnamespace: apps\nchart: { oci: oci://example.com/charts/web, version: 1.0.0 }\nwait: true\n---\nname: after\nnamespace: apps\nchart: { oci: oci://example.com/charts/after, version: 1.0.0 }\nneeds: [web]\n",

@@ -1,13 +1,11 @@
 //! `bootstrap destroy` end to end: the real binary against the loopback API
 //! server and the fake helm, after a real `apply`.
 
-mod support;
-
 use serde_json::json;
-use support::builder::Test;
-use support::cluster::{Cluster, HelmCall, crd, daemonset, deployment};
+use testkit::builder::Test;
+use testkit::cluster::{Cluster, HelmCall, crd, daemonset, deployment};
 
-use support::cluster::{CLUSTER, RELEASES};
+use testkit::cluster::{CLUSTER, RELEASES};
 
 const CERTIFICATES: &str = "certificates.cert-manager.io";
 

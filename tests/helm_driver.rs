@@ -10,9 +10,8 @@ use bootstrap::kube::KubeTarget;
 use bootstrap::release::{Chart, ChartSource, ReleaseId};
 use bootstrap::stop::Stop;
 use serde_json::{Value, json};
+use testkit::fake_helm;
 use tokio::sync::watch;
-
-const FAKE_HELM: &str = env!("CARGO_BIN_EXE_fake-helm");
 
 struct Fake {
     dir: tempfile::TempDir,
@@ -41,7 +40,7 @@ impl Fake {
     }
 
     fn helm(&self) -> HelmCli {
-        let mut helm = HelmCli::new(Some(PathBuf::from(FAKE_HELM)))
+        let mut helm = HelmCli::new(Some(PathBuf::from(fake_helm())))
             .with_env("FAKE_HELM_STATE", self.state())
             .with_env("FAKE_HELM_LOG", self.path("log.jsonl"));
         if self.path("script.json").exists() {
@@ -368,7 +367,7 @@ async fn a_failure_keeps_argv_status_and_stderr_without_secrets() {
         panic!("expected Failed, got {err:?}");
     };
     assert_eq!(*status, Some(1));
-    assert_eq!(argv[0], FAKE_HELM);
+    assert_eq!(argv[0], fake_helm());
     assert!(
         argv.contains(&"https://<redacted>@charts.example.com".to_string()),
         "{argv:?}"

@@ -17,15 +17,13 @@
 //! 0.32.0 (installed releases), victoria-metrics-operator-crds 0.5.1 and
 //! cloudnative-pg 0.26.0 (CRD-only); the tests assert exactly that list.
 
-mod support;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
+use kube_loopback::ApiServer;
 use serde_json::Value;
-use support::apiserver::ApiServer;
 
 const INSTALL: &str = "python3 -m venv .venv-helm && .venv-helm/bin/pip install helm-python-sdk (then touch build.rs)";
 

@@ -1,11 +1,9 @@
 //! The config shipped at the repository root is the embedded default: every
 //! offline command works on it from the repository root.
 
-mod support;
-
 use std::process::Command;
 
-use support::builder::repo_root;
+use testkit::builder::repo_root;
 
 fn bootstrap(args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_bootstrap"))
@@ -162,7 +160,7 @@ fn check_passes_on_the_shipped_clusters() {
 }
 
 #[test]
-fn check_on_the_seed_000_tree_prints_the_chain_and_fails() {
+fn check_on_the_dual_management_tree_prints_the_chain_and_fails() {
     let out = bootstrap(&[
         "check",
         "infra",
@@ -211,7 +209,7 @@ fn check_on_the_seed_000_tree_prints_the_chain_and_fails() {
 
 #[test]
 fn check_without_flux_says_nothing_was_scanned() {
-    let t = support::builder::Test::with_releases(
+    let t = testkit::builder::Test::with_releases(
         "name: a\nnamespace: b\nchart: { oci: oci://x/a, version: 1.0.0 }\n",
     );
     let out = t.args(&["check", "infra"]).run();

@@ -1,14 +1,12 @@
 //! `bootstrap status` end to end: the real binary against the loopback API
 //! server and the fake helm, after a real `apply`.
 
-mod support;
-
+use kube_loopback::Rollout;
 use serde_json::{Value, json};
-use support::apiserver::Rollout;
-use support::builder::Test;
-use support::cluster::{Cluster, daemonset};
+use testkit::builder::Test;
+use testkit::cluster::{Cluster, daemonset};
 
-use support::cluster::CLUSTER;
+use testkit::cluster::CLUSTER;
 
 /// cilium -> coredns -> spegel; cilium has a rollout hook.
 fn releases(cilium_values: &str, coredns_version: &str) -> String {

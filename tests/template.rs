@@ -2,12 +2,9 @@
 //! chart's manifests with `--manifests` (through the fake helm), and secrets
 //! redacted unless `--show-secrets`.
 
-mod support;
-
 use serde_json::{Value, json};
-use support::builder::{Output, Test, repo_root};
-
-const FAKE_HELM: &str = env!("CARGO_BIN_EXE_fake-helm");
+use testkit::builder::{Output, Test, repo_root};
+use testkit::fake_helm;
 
 /// A release whose install values and CRD-phase values differ, as in the
 /// shipped cert-manager definition.
@@ -54,7 +51,7 @@ fn with_script(script: Value, args: &[&str]) -> Test {
     test.env("FAKE_HELM_SCRIPT", script.to_str().unwrap())
         .env("FAKE_HELM_LOG", log.to_str().unwrap())
         .args(args)
-        .args(&["--helm", FAKE_HELM])
+        .args(&["--helm", fake_helm()])
 }
 
 /// The `helm template` calls the fake helm logged: (argv, first values file).

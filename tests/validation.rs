@@ -1,9 +1,7 @@
 //! Every validation rule of the config, as a user meets it: the exact message
 //! on stderr and exit code 2, before anything talks to a cluster.
 
-mod support;
-
-use support::builder::Test;
+use testkit::builder::Test;
 
 const CILIUM: &str = "name: cilium
 namespace: kube-system

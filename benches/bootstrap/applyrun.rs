@@ -6,12 +6,12 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use kube_loopback::Rollout;
 use serde_json::{Value, json};
+use testkit::builder::Test;
+use testkit::cluster::{Cluster, HelmCall, daemonset, deployment};
 
 use super::proc::{self, Measured};
-use super::support::apiserver::Rollout;
-use super::support::builder::Test;
-use super::support::cluster::{Cluster, HelmCall, daemonset, deployment};
 
 /// One release of a benchmark run.
 #[derive(Debug, Clone)]

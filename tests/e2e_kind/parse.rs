@@ -87,7 +87,7 @@ pub fn retarget(cluster_yaml: &str, name: &str) -> Result<String, String> {
     for needle in [&context, &host] {
         if !cluster_yaml.contains(needle.as_str()) {
             return Err(format!(
-                "examples/kind/clusters/kind/cluster.yaml no longer contains `{}`; update tests/e2e_kind.rs",
+                "examples/kind/clusters/kind/cluster.yaml no longer contains `{}`; update tests/e2e_kind/main.rs",
                 needle.trim()
             ));
         }

@@ -54,7 +54,7 @@ fn cilium() -> Diagnosis {
 }
 
 #[test]
-fn seed_003_cilium_pods_show_kubectl_status_and_the_stuck_init_container() {
+fn kube_proxy_free_deadlock_cilium_pods_show_kubectl_status_and_the_stuck_init_container() {
     let d = cilium();
     let rows: Vec<_> = d
         .pods
@@ -99,7 +99,7 @@ fn seed_003_cilium_pods_show_kubectl_status_and_the_stuck_init_container() {
 }
 
 #[test]
-fn seed_003_rendered_text_explains_the_stuck_cilium() {
+fn kube_proxy_free_deadlock_rendered_text_explains_the_stuck_cilium() {
     let text = cilium().to_string();
     assert_eq!(
         text.lines().take(3).collect::<Vec<_>>(),
@@ -151,7 +151,7 @@ fn event_limit_is_honoured_and_duplicates_are_dropped() {
 }
 
 #[test]
-fn seed_003_coredns_is_pending_because_nodes_are_not_ready() {
+fn kube_proxy_free_deadlock_coredns_is_pending_because_nodes_are_not_ready() {
     let d = Diagnosis::build(
         &fixture_list("pods-coredns-pending.yaml"),
         &fixture_list("events-coredns-pending.yaml"),

@@ -48,7 +48,7 @@ pub fn react(shared: &Arc<Shared>, change: &Change) {
             st.crd_establish
                 .get(&change.name)
                 .copied()
-                .unwrap_or(st.default_crd_establish)
+                .unwrap_or(Rollout::Immediately)
         } else {
             let key = object_ref(&change.kind, &change.namespace, &change.name);
             st.rollouts.get(&key).copied().unwrap_or(st.default_rollout)
@@ -89,7 +89,7 @@ fn settle(shared: &Arc<Shared>, change: &Change, generation: Option<i64>, outcom
         if obj["metadata"]["generation"].as_i64() != generation {
             return;
         }
-        let Some(status) = status_for(&obj, outcome, st.nodes) else {
+        let Some(status) = status_for(&obj, outcome) else {
             return;
         };
         let opts = WriteOpts {
@@ -127,7 +127,10 @@ fn revision(obj: &Value) -> String {
     )
 }
 
-fn status_for(obj: &Value, outcome: Outcome, nodes: u32) -> Option<Value> {
+/// The loopback cluster has one node: DaemonSets are scheduled once.
+const NODES: u32 = 1;
+
+fn status_for(obj: &Value, outcome: Outcome) -> Option<Value> {
     let generation = obj["metadata"]["generation"].clone();
     let replicas = obj["spec"]["replicas"].as_i64().unwrap_or(1);
     let name = obj["metadata"]["name"].as_str().unwrap_or_default();
@@ -149,8 +152,8 @@ fn status_for(obj: &Value, outcome: Outcome, nodes: u32) -> Option<Value> {
             ],
         }),
         ("DaemonSet", Outcome::Success) => json!({
-            "observedGeneration": generation, "currentNumberScheduled": nodes, "desiredNumberScheduled": nodes,
-            "numberAvailable": nodes, "numberReady": nodes, "updatedNumberScheduled": nodes,
+            "observedGeneration": generation, "currentNumberScheduled": NODES, "desiredNumberScheduled": NODES,
+            "numberAvailable": NODES, "numberReady": NODES, "updatedNumberScheduled": NODES,
             "numberMisscheduled": 0,
         }),
         ("StatefulSet", Outcome::Success) => {

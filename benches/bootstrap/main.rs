@@ -6,33 +6,20 @@
 //! sizes once (what .ci/run does to prove the benchmarks still work); other
 //! arguments select sections: `plan`, `schedule`, `readiness`, `overhead`.
 
-#[path = "../tests/support/mod.rs"]
-mod support;
-
-/// The benchmark modules live in benches/bootstrap/ (a directory cargo does
-/// not treat as another bench target).
-#[path = "bootstrap"]
-mod suite {
-    pub mod alloc;
-    pub mod applyrun;
-    pub mod catalog;
-    pub mod dag;
-    pub mod overhead;
-    pub mod plan_scale;
-    pub mod proc;
-    pub mod readiness;
-    pub mod rng;
-    pub mod schedule;
-    pub mod stats;
-
-    pub(crate) use crate::support;
-    pub use crate::{Mode, verdict};
-}
-
-use suite::{dag, overhead, plan_scale, readiness, schedule};
+mod alloc;
+mod applyrun;
+mod catalog;
+mod dag;
+mod overhead;
+mod plan_scale;
+mod proc;
+mod readiness;
+mod rng;
+mod schedule;
+mod stats;
 
 #[global_allocator]
-static ALLOC: suite::alloc::Counting = suite::alloc::Counting;
+static ALLOC: alloc::Counting = alloc::Counting;
 
 #[derive(Debug, Clone, Copy)]
 pub struct Mode {
@@ -107,7 +94,7 @@ fn generate(args: &[String]) {
     };
     let n: usize = n.parse().expect("RELEASES is a number");
     let clusters: usize = clusters.parse().expect("CLUSTERS is a number");
-    let g = suite::catalog::config(std::path::Path::new(dir), n, clusters, plan_scale::seed(n));
+    let g = catalog::config(std::path::Path::new(dir), n, clusters, plan_scale::seed(n));
     println!(
         "{dir}: {} releases, {} edges, depth {}",
         g.releases, g.edges, g.depth

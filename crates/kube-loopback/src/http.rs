@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use axum::Router;
 use axum::body::Bytes;
@@ -109,7 +109,6 @@ async fn handle(
         path: uri.path().to_string(),
         query: uri.query().unwrap_or_default().to_string(),
         content_type: content_type.clone(),
-        at: Instant::now(),
     };
     if let Some(code) = shared.admit(request) {
         return error_response(&ApiError::injected(code));

@@ -34,7 +34,7 @@ use tokio::sync::{oneshot, watch as channel};
 
 pub use controllers::Rollout;
 
-use store::{Store, WriteOpts};
+use store::Store;
 
 /// One request as the server received it.
 #[derive(Debug, Clone)]
@@ -43,7 +43,6 @@ pub struct Request {
     pub path: String,
     pub query: String,
     pub content_type: Option<String>,
-    pub at: Instant,
 }
 
 impl Request {
@@ -72,9 +71,7 @@ struct State {
     rollouts: HashMap<ObjectRef, Rollout>,
     default_rollout: Rollout,
     crd_establish: HashMap<String, Rollout>,
-    default_crd_establish: Rollout,
     completed_at: HashMap<ObjectRef, Instant>,
-    nodes: u32,
     log: Vec<Request>,
     faults: Vec<Fault>,
     watch_event_limit: Option<usize>,
@@ -136,10 +133,8 @@ impl Shared {
 pub struct Builder {
     validating_admission_policy: bool,
     default_rollout: Rollout,
-    default_crd_establish: Rollout,
     history_capacity: usize,
     watch_event_limit: Option<usize>,
-    nodes: u32,
 }
 
 impl Builder {
@@ -155,12 +150,6 @@ impl Builder {
         self
     }
 
-    /// How CRDs without their own script become Established.
-    pub fn default_crd_establish(mut self, rollout: Rollout) -> Self {
-        self.default_crd_establish = rollout;
-        self
-    }
-
     /// How many watch events are kept for replay; older resourceVersions
     /// get 410 Gone.
     pub fn history_capacity(mut self, events: usize) -> Self {
@@ -171,12 +160,6 @@ impl Builder {
     /// Ends every watch stream after it has sent `events` events.
     pub fn close_watches_after(mut self, events: usize) -> Self {
         self.watch_event_limit = Some(events);
-        self
-    }
-
-    /// How many nodes DaemonSets are scheduled on.
-    pub fn nodes(mut self, nodes: u32) -> Self {
-        self.nodes = nodes;
         self
     }
 
@@ -226,9 +209,7 @@ impl Builder {
                 rollouts: HashMap::new(),
                 default_rollout: self.default_rollout,
                 crd_establish: HashMap::new(),
-                default_crd_establish: self.default_crd_establish,
                 completed_at: HashMap::new(),
-                nodes: self.nodes,
                 log: Vec::new(),
                 faults: Vec::new(),
                 watch_event_limit: self.watch_event_limit,
@@ -259,12 +240,6 @@ impl Drop for ApiServer {
     }
 }
 
-/// Writes a kubeconfig at `path` with one context per `(context,
-/// server_url)`, e.g. to point contexts at different servers.
-pub fn write_kubeconfig_file(path: &Path, contexts: &[(&str, &str)], current: &str) -> PathBuf {
-    kubeconfig::write(path, contexts, current)
-}
-
 fn object_ref(kind: &str, namespace: &str, name: &str) -> ObjectRef {
     (kind.to_string(), namespace.to_string(), name.to_string())
 }
@@ -278,10 +253,8 @@ impl ApiServer {
         Builder {
             validating_admission_policy: true,
             default_rollout: Rollout::Immediately,
-            default_crd_establish: Rollout::Immediately,
             history_capacity: 10_000,
             watch_event_limit: None,
-            nodes: 1,
         }
     }
 
@@ -292,19 +265,8 @@ impl ApiServer {
 
     /// Writes `dir/kubeconfig` with `context` as current-context.
     pub fn write_kubeconfig(&self, dir: &Path, context: &str) -> PathBuf {
-        self.write_kubeconfig_contexts(dir, &[context], context)
-    }
-
-    /// Writes `dir/kubeconfig` with several contexts, all pointing here.
-    pub fn write_kubeconfig_contexts(
-        &self,
-        dir: &Path,
-        contexts: &[&str],
-        current: &str,
-    ) -> PathBuf {
         let url = self.url();
-        let entries: Vec<(&str, &str)> = contexts.iter().map(|c| (*c, url.as_str())).collect();
-        kubeconfig::write(&dir.join("kubeconfig"), &entries, current)
+        kubeconfig::write(&dir.join("kubeconfig"), &[(context, url.as_str())], context)
     }
 
     fn resolve(&self, api_version: &str, kind: &str) -> resources::ResourceType {
@@ -364,26 +326,6 @@ impl ApiServer {
             .mutate(|st| st.store.delete(&rt, ns, name, &Value::Null, false).ok())
     }
 
-    /// Replaces the object's status, as a controller would.
-    pub fn update_status(
-        &self,
-        api_version: &str,
-        kind: &str,
-        namespace: Option<&str>,
-        name: &str,
-        status: Value,
-    ) -> Value {
-        let rt = self.resolve(api_version, kind);
-        let ns = namespace.unwrap_or_default();
-        let body = serde_json::json!({ "status": status });
-        self.shared
-            .mutate(|st| {
-                st.store
-                    .update(&rt, ns, name, body, true, &WriteOpts::default())
-            })
-            .unwrap_or_else(|e| panic!("updating the status of {kind} {name}: {}", e.message))
-    }
-
     /// The highest resourceVersion handed out so far.
     pub fn resource_version(&self) -> u64 {
         self.shared.lock().store.rv()
@@ -412,10 +354,6 @@ impl ApiServer {
             .lock()
             .rollouts
             .insert(object_ref(kind, namespace, name), rollout);
-    }
-
-    pub fn set_default_rollout(&self, rollout: Rollout) {
-        self.shared.lock().default_rollout = rollout;
     }
 
     /// Scripts when the CRD named `crd_name` (`plural.group`) gets its
@@ -461,20 +399,9 @@ impl ApiServer {
         self.shared.drop_tx.send_modify(|n| *n += 1);
     }
 
-    /// Ends each watch stream once it has sent this many events (`None`:
-    /// unlimited). Applies to watches opened afterwards.
-    pub fn set_watch_event_limit(&self, events: Option<usize>) {
-        self.shared.lock().watch_event_limit = events;
-    }
-
     /// Watch streams currently open, so tests can wait for a client to be
     /// watching before they act.
     pub fn open_watches(&self) -> usize {
         self.shared.lock().open_watches
-    }
-
-    pub fn set_validating_admission_policy(&self, served: bool) {
-        self.shared
-            .mutate(|st| st.store.set_validating_admission_policy(served));
     }
 }

@@ -27,10 +27,6 @@ impl ResourceType {
         }
     }
 
-    pub fn group_version(&self) -> String {
-        self.api_version()
-    }
-
     /// `deployments.apps`, as API error messages name resources.
     pub fn qualified(&self) -> String {
         if self.group.is_empty() {

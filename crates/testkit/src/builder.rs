@@ -18,7 +18,7 @@ pub struct Output {
     pub stderr: String,
 }
 
-pub const CLUSTER: &str = "name: infra\n";
+const CLUSTER: &str = "name: infra\n";
 
 impl Default for Test {
     fn default() -> Self {
@@ -65,7 +65,7 @@ impl Test {
     }
 
     pub fn command(&self) -> Command {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_bootstrap"));
+        let mut cmd = Command::new(crate::bootstrap());
         cmd.current_dir(self.dir.path())
             .args(&self.args)
             .env("NO_COLOR", "1")
@@ -97,6 +97,7 @@ impl Test {
     }
 }
 
+/// The repository root (the bootstrap package's directory).
 pub fn repo_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+    crate::bins::workspace_root()
 }

@@ -6,8 +6,9 @@ use std::process::Command;
 
 use serde_json::{Value, json};
 
-use super::apiserver::ApiServer;
-use super::builder::{Output, Test};
+use kube_loopback::ApiServer;
+
+use crate::builder::{Output, Test};
 
 pub struct Cluster {
     pub api: ApiServer,
@@ -93,7 +94,7 @@ impl Cluster {
         let mut cmd = test.command();
         cmd.args(args)
             .arg("--helm")
-            .arg(env!("CARGO_BIN_EXE_fake-helm"))
+            .arg(crate::fake_helm())
             .arg("--kubeconfig")
             .arg(&self.kubeconfig)
             .env("FAKE_HELM_STATE", self.dir.path().join("helm-state"))

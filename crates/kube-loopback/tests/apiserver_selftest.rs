@@ -1,8 +1,6 @@
 //! Proves the loopback API server is faithful enough for kube-rs and kubectl,
 //! the two clients the binary-level tests put in front of it.
 
-mod support;
-
 use std::io::{Read, Write};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
@@ -21,8 +19,8 @@ use kube::discovery::{Discovery, Scope};
 use kube::runtime::utils::Backoff;
 use kube::runtime::wait::{await_condition, conditions};
 use kube::runtime::{WatchStreamExt, watcher};
+use kube_loopback::{ApiServer, Rollout};
 use serde_json::{Value, json};
-use support::apiserver::{ApiServer, Rollout};
 
 const MANAGER: &str = "selftest";
 const PATIENCE: Duration = Duration::from_secs(10);

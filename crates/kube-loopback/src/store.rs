@@ -23,7 +23,6 @@ pub struct Event {
     pub kind: &'static str,
     pub group: String,
     pub res_kind: String,
-    pub namespace: String,
     pub object: Value,
 }
 
@@ -64,7 +63,7 @@ pub struct Store {
 }
 
 pub fn now_rfc3339() -> String {
-    use k8s_openapi::jiff::{Timestamp, Unit};
+    use jiff::{Timestamp, Unit};
     let now = Timestamp::now();
     now.round(Unit::Second).unwrap_or(now).to_string()
 }
@@ -151,11 +150,6 @@ impl Store {
             changes: Vec::new(),
             uid_seed: RandomState::new(),
         }
-    }
-
-    pub fn set_validating_admission_policy(&mut self, enabled: bool) {
-        self.builtins = resources::builtins(enabled);
-        self.rebuild_types();
     }
 
     fn rebuild_types(&mut self) {
@@ -260,13 +254,12 @@ impl Store {
             .collect()
     }
 
-    fn record(&mut self, kind: &'static str, rt: &ResourceType, namespace: &str, object: Value) {
+    fn record(&mut self, kind: &'static str, rt: &ResourceType, object: Value) {
         self.history.push_back(Arc::new(Event {
             rv: self.rv,
             kind,
             group: rt.group.clone(),
             res_kind: rt.kind.clone(),
-            namespace: namespace.to_string(),
             object,
         }));
         while self.history.len() > self.history_capacity {
@@ -379,7 +372,7 @@ impl Store {
         self.rv += 1;
         meta_mut(&mut obj).insert("resourceVersion".into(), json!(self.rv.to_string()));
         self.objects.insert(key, obj.clone());
-        self.record("ADDED", rt, namespace, obj.clone());
+        self.record("ADDED", rt, obj.clone());
         self.changes.push(Change {
             group: rt.group.clone(),
             kind: rt.kind.clone(),
@@ -489,7 +482,7 @@ impl Store {
         self.rv += 1;
         meta_mut(&mut next).insert("resourceVersion".into(), json!(self.rv.to_string()));
         self.objects.insert(key.clone(), next.clone());
-        self.record("MODIFIED", rt, &key.2, next.clone());
+        self.record("MODIFIED", rt, next.clone());
         self.changes.push(Change {
             group: rt.group.clone(),
             kind: rt.kind.clone(),
@@ -550,7 +543,7 @@ impl Store {
         };
         self.rv += 1;
         meta_mut(&mut gone).insert("resourceVersion".into(), json!(self.rv.to_string()));
-        self.record("DELETED", rt, &key.2, gone.clone());
+        self.record("DELETED", rt, gone.clone());
         self.changes.push(Change {
             group: rt.group.clone(),
             kind: rt.kind.clone(),

@@ -17,11 +17,10 @@
 //! The kubeconfig lives in a temp dir: the user's own kubeconfig is untouched.
 //!
 //! One test function on purpose: the steps share one cluster and must run in
-//! order. Its helpers (`e2e_kind/`) are unit-tested on every `cargo test`.
+//! order. Its helpers (`parse.rs`, `process.rs` next to this file) are
+//! unit-tested on every `cargo test`.
 
-#[path = "e2e_kind/parse.rs"]
 mod parse;
-#[path = "e2e_kind/process.rs"]
 mod process;
 
 use std::path::{Path, PathBuf};

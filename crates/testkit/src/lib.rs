@@ -1,0 +1,14 @@
+//! The harness of bootstrap's binary-level tests and benchmarks (a
+//! dev-dependency of the root package):
+//!
+//! - [`builder::Test`] writes a config root into a temp dir and runs the real
+//!   `bootstrap` binary on it;
+//! - [`cluster::Cluster`] puts a loopback API server ([`kube_loopback`]) and
+//!   the fake helm (crates/fake-helm) behind it;
+//! - [`bootstrap`] and [`fake_helm`] say where those two binaries are.
+
+mod bins;
+pub mod builder;
+pub mod cluster;
+
+pub use bins::{bootstrap, fake_helm};

@@ -1,4 +1,0 @@
-#![allow(dead_code)]
-pub mod apiserver;
-pub mod builder;
-pub mod cluster;
