@@ -6,26 +6,72 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use crate::apply;
-use crate::cli::{ApplyArgs, Config};
+use crate::cli::{ApplyArgs, Clusters, Config};
 use crate::error::Error;
 use crate::event::{Event, Summary, Verdict};
+use crate::lint;
 use crate::plan::Plan;
 use crate::run::{self, Session};
 use crate::stop::Stop;
 
 pub fn run(config: &Config, args: &ApplyArgs) -> Result<(), Error> {
-    let plan = crate::config::load(&config.global.dir, &args.cluster)?
-        .select(&args.only, args.no_needs)?;
-    run::block_on(run_async(config, args, plan))
+    let (plan, findings) =
+        super::linted(&config.global.dir, &Clusters::One(args.cluster.clone()))?.remove(0);
+    let notices = preflight_lints(&args.cluster, &findings)?;
+    let plan = plan.select(&args.only, args.no_needs)?;
+    run::block_on(run_async(config, args, plan, notices))
 }
 
-async fn run_async(config: &Config, args: &ApplyArgs, plan: Plan) -> Result<(), Error> {
+/// The offline lints of apply's preflight (docs/design.md#lints), on the
+/// whole cluster whatever `--only` selects: an error-level finding that
+/// `lints.ignore` does not list refuses the run before the cluster is even
+/// contacted. Returns the warnings the run shows: the ignored errors and
+/// the warning-level findings.
+fn preflight_lints(cluster: &str, findings: &[lint::Finding]) -> Result<Vec<String>, Error> {
+    let blocking: Vec<lint::Finding> = findings.iter().filter(|f| f.blocks()).cloned().collect();
+    if !blocking.is_empty() {
+        return Err(Error::failed(format!(
+            "apply of cluster `{cluster}` refused: {} error-level lint finding{}; nothing was changed. Fix {}, or list the code in `lints.ignore` in clusters/{cluster}/cluster.yaml to go ahead anyway\n\n{}",
+            blocking.len(),
+            if blocking.len() == 1 { "" } else { "s" },
+            if blocking.len() == 1 { "it" } else { "them" },
+            lint::render_text(&blocking).trim_end()
+        )));
+    }
+    Ok(findings
+        .iter()
+        .map(|f| {
+            let at = match (&f.file, f.line) {
+                (Some(file), Some(line)) => format!(" ({}:{line})", file.display()),
+                _ => String::new(),
+            };
+            if f.ignored && f.severity == lint::Severity::Error {
+                format!(
+                    "lint {} ignored (listed in lints.ignore): {}{at}",
+                    f.code, f.message
+                )
+            } else {
+                format!("lint {}: {}{at}; fix: {}", f.code, f.message, f.fix)
+            }
+        })
+        .collect())
+}
+
+async fn run_async(
+    config: &Config,
+    args: &ApplyArgs,
+    plan: Plan,
+    notices: Vec<String>,
+) -> Result<(), Error> {
     // `--timeout` bounds the whole run, the wait for the API server included.
     let reachability = args.timeout.unwrap_or(run::REACHABILITY_BUDGET);
     let (helm, connection) = run::prerequisites(config.target(), &plan, reachability).await?;
 
     let session = Session::start(config.json(), config.verbosity);
     let events = session.events.clone();
+    for message in notices {
+        events.emit(Event::Warning { message });
+    }
     let timed_out = Arc::new(AtomicBool::new(false));
     let deadline = args.timeout.map(|timeout| {
         let stop_tx = session.stopper();

@@ -1,0 +1,298 @@
+use serde_json::{Value, json};
+
+use super::*;
+use crate::plan::Cluster;
+use crate::release::{Chart, ChartSource, CrdPolicy, Release, Source};
+
+fn cilium(version: &str, values: Value) -> Release {
+    let mut r = Release::fake("cilium", &[], CrdPolicy::Bootstrap);
+    r.id = ReleaseId::new("kube-system", "cilium");
+    r.source = Source::Chart(Chart {
+        source: ChartSource::Repo {
+            url: "https://helm.cilium.io".into(),
+            name: "cilium".into(),
+        },
+        version: Some(version.into()),
+    });
+    r.values = values;
+    r
+}
+
+pub(crate) fn plan(cluster: &str, releases: Vec<Release>) -> Plan {
+    Plan::new(
+        Cluster {
+            name: cluster.into(),
+            dir: format!("/x/clusters/{cluster}").into(),
+            context: None,
+            values: Default::default(),
+            flux: None,
+            guard: true,
+            lints_ignore: Vec::new(),
+        },
+        "/x".into(),
+        releases,
+    )
+}
+
+fn codes(findings: &[Finding]) -> Vec<&'static str> {
+    findings.iter().map(|f| f.code).collect()
+}
+
+fn one(values: Value) -> Vec<&'static str> {
+    codes(&run(&plan("infra", vec![cilium("1.18.2", values)]), &[]))
+}
+
+#[test]
+fn kpr_without_api_host() {
+    let host =
+        json!({"kubeProxyReplacement": true, "k8sServiceHost": "10.0.0.1", "k8sServicePort": 6443});
+    assert_eq!(one(host), Vec::<&str>::new());
+    assert_eq!(
+        one(json!({"kubeProxyReplacement": true})),
+        vec![cilium::KPR_WITHOUT_API_HOST]
+    );
+    assert_eq!(
+        one(
+            json!({"kubeProxyReplacement": "true", "k8sServiceHost": "10.0.0.1", "k8sServicePort": ""})
+        ),
+        vec![cilium::KPR_WITHOUT_API_HOST]
+    );
+    assert_eq!(
+        one(json!({"kubeProxyReplacement": false})),
+        Vec::<&str>::new()
+    );
+    let f = &run(
+        &plan(
+            "infra",
+            vec![cilium("1.18.2", json!({"kubeProxyReplacement": true}))],
+        ),
+        &[],
+    )[0];
+    assert_eq!(f.severity, Severity::Error);
+    assert_eq!(f.release.as_deref(), Some("kube-system/cilium"));
+    assert!(
+        f.message
+            .contains("`k8sServiceHost` and `k8sServicePort` are not set"),
+        "{}",
+        f.message
+    );
+    assert!(f.fix.contains("k8sServiceHost"));
+    // Without sources, the location is the release's own line.
+    assert_eq!(
+        f.file.as_deref(),
+        Some(std::path::Path::new("releases/r.yaml"))
+    );
+    assert_eq!(f.line, Some(1));
+}
+
+#[test]
+fn kpr_partial_only_on_charts_from_1_14() {
+    let values =
+        json!({"kubeProxyReplacement": "partial", "k8sServiceHost": "h", "k8sServicePort": 6443});
+    assert_eq!(one(values.clone()), vec![cilium::KPR_PARTIAL]);
+    let old = plan("infra", vec![cilium("1.13.4", values)]);
+    assert_eq!(codes(&run(&old, &[])), Vec::<&str>::new());
+    // `strict` is both: an old spelling, and without the API host a deadlock.
+    assert_eq!(
+        one(json!({"kubeProxyReplacement": "strict"})),
+        vec![cilium::KPR_PARTIAL, cilium::KPR_WITHOUT_API_HOST]
+    );
+    let disabled = &run(
+        &plan(
+            "infra",
+            vec![cilium(
+                "v1.18.2",
+                json!({"kubeProxyReplacement": "disabled"}),
+            )],
+        ),
+        &[],
+    )[0];
+    assert_eq!(disabled.fix, "write `kubeProxyReplacement: false`");
+}
+
+#[test]
+fn crd_values_inverted() {
+    let mut cm = Release::fake("cert-manager", &[], CrdPolicy::Bootstrap);
+    cm.values = json!({"crds": {"enabled": true}});
+    assert_eq!(
+        codes(&run(&plan("infra", vec![cm.clone()]), &[])),
+        vec![crds::CRD_VALUES_INVERTED]
+    );
+    // The right way round: off for the install, on for the CRD render.
+    cm.values = json!({"crds": {"enabled": false}});
+    cm.crd_values = json!({"crds": {"enabled": true}});
+    assert_eq!(
+        codes(&run(&plan("infra", vec![cm.clone()]), &[])),
+        Vec::<&str>::new()
+    );
+    // `crds: chart` leaves CRDs to Helm on purpose.
+    let mut es = Release::fake("external-secrets", &[], CrdPolicy::Chart);
+    es.values = json!({"installCRDs": true});
+    assert_eq!(
+        codes(&run(&plan("infra", vec![es.clone()]), &[])),
+        Vec::<&str>::new()
+    );
+    es.crds = CrdPolicy::Bootstrap;
+    es.values = json!({"installCRDs": "true"});
+    assert_eq!(
+        codes(&run(&plan("infra", vec![es]), &[])),
+        vec![crds::CRD_VALUES_INVERTED]
+    );
+}
+
+fn mesh(id: Value, name: &str, cidr: &str, ip: &str) -> Release {
+    cilium(
+        "1.18.2",
+        json!({
+            "cluster": {"id": id, "name": name},
+            "ipv4NativeRoutingCIDR": cidr,
+            "clustermesh": {"apiserver": {"service": {"annotations": {"io.cilium/lb-ipam-ips": ip}}}},
+        }),
+    )
+}
+
+fn fleet_codes(a: &Plan, b: &Plan) -> (Vec<&'static str>, Vec<&'static str>) {
+    (codes(&run(a, &[a, b])), codes(&run(b, &[a, b])))
+}
+
+#[test]
+fn fleet_rules_pass_on_distinct_clusters() {
+    let infra = plan(
+        "infra",
+        vec![mesh(json!(1), "infra", "10.244.0.0/16", "10.25.11.100")],
+    );
+    let apps = plan(
+        "apps",
+        vec![mesh(json!(2), "apps", "10.246.0.0/16", "10.25.12.100")],
+    );
+    assert_eq!(fleet_codes(&infra, &apps), (vec![], vec![]));
+    // A single cluster does not need a mesh identity.
+    let alone = plan("infra", vec![cilium("1.18.2", json!({}))]);
+    assert_eq!(codes(&run(&alone, &[&alone])), Vec::<&str>::new());
+}
+
+#[test]
+fn fleet_rules_report_each_cluster_of_a_clash() {
+    let infra = plan(
+        "infra",
+        vec![mesh(json!(1), "infra", "10.244.0.0/16", "10.25.11.100")],
+    );
+    let apps = plan(
+        "apps",
+        vec![mesh(json!("1"), "infra", "10.244.128.0/17", "10.25.11.100")],
+    );
+    let (a, b) = fleet_codes(&infra, &apps);
+    assert_eq!(
+        a,
+        vec![
+            mesh::CLUSTER_ID_DUPLICATE,
+            mesh::LB_IPAM_IP_REUSED,
+            mesh::NATIVE_ROUTING_CIDR_OVERLAP
+        ]
+    );
+    assert_eq!(
+        b,
+        vec![
+            mesh::CLUSTER_ID_DUPLICATE,
+            mesh::CLUSTER_NAME_MISMATCH,
+            mesh::LB_IPAM_IP_REUSED,
+            mesh::NATIVE_ROUTING_CIDR_OVERLAP
+        ]
+    );
+    let name = run(&apps, &[&infra, &apps])
+        .into_iter()
+        .find(|f| f.code == mesh::CLUSTER_NAME_MISMATCH)
+        .unwrap();
+    assert!(
+        name.message.contains("the same as on `infra`"),
+        "{}",
+        name.message
+    );
+}
+
+#[test]
+fn cluster_id_range_and_extended_mesh() {
+    let with = |id: Value, max: Option<u64>| {
+        let mut r = mesh(id, "x", "10.1.0.0/16", "1.1.1.1");
+        r.values["cluster"]["name"] = json!("infra");
+        if let Some(max) = max {
+            r.values["clustermesh"]["maxConnectedClusters"] = json!(max);
+        }
+        r
+    };
+    let apps = plan(
+        "apps",
+        vec![mesh(json!(2), "apps", "10.2.0.0/16", "2.2.2.2")],
+    );
+    let check = |r: Release| {
+        let p = plan("infra", vec![r]);
+        codes(&run(&p, &[&p, &apps]))
+    };
+    assert_eq!(check(with(json!(0), None)), vec![mesh::CLUSTER_ID_INVALID]);
+    assert_eq!(
+        check(with(json!(256), None)),
+        vec![mesh::CLUSTER_ID_INVALID]
+    );
+    assert_eq!(check(with(json!(256), Some(511))), Vec::<&str>::new());
+    assert_eq!(
+        check(with(json!(512), Some(511))),
+        vec![mesh::CLUSTER_ID_INVALID]
+    );
+    assert_eq!(check(with(json!(255), None)), Vec::<&str>::new());
+}
+
+#[test]
+fn ignored_findings_do_not_block() {
+    let mut p = plan(
+        "infra",
+        vec![cilium("1.18.2", json!({"kubeProxyReplacement": true}))],
+    );
+    assert!(run(&p, &[]).iter().any(Finding::blocks));
+    p.cluster.lints_ignore = vec![cilium::KPR_WITHOUT_API_HOST.into()];
+    let findings = run(&p, &[]);
+    assert!(!findings.iter().any(Finding::blocks));
+    assert_eq!(
+        ignored_errors(&findings),
+        vec![cilium::KPR_WITHOUT_API_HOST]
+    );
+    assert!(
+        render_text(&findings)
+            .starts_with("error[cilium-kpr-without-api-host] (ignored: listed in lints.ignore): ")
+    );
+}
+
+#[test]
+fn json_is_a_check_finding_with_location_and_fix() {
+    let p = plan(
+        "infra",
+        vec![cilium("1.18.2", json!({"kubeProxyReplacement": true}))],
+    );
+    let v = serde_json::to_value(&run(&p, &[])[0]).unwrap();
+    let mut keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
+    keys.sort();
+    assert_eq!(
+        keys,
+        [
+            "chain", "code", "file", "fix", "ignored", "line", "message", "object", "release",
+            "severity"
+        ]
+    );
+    assert_eq!(v["object"], Value::Null);
+    assert_eq!(v["severity"], "error");
+}
+
+/// Every code is documented: docs/design.md#lints and README.md's table.
+#[test]
+fn docs_name_every_code() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let design = std::fs::read_to_string(root.join("docs/design.md")).unwrap();
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    for rule in RULES {
+        let cell = format!("| `{}` |", rule.code);
+        assert!(design.contains(&cell), "docs/design.md#lints lacks {cell}");
+        assert!(
+            readme.contains(&cell),
+            "README.md's lint table lacks {cell}"
+        );
+    }
+}
