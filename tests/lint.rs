@@ -414,3 +414,33 @@ fn the_shipped_config_and_the_kind_example_pass_and_its_broken_variant_fails() {
     );
     assert_eq!(lints(&doc)[0]["line"], 15);
 }
+
+/// With the code in `lints.ignore`, a real run goes ahead against the
+/// loopback API server and the fake helm, and says which lint it ignored.
+#[test]
+fn apply_with_an_ignored_lint_runs_and_warns() {
+    let cluster = support::cluster::Cluster::start();
+    cluster.script(serde_json::json!({
+        "kube-system/cilium": {"apply_manifests": true, "manifests": [support::cluster::daemonset("kube-system", "cilium")]},
+    }));
+    let t = Test::new()
+        .file(
+            "clusters/infra/cluster.yaml",
+            "name: infra\ncontext: admin@infra\nlints: { ignore: [cilium-kpr-without-api-host] }\n",
+        )
+        .file("releases/core.yaml", CILIUM_KPR);
+    let out = cluster.run(&t, &["apply", "infra", "--output", "json"]);
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    let warning = out
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .find(|e| e["event"] == "warning")
+        .unwrap_or_else(|| panic!("no warning event: {}", out.stdout));
+    let message = warning["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("lint cilium-kpr-without-api-host ignored (listed in lints.ignore): Cilium replaces kube-proxy"),
+        "{message}"
+    );
+    assert!(message.ends_with("(releases/core.yaml:7)"), "{message}");
+}
