@@ -444,3 +444,81 @@ fn apply_with_an_ignored_lint_runs_and_warns() {
     );
     assert!(message.ends_with("(releases/core.yaml:7)"), "{message}");
 }
+
+/// A real chart from ../shared/charts, used in place (never copied).
+fn shared_chart(name: &str) -> String {
+    let dir = repo_root().join("../shared/charts").join(name);
+    assert!(
+        dir.join("Chart.yaml").is_file(),
+        "{} missing",
+        dir.display()
+    );
+    std::fs::canonicalize(dir)
+        .unwrap()
+        .to_string_lossy()
+        .into_owned()
+}
+
+#[test]
+fn values_unknown_key_is_a_warning_with_the_line_of_the_typo() {
+    let t = Test::with_releases(&format!(
+        "name: cert-manager
+namespace: cert-manager
+chart: {{ path: {} }}
+crds: bootstrap
+values:
+  crds:
+    enabled: false
+  replicaCont: 2
+",
+        shared_chart("cert-manager")
+    ));
+    let out = run(&t, &["check", "infra"]);
+    // Warnings do not fail check.
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(out.stdout.starts_with("warning[values-unknown-key]: values key `replicaCont` is not one chart `cert-manager` knows; did you mean `replicaCount`?"), "{}", out.stdout);
+    assert!(
+        out.stdout.contains("  at: releases/core.yaml:8\n"),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout
+            .contains("lints infra: 0 error(s), 1 warning(s)\n"),
+        "{}",
+        out.stdout
+    );
+}
+
+#[test]
+fn needs_missing_for_kind_names_the_provider() {
+    let releases = "name: kube-prometheus-stack
+namespace: observability
+chart: { oci: oci://x/kube-prometheus-stack, version: 1.0.0 }
+crds: chart
+---
+name: external-secrets
+namespace: external-secrets
+chart: { oci: oci://x/external-secrets, version: 1.0.0 }
+values:
+  serviceMonitor:
+    enabled: true
+";
+    let t = Test::with_releases(releases);
+    let out = run(&t, &["plan", "infra", "--output", "json"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let f = &lints(&json(&out))[0];
+    assert_eq!(f["severity"], "warning");
+    assert_eq!(f["code"], "needs-missing-for-kind");
+    assert_eq!(f["release"], "external-secrets/external-secrets");
+    assert_eq!(f["line"], 11);
+    assert_eq!(
+        f["fix"],
+        "add `observability/kube-prometheus-stack` to `needs`, or give it `crds: bootstrap`"
+    );
+    let fixed = Test::with_releases(
+        &releases.replace("values:\n", "needs: [kube-prometheus-stack]\nvalues:\n"),
+    );
+    let out = run(&fixed, &["plan", "infra", "--output", "json"]);
+    assert_eq!(json(&out)["lints"], serde_json::json!([]));
+}

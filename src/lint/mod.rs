@@ -16,8 +16,10 @@
 //!
 //! Codes are stable: once shipped, never renamed.
 
+mod chart;
 mod cilium;
 mod crds;
+mod kinds;
 pub mod locate;
 mod mesh;
 
@@ -87,6 +89,16 @@ pub const RULES: &[Rule] = &[
         code: mesh::LB_IPAM_IP_REUSED,
         severity: Severity::Error,
         scope: Scope::Fleet(mesh::lb_ipam_ip_reused),
+    },
+    Rule {
+        code: chart::VALUES_UNKNOWN_KEY,
+        severity: Severity::Warning,
+        scope: Scope::Cluster(chart::values_unknown_key),
+    },
+    Rule {
+        code: kinds::NEEDS_MISSING_FOR_KIND,
+        severity: Severity::Warning,
+        scope: Scope::Cluster(kinds::needs_missing_for_kind),
     },
 ];
 

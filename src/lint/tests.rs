@@ -296,3 +296,105 @@ fn docs_name_every_code() {
         );
     }
 }
+
+/// The real charts shared for tests (never copied into the project).
+fn shared_chart(name: &str) -> Release {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/charts")
+        .join(name);
+    assert!(
+        dir.join("Chart.yaml").is_file(),
+        "{} missing",
+        dir.display()
+    );
+    let mut r = Release::fake(name, &[], CrdPolicy::Bootstrap);
+    r.source = Source::Chart(Chart {
+        source: ChartSource::Path(dir),
+        version: None,
+    });
+    r
+}
+
+#[test]
+fn values_unknown_key_by_the_charts_schema() {
+    let mut cm = shared_chart("cert-manager");
+    cm.values = json!({"crds": {"enabled": false}, "global": {"leaderElection": {"namespace": "x"}}, "replicaCount": 2});
+    assert_eq!(
+        codes(&run(&plan("infra", vec![cm.clone()]), &[])),
+        Vec::<&str>::new()
+    );
+    cm.values = json!({"crds": {"enabeld": false}, "replicaCont": 2});
+    let findings = run(&plan("infra", vec![cm]), &[]);
+    assert_eq!(
+        codes(&findings),
+        vec![chart::VALUES_UNKNOWN_KEY, chart::VALUES_UNKNOWN_KEY]
+    );
+    assert_eq!(findings[0].severity, Severity::Warning);
+    let messages: Vec<&str> = findings.iter().map(|f| f.message.as_str()).collect();
+    assert!(messages[0].starts_with("values key `crds.enabeld` is not one chart `cert-manager` knows; did you mean `enabled`?"), "{messages:?}");
+    assert!(messages[1].starts_with("values key `replicaCont` is not one chart `cert-manager` knows; did you mean `replicaCount`?"), "{messages:?}");
+}
+
+#[test]
+fn values_unknown_key_without_a_schema_uses_the_default_values() {
+    let mut coredns = shared_chart("coredns");
+    coredns.values = json!({"replicaCount": 2, "servers": [], "zoneFiles": []});
+    assert_eq!(
+        codes(&run(&plan("infra", vec![coredns.clone()]), &[])),
+        Vec::<&str>::new()
+    );
+    coredns.values = json!({"replicaCont": 2, "service": {"anything": 1}});
+    // Only top-level keys: below them the defaults do not say what is allowed.
+    assert_eq!(
+        codes(&run(&plan("infra", vec![coredns]), &[])),
+        vec![chart::VALUES_UNKNOWN_KEY]
+    );
+    // A chart from a repository is not on disk: nothing to check against.
+    let mut remote = Release::fake("coredns", &[], CrdPolicy::Bootstrap);
+    remote.values = json!({"replicaCont": 2});
+    assert_eq!(
+        codes(&run(&plan("infra", vec![remote]), &[])),
+        Vec::<&str>::new()
+    );
+}
+
+#[test]
+fn needs_missing_for_kind() {
+    let mut es = Release::fake("external-secrets", &[], CrdPolicy::Bootstrap);
+    es.values = json!({"serviceMonitor": {"enabled": true}});
+    // No release provides ServiceMonitor at all.
+    let findings = run(&plan("infra", vec![es.clone()]), &[]);
+    assert_eq!(codes(&findings), vec![kinds::NEEDS_MISSING_FOR_KIND]);
+    assert_eq!(findings[0].severity, Severity::Warning);
+    assert!(
+        findings[0].fix.contains("`prometheus-operator-crds`"),
+        "{}",
+        findings[0].fix
+    );
+    // From the CRD phase: always there before any release.
+    let crds = Release::fake("prometheus-operator-crds", &[], CrdPolicy::Only);
+    assert_eq!(
+        codes(&run(&plan("infra", vec![es.clone(), crds]), &[])),
+        Vec::<&str>::new()
+    );
+    // From a release that installs its CRDs itself: only fine when needed.
+    let stack = Release::fake("kube-prometheus-stack", &[], CrdPolicy::Chart);
+    let findings = run(&plan("infra", vec![es.clone(), stack.clone()]), &[]);
+    assert_eq!(codes(&findings), vec![kinds::NEEDS_MISSING_FOR_KIND]);
+    assert!(
+        findings[0]
+            .message
+            .contains("comes from release ns/kube-prometheus-stack"),
+        "{}",
+        findings[0].message
+    );
+    assert_eq!(
+        findings[0].fix,
+        "add `ns/kube-prometheus-stack` to `needs`, or give it `crds: bootstrap`"
+    );
+    es.needs = vec![stack.id.clone()];
+    assert_eq!(
+        codes(&run(&plan("infra", vec![es, stack]), &[])),
+        Vec::<&str>::new()
+    );
+}
