@@ -522,3 +522,96 @@ values:
     let out = run(&fixed, &["plan", "infra", "--output", "json"]);
     assert_eq!(json(&out)["lints"], serde_json::json!([]));
 }
+
+/// Cilium replacing kube-proxy, with an API host that refuses connections.
+fn live_config(cidr: &str) -> Test {
+    let closed = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    Test::new()
+        .file(
+            "clusters/infra/cluster.yaml",
+            "name: infra\ncontext: admin@infra\n",
+        )
+        .file(
+            "releases/core.yaml",
+            &format!(
+                "name: cilium
+namespace: kube-system
+chart: {{ repo: https://helm.cilium.io, name: cilium, version: 1.18.2 }}
+values:
+  kubeProxyReplacement: true
+  k8sServiceHost: 127.0.0.1
+  k8sServicePort: {closed}
+  ipv4NativeRoutingCIDR: {cidr}
+"
+            ),
+        )
+}
+
+fn node(name: &str, cidr: &str) -> Value {
+    serde_json::json!({
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": name},
+        "spec": {"podCIDR": cidr, "podCIDRs": [cidr]}
+    })
+}
+
+/// The live rules through apply's preflight against the loopback API with
+/// Nodes: a Node outside the native-routing CIDR refuses the run before the
+/// CRD phase; kube-proxy and an unreachable API host are warnings.
+#[test]
+fn live_rules_in_apply_preflight() {
+    let cluster = support::cluster::Cluster::start();
+    cluster.script(serde_json::json!({
+        "kube-system/cilium": {"apply_manifests": true, "manifests": [support::cluster::daemonset("kube-system", "cilium")]},
+    }));
+    cluster.api.insert(node("node-1", "10.244.1.0/24"));
+    cluster.api.insert(node("node-2", "10.99.2.0/24"));
+    cluster
+        .api
+        .insert(support::cluster::daemonset("kube-system", "kube-proxy"));
+
+    let out = cluster.run(&live_config("10.244.0.0/16"), &["apply", "infra"]);
+    assert_eq!(out.code, 1, "{}\n{}", out.stdout, out.stderr);
+    assert!(
+        out.stderr.contains("error[native-routing-cidr-mismatch]: Nodes' pod CIDRs lie outside Cilium's `ipv4NativeRoutingCIDR: 10.244.0.0/16`: node-2 (10.99.2.0/24)"),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        out.stderr.contains("  at: releases/core.yaml:8\n"),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        cluster.installs().is_empty(),
+        "nothing installed after a refusal"
+    );
+
+    let out = cluster.run(
+        &live_config("10.0.0.0/8"),
+        &["apply", "infra", "--output", "json"],
+    );
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    let warnings: Vec<String> = out
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|e| e["event"] == "warning")
+        .map(|e| e["message"].as_str().unwrap().to_string())
+        .collect();
+    assert!(
+        warnings.iter().any(|w| w
+            .starts_with("lint api-host-unreachable: `k8sServiceHost:k8sServicePort` (127.0.0.1:")
+            && w.contains("does not answer TLS from where bootstrap runs (cannot connect")),
+        "{warnings:?}"
+    );
+    assert!(
+        warnings.iter().any(|w| w.starts_with(
+            "lint kube-proxy-present-with-kpr: DaemonSet kube-system/kube-proxy exists"
+        )),
+        "{warnings:?}"
+    );
+}

@@ -28,33 +28,7 @@ pub fn run(config: &Config, args: &ApplyArgs) -> Result<(), Error> {
 /// contacted. Returns the warnings the run shows: the ignored errors and
 /// the warning-level findings.
 fn preflight_lints(cluster: &str, findings: &[lint::Finding]) -> Result<Vec<String>, Error> {
-    let blocking: Vec<lint::Finding> = findings.iter().filter(|f| f.blocks()).cloned().collect();
-    if !blocking.is_empty() {
-        return Err(Error::failed(format!(
-            "apply of cluster `{cluster}` refused: {} error-level lint finding{}; nothing was changed. Fix {}, or list the code in `lints.ignore` in clusters/{cluster}/cluster.yaml to go ahead anyway\n\n{}",
-            blocking.len(),
-            if blocking.len() == 1 { "" } else { "s" },
-            if blocking.len() == 1 { "it" } else { "them" },
-            lint::render_text(&blocking).trim_end()
-        )));
-    }
-    Ok(findings
-        .iter()
-        .map(|f| {
-            let at = match (&f.file, f.line) {
-                (Some(file), Some(line)) => format!(" ({}:{line})", file.display()),
-                _ => String::new(),
-            };
-            if f.ignored && f.severity == lint::Severity::Error {
-                format!(
-                    "lint {} ignored (listed in lints.ignore): {}{at}",
-                    f.code, f.message
-                )
-            } else {
-                format!("lint {}: {}{at}; fix: {}", f.code, f.message, f.fix)
-            }
-        })
-        .collect())
+    lint::preflight(cluster, findings).map_err(Error::failed)
 }
 
 async fn run_async(

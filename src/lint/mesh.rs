@@ -164,12 +164,17 @@ pub fn cluster_name_mismatch(plans: &[&Plan]) -> Vec<(String, Hit)> {
 }
 
 /// An IPv4 CIDR as (network, prefix length).
-fn cidr(text: &str) -> Option<(u32, u32)> {
+pub(super) fn cidr(text: &str) -> Option<(u32, u32)> {
     let (addr, len) = text.trim().split_once('/')?;
     let addr: Ipv4Addr = addr.parse().ok()?;
     let len: u32 = len.parse().ok().filter(|l| *l <= 32)?;
     let mask = if len == 0 { 0 } else { u32::MAX << (32 - len) };
     Some((u32::from(addr) & mask, len))
+}
+
+/// `inner` lies wholly inside `outer`.
+pub(super) fn contains(outer: (u32, u32), inner: (u32, u32)) -> bool {
+    inner.1 >= outer.1 && overlap(outer, inner)
 }
 
 fn overlap(a: (u32, u32), b: (u32, u32)) -> bool {

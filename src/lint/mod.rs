@@ -20,6 +20,7 @@ mod chart;
 mod cilium;
 mod crds;
 mod kinds;
+pub mod live;
 pub mod locate;
 mod mesh;
 
@@ -40,6 +41,8 @@ pub enum Scope {
     /// Every cluster of the config root; a hit names the cluster it is
     /// reported for. Runs only when more than one cluster is defined.
     Fleet(fn(&[&Plan]) -> Vec<(String, Hit)>),
+    /// The live cluster, read once by [`live::gather`] in apply's preflight.
+    Live(fn(&Plan, &live::LiveState) -> Vec<Hit>),
 }
 
 pub struct Rule {
@@ -99,6 +102,21 @@ pub const RULES: &[Rule] = &[
         code: kinds::NEEDS_MISSING_FOR_KIND,
         severity: Severity::Warning,
         scope: Scope::Cluster(kinds::needs_missing_for_kind),
+    },
+    Rule {
+        code: live::NATIVE_ROUTING_CIDR_MISMATCH,
+        severity: Severity::Error,
+        scope: Scope::Live(live::native_routing_cidr_mismatch),
+    },
+    Rule {
+        code: live::API_HOST_UNREACHABLE,
+        severity: Severity::Warning,
+        scope: Scope::Live(live::api_host_unreachable),
+    },
+    Rule {
+        code: live::KUBE_PROXY_PRESENT_WITH_KPR,
+        severity: Severity::Warning,
+        scope: Scope::Live(live::kube_proxy_present_with_kpr),
     },
 ];
 
@@ -167,24 +185,44 @@ pub fn run(plan: &Plan, fleet: &[&Plan]) -> Vec<Finding> {
                 .filter(|(cluster, _)| *cluster == plan.cluster.name)
                 .map(|(_, hit)| hit)
                 .collect(),
-            Scope::Fleet(_) => Vec::new(),
+            Scope::Fleet(_) | Scope::Live(_) => Vec::new(),
         };
-        out.extend(hits.into_iter().map(|hit| Finding {
-            severity: rule.severity,
-            code: rule.code,
-            release: hit.release.map(|r| r.to_string()),
-            object: None,
-            chain: Vec::new(),
-            message: hit.message,
-            file: hit.at.as_ref().map(|a| a.file.clone()),
-            line: hit.at.as_ref().map(|a| a.line),
-            fix: hit.fix,
-            ignored: plan.cluster.lints_ignore.iter().any(|c| c == rule.code),
-        }));
+        out.extend(findings(plan, rule, hits));
     }
     out.sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
     out.dedup();
     out
+}
+
+/// Runs the live rules on what [`live::gather`] read.
+pub fn run_live(plan: &Plan, state: &live::LiveState) -> Vec<Finding> {
+    let mut out = Vec::new();
+    for rule in RULES {
+        if let Scope::Live(check) = rule.scope {
+            out.extend(findings(plan, rule, check(plan, state)));
+        }
+    }
+    out.sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
+    out
+}
+
+fn findings<'a>(
+    plan: &'a Plan,
+    rule: &'a Rule,
+    hits: Vec<Hit>,
+) -> impl Iterator<Item = Finding> + 'a {
+    hits.into_iter().map(move |hit| Finding {
+        severity: rule.severity,
+        code: rule.code,
+        release: hit.release.map(|r| r.to_string()),
+        object: None,
+        chain: Vec::new(),
+        message: hit.message,
+        file: hit.at.as_ref().map(|a| a.file.clone()),
+        line: hit.at.as_ref().map(|a| a.line),
+        fix: hit.fix,
+        ignored: plan.cluster.lints_ignore.iter().any(|c| c == rule.code),
+    })
 }
 
 /// Findings as text, like `check`'s (docs/design.md#finding-codes):
@@ -234,6 +272,39 @@ pub fn ignored_errors(findings: &[Finding]) -> Vec<&'static str> {
         .collect();
     codes.dedup();
     codes
+}
+
+/// What apply's preflight makes of findings: `Err(why)` to refuse the run
+/// (an error-level finding not in `lints.ignore`), else the warnings it
+/// shows: the ignored errors and the other findings.
+pub fn preflight(cluster: &str, findings: &[Finding]) -> Result<Vec<String>, String> {
+    let blocking: Vec<Finding> = findings.iter().filter(|f| f.blocks()).cloned().collect();
+    if !blocking.is_empty() {
+        return Err(format!(
+            "apply of cluster `{cluster}` refused: {} error-level lint finding{}; nothing was changed. Fix {}, or list the code in `lints.ignore` in clusters/{cluster}/cluster.yaml to go ahead anyway\n\n{}",
+            blocking.len(),
+            if blocking.len() == 1 { "" } else { "s" },
+            if blocking.len() == 1 { "it" } else { "them" },
+            render_text(&blocking).trim_end()
+        ));
+    }
+    Ok(findings
+        .iter()
+        .map(|f| {
+            let at = match (&f.file, f.line) {
+                (Some(file), Some(line)) => format!(" ({}:{line})", file.display()),
+                _ => String::new(),
+            };
+            if f.ignored && f.severity == Severity::Error {
+                format!(
+                    "lint {} ignored (listed in lints.ignore): {}{at}",
+                    f.code, f.message
+                )
+            } else {
+                format!("lint {}: {}{at}; fix: {}", f.code, f.message, f.fix)
+            }
+        })
+        .collect())
 }
 
 #[cfg(test)]

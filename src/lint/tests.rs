@@ -398,3 +398,123 @@ fn needs_missing_for_kind() {
         Vec::<&str>::new()
     );
 }
+
+fn kpr_cilium(extra: Value) -> Release {
+    let mut values = json!({"kubeProxyReplacement": true, "k8sServiceHost": "10.0.0.1", "k8sServicePort": 6443, "ipv4NativeRoutingCIDR": "10.244.0.0/16"});
+    if let (Some(v), Some(e)) = (values.as_object_mut(), extra.as_object()) {
+        v.extend(e.clone());
+    }
+    cilium("1.18.2", values)
+}
+
+fn live_codes(release: Release, state: &live::LiveState) -> Vec<&'static str> {
+    codes(&run_live(&plan("infra", vec![release]), state))
+}
+
+#[test]
+fn native_routing_cidr_mismatch() {
+    let nodes = |cidrs: &[&str]| live::LiveState {
+        nodes: cidrs
+            .iter()
+            .enumerate()
+            .map(|(i, c)| (format!("node-{i}"), vec![c.to_string(), "fd00::/64".into()]))
+            .collect(),
+        ..Default::default()
+    };
+    let inside = nodes(&["10.244.0.0/24", "10.244.1.0/24"]);
+    assert_eq!(
+        live_codes(kpr_cilium(json!({})), &inside),
+        Vec::<&str>::new()
+    );
+    let outside = nodes(&["10.244.0.0/24", "10.245.1.0/24"]);
+    let findings = run_live(&plan("infra", vec![kpr_cilium(json!({}))]), &outside);
+    assert_eq!(codes(&findings), vec![live::NATIVE_ROUTING_CIDR_MISMATCH]);
+    assert_eq!(findings[0].severity, Severity::Error);
+    assert!(
+        findings[0].message.contains("node-1 (10.245.1.0/24)"),
+        "{}",
+        findings[0].message
+    );
+    assert!(
+        !findings[0].message.contains("node-0"),
+        "{}",
+        findings[0].message
+    );
+    // Offline runs never report live rules.
+    assert_eq!(
+        codes(&run(&plan("infra", vec![kpr_cilium(json!({}))]), &[])),
+        Vec::<&str>::new()
+    );
+}
+
+#[test]
+fn kube_proxy_and_api_host() {
+    let state = live::LiveState {
+        kube_proxy: true,
+        api_probe: Some(("10.0.0.1:6443".into(), Some("no answer within 3s".into()))),
+        ..Default::default()
+    };
+    assert_eq!(
+        live_codes(kpr_cilium(json!({})), &state),
+        vec![
+            live::API_HOST_UNREACHABLE,
+            live::KUBE_PROXY_PRESENT_WITH_KPR
+        ]
+    );
+    let findings = run_live(&plan("infra", vec![kpr_cilium(json!({}))]), &state);
+    assert!(findings.iter().all(|f| f.severity == Severity::Warning));
+    assert!(
+        findings[0].message.contains(
+            "(10.0.0.1:6443) does not answer TLS from where bootstrap runs (no answer within 3s)"
+        ),
+        "{}",
+        findings[0].message
+    );
+    // Without kube-proxy replacement neither matters.
+    assert_eq!(
+        live_codes(kpr_cilium(json!({"kubeProxyReplacement": false})), &state),
+        Vec::<&str>::new()
+    );
+    let p = plan(
+        "infra",
+        vec![kpr_cilium(json!({"k8sServiceHost": "fd00::1"}))],
+    );
+    assert_eq!(live::api_target(&p).as_deref(), Some("[fd00::1]:6443"));
+}
+
+#[tokio::test]
+async fn the_tls_probe_tells_tls_from_anything_else() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    async fn server(answer: &'static [u8]) -> String {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        tokio::spawn(async move {
+            let (mut s, _) = listener.accept().await.unwrap();
+            let mut hello = [0u8; 52];
+            s.read_exact(&mut hello).await.unwrap();
+            assert_eq!(hello[0], 0x16);
+            s.write_all(answer).await.unwrap();
+        });
+        addr
+    }
+    let timeout = std::time::Duration::from_secs(2);
+    let tls = server(&[0x16, 0x03, 0x03, 0x00, 0x02]).await;
+    assert_eq!(live::probe_tls(&tls, timeout).await, Ok(()));
+    let alert = server(&[0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x28]).await;
+    assert_eq!(live::probe_tls(&alert, timeout).await, Ok(()));
+    let http = server(b"HTTP/1.1 400 Bad Request\r\n\r\n").await;
+    assert_eq!(
+        live::probe_tls(&http, timeout).await,
+        Err("it answers, but not with TLS".into())
+    );
+    let closed = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().to_string()
+    };
+    assert!(
+        live::probe_tls(&closed, timeout)
+            .await
+            .unwrap_err()
+            .starts_with("cannot connect")
+    );
+}
