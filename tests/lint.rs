@@ -615,3 +615,33 @@ fn live_rules_in_apply_preflight() {
         "{warnings:?}"
     );
 }
+
+/// `status` runs the live rules too, read-only, and exits 1 on an error
+/// `apply` would refuse on.
+#[test]
+fn live_rules_in_status() {
+    let cluster = support::cluster::Cluster::start();
+    cluster.api.insert(node("node-1", "10.99.1.0/24"));
+    let out = cluster.run(
+        &live_config("10.244.0.0/16"),
+        &["status", "infra", "--output", "json"],
+    );
+    assert_eq!(out.code, 1, "{}\n{}", out.stdout, out.stderr);
+    let doc = json(&out);
+    assert_eq!(
+        codes(&doc),
+        ["native-routing-cidr-mismatch", "api-host-unreachable"]
+    );
+    assert_eq!(
+        out.stderr,
+        "error: 1 error-level live lint finding in cluster `infra`: `bootstrap apply` would refuse; see above\n"
+    );
+    let out = cluster.run(&live_config("10.0.0.0/8"), &["status", "infra"]);
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    assert!(
+        out.stdout
+            .contains("\nlive lints:\n\nwarning[api-host-unreachable]: "),
+        "{}",
+        out.stdout
+    );
+}
