@@ -645,3 +645,61 @@ fn live_rules_in_status() {
         out.stdout
     );
 }
+
+#[test]
+fn lb_ipam_pools_of_the_gitops_trees_count_too() {
+    let pool = |name: &str, block: &str| {
+        format!(
+            "apiVersion: cilium.io/v2alpha1\nkind: CiliumLoadBalancerIPPool\nmetadata:\n  name: {name}\nspec:\n  blocks:\n    - {block}\n"
+        )
+    };
+    let flux = |name: &str| format!("flux:\n  root: .\n  entrypoint: gitops/{name}\n");
+    let t = mesh(
+        ("1", "10.244.0.0/16", "10.25.11.100"),
+        ("2", "10.246.0.0/16", "10.25.11.50"),
+    );
+    let add = |t: Test, name: &str| {
+        let cluster =
+            std::fs::read_to_string(t.path().join(format!("clusters/{name}/cluster.yaml")))
+                .unwrap();
+        t.file(
+            &format!("clusters/{name}/cluster.yaml"),
+            &format!("{cluster}{}", flux(name)),
+        )
+    };
+    let t = add(add(t, "infra"), "apps")
+        .file(
+            "gitops/infra/pool.yaml",
+            &pool("infra-pool", "cidr: 10.25.11.0/24"),
+        )
+        .file(
+            "gitops/apps/pool.yaml",
+            &pool("apps-pool", "{ start: 10.25.11.200, stop: 10.25.11.250 }"),
+        );
+    let out = run(&t, &["check", "--all", "--output", "json"]);
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    let doc = json(&out);
+    let (apps, infra) = (&doc["clusters"][0], &doc["clusters"][1]);
+    assert_eq!(
+        codes(apps),
+        ["cilium-lb-ipam-ip-reused", "cilium-lb-ipam-ip-reused"]
+    );
+    assert_eq!(codes(infra), ["cilium-lb-ipam-ip-reused"]);
+    let messages: Vec<String> = lints(apps)
+        .iter()
+        .map(|f| f["message"].as_str().unwrap().to_string())
+        .collect();
+    assert!(messages.iter().any(|m| m.starts_with("LB-IPAM address 10.25.11.50 (`io.cilium/lb-ipam-ips` at `clustermesh.apiserver.service.annotations.io.cilium/lb-ipam-ips`) of cluster `apps` is also used by cluster `infra` (in its pool infra-pool 10.25.11.0/24)")), "{messages:?}");
+    let pool_finding = &lints(infra)[0];
+    assert_eq!(pool_finding["release"], Value::Null);
+    assert_eq!(pool_finding["file"], "gitops/infra/pool.yaml");
+    assert_eq!(pool_finding["line"], 7);
+    assert!(
+        pool_finding["message"]
+            .as_str()
+            .unwrap()
+            .contains("overlaps apps-pool 10.25.11.200-10.25.11.250 of `apps`"),
+        "{}",
+        pool_finding["message"]
+    );
+}

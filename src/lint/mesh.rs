@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use super::Hit;
 use super::cilium::{cilium_releases, text};
-use super::locate::locate;
+use super::locate::{Location, locate};
 use crate::plan::Plan;
 use crate::release::Release;
 
@@ -282,16 +282,106 @@ fn ips_of(plan: &Plan) -> Vec<(&Release, String, Vec<String>)> {
     out
 }
 
-/// The same LB-IPAM address requested in two clusters' values.
+/// A CiliumLoadBalancerIPPool block of a cluster's GitOps tree.
+struct Pool {
+    name: String,
+    /// Relative to the config root (approximated: `--dir` as typed is not
+    /// prefixed), and the line of the block.
+    at: Location,
+    range: (u32, u32),
+    shown: String,
+}
+
+/// The pools of the tree `flux:` points at (docs/design.md#tree-resolution):
+/// `spec.blocks` (`cidr`, or `start`/`stop`) and the older `spec.cidrs`.
+fn pools(plan: &Plan) -> Vec<Pool> {
+    let Some(flux) = &plan.cluster.flux else {
+        return Vec::new();
+    };
+    let tree = crate::flux::tree::resolve(&flux.root, &flux.entrypoint);
+    let mut out = Vec::new();
+    for object in tree
+        .objects
+        .iter()
+        .filter(|o| o.kind == "CiliumLoadBalancerIPPool" && o.group() == "cilium.io")
+    {
+        let path = flux.root.join(&object.file);
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        let file = path.strip_prefix(&plan.root).unwrap_or(&path).to_path_buf();
+        let blocks = ["/spec/blocks", "/spec/cidrs"]
+            .iter()
+            .filter_map(|p| object.body.pointer(p).and_then(Value::as_array))
+            .flatten();
+        for block in blocks {
+            let field = |k: &str| block.get(k).and_then(Value::as_str);
+            let (range, shown, needle) = if let Some(c) = field("cidr") {
+                let Some((net, len)) = cidr(c) else { continue };
+                let size = if len == 0 {
+                    u32::MAX
+                } else {
+                    (1u32 << (32 - len)) - 1
+                };
+                ((net, net | size), c.to_string(), c)
+            } else if let Some(start) = field("start") {
+                let stop = field("stop").unwrap_or(start);
+                let (Ok(a), Ok(b)) = (start.parse::<Ipv4Addr>(), stop.parse::<Ipv4Addr>()) else {
+                    continue;
+                };
+                (
+                    (u32::from(a), u32::from(b)),
+                    format!("{start}-{stop}"),
+                    start,
+                )
+            } else {
+                continue;
+            };
+            let line = text
+                .lines()
+                .position(|l| l.contains(needle))
+                .map(|i| i as u64 + 1)
+                .unwrap_or(1);
+            out.push(Pool {
+                name: object.name.clone(),
+                at: Location {
+                    file: file.clone(),
+                    line,
+                },
+                range,
+                shown,
+            });
+        }
+    }
+    out
+}
+
+/// The same LB-IPAM address in two clusters: requested by both
+/// (`io.cilium/lb-ipam-ips`), requested by one from the other's pool, or
+/// in the pools (CiliumLoadBalancerIPPool) of both.
 pub fn lb_ipam_ip_reused(plans: &[&Plan]) -> Vec<(String, Hit)> {
+    let pools: Vec<Vec<Pool>> = plans.iter().map(|p| pools(p)).collect();
     let mut hits = Vec::new();
-    for plan in plans {
-        for (release, ip, path) in ips_of(plan) {
-            let users: Vec<String> = plans
+    for (i, plan) in plans.iter().enumerate() {
+        let others = || {
+            plans
                 .iter()
-                .filter(|p| p.cluster.name != plan.cluster.name)
-                .filter(|p| ips_of(p).iter().any(|(_, other, _)| *other == ip))
-                .map(|p| format!("`{}`", p.cluster.name))
+                .enumerate()
+                .filter(move |(j, p)| *j != i && p.cluster.name != plan.cluster.name)
+        };
+        for (release, ip, path) in ips_of(plan) {
+            let address = ip.parse::<Ipv4Addr>().ok().map(u32::from);
+            let users: Vec<String> = others()
+                .filter_map(|(j, p)| {
+                    if ips_of(p).iter().any(|(_, other, _)| *other == ip) {
+                        return Some(format!("`{}` (requested there too)", p.cluster.name));
+                    }
+                    let pool = pools[j].iter().find(|pool| {
+                        address.is_some_and(|a| pool.range.0 <= a && a <= pool.range.1)
+                    })?;
+                    Some(format!(
+                        "`{}` (in its pool {} {})",
+                        p.cluster.name, pool.name, pool.shown
+                    ))
+                })
                 .collect();
             if users.is_empty() {
                 continue;
@@ -303,12 +393,40 @@ pub fn lb_ipam_ip_reused(plans: &[&Plan]) -> Vec<(String, Hit)> {
                     release: Some(release.id.clone()),
                     at: Some(locate(release, &keys)),
                     message: format!(
-                        "LB-IPAM address {ip} (`{LB_IPAM_ANNOTATION}` at `{}`) of cluster `{}` is also requested by cluster {}; two clusters would announce the same address",
+                        "LB-IPAM address {ip} (`{LB_IPAM_ANNOTATION}` at `{}`) of cluster `{}` is also used by cluster {}; two clusters would announce the same address",
                         path.join("."),
                         plan.cluster.name,
                         users.join(", ")
                     ),
                     fix: "take each cluster's load-balancer IPs from its own pool range".into(),
+                },
+            ));
+        }
+        for pool in &pools[i] {
+            let clashes: Vec<String> = others()
+                .flat_map(|(j, p)| {
+                    pools[j]
+                        .iter()
+                        .filter(|o| o.range.0 <= pool.range.1 && pool.range.0 <= o.range.1)
+                        .map(move |o| format!("{} {} of `{}`", o.name, o.shown, p.cluster.name))
+                })
+                .collect();
+            if clashes.is_empty() {
+                continue;
+            }
+            hits.push((
+                plan.cluster.name.clone(),
+                Hit {
+                    release: None,
+                    at: Some(pool.at.clone()),
+                    message: format!(
+                        "CiliumLoadBalancerIPPool {} ({}) of cluster `{}` overlaps {}; two clusters would hand out and announce the same addresses",
+                        pool.name,
+                        pool.shown,
+                        plan.cluster.name,
+                        clashes.join(", ")
+                    ),
+                    fix: "give each cluster's pool its own address range".into(),
                 },
             ));
         }
