@@ -128,12 +128,17 @@ fn check(
     });
     // Lint findings and scan findings in one list, in check's order
     // (docs/design.md#check-json): errors, then warnings, then info.
-    let mut findings: Vec<(Severity, serde_json::Value)> = lints
+    let mut findings: Vec<((Severity, &str), serde_json::Value)> = lints
         .iter()
-        .map(|f| (f.severity, json!(f)))
-        .chain(scan.findings.iter().map(|f| (f.severity, json!(f))))
+        .map(|f| ((f.severity, f.code), json!(f)))
+        .chain(
+            scan.findings
+                .iter()
+                .map(|f| ((f.severity, f.code), json!(f))),
+        )
         .collect();
-    findings.sort_by_key(|(s, _)| *s);
+    // Stable: each list keeps its own order within a code.
+    findings.sort_by_key(|(key, _)| *key);
     let scan_errors = scan
         .findings
         .iter()
