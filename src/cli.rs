@@ -72,8 +72,14 @@ pub enum SchemaKind {
 
 #[derive(Debug, ClapSubcommand)]
 enum Command {
-    /// Validate everything and print the phases and releases in execution order.
-    Plan { cluster: String },
+    /// Validate everything, lint the rendered values and print the phases and releases in execution order.
+    Plan {
+        #[arg(required_unless_present = "all")]
+        cluster: Option<String>,
+        /// Every cluster of the config root (and the lints across clusters).
+        #[arg(long, conflicts_with = "cluster")]
+        all: bool,
+    },
     /// Print the release DAG.
     Graph {
         cluster: String,
@@ -139,9 +145,13 @@ enum Command {
         #[arg(long)]
         dry_run: bool,
     },
-    /// Static validation plus the Flux ownership scan of the GitOps tree.
+    /// Static validation, the lints, and the Flux ownership scan of the GitOps tree.
     Check {
-        cluster: String,
+        #[arg(required_unless_present = "all")]
+        cluster: Option<String>,
+        /// Every cluster of the config root (and the lints across clusters).
+        #[arg(long, conflicts_with_all = ["cluster", "flux_root", "flux_entrypoint"])]
+        all: bool,
         /// The directory Flux's GitRepository points at (overrides `flux.root`).
         #[arg(long, value_name = "DIR")]
         flux_root: Option<PathBuf>,
@@ -201,10 +211,26 @@ pub struct DestroyArgs {
     pub options: crate::destroy::Options,
 }
 
+/// The clusters a command runs on: one, or `--all`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Clusters {
+    One(String),
+    All,
+}
+
+impl Clusters {
+    fn new(cluster: Option<String>, all: bool) -> Clusters {
+        match cluster {
+            Some(cluster) if !all => Clusters::One(cluster),
+            _ => Clusters::All,
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub enum Subcommand {
     Plan {
-        cluster: String,
+        clusters: Clusters,
     },
     Graph {
         cluster: String,
@@ -218,7 +244,7 @@ pub enum Subcommand {
         manifests: bool,
     },
     Check {
-        cluster: String,
+        clusters: Clusters,
         flux_root: Option<PathBuf>,
         flux_entrypoint: Option<PathBuf>,
     },
@@ -253,7 +279,9 @@ impl Arguments {
             Verbosity::Normal
         };
         let subcommand = match self.command {
-            Command::Plan { cluster } => Subcommand::Plan { cluster },
+            Command::Plan { cluster, all } => Subcommand::Plan {
+                clusters: Clusters::new(cluster, all),
+            },
             Command::Graph { cluster, format } => Subcommand::Graph { cluster, format },
             Command::Template {
                 cluster,
@@ -270,10 +298,11 @@ impl Arguments {
             },
             Command::Check {
                 cluster,
+                all,
                 flux_root,
                 flux_entrypoint,
             } => Subcommand::Check {
-                cluster,
+                clusters: Clusters::new(cluster, all),
                 flux_root,
                 flux_entrypoint,
             },
@@ -351,7 +380,9 @@ mod tests {
         ]);
         assert_eq!(c.global.dir, PathBuf::from("x"));
         assert_eq!(c.global.output, OutputFormat::Json);
-        assert!(matches!(c.subcommand, Subcommand::Plan { cluster } if cluster == "infra"));
+        assert!(
+            matches!(&c.subcommand, Subcommand::Plan { clusters: Clusters::One(cluster) } if cluster == "infra")
+        );
     }
 
     #[test]

@@ -18,6 +18,7 @@ pub mod helm;
 pub mod hooks;
 pub mod kube;
 pub mod ledger;
+pub mod lint;
 pub mod ownership;
 pub mod plan;
 pub mod release;

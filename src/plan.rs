@@ -20,6 +20,8 @@ pub struct Cluster {
     pub values: Map<String, Value>,
     pub flux: Option<Flux>,
     pub guard: bool,
+    /// Lint codes listed in `lints.ignore` (docs/design.md#lints).
+    pub lints_ignore: Vec<String>,
 }
 
 #[derive(Debug, Clone)]

@@ -114,6 +114,22 @@ pub struct Hooks {
     pub postsync: Vec<Hook>,
 }
 
+/// Where part of a release's values was written, so a lint can point at the
+/// line of a key (docs/design.md#lints). In merge order: the last source that
+/// sets a key is the one that wins.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ValuesSource {
+    /// Absolute path of the file.
+    pub path: PathBuf,
+    /// The path as errors show it (relative to `--dir` as typed).
+    pub shown: PathBuf,
+    /// Keys above the values in that file: `["values"]` for a release's inline
+    /// values, `["overrides", KEY, "values"]` in cluster.yaml, none in a values file.
+    pub prefix: Vec<String>,
+    /// In a multi-document file, a line of the document that holds the values.
+    pub document_line: Option<u64>,
+}
+
 #[derive(Debug, Clone)]
 pub struct Release {
     pub id: ReleaseId,
@@ -127,6 +143,8 @@ pub struct Release {
     pub values: Value,
     /// Values for the CRD-phase render: `values` with `crdValues` merged over.
     pub crd_values: Value,
+    /// Where `values` came from, in merge order (`crdValues` excluded).
+    pub values_sources: Vec<ValuesSource>,
     pub timeout: Option<Duration>,
     pub wait: bool,
     pub hooks: Hooks,
@@ -191,6 +209,7 @@ impl Release {
             crds,
             values: serde_json::json!({}),
             crd_values: serde_json::json!({}),
+            values_sources: Vec::new(),
             timeout: None,
             wait: false,
             hooks: Hooks::default(),

@@ -61,6 +61,13 @@ pub async fn run<H: Helm + 'static>(
             ownership::live_conflicts(plan, helm.as_ref(), connection),
         )
         .await??;
+        // The live lints (docs/design.md#lints): refuse before anything
+        // changes on an error not in `lints.ignore`; warn about the rest.
+        let state = interruptible(&stop, crate::lint::live::gather(plan, client)).await?;
+        let live = crate::lint::run_live(plan, &state);
+        for message in crate::lint::preflight(&plan.cluster.name, &live).map_err(Error::failed)? {
+            events.emit(Event::Warning { message });
+        }
         let ledger = Ledger::new(client);
         let recorded = interruptible(&stop, ledger.entries()).await??;
         let crds = interruptible(&stop, crds::render(helm.as_ref(), plan))

@@ -6,30 +6,50 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use crate::apply;
-use crate::cli::{ApplyArgs, Config};
+use crate::cli::{ApplyArgs, Clusters, Config};
 use crate::error::Error;
 use crate::event::{Event, Summary, Verdict};
+use crate::lint;
 use crate::plan::Plan;
 use crate::run::{self, Session};
 use crate::stop::Stop;
 
 pub fn run(config: &Config, args: &ApplyArgs) -> Result<(), Error> {
-    let plan = crate::config::load_for(
+    let (plan, findings) = super::linted(
         &config.global.dir,
-        &args.cluster,
+        &Clusters::One(args.cluster.clone()),
         config.global.context.as_deref(),
     )?
-    .select(&args.only, args.no_needs)?;
-    run::block_on(run_async(config, args, plan))
+    .remove(0);
+    let notices = preflight_lints(&args.cluster, &findings)?;
+    let plan = plan.select(&args.only, args.no_needs)?;
+    run::block_on(run_async(config, args, plan, notices))
 }
 
-async fn run_async(config: &Config, args: &ApplyArgs, plan: Plan) -> Result<(), Error> {
+/// The offline lints of apply's preflight (docs/design.md#lints), on the
+/// whole cluster whatever `--only` selects: an error-level finding that
+/// `lints.ignore` does not list refuses the run before the cluster is even
+/// contacted. Returns the warnings the run shows: the ignored errors and
+/// the warning-level findings.
+fn preflight_lints(cluster: &str, findings: &[lint::Finding]) -> Result<Vec<String>, Error> {
+    lint::preflight(cluster, findings).map_err(Error::failed)
+}
+
+async fn run_async(
+    config: &Config,
+    args: &ApplyArgs,
+    plan: Plan,
+    notices: Vec<String>,
+) -> Result<(), Error> {
     // `--timeout` bounds the whole run, the wait for the API server included.
     let reachability = args.timeout.unwrap_or(run::REACHABILITY_BUDGET);
     let (helm, connection) = run::prerequisites(config.target(), &plan, reachability).await?;
 
     let session = Session::start(config.json(), config.verbosity);
     let events = session.events.clone();
+    for message in notices {
+        events.emit(Event::Warning { message });
+    }
     let timed_out = Arc::new(AtomicBool::new(false));
     let deadline = args.timeout.map(|timeout| {
         let stop_tx = session.stopper();

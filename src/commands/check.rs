@@ -3,9 +3,10 @@ use std::path::PathBuf;
 
 use serde_json::json;
 
-use crate::cli::{Config, OutputFormat};
+use crate::cli::{Clusters, Config, OutputFormat};
 use crate::error::Error;
 use crate::flux::{BootstrapRelease, ScanInput, Severity, WorkloadRef};
+use crate::lint;
 use crate::plan::Plan;
 
 /// What bootstrap owns, as the scan needs it: each installed release with
@@ -37,70 +38,148 @@ pub fn bootstrap_releases(plan: &Plan) -> Vec<BootstrapRelease> {
 
 pub fn run(
     config: &Config,
-    cluster: &str,
+    clusters: &Clusters,
     flux_root: Option<&PathBuf>,
     flux_entrypoint: Option<&PathBuf>,
     out: &mut dyn Write,
 ) -> Result<(), Error> {
-    let plan = crate::config::load_for(
+    let linted = super::linted(
         &config.global.dir,
-        cluster,
+        clusters,
         config.global.context.as_deref(),
     )?;
+    let mut documents = Vec::new();
+    let mut text = String::new();
+    let mut errors = Vec::new();
+    for (plan, findings) in &linted {
+        let checked = check(config, plan, findings, flux_root, flux_entrypoint);
+        documents.push(checked.json);
+        if !text.is_empty() {
+            text.push('\n');
+        }
+        text.push_str(&checked.text);
+        errors.push((plan.cluster.name.clone(), checked.errors));
+    }
+    match (config.global.output, clusters) {
+        (OutputFormat::Json, Clusters::One(_)) => super::write_json(out, &documents[0])?,
+        (OutputFormat::Json, Clusters::All) => {
+            super::write_json(out, &json!({ "clusters": documents }))?
+        }
+        (OutputFormat::Text, _) => super::write(out, &text)?,
+    }
+    let blocking: Vec<String> = errors
+        .iter()
+        .filter(|(_, n)| *n > 0)
+        .map(|(cluster, n)| {
+            format!(
+                "check found {n} error{} in cluster `{cluster}`",
+                if *n == 1 { "" } else { "s" }
+            )
+        })
+        .collect();
+    if blocking.is_empty() {
+        Ok(())
+    } else {
+        Err(Error::Findings(blocking.join("; ")))
+    }
+}
+
+/// One cluster's check: its JSON document, its text and its blocking errors.
+struct Checked {
+    json: serde_json::Value,
+    text: String,
+    errors: usize,
+}
+
+fn check(
+    config: &Config,
+    plan: &Plan,
+    lints: &[lint::Finding],
+    flux_root: Option<&PathBuf>,
+    flux_entrypoint: Option<&PathBuf>,
+) -> Checked {
+    let cluster = plan.cluster.name.as_str();
     let root = flux_root
         .map(|r| config.global.dir.join(r))
         .or_else(|| plan.cluster.flux.as_ref().map(|f| f.root.clone()));
     let entrypoint = flux_entrypoint
         .cloned()
         .or_else(|| plan.cluster.flux.as_ref().map(|f| f.entrypoint.clone()));
+    let lint_errors = lints.iter().filter(|f| f.blocks()).count();
+    let lint_text = lint::render_text(lints);
     let (Some(root), Some(entrypoint)) = (root, entrypoint) else {
         let message = format!(
             "the config is valid; no GitOps tree was scanned: cluster `{cluster}` has no `flux:` (root, entrypoint) in clusters/{cluster}/cluster.yaml, and no --flux-root/--flux-entrypoint was given"
         );
-        return match config.global.output {
-            OutputFormat::Json => super::write_json(
-                out,
-                &json!({
-                    "cluster": cluster,
-                    "findings": [{"severity": "info", "code": "gitops-tree-not-scanned", "release": null, "object": null, "chain": [], "message": message}],
-                }),
-            ),
-            OutputFormat::Text => super::write(out, &format!("{message}\n")),
+        let mut findings: Vec<serde_json::Value> = lints.iter().map(|f| json!(f)).collect();
+        findings.push(json!({"severity": "info", "code": "gitops-tree-not-scanned", "release": null, "object": null, "chain": [], "message": message}));
+        let mut text = lint_text;
+        if !lints.is_empty() {
+            text.push_str(&lint_summary(cluster, lints));
+        }
+        text.push_str(&format!("{message}\n"));
+        return Checked {
+            json: json!({ "cluster": cluster, "findings": findings }),
+            text,
+            errors: lint_errors,
         };
     };
-    let releases = bootstrap_releases(&plan);
+    let releases = bootstrap_releases(plan);
     let scan = crate::flux::scan(&ScanInput {
         root: &root,
         entrypoint: &entrypoint,
         releases: &releases,
     });
-    match config.global.output {
-        OutputFormat::Json => super::write_json(
-            out,
-            &json!({
-                "cluster": cluster,
-                "findings": scan.findings,
-                "filesScanned": scan.files_scanned,
-                "objectsScanned": scan.objects_scanned,
-            }),
-        )?,
-        OutputFormat::Text => super::write(out, &render(&scan, cluster, &entrypoint))?,
+    // Lint findings and scan findings in one list, in check's order
+    // (docs/design.md#check-json): errors, then warnings, then info.
+    let mut findings: Vec<((Severity, &str), serde_json::Value)> = lints
+        .iter()
+        .map(|f| ((f.severity, f.code), json!(f)))
+        .chain(
+            scan.findings
+                .iter()
+                .map(|f| ((f.severity, f.code), json!(f))),
+        )
+        .collect();
+    // Stable: each list keeps its own order within a code.
+    findings.sort_by_key(|(key, _)| *key);
+    let scan_errors = scan
+        .findings
+        .iter()
+        .filter(|f| f.severity == Severity::Error)
+        .count();
+    let mut text = lint_text;
+    text.push_str(&render(&scan, cluster, &entrypoint, lints));
+    Checked {
+        json: json!({
+            "cluster": cluster,
+            "findings": findings.into_iter().map(|(_, f)| f).collect::<Vec<_>>(),
+            "filesScanned": scan.files_scanned,
+            "objectsScanned": scan.objects_scanned,
+        }),
+        text,
+        errors: lint_errors + scan_errors,
     }
-    if scan.has_errors() {
-        let errors = scan
-            .findings
-            .iter()
-            .filter(|f| f.severity == Severity::Error)
-            .count();
-        return Err(Error::Findings(format!(
-            "check found {errors} error{} in the GitOps tree of cluster `{cluster}`",
-            if errors == 1 { "" } else { "s" }
-        )));
-    }
-    Ok(())
 }
 
-fn render(scan: &crate::flux::Scan, cluster: &str, entrypoint: &std::path::Path) -> String {
+fn lint_summary(cluster: &str, lints: &[lint::Finding]) -> String {
+    format!(
+        "lints {cluster}: {} error(s), {} warning(s){}\n",
+        lint::count(lints, Severity::Error),
+        lint::count(lints, Severity::Warning),
+        match lint::ignored_errors(lints).as_slice() {
+            [] => String::new(),
+            codes => format!("; ignored by lints.ignore: {}", codes.join(", ")),
+        }
+    )
+}
+
+fn render(
+    scan: &crate::flux::Scan,
+    cluster: &str,
+    entrypoint: &std::path::Path,
+    lints: &[lint::Finding],
+) -> String {
     let mut text = String::new();
     for f in &scan.findings {
         let severity = match f.severity {
@@ -129,7 +208,9 @@ fn render(scan: &crate::flux::Scan, cluster: &str, entrypoint: &std::path::Path)
         }
         text.push('\n');
     }
-    let count = |s: Severity| scan.findings.iter().filter(|f| f.severity == s).count();
+    let count = |s: Severity| {
+        scan.findings.iter().filter(|f| f.severity == s).count() + lint::count(lints, s)
+    };
     text.push_str(&format!(
         "check {cluster}: {} error(s), {} warning(s); scanned {} files, {} objects from {}\n",
         count(Severity::Error),
@@ -138,5 +219,8 @@ fn render(scan: &crate::flux::Scan, cluster: &str, entrypoint: &std::path::Path)
         scan.objects_scanned,
         entrypoint.display()
     ));
+    if !lint::ignored_errors(lints).is_empty() {
+        text.push_str(&lint_summary(cluster, lints));
+    }
     text
 }

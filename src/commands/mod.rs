@@ -12,12 +12,16 @@ mod template;
 
 use std::io::Write;
 
-use crate::cli::{Config, Subcommand};
+use std::path::Path;
+
+use crate::cli::{Clusters, Config, Subcommand};
 use crate::error::Error;
+use crate::lint;
+use crate::plan::Plan;
 
 pub fn execute(config: &Config, out: &mut dyn Write) -> Result<(), Error> {
     match &config.subcommand {
-        Subcommand::Plan { cluster } => plan::run(config, cluster, out),
+        Subcommand::Plan { clusters } => plan::run(config, clusters, out),
         Subcommand::Graph { cluster, format } => graph::run(config, cluster, *format, out),
         Subcommand::Template {
             cluster,
@@ -37,12 +41,12 @@ pub fn execute(config: &Config, out: &mut dyn Write) -> Result<(), Error> {
             out,
         ),
         Subcommand::Check {
-            cluster,
+            clusters,
             flux_root,
             flux_entrypoint,
         } => check::run(
             config,
-            cluster,
+            clusters,
             flux_root.as_ref(),
             flux_entrypoint.as_ref(),
             out,
@@ -70,4 +74,71 @@ pub(crate) fn write(out: &mut dyn Write, text: &str) -> Result<(), Error> {
 pub(crate) fn write_json(out: &mut dyn Write, value: &serde_json::Value) -> Result<(), Error> {
     let text = serde_json::to_string_pretty(value).unwrap_or_default();
     write(out, &format!("{text}\n"))
+}
+
+/// The plans of `clusters` with their lint findings (docs/design.md#lints).
+/// Rules across clusters see every cluster of the config root: with one
+/// cluster named, the others are loaded too, and any that do not load are
+/// left out (their own `check` reports why).
+/// `context` (`--context`) applies to the one cluster named; with `--all`
+/// each cluster uses its own.
+pub(crate) fn linted(
+    dir: &Path,
+    clusters: &Clusters,
+    context: Option<&str>,
+) -> Result<Vec<(Plan, Vec<lint::Finding>)>, Error> {
+    let names = crate::config::cluster_names(dir);
+    let plans = match clusters {
+        Clusters::One(cluster) => {
+            let plan = crate::config::load_for(dir, cluster, context)?;
+            let others: Vec<Plan> = names
+                .iter()
+                .filter(|n| *n != cluster)
+                .filter_map(|n| crate::config::load(dir, n).ok())
+                .collect();
+            let fleet: Vec<&Plan> = others.iter().collect();
+            let findings = lint::run(&plan, &fleet);
+            return Ok(vec![(plan, findings)]);
+        }
+        Clusters::All => {
+            if names.is_empty() {
+                return Err(Error::config(crate::error::Problem::new(format!(
+                    "`{}` has no clusters/<name>/cluster.yaml; pass --dir with your config root",
+                    dir.display()
+                ))));
+            }
+            let mut plans = Vec::new();
+            let mut problems = Vec::new();
+            for name in &names {
+                match crate::config::load(dir, name) {
+                    Ok(plan) => plans.push(plan),
+                    Err(Error::Config(mut more)) => problems.append(&mut more),
+                    Err(e) => return Err(e),
+                }
+            }
+            if !problems.is_empty() {
+                return Err(Error::Config(problems));
+            }
+            plans
+        }
+    };
+    let fleet: Vec<&Plan> = plans.iter().collect();
+    let findings: Vec<Vec<lint::Finding>> = plans.iter().map(|p| lint::run(p, &fleet)).collect();
+    Ok(plans.into_iter().zip(findings).collect())
+}
+
+/// The error of a command whose lints found blocking errors (exit 1).
+pub(crate) fn lint_errors(command: &str, findings: &[(String, usize)]) -> Result<(), Error> {
+    let blocking: Vec<String> = findings
+        .iter()
+        .filter(|(_, n)| *n > 0)
+        .map(|(cluster, n)| format!("{n} in cluster `{cluster}`"))
+        .collect();
+    if blocking.is_empty() {
+        return Ok(());
+    }
+    Err(Error::Findings(format!(
+        "{command} found error-level findings: {}",
+        blocking.join(", ")
+    )))
 }

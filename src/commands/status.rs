@@ -5,11 +5,13 @@
 //! those). 1 when a live conflict exists (a Flux HelmRelease targets a
 //! bootstrap release, its Helm secret carries Flux's labels, or it is
 //! pending-*): `apply` would refuse, so scripts should stop too. The report is
-//! printed in full either way. 1 also when helm, the ledger or the conflict
+//! printed in full either way. 1 too for an error-level live lint
+//! (docs/design.md#lints) not in `lints.ignore`. 1 also when helm, the ledger or the conflict
 //! checks cannot be read; 2 for the usual prerequisites (helm, context).
 
 use crate::cli::{Config, OutputFormat};
 use crate::error::Error;
+use crate::lint;
 use crate::status::{self, Report};
 
 pub fn run(config: &Config, cluster: &str, out: &mut dyn std::io::Write) -> Result<(), Error> {
@@ -18,17 +20,39 @@ pub fn run(config: &Config, cluster: &str, out: &mut dyn std::io::Write) -> Resu
         cluster,
         config.global.context.as_deref(),
     )?;
-    let report = crate::run::block_on(async {
+    let (report, lints) = crate::run::block_on(async {
         let (helm, connection) =
             crate::run::prerequisites(config.target(), &plan, crate::run::REACHABILITY_BUDGET)
                 .await?;
-        status::collect(&plan, &helm, &connection).await
+        let report = status::collect(&plan, &helm, &connection).await?;
+        // The live lints (docs/design.md#lints), as apply's preflight runs them.
+        let state = lint::live::gather(&plan, &connection.client).await;
+        Ok::<_, Error>((report, lint::run_live(&plan, &state)))
     })?;
     match config.global.output {
-        OutputFormat::Json => super::write_json(out, &serde_json::json!(report))?,
-        OutputFormat::Text => super::write(out, &render(&report))?,
+        OutputFormat::Json => {
+            let mut doc = serde_json::json!(report);
+            doc["lints"] = serde_json::json!(lints);
+            super::write_json(out, &doc)?
+        }
+        OutputFormat::Text => {
+            let mut text = render(&report);
+            if !lints.is_empty() {
+                text.push_str("\nlive lints:\n\n");
+                text.push_str(&lint::render_text(&lints));
+            }
+            super::write(out, &text)?
+        }
     }
     let conflicts = report.conflicts().count();
+    let blocking = lints.iter().filter(|f| f.blocks()).count();
+    if blocking > 0 && conflicts == 0 {
+        return Err(Error::Findings(format!(
+            "{blocking} error-level live lint finding{} in cluster `{}`: `bootstrap apply` would refuse; see above",
+            if blocking == 1 { "" } else { "s" },
+            report.cluster
+        )));
+    }
     if conflicts > 0 {
         return Err(Error::Findings(format!(
             "{conflicts} live conflict{} in cluster `{}`: `bootstrap apply` would refuse; see the conflicts above",

@@ -39,6 +39,19 @@ pub struct ClusterFile {
     pub flux: Option<FluxFile>,
     /// Install the admission policy that keeps Flux off bootstrap releases (default true).
     pub guard: Option<bool>,
+    /// Lint settings (docs/design.md#lints).
+    #[serde(default)]
+    pub lints: LintsFile,
+}
+
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct LintsFile {
+    /// Lint codes whose error-level findings do not stop `apply`, `check` or `plan`
+    /// on this cluster; they are still reported, marked ignored.
+    #[serde(default)]
+    #[schemars(with = "Vec<String>")]
+    pub ignore: Vec<Spanned<String>>,
 }
 
 #[derive(Debug, Default, Deserialize, JsonSchema)]

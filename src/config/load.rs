@@ -144,7 +144,7 @@ pub fn load_for(dir: &Path, cluster: &str, context: Option<&str>) -> Result<Plan
     for (key, value) in &cluster_file.overrides {
         match resolver.resolve(key) {
             Ok(id) => {
-                overrides.insert(id, value);
+                overrides.insert(id, (key.as_str(), value));
             }
             Err(message) => problems
                 .push(Problem::new(format!("`overrides` names {message}")).file(&shown_cluster)),
@@ -605,7 +605,30 @@ fn build_cluster(
         values: file.values.clone(),
         flux,
         guard: file.guard.unwrap_or(true),
+        lints_ignore: lints_ignore(file, shown, problems),
     }
+}
+
+/// `lints.ignore`: every entry must be a lint code (docs/design.md#lints).
+fn lints_ignore(file: &ClusterFile, shown: &Path, problems: &mut Vec<Problem>) -> Vec<String> {
+    let codes: Vec<&str> = crate::lint::RULES.iter().map(|r| r.code).collect();
+    let mut out = Vec::new();
+    for entry in &file.lints.ignore {
+        if codes.contains(&entry.value.as_str()) {
+            out.push(entry.value.clone());
+        } else {
+            problems.push(
+                Problem::new(format!(
+                    "`lints.ignore` lists `{}`, which is not a lint code{}",
+                    entry.value,
+                    did_you_mean(&entry.value, codes.iter().copied())
+                ))
+                .file(shown)
+                .at(entry.referenced.line(), entry.referenced.column()),
+            );
+        }
+    }
+    out
 }
 
 /// A reference (`needs`, `releases`, `overrides`) that names no single

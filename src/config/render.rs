@@ -10,7 +10,7 @@ use super::draft::{Draft, Paths};
 use super::file::OverrideFile;
 use crate::error::Problem;
 use crate::hooks::Templates;
-use crate::release::Release;
+use crate::release::{Release, ValuesSource};
 use crate::template::{Renderer, context};
 use crate::validate;
 use crate::values::merge;
@@ -24,7 +24,7 @@ pub(crate) fn render_release(
     paths: &Paths,
     cluster: &Cluster,
     draft: &Draft,
-    overrides: Option<&OverrideFile>,
+    overrides: Option<(&str, &OverrideFile)>,
 ) -> Result<Release, Vec<Problem>> {
     let root = paths.root.to_string_lossy();
     let ctx = context(
@@ -59,15 +59,29 @@ pub(crate) fn render_release(
         }
     };
 
+    let mut sources = Vec::new();
+    let mut source = |path: &Path, prefix: &[&str], document_line: Option<u64>| {
+        sources.push(ValuesSource {
+            path: path.to_path_buf(),
+            shown: paths.show(path),
+            prefix: prefix.iter().map(|p| p.to_string()).collect(),
+            document_line,
+        })
+    };
     let v = inline(&draft.doc.values, &shown_release, &mut problems);
+    if draft.doc.values.is_some() {
+        source(&draft.file, &["values"], Some(draft.line));
+    }
     overlay(&mut values, v);
     for vf in &draft.doc.values_files {
         let path = release_dir.join(&vf.value);
+        source(&path, &[], None);
         let v = values_file(renderer, &path, paths, &ctx, &draft.id, &mut problems);
         overlay(&mut values, v);
     }
     let mut timeout = draft.timeout;
-    if let Some(o) = overrides {
+    if let Some((key, o)) = overrides {
+        let cluster_file = cluster.dir.join("cluster.yaml");
         let shown_cluster = paths.show(&cluster.dir.join("cluster.yaml"));
         for vf in &o.values_files {
             let path = cluster.dir.join(&vf.value);
@@ -84,8 +98,12 @@ pub(crate) fn render_release(
                 );
                 continue;
             }
+            source(&path, &[], None);
             let v = values_file(renderer, &path, paths, &ctx, &draft.id, &mut problems);
             overlay(&mut values, v);
+        }
+        if o.values.is_some() {
+            source(&cluster_file, &["overrides", key, "values"], None);
         }
         let v = inline(&o.values, &shown_cluster, &mut problems);
         overlay(&mut values, v);
@@ -147,6 +165,7 @@ pub(crate) fn render_release(
         crds: draft.doc.crds,
         values,
         crd_values,
+        values_sources: sources,
         timeout,
         wait: draft.doc.wait,
         hooks,

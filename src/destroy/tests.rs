@@ -15,6 +15,7 @@ fn plan() -> Plan {
         values: Default::default(),
         flux: None,
         guard: false,
+        lints_ignore: Vec::new(),
     };
     Plan::new(
         cluster,

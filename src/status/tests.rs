@@ -20,6 +20,7 @@ fn release(values: serde_json::Value) -> Release {
         crds: CrdPolicy::Bootstrap,
         values,
         crd_values: json!({}),
+        values_sources: Vec::new(),
         timeout: None,
         wait: false,
         hooks: Hooks::default(),

@@ -1,0 +1,311 @@
+//! Known-pitfall lints over the rendered, merged release values of a cluster
+//! (docs/design.md#lints): configuration that validates but breaks the
+//! cluster once it is half up. `check` and `plan` report them, `apply`
+//! refuses to start on an error-level finding that `lints.ignore` does not
+//! list.
+//!
+//! # Adding a rule
+//!
+//! 1. A function in the module of its family (`cilium`, `crds`, `mesh`, or a
+//!    new one) that takes a [`Plan`] (or, for a rule across clusters, every
+//!    cluster's plan) and returns [`Hit`]s: the release, where the value is
+//!    written ([`locate`]), what is wrong and the fix.
+//! 2. One entry in [`RULES`] below: its stable code, severity and scope.
+//! 3. A row in docs/design.md#lints and in README.md's lint table;
+//!    `tests::docs_name_every_code` fails until both mention the code.
+//!
+//! Codes are stable: once shipped, never renamed.
+
+mod chart;
+mod cilium;
+mod crds;
+mod kinds;
+pub mod live;
+pub mod locate;
+mod mesh;
+
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+use crate::plan::Plan;
+use crate::release::ReleaseId;
+
+pub use crate::flux::Severity;
+pub use locate::Location;
+
+/// What a rule looks at.
+pub enum Scope {
+    /// One cluster's plan.
+    Cluster(fn(&Plan) -> Vec<Hit>),
+    /// Every cluster of the config root; a hit names the cluster it is
+    /// reported for. Runs only when more than one cluster is defined.
+    Fleet(fn(&[&Plan]) -> Vec<(String, Hit)>),
+    /// The live cluster, read once by [`live::gather`] in apply's preflight.
+    Live(fn(&Plan, &live::LiveState) -> Vec<Hit>),
+}
+
+pub struct Rule {
+    pub code: &'static str,
+    pub severity: Severity,
+    pub scope: Scope,
+}
+
+/// The one list of rules (docs/design.md#lints).
+pub const RULES: &[Rule] = &[
+    Rule {
+        code: cilium::KPR_WITHOUT_API_HOST,
+        severity: Severity::Error,
+        scope: Scope::Cluster(cilium::kpr_without_api_host),
+    },
+    Rule {
+        code: cilium::KPR_PARTIAL,
+        severity: Severity::Error,
+        scope: Scope::Cluster(cilium::kpr_partial),
+    },
+    Rule {
+        code: crds::CRD_VALUES_INVERTED,
+        severity: Severity::Error,
+        scope: Scope::Cluster(crds::crd_values_inverted),
+    },
+    Rule {
+        code: mesh::CLUSTER_ID_INVALID,
+        severity: Severity::Error,
+        scope: Scope::Fleet(mesh::cluster_id_invalid),
+    },
+    Rule {
+        code: mesh::CLUSTER_ID_DUPLICATE,
+        severity: Severity::Error,
+        scope: Scope::Fleet(mesh::cluster_id_duplicate),
+    },
+    Rule {
+        code: mesh::CLUSTER_NAME_MISMATCH,
+        severity: Severity::Error,
+        scope: Scope::Fleet(mesh::cluster_name_mismatch),
+    },
+    Rule {
+        code: mesh::NATIVE_ROUTING_CIDR_OVERLAP,
+        severity: Severity::Error,
+        scope: Scope::Fleet(mesh::native_routing_cidr_overlap),
+    },
+    Rule {
+        code: mesh::LB_IPAM_IP_REUSED,
+        severity: Severity::Error,
+        scope: Scope::Fleet(mesh::lb_ipam_ip_reused),
+    },
+    Rule {
+        code: chart::VALUES_UNKNOWN_KEY,
+        severity: Severity::Warning,
+        scope: Scope::Cluster(chart::values_unknown_key),
+    },
+    Rule {
+        code: kinds::NEEDS_MISSING_FOR_KIND,
+        severity: Severity::Warning,
+        scope: Scope::Cluster(kinds::needs_missing_for_kind),
+    },
+    Rule {
+        code: live::NATIVE_ROUTING_CIDR_MISMATCH,
+        severity: Severity::Error,
+        scope: Scope::Live(live::native_routing_cidr_mismatch),
+    },
+    Rule {
+        code: live::API_HOST_UNREACHABLE,
+        severity: Severity::Warning,
+        scope: Scope::Live(live::api_host_unreachable),
+    },
+    Rule {
+        code: live::KUBE_PROXY_PRESENT_WITH_KPR,
+        severity: Severity::Warning,
+        scope: Scope::Live(live::kube_proxy_present_with_kpr),
+    },
+];
+
+/// What a rule found, before the registry adds code, severity and `ignored`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hit {
+    pub release: Option<ReleaseId>,
+    pub at: Option<Location>,
+    pub message: String,
+    pub fix: String,
+}
+
+/// A lint finding. Its JSON is a superset of a `check` finding
+/// (docs/design.md#check-json): `object` is `null` and `chain` empty; `file`
+/// and `line` say where the value is written; `fix` what to change;
+/// `ignored` that `lints.ignore` lists the code.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Finding {
+    pub severity: Severity,
+    pub code: &'static str,
+    pub release: Option<String>,
+    pub object: Option<()>,
+    pub chain: Vec<String>,
+    pub message: String,
+    pub file: Option<PathBuf>,
+    pub line: Option<u64>,
+    pub fix: String,
+    pub ignored: bool,
+}
+
+impl Finding {
+    /// Error-level and not ignored: stops `apply`, makes `check`/`plan` exit 1.
+    pub fn blocks(&self) -> bool {
+        self.severity == Severity::Error && !self.ignored
+    }
+
+    fn sort_key(&self) -> impl Ord + '_ {
+        (
+            self.severity,
+            self.code,
+            &self.release,
+            &self.file,
+            self.line,
+            &self.message,
+        )
+    }
+}
+
+/// Runs every rule on `plan`; `fleet` is every cluster of the config root
+/// that loaded (it may or may not include `plan` itself). Findings are
+/// sorted like `check`'s: severity, code, release, location.
+pub fn run(plan: &Plan, fleet: &[&Plan]) -> Vec<Finding> {
+    let mut all: Vec<&Plan> = vec![plan];
+    all.extend(
+        fleet
+            .iter()
+            .copied()
+            .filter(|p| p.cluster.name != plan.cluster.name),
+    );
+    let mut out = Vec::new();
+    for rule in RULES {
+        let hits = match rule.scope {
+            Scope::Cluster(check) => check(plan),
+            Scope::Fleet(check) if all.len() > 1 => check(&all)
+                .into_iter()
+                .filter(|(cluster, _)| *cluster == plan.cluster.name)
+                .map(|(_, hit)| hit)
+                .collect(),
+            Scope::Fleet(_) | Scope::Live(_) => Vec::new(),
+        };
+        out.extend(findings(plan, rule, hits));
+    }
+    out.sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
+    out.dedup();
+    out
+}
+
+/// Runs the live rules on what [`live::gather`] read.
+pub fn run_live(plan: &Plan, state: &live::LiveState) -> Vec<Finding> {
+    let mut out = Vec::new();
+    for rule in RULES {
+        if let Scope::Live(check) = rule.scope {
+            out.extend(findings(plan, rule, check(plan, state)));
+        }
+    }
+    out.sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
+    out
+}
+
+fn findings<'a>(
+    plan: &'a Plan,
+    rule: &'a Rule,
+    hits: Vec<Hit>,
+) -> impl Iterator<Item = Finding> + 'a {
+    hits.into_iter().map(move |hit| Finding {
+        severity: rule.severity,
+        code: rule.code,
+        release: hit.release.map(|r| r.to_string()),
+        object: None,
+        chain: Vec::new(),
+        message: hit.message,
+        file: hit.at.as_ref().map(|a| a.file.clone()),
+        line: hit.at.as_ref().map(|a| a.line),
+        fix: hit.fix,
+        ignored: plan.cluster.lints_ignore.iter().any(|c| c == rule.code),
+    })
+}
+
+/// Findings as text, like `check`'s (docs/design.md#finding-codes):
+/// `severity[code]: message`, then where, the release and the fix.
+pub fn render_text(findings: &[Finding]) -> String {
+    let mut text = String::new();
+    for f in findings {
+        let severity = match f.severity {
+            Severity::Error => "error",
+            Severity::Warning => "warning",
+            Severity::Info => "info",
+        };
+        let ignored = if f.ignored {
+            " (ignored: listed in lints.ignore)"
+        } else {
+            ""
+        };
+        text.push_str(&format!("{severity}[{}]{ignored}: {}\n", f.code, f.message));
+        if let Some(file) = &f.file {
+            match f.line {
+                Some(line) => text.push_str(&format!("  at: {}:{line}\n", file.display())),
+                None => text.push_str(&format!("  at: {}\n", file.display())),
+            }
+        }
+        if let Some(release) = &f.release {
+            text.push_str(&format!("  release: {release}\n"));
+        }
+        text.push_str(&format!("  fix: {}\n\n", f.fix));
+    }
+    text
+}
+
+/// `N error(s), M warning(s)` counts, blocking errors only.
+pub fn count(findings: &[Finding], severity: Severity) -> usize {
+    findings
+        .iter()
+        .filter(|f| f.severity == severity && !(f.severity == Severity::Error && f.ignored))
+        .count()
+}
+
+/// The codes of error-level findings that `lints.ignore` let through.
+pub fn ignored_errors(findings: &[Finding]) -> Vec<&'static str> {
+    let mut codes: Vec<&'static str> = findings
+        .iter()
+        .filter(|f| f.severity == Severity::Error && f.ignored)
+        .map(|f| f.code)
+        .collect();
+    codes.dedup();
+    codes
+}
+
+/// What apply's preflight makes of findings: `Err(why)` to refuse the run
+/// (an error-level finding not in `lints.ignore`), else the warnings it
+/// shows: the ignored errors and the other findings.
+pub fn preflight(cluster: &str, findings: &[Finding]) -> Result<Vec<String>, String> {
+    let blocking: Vec<Finding> = findings.iter().filter(|f| f.blocks()).cloned().collect();
+    if !blocking.is_empty() {
+        return Err(format!(
+            "apply of cluster `{cluster}` refused: {} error-level lint finding{}; nothing was changed. Fix {}, or list the code in `lints.ignore` in clusters/{cluster}/cluster.yaml to go ahead anyway\n\n{}",
+            blocking.len(),
+            if blocking.len() == 1 { "" } else { "s" },
+            if blocking.len() == 1 { "it" } else { "them" },
+            render_text(&blocking).trim_end()
+        ));
+    }
+    Ok(findings
+        .iter()
+        .map(|f| {
+            let at = match (&f.file, f.line) {
+                (Some(file), Some(line)) => format!(" ({}:{line})", file.display()),
+                _ => String::new(),
+            };
+            if f.ignored && f.severity == Severity::Error {
+                format!(
+                    "lint {} ignored (listed in lints.ignore): {}{at}",
+                    f.code, f.message
+                )
+            } else {
+                format!("lint {}: {}{at}; fix: {}", f.code, f.message, f.fix)
+            }
+        })
+        .collect())
+}
+
+#[cfg(test)]
+pub(crate) mod tests;
