@@ -501,17 +501,24 @@ fn a_flux_helmrelease_targeting_a_bootstrap_release_is_refused() {
     assert!(changed.is_empty(), "only the lock was touched: {changed:?}");
 }
 
-#[test]
-fn a_pending_release_is_refused() {
+/// `apply infra` with coredns left in Helm at `revision` in `status` (a
+/// predecessor killed mid-operation).
+fn apply_with_coredns_left(revision: u64, status: &str) -> (Cluster, testkit::builder::Output) {
     let cluster = Cluster::start();
     standard_script(&cluster);
     std::fs::write(
         cluster.path().join("helm-state/kube-system__coredns.json"),
-        serde_json::to_string(&json!({"name": "coredns", "namespace": "kube-system", "revision": 2, "status": "pending-upgrade",
+        serde_json::to_string(&json!({"name": "coredns", "namespace": "kube-system", "revision": revision, "status": status,
             "chart": "coredns", "version": "1.44.3", "app_version": "1.12.0", "values": {}, "labels": {}, "updated": "2026-01-01T00:00:00Z", "manifest": ""})).unwrap(),
     )
     .unwrap();
     let out = cluster.run(&config(), &["apply", "infra"]);
+    (cluster, out)
+}
+
+#[test]
+fn a_pending_release_is_refused() {
+    let (cluster, out) = apply_with_coredns_left(2, "pending-upgrade");
     assert_eq!(out.code, 1, "{}\n{}", out.stdout, out.stderr);
     assert!(
         out.stderr
@@ -532,15 +539,7 @@ fn a_pending_release_is_refused() {
 /// advice is to uninstall it, never `helm rollback`.
 #[test]
 fn a_release_left_pending_install_is_refused_with_uninstall_advice() {
-    let cluster = Cluster::start();
-    standard_script(&cluster);
-    std::fs::write(
-        cluster.path().join("helm-state/kube-system__coredns.json"),
-        serde_json::to_string(&json!({"name": "coredns", "namespace": "kube-system", "revision": 1, "status": "pending-install",
-            "chart": "coredns", "version": "1.44.3", "app_version": "1.12.0", "values": {}, "labels": {}, "updated": "2026-01-01T00:00:00Z", "manifest": ""})).unwrap(),
-    )
-    .unwrap();
-    let out = cluster.run(&config(), &["apply", "infra"]);
+    let (_cluster, out) = apply_with_coredns_left(1, "pending-install");
     assert_eq!(out.code, 1, "{}\n{}", out.stdout, out.stderr);
     assert!(
         out.stderr
