@@ -20,12 +20,42 @@ pub fn document<T: DeserializeOwned>(text: &str, file: &Path) -> Result<T, Probl
 }
 
 /// Parses a Kubernetes-style manifest stream into JSON values, skipping empty
-/// documents and nulls.
+/// documents and nulls. A chart's rendered output is far bigger than any
+/// config file (thousands of documents, CRD schemas nested deep), so its
+/// limits are raised; they still bound a runaway input.
 pub fn manifests(text: &str, file: &Path) -> Result<Vec<serde_json::Value>, Problem> {
-    Ok(documents::<serde_json::Value>(text, file)?
-        .into_iter()
-        .filter(|doc| !doc.is_null())
-        .collect())
+    let mut budget = serde_saphyr::Budget::default();
+    budget.max_documents = 100_000;
+    budget.max_nodes = 20_000_000;
+    budget.max_events = 50_000_000;
+    budget.max_depth = 256;
+    let mut options = serde_saphyr::Options::default();
+    options.budget = Some(budget);
+    Ok(
+        serde_saphyr::from_multiple_with_options::<serde_json::Value>(text, options)
+            .map_err(|e| problem(&e, file))?
+            .into_iter()
+            .filter(|doc| !doc.is_null())
+            .collect(),
+    )
+}
+
+/// A parser limit in the user's words (its Debug text read like
+/// `budget breached: Documents { documents: 1025 }`).
+fn breach(breach: &serde_saphyr::budget::BudgetBreach) -> String {
+    use serde_saphyr::budget::BudgetBreach as B;
+    let what = match breach {
+        B::Documents { documents } => format!("more than {} YAML documents", documents - 1),
+        B::Depth { depth } => format!("nesting deeper than {} levels", depth - 1),
+        B::Nodes { .. } => "too many values (maps, lists and scalars)".to_string(),
+        B::Events { .. } => "too much YAML".to_string(),
+        B::Aliases { .. } | B::Anchors { .. } | B::AliasAnchorRatio { .. } => {
+            "too many YAML anchors or aliases (an alias bomb?)".to_string()
+        }
+        B::ScalarBytes { .. } | B::InputBytes { .. } => "too many bytes of text".to_string(),
+        other => format!("a YAML limit ({other:?})"),
+    };
+    format!("holds {what}, more than bootstrap reads; split it into smaller files")
 }
 
 pub fn to_string<T: serde::Serialize>(value: &T) -> String {
@@ -47,6 +77,7 @@ fn problem(error: &serde_saphyr::Error, file: &Path) -> Problem {
         serde_saphyr::Error::SerdeMissingField { field, .. } => {
             format!("missing required key `{field}`")
         }
+        serde_saphyr::Error::Budget { breach: b, .. } => breach(b),
         other => {
             let options =
                 serde_saphyr::render_options! { snippets: serde_saphyr::SnippetMode::Off };
@@ -69,6 +100,17 @@ fn problem(error: &serde_saphyr::Error, file: &Path) -> Problem {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn limits_read_in_words_and_manifests_may_be_large() {
+        let many = "a: 1\n---\n".repeat(1100);
+        let problem = documents::<serde_json::Value>(&many, Path::new("r.yaml")).unwrap_err();
+        assert_eq!(
+            problem.message,
+            "holds more than 1024 YAML documents, more than bootstrap reads; split it into smaller files"
+        );
+        assert_eq!(manifests(&many, Path::new("m.yaml")).unwrap().len(), 1100);
+    }
     use serde::Deserialize;
 
     #[derive(Debug, Deserialize)]
