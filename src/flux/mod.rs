@@ -30,11 +30,15 @@
 //! Kustomization with a GitRepository source is assumed to read this
 //! repository.
 
+pub mod artifact;
 pub mod findings;
 pub mod helmrelease;
+pub mod kustomize;
 pub mod object;
 pub mod policy;
+pub mod resourceset;
 pub mod tree;
+pub mod varsub;
 
 use std::path::Path;
 
@@ -98,6 +102,7 @@ pub fn scan(input: &ScanInput) -> Scan {
         input.releases,
     ));
     found.extend(findings::missing_dependencies(&tree.objects));
+    found.extend(findings::nothing_reached(&tree.objects, input.releases));
     findings::normalize(&mut found);
     Scan {
         findings: found,
