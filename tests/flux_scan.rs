@@ -427,3 +427,174 @@ fn seed_001_fix_passes() {
     // clusters/infra and infrastructure, PrometheusRule, IPAM Kustomization and pool.
     assert_eq!(scan.objects_scanned, 7);
 }
+
+#[test]
+fn flux_name_prefix_and_suffix_rename_helm_releases() {
+    // fluxcd/pkg kustomize/kustomize_generator.go GenerateManifest: spec.namePrefix
+    // and spec.nameSuffix become the kustomization's; `dns` becomes `coredns`
+    // and `cilium` becomes `cilium-canary` (same chart, another release).
+    let scan = run("flux-name-prefix-suffix", &bootstrap());
+    assert_eq!(
+        lines(&scan),
+        [
+            "error flux-duplicates-bootstrap-chart kube-system/cilium | HelmRelease kube-system/cilium-canary @apps/canary/hr.yaml | \
+             clusters/test/apps.yaml > apps/canary/hr.yaml",
+            "error flux-manages-bootstrap-release kube-system/coredns | HelmRelease kube-system/coredns @apps/core/hr.yaml | \
+             clusters/test/apps.yaml > apps/core/hr.yaml",
+        ]
+    );
+}
+
+#[test]
+fn flux_patches_set_release_names() {
+    // GenerateManifest appends spec.patches to the kustomization's patches: a
+    // JSON 6902 patch with a regex target and a strategic-merge patch by name.
+    let scan = run("flux-patches", &bootstrap());
+    assert_eq!(
+        lines(&scan),
+        [
+            "error flux-manages-bootstrap-release kube-system/cilium | HelmRelease kube-system/network @apps/hr.yaml | \
+             clusters/test/apps.yaml > apps/kustomization.yaml > apps/hr.yaml",
+            "error flux-manages-bootstrap-release kube-system/coredns | HelmRelease kube-system/dns @apps/hr.yaml | \
+             clusters/test/apps.yaml > apps/kustomization.yaml > apps/hr.yaml",
+        ]
+    );
+}
+
+#[test]
+fn kustomize_patches_in_kustomize_order() {
+    // kusttarget_configplugin.go: patchesStrategicMerge ($patch: delete drops
+    // spegel), patches (releaseName: cilium on app-net, the patch's own name
+    // ignored for its target), namespace, patchesJson6902 (app-dns renamed
+    // coredns); the base's namePrefix came first.
+    let scan = run("kustomize-patches", &bootstrap());
+    assert_eq!(
+        lines(&scan),
+        [
+            "error flux-manages-bootstrap-release kube-system/cilium | HelmRelease kube-system/app-net @base/hr.yaml | \
+             clusters/test/kustomization.yaml > base/kustomization.yaml > base/hr.yaml",
+            "error flux-manages-bootstrap-release kube-system/coredns | HelmRelease kube-system/coredns @base/hr.yaml | \
+             clusters/test/kustomization.yaml > base/kustomization.yaml > base/hr.yaml",
+        ]
+    );
+    assert_eq!(scan.objects_scanned, 2);
+}
+
+#[test]
+fn kustomize_replacements_set_target_namespaces() {
+    // api/filters/replacement: a component copies the Namespace's name into
+    // the Flux Kustomization's spec.targetNamespace (create: true).
+    let scan = run("kustomize-replacements", &bootstrap());
+    assert_eq!(
+        lines(&scan),
+        [
+            "error flux-manages-bootstrap-release kube-system/cilium | HelmRelease kube-system/cilium @apps/hr.yaml | \
+             clusters/test/kustomization.yaml > clusters/test/ks.yaml > apps/hr.yaml",
+        ]
+    );
+}
+
+#[test]
+fn postbuild_substitute_from_tree_config_maps_and_secrets() {
+    // kustomize_varsub.go: CLUSTER/APP_NS from the ConfigMap, DNS_NAME from the
+    // Secret's stringData; the nested Kustomization's spec.path and namespace
+    // are substituted by its parent; $${DNS_NAME} stays literal, and the object
+    // annotated substitute: disabled keeps ${DNS_NAME:=spegel}. The SOPS Secret
+    // cannot be read: a warning.
+    let scan = run("postbuild", &bootstrap());
+    assert_eq!(
+        lines(&scan),
+        [
+            "error flux-manages-bootstrap-release kube-system/cilium | HelmRelease kube-system/cilium @nested/test/hr.yaml | \
+             clusters/test/apps.yaml > apps/nested.yaml > nested/test/hr.yaml",
+            "error flux-manages-bootstrap-release kube-system/coredns | HelmRelease kube-system/coredns @apps/hr.yaml | \
+             clusters/test/apps.yaml > apps/hr.yaml",
+            "warning substitute-from-unresolved - | Kustomization flux-system/apps @clusters/test/apps.yaml | clusters/test/apps.yaml",
+        ]
+    );
+    assert!(
+        scan.findings[2].message.contains("SOPS"),
+        "{}",
+        scan.findings[2].message
+    );
+}
+
+#[test]
+fn resource_sets_generate_kustomizations_per_input() {
+    // flux-operator internal/builder/resourceset.go: one Kustomization per input
+    // (its own, then the Static provider's defaultValues); the GitHubPullRequest
+    // provider needs the API: a warning naming it.
+    let scan = run("resourceset", &bootstrap());
+    assert_eq!(
+        lines(&scan),
+        [
+            "error flux-manages-bootstrap-release kube-system/cilium | HelmRelease kube-system/cilium @apps/cilium/hr.yaml | \
+             clusters/test/resourceset.yaml > apps/cilium/hr.yaml",
+            "error flux-manages-bootstrap-release kube-system/coredns | HelmRelease kube-system/coredns @apps/coredns/hr.yaml | \
+             clusters/test/resourceset.yaml > apps/coredns/hr.yaml",
+            "warning flux-construct-not-modelled - | ResourceSet flux-system/apps @clusters/test/resourceset.yaml | clusters/test/resourceset.yaml",
+        ]
+    );
+    assert!(scan.findings[2].message.contains("pull-requests"));
+}
+
+#[test]
+fn the_artifact_leaves_out_ignored_paths_and_symlinks() {
+    // fluxcd/pkg sourceignore: .sourceignore (apps/ignored/) and the default
+    // `.github/`; the archiver skips the symlink apps/kept/link.yaml. Only
+    // apps/kept/hr.yaml is applied.
+    let root = fixture("artifact");
+    assert!(
+        root.join("apps/kept/link.yaml").is_symlink(),
+        "the fixture's symlink is missing"
+    );
+    let scan = run("artifact", &bootstrap());
+    assert_eq!(
+        lines(&scan),
+        [
+            "error flux-manages-bootstrap-release kube-system/coredns | HelmRelease kube-system/coredns @apps/kept/hr.yaml | \
+             clusters/test/apps.yaml > apps/kept/hr.yaml",
+        ]
+    );
+}
+
+#[test]
+fn only_the_root_git_repository_is_followed() {
+    let scan = run("other-source", &bootstrap());
+    assert_eq!(
+        lines(&scan),
+        [
+            "error flux-manages-bootstrap-release kube-system/cilium | HelmRelease kube-system/cilium @apps/hr.yaml | \
+             clusters/test/apps.yaml > apps/hr.yaml",
+            "info source-not-followed - | Kustomization flux-system/vendor @clusters/test/apps.yaml | clusters/test/apps.yaml",
+        ]
+    );
+    assert!(scan.findings[1].message.contains("vendor-repo"));
+}
+
+#[test]
+fn constructs_not_modelled_are_warnings_naming_file_and_construct() {
+    let scan = run("not-modelled", &bootstrap());
+    assert_eq!(
+        lines(&scan),
+        [
+            "error flux-manages-bootstrap-release kube-system/coredns | HelmRelease kube-system/coredns @clusters/test/hr.yaml | \
+             clusters/test/kustomization.yaml > clusters/test/hr.yaml",
+            "warning flux-construct-not-modelled - | - | clusters/test/kustomization.yaml",
+            "warning flux-construct-not-modelled - | - | clusters/test/kustomization.yaml",
+            "warning flux-construct-not-modelled - | - | clusters/test/kustomization.yaml",
+        ]
+    );
+    let messages: Vec<&str> = scan.findings[1..]
+        .iter()
+        .map(|f| f.message.as_str())
+        .collect();
+    for construct in ["`generators`", "`helmCharts`", "`vars`"] {
+        assert!(
+            messages
+                .iter()
+                .any(|m| m.contains(construct) && m.contains("clusters/test/kustomization.yaml")),
+            "{construct}: {messages:?}"
+        );
+    }
+}

@@ -103,6 +103,7 @@ impl Build {
             let pick = |k: &str| spec.get(k).cloned().unwrap_or(Value::Null);
             json!([
                 ks.namespace,
+                pick("sourceRef"),
                 pick("targetNamespace"),
                 pick("namePrefix"),
                 pick("nameSuffix"),
@@ -283,25 +284,23 @@ impl Walker {
         if let (Some(ks), Some(root_source)) = (&ks, &self.root_source)
             && let Some(source) = git_source(ks).filter(|s| s != root_source)
         {
-            {
-                self.tree.findings.push(Finding {
-                    severity: Severity::Info,
-                    code: SOURCE_NOT_FOLLOWED,
-                    release: None,
-                    object: origin.clone(),
-                    chain: chain.clone(),
-                    message: format!(
-                        "Kustomization {}/{} reads GitRepository {}/{}, not the root's {}/{}; its objects are not checked",
-                        ns_display(ks.namespace.as_deref()),
-                        ks.name,
-                        ns_display(source.1.as_deref()),
-                        source.0,
-                        ns_display(root_source.1.as_deref()),
-                        root_source.0,
-                    ),
-                });
-                return;
-            }
+            self.tree.findings.push(Finding {
+                severity: Severity::Info,
+                code: SOURCE_NOT_FOLLOWED,
+                release: None,
+                object: origin.clone(),
+                chain: chain.clone(),
+                message: format!(
+                    "Kustomization {}/{} reads GitRepository {}/{}, not the root's {}/{}; its objects are not checked",
+                    ns_display(ks.namespace.as_deref()),
+                    ks.name,
+                    ns_display(source.1.as_deref()),
+                    source.0,
+                    ns_display(root_source.1.as_deref()),
+                    root_source.0,
+                ),
+            });
+            return;
         }
         let mut objects = if !dir.starts_with(&self.root) {
             let message = format!("`{raw_path}` points outside flux.root; Flux cannot read it");
@@ -755,16 +754,14 @@ impl Walker {
                         .iter_mut()
                         .find(|o| o.kind == kind && o.name == name)
                 {
-                    {
-                        if behavior == Some("replace") {
-                            existing.body[data_key] = json!({});
-                        }
-                        kustomize::strategic_merge(
-                            &mut existing.body,
-                            &json!({ data_key: body[data_key] }),
-                        );
-                        continue;
+                    if behavior == Some("replace") {
+                        existing.body[data_key] = json!({});
                     }
+                    kustomize::strategic_merge(
+                        &mut existing.body,
+                        &json!({ data_key: body[data_key] }),
+                    );
+                    continue;
                 }
                 if let Some(obj) = object(body, &label_file(label, chain), chain) {
                     objects.push(obj);
