@@ -212,12 +212,22 @@ fn remove(body: &mut Value, path: &str) -> Result<Value, String> {
     }
 }
 
-/// The namespace transformer: every namespaced object (unknown kinds count
-/// as namespaced, as in kustomize) gets `namespace`.
+/// The namespace transformer (`api/filters/namespace/namespace.go`
+/// `metaNamespaceHack`): every namespaced object (unknown kinds count as
+/// namespaced, as in kustomize) gets `namespace`; and a `Namespace` object is
+/// renamed to it (the `metadata/name` of kind Namespace among the namespace
+/// field specs, `api/konfig/builtinpluginconsts/namespace.go`).
 pub fn set_namespace(objects: &mut [Object], namespace: &str) {
-    for obj in objects.iter_mut().filter(|o| !is_cluster_scoped(&o.kind)) {
+    for obj in objects.iter_mut() {
+        let key = if obj.kind == "Namespace" && obj.group().is_empty() {
+            "name"
+        } else if is_cluster_scoped(&obj.kind) {
+            continue;
+        } else {
+            "namespace"
+        };
         if let Some(meta) = obj.body.get_mut("metadata").and_then(Value::as_object_mut) {
-            meta.insert("namespace".into(), Value::String(namespace.into()));
+            meta.insert(key.into(), Value::String(namespace.into()));
         }
         sync(obj);
     }

@@ -128,21 +128,48 @@ struct Walker {
     pending: VecDeque<Build>,
     /// The GitRepository (name, namespace) the root Kustomization reads.
     root_source: Option<(String, Option<String>)>,
+    /// Whether Flux Kustomizations and ResourceSets are followed ([`resolve`])
+    /// or only the one kustomize build is done ([`build`]).
+    follow: bool,
+}
+
+impl Walker {
+    fn new(root: PathBuf, follow: bool) -> Walker {
+        Walker {
+            artifact: Artifact::new(&root),
+            tree: Tree::default(),
+            files: BTreeSet::new(),
+            started: HashSet::new(),
+            pending: VecDeque::new(),
+            root,
+            root_source: None,
+            follow,
+        }
+    }
+}
+
+/// The objects `kustomize build root/dir` gives (with Flux's generated
+/// kustomization when `dir` has none), without following Flux objects: what
+/// the differential tests compare with `kubectl kustomize`.
+pub fn build(root: &Path, dir: &Path) -> Tree {
+    let root = normalize(root);
+    let mut walker = Walker::new(root.clone(), false);
+    walker.start(Build {
+        dir: normalize(&root.join(dir)),
+        ks: None,
+        chain: Vec::new(),
+        raw_path: dir.display().to_string(),
+        deferrals: 0,
+    });
+    walker.tree.files_scanned = walker.files.len();
+    walker.tree
 }
 
 /// Resolves everything Flux would apply starting at `root/entrypoint`.
 pub fn resolve(root: &Path, entrypoint: &Path) -> Tree {
     let root = normalize(root);
     let entry_dir = normalize(&root.join(entrypoint));
-    let mut walker = Walker {
-        artifact: Artifact::new(&root),
-        tree: Tree::default(),
-        files: BTreeSet::new(),
-        started: HashSet::new(),
-        pending: VecDeque::new(),
-        root: root.clone(),
-        root_source: None,
-    };
+    let mut walker = Walker::new(root.clone(), true);
     walker.pending.push_back(Build {
         dir: entry_dir.clone(),
         ks: None,
@@ -340,6 +367,9 @@ impl Walker {
     fn emit(&mut self, objects: Vec<Object>, depth: usize) {
         let first = self.tree.objects.len();
         self.tree.objects.extend(objects);
+        if !self.follow {
+            return;
+        }
         let batch: Vec<Object> = self.tree.objects[first..].to_vec();
         for obj in &batch {
             if obj.is_flux("kustomize", "Kustomization") {
