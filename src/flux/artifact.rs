@@ -15,6 +15,8 @@
 //! Not modelled: a GitRepository's `spec.ignore` (it lives in the cluster
 //! object, which the scan does not tie to this checkout).
 
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use regex::Regex;
@@ -38,6 +40,8 @@ struct Pattern {
 pub struct Artifact {
     root: PathBuf,
     patterns: Vec<Pattern>,
+    /// Path → in the artifact (as a directory: `Some(true)`), or not (`None`).
+    seen: RefCell<HashMap<PathBuf, Option<bool>>>,
 }
 
 impl Artifact {
@@ -49,6 +53,7 @@ impl Artifact {
         let mut artifact = Artifact {
             root: root.to_path_buf(),
             patterns: Vec::new(),
+            seen: RefCell::new(HashMap::new()),
         };
         load_ignore_files(root, &mut Vec::new(), &mut patterns, 0);
         artifact.patterns = patterns;
@@ -64,31 +69,41 @@ impl Artifact {
         )
     }
 
-    /// Whether `path` (lexically under the root) is in the artifact: no
-    /// component below the root is a symlink and no ignore rule excludes it.
-    fn present(&self, path: &Path) -> Option<std::fs::Metadata> {
-        let parts = self.parts(path)?;
-        let mut at = self.root.clone();
-        let mut meta = std::fs::metadata(&self.root).ok()?;
-        for (i, part) in parts.iter().enumerate() {
-            at.push(part);
-            meta = std::fs::symlink_metadata(&at).ok()?;
-            if meta.file_type().is_symlink() {
-                return None;
-            }
-            if self.ignored(&parts[..=i], meta.is_dir()) {
-                return None;
-            }
+    /// Whether `path` (lexically under the root) is in the artifact, and a
+    /// directory: no component below the root is a symlink and no ignore
+    /// rule excludes it.
+    fn present(&self, path: &Path) -> Option<bool> {
+        if let Some(known) = self.seen.borrow().get(path) {
+            return *known;
         }
-        Some(meta)
+        let found = self.lookup(path);
+        self.seen.borrow_mut().insert(path.to_path_buf(), found);
+        found
+    }
+
+    fn lookup(&self, path: &Path) -> Option<bool> {
+        if path == self.root {
+            return std::fs::metadata(path).ok().map(|m| m.is_dir());
+        }
+        let parent = path.parent()?;
+        // Every directory above must be in the artifact (cached).
+        if self.present(parent) != Some(true) {
+            return None;
+        }
+        let meta = std::fs::symlink_metadata(path).ok()?;
+        if meta.file_type().is_symlink() {
+            return None;
+        }
+        let parts = self.parts(path)?;
+        (!self.ignored(&parts, meta.is_dir())).then_some(meta.is_dir())
     }
 
     pub fn is_dir(&self, path: &Path) -> bool {
-        self.present(path).is_some_and(|m| m.is_dir())
+        self.present(path) == Some(true)
     }
 
     pub fn is_file(&self, path: &Path) -> bool {
-        self.present(path).is_some_and(|m| m.is_file())
+        self.present(path) == Some(false)
     }
 
     /// Whether the path exists on disk but is left out of the artifact.

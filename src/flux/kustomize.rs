@@ -9,10 +9,18 @@
 //! `accumulateTarget`). Labels, annotations, replicas and images change no
 //! name, so they are not applied.
 
+use std::cell::RefCell;
+use std::collections::HashMap;
+
 use regex::Regex;
 use serde_json::{Map, Value};
 
 use super::object::Object;
+
+thread_local! {
+    /// Selector patterns, compiled once (a patch's target is tried on every object).
+    static REGEXES: RefCell<HashMap<String, Option<Regex>>> = RefCell::new(HashMap::new());
+}
 
 /// A patch's `target:` or a replacement's `select:`/`reject:`: kustomize
 /// `types.Selector`, whose name and namespace are anchored regexes
@@ -29,7 +37,17 @@ pub fn selected(obj: &Object, selector: &Value) -> bool {
         None => ("", obj.api_version.as_str()),
     };
     let regex_match = |pattern: &str, value: &str| {
-        Regex::new(&format!("^(?:{pattern})$")).map_or(pattern == value, |re| re.is_match(value))
+        if pattern == value {
+            return true;
+        }
+        REGEXES.with(|cache| {
+            cache
+                .borrow_mut()
+                .entry(pattern.to_string())
+                .or_insert_with(|| Regex::new(&format!("^(?:{pattern})$")).ok())
+                .as_ref()
+                .is_some_and(|re| re.is_match(value))
+        })
     };
     field("group").is_none_or(|g| g == group)
         && field("version").is_none_or(|v| v == version)

@@ -370,7 +370,11 @@ impl Walker {
         if !self.follow {
             return;
         }
-        let batch: Vec<Object> = self.tree.objects[first..].to_vec();
+        let batch: Vec<Object> = self.tree.objects[first..]
+            .iter()
+            .filter(|o| o.is_flux("kustomize", "Kustomization") || resourceset::is_resource_set(o))
+            .cloned()
+            .collect();
         for obj in &batch {
             if obj.is_flux("kustomize", "Kustomization") {
                 self.schedule(obj);
