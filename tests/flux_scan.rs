@@ -598,3 +598,21 @@ fn constructs_not_modelled_are_warnings_naming_file_and_construct() {
         );
     }
 }
+
+#[test]
+fn the_kustomization_reconciling_the_entrypoint_builds_it() {
+    // gotk-sync's flux-system Kustomization (path ./clusters/test) has a
+    // postBuild: APP_NS reaches apps' targetNamespace. Its missing component
+    // is ignored (spec.ignoreMissingComponents), and the entrypoint is built
+    // once.
+    let scan = run("root-kustomization", &bootstrap());
+    assert_eq!(
+        lines(&scan),
+        [
+            "error flux-manages-bootstrap-release kube-system/cilium | HelmRelease kube-system/cilium @apps/hr.yaml | \
+             clusters/test/apps.yaml > apps/hr.yaml",
+        ]
+    );
+    // GitRepository, two Kustomizations, the HelmRelease.
+    assert_eq!(scan.objects_scanned, 4);
+}

@@ -167,12 +167,33 @@ pub fn build(root: &Path, dir: &Path) -> Tree {
 
 /// Resolves everything Flux would apply starting at `root/entrypoint`.
 pub fn resolve(root: &Path, entrypoint: &Path) -> Tree {
+    resolve_from(root, entrypoint, None)
+}
+
+/// The Flux build fields and post-build of a Kustomization: with none, its
+/// build is kustomize's alone.
+const BUILD_FIELDS: [&str; 8] = [
+    "targetNamespace",
+    "namePrefix",
+    "nameSuffix",
+    "patches",
+    "components",
+    "patchesStrategicMerge",
+    "patchesJson6902",
+    "postBuild",
+];
+
+/// `entry_ks`: the Kustomization that reconciles the entrypoint itself, when
+/// it has build fields of its own.
+fn resolve_from(root: &Path, entrypoint: &Path, entry_ks: Option<Object>) -> Tree {
+    let root_path = root;
     let root = normalize(root);
     let entry_dir = normalize(&root.join(entrypoint));
+    let rebuilt = entry_ks.is_some();
     let mut walker = Walker::new(root.clone(), true);
     walker.pending.push_back(Build {
         dir: entry_dir.clone(),
-        ks: None,
+        ks: entry_ks,
         chain: Vec::new(),
         raw_path: entrypoint.display().to_string(),
         deferrals: 0,
@@ -198,6 +219,23 @@ pub fn resolve(root: &Path, entrypoint: &Path) -> Tree {
         walker.start(build);
         if first {
             first = false;
+            // The entrypoint is the build of the Kustomization that reconciles
+            // it (gotk-sync's flux-system): with build fields of its own
+            // (targetNamespace, postBuild, …) it is built again with them.
+            let own_ks = walker
+                .pending
+                .iter()
+                .filter_map(|b| b.ks.as_ref().filter(|_| b.dir == entry_dir))
+                .find(|ks| {
+                    let spec = ks.body.get("spec");
+                    BUILD_FIELDS
+                        .iter()
+                        .any(|f| spec.and_then(|s| s.get(f)).is_some_and(|v| !v.is_null()))
+                })
+                .cloned();
+            if let (false, Some(ks)) = (rebuilt, own_ks) {
+                return resolve_from(root_path, entrypoint, Some(ks));
+            }
             walker.root_source = walker.pick_root_source(&entry_dir);
             // The Kustomization that reconciles the entrypoint itself (gotk-sync's
             // flux-system) is the build just done, not another one.
@@ -467,6 +505,22 @@ impl Walker {
         };
         if let Some(spec) = ks.and_then(|ks| ks.body.get("spec")) {
             overlay(&mut doc, spec);
+            // GenerateManifest: with spec.ignoreMissingComponents, a missing
+            // component of the Kustomization's is left out.
+            if spec.get("ignoreMissingComponents").and_then(Value::as_bool) == Some(true) {
+                let own: Vec<&Value> = spec
+                    .get("components")
+                    .and_then(Value::as_array)
+                    .map(|c| c.iter().collect())
+                    .unwrap_or_default();
+                if let Some(list) = doc.get_mut("components").and_then(Value::as_array_mut) {
+                    list.retain(|c| {
+                        !own.contains(&c)
+                            || c.as_str()
+                                .is_some_and(|c| self.artifact.is_dir(&normalize(&dir.join(c))))
+                    });
+                }
+            }
         }
         self.build_doc(
             dir,
