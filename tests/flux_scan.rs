@@ -523,7 +523,8 @@ fn postbuild_substitute_from_tree_config_maps_and_secrets() {
 fn resource_sets_generate_kustomizations_per_input() {
     // flux-operator internal/builder/resourceset.go: one Kustomization per input
     // (its own, then the Static provider's defaultValues); the GitHubPullRequest
-    // provider needs the API: a warning naming it.
+    // provider needs the API: a warning naming it. The `extras` ResourceSet's
+    // resourcesTemplate renders a HelmRelease itself.
     let scan = run("resourceset", &bootstrap());
     assert_eq!(
         lines(&scan),
@@ -532,10 +533,12 @@ fn resource_sets_generate_kustomizations_per_input() {
              clusters/test/resourceset.yaml > apps/cilium/hr.yaml",
             "error flux-manages-bootstrap-release kube-system/coredns | HelmRelease kube-system/coredns @apps/coredns/hr.yaml | \
              clusters/test/resourceset.yaml > apps/coredns/hr.yaml",
+            "error flux-manages-bootstrap-release kube-system/spegel | HelmRelease kube-system/spegel @clusters/test/resourceset.yaml | \
+             clusters/test/resourceset.yaml",
             "warning flux-construct-not-modelled - | ResourceSet flux-system/apps @clusters/test/resourceset.yaml | clusters/test/resourceset.yaml",
         ]
     );
-    assert!(scan.findings[2].message.contains("pull-requests"));
+    assert!(scan.findings[3].message.contains("pull-requests"));
 }
 
 #[test]

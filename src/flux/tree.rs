@@ -1423,3 +1423,25 @@ fn normalize(path: &Path) -> PathBuf {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secret_data_is_base64() {
+        assert_eq!(
+            decode_base64("a3ViZS1zeXN0ZW0=").as_deref(),
+            Some("kube-system")
+        );
+        assert_eq!(decode_base64("Y2lsaXVt").as_deref(), Some("cilium"));
+        assert_eq!(decode_base64("ENC[AES256_GCM"), None);
+    }
+
+    #[test]
+    fn remote_entries() {
+        assert!(is_remote("https://github.com/x/y//deploy?ref=v1"));
+        assert!(is_remote("github.com/x/y/deploy?ref=v1"));
+        assert!(!is_remote("../base"));
+    }
+}
