@@ -123,3 +123,8 @@ fn patches_with_regex_targets() {
     // flux-patches/apps is the kustomization Flux patches; its own build.
     same_as_kustomize("flux-patches", "apps");
 }
+
+#[test]
+fn patches_naming_objects_before_a_rename() {
+    same_as_kustomize("kustomize-original-names", "over");
+}

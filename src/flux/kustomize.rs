@@ -83,6 +83,7 @@ fn label_selector(selector: &str, labels: Option<&Value>) -> bool {
 
 /// Re-reads kind, name and namespace from the body after a transformer.
 pub fn sync(obj: &mut Object) {
+    let before = (obj.name.clone(), obj.namespace.clone());
     let text = |p: &str| {
         obj.body
             .pointer(p)
@@ -97,6 +98,10 @@ pub fn sync(obj: &mut Object) {
         obj.name = name;
     }
     obj.namespace = text("/metadata/namespace").filter(|n| !n.is_empty());
+    if (&obj.name, &obj.namespace) != (&before.0, &before.1) && !obj.previous_ids.contains(&before)
+    {
+        obj.previous_ids.push(before);
+    }
 }
 
 /// A strategic-merge patch as kustomize applies it to a kind without a Go

@@ -1056,7 +1056,7 @@ impl Walker {
     }
 
     /// A strategic-merge patch applied to the object with its kind, name and
-    /// namespace (`""` equals `default`, kustomize `resid.IsNsEquals`);
+    /// namespace, current or before a rename (`""` equals `default`, kustomize `resid.IsNsEquals`);
     /// kustomize fails when there is not exactly one.
     fn smp_by_id(
         &mut self,
@@ -1086,9 +1086,10 @@ impl Walker {
             .enumerate()
             .filter(|(_, o)| {
                 o.kind == kind
-                    && o.name == name
-                    && ns_of(o.namespace.as_deref()) == want_ns
                     && group.is_none_or(|g| g == o.group())
+                    && std::iter::once((&o.name, &o.namespace))
+                        .chain(o.previous_ids.iter().map(|(n, ns)| (n, ns)))
+                        .any(|(n, ns)| n == name && ns_of(ns.as_deref()) == want_ns)
             })
             .map(|(i, _)| i)
             .collect();
@@ -1100,7 +1101,13 @@ impl Walker {
             self.warn(BUILD_FAILS, None, chain, message);
             return;
         };
-        if kustomize::strategic_merge(&mut objects[i].body, patch) {
+        // The patch names the object; it does not rename it.
+        let mut patch = patch.clone();
+        if let Some(meta) = patch.get_mut("metadata").and_then(Value::as_object_mut) {
+            meta.remove("name");
+            meta.remove("namespace");
+        }
+        if kustomize::strategic_merge(&mut objects[i].body, &patch) {
             kustomize::sync(&mut objects[i]);
         } else {
             objects.remove(i);
@@ -1270,6 +1277,7 @@ fn object(body: Value, file: &str, chain: &[String]) -> Option<Object> {
         file: file.to_string(),
         chain: chain.to_vec(),
         body,
+        previous_ids: Vec::new(),
     })
 }
 
