@@ -4,7 +4,7 @@
 //!
 //! `cargo bench --bench bootstrap` runs everything; `-- --quick` runs small
 //! sizes once (what .ci/run does to prove the benchmarks still work); other
-//! arguments select sections: `plan`, `schedule`, `readiness`, `overhead`.
+//! arguments select sections: `plan`, `flux`, `schedule`, `readiness`, `overhead`.
 
 #[path = "../tests/support/mod.rs"]
 mod support;
@@ -17,6 +17,7 @@ mod suite {
     pub mod applyrun;
     pub mod catalog;
     pub mod dag;
+    pub mod flux_scan;
     pub mod overhead;
     pub mod plan_scale;
     pub mod proc;
@@ -29,7 +30,7 @@ mod suite {
     pub use crate::{Mode, verdict};
 }
 
-use suite::{dag, overhead, plan_scale, readiness, schedule};
+use suite::{dag, flux_scan, overhead, plan_scale, readiness, schedule};
 
 #[global_allocator]
 static ALLOC: suite::alloc::Counting = suite::alloc::Counting;
@@ -54,7 +55,7 @@ pub fn verdict(target: &str, met: bool, figure: String) {
     );
 }
 
-const SECTIONS: [&str; 4] = ["plan", "schedule", "readiness", "overhead"];
+const SECTIONS: [&str; 5] = ["plan", "flux", "schedule", "readiness", "overhead"];
 
 fn main() {
     // `cargo bench` passes `--bench`; anything else unknown is a typo.
@@ -86,6 +87,9 @@ fn main() {
     machine();
     if wanted("plan") {
         plan_scale::run(mode);
+    }
+    if wanted("flux") {
+        flux_scan::run(mode);
     }
     if wanted("schedule") {
         schedule::run(mode);

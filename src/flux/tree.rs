@@ -379,6 +379,8 @@ impl Walker {
         } else {
             let why = if self.artifact.left_out(&dir) {
                 "is a symlink or ignored (.sourceignore, source-controller's defaults), so it is not in the GitRepository artifact"
+            } else if raw_path.contains("${") {
+                "does not exist under flux.root; it still holds a `${…}` variable, which only the postBuild of the Kustomization that applies this one could set"
             } else {
                 "does not exist under flux.root"
             };
