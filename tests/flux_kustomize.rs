@@ -128,3 +128,81 @@ fn patches_with_regex_targets() {
 fn patches_naming_objects_before_a_rename() {
     same_as_kustomize("kustomize-original-names", "over");
 }
+
+/// What kustomize-controller writes before building (fluxcd/pkg
+/// kustomize/kustomize_generator.go GenerateManifest), done here on a copy of
+/// the fixture: the kustomization file (or one listing the directory's
+/// manifests), with the Kustomization's targetNamespace, namePrefix,
+/// nameSuffix and patches written in.
+fn flux_generated_copy(case: &str, ks: &Value) -> (tempfile::TempDir, PathBuf) {
+    let copy = tempfile::tempdir().unwrap();
+    let status = Command::new("cp")
+        .arg("-a")
+        .arg(fixtures().join(case).join("."))
+        .arg(copy.path())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let dir = copy.path().join(ks["spec"]["path"].as_str().unwrap());
+    let kfile = dir.join("kustomization.yaml");
+    let mut doc: Value = match std::fs::read_to_string(&kfile) {
+        Ok(text) => serde_saphyr::from_str(&text).unwrap(),
+        Err(_) => {
+            let mut files: Vec<String> = std::fs::read_dir(&dir)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .filter(|n| n.ends_with(".yaml"))
+                .collect();
+            files.sort();
+            serde_json::json!({ "resources": files })
+        }
+    };
+    let spec = &ks["spec"];
+    for (from, to) in [
+        ("targetNamespace", "namespace"),
+        ("namePrefix", "namePrefix"),
+        ("nameSuffix", "nameSuffix"),
+    ] {
+        if let Some(v) = spec.get(from) {
+            doc[to] = v.clone();
+        }
+    }
+    if let Some(patches) = spec.get("patches").and_then(Value::as_array) {
+        let mut all = doc["patches"].as_array().cloned().unwrap_or_default();
+        all.extend(patches.iter().cloned());
+        doc["patches"] = Value::Array(all);
+    }
+    std::fs::write(&kfile, serde_json::to_string(&doc).unwrap()).unwrap();
+    (copy, dir)
+}
+
+fn flux_same_as_kustomize(case: &str, ks_file: &str, ks_name: &str) {
+    let text = std::fs::read_to_string(fixtures().join(case).join(ks_file)).unwrap();
+    let docs: Vec<Value> = serde_saphyr::from_multiple(&text).unwrap();
+    let ks = docs
+        .into_iter()
+        .find(|d| d["metadata"]["name"] == ks_name)
+        .expect("the Kustomization is in the file");
+    let (_copy, dir) = flux_generated_copy(case, &ks);
+    let expected = kubectl_kustomize(&dir);
+    let built = tree::build_flux_kustomization(&fixtures().join(case), ks);
+    assert_eq!(built.findings, Vec::new(), "{case}: {ks_name} has findings");
+    let mut got: Vec<String> = built.objects.iter().map(|o| digest(&o.body)).collect();
+    got.sort();
+    assert_eq!(got, expected, "{case}: {ks_name}");
+}
+
+#[test]
+fn flux_patches_written_into_the_kustomization() {
+    flux_same_as_kustomize("flux-patches", "clusters/test/apps.yaml", "apps");
+}
+
+#[test]
+fn flux_name_prefix_suffix_and_target_namespace() {
+    flux_same_as_kustomize("flux-name-prefix-suffix", "clusters/test/apps.yaml", "core");
+    flux_same_as_kustomize(
+        "flux-name-prefix-suffix",
+        "clusters/test/apps.yaml",
+        "canary",
+    );
+}

@@ -275,4 +275,32 @@ mod tests {
         assert!(check("apps/**/hr.yaml", "apps/a/b/hr.yaml", false));
         assert!(check("skip", "x/skip/y.yaml", false));
     }
+
+    #[test]
+    fn later_patterns_win_and_sourceignore_files_are_scoped() {
+        let root = tempfile::tempdir().unwrap();
+        let write = |rel: &str, text: &str| {
+            let p = root.path().join(rel);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, text).unwrap();
+        };
+        write(".sourceignore", "*.yaml\n!keep.yaml\n");
+        write("apps/.sourceignore", "/local.txt\n");
+        write("apps/keep.yaml", "");
+        write("apps/drop.yaml", "");
+        write("apps/local.txt", "");
+        write("local.txt", "");
+        write(".github/ci.yml", "");
+        let artifact = Artifact::new(root.path());
+        let has = |rel: &str| artifact.is_file(&root.path().join(rel));
+        assert!(has("apps/keep.yaml"));
+        assert!(!has("apps/drop.yaml"));
+        assert!(!has("apps/local.txt"));
+        assert!(
+            has("local.txt"),
+            "apps/.sourceignore applies below apps/ only"
+        );
+        assert!(!has(".github/ci.yml"));
+        assert!(artifact.left_out(&root.path().join("apps/drop.yaml")));
+    }
 }
