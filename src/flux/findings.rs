@@ -248,7 +248,7 @@ pub fn nothing_reached(objects: &[Object], releases: &[BootstrapRelease]) -> Vec
         chain: Vec::new(),
         message: format!(
             "the scan reached no HelmRelease at all ({} objects) while bootstrap has {} release(s); \
-             check flux.root and flux.entrypoint, and the warnings above: what Flux really applies was not seen, so this is no proof that Flux leaves bootstrap's releases alone",
+             check flux.root and flux.entrypoint, and the other warnings: what Flux really applies was not seen, so this is no proof that Flux leaves bootstrap's releases alone",
             objects.len(),
             releases.len()
         ),
