@@ -92,7 +92,7 @@ fn lines(scan: &Scan) -> Vec<String> {
 #[test]
 fn kustomization_resources_files_dirs_nested_and_components_but_not_patches() {
     let scan = run("kustomize-resources", &bootstrap());
-    // patch.yaml (a coredns HelmRelease) is only a patch, and unlisted.yaml sits
+    // patch.yaml (named coredns, patching cilium through its target) is only a patch, and unlisted.yaml sits
     // next to a kustomization that does not list it: neither is applied.
     assert_eq!(
         lines(&scan),
@@ -103,7 +103,8 @@ fn kustomization_resources_files_dirs_nested_and_components_but_not_patches() {
              clusters/test/apps.yaml > apps/kustomization.yaml > apps/components/extra/kustomization.yaml > apps/components/extra/spegel.yaml",
         ]
     );
-    assert_eq!((scan.files_scanned, scan.objects_scanned), (8, 4));
+    // patch.yaml is read (a patch), not applied as an object.
+    assert_eq!((scan.files_scanned, scan.objects_scanned), (9, 4));
 }
 
 #[test]
@@ -238,18 +239,19 @@ fn missing_paths_name_the_file_that_referenced_them() {
     assert_eq!(
         lines(&scan),
         [
+            "warning no-helmrelease-reached - | - | ",
             "warning path-not-found - | - | clusters/test/apps.yaml > apps/kustomization.yaml",
             "warning path-not-found - | - | clusters/test/apps.yaml > apps/kustomization.yaml",
             "warning path-not-found - | Kustomization flux-system/gone @clusters/test/gone.yaml | clusters/test/gone.yaml",
         ]
     );
-    assert!(scan.findings[0].message.contains("`missing.yaml`"));
+    assert!(scan.findings[1].message.contains("`missing.yaml`"));
     assert!(
-        scan.findings[1]
+        scan.findings[2]
             .message
             .contains("`nokust`, which has no kustomization.yaml")
     );
-    assert!(scan.findings[2].message.contains("`./apps/gone`"));
+    assert!(scan.findings[3].message.contains("`./apps/gone`"));
     assert!(!scan.has_errors());
 }
 
@@ -260,27 +262,33 @@ fn missing_entrypoint_is_a_finding_not_a_failure() {
         entrypoint: Path::new("clusters/nope"),
         releases: &bootstrap(),
     });
-    assert_eq!(lines(&scan), ["warning path-not-found - | - | "]);
+    assert_eq!(
+        lines(&scan),
+        [
+            "warning no-helmrelease-reached - | - | ",
+            "warning path-not-found - | - | "
+        ]
+    );
     assert_eq!((scan.files_scanned, scan.objects_scanned), (0, 0));
 }
 
 #[test]
-fn substitution_variables_stay_literal() {
-    // targetNamespace ${APP_NS} and name ${RELEASE:=cilium} are not expanded:
-    // nothing matches the real kube-system/cilium...
+fn postbuild_substitution_expands_names_and_namespaces() {
+    // fluxcd/pkg kustomize/kustomize_varsub.go: targetNamespace ${APP_NS} comes
+    // from postBuild.substitute, ${RELEASE:=cilium} takes its default, and the
+    // unset ${STORAGE_NS} is empty (not strict), so helm-controller falls back
+    // to the object's namespace.
     let scan = run("substitution", &bootstrap());
-    assert_eq!(lines(&scan), Vec::<String>::new());
-    assert_eq!(scan.objects_scanned, 3);
-    // ...but a release spelled the same way does, through name and namespace.
-    let literal = [release("${RELEASE:=cilium}", "${APP_NS}", "cilium", vec![])];
-    let scan = run("substitution", &literal);
     assert_eq!(
         lines(&scan),
         [
-            "error flux-manages-bootstrap-release ${APP_NS}/${RELEASE:=cilium} | HelmRelease ${APP_NS}/${RELEASE:=cilium} @apps/hr.yaml | \
-          clusters/test/apps.yaml > apps/hr.yaml"
+            "error flux-manages-bootstrap-release kube-system/cilium | HelmRelease kube-system/cilium @apps/hr.yaml | \
+          clusters/test/apps.yaml > apps/hr.yaml",
+            "error flux-manages-bootstrap-release kube-system/coredns | HelmRelease kube-system/coredns @apps/hr2.yaml | \
+          clusters/test/apps.yaml > apps/hr2.yaml",
         ]
     );
+    assert_eq!(scan.objects_scanned, 3);
 }
 
 #[test]
@@ -411,9 +419,203 @@ fn seed_000_tree_reports_the_dual_managed_cilium_with_its_chain() {
 #[test]
 fn seed_001_fix_passes() {
     let scan = example("fixed");
-    assert_eq!(lines(&scan), Vec::<String>::new());
+    // No error; the fixed tree holds no HelmRelease at all, which is said (a
+    // tree without any cannot vouch for bootstrap's releases).
+    assert_eq!(lines(&scan), ["warning no-helmrelease-reached - | - | "]);
     assert!(!scan.has_errors());
     // The day-2 objects are still scanned: GitRepository, 3 Kustomizations in
     // clusters/infra and infrastructure, PrometheusRule, IPAM Kustomization and pool.
     assert_eq!(scan.objects_scanned, 7);
+}
+
+#[test]
+fn flux_name_prefix_and_suffix_rename_helm_releases() {
+    // fluxcd/pkg kustomize/kustomize_generator.go GenerateManifest: spec.namePrefix
+    // and spec.nameSuffix become the kustomization's; `dns` becomes `coredns`
+    // and `cilium` becomes `cilium-canary` (same chart, another release).
+    let scan = run("flux-name-prefix-suffix", &bootstrap());
+    assert_eq!(
+        lines(&scan),
+        [
+            "error flux-duplicates-bootstrap-chart kube-system/cilium | HelmRelease kube-system/cilium-canary @apps/canary/hr.yaml | \
+             clusters/test/apps.yaml > apps/canary/hr.yaml",
+            "error flux-manages-bootstrap-release kube-system/coredns | HelmRelease kube-system/coredns @apps/core/hr.yaml | \
+             clusters/test/apps.yaml > apps/core/hr.yaml",
+        ]
+    );
+}
+
+#[test]
+fn flux_patches_set_release_names() {
+    // GenerateManifest appends spec.patches to the kustomization's patches: a
+    // JSON 6902 patch with a regex target and a strategic-merge patch by name.
+    let scan = run("flux-patches", &bootstrap());
+    assert_eq!(
+        lines(&scan),
+        [
+            "error flux-manages-bootstrap-release kube-system/cilium | HelmRelease kube-system/network @apps/hr.yaml | \
+             clusters/test/apps.yaml > apps/kustomization.yaml > apps/hr.yaml",
+            "error flux-manages-bootstrap-release kube-system/coredns | HelmRelease kube-system/dns @apps/hr.yaml | \
+             clusters/test/apps.yaml > apps/kustomization.yaml > apps/hr.yaml",
+        ]
+    );
+}
+
+#[test]
+fn kustomize_patches_in_kustomize_order() {
+    // kusttarget_configplugin.go: patchesStrategicMerge ($patch: delete drops
+    // spegel), patches (releaseName: cilium on app-net, the patch's own name
+    // ignored for its target), namespace, patchesJson6902 (app-dns renamed
+    // coredns); the base's namePrefix came first.
+    let scan = run("kustomize-patches", &bootstrap());
+    assert_eq!(
+        lines(&scan),
+        [
+            "error flux-manages-bootstrap-release kube-system/cilium | HelmRelease kube-system/app-net @base/hr.yaml | \
+             clusters/test/kustomization.yaml > base/kustomization.yaml > base/hr.yaml",
+            "error flux-manages-bootstrap-release kube-system/coredns | HelmRelease kube-system/coredns @base/hr.yaml | \
+             clusters/test/kustomization.yaml > base/kustomization.yaml > base/hr.yaml",
+        ]
+    );
+    assert_eq!(scan.objects_scanned, 2);
+}
+
+#[test]
+fn kustomize_replacements_set_target_namespaces() {
+    // api/filters/replacement: a component copies the Namespace's name into
+    // the Flux Kustomization's spec.targetNamespace (create: true).
+    let scan = run("kustomize-replacements", &bootstrap());
+    assert_eq!(
+        lines(&scan),
+        [
+            "error flux-manages-bootstrap-release kube-system/cilium | HelmRelease kube-system/cilium @apps/hr.yaml | \
+             clusters/test/kustomization.yaml > clusters/test/ks.yaml > apps/hr.yaml",
+        ]
+    );
+}
+
+#[test]
+fn postbuild_substitute_from_tree_config_maps_and_secrets() {
+    // kustomize_varsub.go: CLUSTER/APP_NS from the ConfigMap, DNS_NAME from the
+    // Secret's stringData; the nested Kustomization's spec.path and namespace
+    // are substituted by its parent; $${DNS_NAME} stays literal, and the object
+    // annotated substitute: disabled keeps ${DNS_NAME:=spegel}. The SOPS Secret
+    // cannot be read: a warning.
+    let scan = run("postbuild", &bootstrap());
+    assert_eq!(
+        lines(&scan),
+        [
+            "error flux-manages-bootstrap-release kube-system/cilium | HelmRelease kube-system/cilium @nested/test/hr.yaml | \
+             clusters/test/apps.yaml > apps/nested.yaml > nested/test/hr.yaml",
+            "error flux-manages-bootstrap-release kube-system/coredns | HelmRelease kube-system/coredns @apps/hr.yaml | \
+             clusters/test/apps.yaml > apps/hr.yaml",
+            "warning substitute-from-unresolved - | Kustomization flux-system/apps @clusters/test/apps.yaml | clusters/test/apps.yaml",
+        ]
+    );
+    assert!(
+        scan.findings[2].message.contains("SOPS"),
+        "{}",
+        scan.findings[2].message
+    );
+}
+
+#[test]
+fn resource_sets_generate_kustomizations_per_input() {
+    // flux-operator internal/builder/resourceset.go: one Kustomization per input
+    // (its own, then the Static provider's defaultValues); the GitHubPullRequest
+    // provider needs the API: a warning naming it. The `extras` ResourceSet's
+    // resourcesTemplate renders a HelmRelease itself.
+    let scan = run("resourceset", &bootstrap());
+    assert_eq!(
+        lines(&scan),
+        [
+            "error flux-manages-bootstrap-release kube-system/cilium | HelmRelease kube-system/cilium @apps/cilium/hr.yaml | \
+             clusters/test/resourceset.yaml > apps/cilium/hr.yaml",
+            "error flux-manages-bootstrap-release kube-system/coredns | HelmRelease kube-system/coredns @apps/coredns/hr.yaml | \
+             clusters/test/resourceset.yaml > apps/coredns/hr.yaml",
+            "error flux-manages-bootstrap-release kube-system/spegel | HelmRelease kube-system/spegel @clusters/test/resourceset.yaml | \
+             clusters/test/resourceset.yaml",
+            "warning flux-construct-not-modelled - | ResourceSet flux-system/apps @clusters/test/resourceset.yaml | clusters/test/resourceset.yaml",
+        ]
+    );
+    assert!(scan.findings[3].message.contains("pull-requests"));
+}
+
+#[test]
+fn the_artifact_leaves_out_ignored_paths_and_symlinks() {
+    // fluxcd/pkg sourceignore: .sourceignore (apps/ignored/) and the default
+    // `.github/`; the archiver skips the symlink apps/kept/link.yaml. Only
+    // apps/kept/hr.yaml is applied.
+    let root = fixture("artifact");
+    assert!(
+        root.join("apps/kept/link.yaml").is_symlink(),
+        "the fixture's symlink is missing"
+    );
+    let scan = run("artifact", &bootstrap());
+    assert_eq!(
+        lines(&scan),
+        [
+            "error flux-manages-bootstrap-release kube-system/coredns | HelmRelease kube-system/coredns @apps/kept/hr.yaml | \
+             clusters/test/apps.yaml > apps/kept/hr.yaml",
+        ]
+    );
+}
+
+#[test]
+fn only_the_root_git_repository_is_followed() {
+    let scan = run("other-source", &bootstrap());
+    assert_eq!(
+        lines(&scan),
+        [
+            "error flux-manages-bootstrap-release kube-system/cilium | HelmRelease kube-system/cilium @apps/hr.yaml | \
+             clusters/test/apps.yaml > apps/hr.yaml",
+            "info source-not-followed - | Kustomization flux-system/vendor @clusters/test/apps.yaml | clusters/test/apps.yaml",
+        ]
+    );
+    assert!(scan.findings[1].message.contains("vendor-repo"));
+}
+
+#[test]
+fn constructs_not_modelled_are_warnings_naming_file_and_construct() {
+    let scan = run("not-modelled", &bootstrap());
+    assert_eq!(
+        lines(&scan),
+        [
+            "error flux-manages-bootstrap-release kube-system/coredns | HelmRelease kube-system/coredns @clusters/test/hr.yaml | \
+             clusters/test/kustomization.yaml > clusters/test/hr.yaml",
+            "warning flux-construct-not-modelled - | - | clusters/test/kustomization.yaml",
+            "warning flux-construct-not-modelled - | - | clusters/test/kustomization.yaml",
+            "warning flux-construct-not-modelled - | - | clusters/test/kustomization.yaml",
+        ]
+    );
+    let messages: Vec<&str> = scan.findings[1..]
+        .iter()
+        .map(|f| f.message.as_str())
+        .collect();
+    for construct in ["`generators`", "`helmCharts`", "`vars`"] {
+        assert!(
+            messages
+                .iter()
+                .any(|m| m.contains(construct) && m.contains("clusters/test/kustomization.yaml")),
+            "{construct}: {messages:?}"
+        );
+    }
+}
+
+#[test]
+fn the_kustomization_reconciling_the_entrypoint_builds_it() {
+    // gotk-sync's flux-system Kustomization (path ./clusters/test) has a
+    // postBuild: APP_NS reaches apps' targetNamespace. Its missing component
+    // is ignored (spec.ignoreMissingComponents), and the entrypoint is built
+    // once.
+    let scan = run("root-kustomization", &bootstrap());
+    assert_eq!(
+        lines(&scan),
+        [
+            "error flux-manages-bootstrap-release kube-system/cilium | HelmRelease kube-system/cilium @apps/hr.yaml | \
+             clusters/test/apps.yaml > apps/hr.yaml",
+        ]
+    );
+    // GitRepository, two Kustomizations, the HelmRelease.
+    assert_eq!(scan.objects_scanned, 4);
 }

@@ -4,12 +4,13 @@
 //!
 //! `cargo bench --bench bootstrap` runs everything; `-- --quick` runs small
 //! sizes once (what .ci/run does to prove the benchmarks still work); other
-//! arguments select sections: `plan`, `schedule`, `readiness`, `overhead`.
+//! arguments select sections: `plan`, `flux`, `schedule`, `readiness`, `overhead`.
 
 mod alloc;
 mod applyrun;
 mod catalog;
 mod dag;
+mod flux_scan;
 mod overhead;
 mod plan_scale;
 mod proc;
@@ -41,7 +42,7 @@ pub fn verdict(target: &str, met: bool, figure: String) {
     );
 }
 
-const SECTIONS: [&str; 4] = ["plan", "schedule", "readiness", "overhead"];
+const SECTIONS: [&str; 5] = ["plan", "flux", "schedule", "readiness", "overhead"];
 
 fn main() {
     // `cargo bench` passes `--bench`; anything else unknown is a typo.
@@ -73,6 +74,9 @@ fn main() {
     machine();
     if wanted("plan") {
         plan_scale::run(mode);
+    }
+    if wanted("flux") {
+        flux_scan::run(mode);
     }
     if wanted("schedule") {
         schedule::run(mode);

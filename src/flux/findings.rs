@@ -16,6 +16,10 @@ pub const PATH_NOT_FOUND: &str = "path-not-found";
 pub const YAML_INVALID: &str = "yaml-invalid";
 pub const REMOTE_RESOURCE_NOT_FOLLOWED: &str = "remote-resource-not-followed";
 pub const SOURCE_NOT_FOLLOWED: &str = "source-not-followed";
+pub const NOT_MODELLED: &str = "flux-construct-not-modelled";
+pub const BUILD_FAILS: &str = "flux-build-fails";
+pub const SUBSTITUTE_FROM_UNRESOLVED: &str = "substitute-from-unresolved";
+pub const NO_HELMRELEASE_REACHED: &str = "no-helmrelease-reached";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -227,6 +231,28 @@ pub fn missing_dependencies(objects: &[Object]) -> Vec<Finding> {
         }
     }
     out
+}
+
+/// A tree that yields no HelmRelease at all cannot vouch for bootstrap's
+/// releases: the entrypoint is wrong, or the HelmReleases come from
+/// something the scan does not see.
+pub fn nothing_reached(objects: &[Object], releases: &[BootstrapRelease]) -> Vec<Finding> {
+    if releases.is_empty() || objects.iter().any(|o| o.is_flux("helm", "HelmRelease")) {
+        return Vec::new();
+    }
+    vec![Finding {
+        severity: Severity::Warning,
+        code: NO_HELMRELEASE_REACHED,
+        release: None,
+        object: None,
+        chain: Vec::new(),
+        message: format!(
+            "the scan reached no HelmRelease at all ({} objects) while bootstrap has {} release(s); \
+             check flux.root and flux.entrypoint, and the other warnings: what Flux really applies was not seen, so this is no proof that Flux leaves bootstrap's releases alone",
+            objects.len(),
+            releases.len()
+        ),
+    }]
 }
 
 /// The file that pulled the object in: the one before it in the chain.

@@ -21,20 +21,29 @@
 //! | `path-not-found` | warning | A Kustomization `spec.path`, a kustomize resource, or the entrypoint does not exist (or is a directory without a kustomization file); the finding's chain ends with the file that referenced it. |
 //! | `yaml-invalid` | warning | A file on the path cannot be read or is not valid YAML; Flux would fail to apply it, and its objects are not checked. |
 //! | `remote-resource-not-followed` | warning | A kustomization includes a remote resource (URL, git repository); it is not fetched, so it is not checked. |
-//! | `source-not-followed` | info | A Flux Kustomization reads from a source other than a GitRepository (OCI, bucket); its content is not in this repository. |
+//! | `flux-construct-not-modelled` | warning | Something that could add or rename HelmReleases is not modelled (kustomize plugins, `helmCharts`, `vars`, an unknown kustomization field, a substitution operator, a ResourceSet template action or an input provider that needs the cluster); the message names the file and the construct. |
+//! | `flux-build-fails` | warning | kustomize would reject the build (a patch without a unique match, a failing JSON patch, a replacement without one source); the objects are still checked as built so far. |
+//! | `substitute-from-unresolved` | warning | A `postBuild.substituteFrom` ConfigMap/Secret is not in the tree or cannot be read (SOPS): its variables are unknown. |
+//! | `no-helmrelease-reached` | warning | The tree holds no HelmRelease at all while bootstrap has releases: the scan cannot vouch for them. |
+//! | `source-not-followed` | info | A Flux Kustomization reads from a source other than the root's GitRepository (another GitRepository, OCI, bucket); its content is not in this checkout. |
 //!
-//! Known limits: `${VAR}` post-build substitutions are kept literally, so a
-//! name or namespace that depends on one only matches a bootstrap release
-//! spelled the same way; objects that end up without any namespace (nothing
-//! sets one, so Flux would refuse to apply them) match nothing; every
-//! Kustomization with a GitRepository source is assumed to read this
-//! repository.
+//! Known limits (each reported, never silent, where it could hide a
+//! HelmRelease): kustomize plugins and Helm chart inflation are not run;
+//! generated ConfigMaps/Secrets with a content-hash suffix are left out;
+//! `substituteFrom` reads only objects in the tree; ResourceSet input
+//! providers other than `Static` need the cluster; a GitRepository's
+//! `spec.ignore` is not applied; objects that end up without any namespace
+//! (Flux would refuse them) match nothing.
 
+pub mod artifact;
 pub mod findings;
 pub mod helmrelease;
+pub mod kustomize;
 pub mod object;
 pub mod policy;
+pub mod resourceset;
 pub mod tree;
+pub mod varsub;
 
 use std::path::Path;
 
@@ -98,6 +107,7 @@ pub fn scan(input: &ScanInput) -> Scan {
         input.releases,
     ));
     found.extend(findings::missing_dependencies(&tree.objects));
+    found.extend(findings::nothing_reached(&tree.objects, input.releases));
     findings::normalize(&mut found);
     Scan {
         findings: found,

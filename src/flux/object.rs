@@ -29,6 +29,9 @@ pub struct Object {
     /// Files from the entrypoint down to `file` (inclusive).
     pub chain: Vec<String>,
     pub body: Value,
+    /// The (name, namespace) pairs it had before kustomize renamed it: a
+    /// patch may name any of them (kustomize `GetMatchingResourcesByAnyId`).
+    pub previous_ids: Vec<(String, Option<String>)>,
 }
 
 impl Object {

@@ -1,0 +1,529 @@
+//! kustomize's built-in transformers, on objects already loaded.
+//!
+//! A kustomization runs them in the order of kubernetes-sigs/kustomize
+//! `api/internal/target/kusttarget_configplugin.go`
+//! (`configureBuiltinTransformers`): `patchesStrategicMerge`, `patches`,
+//! `namespace`, `namePrefix`, `nameSuffix`, (labels, annotations),
+//! `patchesJson6902`, (replicas, images), `replacements`; after its
+//! `resources` and `components` were accumulated (`kusttarget.go`
+//! `accumulateTarget`). Labels, annotations, replicas and images change no
+//! name, so they are not applied.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+
+use regex::Regex;
+use serde_json::{Map, Value};
+
+use super::object::Object;
+
+thread_local! {
+    /// Selector patterns, compiled once (a patch's target is tried on every object).
+    static REGEXES: RefCell<HashMap<String, Option<Regex>>> = RefCell::new(HashMap::new());
+}
+
+/// A patch's `target:` or a replacement's `select:`/`reject:`: kustomize
+/// `types.Selector`, whose name and namespace are anchored regexes
+/// (`api/resource/resource.go` / `resid.IsSelectedBy`).
+pub fn selected(obj: &Object, selector: &Value) -> bool {
+    let field = |k: &str| {
+        selector
+            .get(k)
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+    };
+    let (group, version) = match obj.api_version.split_once('/') {
+        Some((g, v)) => (g, v),
+        None => ("", obj.api_version.as_str()),
+    };
+    let regex_match = |pattern: &str, value: &str| {
+        if pattern == value {
+            return true;
+        }
+        REGEXES.with(|cache| {
+            cache
+                .borrow_mut()
+                .entry(pattern.to_string())
+                .or_insert_with(|| Regex::new(&format!("^(?:{pattern})$")).ok())
+                .as_ref()
+                .is_some_and(|re| re.is_match(value))
+        })
+    };
+    field("group").is_none_or(|g| g == group)
+        && field("version").is_none_or(|v| v == version)
+        && field("kind").is_none_or(|k| k == obj.kind)
+        && field("name").is_none_or(|n| regex_match(n, &obj.name))
+        && field("namespace")
+            .is_none_or(|n| regex_match(n, obj.namespace.as_deref().unwrap_or_default()))
+        && field("labelSelector")
+            .is_none_or(|s| label_selector(s, obj.body.pointer("/metadata/labels")))
+        && field("annotationSelector")
+            .is_none_or(|s| label_selector(s, obj.body.pointer("/metadata/annotations")))
+}
+
+/// Equality-based selectors (`a=b,c!=d,e`); set-based ones (`in`, `notin`)
+/// match nothing here.
+fn label_selector(selector: &str, labels: Option<&Value>) -> bool {
+    let get = |k: &str| labels.and_then(|l| l.get(k.trim())).and_then(Value::as_str);
+    selector.split(',').all(|term| {
+        let term = term.trim();
+        if let Some((k, v)) = term.split_once("!=") {
+            get(k) != Some(v.trim())
+        } else if let Some((k, v)) = term.split_once("==").or_else(|| term.split_once('=')) {
+            get(k) == Some(v.trim())
+        } else if let Some(k) = term.strip_prefix('!') {
+            get(k).is_none()
+        } else if term.contains(' ') {
+            false
+        } else {
+            get(term).is_some()
+        }
+    })
+}
+
+/// Re-reads kind, name and namespace from the body after a transformer.
+pub fn sync(obj: &mut Object) {
+    let before = (obj.name.clone(), obj.namespace.clone());
+    let text = |p: &str| {
+        obj.body
+            .pointer(p)
+            .and_then(Value::as_str)
+            .map(str::to_string)
+    };
+    obj.api_version = text("/apiVersion").unwrap_or_default();
+    if let Some(kind) = text("/kind") {
+        obj.kind = kind;
+    }
+    if let Some(name) = text("/metadata/name") {
+        obj.name = name;
+    }
+    obj.namespace = text("/metadata/namespace").filter(|n| !n.is_empty());
+    if (&obj.name, &obj.namespace) != (&before.0, &before.1) && !obj.previous_ids.contains(&before)
+    {
+        obj.previous_ids.push(before);
+    }
+}
+
+/// A strategic-merge patch as kustomize applies it to a kind without a Go
+/// schema (custom resources): maps merge, lists and scalars replace, `null`
+/// deletes. `$patch: delete` at the top deletes the object (returns false).
+pub fn strategic_merge(body: &mut Value, patch: &Value) -> bool {
+    if patch.get("$patch").and_then(Value::as_str) == Some("delete") {
+        return false;
+    }
+    merge(body, patch);
+    true
+}
+
+fn merge(target: &mut Value, patch: &Value) {
+    match (target, patch) {
+        (Value::Object(t), Value::Object(p)) => {
+            if p.get("$patch").and_then(Value::as_str) == Some("replace") {
+                let mut replaced = p.clone();
+                replaced.remove("$patch");
+                *t = replaced;
+                return;
+            }
+            for (k, v) in p {
+                if k.starts_with('$') {
+                    continue;
+                }
+                if v.is_null() {
+                    t.remove(k);
+                } else if let Some(existing) = t.get_mut(k) {
+                    merge(existing, v);
+                } else {
+                    let mut fresh = Value::Object(Map::new());
+                    merge(&mut fresh, v);
+                    t.insert(k.clone(), if v.is_object() { fresh } else { v.clone() });
+                }
+            }
+        }
+        (t, p) => *t = p.clone(),
+    }
+}
+
+/// RFC 6902 on one object. An error names the failing operation.
+pub fn json6902(body: &mut Value, ops: &[Value]) -> Result<(), String> {
+    for op in ops {
+        let field = |k: &str| op.get(k).and_then(Value::as_str);
+        let (Some(kind), Some(path)) = (field("op"), field("path")) else {
+            return Err(format!("JSON patch operation without op/path: {op}"));
+        };
+        let value = op.get("value").cloned().unwrap_or(Value::Null);
+        match kind {
+            "add" => add(body, path, value)?,
+            "replace" => {
+                let slot = body
+                    .pointer_mut(path)
+                    .ok_or(format!("replace: {path} does not exist"))?;
+                *slot = value;
+            }
+            "remove" => {
+                remove(body, path)?;
+            }
+            "move" | "copy" => {
+                let from = field("from").ok_or(format!("{kind} without from"))?;
+                let moved = if kind == "move" {
+                    remove(body, from)?
+                } else {
+                    body.pointer(from)
+                        .cloned()
+                        .ok_or(format!("copy: {from} does not exist"))?
+                };
+                add(body, path, moved)?;
+            }
+            "test" => {
+                if body.pointer(path) != Some(&value) {
+                    return Err(format!("test failed at {path}"));
+                }
+            }
+            other => return Err(format!("unknown JSON patch op `{other}`")),
+        }
+    }
+    Ok(())
+}
+
+fn split_pointer(path: &str) -> Result<(String, String), String> {
+    let (parent, last) = path
+        .rsplit_once('/')
+        .ok_or(format!("`{path}` is not a JSON pointer"))?;
+    Ok((
+        parent.to_string(),
+        last.replace("~1", "/").replace("~0", "~"),
+    ))
+}
+
+fn add(body: &mut Value, path: &str, value: Value) -> Result<(), String> {
+    if path.is_empty() {
+        *body = value;
+        return Ok(());
+    }
+    let (parent, key) = split_pointer(path)?;
+    match body.pointer_mut(&parent) {
+        Some(Value::Object(map)) => {
+            map.insert(key, value);
+            Ok(())
+        }
+        Some(Value::Array(items)) => {
+            let index = if key == "-" {
+                items.len()
+            } else {
+                key.parse::<usize>()
+                    .map_err(|_| format!("bad index in {path}"))?
+            };
+            if index > items.len() {
+                return Err(format!("add: index out of range in {path}"));
+            }
+            items.insert(index, value);
+            Ok(())
+        }
+        _ => Err(format!("add: the parent of {path} does not exist")),
+    }
+}
+
+fn remove(body: &mut Value, path: &str) -> Result<Value, String> {
+    let (parent, key) = split_pointer(path)?;
+    let missing = || format!("remove: {path} does not exist");
+    match body.pointer_mut(&parent) {
+        Some(Value::Object(map)) => map.remove(&key).ok_or_else(missing),
+        Some(Value::Array(items)) => match key.parse::<usize>() {
+            Ok(i) if i < items.len() => Ok(items.remove(i)),
+            _ => Err(missing()),
+        },
+        _ => Err(missing()),
+    }
+}
+
+/// The namespace transformer (`api/filters/namespace/namespace.go`
+/// `metaNamespaceHack`): every namespaced object (unknown kinds count as
+/// namespaced, as in kustomize) gets `namespace`; and a `Namespace` object is
+/// renamed to it (the `metadata/name` of kind Namespace among the namespace
+/// field specs, `api/konfig/builtinpluginconsts/namespace.go`).
+pub fn set_namespace(objects: &mut [Object], namespace: &str) {
+    for obj in objects.iter_mut() {
+        let key = if obj.kind == "Namespace" && obj.group().is_empty() {
+            "name"
+        } else if is_cluster_scoped(&obj.kind) {
+            continue;
+        } else {
+            "namespace"
+        };
+        if let Some(meta) = obj.body.get_mut("metadata").and_then(Value::as_object_mut) {
+            meta.insert(key.into(), Value::String(namespace.into()));
+        }
+        sync(obj);
+    }
+}
+
+/// namePrefix/nameSuffix: `metadata.name` of every object but the kinds
+/// kustomize skips (`api/filters/prefixsuffix`, builtins `PrefixTransformer`
+/// `prefixFieldSpecsToSkip`: CustomResourceDefinition, APIService, Namespace).
+pub fn add_prefix_suffix(objects: &mut [Object], prefix: &str, suffix: &str) {
+    for obj in objects.iter_mut().filter(|o| {
+        !matches!(
+            o.kind.as_str(),
+            "CustomResourceDefinition" | "APIService" | "Namespace"
+        )
+    }) {
+        let name = format!("{prefix}{}{suffix}", obj.name);
+        if let Some(meta) = obj.body.get_mut("metadata").and_then(Value::as_object_mut) {
+            meta.insert("name".into(), Value::String(name));
+        }
+        sync(obj);
+    }
+}
+
+/// One step of a kustomize field path (`spec.a.[name=x].b`, `a.0`).
+enum Step {
+    Key(String),
+    Match(String, String),
+    Index(usize),
+}
+
+fn field_path(path: &str) -> Vec<Step> {
+    // Split on dots outside brackets.
+    let mut steps = Vec::new();
+    let mut current = String::new();
+    let mut depth = 0;
+    for c in path.chars() {
+        match c {
+            '[' => {
+                depth += 1;
+                current.push(c);
+            }
+            ']' => {
+                depth -= 1;
+                current.push(c);
+            }
+            '.' if depth == 0 => steps.push(std::mem::take(&mut current)),
+            _ => current.push(c),
+        }
+    }
+    steps.push(current);
+    steps
+        .into_iter()
+        .filter(|s| !s.is_empty())
+        .map(
+            |s| match s.strip_prefix('[').and_then(|s| s.strip_suffix(']')) {
+                Some(inner) => match inner.split_once('=') {
+                    Some((k, v)) => Step::Match(k.to_string(), v.to_string()),
+                    None => Step::Key(inner.to_string()),
+                },
+                None => match s.parse::<usize>() {
+                    Ok(i) => Step::Index(i),
+                    Err(_) => Step::Key(s),
+                },
+            },
+        )
+        .collect()
+}
+
+pub fn get_field<'a>(body: &'a Value, path: &str) -> Option<&'a Value> {
+    let mut at = body;
+    for step in field_path(path) {
+        at = match step {
+            Step::Key(k) => at.get(&k)?,
+            Step::Index(i) => at.get(i)?,
+            Step::Match(k, v) => at
+                .as_array()?
+                .iter()
+                .find(|item| item.get(&k).and_then(Value::as_str) == Some(v.as_str()))?,
+        };
+    }
+    Some(at)
+}
+
+fn set_field(body: &mut Value, path: &str, value: Value, create: bool) -> bool {
+    let steps = field_path(path);
+    let mut at = body;
+    for (i, step) in steps.iter().enumerate() {
+        let last = i + 1 == steps.len();
+        at = match step {
+            Step::Key(k) => {
+                let Some(map) = at.as_object_mut() else {
+                    return false;
+                };
+                if !map.contains_key(k) {
+                    if !create {
+                        return false;
+                    }
+                    map.insert(k.clone(), Value::Object(Map::new()));
+                }
+                map.get_mut(k).expect("just ensured")
+            }
+            Step::Index(idx) => match at.get_mut(*idx) {
+                Some(v) => v,
+                None => return false,
+            },
+            Step::Match(k, v) => {
+                let Some(items) = at.as_array_mut() else {
+                    return false;
+                };
+                match items
+                    .iter_mut()
+                    .find(|item| item.get(k).and_then(Value::as_str) == Some(v.as_str()))
+                {
+                    Some(item) => item,
+                    None => return false,
+                }
+            }
+        };
+        if last {
+            *at = value;
+            return true;
+        }
+    }
+    false
+}
+
+/// kustomize `replacements` (`api/filters/replacement/replacement.go`):
+/// the value at `source.fieldPath` (default `metadata.name`) of the one
+/// source object is written to every target's `fieldPaths`; `options`
+/// `delimiter`/`index` pick or replace one part, `create` adds missing
+/// fields. Errors are returned as messages.
+pub fn replace(objects: &mut [Object], replacement: &Value) -> Result<(), String> {
+    let source = replacement
+        .get("source")
+        .ok_or("a replacement without source")?;
+    let sources: Vec<&Object> = objects.iter().filter(|o| selected(o, source)).collect();
+    let [from] = sources[..] else {
+        return Err(format!(
+            "replacement source {source} matches {} objects, not one",
+            sources.len()
+        ));
+    };
+    let path = source
+        .get("fieldPath")
+        .and_then(Value::as_str)
+        .unwrap_or("metadata.name");
+    let mut value = get_field(&from.body, path)
+        .cloned()
+        .ok_or(format!("replacement source field `{path}` not found"))?;
+    if let (Some(Value::String(s)), Some(delim)) = (
+        Some(&value),
+        source.pointer("/options/delimiter").and_then(Value::as_str),
+    ) {
+        let index = source
+            .pointer("/options/index")
+            .and_then(Value::as_i64)
+            .unwrap_or(0);
+        let parts: Vec<&str> = s.split(delim).collect();
+        value = Value::String(
+            usize::try_from(index)
+                .ok()
+                .and_then(|i| parts.get(i))
+                .ok_or("replacement source index out of range")?
+                .to_string(),
+        );
+    }
+    for target in replacement
+        .get("targets")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let select = target.get("select").unwrap_or(&Value::Null);
+        let rejects: Vec<&Value> = target
+            .get("reject")
+            .and_then(Value::as_array)
+            .map(|r| r.iter().collect())
+            .unwrap_or_default();
+        let create = target.pointer("/options/create").and_then(Value::as_bool) == Some(true);
+        let delimiter = target.pointer("/options/delimiter").and_then(Value::as_str);
+        let index = target.pointer("/options/index").and_then(Value::as_u64);
+        let paths: Vec<&str> = target
+            .get("fieldPaths")
+            .and_then(Value::as_array)
+            .map(|p| p.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        for obj in objects.iter_mut() {
+            if !selected(obj, select) || rejects.iter().any(|r| selected(obj, r)) {
+                continue;
+            }
+            for path in &paths {
+                let mut new = value.clone();
+                if let (Some(delim), Some(Value::String(old)), Value::String(part)) =
+                    (delimiter, get_field(&obj.body, path), &value)
+                {
+                    let mut parts: Vec<String> = old.split(delim).map(str::to_string).collect();
+                    let i = index.unwrap_or(0) as usize;
+                    if i < parts.len() {
+                        parts[i] = part.clone();
+                    } else {
+                        parts.push(part.clone());
+                    }
+                    new = Value::String(parts.join(delim));
+                }
+                set_field(&mut obj.body, path, new, create);
+            }
+            sync(obj);
+        }
+    }
+    Ok(())
+}
+
+/// Kinds kustomize's namespace transformer leaves alone (built-in cluster-scoped
+/// kinds; like kustomize, unknown custom kinds are treated as namespaced).
+pub fn is_cluster_scoped(kind: &str) -> bool {
+    matches!(
+        kind,
+        "Namespace"
+            | "CustomResourceDefinition"
+            | "ClusterRole"
+            | "ClusterRoleBinding"
+            | "PersistentVolume"
+            | "StorageClass"
+            | "PriorityClass"
+            | "IngressClass"
+            | "RuntimeClass"
+            | "CSIDriver"
+            | "APIService"
+            | "MutatingWebhookConfiguration"
+            | "ValidatingWebhookConfiguration"
+            | "ValidatingAdmissionPolicy"
+            | "ValidatingAdmissionPolicyBinding"
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn json_patch_and_field_paths() {
+        let mut body =
+            json!({"metadata": {"name": "a"}, "spec": {"list": [{"name": "x", "v": 1}]}});
+        json6902(
+            &mut body,
+            &[
+                json!({"op": "replace", "path": "/metadata/name", "value": "b"}),
+                json!({"op": "add", "path": "/spec/releaseName", "value": "r"}),
+            ],
+        )
+        .unwrap();
+        assert_eq!(body["metadata"]["name"], "b");
+        assert_eq!(get_field(&body, "spec.list.[name=x].v"), Some(&json!(1)));
+        assert!(set_field(
+            &mut body,
+            "spec.list.[name=x].v",
+            json!(2),
+            false
+        ));
+        assert!(!set_field(&mut body, "spec.missing.x", json!(2), false));
+        assert!(set_field(&mut body, "spec.missing.x", json!(2), true));
+        assert_eq!(body["spec"]["missing"]["x"], 2);
+    }
+
+    #[test]
+    fn strategic_merge_on_custom_resources() {
+        let mut body = json!({"spec": {"a": 1, "b": [1, 2], "c": {"d": 1}}});
+        assert!(strategic_merge(
+            &mut body,
+            &json!({"spec": {"a": null, "b": [3], "c": {"e": 2}}})
+        ));
+        assert_eq!(body, json!({"spec": {"b": [3], "c": {"d": 1, "e": 2}}}));
+        assert!(!strategic_merge(&mut body, &json!({"$patch": "delete"})));
+    }
+}

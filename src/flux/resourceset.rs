@@ -1,0 +1,469 @@
+//! flux-operator ResourceSets, expanded offline.
+//!
+//! controlplaneio-fluxcd/flux-operator `internal/builder/resourceset.go`
+//! (`BuildResourceSet`): every entry of `spec.resources` (and the documents
+//! of `spec.resourcesTemplate`) is rendered once per input set as a Go
+//! `text/template` with `<<`/`>>` delimiters, `inputs` as a function
+//! returning the input set, `missingkey=error`; objects annotated
+//! `fluxcd.controlplane.io/reconcile: disabled` are dropped, duplicates
+//! (group, kind, namespace, name) kept once. With no inputs each resource is
+//! rendered once. Input sets (`internal/controller/resourceset_controller.go`
+//! `getInputs`, `internal/inputs/combine.go`): the ResourceSet's own
+//! `spec.inputs`, then each `inputsFrom` provider (same namespace, sorted),
+//! each input given a `provider` map; `Flatten` concatenates them.
+//!
+//! Modelled template actions: `inputs.a.b` paths, string/number literals and
+//! the functions `quote`, `squote`, `default`, `lower`, `upper`, `trim`,
+//! `trimPrefix`, `trimSuffix`, `replace`, `toString`, `slugify`, in calls and
+//! pipelines. Anything else (`if`, `range`, other functions) is reported as
+//! not modelled. `ResourceSetInputProvider`s are resolved only for
+//! `type: Static` (`spec.defaultValues`); the others read the cluster or an
+//! external API.
+
+use serde_json::{Map, Value};
+
+use super::object::Object;
+
+/// The objects a ResourceSet generates, and what could not be modelled.
+#[derive(Debug, Default)]
+pub struct Expansion {
+    pub objects: Vec<Value>,
+    pub problems: Vec<String>,
+}
+
+pub fn is_resource_set(obj: &Object) -> bool {
+    obj.group() == "fluxcd.controlplane.io" && obj.kind == "ResourceSet"
+}
+
+/// Expands `rs`; `providers` are the scanned ResourceSetInputProviders.
+pub fn expand(rs: &Object, providers: &[&Object]) -> Expansion {
+    let mut out = Expansion::default();
+    let spec = rs.body.get("spec").cloned().unwrap_or(Value::Null);
+    let mut inputs: Vec<Map<String, Value>> = Vec::new();
+    let provider_map = |obj: &Object| {
+        serde_json::json!({"apiVersion": obj.api_version, "kind": obj.kind, "name": obj.name,
+                           "namespace": obj.namespace.clone().unwrap_or_default()})
+    };
+    for input in spec
+        .get("inputs")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let mut map = input.as_object().cloned().unwrap_or_default();
+        map.insert("provider".into(), provider_map(rs));
+        inputs.push(map);
+    }
+    let mut resolved: Vec<&Object> = Vec::new();
+    for source in spec
+        .get("inputsFrom")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let Some(name) = source.get("name").and_then(Value::as_str) else {
+            out.problems.push(format!(
+                "inputsFrom selects providers by label ({}); the providers that exist in the cluster are not known",
+                source.get("selector").unwrap_or(&Value::Null)
+            ));
+            continue;
+        };
+        match providers
+            .iter()
+            .find(|p| p.name == name && p.namespace == rs.namespace)
+        {
+            Some(p) if !resolved.iter().any(|r| std::ptr::eq(*r, *p)) => resolved.push(p),
+            Some(_) => {}
+            None => out.problems.push(format!(
+                "inputsFrom ResourceSetInputProvider `{name}` is not in the scanned tree"
+            )),
+        }
+    }
+    resolved.sort_by(|a, b| a.name.cmp(&b.name));
+    for p in &resolved {
+        let kind = p.body.pointer("/spec/type").and_then(Value::as_str);
+        if kind != Some("Static") {
+            out.problems.push(format!(
+                "ResourceSetInputProvider `{}` has type `{}`; its inputs come from the cluster or an external API",
+                p.name,
+                kind.unwrap_or("<none>")
+            ));
+            continue;
+        }
+        let mut map = p
+            .body
+            .pointer("/spec/defaultValues")
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default();
+        map.insert("provider".into(), provider_map(p));
+        inputs.push(map);
+    }
+    let strategy = spec
+        .pointer("/inputStrategy/name")
+        .and_then(Value::as_str)
+        .unwrap_or("Flatten");
+    if strategy != "Flatten" {
+        out.problems.push(format!(
+            "inputStrategy `{strategy}` is not modelled; inputs are flattened"
+        ));
+    }
+    let mut groups: Vec<(Vec<Value>, Option<String>)> = vec![(
+        spec.get("resources")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default(),
+        spec.get("resourcesTemplate")
+            .and_then(Value::as_str)
+            .map(str::to_string),
+    )];
+    for step in spec
+        .get("steps")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        groups.push((
+            step.get("resources")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default(),
+            step.get("resourcesTemplate")
+                .and_then(Value::as_str)
+                .map(str::to_string),
+        ));
+    }
+    let sets: Vec<Option<&Map<String, Value>>> = if inputs.is_empty() {
+        vec![None]
+    } else {
+        inputs.iter().map(Some).collect()
+    };
+    let mut keys = std::collections::HashSet::new();
+    for (resources, template) in groups {
+        for resource in &resources {
+            for set in &sets {
+                let mut rendered = resource.clone();
+                match render_value(&mut rendered, *set) {
+                    Ok(()) => push(&mut out, &mut keys, rendered),
+                    Err(e) => out.problems.push(e),
+                }
+            }
+        }
+        if let Some(template) = &template {
+            for set in &sets {
+                match render(template, *set) {
+                    Ok(text) => match serde_saphyr::from_multiple::<Value>(&text) {
+                        Ok(docs) => {
+                            for doc in docs.into_iter().filter(|d| !d.is_null()) {
+                                push(&mut out, &mut keys, doc);
+                            }
+                        }
+                        Err(e) => out.problems.push(format!(
+                            "resourcesTemplate does not render to YAML: {}",
+                            e.without_snippet()
+                        )),
+                    },
+                    Err(e) => out.problems.push(e),
+                }
+            }
+        }
+    }
+    out
+}
+
+fn push(out: &mut Expansion, keys: &mut std::collections::HashSet<String>, obj: Value) {
+    let text = |p: &str| obj.pointer(p).and_then(Value::as_str).unwrap_or_default();
+    if text("/metadata/annotations/fluxcd.controlplane.io~1reconcile") == "disabled" {
+        return;
+    }
+    let group = text("/apiVersion").rsplit_once('/').map_or("", |(g, _)| g);
+    let key = format!(
+        "{group}/{}/{}/{}",
+        text("/kind"),
+        text("/metadata/namespace"),
+        text("/metadata/name")
+    );
+    if keys.insert(key) {
+        out.objects.push(obj);
+    }
+}
+
+/// Renders every string (keys and values) of a structured resource; a
+/// rendered scalar is re-read as YAML, as the controller renders YAML text.
+fn render_value(value: &mut Value, inputs: Option<&Map<String, Value>>) -> Result<(), String> {
+    match value {
+        Value::String(s) if s.contains("<<") => {
+            let text = render(s, inputs)?;
+            *value = match serde_saphyr::from_str::<Value>(&text) {
+                Ok(v @ (Value::String(_) | Value::Number(_) | Value::Bool(_))) => v,
+                _ => Value::String(text),
+            };
+        }
+        Value::Array(items) => {
+            for item in items {
+                render_value(item, inputs)?;
+            }
+        }
+        Value::Object(map) => {
+            let old = std::mem::take(map);
+            for (k, mut v) in old {
+                let k = if k.contains("<<") {
+                    render(&k, inputs)?
+                } else {
+                    k
+                };
+                render_value(&mut v, inputs)?;
+                map.insert(k, v);
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// Renders `<< … >>` actions in `text`.
+pub fn render(text: &str, inputs: Option<&Map<String, Value>>) -> Result<String, String> {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(start) = rest.find("<<") {
+        let mut before = &rest[..start];
+        let after = &rest[start + 2..];
+        let end = after
+            .find(">>")
+            .ok_or_else(|| format!("unterminated template action in `{text}`"))?;
+        let mut action = &after[..end];
+        let mut tail = &after[end + 2..];
+        if let Some(a) = action.strip_prefix("- ") {
+            before = before.trim_end();
+            action = a;
+        }
+        if let Some(a) = action.strip_suffix(" -") {
+            tail = tail.trim_start();
+            action = a;
+        }
+        out.push_str(before);
+        out.push_str(&eval(action.trim(), inputs)?);
+        rest = tail;
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+fn eval(action: &str, inputs: Option<&Map<String, Value>>) -> Result<String, String> {
+    if action.starts_with("/*") {
+        return Ok(String::new());
+    }
+    let mut piped: Option<Value> = None;
+    for command in split_outside_quotes(action, '|') {
+        let tokens = tokens(command.trim())?;
+        let Some((head, args)) = tokens.split_first() else {
+            return Err(format!("empty command in `<< {action} >>`"));
+        };
+        let mut values = args
+            .iter()
+            .map(|t| operand(t, inputs))
+            .collect::<Result<Vec<_>, _>>()?;
+        if let Some(p) = piped.take() {
+            values.push(p);
+        }
+        let result = if is_function(head) {
+            call(head, &values).ok_or_else(|| {
+                format!("`<< {action} >>`: function `{head}` with these arguments is not modelled")
+            })?
+        } else if values.is_empty() {
+            operand(head, inputs)?
+        } else {
+            return Err(format!("`<< {action} >>` is not modelled"));
+        };
+        piped = Some(result);
+    }
+    Ok(piped.map(|v| to_text(&v)).unwrap_or_default())
+}
+
+fn split_outside_quotes(text: &str, sep: char) -> Vec<&str> {
+    let mut parts = Vec::new();
+    let mut quoted = None;
+    let mut start = 0;
+    for (i, c) in text.char_indices() {
+        match (quoted, c) {
+            (None, '"' | '`') => quoted = Some(c),
+            (Some(q), c) if c == q => quoted = None,
+            (None, c) if c == sep => {
+                parts.push(&text[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    parts.push(&text[start..]);
+    parts
+}
+
+fn tokens(command: &str) -> Result<Vec<String>, String> {
+    let mut out = Vec::new();
+    let mut chars = command.chars().peekable();
+    while let Some(&c) = chars.peek() {
+        if c.is_whitespace() {
+            chars.next();
+        } else if c == '"' || c == '`' {
+            chars.next();
+            let mut s = String::from("\"");
+            let mut escaped = false;
+            for c in chars.by_ref() {
+                if escaped {
+                    s.push(c);
+                    escaped = false;
+                } else if c == '\\' && c != '`' {
+                    escaped = true;
+                } else if c == '"' || c == '`' {
+                    break;
+                } else {
+                    s.push(c);
+                }
+            }
+            out.push(s);
+        } else if c == '(' {
+            return Err(format!(
+                "parenthesised template expressions in `{command}` are not modelled"
+            ));
+        } else {
+            let mut s = String::new();
+            while let Some(&c) = chars.peek() {
+                if c.is_whitespace() {
+                    break;
+                }
+                s.push(c);
+                chars.next();
+            }
+            out.push(s);
+        }
+    }
+    Ok(out)
+}
+
+fn operand(token: &str, inputs: Option<&Map<String, Value>>) -> Result<Value, String> {
+    if let Some(s) = token.strip_prefix('"') {
+        return Ok(Value::String(s.to_string()));
+    }
+    if let Ok(n) = token.parse::<i64>() {
+        return Ok(Value::from(n));
+    }
+    if let Some(path) = token.strip_prefix("inputs") {
+        let empty = Map::new();
+        let mut at = Value::Object(inputs.unwrap_or(&empty).clone());
+        for key in path.split('.').filter(|k| !k.is_empty()) {
+            at = at.get(key).cloned().ok_or_else(|| {
+                format!("template: map has no entry for key \"{key}\" (inputs{path})")
+            })?;
+        }
+        return Ok(at);
+    }
+    Err(format!("template operand `{token}` is not modelled"))
+}
+
+fn is_function(name: &str) -> bool {
+    matches!(
+        name,
+        "quote"
+            | "squote"
+            | "default"
+            | "lower"
+            | "upper"
+            | "trim"
+            | "trimPrefix"
+            | "trimSuffix"
+            | "replace"
+            | "toString"
+            | "slugify"
+    ) || !(name.starts_with("inputs") || name.starts_with('"') || name.parse::<i64>().is_ok())
+}
+
+fn call(name: &str, args: &[Value]) -> Option<Value> {
+    let s = |i: usize| args.get(i).map(to_text);
+    let text = match (name, args.len()) {
+        ("quote", 1) => format!("{:?}", s(0)?),
+        ("squote", 1) => format!("'{}'", s(0)?),
+        ("default", 2) => {
+            let empty = match &args[1] {
+                Value::Null => true,
+                Value::String(v) => v.is_empty(),
+                Value::Bool(b) => !b,
+                Value::Array(a) => a.is_empty(),
+                Value::Object(o) => o.is_empty(),
+                Value::Number(n) => n.as_f64() == Some(0.0),
+            };
+            return Some(if empty {
+                args[0].clone()
+            } else {
+                args[1].clone()
+            });
+        }
+        ("lower", 1) => s(0)?.to_lowercase(),
+        ("upper", 1) => s(0)?.to_uppercase(),
+        ("trim", 1) => s(0)?.trim().to_string(),
+        ("trimPrefix", 2) => {
+            let v = s(1)?;
+            v.strip_prefix(&s(0)?).unwrap_or(&v).to_string()
+        }
+        ("trimSuffix", 2) => {
+            let v = s(1)?;
+            v.strip_suffix(&s(0)?).unwrap_or(&v).to_string()
+        }
+        ("replace", 3) => s(2)?.replace(&s(0)?, &s(1)?),
+        ("toString", 1) => s(0)?,
+        ("slugify", 1) => slugify(&s(0)?),
+        _ => return None,
+    };
+    Some(Value::String(text))
+}
+
+/// gosimple/slug `Make` for ASCII input: lower case, runs of anything else
+/// than letters and digits become one `-`, trimmed, at most 63 characters.
+fn slugify(s: &str) -> String {
+    let mut out = String::new();
+    for c in s.to_lowercase().chars() {
+        if c.is_ascii_alphanumeric() {
+            out.push(c);
+        } else if !out.ends_with('-') {
+            out.push('-');
+        }
+    }
+    let mut out = out.trim_matches('-').to_string();
+    out.truncate(63);
+    out.trim_end_matches('-').to_string()
+}
+
+fn to_text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Null => "<no value>".into(),
+        other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn templates() {
+        let inputs = json!({"name": "cilium", "ns": "kube-system", "empty": ""});
+        let inputs = inputs.as_object();
+        assert_eq!(render("<< inputs.name >>-x", inputs).unwrap(), "cilium-x");
+        assert_eq!(
+            render("<< inputs.name | quote >>", inputs).unwrap(),
+            "\"cilium\""
+        );
+        assert_eq!(
+            render("<< inputs.empty | default \"d\" >>", inputs).unwrap(),
+            "d"
+        );
+        assert_eq!(
+            render("<< default \"d\" inputs.ns >>", inputs).unwrap(),
+            "kube-system"
+        );
+        assert!(render("<< inputs.missing >>", inputs).is_err());
+        assert!(render("<< if inputs.name >>x<< end >>", inputs).is_err());
+    }
+}
