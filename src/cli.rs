@@ -74,6 +74,7 @@ pub enum SchemaKind {
 enum Command {
     /// Validate everything, lint the rendered values and print the phases and releases in execution order.
     Plan {
+        /// The cluster: `clusters/<CLUSTER>/cluster.yaml` under --dir.
         #[arg(required_unless_present = "all")]
         cluster: Option<String>,
         /// Every cluster of the config root (and the lints across clusters).
@@ -82,13 +83,16 @@ enum Command {
     },
     /// Print the release DAG.
     Graph {
+        /// The cluster: `clusters/<CLUSTER>/cluster.yaml` under --dir.
         cluster: String,
-        #[arg(long, value_enum, default_value_t = GraphFormat::Dot)]
-        format: GraphFormat,
+        /// dot, mermaid or json (default: json with `--output json`, else dot).
+        #[arg(long, value_enum)]
+        format: Option<GraphFormat>,
     },
     /// Print the rendered, merged values of a cluster's releases (and, with
     /// --manifests, the chart rendered by `helm template`).
     Template {
+        /// The cluster: `clusters/<CLUSTER>/cluster.yaml` under --dir.
         cluster: String,
         /// Only this release (name or namespace/name).
         release: Option<String>,
@@ -104,6 +108,7 @@ enum Command {
     },
     /// Apply CRDs, then install releases in DAG order with hooks; record ownership.
     Apply {
+        /// The cluster: `clusters/<CLUSTER>/cluster.yaml` under --dir.
         cluster: String,
         /// Do everything except change the cluster; say what would change.
         #[arg(long)]
@@ -128,9 +133,13 @@ enum Command {
         force: bool,
     },
     /// Live state of each release: helm status, readiness, owner, drift, conflicts (read-only).
-    Status { cluster: String },
+    Status {
+        /// The cluster: `clusters/<CLUSTER>/cluster.yaml` under --dir.
+        cluster: String,
+    },
     /// Uninstall the releases in reverse DAG order (asks unless --yes); CRDs stay unless --crds.
     Destroy {
+        /// The cluster: `clusters/<CLUSTER>/cluster.yaml` under --dir.
         cluster: String,
         /// Do not ask for confirmation.
         #[arg(long, short = 'y')]
@@ -147,6 +156,7 @@ enum Command {
     },
     /// Static validation, the lints, and the Flux ownership scan of the GitOps tree.
     Check {
+        /// The cluster: `clusters/<CLUSTER>/cluster.yaml` under --dir.
         #[arg(required_unless_present = "all")]
         cluster: Option<String>,
         /// Every cluster of the config root (and the lints across clusters).
@@ -282,7 +292,24 @@ impl Arguments {
             Command::Plan { cluster, all } => Subcommand::Plan {
                 clusters: Clusters::new(cluster, all),
             },
-            Command::Graph { cluster, format } => Subcommand::Graph { cluster, format },
+            Command::Graph { cluster, format } => {
+                let json = self.global.output == OutputFormat::Json;
+                let format = match (format, json) {
+                    (None, true) | (Some(GraphFormat::Json), _) => GraphFormat::Json,
+                    (None, false) => GraphFormat::Dot,
+                    (Some(other), true) => {
+                        return Err(Error::Usage(format!(
+                            "`--output json` prints the graph as JSON; drop `--format {}` or `--output json`",
+                            match other {
+                                GraphFormat::Mermaid => "mermaid",
+                                _ => "dot",
+                            }
+                        )));
+                    }
+                    (Some(other), false) => other,
+                };
+                Subcommand::Graph { cluster, format }
+            }
             Command::Template {
                 cluster,
                 release,

@@ -163,13 +163,16 @@ impl Plan {
 
     pub fn render_text(&self) -> String {
         let mut out = format!(
-            "Plan for cluster `{}`: {} releases ({} installed)\n\n",
+            "Plan for cluster `{}`: {} ({} installed)\n\n",
             self.cluster.name,
-            self.releases.len(),
+            crate::duration::count(self.releases.len(), "release"),
             self.installed().count()
         );
         let crds: Vec<&Release> = self.crd_releases().collect();
-        out.push_str(&format!("Phase 1: CRDs from {} releases\n", crds.len()));
+        out.push_str(&format!(
+            "Phase 1: CRDs from {}\n",
+            crate::duration::count(crds.len(), "release")
+        ));
         for r in &crds {
             let what = match r.crds {
                 crate::release::CrdPolicy::Only => "CRDs only, never installed",

@@ -303,3 +303,23 @@ fn context_flag_reaches_templates_and_hooks() {
     assert!(other.contains("--context=kind-infra"), "{other}");
     assert!(!other.contains("admin@infra"), "{other}");
 }
+
+/// `--output json` means JSON on stdout for `graph` too, never DOT; asking
+/// for both DOT and JSON is a usage error.
+#[test]
+fn graph_follows_output_json() {
+    let out = bootstrap(&["graph", "infra", "--output", "json"]);
+    assert_eq!(out.status.code(), Some(0));
+    let graph: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert!(graph.is_object(), "{graph}");
+    let out = bootstrap(&["graph", "infra", "--output", "json", "--format", "dot"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(out.stdout.is_empty());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("drop `--format dot` or `--output json`"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = bootstrap(&["graph", "infra"]);
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("digraph"));
+}

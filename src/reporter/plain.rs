@@ -50,7 +50,10 @@ impl PlainReporter {
                 } else {
                     ""
                 };
-                format!("cluster {cluster}: {} releases{dry}", releases.len())
+                format!(
+                    "cluster {cluster}: {}{dry}",
+                    crate::duration::count(releases.len(), "release")
+                )
             }
             Event::PhaseStarted { phase } if !quiet => {
                 format!("{} phase started", phase_label(*phase))

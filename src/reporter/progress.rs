@@ -119,7 +119,11 @@ impl ProgressReporter {
         self.total = self.total.max(self.done);
         let dry = if self.dry_run { " (dry run)" } else { "" };
         let prefix = format!("{}{dry}", self.cluster);
-        let message = format!("{} of {} releases done", self.done, self.total);
+        let message = format!(
+            "{} of {} done",
+            self.done,
+            crate::duration::count(self.total, "release")
+        );
         if let Some(top) = &self.top {
             top.set_prefix(prefix);
             top.set_message(message);
