@@ -389,8 +389,10 @@ fn example(variant: &str) -> Scan {
 }
 
 #[test]
-fn seed_000_tree_reports_the_dual_managed_cilium_with_its_chain() {
+fn dual_management_tree_reports_the_dual_managed_cilium_with_its_chain() {
     let scan = example("broken");
+    let health_check = "warning flux-healthcheck-on-bootstrap-workload kube-system/cilium | Kustomization flux-system/cilium @kubernetes/infrastructure/networking/cilium/ks.yaml | \
+             kubernetes/clusters/infra/infrastructure.yaml > kubernetes/infrastructure/kustomization.yaml > kubernetes/infrastructure/networking/cilium/ks.yaml";
     assert_eq!(
         lines(&scan),
         [
@@ -398,9 +400,28 @@ fn seed_000_tree_reports_the_dual_managed_cilium_with_its_chain() {
              kubernetes/clusters/infra/infrastructure.yaml > kubernetes/infrastructure/kustomization.yaml > \
              kubernetes/infrastructure/networking/cilium/ks.yaml > kubernetes/infrastructure/networking/cilium/kustomization.yaml > \
              kubernetes/bases/cilium/kustomization.yaml > kubernetes/bases/cilium/helmrelease.yaml",
-            "warning flux-healthcheck-on-bootstrap-workload kube-system/cilium | Kustomization flux-system/cilium @kubernetes/infrastructure/networking/cilium/ks.yaml | \
-             kubernetes/clusters/infra/infrastructure.yaml > kubernetes/infrastructure/kustomization.yaml > kubernetes/infrastructure/networking/cilium/ks.yaml",
+            health_check,
+            health_check,
         ]
+    );
+    // DaemonSet cilium is named by the release's rollout hook; Deployment
+    // cilium-operator by no hook: it is found by the name the chart gives
+    // it, and the message says the ownership is inferred.
+    let messages: Vec<&str> = scan
+        .findings
+        .iter()
+        .filter(|f| f.code == "flux-healthcheck-on-bootstrap-workload")
+        .map(|f| f.message.as_str())
+        .collect();
+    assert!(
+        messages[0].contains(
+            "DaemonSet kube-system/cilium, which bootstrap release kube-system/cilium owns;"
+        ),
+        "{messages:?}"
+    );
+    assert!(
+        messages[1].contains("Deployment kube-system/cilium-operator, which bootstrap release kube-system/cilium most likely owns (inferred"),
+        "{messages:?}"
     );
     // The route the dual-management outage was traced along
     // (docs/design.md#dual-management-outage) is contained in the chain; the
@@ -417,7 +438,7 @@ fn seed_000_tree_reports_the_dual_managed_cilium_with_its_chain() {
 }
 
 #[test]
-fn seed_001_fix_passes() {
+fn dual_management_fix_passes() {
     let scan = example("fixed");
     // No error; the fixed tree holds no HelmRelease at all, which is said (a
     // tree without any cannot vouch for bootstrap's releases).

@@ -159,31 +159,58 @@ pub fn health_checks_on_bootstrap(
             };
             let namespace = field("namespace").or(default_ns);
             for release in releases {
-                let owned = release.workloads.iter().any(|w| {
+                let named = release.workloads.iter().any(|w| {
                     w.kind == kind && w.name == name && Some(w.namespace.as_str()) == namespace
                 });
-                if owned {
-                    out.push(Finding {
-                        severity: Severity::Warning,
-                        code: HEALTHCHECK_ON_BOOTSTRAP_WORKLOAD,
-                        release: Some(release_id(release)),
-                        object: Some(ks.reference()),
-                        chain: ks.chain.clone(),
-                        message: format!(
-                            "Kustomization {}/{} health-checks {kind} {}/{name}, which bootstrap release {} owns; \
-                             Flux would stall this Kustomization and everything that depends on it on a workload it does not manage. \
-                             Remove the entry from spec.healthChecks",
-                            ns_display(ks.namespace.as_deref()),
-                            ks.name,
-                            ns_display(namespace),
-                            release_id(release),
-                        ),
-                    });
-                }
+                let owns = if named {
+                    "owns"
+                } else if inferred_workload(release, kind, name, namespace) {
+                    "most likely owns (inferred from the names its chart conventionally gives: no hook names this workload)"
+                } else {
+                    continue;
+                };
+                out.push(Finding {
+                    severity: Severity::Warning,
+                    code: HEALTHCHECK_ON_BOOTSTRAP_WORKLOAD,
+                    release: Some(release_id(release)),
+                    object: Some(ks.reference()),
+                    chain: ks.chain.clone(),
+                    message: format!(
+                        "Kustomization {}/{} health-checks {kind} {}/{name}, which bootstrap release {} {owns}; \
+                         Flux would stall this Kustomization and everything that depends on it on a workload it does not manage. \
+                         Remove the entry from spec.healthChecks",
+                        ns_display(ks.namespace.as_deref()),
+                        ks.name,
+                        ns_display(namespace),
+                        release_id(release),
+                    ),
+                });
             }
         }
     }
     out
+}
+
+/// A workload a release's chart most likely renders though no hook names
+/// it: in the release's namespace, named like the release (or its chart),
+/// or `<release>-…` — what charts conventionally call their workloads
+/// (`cert-manager` renders `cert-manager-webhook` and `cert-manager-cainjector`).
+fn inferred_workload(
+    release: &BootstrapRelease,
+    kind: &str,
+    name: &str,
+    namespace: Option<&str>,
+) -> bool {
+    let workload = matches!(kind, "Deployment" | "DaemonSet" | "StatefulSet");
+    let prefixes = std::iter::once(release.name.as_str()).chain(release.chart.as_deref());
+    workload
+        && namespace == Some(release.namespace.as_str())
+        && prefixes.into_iter().any(|p| {
+            name == p
+                || name
+                    .strip_prefix(p)
+                    .is_some_and(|rest| rest.starts_with('-'))
+        })
 }
 
 /// `dependsOn` entries naming a Kustomization/HelmRelease absent from the tree:

@@ -16,7 +16,7 @@
 //! |---|---|---|
 //! | `flux-manages-bootstrap-release` | error | A HelmRelease's (release name, storage namespace) is a bootstrap release: helm-controller would upgrade, remediate or uninstall what bootstrap owns. |
 //! | `flux-duplicates-bootstrap-chart` | error | A HelmRelease installs the same chart as a bootstrap release into the same target namespace under another Helm release. An error, not a warning: both releases render the same object names, so the second install fails on ownership conflicts or, with takeover, steals the objects from the first. |
-//! | `flux-healthcheck-on-bootstrap-workload` | warning | A Flux Kustomization health-checks a workload a bootstrap release owns (the dual-management outage's fix removed these): Flux would stall it and its dependents on something it does not manage. |
+//! | `flux-healthcheck-on-bootstrap-workload` | warning | A Flux Kustomization health-checks a workload a bootstrap release owns, named by its hooks or inferred from the names its chart conventionally gives (the dual-management outage's fix removed these): Flux would stall it and its dependents on something it does not manage. |
 //! | `flux-dependson-missing` | warning | A Kustomization/HelmRelease `dependsOn` names an object of its kind that is not in the tree (the namespace defaults to the object's own): it would never become ready. |
 //! | `path-not-found` | warning | A Kustomization `spec.path`, a kustomize resource, or the entrypoint does not exist (or is a directory without a kustomization file); the finding's chain ends with the file that referenced it. |
 //! | `yaml-invalid` | warning | A file on the path cannot be read or is not valid YAML; Flux would fail to apply it, and its objects are not checked. |
