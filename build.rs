@@ -9,6 +9,8 @@
 //!   Cargo cannot watch for a file to appear without rebuilding every time
 //!   it is missing, so a venv created after the last build is noticed on the
 //!   next change to this file (`touch build.rs`) or with `BOOTSTRAP_TEST_PYTHON`.
+//! - `cfg(kubectl)` when `kubectl` is on PATH: the tests that run it (the
+//!   differential kustomize tests, a command hook calling kubectl).
 
 use std::path::Path;
 
@@ -23,6 +25,12 @@ fn main() {
         println!("cargo::rustc-cfg=bootstrap_e2e");
     }
 
+    println!("cargo::rustc-check-cfg=cfg(kubectl)");
+    println!("cargo::rerun-if-env-changed=PATH");
+    if kubectl_on_path() {
+        println!("cargo::rustc-cfg=kubectl");
+    }
+
     println!("cargo::rustc-check-cfg=cfg(real_helm)");
     println!("cargo::rerun-if-env-changed=BOOTSTRAP_TEST_PYTHON");
     let venv = Path::new(VENV_PYTHON).exists();
@@ -33,4 +41,10 @@ fn main() {
     if venv || std::env::var_os("BOOTSTRAP_TEST_PYTHON").is_some_and(|v| !v.is_empty()) {
         println!("cargo::rustc-cfg=real_helm");
     }
+}
+
+/// Whether `kubectl` is on PATH (checked when the tests are built).
+fn kubectl_on_path() -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join("kubectl").is_file()))
 }

@@ -551,6 +551,7 @@ fn a_release_left_pending_install_is_refused_with_uninstall_advice() {
 }
 
 #[test]
+#[cfg_attr(not(kubectl), ignore = "needs kubectl on PATH (.ci/run installs it)")]
 fn command_hooks_get_the_clusters_kubeconfig_and_context() {
     let cluster = Cluster::start();
     standard_script(&cluster);
@@ -581,27 +582,9 @@ fn command_hooks_get_the_clusters_kubeconfig_and_context() {
 #[test]
 fn sigint_stops_cleanly_and_a_rerun_resumes() {
     let cluster = Cluster::start();
-    cluster.script(json!({
-        "*": {"delay_ms": 20},
-        "kube-system/cilium": {"delay_ms": 1500, "apply_manifests": true, "manifests": [daemonset("kube-system", "cilium")]},
-    }));
     let test = config();
-    let child = cluster
-        .command(&test, &["apply", "infra", "--output", "json"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    // Wait (bounded) until helm is installing cilium, then Ctrl-C.
-    let state = cluster.path().join("helm-state/kube-system__cilium.json");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while !state.exists() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "cilium install never started"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
+    // Ctrl-C while helm is installing cilium.
+    let child = apply_while_cilium_installs(&cluster, &test, 1500);
     std::process::Command::new("kill")
         .args(["-INT", &child.id().to_string()])
         .status()
@@ -900,9 +883,38 @@ fn an_api_server_answering_503_is_waited_for_visibly_and_within_the_timeout() {
     assert!(cluster.installs().is_empty());
 }
 
-/// Starts `apply infra` with cilium's helm taking `cilium_ms`, waits until
-/// cilium is being installed (the lock is held by then), runs `tamper` on
-/// the Lease, and returns the finished run.
+/// Starts `apply infra --output json` with cilium's helm taking `cilium_ms`
+/// (the others 20 ms) and returns once helm is installing cilium (bounded
+/// wait): the lock is held and cilium is mid-install.
+fn apply_while_cilium_installs(
+    cluster: &Cluster,
+    test: &Test,
+    cilium_ms: u64,
+) -> std::process::Child {
+    cluster.script(json!({
+        "*": {"delay_ms": 20},
+        "kube-system/cilium": {"delay_ms": cilium_ms, "apply_manifests": true, "manifests": [daemonset("kube-system", "cilium")]},
+    }));
+    let child = cluster
+        .command(test, &["apply", "infra", "--output", "json"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let state = cluster.path().join("helm-state/kube-system__cilium.json");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !state.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "cilium install never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    child
+}
+
+/// [`apply_while_cilium_installs`] with a 7 s cilium, then `tamper` on the
+/// Lease (held by then); returns the finished run.
 fn apply_with_lease_tampering(tamper: impl FnOnce(&Cluster)) -> (Cluster, std::process::Output) {
     apply_with_lease_tampering_setup(|_| {}, tamper)
 }
@@ -913,23 +925,7 @@ fn apply_with_lease_tampering_setup(
 ) -> (Cluster, std::process::Output) {
     let cluster = Cluster::start();
     setup(&cluster);
-    cluster.script(json!({
-        "*": {"delay_ms": 20},
-        "kube-system/cilium": {"delay_ms": 7000, "apply_manifests": true, "manifests": [daemonset("kube-system", "cilium")]},
-    }));
-    let test = config();
-    let child = cluster
-        .command(&test, &["apply", "infra", "--output", "json"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let state = cluster.path().join("helm-state/kube-system__cilium.json");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while !state.exists() {
-        assert!(std::time::Instant::now() < deadline, "cilium never started");
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
+    let child = apply_while_cilium_installs(&cluster, &config(), 7000);
     tamper(&cluster);
     let out = child.wait_with_output().unwrap();
     (cluster, out)

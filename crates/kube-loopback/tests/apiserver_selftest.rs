@@ -835,6 +835,7 @@ fn assert_success(what: &str, out: &Output) {
 }
 
 #[test]
+#[cfg_attr(not(kubectl), ignore = "needs kubectl on PATH (.ci/run installs it)")]
 fn kubectl_gets_applies_and_waits_for_a_rollout() {
     let server = ApiServer::start();
     let dir = tempfile::tempdir().unwrap();
