@@ -98,6 +98,7 @@ pub async fn render<H: Helm>(helm: &H, plan: &Plan) -> Result<Vec<Crd>, CrdError
                         chart,
                         values: &release.crd_values,
                         include_crds: true,
+                        api_versions: &[],
                     };
                     let text =
                         helm.template(&request)
@@ -152,6 +153,33 @@ pub async fn render<H: Helm>(helm: &H, plan: &Plan) -> Result<Vec<Crd>, CrdError
         }
     }
     Ok(crds)
+}
+
+/// What `.Capabilities.APIVersions` holds on a cluster once `crds` are
+/// applied: for every served version of every CRD, `group/version` and
+/// `group/version/Kind`, as helm builds the set from the cluster's discovery
+/// (helm pkg/action/action.go, GetVersionSet). Sorted, without repeats.
+pub fn api_versions(crds: &[Crd]) -> Vec<String> {
+    let mut out = std::collections::BTreeSet::new();
+    for crd in crds {
+        let spec = &crd.manifest["spec"];
+        let (Some(group), Some(kind)) = (
+            spec["group"].as_str(),
+            spec.pointer("/names/kind").and_then(Value::as_str),
+        ) else {
+            continue;
+        };
+        for version in spec["versions"].as_array().into_iter().flatten() {
+            if version["served"].as_bool() == Some(false) {
+                continue;
+            }
+            if let Some(name) = version["name"].as_str() {
+                out.insert(format!("{group}/{name}"));
+                out.insert(format!("{group}/{name}/{kind}"));
+            }
+        }
+    }
+    out.into_iter().collect()
 }
 
 /// The label Helm (and charts imitating it) put on what Helm manages.
@@ -259,6 +287,39 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn api_versions_are_the_served_group_versions_and_their_kinds() {
+        let crd = |group: &str, kind: &str, versions: Value| Crd {
+            release: ReleaseId::new("kube-system", "gateway-api"),
+            name: format!("{}s.{group}", kind.to_lowercase()),
+            manifest: json!({"kind": "CustomResourceDefinition", "spec": {
+                "group": group, "names": {"kind": kind}, "versions": versions}}),
+        };
+        let crds = [
+            crd(
+                "gateway.networking.k8s.io",
+                "GatewayClass",
+                json!([{"name": "v1", "served": true}, {"name": "v1beta1", "served": true},
+                       {"name": "v1alpha1", "served": false}]),
+            ),
+            crd(
+                "gateway.networking.k8s.io",
+                "Gateway",
+                json!([{"name": "v1", "served": true}]),
+            ),
+        ];
+        assert_eq!(
+            api_versions(&crds),
+            [
+                "gateway.networking.k8s.io/v1",
+                "gateway.networking.k8s.io/v1/Gateway",
+                "gateway.networking.k8s.io/v1/GatewayClass",
+                "gateway.networking.k8s.io/v1beta1",
+                "gateway.networking.k8s.io/v1beta1/GatewayClass",
+            ]
+        );
+    }
 
     #[test]
     fn helms_managed_by_label_becomes_bootstraps() {

@@ -411,6 +411,7 @@ async fn template_renders_crds_without_hooks() {
         chart: &chart,
         values: &values,
         include_crds: true,
+        api_versions: &[],
     };
     let rendered = helm.template(&request).await.unwrap();
     assert!(

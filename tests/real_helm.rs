@@ -138,7 +138,11 @@ fn bootstrap_in(dir: &Path, args: &[&str], env: &[(&str, &Path)]) -> Run {
 
 /// `bootstrap ARGS` on the shipped config; stdout parsed as JSON, exit 0 required.
 fn bootstrap_json(args: &[&str]) -> Value {
-    let run = bootstrap_in(&repo(), args, &[]);
+    bootstrap_json_in(&repo(), args)
+}
+
+fn bootstrap_json_in(dir: &Path, args: &[&str]) -> Value {
+    let run = bootstrap_in(dir, args, &[]);
     assert_eq!(
         run.code,
         0,
@@ -206,6 +210,17 @@ fn in_mirror(release: &Planned) -> bool {
 /// The documents `bootstrap template CLUSTER RELEASE --manifests [--crds]`
 /// got from the engine, and how many CRDs it left out.
 fn render(cluster: &str, release: &str, crds: bool) -> (Vec<Value>, u64) {
+    render_in(&repo(), cluster, release, crds).0
+}
+
+/// [`render`] in the config root `dir`, with the API versions helm was
+/// given (`apiVersions`, empty for the CRD-phase render).
+fn render_in(
+    dir: &Path,
+    cluster: &str,
+    release: &str,
+    crds: bool,
+) -> ((Vec<Value>, u64), Vec<String>) {
     let mut args = vec![
         "template",
         cluster,
@@ -217,13 +232,22 @@ fn render(cluster: &str, release: &str, crds: bool) -> (Vec<Value>, u64) {
     if crds {
         args.push("--crds");
     }
-    let out = bootstrap_json(&args);
+    let out = bootstrap_json_in(dir, &args);
     let entry = &out["releases"][0];
     let documents = entry["manifests"]
         .as_array()
         .unwrap_or_else(|| panic!("{release}: no manifests in {entry}"))
         .clone();
-    (documents, entry["crdsOmitted"].as_u64().unwrap_or(0))
+    let api_versions = out["apiVersions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|v| v.as_str().map(String::from))
+        .collect();
+    (
+        (documents, entry["crdsOmitted"].as_u64().unwrap_or(0)),
+        api_versions,
+    )
 }
 
 fn kind(doc: &Value) -> &str {
@@ -329,9 +353,32 @@ fn check_cluster(cluster: &str) -> BTreeMap<String, Vec<Value>> {
         served.extend(served_kinds(&docs));
     }
 
+    // The install renders: on the cluster after the CRD phase, so helm is
+    // given the API versions the CRD phase serves. That phase is rendered
+    // offline, so from a copy of the cluster limited to what the mirror has.
+    let offline: Vec<&str> = planned
+        .iter()
+        .filter(|r| r.is_manifests() || in_mirror(r))
+        .map(|r| r.id.split_once('/').map_or(r.id.as_str(), |(_, n)| n))
+        .collect();
+    let offline = offline_root(cluster, &offline);
     let mut rendered = BTreeMap::new();
     for release in planned.iter().filter(|r| r.installs && in_mirror(r)) {
-        let (docs, crds_omitted) = render(cluster, &release.id, false);
+        let ((docs, crds_omitted), api_versions) =
+            render_in(offline.path(), cluster, &release.id, false);
+        let expected: BTreeSet<String> = served
+            .iter()
+            .map(|group_kind| group_kind.split_once('/').unwrap().0.to_string())
+            .collect();
+        let given: BTreeSet<String> = api_versions
+            .iter()
+            .filter_map(|v| v.split('/').next().map(String::from))
+            .collect();
+        assert_eq!(
+            given, expected,
+            "{}: the API groups helm was told the cluster serves",
+            release.id
+        );
         assert!(
             !docs.is_empty(),
             "{}: the chart rendered nothing",
@@ -410,10 +457,15 @@ fn check_cluster_values(
             .any(|e| e["name"] == "KUBERNETES_SERVICE_HOST" && e["value"] == api_host),
         "cilium must reach the API server directly at {api_host}: {env:?}"
     );
-    // Offline, `.Capabilities.APIVersions` lacks gateway.networking.k8s.io, so
-    // the chart leaves out its GatewayClass; on a cluster where the CRD phase
-    // applied the Gateway API it renders one (../shared/charts/README.md).
-    assert!(!cilium.iter().any(|d| kind(d) == "GatewayClass"));
+    // The chart renders its GatewayClass only where
+    // `.Capabilities.APIVersions` has gateway.networking.k8s.io/v1/GatewayClass
+    // (../shared/charts/README.md): on the cluster, where the CRD phase
+    // applied the Gateway API, and so in `template --manifests`, which tells
+    // helm what the CRD phase serves.
+    assert_eq!(
+        find(cilium, "GatewayClass", "cilium")["spec"]["controllerName"],
+        "io.cilium/gateway-controller"
+    );
 
     let coredns = &rendered["kube-system/coredns"];
     assert_eq!(
@@ -498,6 +550,11 @@ fn crd_phase_renders_of_the_charts() {
 /// without its GitOps scan, limited to `releases` (all in the mirror);
 /// gateway-api's URL is replaced by the same file in the mirror (no network).
 fn infra_root(releases: &[&str]) -> tempfile::TempDir {
+    offline_root("infra", releases)
+}
+
+/// [`infra_root`] for any shipped cluster.
+fn offline_root(cluster_name: &str, releases: &[&str]) -> tempfile::TempDir {
     let root = tempfile::tempdir().unwrap();
     copy_dir(&repo().join("releases"), &root.path().join("releases"));
     let crds_yaml = root.path().join("releases/crds.yaml");
@@ -509,17 +566,13 @@ fn infra_root(releases: &[&str]) -> tempfile::TempDir {
     );
     let local = charts().join(GATEWAY_API);
     std::fs::write(&crds_yaml, text.replace(url, local.to_str().unwrap())).unwrap();
-    let cluster = std::fs::read_to_string(repo().join("clusters/infra/cluster.yaml")).unwrap();
+    let shipped = repo().join("clusters").join(cluster_name);
+    let cluster = std::fs::read_to_string(shipped.join("cluster.yaml")).unwrap();
     let cluster = cluster.split("\nflux:").next().unwrap().to_string()
         + &format!("\nreleases: [{}]\n", releases.join(", "));
-    let dir = root.path().join("clusters/infra");
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = root.path().join("clusters").join(cluster_name);
+    copy_dir(&shipped, &dir);
     std::fs::write(dir.join("cluster.yaml"), cluster).unwrap();
-    std::fs::copy(
-        repo().join("clusters/infra/cilium-values.yaml"),
-        dir.join("cilium-values.yaml"),
-    )
-    .unwrap();
     root
 }
 

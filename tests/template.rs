@@ -33,7 +33,9 @@ fn script() -> Value {
             ],
             "crds": [
                 {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-                 "metadata": {"name": "certificates.cert-manager.io"}}
+                 "metadata": {"name": "certificates.cert-manager.io"},
+                 "spec": {"group": "cert-manager.io", "names": {"kind": "Certificate"},
+                          "versions": [{"name": "v1", "served": true, "storage": true}]}}
             ]
         }
     })
@@ -132,13 +134,33 @@ fn manifests_render_with_install_values_and_redact_secrets() {
         assert!(!out.stdout.contains(leaked), "{leaked} leaked");
     }
 
-    // helm was given the install values (the real ones, not the redacted view).
+    // First the CRD phase (crdValues, CRDs included), for the API versions
+    // its CRDs serve; then the install render with the install values (the
+    // real ones, not the redacted view) and those API versions, as on the
+    // cluster after the CRD phase.
     let calls = template_calls(&test);
-    assert_eq!(calls.len(), 1, "{calls:?}");
+    assert_eq!(calls.len(), 2, "{calls:?}");
     let (argv, values) = &calls[0];
+    assert!(argv.contains(&"--include-crds".to_string()), "{argv:?}");
+    assert_eq!(values["crds"]["enabled"], true);
+    let (argv, values) = &calls[1];
     assert!(!argv.contains(&"--include-crds".to_string()), "{argv:?}");
     assert_eq!(values["crds"]["enabled"], false);
     assert_eq!(values["webhook"]["apiToken"], "hunter2");
+    assert!(
+        argv.join(" ").ends_with(
+            "--api-versions cert-manager.io/v1 --api-versions cert-manager.io/v1/Certificate"
+        ),
+        "{argv:?}"
+    );
+    assert!(
+        out.stdout.starts_with(
+            "# manifests rendered as on the cluster after the CRD phase: helm --api-versions \
+             for the 1 API version it serves (cert-manager.io/v1) and their kinds\n"
+        ),
+        "{}",
+        out.stdout
+    );
 }
 
 #[test]
@@ -218,6 +240,10 @@ fn json_output_carries_the_manifests() {
         .collect();
     assert_eq!(kinds, ["Secret", "Deployment"]);
     assert_eq!(release["manifests"][0]["data"]["tls.key"], "<redacted>");
+    assert_eq!(
+        doc["apiVersions"],
+        json!(["cert-manager.io/v1", "cert-manager.io/v1/Certificate"])
+    );
 }
 
 #[test]

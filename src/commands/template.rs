@@ -41,10 +41,11 @@ pub fn run(
     )?;
     let chosen = choose(&plan.releases, cluster, release)?;
     let rendered = if options.manifests {
-        Some(render_all(config, &chosen, options)?)
+        Some(render_all(config, &plan, &chosen, options)?)
     } else {
         None
     };
+    let api_versions = rendered.as_ref().map(|r| r.api_versions.as_slice());
     let shown = |v: &Value| {
         if options.show_secrets {
             v.clone()
@@ -72,16 +73,23 @@ pub fn run(
                         "values": values(r),
                         "valuesDigest": r.values_digest(),
                     });
-                    if let Some(rendered) = rendered.as_ref().and_then(|all| all.get(i)) {
+                    if let Some(rendered) = rendered.as_ref().and_then(|all| all.releases.get(i)) {
                         add_manifests_json(&mut entry, rendered);
                     }
                     entry
                 })
                 .collect();
-            super::write_json(out, &json!({ "cluster": cluster, "releases": list }))
+            let mut doc = json!({ "cluster": cluster, "releases": list });
+            if let Some(api_versions) = api_versions {
+                doc["apiVersions"] = json!(api_versions);
+            }
+            super::write_json(out, &doc)
         }
         OutputFormat::Text => {
             let mut text = String::new();
+            if let Some(api_versions) = api_versions {
+                text.push_str(&api_versions_note(api_versions));
+            }
             for (i, r) in chosen.iter().enumerate() {
                 text.push_str(&format!(
                     "---\n# release: {}  chart: {} {}{}\n",
@@ -100,7 +108,7 @@ pub fn run(
                 } else {
                     text.push_str(&crate::yaml::to_string(&values));
                 }
-                if let Some(rendered) = rendered.as_ref().and_then(|all| all.get(i)) {
+                if let Some(rendered) = rendered.as_ref().and_then(|all| all.releases.get(i)) {
                     push_manifests_text(&mut text, r, rendered);
                 }
             }
@@ -131,25 +139,75 @@ fn choose<'a>(
     Ok(found)
 }
 
-/// One [`Rendered`] per chosen release, in the same order.
+/// What `--manifests` rendered: one [`Rendered`] per chosen release, in the
+/// same order, and the API versions helm was told the cluster serves.
+struct RenderedAll {
+    releases: Vec<Rendered>,
+    api_versions: Vec<String>,
+}
+
+/// Renders the chosen releases. An install renders on a cluster where the
+/// CRD phase has already applied every CRD, and charts test
+/// `.Capabilities.APIVersions` (cilium's GatewayClass, ServiceMonitors):
+/// so unless this is the CRD-phase render itself (`--crds`), the CRD phase
+/// of the whole cluster is rendered first and helm is given the API versions
+/// its CRDs serve (`--api-versions`), making the output what `apply`
+/// installs.
 fn render_all(
     config: &Config,
+    plan: &crate::plan::Plan,
     chosen: &[&Release],
     options: Options,
-) -> Result<Vec<Rendered>, Error> {
+) -> Result<RenderedAll, Error> {
     let helm = HelmCli::new(config.global.helm.clone());
-    let render_options = manifests::Options {
-        crds: options.crds,
-        show_secrets: options.show_secrets,
-    };
     crate::run::block_on(async {
         manifests::check_helm(&helm).await?;
-        let mut all = Vec::with_capacity(chosen.len());
+        let api_versions = if options.crds {
+            Vec::new()
+        } else {
+            let crds = crate::crds::render(&helm, plan).await.map_err(|e| {
+                Error::failed_with(
+                    "cannot render the CRD phase, whose API versions the manifests are rendered with",
+                    e,
+                )
+            })?;
+            crate::crds::api_versions(&crds)
+        };
+        let render_options = manifests::Options {
+            crds: options.crds,
+            show_secrets: options.show_secrets,
+            api_versions,
+        };
+        let mut releases = Vec::with_capacity(chosen.len());
         for release in chosen {
-            all.push(manifests::render(&helm, release, &render_options).await?);
+            releases.push(manifests::render(&helm, release, &render_options).await?);
         }
-        Ok(all)
+        Ok(RenderedAll {
+            releases,
+            api_versions: render_options.api_versions,
+        })
     })
+}
+
+/// The header line of `--manifests` text output saying what helm was told.
+fn api_versions_note(api_versions: &[String]) -> String {
+    let group_versions: Vec<&str> = api_versions
+        .iter()
+        .map(String::as_str)
+        .filter(|v| v.matches('/').count() == 1)
+        .collect();
+    if group_versions.is_empty() {
+        return "# manifests rendered with helm's default API versions: the CRD phase serves none\n".into();
+    }
+    let count = match group_versions.len() {
+        1 => "1 API version".to_string(),
+        n => format!("{n} API versions"),
+    };
+    format!(
+        "# manifests rendered as on the cluster after the CRD phase: helm --api-versions for the \
+         {count} it serves ({}) and their kinds\n",
+        group_versions.join(", ")
+    )
 }
 
 fn add_manifests_json(entry: &mut Value, rendered: &Rendered) {

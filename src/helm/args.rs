@@ -111,16 +111,23 @@ pub fn upgrade_install(
 
 /// `helm template` for the CRD phase and `bootstrap template`: the chart's
 /// `crds/` directory only with `include_crds`, never hooks or test pods (they
-/// are not part of what gets applied).
+/// are not part of what gets applied). Offline, `.Capabilities.APIVersions`
+/// holds only helm's defaults; each of `api_versions` is added with
+/// `--api-versions` (a string slice in helm 3 and 4, pkg/cmd/template.go:
+/// `f.StringSliceVarP(&extraAPIs, "api-versions", "a", ...)`, appended to the
+/// capabilities in pkg/action/install.go), one flag per version.
 pub fn template(request: &TemplateRequest<'_>, values_file: &Path) -> Vec<String> {
-    Argv::new(&["template"])
+    let mut argv = Argv::new(&["template"])
         .release(request.release)
         .chart(request.chart)
         .opt("--values", path_arg(values_file))
         .flag("--include-crds", request.include_crds)
         .arg("--skip-tests")
-        .arg("--no-hooks")
-        .0
+        .arg("--no-hooks");
+    for api_version in request.api_versions {
+        argv = argv.opt("--api-versions", api_version.as_str());
+    }
+    argv.0
 }
 
 /// The latest revision of a release: `helm history --max 1`. Not `helm
@@ -312,6 +319,7 @@ mod tests {
             chart: &chart,
             values: &values,
             include_crds: true,
+            api_versions: &[],
         };
         assert_eq!(
             template(&request, Path::new("/tmp/v.yaml")),
@@ -326,6 +334,19 @@ mod tests {
             ..request
         };
         assert!(!template(&request, Path::new("/v")).contains(&"--include-crds".to_string()));
+        // One --api-versions per version the cluster will serve.
+        let served = [
+            "gateway.networking.k8s.io/v1".to_string(),
+            "gateway.networking.k8s.io/v1/GatewayClass".to_string(),
+        ];
+        let request = TemplateRequest {
+            api_versions: &served,
+            ..request
+        };
+        assert!(template(&request, Path::new("/v")).ends_with(&words(
+            "--skip-tests --no-hooks --api-versions gateway.networking.k8s.io/v1 \
+             --api-versions gateway.networking.k8s.io/v1/GatewayClass"
+        )));
     }
 
     #[test]
@@ -394,11 +415,13 @@ mod tests {
             timeout: Duration::from_secs(60),
             labels: &labels,
         };
+        let served = ["monitoring.coreos.com/v1".to_string()];
         let render = TemplateRequest {
             release: &id,
             chart: &repo,
             values: &values,
             include_crds: true,
+            api_versions: &served,
         };
         for major in [3, 4] {
             let lines = [

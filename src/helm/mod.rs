@@ -47,6 +47,9 @@ pub struct TemplateRequest<'a> {
     pub chart: &'a Chart,
     pub values: &'a Value,
     pub include_crds: bool,
+    /// `--api-versions`: what `.Capabilities.APIVersions` holds beyond
+    /// helm's built-in defaults (the API versions the CRD phase serves).
+    pub api_versions: &'a [String],
 }
 
 /// A release as helm reports it (`helm list -o json` / `helm status -o json`).

@@ -26,6 +26,8 @@ pub enum Rendered {
 pub struct Options {
     pub crds: bool,
     pub show_secrets: bool,
+    /// `--api-versions` for helm: what the CRD phase will serve.
+    pub api_versions: Vec<String>,
 }
 
 /// Checks helm first, so a missing or too old helm is a prerequisite error
@@ -65,6 +67,7 @@ pub async fn render<H: Helm>(
             &release.values
         },
         include_crds: options.crds,
+        api_versions: &options.api_versions,
     };
     let text = helm.template(&request).await.map_err(|e| {
         Error::failed_with(
@@ -156,6 +159,7 @@ mod tests {
         let hidden = Options {
             crds: false,
             show_secrets: false,
+            api_versions: Vec::new(),
         };
         match shape(docs.clone(), &hidden) {
             Rendered::Documents {
@@ -170,6 +174,7 @@ mod tests {
         let shown = Options {
             crds: true,
             show_secrets: true,
+            api_versions: Vec::new(),
         };
         assert_eq!(
             shape(docs.clone(), &shown),
