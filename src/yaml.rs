@@ -139,7 +139,7 @@ fn explain(
         E::Unexpected { expected, .. } if *expected == "mapping start" => format!(
             "`{name}` must be a map of keys to values (`key: value` lines indented under `{name}:`, or `{name}: {{key: value}}`)"
         ),
-        E::Unexpected { expected, .. } if *expected == "string scalar" => {
+        E::Unexpected { expected, .. } if *expected == "string scalar" && key.whole => {
             format!("`{name}` must be a single text value, not a list or a map")
         }
         E::InvalidScalar { ty, .. } if ty.contains("bool") => match &key.scalar {
@@ -187,6 +187,8 @@ struct Key {
     column: usize,
     /// The plain scalar written after `key:` on its line, if any.
     scalar: Option<String>,
+    /// The location is the key's whole value (not something inside it).
+    whole: bool,
 }
 
 /// The key whose value is at (`line`, `column`) (1-based): the `key:`
@@ -199,7 +201,8 @@ fn key_at(lines: &[&str], line: u64, column: u64) -> Option<Key> {
         .chars()
         .take(usize::try_from(column).ok()?.saturating_sub(1))
         .collect();
-    if let Some(key) = last_key(text, before.len(), index) {
+    if let Some(mut key) = last_key(text, before.len(), index) {
+        key.whole = before.trim_end().ends_with(':');
         return Some(key);
     }
     let indent = before.chars().count();
@@ -236,6 +239,7 @@ fn last_key(text: &str, limit: usize, index: usize) -> Option<Key> {
         line: index,
         column: text[..start].chars().count(),
         scalar: plain.then(|| rest.to_string()),
+        whole: true,
     })
 }
 
