@@ -1036,3 +1036,68 @@ fn a_ledger_deleted_mid_run_is_restored_with_every_entry() {
         assert!(ledger.contains_key(key), "{key}: {ledger:?}");
     }
 }
+
+/// A chart repository URL with credentials: the token never reaches helm's
+/// argv (readable by any local user in `ps`). The repository is added once,
+/// with the password on stdin, to a private repository config that every
+/// later command names and that is gone when the run ends.
+#[test]
+fn repository_credentials_never_reach_helms_argv() {
+    const TOKEN: &str = "s3cr3t-t0ken";
+    let cluster = Cluster::start();
+    standard_script(&cluster);
+    let test = Test::new()
+        .file("clusters/infra/cluster.yaml", CLUSTER)
+        .file(
+            "releases/core.yaml",
+            &RELEASES.replace(
+                "https://charts.jetstack.io",
+                &format!("https://robot:{TOKEN}@charts.jetstack.io"),
+            ),
+        );
+    let out = cluster.run(&test, &["apply", "infra"]);
+    assert_eq!(
+        out.code, 0,
+        "stdout:\n{}\nstderr:\n{}",
+        out.stdout, out.stderr
+    );
+    assert!(!out.stdout.contains(TOKEN) && !out.stderr.contains(TOKEN));
+
+    let calls = cluster.helm_calls();
+    for call in &calls {
+        assert!(
+            !call.argv.iter().any(|a| a.contains(TOKEN)),
+            "the token is in helm's argv: {:?}",
+            call.argv
+        );
+    }
+    let adds: Vec<_> = calls
+        .iter()
+        .filter(|c| c.argv.starts_with(&["repo".into(), "add".into()]))
+        .collect();
+    assert_eq!(adds.len(), 1, "added once per run: {adds:?}");
+    let add = adds[0];
+    assert_eq!(add.argv[3], "https://charts.jetstack.io");
+    assert_eq!(add.flag("--username"), Some("robot"));
+    assert!(add.has("--password-stdin"));
+    let (name, config) = (
+        add.argv[2].clone(),
+        add.flag("--repository-config").unwrap().to_string(),
+    );
+
+    // The CRD phase's render and the install both find the chart through it.
+    let through_repo: Vec<_> = calls
+        .iter()
+        .filter(|c| c.argv.contains(&format!("{name}/cert-manager")))
+        .collect();
+    assert_eq!(through_repo.len(), 2, "{calls:?}");
+    for call in through_repo {
+        assert_eq!(call.flag("--repository-config"), Some(config.as_str()));
+        assert!(!call.has("--repo"), "{:?}", call.argv);
+        assert_eq!(call.exit_code, 0);
+    }
+    assert!(
+        !std::path::Path::new(&config).exists(),
+        "the private repository config outlives the run"
+    );
+}

@@ -6,6 +6,7 @@
 use std::path::Path;
 use std::time::Duration;
 
+use super::repos::{Credentialed, LocalRepo};
 use super::{InstallRequest, TemplateRequest};
 use crate::kube::KubeTarget;
 use crate::release::{Chart, ChartSource, ReleaseId};
@@ -49,9 +50,16 @@ impl Argv {
             .opt("--namespace", release.namespace.clone())
     }
 
-    /// The chart reference and the flags that locate it.
-    fn chart(self, chart: &Chart) -> Argv {
+    /// The chart reference and the flags that locate it. A repository
+    /// added under `local` (its URL has credentials, see [`super::repos`])
+    /// is named by `NAME/CHART` in that repository config, never by URL.
+    fn chart(self, chart: &Chart, local: Option<&LocalRepo>) -> Argv {
         match &chart.source {
+            ChartSource::Repo { name, .. } if let Some(local) = local => self
+                .arg(format!("{}/{name}", local.name))
+                .opt_some("--version", chart.version.clone())
+                .opt("--repository-config", path_arg(&local.config))
+                .opt("--repository-cache", path_arg(&local.cache)),
             ChartSource::Repo { url, name } => self
                 .arg(name.clone())
                 .opt("--repo", url.clone())
@@ -89,6 +97,7 @@ pub fn upgrade_install(
     target: &KubeTarget,
     request: &InstallRequest<'_>,
     values_file: &Path,
+    local: Option<&LocalRepo>,
 ) -> Vec<String> {
     let labels = request
         .labels
@@ -99,7 +108,7 @@ pub fn upgrade_install(
     Argv::new(&["upgrade", "--install"])
         .release(request.release)
         .arg("--create-namespace")
-        .chart(request.chart)
+        .chart(request.chart, local)
         .opt("--values", path_arg(values_file))
         .flag("--skip-crds", request.skip_crds)
         .opt("--timeout", go_duration(request.timeout))
@@ -116,10 +125,14 @@ pub fn upgrade_install(
 /// `--api-versions` (a string slice in helm 3 and 4, pkg/cmd/template.go:
 /// `f.StringSliceVarP(&extraAPIs, "api-versions", "a", ...)`, appended to the
 /// capabilities in pkg/action/install.go), one flag per version.
-pub fn template(request: &TemplateRequest<'_>, values_file: &Path) -> Vec<String> {
+pub fn template(
+    request: &TemplateRequest<'_>,
+    values_file: &Path,
+    local: Option<&LocalRepo>,
+) -> Vec<String> {
     let mut argv = Argv::new(&["template"])
         .release(request.release)
-        .chart(request.chart)
+        .chart(request.chart, local)
         .opt("--values", path_arg(values_file))
         .flag("--include-crds", request.include_crds)
         .arg("--skip-tests")
@@ -128,6 +141,19 @@ pub fn template(request: &TemplateRequest<'_>, values_file: &Path) -> Vec<String
         argv = argv.opt("--api-versions", api_version.as_str());
     }
     argv.0
+}
+
+/// `helm repo add` of a credentialed repository into `local`'s private
+/// repository config; the password goes to helm's stdin (`--password-stdin`).
+pub fn repo_add(repo: &Credentialed, local: &LocalRepo) -> Vec<String> {
+    Argv::new(&["repo", "add"])
+        .arg(local.name.clone())
+        .arg(repo.url.clone())
+        .opt("--username", repo.username.clone())
+        .arg("--password-stdin")
+        .opt("--repository-config", path_arg(&local.config))
+        .opt("--repository-cache", path_arg(&local.cache))
+        .0
 }
 
 /// The latest revision of a release: `helm history --max 1`. Not `helm
@@ -215,7 +241,7 @@ mod tests {
             timeout: Duration::from_secs(300),
             labels: &labels,
         };
-        upgrade_install(&target(), &request, Path::new("/tmp/v.yaml"))
+        upgrade_install(&target(), &request, Path::new("/tmp/v.yaml"), None)
     }
 
     #[test]
@@ -293,7 +319,7 @@ mod tests {
             timeout: Duration::from_millis(1500),
             labels: &labels,
         };
-        let argv = upgrade_install(&KubeTarget::default(), &request, Path::new("/v"));
+        let argv = upgrade_install(&KubeTarget::default(), &request, Path::new("/v"), None);
         assert_eq!(
             argv,
             words(
@@ -322,7 +348,7 @@ mod tests {
             api_versions: &[],
         };
         assert_eq!(
-            template(&request, Path::new("/tmp/v.yaml")),
+            template(&request, Path::new("/tmp/v.yaml"), None),
             words(
                 "template cert-manager --namespace cert-manager cert-manager \
                  --repo https://charts.jetstack.io --version v1.19.0 --values /tmp/v.yaml \
@@ -333,7 +359,7 @@ mod tests {
             include_crds: false,
             ..request
         };
-        assert!(!template(&request, Path::new("/v")).contains(&"--include-crds".to_string()));
+        assert!(!template(&request, Path::new("/v"), None).contains(&"--include-crds".to_string()));
         // One --api-versions per version the cluster will serve.
         let served = [
             "gateway.networking.k8s.io/v1".to_string(),
@@ -343,7 +369,7 @@ mod tests {
             api_versions: &served,
             ..request
         };
-        assert!(template(&request, Path::new("/v")).ends_with(&words(
+        assert!(template(&request, Path::new("/v"), None).ends_with(&words(
             "--skip-tests --no-hooks --api-versions gateway.networking.k8s.io/v1 \
              --api-versions gateway.networking.k8s.io/v1/GatewayClass"
         )));
@@ -392,6 +418,53 @@ mod tests {
         );
     }
 
+    /// A repository URL with credentials: the chart is named through the
+    /// private repository config, and no argv holds the secret.
+    #[test]
+    fn credentials_never_reach_argv() {
+        let url = "https://robot:s3cr3t-t0ken@charts.example.com/stable";
+        let repo = super::super::repos::split_credentials(url).unwrap();
+        let local = LocalRepo {
+            name: "bootstrap-0123".into(),
+            config: "/tmp/r/repositories.yaml".into(),
+            cache: "/tmp/r/cache".into(),
+        };
+        assert_eq!(
+            repo_add(&repo, &local),
+            words(
+                "repo add bootstrap-0123 https://charts.example.com/stable --username robot \
+                 --password-stdin --repository-config /tmp/r/repositories.yaml \
+                 --repository-cache /tmp/r/cache"
+            )
+        );
+        let id = ReleaseId::new("apps", "demo");
+        let chart = Chart {
+            source: ChartSource::Repo {
+                url: url.into(),
+                name: "demo".into(),
+            },
+            version: Some("1.2.3".into()),
+        };
+        let values = json!({});
+        let request = TemplateRequest {
+            release: &id,
+            chart: &chart,
+            values: &values,
+            include_crds: false,
+            api_versions: &[],
+        };
+        let argv = template(&request, Path::new("/v"), Some(&local));
+        assert_eq!(
+            argv,
+            words(
+                "template demo --namespace apps bootstrap-0123/demo --version 1.2.3 \
+                 --repository-config /tmp/r/repositories.yaml --repository-cache /tmp/r/cache \
+                 --values /v --skip-tests --no-hooks"
+            )
+        );
+        assert!(!argv.iter().any(|a| a.contains("s3cr3t")));
+    }
+
     /// Every command line bootstrap builds, checked against helm's own flag
     /// definitions for each major version it supports.
     #[test]
@@ -416,6 +489,13 @@ mod tests {
             labels: &labels,
         };
         let served = ["monitoring.coreos.com/v1".to_string()];
+        let credentialed =
+            super::super::repos::split_credentials("https://u:p@charts.example.com").unwrap();
+        let local = LocalRepo {
+            name: "bootstrap-0123".into(),
+            config: "/tmp/r/repositories.yaml".into(),
+            cache: "/tmp/r/cache".into(),
+        };
         let render = TemplateRequest {
             release: &id,
             chart: &repo,
@@ -428,9 +508,18 @@ mod tests {
                 (Command::Version, version()),
                 (
                     Command::Upgrade,
-                    upgrade_install(&t, &install, Path::new("/v")),
+                    upgrade_install(&t, &install, Path::new("/v"), None),
                 ),
-                (Command::Template, template(&render, Path::new("/v"))),
+                (Command::Template, template(&render, Path::new("/v"), None)),
+                (
+                    Command::Template,
+                    template(&render, Path::new("/v"), Some(&local)),
+                ),
+                (
+                    Command::Upgrade,
+                    upgrade_install(&t, &install, Path::new("/v"), Some(&local)),
+                ),
+                (Command::RepoAdd, repo_add(&credentialed, &local)),
                 (Command::History, history(&t, &id)),
                 (Command::List, list(&t, major)),
                 (Command::GetValues, get_values(&t, &id)),

@@ -3,6 +3,7 @@
 use std::ffi::OsString;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
@@ -11,11 +12,12 @@ use tokio::sync::OnceCell;
 
 use super::process::{self, Finished, Invocation, RunError};
 use super::redact::Redactor;
+use super::repos::{self, LocalRepo, RepoDir};
 use super::{
     DeployedRelease, Helm, HelmError, HelmVersion, InstallRequest, TemplateRequest, args, output,
 };
 use crate::kube::KubeTarget;
-use crate::release::ReleaseId;
+use crate::release::{Chart, ChartSource, ReleaseId};
 use crate::stop::StopSignal;
 
 /// The oldest helm with `--labels` on install/upgrade.
@@ -27,6 +29,11 @@ pub struct HelmCli {
     query_timeout: Duration,
     env: Vec<(OsString, OsString)>,
     version: OnceCell<HelmVersion>,
+    /// The private repository config of credentialed repositories
+    /// ([`repos`]), made on first need, removed with this value.
+    repo_dir: OnceCell<RepoDir>,
+    /// Each credentialed repository is added once per run.
+    repos_added: tokio::sync::Mutex<std::collections::HashMap<String, Arc<OnceCell<()>>>>,
 }
 
 impl HelmCli {
@@ -38,6 +45,8 @@ impl HelmCli {
             query_timeout: Duration::from_secs(300),
             env: Vec::new(),
             version: OnceCell::new(),
+            repo_dir: OnceCell::new(),
+            repos_added: tokio::sync::Mutex::default(),
         }
     }
 
@@ -65,6 +74,17 @@ impl HelmCli {
         stop: Option<StopSignal>,
         values: Option<&Value>,
     ) -> Result<Finished, HelmError> {
+        self.exec_input(args, timeout, stop, values, None).await
+    }
+
+    async fn exec_input(
+        &self,
+        args: Vec<String>,
+        timeout: Duration,
+        stop: Option<StopSignal>,
+        values: Option<&Value>,
+        stdin: Option<&[u8]>,
+    ) -> Result<Finished, HelmError> {
         let result = process::run(Invocation {
             program: &self.program,
             args: &args,
@@ -72,6 +92,7 @@ impl HelmCli {
             timeout,
             grace: self.grace,
             stop,
+            stdin,
         })
         .await;
         let redactor = Redactor::new(&args, values);
@@ -147,6 +168,52 @@ impl HelmCli {
         }
     }
 
+    /// For a chart whose repository URL has credentials: the repository,
+    /// added (once per run) to the private repository config with the
+    /// password on stdin, under which helm is to find the chart. `None` for
+    /// every other chart.
+    async fn local_repo(&self, chart: &Chart) -> Result<Option<LocalRepo>, HelmError> {
+        let ChartSource::Repo { url, .. } = &chart.source else {
+            return Ok(None);
+        };
+        let Some(repo) = repos::split_credentials(url) else {
+            return Ok(None);
+        };
+        let dir = self
+            .repo_dir
+            .get_or_try_init(|| async {
+                RepoDir::new().map_err(|e| {
+                    HelmError::Io(format!(
+                        "cannot create a private directory for helm's repository config: {e}"
+                    ))
+                })
+            })
+            .await?;
+        let local = dir.local(repos::repo_name(&repo));
+        let added = self
+            .repos_added
+            .lock()
+            .await
+            .entry(local.name.clone())
+            .or_default()
+            .clone();
+        added
+            .get_or_try_init(|| async {
+                let password = format!("{}\n", repo.password);
+                self.exec_input(
+                    args::repo_add(&repo, &local),
+                    self.query_timeout,
+                    None,
+                    None,
+                    Some(password.as_bytes()),
+                )
+                .await
+                .map(drop)
+            })
+            .await?;
+        Ok(Some(local))
+    }
+
     async fn detect_version(&self) -> Result<HelmVersion, HelmError> {
         let finished = self
             .exec(args::version(), self.query_timeout, None, None)
@@ -196,8 +263,9 @@ impl Helm for HelmCli {
         request: &InstallRequest<'_>,
         stop: StopSignal,
     ) -> Result<(), HelmError> {
+        let local = self.local_repo(request.chart).await?;
         let file = values_file(request.values)?;
-        let argv = args::upgrade_install(target, request, file.path());
+        let argv = args::upgrade_install(target, request, file.path(), local.as_ref());
         // The release's budget bounds helm itself, not only helm's own waits
         // (`--timeout` limits each Kubernetes operation, not the command): a
         // helm that hangs on a lost API connection is stopped at the deadline.
@@ -209,8 +277,9 @@ impl Helm for HelmCli {
     }
 
     async fn template(&self, request: &TemplateRequest<'_>) -> Result<String, HelmError> {
+        let local = self.local_repo(request.chart).await?;
         let file = values_file(request.values)?;
-        let argv = args::template(request, file.path());
+        let argv = args::template(request, file.path(), local.as_ref());
         let result = self
             .exec(argv, self.query_timeout, None, Some(request.values))
             .await;

@@ -6,7 +6,8 @@
 //!
 //! Taken from helm's own flag definitions:
 //! - Helm 3 (v3.13 to v3.21): `cmd/helm/{version,install,upgrade,template,
-//!   status,list,get_values,get_manifest,history,uninstall,pull,flags}.go` and
+//!   status,list,get_values,get_manifest,history,uninstall,pull,repo_add,
+//!   flags}.go` and
 //!   `pkg/cli/environment.go` (`EnvSettings.AddFlags`), as of v3.21.4. Flags
 //!   added after 3.13 (`--take-ownership`, `--skip-schema-validation`,
 //!   `--hide-secret`, `--reset-then-reuse-values`, `--qps`) are listed;
@@ -50,10 +51,11 @@ pub enum Command {
     GetManifest,
     History,
     Pull,
+    RepoAdd,
 }
 
 impl Command {
-    pub const ALL: [Command; 11] = [
+    pub const ALL: [Command; 12] = [
         Command::Version,
         Command::Install,
         Command::Upgrade,
@@ -65,6 +67,7 @@ impl Command {
         Command::GetManifest,
         Command::History,
         Command::Pull,
+        Command::RepoAdd,
     ];
 
     /// The command words, as typed after `helm`.
@@ -81,6 +84,7 @@ impl Command {
             Command::GetManifest => "get manifest",
             Command::History => "history",
             Command::Pull => "pull",
+            Command::RepoAdd => "repo add",
         }
     }
 }
@@ -287,6 +291,25 @@ const PULL: &[Flag] = &[
     s(v("destination"), 'd'),
 ];
 
+/// `helm repo add` (Helm 3 `cmd/helm/repo_add.go`, Helm 4
+/// `pkg/cmd/repo_add.go`): `--password-stdin` reads the password from stdin
+/// when `--username` is given. Helm 3 also has the ignored `--no-update`
+/// and, since 3.14, `--timeout`; Helm 4 dropped `--no-update`.
+const REPO_ADD_COMMON: &[Flag] = &[
+    v("username"),
+    v("password"),
+    b("password-stdin"),
+    b("force-update"),
+    v("cert-file"),
+    v("key-file"),
+    v("ca-file"),
+    b("insecure-skip-tls-verify"),
+    b("allow-deprecated-repos"),
+    b("pass-credentials"),
+    v("timeout"),
+];
+const REPO_ADD_3: &[Flag] = &[b("no-update")];
+
 const VERSION_COMMON: &[Flag] = &[b("short"), v("template")];
 const VERSION_3: &[Flag] = &[s(b("client"), 'c')];
 
@@ -335,6 +358,7 @@ pub fn accepted(major: u64, command: Command) -> Vec<Flag> {
         Command::GetManifest => vec![GET_MANIFEST],
         Command::History => vec![HISTORY],
         Command::Pull => vec![PULL, CHART_PATH],
+        Command::RepoAdd => vec![REPO_ADD_COMMON, pick(REPO_ADD_3, &[])],
     };
     let mut flags = global(major);
     flags.extend(own.iter().flat_map(|set| set.iter().copied()));

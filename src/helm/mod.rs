@@ -16,6 +16,7 @@ pub mod flags;
 pub mod output;
 pub mod process;
 pub mod redact;
+pub mod repos;
 
 pub use cli::HelmCli;
 

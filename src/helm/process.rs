@@ -35,6 +35,9 @@ pub struct Invocation<'a> {
     /// How long a running process may go on after `Stop::Graceful`.
     pub grace: Duration,
     pub stop: Option<StopSignal>,
+    /// Written to the process's stdin, which is then closed (a secret helm
+    /// reads with `--password-stdin`); none: stdin is /dev/null.
+    pub stdin: Option<&'a [u8]>,
 }
 
 #[derive(Debug)]
@@ -75,7 +78,11 @@ pub async fn run(invocation: Invocation<'_>) -> Result<Finished, RunError> {
     let mut child = Command::new(invocation.program)
         .args(invocation.args)
         .envs(invocation.env.iter().map(|(k, v)| (k, v)))
-        .stdin(Stdio::null())
+        .stdin(if invocation.stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         // Its own process group: a Ctrl-C on the terminal goes to the whole
@@ -84,6 +91,13 @@ pub async fn run(invocation: Invocation<'_>) -> Result<Finished, RunError> {
         .process_group(0)
         .spawn()
         .map_err(RunError::Spawn)?;
+    if let (Some(mut pipe), Some(input)) = (child.stdin.take(), invocation.stdin) {
+        use tokio::io::AsyncWriteExt;
+        // Small (a password): fits the pipe buffer, so this cannot block on
+        // a child that does not read; a child that exits first is its answer.
+        let _ = pipe.write_all(input).await;
+        drop(pipe);
+    }
     let stdout = drain(child.stdout.take());
     let stderr = drain(child.stderr.take());
     let mut group = Group::new(child);
@@ -239,7 +253,20 @@ mod tests {
             timeout: Duration::from_secs(60),
             grace: Duration::from_secs(30),
             stop,
+            stdin: None,
         }
+    }
+
+    #[tokio::test]
+    async fn stdin_is_given_and_closed() {
+        let args = sh("read -r line; echo \"got $line\"; cat");
+        let finished = run(Invocation {
+            stdin: Some(b"s3cr3t\n"),
+            ..invocation(&args, None)
+        })
+        .await
+        .unwrap();
+        assert_eq!(finished.stdout, "got s3cr3t\n");
     }
 
     #[tokio::test]

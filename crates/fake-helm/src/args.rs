@@ -124,7 +124,8 @@ pub fn split_command(argv: &[String], global: &[Flag]) -> (Vec<String>, Vec<Stri
     let mut i = 0;
     while i < argv.len() {
         let arg = &argv[i];
-        let wants_more = words.is_empty() || (words.len() == 1 && words[0] == "get");
+        let wants_more =
+            words.is_empty() || (words.len() == 1 && (words[0] == "get" || words[0] == "repo"));
         if wants_more && !arg.starts_with('-') {
             words.push(arg.clone());
         } else {

@@ -56,6 +56,7 @@ pub enum Cmd {
     GetValues,
     GetManifest,
     History,
+    RepoAdd,
 }
 
 /// The helm version this fake impersonates: `FAKE_HELM_VERSION`, default the
@@ -100,6 +101,11 @@ pub fn resolve(words: &[String], major: u64) -> Result<(Cmd, Vec<Flag>), String>
                 return Err("fake-helm: `helm get` needs a subcommand (values, manifest)".into());
             }
         },
+        "repo" => match words.get(1).map(String::as_str) {
+            Some("add") => Cmd::RepoAdd,
+            Some(other) => return Err(format!("unknown command \"{other}\" for \"helm repo\"")),
+            None => return Err("fake-helm: `helm repo` needs a subcommand (add)".into()),
+        },
         "" => return Err("fake-helm: no command given".into()),
         other => {
             return Err(format!(
@@ -118,6 +124,7 @@ pub fn resolve(words: &[String], major: u64) -> Result<(Cmd, Vec<Flag>), String>
         Cmd::GetValues => Command::GetValues,
         Cmd::GetManifest => Command::GetManifest,
         Cmd::History => Command::History,
+        Cmd::RepoAdd => Command::RepoAdd,
     };
     Ok((cmd, flags::accepted(major, command)))
 }
@@ -168,6 +175,7 @@ pub fn run(cmd: Cmd, ctx: &Ctx) -> Outcome {
         Cmd::GetValues => get_values(ctx).into(),
         Cmd::GetManifest => get_manifest(ctx).into(),
         Cmd::History => history(ctx).into(),
+        Cmd::RepoAdd => crate::repos::add(ctx).into(),
     }
 }
 
@@ -218,6 +226,7 @@ fn template(ctx: &Ctx) -> Result<String, String> {
     let ns = ctx.namespace();
     ctx.user_values()?;
     let knobs = ctx.script.knobs(&ns, &name);
+    crate::repos::check_reference(&chart_arg, ctx)?;
     let chart = crate::install::chart_info(&chart_arg, ctx, &knobs);
     if let Some(ms) = knobs.template_delay_ms {
         std::thread::sleep(std::time::Duration::from_millis(ms));

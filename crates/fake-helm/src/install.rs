@@ -130,6 +130,7 @@ fn try_install_or_upgrade(ctx: &Ctx, upgrade: bool) -> Result<Outcome, String> {
     let store = Store::from_env()?;
     let knobs = ctx.script.knobs(&ns, &name);
     let mut values = ctx.user_values()?;
+    crate::repos::check_reference(&chart_arg, ctx).map_err(|e| format!("{failed_prefix}: {e}"))?;
     let chart = chart_info(&chart_arg, ctx, &knobs);
 
     let previous = store

@@ -4,7 +4,11 @@
 //! a state directory instead of a cluster.
 //!
 //! Commands: `version`, `install`, `upgrade [--install]`, `uninstall`, `template`,
-//! `list`, `status`, `get values`, `get manifest`, `history`.
+//! `list`, `status`, `get values`, `get manifest`, `history`, `repo add`
+//! (entries in `--repository-config`, written 0600 as helm does; the
+//! password from `--password` or, with `--password-stdin`, from stdin). A
+//! `REPO/CHART` reference must name a repository in that config (helm's
+//! `repo REPO not found` otherwise).
 //!
 //! Environment:
 //! - `FAKE_HELM_STATE` (directory; required by every command but `version` and
@@ -42,6 +46,7 @@ mod install;
 mod kube;
 mod log;
 mod output;
+mod repos;
 mod script;
 mod state;
 mod values;
