@@ -368,8 +368,15 @@ async fn a_failure_keeps_argv_status_and_stderr_without_secrets() {
     };
     assert_eq!(*status, Some(1));
     assert_eq!(argv[0], fake_helm());
+    // The credentialed repository is named through a private repository
+    // config (added with the password on stdin), never by its URL.
     assert!(
-        argv.contains(&"https://<redacted>@charts.example.com".to_string()),
+        argv.iter()
+            .any(|a| a.ends_with("/cilium") && a.starts_with("bootstrap-"))
+            && argv.contains(&"--repository-config".to_string())
+            && !argv
+                .iter()
+                .any(|a| a.contains("s3cr3t") || a.contains("charts.example.com")),
         "{argv:?}"
     );
     assert_eq!(
@@ -383,7 +390,12 @@ async fn a_failure_keeps_argv_status_and_stderr_without_secrets() {
         "{shown}"
     );
 
-    let values_path = fake.log()[0]["values_files"][0]["path"]
+    let log = fake.log();
+    let upgrade = log
+        .iter()
+        .find(|entry| entry["argv"][0] == "upgrade")
+        .expect("the upgrade call");
+    let values_path = upgrade["values_files"][0]["path"]
         .as_str()
         .unwrap()
         .to_string();
