@@ -196,7 +196,13 @@ impl Helm for HelmCli {
         request: &InstallRequest<'_>,
         stop: StopSignal,
     ) -> Result<(), HelmError> {
-        let major = self.version().await?.major;
+        // Only `helm:` flags depend on the version; without them no
+        // `helm version` runs here (apply detected it up front anyway).
+        let major = if args::helm_flags(request.flags, 4).is_empty() {
+            4
+        } else {
+            self.version().await?.major
+        };
         let file = values_file(request.values)?;
         let argv = args::upgrade_install(target, request, file.path(), major);
         // The release's budget bounds helm itself, not only helm's own waits
