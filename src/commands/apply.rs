@@ -49,7 +49,7 @@ async fn run_async(
         .map_err(|e| Error::prerequisite(e.to_string()))?;
     helm_flags_supported(&plan, &version)?;
 
-    let session = Session::start(config.json(), config.verbosity);
+    let session = Session::start(config.json(), config.verbosity, config.global.no_progress);
     let events = session.events.clone();
     for message in notices {
         events.emit(Event::Warning { message });
