@@ -894,7 +894,12 @@ fn apply_lifecycle_with_the_real_engine() {
 
     // apply again: nothing to do.
     let events = cluster.apply(root.path(), &[]);
-    assert_eq!(outcomes(&events), all(&INSTALLED, "unchanged"));
+    assert_eq!(
+        outcomes(&events),
+        all(&INSTALLED, "unchanged"),
+        "{:#}",
+        events.last().unwrap()
+    );
     assert_eq!(
         crd_counts(&crds_by_release(&events, "unchanged")),
         CRD_PHASE_COUNTS.into()

@@ -277,7 +277,10 @@ impl<H: Helm> ReleaseRunner<H> {
             .map_err(|e| {
                 StepResult::failed(format!("cannot read deployed values from helm: {e}"))
             })?;
-        if crate::values::digest(&values) != release.values_digest() {
+        // The values themselves: `values_digest()` is of the redacted view
+        // shown in output, and a value under a secret-looking key (coredns'
+        // `tolerations[].key`) would make every run an upgrade.
+        if crate::values::digest(&values) != crate::values::digest(&release.values) {
             return Ok(Change::Upgrade("values changed".into()));
         }
         match self.recorded.get(&ledger::key(&release.id)) {
