@@ -109,6 +109,12 @@ enum Command {
         /// Also render each chart with `helm template` (needs helm 3.13+, may download charts).
         #[arg(long)]
         manifests: bool,
+        /// Only this release (repeatable); nothing is added for its needs.
+        #[arg(long, value_name = "NAME")]
+        only: Vec<String>,
+        /// Releases whose labels match (helmfile syntax: `key=value`, `key!=value`; comma = AND; repeat for OR).
+        #[arg(long, short = 'l', value_name = "SELECTOR", value_parser = parse_selector)]
+        selector: Vec<crate::select::Selector>,
     },
     /// Apply CRDs, then install releases in DAG order with hooks; record ownership.
     Apply {
@@ -120,8 +126,11 @@ enum Command {
         /// Only this release (repeatable), plus what it needs unless --no-needs.
         #[arg(long, value_name = "NAME")]
         only: Vec<String>,
-        /// With --only: run exactly those releases, not what they need.
-        #[arg(long, requires = "only")]
+        /// Releases whose labels match (helmfile syntax: `key=value`, `key!=value`; comma = AND; repeat for OR).
+        #[arg(long, short = 'l', value_name = "SELECTOR", value_parser = parse_selector)]
+        selector: Vec<crate::select::Selector>,
+        /// With --only or --selector: run exactly those releases, not what they need.
+        #[arg(long)]
         no_needs: bool,
         /// Parallel helm operations.
         #[arg(long, value_name = "N", default_value_t = crate::apply::DEFAULT_CONCURRENCY, value_parser = parse_concurrency)]
@@ -154,6 +163,9 @@ enum Command {
         /// Only this release (repeatable); what it needs stays installed.
         #[arg(long, value_name = "NAME")]
         only: Vec<String>,
+        /// Releases whose labels match (helmfile syntax: `key=value`, `key!=value`; comma = AND; repeat for OR).
+        #[arg(long, short = 'l', value_name = "SELECTOR", value_parser = parse_selector)]
+        selector: Vec<crate::select::Selector>,
         /// Say what would be removed; change nothing.
         #[arg(long)]
         dry_run: bool,
@@ -214,6 +226,7 @@ impl Config {
 pub struct ApplyArgs {
     pub cluster: String,
     pub only: Vec<String>,
+    pub selector: Vec<crate::select::Selector>,
     pub no_needs: bool,
     pub options: crate::apply::Options,
     pub timeout: Option<Duration>,
@@ -225,6 +238,7 @@ pub struct DestroyArgs {
     pub cluster: String,
     /// Exactly these releases (nothing is added: what they need stays).
     pub only: Vec<String>,
+    pub selector: Vec<crate::select::Selector>,
     pub yes: bool,
     pub options: crate::destroy::Options,
 }
@@ -260,6 +274,8 @@ pub enum Subcommand {
         show_secrets: bool,
         crds: bool,
         manifests: bool,
+        only: Vec<String>,
+        selector: Vec<crate::select::Selector>,
     },
     Check {
         clusters: Clusters,
@@ -273,6 +289,10 @@ pub enum Subcommand {
     Destroy(DestroyArgs),
     Schema(SchemaKind),
     Completions(clap_complete::Shell),
+}
+
+fn parse_selector(text: &str) -> Result<crate::select::Selector, String> {
+    crate::select::Selector::parse(text)
 }
 
 fn parse_concurrency(text: &str) -> Result<usize, String> {
@@ -338,12 +358,16 @@ impl Arguments {
                 show_secrets,
                 crds,
                 manifests,
+                only,
+                selector,
             } => Subcommand::Template {
                 cluster,
                 release,
                 show_secrets,
                 crds,
                 manifests,
+                only,
+                selector,
             },
             Command::Check {
                 cluster,
@@ -359,6 +383,7 @@ impl Arguments {
                 cluster,
                 dry_run,
                 only,
+                selector,
                 no_needs,
                 concurrency,
                 timeout,
@@ -366,7 +391,15 @@ impl Arguments {
                 force,
             } => Subcommand::Apply(ApplyArgs {
                 cluster,
-                only,
+                only: {
+                    if no_needs && only.is_empty() && selector.is_empty() {
+                        return Err(Error::Usage(
+                            "--no-needs runs exactly the releases --only or --selector chooses; add one of them".into(),
+                        ));
+                    }
+                    only
+                },
+                selector,
                 no_needs,
                 timeout,
                 options: crate::apply::Options {
@@ -383,10 +416,12 @@ impl Arguments {
                 yes,
                 crds,
                 only,
+                selector,
                 dry_run,
             } => Subcommand::Destroy(DestroyArgs {
                 cluster,
                 only,
+                selector,
                 yes,
                 options: crate::destroy::Options { dry_run, crds },
             }),
