@@ -169,6 +169,9 @@ enum Command {
         #[arg(long, value_name = "PATH")]
         flux_entrypoint: Option<PathBuf>,
     },
+    /// Write a config root from another tool's files (writes what it can, lists the rest).
+    #[command(subcommand)]
+    Import(ImportSource),
     /// Print the JSON Schema of cluster.yaml or release files (for editors).
     Schema {
         #[arg(value_enum, default_value_t = SchemaKind::Release)]
@@ -176,6 +179,24 @@ enum Command {
     },
     /// Print shell completions.
     Completions { shell: clap_complete::Shell },
+}
+
+#[derive(Debug, ClapSubcommand)]
+enum ImportSource {
+    /// Convert helmfile state files (helmfile.yaml, helmfile.yaml.gotmpl, helmfile.d/) into
+    /// releases/*.yaml and clusters/CLUSTER/cluster.yaml under --dir; exit 1 when something
+    /// was not converted (listed with file and line).
+    Helmfile {
+        /// helmfiles or directories, in the order helmfile would run them.
+        #[arg(required = true, value_name = "PATH")]
+        paths: Vec<PathBuf>,
+        /// The cluster to write: clusters/<CLUSTER>/cluster.yaml under --dir.
+        #[arg(long, value_name = "NAME")]
+        cluster: String,
+        /// Overwrite files that already exist.
+        #[arg(long)]
+        force: bool,
+    },
 }
 
 /// Everything a command needs, free of clap.
@@ -264,6 +285,11 @@ pub enum Subcommand {
     },
     Destroy(DestroyArgs),
     Schema(SchemaKind),
+    ImportHelmfile {
+        paths: Vec<PathBuf>,
+        cluster: String,
+        force: bool,
+    },
     Completions(clap_complete::Shell),
 }
 
@@ -369,6 +395,15 @@ impl Arguments {
                 options: crate::destroy::Options { dry_run, crds },
             }),
             Command::Schema { kind } => Subcommand::Schema(kind),
+            Command::Import(ImportSource::Helmfile {
+                paths,
+                cluster,
+                force,
+            }) => Subcommand::ImportHelmfile {
+                paths,
+                cluster,
+                force,
+            },
             Command::Completions { shell } => Subcommand::Completions(shell),
         };
         Ok(Config {
