@@ -77,8 +77,41 @@ pub enum ValuesOut {
     /// Values helmfile computed, written to `releases/values/…`.
     Generated {
         values: Map<String, Value>,
-        note: String,
+        note: ValuesNote,
     },
+}
+
+/// Where computed values came from, said with paths relative to the file
+/// that says it.
+pub enum ValuesNote {
+    Flux {
+        helmrelease: PathBuf,
+        template: PathBuf,
+    },
+    Rendered(PathBuf),
+    Text(String),
+}
+
+impl ValuesNote {
+    pub fn text(&self, dir: &Path) -> String {
+        match self {
+            ValuesNote::Flux {
+                helmrelease,
+                template,
+            } => format!(
+                "spec.values of the Flux HelmRelease {}, as {} reads it; copied at import time, so keep the two in step",
+                relative(dir, helmrelease).display(),
+                relative(dir, template).display()
+            ),
+            ValuesNote::Rendered(template) => {
+                format!(
+                    "rendered from {} at import time",
+                    relative(dir, template).display()
+                )
+            }
+            ValuesNote::Text(text) => text.clone(),
+        }
+    }
 }
 
 /// Reads every PATH (in order) and converts what it finds.
@@ -117,6 +150,10 @@ pub fn import(paths: &[PathBuf], cluster: &str, root: &Path) -> Result<Imported,
             group.stem = format!("{}-{n}", group.stem);
         }
     }
+    // In the order of the files read, then by line.
+    let order: Vec<PathBuf> = imported.sources.clone();
+    let rank = |file: &Path| order.iter().position(|s| s == file).unwrap_or(usize::MAX);
+    issues.sort_by(|a, b| (rank(&a.file), &a.file, a.line).cmp(&(rank(&b.file), &b.file, b.line)));
     imported.issues = issues;
     Ok(imported)
 }
@@ -520,16 +557,14 @@ fn convert_release(
                 reads,
             } => {
                 let note = match (from, flux_values(map, reads)) {
-                    (Some(from), Some(hr)) => format!(
-                        "spec.values of the Flux HelmRelease {}, as {} reads it; copied at import time, so keep the two in step",
-                        relative(&notes_dir, &hr).display(),
-                        relative(&notes_dir, from).display()
-                    ),
-                    (Some(from), None) => format!(
-                        "rendered from {} at import time",
-                        relative(&notes_dir, from).display()
-                    ),
-                    (None, _) => format!("inline values of {}", state.path.display()),
+                    (Some(from), Some(hr)) => ValuesNote::Flux {
+                        helmrelease: hr,
+                        template: from.clone(),
+                    },
+                    (Some(from), None) => ValuesNote::Rendered(from.clone()),
+                    (None, _) => {
+                        ValuesNote::Text(format!("inline values of {}", state.path.display()))
+                    }
                 };
                 if !map.is_empty() {
                     values.push(ValuesOut::Generated {
@@ -653,7 +688,11 @@ fn chart(
         return None;
     };
     let needs_pin = !matches!(reference, ChartOut::Path(_));
+    let version_failed = issues
+        .iter()
+        .any(|i| i.field == "version" && i.file == release.origin("version", state).file);
     match &version {
+        _ if version_failed => {}
         None if needs_pin => {
             let at = release.origin("version", state);
             issues.push(Issue::new(
@@ -781,10 +820,10 @@ fn set_values(
     }
     (!values.is_empty()).then(|| ValuesOut::Generated {
         values,
-        note: format!(
+        note: ValuesNote::Text(format!(
             "`set:` of the release in {}, applied last as helm applies --set",
             state.path.display()
-        ),
+        )),
     })
 }
 

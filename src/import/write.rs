@@ -36,12 +36,18 @@ pub fn render(imported: &Imported, root: &Path) -> Written {
         }
     };
     for group in &imported.groups {
-        let mut text = format!(
-            "# Imported by `bootstrap import helmfile` from {}.\n",
-            group.source.display()
+        let mut text = comment(
+            &format!(
+                "Imported by `bootstrap import helmfile` from {}.",
+                group.source.display()
+            ),
+            "",
         );
         if let Some(why) = &group.crds_only {
-            text.push_str(&format!("# CRD-only releases (`crds: only`): {why}.\n"));
+            text.push_str(&comment(
+                &format!("CRD-only releases (`crds: only`): {why}."),
+                "",
+            ));
         }
         for release in &group.releases {
             text.push_str("---\n");
@@ -59,22 +65,23 @@ pub fn render(imported: &Imported, root: &Path) -> Written {
                             1 => format!("{}.yaml", values_stem(release)),
                             n => format!("{}-{n}.yaml", values_stem(release)),
                         };
-                        let body = serde_saphyr::to_string(&Value::Object(values.clone()))
-                            .unwrap_or_default();
+                        let body = yaml_text(&Value::Object(values.clone()));
                         files.push((
                             PathBuf::from("releases/values").join(&name),
                             format!(
                                 "{}{body}",
                                 comment(
                                     &format!(
-                                        "Values of {}, imported by `bootstrap import helmfile`: {note}.",
-                                        release.id()
+                                        "Values of {}, imported by `bootstrap import helmfile`: {}.",
+                                        release.id(),
+                                        note.text(&releases_dir.join("values"))
                                     ),
                                     ""
                                 )
                             ),
                         ));
-                        values_files.push((format!("values/{name}"), Some(note.clone())));
+                        values_files
+                            .push((format!("values/{name}"), Some(note.text(&releases_dir))));
                     }
                 }
             }
@@ -196,7 +203,7 @@ fn release_text(
                     t.push_str(&format!("    # helmfile: {}\n", hook.was));
                     last_was = Some(&hook.was);
                 }
-                let body = serde_saphyr::to_string(&hook.hook).unwrap_or_default();
+                let body = yaml_text(&hook.hook);
                 for (i, line) in body.trim_end().lines().enumerate() {
                     let lead = if i == 0 { "    - " } else { "      " };
                     t.push_str(&format!("{lead}{line}\n"));
@@ -256,11 +263,29 @@ fn comment(text: &str, indent: &str) -> String {
     out
 }
 
+/// Block YAML as people write it: lists indented under their key, long
+/// strings on one line (not folded), multi-line strings as `|` blocks.
+fn yaml_text(value: &Value) -> String {
+    let mut options = serde_saphyr::SerializerOptions::default();
+    options.compact_list_indent = false;
+    options.folded_wrap_chars = usize::MAX / 2;
+    serde_saphyr::to_string_with_options(value, options).unwrap_or_default()
+}
+
 /// A string as a YAML scalar that reads back as the same string.
 fn scalar(text: &str) -> String {
     serde_saphyr::to_string(&Value::String(text.to_string()))
         .map(|s| s.trim_end_matches('\n').to_string())
         .unwrap_or_else(|_| serde_json::to_string(text).unwrap_or_default())
+}
+
+/// `rel` under the config root as the user typed it (`--dir`, default `.`).
+fn shown(root: &Path, rel: &Path) -> PathBuf {
+    if root == Path::new(".") || root.as_os_str().is_empty() {
+        rel.to_path_buf()
+    } else {
+        root.join(rel)
+    }
 }
 
 /// Writes the files under `root`; refuses (nothing written) when any
@@ -270,7 +295,7 @@ pub fn write(written: &Written, root: &Path, force: bool) -> Result<Vec<PathBuf>
         let existing: Vec<Problem> = written
             .files
             .iter()
-            .map(|(rel, _)| root.join(rel))
+            .map(|(rel, _)| shown(root, rel))
             .filter(|path| path.exists())
             .map(|path| {
                 Problem::new("already exists; nothing was written (pass --force to overwrite it)")
@@ -283,7 +308,7 @@ pub fn write(written: &Written, root: &Path, force: bool) -> Result<Vec<PathBuf>
     }
     let mut paths = Vec::new();
     for (rel, text) in &written.files {
-        let path = root.join(rel);
+        let path = shown(root, rel);
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir)
                 .map_err(|e| Error::failed_with(format!("cannot create `{}`", dir.display()), e))?;
