@@ -9,7 +9,7 @@ use std::io::Write;
 
 use serde_json::{Value, json};
 
-use crate::cli::{Config, OutputFormat};
+use crate::cli::{Config, OutputFormat, Verbosity};
 use crate::error::{Error, Problem, did_you_mean};
 use crate::helm::cli::HelmCli;
 use crate::release::Release;
@@ -83,17 +83,39 @@ pub fn run(
         OutputFormat::Text => {
             let mut text = String::new();
             for (i, r) in chosen.iter().enumerate() {
-                text.push_str(&format!(
-                    "---\n# release: {}  chart: {} {}{}\n",
-                    r.id,
-                    r.chart_label(),
-                    r.version_label(),
-                    if options.crds {
-                        "  (CRD-phase values)"
-                    } else {
-                        ""
+                text.push_str("---\n");
+                // `-q`: the documents only; `-v`: where the values come from.
+                if config.verbosity != Verbosity::Quiet {
+                    text.push_str(&format!(
+                        "# release: {}  chart: {} {}{}\n",
+                        r.id,
+                        r.chart_label(),
+                        r.version_label(),
+                        if options.crds {
+                            "  (CRD-phase values)"
+                        } else {
+                            ""
+                        }
+                    ));
+                }
+                if config.verbosity == Verbosity::Verbose {
+                    for source in &r.values_sources {
+                        text.push_str(&format!(
+                            "# values from: {}{}\n",
+                            source.shown.display(),
+                            match source.prefix.as_slice() {
+                                [] => String::new(),
+                                keys => format!(" ({})", keys.join(".")),
+                            }
+                        ));
                     }
-                ));
+                    if options.crds && r.crd_values != r.values {
+                        text.push_str(&format!(
+                            "# values from: {} (crdValues)\n",
+                            r.file.display()
+                        ));
+                    }
+                }
                 let values = values(r);
                 if values.as_object().is_some_and(|m| m.is_empty()) {
                     text.push_str("{}\n");
