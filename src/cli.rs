@@ -53,6 +53,15 @@ pub struct Global {
     /// NO_COLOR or TERM=dumb).
     #[arg(long, global = true)]
     pub no_progress: bool,
+    /// How long apply, destroy and status wait for the Kubernetes API server
+    /// to answer, e.g. 10m for a control plane that is still coming up
+    /// (default 30s; apply's --timeout bounds it too).
+    #[arg(long, global = true, value_name = "DURATION", value_parser = parse_duration_arg)]
+    pub wait_for_api: Option<Duration>,
+    /// Write a one-line JSON result here when the command ends (default:
+    /// /dev/termination-log when it exists, as in a Kubernetes container).
+    #[arg(long, global = true, value_name = "FILE")]
+    pub termination_log: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -220,6 +229,13 @@ impl Config {
         self.global.output == OutputFormat::Json
     }
 
+    /// How long the cluster commands wait for the API server to answer.
+    pub fn wait_for_api(&self) -> Duration {
+        self.global
+            .wait_for_api
+            .unwrap_or(crate::run::REACHABILITY_BUDGET)
+    }
+
     /// Where the cluster commands find helm and the cluster.
     pub fn target(&self) -> crate::run::Target<'_> {
         crate::run::Target {
@@ -326,6 +342,11 @@ impl Arguments {
     /// `--output json`.
     pub fn json(&self) -> bool {
         self.global.output == OutputFormat::Json
+    }
+
+    /// `--termination-log`.
+    pub fn termination_log(&self) -> Option<&std::path::Path> {
+        self.global.termination_log.as_deref()
     }
 
     pub fn into_config(self) -> Result<Config, Error> {
