@@ -194,6 +194,9 @@ enum Command {
         #[arg(long, value_name = "PATH")]
         flux_entrypoint: Option<PathBuf>,
     },
+    /// Write a config root from another tool's files (writes what it can, lists the rest).
+    #[command(subcommand)]
+    Import(ImportSource),
     /// Print the JSON Schema of cluster.yaml or release files (for editors).
     Schema {
         /// Which file format: `cluster` (clusters/<name>/cluster.yaml) or `release` (releases/*.yaml).
@@ -204,6 +207,24 @@ enum Command {
     Completions {
         /// The shell to complete for, e.g. bash, zsh or fish.
         shell: clap_complete::Shell,
+    },
+}
+
+#[derive(Debug, ClapSubcommand)]
+enum ImportSource {
+    /// Convert helmfile state files (helmfile.yaml, helmfile.yaml.gotmpl, helmfile.d/) into
+    /// releases/*.yaml and clusters/CLUSTER/cluster.yaml under --dir; exit 1 when something
+    /// was not converted (listed with file and line).
+    Helmfile {
+        /// helmfiles or directories, in the order helmfile would run them.
+        #[arg(required = true, value_name = "PATH")]
+        paths: Vec<PathBuf>,
+        /// The cluster to write: clusters/<CLUSTER>/cluster.yaml under --dir.
+        #[arg(long, value_name = "NAME")]
+        cluster: String,
+        /// Overwrite files that already exist.
+        #[arg(long)]
+        force: bool,
     },
 }
 
@@ -304,6 +325,11 @@ pub enum Subcommand {
     },
     Destroy(DestroyArgs),
     Schema(SchemaKind),
+    ImportHelmfile {
+        paths: Vec<PathBuf>,
+        cluster: String,
+        force: bool,
+    },
     Completions(clap_complete::Shell),
 }
 
@@ -447,6 +473,15 @@ impl Arguments {
                 options: crate::destroy::Options { dry_run, crds },
             }),
             Command::Schema { kind } => Subcommand::Schema(kind),
+            Command::Import(ImportSource::Helmfile {
+                paths,
+                cluster,
+                force,
+            }) => Subcommand::ImportHelmfile {
+                paths,
+                cluster,
+                force,
+            },
             Command::Completions { shell } => Subcommand::Completions(shell),
         };
         Ok(Config {

@@ -16,6 +16,7 @@ pub mod flux;
 pub mod graph;
 pub mod helm;
 pub mod hooks;
+pub mod import;
 pub mod kube;
 pub mod ledger;
 pub mod lint;
