@@ -21,7 +21,7 @@ pub fn run(config: &Config, cluster: &str, out: &mut dyn std::io::Write) -> Resu
         config.global.context.as_deref(),
     )?;
     let (report, lints) = crate::run::block_on(async {
-        let (helm, connection) =
+        let (helm, connection, _) =
             crate::run::prerequisites(config.target(), &plan, crate::run::REACHABILITY_BUDGET)
                 .await?;
         let report = status::collect(&plan, &helm, &connection).await?;
