@@ -149,6 +149,22 @@ pub struct Release {
     pub wait: bool,
     pub hooks: Hooks,
     pub ownership: Ownership,
+    /// Flags of the helm install (`helm:` and `defaults.helm`).
+    pub helm: HelmFlags,
+}
+
+/// Helm flags a release's install adds (docs/design.md#defaults); which
+/// helm flag each becomes, per helm version, is `helm::args`'s business.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HelmFlags {
+    pub cleanup_on_fail: bool,
+    pub force: bool,
+    pub history_max: Option<u32>,
+    pub disable_openapi_validation: bool,
+    pub server_side: Option<bool>,
+    pub force_conflicts: bool,
+    /// Where each key that is set came from: (`helm.KEY`, file as shown).
+    pub origin: Vec<(String, PathBuf)>,
 }
 
 impl Release {
@@ -172,10 +188,12 @@ impl Release {
         }
     }
 
-    /// Digest of the install values: part of the ledger, and how a re-run
-    /// knows a release is unchanged.
+    /// The digest shown in `plan`, `template` and `status` output: SHA-256
+    /// of the values with secret-looking values redacted, so output that is
+    /// stored or shared gives no way to test guesses of a secret. The ledger
+    /// keeps its own keyed digest of the whole values (docs/design.md#ledger).
     pub fn values_digest(&self) -> String {
-        crate::values::digest(&self.values)
+        crate::values::digest(&crate::values::redact(&self.values))
     }
 
     pub fn chart_label(&self) -> String {
@@ -214,6 +232,7 @@ impl Release {
             wait: false,
             hooks: Hooks::default(),
             ownership: Ownership::Bootstrap,
+            helm: HelmFlags::default(),
         }
     }
 }

@@ -89,6 +89,7 @@ pub async fn run<H: Helm + 'static>(
             1 => "ledger: 1 entry".to_string(),
             n => format!("ledger: {n} entries"),
         });
+        let digest_key = interruptible(&stop, ledger.digest_key(!options.dry_run)).await??;
         let crds = interruptible(&stop, crds::render(helm.as_ref(), plan))
             .await?
             .map_err(|e| {
@@ -147,6 +148,7 @@ pub async fn run<H: Helm + 'static>(
             },
             ledger: Some(ledger),
             recorded: Arc::new(recorded.into_iter().collect::<BTreeMap<_, _>>()),
+            digest_key,
             listed: Some(Arc::new(listed)),
             events: events.clone(),
             helm_slots: Arc::new(Semaphore::new(options.concurrency.max(1))),
@@ -199,8 +201,10 @@ async fn install_guard(
     if !plan.cluster.guard {
         return Ok(());
     }
-    let objects =
-        crate::flux::admission_policy(crate::ledger::LEDGER_NAMESPACE, crate::ledger::LEDGER_NAME);
+    let objects = crate::flux::admission_policy(
+        crate::ledger::LEDGER_NAMESPACE,
+        (crate::ledger::SHARD_LABEL, crate::ledger::SHARD_LABEL_VALUE),
+    );
     for object in &objects {
         match crate::kube::apply::apply(client, object).await {
             Ok(_) => {}

@@ -25,6 +25,7 @@ fn release(values: serde_json::Value) -> Release {
         wait: false,
         hooks: Hooks::default(),
         ownership: Ownership::Bootstrap,
+        helm: Default::default(),
     }
 }
 
@@ -39,8 +40,12 @@ fn deployed(version: &str, status: &str) -> DeployedRelease {
     }
 }
 
+fn key() -> DigestKey {
+    DigestKey::new(b"test key".to_vec())
+}
+
 fn entry_for(release: &Release) -> Entry {
-    Entry::for_release(release)
+    Entry::for_release(release, &key())
 }
 
 fn daemonset() -> ObjectRef {
@@ -66,7 +71,12 @@ fn drift_up_to_date_when_helm_and_ledger_match_the_config() {
     let r = release(json!({"a": 1}));
     let e = entry_for(&r);
     assert_eq!(
-        drift(&r, Some(&deployed("1.18.2", "deployed")), Some(&e)),
+        drift(
+            &r,
+            Some(&deployed("1.18.2", "deployed")),
+            Some(&e),
+            Some(&key())
+        ),
         "up to date"
     );
 }
@@ -77,7 +87,12 @@ fn drift_values_changed_when_the_ledger_digest_differs() {
     let e = entry_for(&before);
     let now = release(json!({"a": 2}));
     assert_eq!(
-        drift(&now, Some(&deployed("1.18.2", "deployed")), Some(&e)),
+        drift(
+            &now,
+            Some(&deployed("1.18.2", "deployed")),
+            Some(&e),
+            Some(&key())
+        ),
         "values changed"
     );
 }
@@ -87,7 +102,12 @@ fn drift_names_the_deployed_and_desired_versions() {
     let r = release(json!({}));
     let e = entry_for(&r);
     assert_eq!(
-        drift(&r, Some(&deployed("1.17.0", "deployed")), Some(&e)),
+        drift(
+            &r,
+            Some(&deployed("1.17.0", "deployed")),
+            Some(&e),
+            Some(&key())
+        ),
         "version 1.17.0 -> 1.18.2"
     );
 }
@@ -95,9 +115,14 @@ fn drift_names_the_deployed_and_desired_versions() {
 #[test]
 fn drift_not_installed_and_not_recorded() {
     let r = release(json!({}));
-    assert_eq!(drift(&r, None, None), "not installed");
+    assert_eq!(drift(&r, None, None, Some(&key())), "not installed");
     assert_eq!(
-        drift(&r, Some(&deployed("1.18.2", "deployed")), None),
+        drift(
+            &r,
+            Some(&deployed("1.18.2", "deployed")),
+            None,
+            Some(&key())
+        ),
         "not recorded"
     );
 }
@@ -110,6 +135,7 @@ fn readiness_without_rollout_hooks_is_ok_and_shown_as_dash() {
     let s = status_of(
         &r,
         Some(&deployed("1.18.2", "deployed")),
+        None,
         None,
         ready,
         vec![],
@@ -141,6 +167,7 @@ fn not_installed_shows_dashes() {
         &r,
         None,
         None,
+        None,
         Ready {
             ok: false,
             message: "not installed".into(),
@@ -166,4 +193,36 @@ fn rollout_targets_come_from_both_hook_phases_and_only_rollouts() {
         }],
     };
     assert_eq!(rollout_targets(&r), vec![&daemonset()]);
+}
+
+#[test]
+fn the_ledger_digest_is_keyed_and_needs_the_key() {
+    let r = release(json!({"password": "hunter2"}));
+    let e = entry_for(&r);
+    assert!(
+        e.values_digest.starts_with("hmac-sha256:"),
+        "{}",
+        e.values_digest
+    );
+    assert_ne!(e.values_digest, crate::values::digest(&r.values));
+    let up = deployed("1.18.2", "deployed");
+    assert_eq!(drift(&r, Some(&up), Some(&e), Some(&key())), "up to date");
+    // Another key (the Secret recreated) or none: the values cannot be
+    // confirmed, so they count as changed.
+    let other = DigestKey::new(b"other".to_vec());
+    assert_eq!(
+        drift(&r, Some(&up), Some(&e), Some(&other)),
+        "values changed"
+    );
+    assert_eq!(drift(&r, Some(&up), Some(&e), None), "values changed");
+}
+
+#[test]
+fn an_entry_from_before_keyed_digests_still_compares() {
+    let r = release(json!({"a": 1}));
+    let mut e = entry_for(&r);
+    e.values_digest = crate::values::digest(&r.values);
+    assert!(e.is_unkeyed());
+    let up = deployed("1.18.2", "deployed");
+    assert_eq!(drift(&r, Some(&up), Some(&e), None), "up to date");
 }
