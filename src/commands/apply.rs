@@ -45,7 +45,9 @@ async fn run_async(
     begun: std::time::Instant,
 ) -> Result<(), Error> {
     // `--timeout` bounds the whole run, the wait for the API server included.
-    let reachability = args.timeout.unwrap_or(run::REACHABILITY_BUDGET);
+    let reachability = args
+        .timeout
+        .map_or(config.wait_for_api(), |t| t.min(config.wait_for_api()));
     let (helm, connection, version) =
         run::prerequisites(config.target(), &plan, reachability).await?;
     helm_flags_supported(&plan, &version)?;
@@ -182,7 +184,7 @@ fn outcome(summary: &Summary, timed_out: bool, timeout: Option<Duration>) -> Res
 
 /// The error of a run that lost its cluster lock (shared with destroy).
 pub(super) fn lock_lost(command: &str, cluster: &str, why: &str) -> Error {
-    Error::failed(format!(
+    Error::Locked(format!(
         "{command} of cluster `{cluster}` stopped: the cluster lock was lost ({why}); nothing new was started after that. Run `bootstrap {command}` again once the other run has finished"
     ))
 }
