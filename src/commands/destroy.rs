@@ -61,7 +61,7 @@ async fn run_async(
     plan: Plan,
     confirm: Confirm,
 ) -> Result<(), Error> {
-    let (helm, connection) =
+    let (helm, connection, _) =
         run::prerequisites(config.target(), &plan, config.wait_for_api()).await?;
     if confirm == Confirm::Ask {
         let question = question(&plan, connection.target.context.as_deref(), args);
