@@ -4,6 +4,7 @@
 //! and never import each other.
 
 pub mod session;
+pub mod termination;
 
 use std::future::Future;
 use std::path::Path;
@@ -47,15 +48,16 @@ pub fn block_on<T>(work: impl Future<Output = Result<T, Error>>) -> Result<T, Er
 /// usable helm and a reachable cluster through a usable kubeconfig context.
 /// Failures exit 2 (helm, kubeconfig) or 1 (cluster unreachable); nothing
 /// has changed when they happen. The wait for the API server is bounded by
-/// `reachability` (at most [`REACHABILITY_BUDGET`]), says on stderr why it
+/// `reachability` (`--wait-for-api`, default [`REACHABILITY_BUDGET`]), says on stderr why it
 /// goes on, and ends at once on Ctrl-C.
 pub async fn prerequisites(
     target: Target<'_>,
     plan: &Plan,
     reachability: Duration,
-) -> Result<(HelmCli, Connection), Error> {
+) -> Result<(HelmCli, Connection, crate::helm::HelmVersion), Error> {
     let helm = HelmCli::new(target.helm.map(Path::to_path_buf)).with_grace(GRACE);
-    helm.version()
+    let version = helm
+        .version()
         .await
         .map_err(|e| Error::prerequisite(e.to_string()))?;
     let context = target
@@ -64,7 +66,7 @@ pub async fn prerequisites(
         .or_else(|| plan.cluster.context.clone());
     let connection = crate::kube::client::connect(target.kubeconfig, context.as_deref()).await?;
     let context = connection.target.context.clone().unwrap_or_default();
-    let budget = reachability.min(REACHABILITY_BUDGET);
+    let budget = reachability;
     let mut said = None::<tokio::time::Instant>;
     let say = |e: &::kube::Error, _next: Duration| {
         // Once, then every 5 s: enough to see the wait is alive and why.
@@ -93,7 +95,7 @@ pub async fn prerequisites(
             crate::kube::retry::describe(&e),
         ));
     }
-    Ok((helm, connection))
+    Ok((helm, connection, version))
 }
 
 /// The cluster lock of a run that changes the cluster, and the stop signal
