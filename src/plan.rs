@@ -151,6 +151,9 @@ impl Plan {
                     "crds": r.crds,
                     "installs": r.is_installed(),
                     "valuesDigest": r.values_digest(),
+                    "ownership": r.ownership,
+                    "from": r.from.as_ref().map(|f| json!({"helmRelease": f.helm_release, "file": f.file})),
+                    "valuesSources": r.layers.iter().map(|l| l.label.clone()).collect::<Vec<_>>(),
                     "hooks": {
                         "presync": r.hooks.presync.iter().map(|h| h.action.to_string()).collect::<Vec<_>>(),
                         "postsync": r.hooks.postsync.iter().map(|h| h.action.to_string()).collect::<Vec<_>>(),
@@ -205,6 +208,22 @@ Phase 2: releases, each as soon as its needs are done
                 r.id.to_string(),
                 format!("{} {}", r.chart_label(), r.version_label())
             ));
+            if r.ownership == crate::release::Ownership::Handover {
+                out.push_str("      ownership: handover (installed once, then adopted by Flux)\n");
+            }
+            if let Some(from) = &r.from {
+                out.push_str(&format!(
+                    "      from:     HelmRelease {} ({})\n",
+                    from.helm_release, from.file
+                ));
+            }
+            if !r.layers.is_empty() {
+                let labels: Vec<&str> = r.layers.iter().map(|l| l.label.as_str()).collect();
+                out.push_str(&format!(
+                    "      values:   {}\n",
+                    labels.join("\n              < ")
+                ));
+            }
             for hook in &r.hooks.presync {
                 out.push_str(&format!("      presync:  {}\n", hook.action));
             }

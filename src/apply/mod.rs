@@ -56,11 +56,18 @@ pub async fn run<H: Helm + 'static>(
     let held = crate::run::lock(client, "apply", options.dry_run, events, &stop).await?;
     let stop = held.stop.clone();
     let result = async {
-        let listed = interruptible(
+        let owners = interruptible(
             &stop,
             ownership::live_conflicts(plan, helm.as_ref(), connection),
         )
         .await??;
+        // Handover releases Flux has adopted: never upgraded again
+        // (docs/design.md#handover).
+        let adopted: BTreeMap<_, _> = plan
+            .installed()
+            .filter(|r| r.ownership == crate::release::Ownership::Handover)
+            .filter_map(|r| Some((r.id.clone(), owners.adopted_by(&r.id)?.name.clone())))
+            .collect();
         // The live lints (docs/design.md#lints): refuse before anything
         // changes on an error not in `lints.ignore`; warn about the rest.
         let state = interruptible(&stop, crate::lint::live::gather(plan, client)).await?;
@@ -120,7 +127,8 @@ pub async fn run<H: Helm + 'static>(
             },
             ledger: Some(ledger),
             recorded: Arc::new(recorded.into_iter().collect::<BTreeMap<_, _>>()),
-            listed: Some(Arc::new(listed)),
+            listed: Some(Arc::new(owners.listed)),
+            adopted: Arc::new(adopted),
             events: events.clone(),
             helm_slots: Arc::new(Semaphore::new(options.concurrency.max(1))),
             dry_run: options.dry_run,

@@ -8,15 +8,17 @@ use serde_json::{Map, Value};
 use super::Cluster;
 use super::draft::{Draft, Paths};
 use super::file::OverrideFile;
+use super::origin::Resolved;
 use crate::error::Problem;
 use crate::hooks::Templates;
-use crate::release::{Release, ValuesSource};
+use crate::release::{Release, Source, ValuesLayer, ValuesSource};
 use crate::template::{Renderer, context};
 use crate::validate;
 use crate::values::merge;
 use crate::yaml;
 
-/// Values merge order (later wins): release `values` < release `valuesFiles`
+/// Values merge order (later wins): the HelmRelease of `from:` (its
+/// `valuesFrom`, then `spec.values`) < release `values` < release `valuesFiles`
 /// < cluster override `valuesFiles` < cluster override `values`; the CRD
 /// render adds `crdValues` last.
 pub(crate) fn render_release(
@@ -25,6 +27,7 @@ pub(crate) fn render_release(
     cluster: &Cluster,
     draft: &Draft,
     overrides: Option<(&str, &OverrideFile)>,
+    from: Option<&Resolved>,
 ) -> Result<Release, Vec<Problem>> {
     let root = paths.root.to_string_lossy();
     let ctx = context(
@@ -53,13 +56,24 @@ pub(crate) fn render_release(
                 None => Value::Null,
             }
         };
-    let overlay = |values: &mut Value, v: Value| {
+    let mut layers: Vec<ValuesLayer> = Vec::new();
+    let mut overlay = |values: &mut Value, v: Value, label: String| {
         if v.is_object() {
+            layers.push(ValuesLayer {
+                label,
+                from_flux: false,
+                values: v.clone(),
+            });
             merge(values, v);
         }
     };
+    if let Some(from) = from {
+        for layer in &from.layers {
+            merge(&mut values, layer.values.clone());
+        }
+    }
 
-    let mut sources = Vec::new();
+    let mut sources: Vec<ValuesSource> = from.map(|f| f.sources.clone()).unwrap_or_default();
     let mut source = |path: &Path, prefix: &[&str], document_line: Option<u64>| {
         sources.push(ValuesSource {
             path: path.to_path_buf(),
@@ -72,12 +86,20 @@ pub(crate) fn render_release(
     if draft.doc.values.is_some() {
         source(&draft.file, &["values"], Some(draft.line));
     }
-    overlay(&mut values, v);
+    overlay(
+        &mut values,
+        v,
+        format!("release values ({})", shown_release.display()),
+    );
     for vf in &draft.doc.values_files {
         let path = release_dir.join(&vf.value);
         source(&path, &[], None);
         let v = values_file(renderer, &path, paths, &ctx, &draft.id, &mut problems);
-        overlay(&mut values, v);
+        overlay(
+            &mut values,
+            v,
+            format!("release valuesFile {}", paths.show(&path).display()),
+        );
     }
     let mut timeout = draft.timeout;
     if let Some((key, o)) = overrides {
@@ -100,13 +122,27 @@ pub(crate) fn render_release(
             }
             source(&path, &[], None);
             let v = values_file(renderer, &path, paths, &ctx, &draft.id, &mut problems);
-            overlay(&mut values, v);
+            overlay(
+                &mut values,
+                v,
+                format!(
+                    "cluster override valuesFile {}",
+                    paths.show(&path).display()
+                ),
+            );
         }
         if o.values.is_some() {
             source(&cluster_file, &["overrides", key, "values"], None);
         }
         let v = inline(&o.values, &shown_cluster, &mut problems);
-        overlay(&mut values, v);
+        overlay(
+            &mut values,
+            v,
+            format!(
+                "cluster override values ({} overrides.{key})",
+                shown_cluster.display()
+            ),
+        );
         if let Some(t) = &o.timeout {
             match validate::duration(&t.value) {
                 Ok(d) => timeout = Some(d),
@@ -117,9 +153,25 @@ pub(crate) fn render_release(
             }
         }
     }
+    if let Some(from) = from
+        && !from.unresolved.is_empty()
+        && layers.is_empty()
+    {
+        for missing in &from.unresolved {
+            problems.push(problem(
+                &shown_release,
+                format!(
+                    "its Flux HelmRelease {} takes values from {}, but {}: bootstrap cannot read it; give those values in the release's own `values`/`valuesFiles` (or a cluster override)",
+                    from.from.helm_release, missing.what, missing.why
+                ),
+            ));
+        }
+    }
     let mut crd_values = values.clone();
     let v = inline(&draft.doc.crd_values, &shown_release, &mut problems);
-    overlay(&mut crd_values, v);
+    if v.is_object() {
+        merge(&mut crd_values, v);
+    }
 
     let mut hooks = draft.hooks.clone();
     let templates = Templates {
@@ -160,12 +212,23 @@ pub(crate) fn render_release(
         id: draft.id.clone(),
         file: paths.show(&draft.file),
         line: draft.line,
-        source: draft.source.clone(),
+        source: match (from, &draft.source) {
+            (Some(from), _) => Source::Chart(from.chart.clone()),
+            (None, Some(source)) => source.clone(),
+            (None, None) => return Err(problems),
+        },
         needs: draft.needs.clone(),
         crds: draft.doc.crds,
         values,
         crd_values,
         values_sources: sources,
+        layers: from
+            .map(|f| f.layers.clone())
+            .unwrap_or_default()
+            .into_iter()
+            .chain(layers)
+            .collect(),
+        from: from.map(|f| f.from.clone()),
         timeout,
         wait: draft.doc.wait,
         hooks,
