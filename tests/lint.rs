@@ -256,7 +256,7 @@ fn apply_refuses_before_contacting_anything() {
 const MESH_RELEASE: &str = "name: cilium
 namespace: kube-system
 chart: { repo: https://helm.cilium.io, name: cilium, version: 1.18.2 }
-valuesFiles: [values/cilium.yaml]
+valuesFiles: [values/cilium.yaml.hbs]
 ";
 
 const MESH_VALUES: &str = "cluster:
@@ -278,7 +278,7 @@ fn mesh(infra: (&str, &str, &str), apps: (&str, &str, &str)) -> Test {
         .file("clusters/infra/cluster.yaml", &cluster("infra", infra))
         .file("clusters/apps/cluster.yaml", &cluster("apps", apps))
         .file("releases/core.yaml", MESH_RELEASE)
-        .file("releases/values/cilium.yaml", MESH_VALUES)
+        .file("releases/values/cilium.yaml.hbs", MESH_VALUES)
 }
 
 #[test]
@@ -316,7 +316,7 @@ fn cross_cluster_rules_through_check_all() {
             "{cluster}"
         );
         let id = &lints(cluster)[0];
-        assert_eq!(id["file"], "releases/values/cilium.yaml");
+        assert_eq!(id["file"], "releases/values/cilium.yaml.hbs");
         assert_eq!(id["line"], 3);
     }
     // One cluster named: the other clusters are still looked at.
@@ -338,7 +338,7 @@ fn cluster_id_range_and_name() {
         ("2", "10.246.0.0/16", "10.25.12.100"),
     )
     .file(
-        "releases/values/cilium.yaml",
+        "releases/values/cilium.yaml.hbs",
         &MESH_VALUES.replace("\"{{cluster.name}}\"", "default"),
     );
     let out = t.args(&["check", "--all", "--output", "json"]).run();

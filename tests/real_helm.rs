@@ -2,10 +2,12 @@
 //! tests/real_helm/helm`, a helm front end over the REAL Helm v4 engine (the
 //! Helm Go SDK in the helm-python-sdk package), rendering the real charts at
 //! the shipped versions from `../shared/charts` (`REAL_HELM_CHARTS`). No
-//! network and no cluster: the one stand-in is the chart download (see the
-//! script's header). What the fake helm (tests/fake_helm) only pretends,
-//! these tests get from Helm itself: values merged into real templates,
-//! each chart's values.schema.json, subchart conditions, `--include-crds`.
+//! network; the cluster is the loopback API server (crates/kube-loopback),
+//! and the one stand-in is the chart download (see the script's header).
+//! What the fake helm (crates/fake-helm) only pretends, these tests get from
+//! Helm itself: values merged into real templates, each chart's
+//! values.schema.json, subchart conditions, `--include-crds`, and installs,
+//! upgrades, hooks and uninstalls as Helm 4 performs them.
 //!
 //! Reported as ignored unless built with cfg(real_helm) (build.rs: the venv
 //! `.venv-helm/bin/python` exists or `BOOTSTRAP_TEST_PYTHON` is set); when
@@ -492,6 +494,35 @@ fn crd_phase_renders_of_the_charts() {
     assert_eq!(docs.len(), 10, "prometheus-operator-crds renders only CRDs");
 }
 
+/// A config root with the shipped releases and the shipped infra cluster
+/// without its GitOps scan, limited to `releases` (all in the mirror);
+/// gateway-api's URL is replaced by the same file in the mirror (no network).
+fn infra_root(releases: &[&str]) -> tempfile::TempDir {
+    let root = tempfile::tempdir().unwrap();
+    copy_dir(&repo().join("releases"), &root.path().join("releases"));
+    let crds_yaml = root.path().join("releases/crds.yaml");
+    let url = "https://github.com/kubernetes-sigs/gateway-api/releases/download/v1.2.1/standard-install.yaml";
+    let text = std::fs::read_to_string(&crds_yaml).unwrap();
+    assert!(
+        text.contains(url),
+        "the shipped gateway-api release changed"
+    );
+    let local = charts().join(GATEWAY_API);
+    std::fs::write(&crds_yaml, text.replace(url, local.to_str().unwrap())).unwrap();
+    let cluster = std::fs::read_to_string(repo().join("clusters/infra/cluster.yaml")).unwrap();
+    let cluster = cluster.split("\nflux:").next().unwrap().to_string()
+        + &format!("\nreleases: [{}]\n", releases.join(", "));
+    let dir = root.path().join("clusters/infra");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("cluster.yaml"), cluster).unwrap();
+    std::fs::copy(
+        repo().join("clusters/infra/cilium-values.yaml"),
+        dir.join("cilium-values.yaml"),
+    )
+    .unwrap();
+    root
+}
+
 /// The whole CRD phase as `apply` runs it (src/apply/crds.rs: every chart of
 /// the phase rendered by the engine with `--include-crds` and its crdValues,
 /// `manifests:` read as they are), shown by `apply --dry-run --output json`
@@ -504,103 +535,406 @@ fn crd_phase_renders_of_the_charts() {
     ignore = "needs helm-python-sdk: python3 -m venv .venv-helm && .venv-helm/bin/pip install helm-python-sdk (then touch build.rs)"
 )]
 fn crd_phase_of_apply_dry_run() {
-    let root = tempfile::tempdir().unwrap();
-    copy_dir(&repo().join("releases"), &root.path().join("releases"));
-    let crds_yaml = root.path().join("releases/crds.yaml");
-    let url = "https://github.com/kubernetes-sigs/gateway-api/releases/download/v1.2.1/standard-install.yaml";
-    let text = std::fs::read_to_string(&crds_yaml).unwrap();
-    assert!(
-        text.contains(url),
-        "the shipped gateway-api release changed"
-    );
-    let local = charts().join(GATEWAY_API);
-    std::fs::write(&crds_yaml, text.replace(url, local.to_str().unwrap())).unwrap();
-    // The shipped infra cluster without its GitOps scan, limited to what the
-    // mirror holds (cert-manager needs coredns, which needs cilium).
-    let cluster = std::fs::read_to_string(repo().join("clusters/infra/cluster.yaml")).unwrap();
-    let cluster = cluster.split("\nflux:").next().unwrap().to_string()
-        + "\nreleases: [cilium, coredns, cert-manager, prometheus-operator-crds, gateway-api]\n";
-    let dir = root.path().join("clusters/infra");
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("cluster.yaml"), cluster).unwrap();
-    std::fs::copy(
-        repo().join("clusters/infra/cilium-values.yaml"),
-        dir.join("cilium-values.yaml"),
-    )
-    .unwrap();
-
-    let api = ApiServer::start();
-    let kube = tempfile::tempdir().unwrap();
-    let kubeconfig = api.write_kubeconfig(kube.path(), "admin@infra");
-    let cache = kube.path().join("cache");
-    let run = bootstrap_in(
-        root.path(),
-        &["apply", "infra", "--dry-run", "--output", "json"],
-        &[
-            ("KUBECONFIG", kubeconfig.as_path()),
-            ("KUBECACHEDIR", cache.as_path()),
-        ],
-    );
+    let root = infra_root(&[
+        "cilium",
+        "coredns",
+        "cert-manager",
+        "prometheus-operator-crds",
+        "gateway-api",
+    ]);
+    let cluster = Live::start();
+    let events = cluster.apply(root.path(), &["--dry-run"]);
+    let by_release = crds_by_release(&events, "would_apply");
     assert_eq!(
-        run.code, 0,
-        "apply --dry-run failed:\n{}\n{}",
-        run.stderr, run.stdout
-    );
-    let events: Vec<Value> = run
-        .stdout
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
-        .collect();
-    let mut by_release: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    for event in events.iter().filter(|e| e["event"] == "crd_applied") {
-        assert_eq!(event["change"], "would_apply", "{event}");
-        by_release
-            .entry(event["release"].as_str().unwrap_or_default().to_string())
-            .or_default()
-            .insert(event["crd"].as_str().unwrap_or_default().to_string());
-    }
-    let counts: BTreeMap<&str, usize> = by_release
-        .iter()
-        .map(|(r, c)| (r.as_str(), c.len()))
-        .collect();
-    assert_eq!(
-        counts,
-        BTreeMap::from([
-            ("cert-manager/cert-manager", 6),
-            ("kube-system/gateway-api", 5),
-            ("observability/prometheus-operator-crds", 10),
-        ]),
+        crd_counts(&by_release),
+        CRD_PHASE_COUNTS.into(),
         "CRDs of the CRD phase per release"
     );
     assert_eq!(
         by_release["kube-system/gateway-api"],
         crd_names(&gateway_api_crds())
     );
+    assert_eq!(
+        outcomes(&events),
+        BTreeMap::from([
+            (
+                "cert-manager/cert-manager".to_string(),
+                "would_install".to_string()
+            ),
+            (
+                "kube-system/cilium".to_string(),
+                "would_install".to_string()
+            ),
+            (
+                "kube-system/coredns".to_string(),
+                "would_install".to_string()
+            ),
+        ])
+    );
+    assert!(
+        cluster.api.mutations().is_empty(),
+        "a dry run changed the cluster: {:?}",
+        cluster.api.mutations()
+    );
+}
+
+/// The CRDs each CRD-phase release of the infra cluster applies:
+/// cert-manager's 6 templates behind `crds.enabled`, prometheus-operator-crds'
+/// 10 from its subchart, the Gateway API's 5.
+const CRD_PHASE_COUNTS: [(&str, usize); 3] = [
+    ("cert-manager/cert-manager", 6),
+    ("kube-system/gateway-api", 5),
+    ("observability/prometheus-operator-crds", 10),
+];
+
+/// A loopback API server and a kubeconfig naming it as `admin@infra`.
+struct Live {
+    api: ApiServer,
+    kubeconfig: PathBuf,
+    cache: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Live {
+    fn start() -> Live {
+        let api = ApiServer::start();
+        let dir = tempfile::tempdir().unwrap();
+        let kubeconfig = api.write_kubeconfig(dir.path(), "admin@infra");
+        let cache = dir.path().join("cache");
+        Live {
+            api,
+            kubeconfig,
+            cache,
+            _dir: dir,
+        }
+    }
+
+    /// `bootstrap COMMAND infra ARGS --output json` against this server.
+    fn run(&self, root: &Path, command: &str, args: &[&str]) -> Run {
+        let mut argv = vec![command, "infra"];
+        argv.extend_from_slice(args);
+        argv.extend_from_slice(&["--output", "json"]);
+        bootstrap_in(
+            root,
+            &argv,
+            &[
+                ("KUBECONFIG", self.kubeconfig.as_path()),
+                ("KUBECACHEDIR", self.cache.as_path()),
+            ],
+        )
+    }
+
+    /// The events of a successful `apply` (or `destroy`).
+    fn apply(&self, root: &Path, args: &[&str]) -> Vec<Value> {
+        self.events(root, "apply", args)
+    }
+
+    fn events(&self, root: &Path, command: &str, args: &[&str]) -> Vec<Value> {
+        let run = self.run(root, command, args);
+        assert_eq!(
+            run.code,
+            0,
+            "{command} {} failed:\n{}\n{}",
+            args.join(" "),
+            run.stderr,
+            run.stdout
+        );
+        run.stdout
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+            .collect()
+    }
+
+    /// The real engine's answer to `helm ARGS` against this server.
+    fn helm(&self, args: &[&str]) -> String {
+        let out = Command::new(helm())
+            .args(args)
+            .env("KUBECONFIG", &self.kubeconfig)
+            .env("BOOTSTRAP_TEST_PYTHON", python())
+            .env("REAL_HELM_CHARTS", charts())
+            .env_remove("HELM_NAMESPACE")
+            .env_remove("HELM_DRIVER")
+            .output()
+            .expect("running tests/real_helm/helm");
+        assert!(
+            out.status.success(),
+            "helm {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+}
+
+/// release → the CRDs it applied with `change`, from `crd_applied` events.
+fn crds_by_release(events: &[Value], change: &str) -> BTreeMap<String, BTreeSet<String>> {
+    let mut by_release: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for event in events.iter().filter(|e| e["event"] == "crd_applied") {
+        assert_eq!(event["change"], change, "{event}");
+        by_release
+            .entry(event["release"].as_str().unwrap_or_default().to_string())
+            .or_default()
+            .insert(event["crd"].as_str().unwrap_or_default().to_string());
+    }
+    by_release
+}
+
+fn crd_counts(by_release: &BTreeMap<String, BTreeSet<String>>) -> BTreeMap<&str, usize> {
+    by_release
+        .iter()
+        .map(|(r, c)| (r.as_str(), c.len()))
+        .collect()
+}
+
+/// release → outcome, from the run's `run_finished` summary.
+fn outcomes(events: &[Value]) -> BTreeMap<String, String> {
     let finished = events.last().expect("events");
     assert_eq!(finished["event"], "run_finished", "{finished}");
-    let outcomes: BTreeMap<&str, &str> = finished["summary"]["releases"]
+    finished["summary"]["releases"]
         .as_array()
         .expect("summary releases")
         .iter()
         .map(|r| {
             (
-                r["release"].as_str().unwrap(),
-                r["outcome"].as_str().unwrap(),
+                r["release"].as_str().unwrap().to_string(),
+                r["outcome"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+fn all(releases: &[&str], outcome: &str) -> BTreeMap<String, String> {
+    releases
+        .iter()
+        .map(|r| (r.to_string(), outcome.to_string()))
+        .collect()
+}
+
+/// The releases of the lifecycle test that install (the others are CRD-only).
+const INSTALLED: [&str; 4] = [
+    "cert-manager/cert-manager",
+    "kube-system/cilium",
+    "kube-system/coredns",
+    "kube-system/spegel",
+];
+
+/// The whole life of a cluster through the REAL Helm 4 engine against the
+/// loopback API: `apply` (CRDs first and Established, hooks of the charts
+/// run: cert-manager's startupapicheck Job), `apply` again (all unchanged),
+/// a values change (exactly one upgrade), `status`, `destroy --crds`
+/// (spegel's post-delete hook Pod runs). Helm 4 writes its release Secrets
+/// in protobuf; the loopback server decodes them (crates/kube-loopback
+/// src/protobuf.rs).
+#[test]
+#[cfg_attr(
+    not(real_helm),
+    ignore = "needs helm-python-sdk: python3 -m venv .venv-helm && .venv-helm/bin/pip install helm-python-sdk (then touch build.rs)"
+)]
+fn apply_lifecycle_with_the_real_engine() {
+    let root = infra_root(&[
+        "cilium",
+        "coredns",
+        "spegel",
+        "cert-manager",
+        "prometheus-operator-crds",
+        "gateway-api",
+    ]);
+    let cluster = Live::start();
+    let api = &cluster.api;
+
+    // apply: the CRD phase first, every CRD Established before any release.
+    let events = cluster.apply(root.path(), &[]);
+    let by_release = crds_by_release(&events, "created");
+    assert_eq!(crd_counts(&by_release), CRD_PHASE_COUNTS.into());
+    let position = |pred: &dyn Fn(&Value) -> bool| events.iter().position(pred);
+    let last_crd = events
+        .iter()
+        .rposition(|e| e["event"] == "crd_applied")
+        .unwrap();
+    let established = position(&|e| e["event"] == "crds_established").expect("crds_established");
+    let first_release = position(&|e| e["event"] == "release_started").expect("release_started");
+    assert!(last_crd < established && established < first_release);
+    let crds = api.list("apiextensions.k8s.io/v1", "CustomResourceDefinition");
+    assert_eq!(crds.len(), 21);
+    for crd in &crds {
+        let conditions = crd["status"]["conditions"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        assert!(
+            conditions
+                .iter()
+                .any(|c| c["type"] == "Established" && c["status"] == "True"),
+            "{} is not Established",
+            name(crd)
+        );
+        // Charts label their CRDs managed-by Helm; Helm does not own them.
+        assert_ne!(
+            crd["metadata"]["labels"]["app.kubernetes.io/managed-by"],
+            "Helm",
+            "{}",
+            name(crd)
+        );
+    }
+    assert_eq!(outcomes(&events), all(&INSTALLED, "installed"));
+    // cert-manager's post-install hook ran to completion and was cleaned up
+    // (hook-delete-policy) — the engine waited for the Job.
+    assert!(
+        api.request_log()
+            .iter()
+            .any(|r| r.method == "PATCH" && r.path.ends_with("/jobs/cert-manager-startupapicheck")),
+        "cert-manager's startupapicheck hook did not run"
+    );
+
+    // Helm 4's release records: the ownership labels, no CRD in a manifest.
+    let records: Vec<Value> = api
+        .list("v1", "Secret")
+        .into_iter()
+        .filter(|s| s["metadata"]["labels"]["owner"] == "helm")
+        .collect();
+    assert_eq!(
+        records.len(),
+        INSTALLED.len(),
+        "one release Secret per release"
+    );
+    for record in &records {
+        let labels = &record["metadata"]["labels"];
+        assert_eq!(record["type"], "helm.sh/release.v1");
+        assert_eq!(
+            labels["bootstrap.dev/owner"],
+            "bootstrap",
+            "{}",
+            name(record)
+        );
+        assert_eq!(
+            labels["bootstrap.dev/policy"],
+            "bootstrap",
+            "{}",
+            name(record)
+        );
+    }
+    for release in INSTALLED {
+        let (namespace, release_name) = release.split_once('/').unwrap();
+        let manifest = cluster.helm(&["get", "manifest", release_name, "-n", namespace]);
+        assert!(!manifest.trim().is_empty(), "{release}: empty manifest");
+        assert!(
+            !manifest.contains("kind: CustomResourceDefinition"),
+            "{release}: the release manifest holds a CRD"
+        );
+    }
+    let ledger = api
+        .get(
+            "v1",
+            "ConfigMap",
+            Some("kube-system"),
+            "bootstrap-ownership",
+        )
+        .expect("the ledger ConfigMap");
+    let recorded: BTreeSet<String> = ledger["data"]
+        .as_object()
+        .expect("ledger data")
+        .keys()
+        .cloned()
+        .collect();
+    let expected: BTreeSet<String> = INSTALLED.iter().map(|r| r.replace('/', ".")).collect();
+    assert_eq!(recorded, expected, "the ledger");
+
+    // apply again: nothing to do.
+    let events = cluster.apply(root.path(), &[]);
+    assert_eq!(outcomes(&events), all(&INSTALLED, "unchanged"));
+    assert_eq!(
+        crd_counts(&crds_by_release(&events, "unchanged")),
+        CRD_PHASE_COUNTS.into()
+    );
+
+    // A cluster value only coredns reads: exactly one upgrade.
+    let cluster_yaml = root.path().join("clusters/infra/cluster.yaml");
+    let text = std::fs::read_to_string(&cluster_yaml).unwrap();
+    assert!(text.contains("clusterDNS: 10.96.0.10"));
+    std::fs::write(
+        &cluster_yaml,
+        text.replace("clusterDNS: 10.96.0.10", "clusterDNS: 10.96.0.11"),
+    )
+    .unwrap();
+    let events = cluster.apply(root.path(), &[]);
+    let mut expected = all(&INSTALLED, "unchanged");
+    expected.insert("kube-system/coredns".into(), "upgraded".into());
+    assert_eq!(outcomes(&events), expected);
+    let service = api
+        .get("v1", "Service", Some("kube-system"), "kube-dns")
+        .expect("coredns Service");
+    assert_eq!(service["spec"]["clusterIP"], "10.96.0.11");
+
+    // status: every release deployed by bootstrap, up to date, ready.
+    let run = cluster.run(root.path(), "status", &[]);
+    assert_eq!(
+        run.code, 0,
+        "status failed:\n{}\n{}",
+        run.stderr, run.stdout
+    );
+    let status: Value = serde_json::from_str(&run.stdout).expect("status JSON");
+    let rows: BTreeMap<String, (String, String, String, bool)> = status["releases"]
+        .as_array()
+        .expect("status releases")
+        .iter()
+        .map(|r| {
+            (
+                r["release"].as_str().unwrap_or_default().to_string(),
+                (
+                    r["deployed"]["status"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_string(),
+                    r["owner"].as_str().unwrap_or_default().to_string(),
+                    r["drift"].as_str().unwrap_or_default().to_string(),
+                    r["ready"]["ok"].as_bool().unwrap_or(false),
+                ),
             )
         })
         .collect();
-    assert_eq!(
-        outcomes,
-        BTreeMap::from([
-            ("cert-manager/cert-manager", "would_install"),
-            ("kube-system/cilium", "would_install"),
-            ("kube-system/coredns", "would_install"),
-        ])
+    for release in INSTALLED {
+        assert_eq!(
+            rows.get(release),
+            Some(&(
+                "deployed".to_string(),
+                "bootstrap".to_string(),
+                "up to date".to_string(),
+                true
+            )),
+            "status of {release}"
+        );
+    }
+
+    // destroy: every release uninstalled (spegel's post-delete hook Pod
+    // runs to completion), the ledger emptied, the CRDs gone.
+    api.clear_request_log();
+    let events = cluster.events(root.path(), "destroy", &["--yes", "--crds"]);
+    assert_eq!(outcomes(&events), all(&INSTALLED, "uninstalled"));
+    assert!(
+        api.request_log()
+            .iter()
+            .any(|r| r.method == "PATCH" && r.path.ends_with("/pods/spegel-cleanup-wait")),
+        "spegel's post-delete hook did not run"
     );
     assert!(
-        api.mutations().is_empty(),
-        "a dry run changed the cluster: {:?}",
-        api.mutations()
+        api.list("v1", "Secret")
+            .iter()
+            .all(|s| s["metadata"]["labels"]["owner"] != "helm"),
+        "helm release records remain"
+    );
+    assert!(
+        api.list("apiextensions.k8s.io/v1", "CustomResourceDefinition")
+            .is_empty()
+    );
+    let ledger = api.get(
+        "v1",
+        "ConfigMap",
+        Some("kube-system"),
+        "bootstrap-ownership",
+    );
+    assert!(
+        ledger.is_none_or(|l| l["data"].as_object().is_none_or(|d| d.is_empty())),
+        "the ledger still has entries"
     );
 }
 

@@ -272,3 +272,43 @@ fn secret_looking_values_are_redacted_unless_show_secrets() {
     ok(&shown);
     assert_eq!(values_of(&shown.stdout)["webhook"]["apiToken"], "hunter2");
 }
+
+/// A CoreDNS release whose values file carries a Corefile server block.
+const COREDNS: &str = "name: coredns
+namespace: kube-system
+chart: { repo: https://coredns.github.io/helm, name: coredns, version: 1.44.3 }
+valuesFiles: [values/coredns.yaml]
+";
+
+#[test]
+fn a_plain_values_file_is_read_as_it_is_braces_and_all() {
+    // The `{{ .Zone }}` is CoreDNS's own (Go) template, for the chart.
+    let corefile = "zoneFiles:\n  - filename: example.db\n    domain: example.com\n    contents: |\n      example.com. IN SOA sns.dns.icann.com. noc.dns.icann.com. 1 7200 3600 1209600 3600\n      authority \"{{ .Zone }} ns1.{{ .Zone }}\"\n";
+    let out = Test::with_releases(COREDNS)
+        .file("releases/values/coredns.yaml", corefile)
+        .args(&["template", "infra", "coredns"])
+        .run();
+    ok(&out);
+    let values = values_of(&out.stdout);
+    assert_eq!(
+        values["zoneFiles"][0]["contents"],
+        "example.com. IN SOA sns.dns.icann.com. noc.dns.icann.com. 1 7200 3600 1209600 3600\nauthority \"{{ .Zone }} ns1.{{ .Zone }}\"\n"
+    );
+}
+
+#[test]
+fn only_hbs_values_files_are_templates() {
+    let out = Test::with_releases(&COREDNS.replace("coredns.yaml]", "coredns.yaml.hbs]"))
+        .file(
+            "releases/values/coredns.yaml.hbs",
+            "service:\n  name: {{cluster.name}}-{{release.name}}\n  zone: {{release.name}}.{{cluster.name}}.local\n",
+        )
+        .args(&["template", "infra", "coredns"])
+        .run();
+    ok(&out);
+    let values = values_of(&out.stdout);
+    assert_eq!(
+        values["service"],
+        json!({"name": "infra-coredns", "zone": "coredns.infra.local"})
+    );
+}

@@ -305,3 +305,34 @@ fn a_release_file_that_is_a_broken_symlink_is_reported() {
          error: 2 problems in the config; nothing was changed\n",
     );
 }
+
+fn with_values_file(name: &str, content: &str) -> Test {
+    Test::with_releases(&format!("{CILIUM}valuesFiles: [values/{name}]\n"))
+        .file(&format!("releases/values/{name}"), content)
+        .args(&["plan", "infra"])
+}
+
+#[test]
+fn a_plain_values_file_using_the_template_context_says_to_rename_it() {
+    with_values_file(
+        "cilium.yaml",
+        "# {{cluster.name}} in a comment is fine\nipam:\n  mode: kubernetes\ncluster:\n  name: \"{{ cluster.name }}\"\n",
+    )
+    .invalid(
+        "error: releases/values/cilium.yaml:5: release `kube-system/cilium`: `{{ cluster.name }}` is not rendered: values files are plain YAML; rename it to cilium.yaml.hbs to template it\n",
+    );
+}
+
+#[test]
+fn a_plain_values_file_that_does_not_parse_because_of_braces_says_to_rename_it() {
+    with_values_file("cilium.yaml", "cluster:\n  id: {{ .Values.id }}\n").invalid(
+        "error: releases/values/cilium.yaml:2:8: release `kube-system/cilium`: expected string scalar; values files are plain YAML, and this one holds `{{`: rename it to cilium.yaml.hbs to template it\n",
+    );
+}
+
+#[test]
+fn a_template_values_file_reports_template_errors() {
+    with_values_file("cilium.yaml.hbs", "cluster:\n  id: {{cluster.values.id}}\n").invalid(
+        "error: releases/values/cilium.yaml.hbs: release `kube-system/cilium`: template uses `cluster.values.id`, which is not defined; available: cluster.name, cluster.context, cluster.values.*, release.name, release.namespace, root\n",
+    );
+}

@@ -41,13 +41,13 @@ pub fn config(root: &Path, n: usize, clusters: usize, seed: u64) -> Generated {
     let (mut edges, mut depth) = (0, 0);
     write(
         root,
-        "releases/values/common.yaml",
+        "releases/values/common.yaml.hbs",
         "podAnnotations:\n  cluster: \"{{cluster.name}}\"\n  release: \"{{release.namespace}}/{{release.name}}\"\nresources:\n  requests: { cpu: 50m, memory: 64Mi }\n",
     );
     for t in 0..NAMESPACES {
         write(
             root,
-            &format!("releases/values/team-{t}.yaml"),
+            &format!("releases/values/team-{t}.yaml.hbs"),
             &format!(
                 "team: team-{t}\nregistry: \"registry.{{{{cluster.values.domain}}}}/team-{t}\"\nnodeSelector: {{ pool: general }}\n"
             ),
@@ -75,7 +75,7 @@ pub fn config(root: &Path, n: usize, clusters: usize, seed: u64) -> Generated {
         );
         write(
             root,
-            &format!("clusters/{name}/override.yaml"),
+            &format!("clusters/{name}/override.yaml.hbs"),
             "replicas: 3\nextraArgs: [\"--cluster={{cluster.name}}\"]\n",
         );
         gitops(root, &name, per_cluster.div_ceil(10).max(5));
@@ -132,10 +132,10 @@ fn release(out: &mut String, c: usize, i: usize, needs: &[usize], rng: &mut Rng)
     );
     let mut files = Vec::new();
     if rng.chance(30) {
-        files.push("values/common.yaml".to_string());
+        files.push("values/common.yaml.hbs".to_string());
     }
     if rng.chance(20) {
-        files.push(format!("values/{ns}.yaml"));
+        files.push(format!("values/{ns}.yaml.hbs"));
     }
     if !files.is_empty() {
         let _ = writeln!(out, "valuesFiles: [{}]", files.join(", "));
@@ -178,7 +178,7 @@ fn cluster_file(c: usize, per_cluster: usize, list: bool, rng: &mut Rng) -> Stri
         if rng.chance(5) {
             let _ = writeln!(
                 overrides,
-                "  {}:\n    valuesFiles: [override.yaml]\n    values: {{ zone: \"{{{{cluster.values.region}}}}-a\" }}",
+                "  {}:\n    valuesFiles: [override.yaml.hbs]\n    values: {{ zone: \"{{{{cluster.values.region}}}}-a\" }}",
                 release_name(c, i)
             );
         }

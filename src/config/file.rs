@@ -59,7 +59,7 @@ pub struct LintsFile {
 pub struct OverrideFile {
     /// Merged over every values file; string leaves are templates.
     pub values: Option<Values>,
-    /// Relative to the cluster directory; rendered as templates.
+    /// Relative to the cluster directory; plain YAML unless the name ends in `.hbs` (a template).
     #[serde(default)]
     #[schemars(with = "Vec<String>")]
     pub values_files: Vec<Spanned<String>>,
@@ -108,7 +108,7 @@ pub struct ReleaseFile {
     pub crds: CrdPolicy,
     /// Inline values; every string leaf is a handlebars template.
     pub values: Option<Values>,
-    /// Relative to the release file; rendered as templates.
+    /// Relative to the release file; plain YAML unless the name ends in `.hbs` (a template).
     #[serde(default)]
     #[schemars(with = "Vec<String>")]
     pub values_files: Vec<Spanned<String>>,

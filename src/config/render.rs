@@ -256,12 +256,29 @@ fn values_file(
             return Value::Null;
         }
     };
-    let rendered = match renderer.render_yaml(&text, ctx) {
-        Ok(r) => r,
-        Err(e) => {
-            problems.push(Problem::new(e.to_string()).file(&shown).release(id));
+    let template = is_template(path);
+    let rendered = if template {
+        match renderer.render_yaml(&text, ctx) {
+            Ok(r) => r,
+            Err(e) => {
+                problems.push(Problem::new(e.to_string()).file(&shown).release(id));
+                return Value::Null;
+            }
+        }
+    } else {
+        if let Some((line, expression)) = template_use(&text) {
+            problems.push(
+                Problem::new(format!(
+                    "`{expression}` is not rendered: values files are plain YAML; rename it to {} to template it",
+                    template_name(path)
+                ))
+                .file(&shown)
+                .at(line, 0)
+                .release(id),
+            );
             return Value::Null;
         }
+        text
     };
     match yaml::document::<Value>(&rendered, &shown) {
         Ok(v @ Value::Object(_)) => v,
@@ -274,9 +291,98 @@ fn values_file(
             );
             Value::Null
         }
-        Err(p) => {
+        Err(mut p) => {
+            if !template && rendered.contains("{{") {
+                p.message = format!(
+                    "{}; values files are plain YAML, and this one holds `{{{{`: rename it to {} to template it",
+                    p.message,
+                    template_name(path)
+                );
+            }
             problems.push(p.release(id));
             Value::Null
         }
+    }
+}
+/// Values files are plain YAML; only a file whose name ends in `.hbs`
+/// (`cilium.yaml.hbs`) is a handlebars template (docs/design.md#values-files),
+/// so a Corefile's `{{ .Zone }}` or a Go template in a chart value stays text.
+pub(crate) fn is_template(path: &Path) -> bool {
+    path.extension().is_some_and(|e| e == "hbs")
+}
+
+/// What to rename a plain values file to so it is rendered as a template.
+fn template_name(path: &Path) -> String {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    format!("{name}.hbs")
+}
+
+/// The first line (1-based) and expression of a plain values file that uses
+/// bootstrap's template context (`{{cluster.…}}`, `{{release.…}}`,
+/// `{{root}}`, `{{env …}}`): text that was meant to be rendered and would
+/// reach the chart as it is. Other `{{…}}` (Go templates, `{{ .Zone }}`) are
+/// values in their own right. Comment lines are not looked at.
+fn template_use(text: &str) -> Option<(u64, String)> {
+    for (n, line) in text.lines().enumerate() {
+        if line.trim_start().starts_with('#') {
+            continue;
+        }
+        let mut rest = line;
+        while let Some(start) = rest.find("{{") {
+            let after = &rest[start + 2..];
+            let inner = after.trim_start_matches(['~', '#', ' ']);
+            let ours = ["cluster.", "release.", "root", "env "]
+                .iter()
+                .any(|p| inner.starts_with(p));
+            if ours {
+                let end = after.find("}}").map_or(after.len(), |e| e + 2);
+                return Some((n as u64 + 1, format!("{{{{{}", &after[..end])));
+            }
+            rest = after;
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_hbs_names_are_templates() {
+        assert!(is_template(Path::new("values/cilium.yaml.hbs")));
+        assert!(is_template(Path::new("x.yml.hbs")));
+        assert!(!is_template(Path::new("values/cilium.yaml")));
+        assert!(!is_template(Path::new("hbs.yaml")));
+        assert_eq!(
+            template_name(Path::new("a/b/cilium.yaml")),
+            "cilium.yaml.hbs"
+        );
+    }
+
+    #[test]
+    fn template_context_is_found_outside_comments() {
+        assert_eq!(
+            template_use("a: 1\nb: \"{{cluster.name}}\"\n"),
+            Some((2, "{{cluster.name}}".into()))
+        );
+        assert_eq!(
+            template_use("x: {{~ release.name ~}}"),
+            Some((1, "{{~ release.name ~}}".into()))
+        );
+        assert_eq!(
+            template_use("x: '{{env \"A\"}}'"),
+            Some((1, "{{env \"A\"}}".into()))
+        );
+        assert_eq!(template_use("x: {{root}}/a"), Some((1, "{{root}}".into())));
+        assert_eq!(template_use("x: '{{root'"), Some((1, "{{root'".into())));
+        // Go templates and comments are values or text of their own.
+        assert_eq!(template_use("authority \"{{ .Zone }}\"\n"), None);
+        assert_eq!(template_use("  # uses {{cluster.name}}\n"), None);
+        assert_eq!(template_use("x: {{ .Values.cluster.name }}"), None);
+        assert_eq!(template_use("clusterName: x"), None);
     }
 }

@@ -1,4 +1,4 @@
-//! Scripted stand-ins for the workload, Job and CRD controllers: after a
+//! Scripted stand-ins for the workload, Job, Pod (kubelet) and CRD controllers: after a
 //! create or spec change they write the status a healthy (or failed)
 //! rollout ends with, after a scripted delay.
 
@@ -20,7 +20,8 @@ pub enum Rollout {
     After(Duration),
     Never,
     /// Deployments report ProgressDeadlineExceeded, Jobs fail, CRDs get
-    /// NamesAccepted=False; DaemonSets and StatefulSets never finish.
+    /// NamesAccepted=False, run-to-completion Pods end Failed, other Pods
+    /// crash-loop; DaemonSets and StatefulSets never finish.
     FailAfter(Duration),
 }
 
@@ -37,9 +38,19 @@ pub fn react(shared: &Arc<Shared>, change: &Change) {
     let is_crd = change.group == CRD_GROUP && change.kind == CRD_KIND;
     let controlled = matches!(
         (change.group.as_str(), change.kind.as_str()),
-        ("apps", "Deployment" | "DaemonSet" | "StatefulSet") | ("batch", "Job")
+        ("apps", "Deployment" | "DaemonSet" | "StatefulSet") | ("batch", "Job") | ("", "Pod")
     );
     if !controlled && !is_crd {
+        return;
+    }
+    // A Pod inserted as a fixture with its status (a stuck init container,
+    // a crash loop) keeps it: only the API drops status on create, and the
+    // kubelet stand-in must not overwrite what the test set up.
+    if change.kind == "Pod"
+        && change.object["status"]
+            .as_object()
+            .is_some_and(|s| !s.is_empty())
+    {
         return;
     }
     let script = {
@@ -179,6 +190,7 @@ fn status_for(obj: &Value, outcome: Outcome) -> Option<Value> {
                 condition("Failed", "True", "BackoffLimitExceeded", "Job has reached the specified backoff limit"),
             ],
         }),
+        ("Pod", outcome) => pod_status(obj, outcome),
         (CRD_KIND, outcome) => crd_status(obj, outcome),
         _ => return None,
     };
@@ -227,4 +239,63 @@ fn crd_status(crd: &Value, outcome: Outcome) -> Value {
         ]),
     };
     json!({ "conditions": conditions, "acceptedNames": names, "storedVersions": storage })
+}
+
+/// A Pod on the one node: one that runs to completion (`restartPolicy`
+/// Never or OnFailure, as Helm's hook Pods do: spegel's post-delete
+/// cleanup-wait) ends `Succeeded` (or `Failed`); any other runs and is Ready
+/// (or crash-loops, never Ready). Helm waits for a hook Pod's phase
+/// (helm pkg/kube/ready.go, statuswait.go).
+fn pod_status(pod: &Value, outcome: Outcome) -> Value {
+    let completes = matches!(
+        pod["spec"]["restartPolicy"].as_str(),
+        Some("Never" | "OnFailure")
+    );
+    let now = now_rfc3339();
+    let containers = |state: Value, ready: bool| -> Vec<Value> {
+        pod["spec"]["containers"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|c| {
+                json!({
+                    "name": c["name"], "image": c["image"], "ready": ready,
+                    "restartCount": 0, "state": state.clone(),
+                })
+            })
+            .collect()
+    };
+    let terminated = |code: i32, reason: &str| json!({ "terminated": { "exitCode": code, "reason": reason, "startedAt": now, "finishedAt": now } });
+    let (phase, ready, states) = match (completes, outcome) {
+        (true, Outcome::Success) => (
+            "Succeeded",
+            false,
+            containers(terminated(0, "Completed"), false),
+        ),
+        (true, Outcome::Failure) => ("Failed", false, containers(terminated(1, "Error"), false)),
+        (false, Outcome::Success) => (
+            "Running",
+            true,
+            containers(json!({ "running": { "startedAt": now } }), true),
+        ),
+        (false, Outcome::Failure) => (
+            "Running",
+            false,
+            containers(
+                json!({ "waiting": { "reason": "CrashLoopBackOff" } }),
+                false,
+            ),
+        ),
+    };
+    let ready = if ready { "True" } else { "False" };
+    json!({
+        "phase": phase,
+        "startTime": pod["metadata"]["creationTimestamp"],
+        "conditions": [
+            condition("PodScheduled", "True", "", ""),
+            condition("Ready", ready, "", ""),
+            condition("ContainersReady", ready, "", ""),
+        ],
+        "containerStatuses": states,
+    })
 }

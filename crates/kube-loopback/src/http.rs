@@ -15,6 +15,7 @@ use serde_json::{Value, json};
 use super::discovery;
 use super::openapi;
 use super::patch::{json_patch, merge_patch};
+use super::protobuf;
 use super::resources::ResourceType;
 use super::select::Selector;
 use super::status::ApiError;
@@ -54,8 +55,10 @@ impl Call {
         if self.body.iter().all(u8::is_ascii_whitespace) {
             return Ok(Value::Null);
         }
-        // client-go answers a 415 by resending as JSON.
-        if self.content_type.contains("protobuf") || self.content_type.contains("cbor") {
+        if self.content_type.starts_with(protobuf::CONTENT_TYPE) {
+            return protobuf::decode(&self.body);
+        }
+        if self.content_type.contains("cbor") {
             return Err(ApiError::unsupported_media_type(
                 &self.content_type,
                 "application/json, application/yaml",

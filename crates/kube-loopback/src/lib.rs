@@ -15,6 +15,7 @@ mod http;
 mod kubeconfig;
 mod openapi;
 mod patch;
+mod protobuf;
 mod resources;
 mod select;
 mod status;

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{
     Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams, Preconditions,
@@ -661,6 +661,114 @@ async fn jobs_complete_or_fail_and_crds_establish_as_scripted() {
             .await
             .is_err()
     );
+}
+
+/// Pods on the one node: a run-to-completion Pod (a Helm hook Pod) ends
+/// Succeeded, or Failed when scripted to fail; a serving Pod runs and is Ready.
+#[tokio::test]
+async fn pods_run_to_completion_or_stay_running_as_scripted() {
+    let server = ApiServer::start();
+    server.set_rollout(
+        "Pod",
+        "ops",
+        "broken-hook",
+        Rollout::FailAfter(Duration::from_millis(20)),
+    );
+    let pods: Api<Pod> = Api::namespaced(client(&server), "ops");
+    for (name, restart) in [
+        ("hook", "Never"),
+        ("broken-hook", "OnFailure"),
+        ("server", "Always"),
+    ] {
+        let pod = from_json(
+            json!({"metadata": {"name": name}, "spec": {"restartPolicy": restart, "containers": [{"name": "c", "image": "busybox"}]}}),
+        );
+        pods.create(&PostParams::default(), &pod).await.unwrap();
+    }
+    let phase = |name: &'static str, want: &'static str| {
+        let pods = pods.clone();
+        async move {
+            let in_phase = move |pod: Option<&Pod>| {
+                pod.and_then(|p| p.status.as_ref())
+                    .and_then(|s| s.phase.as_deref())
+                    == Some(want)
+            };
+            tokio::time::timeout(PATIENCE, await_condition(pods, name, in_phase))
+                .await
+                .unwrap_or_else(|_| panic!("pod {name} never reached {want}"))
+                .unwrap()
+        }
+    };
+    phase("hook", "Succeeded").await;
+    phase("broken-hook", "Failed").await;
+    let server_pod = phase("server", "Running").await.unwrap();
+    let ready = server_pod.status.unwrap().conditions.unwrap();
+    assert!(
+        ready
+            .iter()
+            .any(|c| c.type_ == "Ready" && c.status == "True")
+    );
+}
+
+/// Helm 4's typed clients write Secrets in Kubernetes' protobuf encoding;
+/// the server stores them as a real one would.
+#[tokio::test]
+async fn a_protobuf_secret_is_stored_and_read_back_as_json() {
+    use k8s_openapi::api::core::v1::Secret;
+    use std::collections::BTreeMap;
+
+    let server = ApiServer::start();
+    // k8s.io/apimachinery's protobuf serializer: "k8s\0", then a
+    // runtime.Unknown{typeMeta{apiVersion, kind}, raw = the Secret message}.
+    fn field(tag: u8, bytes: &[u8]) -> Vec<u8> {
+        let mut out = vec![(tag << 3) | 2];
+        let mut len = bytes.len();
+        while len >= 0x80 {
+            out.push((len as u8 & 0x7f) | 0x80);
+            len >>= 7;
+        }
+        out.push(len as u8);
+        out.extend_from_slice(bytes);
+        out
+    }
+    let meta = [
+        field(1, b"sh.helm.release.v1.demo.v1"),
+        field(11, &[field(1, b"owner"), field(2, b"helm")].concat()),
+    ]
+    .concat();
+    let secret = [
+        field(1, &meta),
+        field(
+            2,
+            &[field(1, b"release"), field(2, b"\x1f\x8b\x00")].concat(),
+        ),
+        field(3, b"helm.sh/release.v1"),
+    ]
+    .concat();
+    let type_meta = [field(1, b"v1"), field(2, b"Secret")].concat();
+    let body = [b"k8s\0".to_vec(), field(1, &type_meta), field(2, &secret)].concat();
+
+    let mut stream =
+        std::net::TcpStream::connect(server.url().trim_start_matches("http://")).unwrap();
+    write!(
+        stream,
+        "POST /api/v1/namespaces/ops/secrets HTTP/1.1\r\nHost: loopback\r\nContent-Type: application/vnd.kubernetes.protobuf\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    )
+    .unwrap();
+    stream.write_all(&body).unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    assert!(response.starts_with("HTTP/1.1 201"), "{response}");
+
+    let secrets: Api<Secret> = Api::namespaced(client(&server), "ops");
+    let stored = secrets.get("sh.helm.release.v1.demo.v1").await.unwrap();
+    assert_eq!(stored.type_.as_deref(), Some("helm.sh/release.v1"));
+    assert_eq!(
+        stored.metadata.labels,
+        Some(BTreeMap::from([("owner".into(), "helm".into())]))
+    );
+    assert_eq!(stored.data.unwrap()["release"].0, b"\x1f\x8b\x00");
 }
 
 /// Retries quickly so the test does not wait out kube's production backoff.
