@@ -34,6 +34,30 @@ impl std::fmt::Display for TemplateError {
     }
 }
 
+/// A [`TemplateError`] with the template that failed and where in it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Located {
+    pub error: TemplateError,
+    /// The template's text as written.
+    pub template: String,
+    /// 1-based line and column within `template`.
+    pub at: Option<(usize, usize)>,
+}
+
+impl std::fmt::Display for Located {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.error.fmt(f)
+    }
+}
+
+/// The 1-based line and column of byte `offset` in `text`.
+fn line_column(text: &str, offset: usize) -> (usize, usize) {
+    let before = &text[..offset.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let start = before.rfind('\n').map(|i| i + 1).unwrap_or(0);
+    (line, before[start..].chars().count() + 1)
+}
+
 pub struct Renderer {
     registry: Handlebars<'static>,
     /// For values *files* (YAML text): every inserted value is a YAML scalar
@@ -114,12 +138,18 @@ impl Renderer {
     /// a values map, a hook argument).
     pub fn render_str(&self, template: &str, ctx: &Value) -> Result<String, TemplateError> {
         self.render_with(&self.registry, template, ctx)
+            .map_err(|l| l.error)
+    }
+
+    /// [`Self::render_str`], saying where in the template it failed.
+    pub fn render_str_located(&self, template: &str, ctx: &Value) -> Result<String, Located> {
+        self.render_with(&self.registry, template, ctx)
     }
 
     /// Renders YAML text (a values file): each `{{...}}` is inserted as a
     /// YAML scalar, quoted when it would otherwise change the document's
     /// structure (`"1\nhostNetwork: true"` stays one string).
-    pub fn render_yaml(&self, template: &str, ctx: &Value) -> Result<String, TemplateError> {
+    pub fn render_yaml(&self, template: &str, ctx: &Value) -> Result<String, Located> {
         self.render_with(&self.yaml, template, ctx)
     }
 
@@ -128,11 +158,16 @@ impl Renderer {
         registry: &Handlebars<'static>,
         template: &str,
         ctx: &Value,
-    ) -> Result<String, TemplateError> {
+    ) -> Result<String, Located> {
         if !template.contains("{{") {
             return Ok(template.to_string());
         }
-        let compiled = self.compile(template)?;
+        let located = |error: TemplateError, at: Option<(usize, usize)>| Located {
+            error,
+            template: template.to_string(),
+            at,
+        };
+        let compiled = self.compile(template).map_err(|(e, at)| located(e, at))?;
         let render = || -> Result<String, RenderError> {
             // What `Handlebars::render_template` does, minus the compiling.
             let ctx = Context::wraps(ctx)?;
@@ -140,17 +175,28 @@ impl Renderer {
             compiled.render(registry, &ctx, &mut RenderContext::new(None), &mut out)?;
             Ok(out.0)
         };
-        render().map_err(|e| classify(&e))
+        render().map_err(|e| {
+            let at = e.line_no.zip(e.column_no).or_else(|| match e.reason() {
+                RenderErrorReason::TemplateError(t) => t.pos(),
+                _ => None,
+            });
+            located(classify(&e), at)
+        })
     }
 
-    fn compile(&self, template: &str) -> Result<Arc<Template>, TemplateError> {
+    #[allow(clippy::type_complexity)]
+    fn compile(
+        &self,
+        template: &str,
+    ) -> Result<Arc<Template>, (TemplateError, Option<(usize, usize)>)> {
         // A poisoned cache only means another render panicked; its entries are whole.
         let mut cache = self.compiled.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(compiled) = cache.get(template) {
             return Ok(compiled.clone());
         }
         let compiled = Arc::new(
-            Template::compile(template).map_err(|e| TemplateError::Syntax(e.to_string()))?,
+            Template::compile(template)
+                .map_err(|e| (TemplateError::Syntax(syntax(&e)), e.pos()))?,
         );
         cache.insert(template.to_string(), compiled.clone());
         Ok(compiled)
@@ -159,27 +205,46 @@ impl Renderer {
     /// Renders every string leaf. A string that is exactly one `{{path}}`
     /// keeps the type of what it names (`id: "{{cluster.values.clusterId}}"`
     /// stays a number), since charts validate types.
-    pub fn render_value(&self, value: &Value, ctx: &Value) -> Result<Value, TemplateError> {
-        Ok(match value {
-            Value::String(s) => match whole_path(s) {
-                Some(path) => lookup(ctx, path)
-                    .cloned()
-                    .ok_or_else(|| TemplateError::UnknownVariable(path.to_string()))?,
-                None => Value::String(self.render_str(s, ctx)?),
-            },
+    /// Every failing leaf is reported, in document order.
+    pub fn render_value(&self, value: &Value, ctx: &Value) -> Result<Value, Vec<Located>> {
+        let mut errors = Vec::new();
+        let value = self.render_leaves(value, ctx, &mut errors);
+        if errors.is_empty() {
+            Ok(value)
+        } else {
+            Err(errors)
+        }
+    }
+
+    fn render_leaves(&self, value: &Value, ctx: &Value, errors: &mut Vec<Located>) -> Value {
+        let mut keep = |result: Result<Value, Located>| {
+            result.unwrap_or_else(|e| {
+                errors.push(e);
+                Value::Null
+            })
+        };
+        match value {
+            Value::String(s) => keep(match whole_path(s) {
+                Some(path) => lookup(ctx, path).cloned().ok_or_else(|| Located {
+                    error: TemplateError::UnknownVariable(path.to_string()),
+                    template: s.clone(),
+                    at: s.find("{{").map(|offset| line_column(s, offset)),
+                }),
+                None => self.render_with(&self.registry, s, ctx).map(Value::String),
+            }),
             Value::Array(items) => Value::Array(
                 items
                     .iter()
-                    .map(|v| self.render_value(v, ctx))
-                    .collect::<Result<_, _>>()?,
+                    .map(|v| self.render_leaves(v, ctx, errors))
+                    .collect(),
             ),
             Value::Object(map) => Value::Object(
                 map.iter()
-                    .map(|(k, v)| Ok((k.clone(), self.render_value(v, ctx)?)))
-                    .collect::<Result<_, TemplateError>>()?,
+                    .map(|(k, v)| (k.clone(), self.render_leaves(v, ctx, errors)))
+                    .collect(),
             ),
             other => other.clone(),
-        })
+        }
     }
 }
 
@@ -223,8 +288,23 @@ fn classify(error: &RenderError) -> TemplateError {
         RenderErrorReason::Other(message) if message.starts_with("env:") => {
             TemplateError::UnsetEnv(message.trim_start_matches("env:").to_string())
         }
-        RenderErrorReason::TemplateError(e) => TemplateError::Syntax(e.to_string()),
+        RenderErrorReason::TemplateError(e) => TemplateError::Syntax(syntax(e)),
         other => TemplateError::Syntax(other.to_string()),
+    }
+}
+
+/// A handlebars syntax error in one line, without the parser's list of
+/// grammar rules and its drawing of the template (the position is shown as
+/// `file:line:column` instead).
+fn syntax(error: &handlebars::TemplateError) -> String {
+    use handlebars::TemplateErrorReason as R;
+    match error.reason() {
+        R::MismatchingClosedHelper(open, close) | R::MismatchingClosedDecorator(open, close) => {
+            format!("`{{{{#{open}}}}}` is closed by `{{{{/{close}}}}}`; close it with `{{{{/{open}}}}}`")
+        }
+        R::InvalidSyntax(_) => "not valid handlebars here: an unclosed `{{`, a block such as `{{#if}}` without its argument or its `{{/if}}`, or a stray `}}`".to_string(),
+        R::InvalidParam(param) => format!("invalid parameter `{param}`"),
+        other => other.to_string(),
     }
 }
 
@@ -295,7 +375,8 @@ mod tests {
             Err(TemplateError::UnknownVariable("cluster.values.nope".into()))
         );
         assert_eq!(
-            r.render_value(&json!("{{cluster.values.nope}}"), &ctx()),
+            r.render_value(&json!("{{cluster.values.nope}}"), &ctx())
+                .map_err(|l| l[0].error.clone()),
             Err(TemplateError::UnknownVariable("cluster.values.nope".into()))
         );
     }

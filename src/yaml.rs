@@ -11,12 +11,12 @@ use crate::error::{Problem, did_you_mean};
 /// Parses every document of a (multi-document) YAML text. Empty documents are
 /// skipped, as kubectl and helm do.
 pub fn documents<T: DeserializeOwned>(text: &str, file: &Path) -> Result<Vec<T>, Problem> {
-    serde_saphyr::from_multiple::<T>(text).map_err(|e| problem(&e, file))
+    serde_saphyr::from_multiple::<T>(text).map_err(|e| problem(&e, file, text))
 }
 
 /// Parses a single-document YAML text.
 pub fn document<T: DeserializeOwned>(text: &str, file: &Path) -> Result<T, Problem> {
-    serde_saphyr::from_str::<T>(text).map_err(|e| problem(&e, file))
+    serde_saphyr::from_str::<T>(text).map_err(|e| problem(&e, file, text))
 }
 
 /// Parses a Kubernetes-style manifest stream into JSON values, skipping empty
@@ -33,7 +33,7 @@ pub fn manifests(text: &str, file: &Path) -> Result<Vec<serde_json::Value>, Prob
     options.budget = Some(budget);
     Ok(
         serde_saphyr::from_multiple_with_options::<serde_json::Value>(text, options)
-            .map_err(|e| problem(&e, file))?
+            .map_err(|e| problem(&e, file, text))?
             .into_iter()
             .filter(|doc| !doc.is_null())
             .collect(),
@@ -62,9 +62,24 @@ pub fn to_string<T: serde::Serialize>(value: &T) -> String {
     serde_saphyr::to_string(value).unwrap_or_else(|e| format!("# cannot render as YAML: {e}\n"))
 }
 
-fn problem(error: &serde_saphyr::Error, file: &Path) -> Problem {
+fn problem(error: &serde_saphyr::Error, file: &Path, text: &str) -> Problem {
     let error = error.without_snippet();
-    let message = match error {
+    let location = error.location().map(|l| (l.line(), l.column()));
+    let lines: Vec<&str> = text.lines().collect();
+    let (message, at) = match explain(error, &lines, location) {
+        Some((message, at)) => (message, at),
+        None => (raw_message(error), location),
+    };
+    let mut problem = Problem::new(message).file(file);
+    if let Some((line, column)) = at {
+        problem = problem.at(line, column);
+    }
+    problem
+}
+
+/// The parser's own text, for what [`explain`] has no words for.
+fn raw_message(error: &serde_saphyr::Error) -> String {
+    match error {
         serde_saphyr::Error::SerdeUnknownField {
             field, expected, ..
         } => format!(
@@ -84,17 +99,325 @@ fn problem(error: &serde_saphyr::Error, file: &Path) -> Problem {
             let text = other.render_with_options(options);
             // The renderer appends " at line L, column C"; we print the location
             // ourselves in the `file:line:col` prefix.
-            match text.rfind(" at line ") {
+            let text = match text.rfind(" at line ") {
+                Some(cut) => text[..cut].to_string(),
+                None => text,
+            };
+            // Advice meant for the programmer, not the user of the file.
+            match text.find(", set DuplicateKeyPolicy") {
                 Some(cut) => text[..cut].to_string(),
                 None => text,
             }
         }
-    };
-    let mut problem = Problem::new(message).file(file);
-    if let Some(location) = error.location() {
-        problem = problem.at(location.line(), location.column());
     }
-    problem
+}
+
+/// A type error in the words of the file: which key, what it must look
+/// like, and for a value written at the wrong indentation, where it belongs.
+/// `None` leaves the parser's message.
+fn explain(
+    error: &serde_saphyr::Error,
+    lines: &[&str],
+    at: Option<(u64, u64)>,
+) -> Option<(String, Option<(u64, u64)>)> {
+    use serde_saphyr::Error as E;
+    let (line, column) = at?;
+    if let E::DuplicateMappingKey { key: Some(dup), .. } = error {
+        return Some((
+            format!("`{dup}` is written twice in the same map; keep one"),
+            at,
+        ));
+    }
+    let key = key_at(lines, line, column)?;
+    let here = Some((key.line as u64 + 1, key.column as u64 + 1));
+    let name = &key.name;
+    let message = match error {
+        E::Unexpected { expected, .. } if *expected == "sequence start" => match &key.scalar {
+            Some(value) => format!("`{name}` must be a list, like `{name}: [{value}]`"),
+            None => format!("`{name}` must be a list, like `{name}: [a, b]`"),
+        },
+        E::Unexpected { expected, .. } if *expected == "mapping start" => format!(
+            "`{name}` must be a map of keys to values (`key: value` lines indented under `{name}:`, or `{name}: {{key: value}}`)"
+        ),
+        E::Unexpected { expected, .. } if *expected == "string scalar" && key.whole => {
+            format!("`{name}` must be a single text value, not a list or a map")
+        }
+        E::InvalidScalar { ty, .. } if ty.contains("bool") => match &key.scalar {
+            Some(value) => format!("`{name}: {value}` must be `true` or `false`"),
+            None => format!("`{name}` must be `true` or `false`"),
+        },
+        E::InvalidBooleanStrict { .. } => format!("`{name}` must be `true` or `false`"),
+        E::SerdeUnknownVariant {
+            variant, expected, ..
+        } => {
+            if key.scalar.is_none() && name == "crds" {
+                // `crds:` at the top level with a map under it: chart values
+                // (cert-manager's `crds.enabled`) meant for `crdValues:`,
+                // written one indentation level too far left.
+                return Some((
+                    format!(
+                        "`crds` is the release's CRD policy (`{}`), not chart values; `{variant}` under it looks like chart values for the CRD render: indent `crds:` under `crdValues:` (or under `values:` for the install), like `crdValues: {{crds: {{{variant}: true}}}}`",
+                        expected.join("`, `"),
+                    ),
+                    here,
+                ));
+            }
+            format!(
+                "`{name}: {variant}` is not one of {}{}",
+                expected.join(", "),
+                did_you_mean(variant, expected.iter().copied())
+            )
+        }
+        _ => return None,
+    };
+    let at = if key.line + 1 == line as usize {
+        at
+    } else {
+        here
+    };
+    Some((message, at))
+}
+
+/// The key a value belongs to.
+#[derive(Debug, PartialEq, Eq)]
+struct Key {
+    name: String,
+    /// 0-based line and column of the key.
+    line: usize,
+    column: usize,
+    /// The plain scalar written after `key:` on its line, if any.
+    scalar: Option<String>,
+    /// The location is the key's whole value (not something inside it).
+    whole: bool,
+}
+
+/// The key whose value is at (`line`, `column`) (1-based): the `key:`
+/// written before that column on its line, else the nearest line above
+/// indented less (the key a block value hangs under).
+fn key_at(lines: &[&str], line: u64, column: u64) -> Option<Key> {
+    let index = usize::try_from(line).ok()?.checked_sub(1)?;
+    let text = lines.get(index)?;
+    let before: String = text
+        .chars()
+        .take(usize::try_from(column).ok()?.saturating_sub(1))
+        .collect();
+    if let Some(mut key) = last_key(text, before.len(), index) {
+        key.whole = before.trim_end().ends_with(':');
+        return Some(key);
+    }
+    let indent = before.chars().count();
+    (0..index).rev().find_map(|i| {
+        let l = lines[i];
+        let trimmed = l.trim_start();
+        if trimmed.is_empty() || trimmed.starts_with('#') || indentation(l) >= indent {
+            return None;
+        }
+        last_key(l, l.len(), i).filter(|k| k.column == indentation(l) || trimmed.starts_with("- "))
+    })
+}
+
+/// The last `key:` in the first `limit` bytes of `text`, line `index`.
+fn last_key(text: &str, limit: usize, index: usize) -> Option<Key> {
+    let bytes = &text.as_bytes()[..limit.min(text.len())];
+    let colon = (0..bytes.len())
+        .rev()
+        .find(|&i| bytes[i] == b':' && bytes.get(i + 1).is_none_or(|b| b.is_ascii_whitespace()))?;
+    let head = &text[..colon];
+    let start = head
+        .rfind(|c: char| c.is_whitespace() || matches!(c, '{' | '[' | ',' | '-'))
+        .map(|i| i + 1)
+        .unwrap_or(0);
+    let name = head[start..].trim_matches(['"', '\'']).to_string();
+    if name.is_empty() {
+        return None;
+    }
+    let rest = text[colon + 1..].trim();
+    let rest = rest.split(" #").next().unwrap_or_default().trim();
+    let plain = !rest.is_empty() && !rest.starts_with(['[', '{', '|', '>', '&', '*', '!', '#']);
+    Some(Key {
+        name,
+        line: index,
+        column: text[..start].chars().count(),
+        scalar: plain.then(|| rest.to_string()),
+        whole: true,
+    })
+}
+
+fn indentation(line: &str) -> usize {
+    line.len() - line.trim_start_matches(' ').len()
+}
+
+/// One document of a multi-document text, parsed on its own.
+#[derive(Debug)]
+pub struct Parsed<T> {
+    /// 1-based line of the document's first line.
+    pub line: u64,
+    /// `None` when nothing could be read. With problems, it is what was
+    /// left once the broken keys were taken out: good for telling what the
+    /// document defines, not for using it.
+    pub value: Option<T>,
+    pub problems: Vec<Problem>,
+    /// The document's text at its place (earlier lines blank) when it had
+    /// problems, for a lenient second look; empty otherwise.
+    pub text: String,
+}
+
+/// [`each_document`] for a file of exactly one document.
+pub fn one_document<T: DeserializeOwned>(text: &str, file: &Path) -> Parsed<T> {
+    match serde_saphyr::from_str::<T>(text) {
+        Ok(value) => Parsed {
+            line: 1,
+            value: Some(value),
+            problems: Vec::new(),
+            text: String::new(),
+        },
+        Err(_) => {
+            let lines: Vec<&str> = text.lines().collect();
+            repair(&lines, 0, lines.len(), file)
+        }
+    }
+}
+
+/// Every document of `text` (empty ones skipped, as kubectl and helm do),
+/// each parsed on its own so a broken document hides none of the others,
+/// and every broken key of a document reported, not only the first: the
+/// key at fault is taken out and the document read again.
+pub fn each_document<T: DeserializeOwned>(text: &str, file: &Path) -> Vec<Parsed<T>> {
+    if let Ok(values) = serde_saphyr::from_multiple::<T>(text) {
+        // The common case: one parse, no copies. Lines are only needed for
+        // problems, and there are none.
+        return values
+            .into_iter()
+            .map(|value| Parsed {
+                line: 0,
+                value: Some(value),
+                problems: Vec::new(),
+                text: String::new(),
+            })
+            .collect();
+    }
+    let lines: Vec<&str> = text.lines().collect();
+    let mut out = Vec::new();
+    let mut start = 0;
+    while start < lines.len() {
+        let end = (start + 1..lines.len())
+            .find(|&i| is_document_start(lines[i]))
+            .unwrap_or(lines.len());
+        let body = &lines[start..end];
+        let empty = body.iter().all(|l| {
+            let t = l.trim();
+            t.is_empty() || t.starts_with('#') || t == "..." || is_document_start(l)
+        });
+        if !empty {
+            out.push(repair(&lines, start, end, file));
+        }
+        start = end;
+    }
+    out
+}
+
+fn is_document_start(line: &str) -> bool {
+    line == "---" || line.starts_with("--- ") || line.starts_with("---\t")
+}
+
+/// Parses lines `start..end` of `lines` (kept at their place, so locations
+/// stay those of the file), taking out each key at fault until it reads.
+fn repair<T: DeserializeOwned>(lines: &[&str], start: usize, end: usize, file: &Path) -> Parsed<T> {
+    use serde_saphyr::Error as E;
+    let mut doc: Vec<&str> = vec![""; start];
+    doc.extend_from_slice(&lines[start..end]);
+    let original = doc.join("\n");
+    let mut problems = Vec::new();
+    // Keys taken out, and the lines whose errors may only follow from that.
+    let mut removed: Vec<String> = Vec::new();
+    let mut shadows: Vec<std::ops::RangeInclusive<usize>> = Vec::new();
+    for _ in 0..64 {
+        let text = doc.join("\n");
+        let error = match serde_saphyr::from_str::<T>(&text) {
+            Ok(value) => {
+                return Parsed {
+                    line: start as u64 + 1,
+                    value: Some(value),
+                    problems,
+                    text: original,
+                };
+            }
+            Err(error) => error,
+        };
+        let error = error.without_snippet();
+        let location = error.location().map(|l| (l.line(), l.column()));
+        let follow_up = match error {
+            E::SerdeMissingField { field, .. } => removed.iter().any(|r| r == field),
+            E::SerdeUnknownField { .. } => false,
+            _ => location.is_some_and(|(l, _)| {
+                let l = (l as usize).saturating_sub(1);
+                shadows.iter().any(|r| r.contains(&l))
+            }),
+        };
+        if follow_up {
+            break;
+        }
+        problems.push(problem(error, file, &text));
+        let repairable = matches!(
+            error,
+            E::SerdeUnknownField { .. }
+                | E::SerdeUnknownVariant { .. }
+                | E::SerdeInvalidType { .. }
+                | E::SerdeInvalidValue { .. }
+                | E::Unexpected { .. }
+                | E::InvalidScalar { .. }
+                | E::InvalidBooleanStrict { .. }
+                | E::NullIntoString { .. }
+                | E::DuplicateMappingKey { .. }
+        );
+        let key = match (repairable, location) {
+            (true, Some((line, column))) => {
+                // An unknown key is located at the key itself.
+                let on_key = matches!(error, E::SerdeUnknownField { .. })
+                    || matches!(error, E::DuplicateMappingKey { .. });
+                let column = if on_key {
+                    // Just past the key's colon, so `key_at` finds it.
+                    doc.get((line as usize).saturating_sub(1))
+                        .and_then(|l| l.find(": ").or_else(|| l.rfind(':')))
+                        .map(|c| c as u64 + 2)
+                        .unwrap_or(column)
+                } else {
+                    column
+                };
+                key_at(&doc, line, column)
+            }
+            _ => None,
+        };
+        let Some(key) = key.filter(|k| k.line >= start && k.line < end) else {
+            break;
+        };
+        let indent = indentation(doc[key.line]);
+        let mut last = key.line;
+        while last + 1 < doc.len() {
+            let next = doc[last + 1];
+            if next.trim().is_empty() || indentation(next) > indent {
+                last += 1;
+            } else {
+                break;
+            }
+        }
+        let parent = (start..key.line)
+            .rev()
+            .find(|&i| !doc[i].trim().is_empty() && indentation(doc[i]) < indent);
+        if let Some(parent) = parent {
+            shadows.push(parent..=last + 1);
+        }
+        removed.push(key.name);
+        for l in &mut doc[key.line..=last] {
+            *l = "";
+        }
+    }
+    Parsed {
+        line: start as u64 + 1,
+        value: None,
+        problems,
+        text: original,
+    }
 }
 
 #[cfg(test)]
@@ -149,5 +472,63 @@ mod tests {
     fn empty_documents_are_skipped() {
         let docs = manifests("---\n---\na: 1\n---\n", Path::new("m.yaml")).unwrap();
         assert_eq!(docs.len(), 1);
+    }
+}
+
+#[cfg(test)]
+mod repair_tests {
+    use super::*;
+    use serde::Deserialize;
+
+    #[derive(Debug, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct Doc {
+        name: String,
+        #[serde(default)]
+        needs: Vec<String>,
+        #[serde(default)]
+        wait: bool,
+    }
+
+    #[test]
+    fn the_key_of_a_value_is_found_on_its_line_or_above() {
+        let lines = ["name: a", "needs: b # why", "values:", "  x: [1]"];
+        let key = key_at(&lines, 2, 8).unwrap();
+        assert_eq!((key.name.as_str(), key.line), ("needs", 1));
+        assert_eq!(key.scalar.as_deref(), Some("b"));
+        let key = key_at(&lines, 4, 3).unwrap();
+        assert_eq!((key.name.as_str(), key.scalar), ("values", None));
+    }
+
+    #[test]
+    fn each_broken_key_and_document_is_reported_in_place() {
+        let text =
+            "name: a\nnedds: [b]\nwait: maybe\n---\n# only a comment\n---\nname: c\nneeds: d\n";
+        let docs = each_document::<Doc>(text, Path::new("r.yaml"));
+        let shown: Vec<Vec<String>> = docs
+            .iter()
+            .map(|d| d.problems.iter().map(ToString::to_string).collect())
+            .collect();
+        assert_eq!(
+            shown,
+            [
+                vec![
+                    "r.yaml:2:1: unknown key `nedds`; did you mean `needs`?".to_string(),
+                    "r.yaml:3:7: `wait: maybe` must be `true` or `false`".to_string(),
+                ],
+                vec!["r.yaml:8:8: `needs` must be a list, like `needs: [d]`".to_string()],
+            ]
+        );
+        assert_eq!(docs[1].value.as_ref().unwrap().name, "c");
+        assert_eq!(docs[1].line, 6);
+    }
+
+    #[test]
+    fn a_key_taken_out_is_not_reported_missing() {
+        let docs = each_document::<Doc>("name: [a\nwait: true\n", Path::new("r.yaml"));
+        assert_eq!(docs.len(), 1);
+        assert_eq!(docs[0].problems.len(), 1, "{:?}", docs[0].problems);
+        assert!(docs[0].value.is_none());
     }
 }

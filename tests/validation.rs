@@ -25,13 +25,13 @@ fn plan(releases: &str) -> Test {
 #[test]
 fn yaml_syntax_error_names_file_and_line() {
     plan("name: cilium\nnamespace: [kube-system\n")
-        .invalid("error: releases/core.yaml:2:12: expected string scalar\n");
+        .invalid("error: releases/core.yaml:2:12: `namespace` must be a single text value, not a list or a map\n");
 }
 
 #[test]
 fn unknown_key_suggests_the_right_one() {
     plan(&format!("{CILIUM}valuesFile: [x.yaml]\n")).invalid(
-        "error: releases/core.yaml:4:1: unknown key `valuesFile`; did you mean `valuesFiles`?\n",
+        "error: releases/core.yaml:4:1: release `kube-system/cilium`: unknown key `valuesFile`; did you mean `valuesFiles`?\n",
     );
 }
 
@@ -44,7 +44,7 @@ fn missing_required_key() {
 #[test]
 fn wrong_type() {
     plan(&format!("{CILIUM}wait: maybe\n"))
-        .invalid("error: releases/core.yaml:4:7: invalid boolean\n");
+        .invalid("error: releases/core.yaml:4:7: release `kube-system/cilium`: `wait: maybe` must be `true` or `false`\n");
 }
 
 #[test]
@@ -183,9 +183,9 @@ fn hook_must_name_exactly_one_kind() {
 #[test]
 fn hook_keys_are_checked_with_suggestions() {
     with_hook("rolout: { kind: DaemonSet, name: cilium }")
-        .invalid("error: releases/core.yaml:6:7: unknown key `rolout`; did you mean `rollout`?\n");
+        .invalid("error: releases/core.yaml:6:7: release `kube-system/cilium`: unknown key `rolout`; did you mean `rollout`?\n");
     with_hook("wait: x").invalid(
-        "error: releases/core.yaml:6:7: unknown key `wait` (allowed: rollout, condition, created, job, command, shell, timeout)\n",
+        "error: releases/core.yaml:6:7: release `kube-system/cilium`: unknown key `wait` (allowed: rollout, condition, created, job, command, shell, timeout)\n",
     );
 }
 
@@ -203,35 +203,142 @@ fn hook_kinds_check_their_fields() {
         "error: releases/core.yaml:6:7: release `kube-system/cilium`: postsync hook timeout `0s` is zero; give a positive duration\n",
     );
     with_hook("condition: { apiVersion: v1, kind: ConfigMap, name: \"{{nope}}\", type: Ready }").invalid(
-        "error: releases/core.yaml: release `kube-system/cilium`: hook: template uses `nope`, which is not defined; available: cluster.name, cluster.context, cluster.values.*, release.name, release.namespace, root\n",
+        "error: releases/core.yaml:6:60: release `kube-system/cilium`: hook: template uses `nope`, which is not defined; available: cluster.name, cluster.context, cluster.values.*, release.name, release.namespace, root\n",
     );
 }
 
 #[test]
 fn template_unknown_variable_is_named() {
     plan(&format!("{CILIUM}values: {{ host: \"{{{{cluster.values.k8sServiceHost}}}}\" }}\n")).invalid(
-        "error: releases/core.yaml: release `kube-system/cilium`: template uses `cluster.values.k8sServiceHost`, which is not defined; available: cluster.name, cluster.context, cluster.values.*, release.name, release.namespace, root\n",
+        "error: releases/core.yaml:4:18: release `kube-system/cilium`: template uses `cluster.values.k8sServiceHost`, which is not defined; available: cluster.name, cluster.context, cluster.values.*, release.name, release.namespace, root\n",
     );
 }
 
 #[test]
 fn unset_environment_variable() {
     plan(&format!("{CILIUM}values: {{ token: \"x-{{{{env \\\"BOOTSTRAP_TEST_UNSET\\\"}}}}\" }}\n")).invalid(
-        "error: releases/core.yaml: release `kube-system/cilium`: environment variable `BOOTSTRAP_TEST_UNSET` is not set; set it, or give a default: {{env \"BOOTSTRAP_TEST_UNSET\" \"default\"}}\n",
+        "error: releases/core.yaml:4:21: release `kube-system/cilium`: environment variable `BOOTSTRAP_TEST_UNSET` is not set; set it, or give a default: {{env \"BOOTSTRAP_TEST_UNSET\" \"default\"}}\n",
     );
 }
 
 #[test]
 fn template_syntax_error() {
-    let out = plan(&format!("{CILIUM}values: {{ a: \"{{{{#if}}}}\" }}\n")).run();
-    assert_eq!(out.code, 2);
-    assert!(
-        out.stderr.starts_with(
-            "error: releases/core.yaml: release `kube-system/cilium`: template syntax error:"
-        ),
-        "{}",
-        out.stderr
+    plan(&format!("{CILIUM}values: {{ a: \"{{{{#if}}}}\" }}\n")).invalid(
+        "error: releases/core.yaml:4:22: release `kube-system/cilium`: template syntax error: not valid handlebars here: an unclosed `{{`, a block such as `{{#if}}` without its argument or its `{{/if}}`, or a stray `}}`\n",
     );
+    plan(&format!(
+        "{CILIUM}values:\n  a: \"{{{{#if cluster.name}}}}x{{{{/each}}}}\"\n"
+    ))
+    .invalid(
+        "error: releases/core.yaml:5:28: release `kube-system/cilium`: template syntax error: `{{#if}}` is closed by `{{/each}}`; close it with `{{/if}}`\n",
+    );
+}
+
+/// A values file is a template as a whole: its errors are at the file's
+/// own line and column.
+#[test]
+fn template_errors_in_a_values_file_are_located() {
+    plan(&format!("{CILIUM}valuesFiles: [values/cilium.yaml.hbs]\n"))
+        .file(
+            "releases/values/cilium.yaml.hbs",
+            "ipam:\n  mode: kubernetes\nk8sServiceHost: {{cluster.values.apiHost}}\n",
+        )
+        .invalid(
+            "error: releases/values/cilium.yaml.hbs:3:17: release `kube-system/cilium`: template uses `cluster.values.apiHost`, which is not defined; available: cluster.name, cluster.context, cluster.values.*, release.name, release.namespace, root\n",
+        );
+}
+
+/// Every failing template of a release is reported, each where it is
+/// written: an inline value in a block scalar, a cluster override, a hook.
+#[test]
+fn every_template_error_is_located() {
+    let release = format!(
+        "{CILIUM}values:\n  a: ok\n  script: |\n    line one\n    host={{{{cluster.values.host}}}}\n  b: \"{{{{cluster.values.b}}}}\"\nhooks:\n  postsync:\n    - shell: \"echo {{{{release.nme}}}}\"\n"
+    );
+    Test::with_releases(&release)
+        .file(
+            "clusters/infra/cluster.yaml",
+            "name: infra\noverrides:\n  cilium:\n    values:\n      c: \"x-{{cluster.values.c}}\"\n",
+        )
+        .args(&["plan", "infra"])
+        .invalid(
+            "error: releases/core.yaml:8:10: release `kube-system/cilium`: template uses `cluster.values.host`, which is not defined; available: cluster.name, cluster.context, cluster.values.*, release.name, release.namespace, root
+error: releases/core.yaml:9:7: release `kube-system/cilium`: template uses `cluster.values.b`, which is not defined; available: cluster.name, cluster.context, cluster.values.*, release.name, release.namespace, root
+error: clusters/infra/cluster.yaml:5:13: release `kube-system/cilium`: template uses `cluster.values.c`, which is not defined; available: cluster.name, cluster.context, cluster.values.*, release.name, release.namespace, root
+error: releases/core.yaml:12:20: release `kube-system/cilium`: hook: template uses `release.nme`, which is not defined; available: cluster.name, cluster.context, cluster.values.*, release.name, release.namespace, root
+error: 4 problems in the config; nothing was changed
+",
+        );
+}
+
+/// Parser messages in the user's terms: what the key must look like, and
+/// for chart values written one level too far left, where they belong.
+#[test]
+fn parser_messages_say_what_to_write() {
+    plan(&format!("{CILIUM}needs: coredns\n")).invalid(
+        "error: releases/core.yaml:4:8: release `kube-system/cilium`: `needs` must be a list, like `needs: [coredns]`\n",
+    );
+    plan(&format!("{CILIUM}valuesFiles: values.yaml\n")).invalid(
+        "error: releases/core.yaml:4:14: release `kube-system/cilium`: `valuesFiles` must be a list, like `valuesFiles: [values.yaml]`\n",
+    );
+    plan(&format!("{CILIUM}values: [a, b]\n")).invalid(
+        "error: releases/core.yaml:4:9: release `kube-system/cilium`: `values` must be a map of keys to values (`key: value` lines indented under `values:`, or `values: {key: value}`)\n",
+    );
+    plan(&format!("{CILIUM}crds: skip\n")).invalid(
+        "error: releases/core.yaml:4:7: release `kube-system/cilium`: `crds: skip` is not one of bootstrap, only, chart, none\n",
+    );
+    plan(&format!("{CILIUM}crdValues:\ncrds:\n  enabled: true\n")).invalid(
+        "error: releases/core.yaml:5:1: release `kube-system/cilium`: `crds` is the release's CRD policy (`bootstrap`, `only`, `chart`, `none`), not chart values; `enabled` under it looks like chart values for the CRD render: indent `crds:` under `crdValues:` (or under `values:` for the install), like `crdValues: {crds: {enabled: true}}`\n",
+    );
+    plan(&format!("{CILIUM}wait: true\nwait: false\n")).invalid(
+        "error: releases/core.yaml:5:1: release `kube-system/cilium`: `wait` is written twice in the same map; keep one\n",
+    );
+}
+
+/// A file that does not parse hides nothing: every broken key of every
+/// document of every file is reported, and a release that failed its own
+/// checks is still known to `needs` (no "not a release" follow-ups).
+#[test]
+fn every_problem_of_every_file_in_one_run() {
+    let core = "name: cilium
+namespace: kube-system
+chart: { repo: https://helm.cilium.io, name: cilium, version: 1.18.2 }
+timout: 5m
+wait: maybe
+---
+name: CoreDNS
+namespace: kube-system
+chart: { repo: https://coredns.github.io/helm, name: coredns, version: 1.44.3 }
+needs: cilium
+";
+    let certs = "name: cert-manager
+namespace: cert-manager
+chart: { repo: https://charts.jetstack.io, name: cert-manager, version: v1.19.0 }
+needs: [coredns]
+hooks:
+  postsync:
+    - rolout: { kind: Deployment, name: cert-manager }
+---
+name: external-secrets
+namespace: external-secrets
+chart: { repo: https://charts.external-secrets.io, name: external-secrets, version: 0.20.3 }
+needs: [cert-manager, coredns, cilium]
+";
+    Test::new()
+        .file("clusters/infra/cluster.yaml", "name: infra\nguard: sometimes\n")
+        .file("releases/core.yaml", core)
+        .file("releases/security.yaml", certs)
+        .args(&["plan", "infra"])
+        .invalid(
+            "error: clusters/infra/cluster.yaml:2:8: `guard: sometimes` must be `true` or `false`
+error: releases/core.yaml:4:1: release `kube-system/cilium`: unknown key `timout`; did you mean `timeout`?
+error: releases/core.yaml:5:7: release `kube-system/cilium`: `wait: maybe` must be `true` or `false`
+error: releases/core.yaml:7:7: release `kube-system/CoreDNS`: name `CoreDNS` must consist of lower case letters, digits and '-', and start and end with a letter or digit (a DNS-1123 label)
+error: releases/core.yaml:10:8: release `kube-system/CoreDNS`: `needs` must be a list, like `needs: [cilium]`
+error: releases/security.yaml:7:7: release `cert-manager/cert-manager`: unknown key `rolout`; did you mean `rollout`?
+error: 6 problems in the config; nothing was changed
+",
+        );
 }
 
 #[test]
@@ -333,6 +440,6 @@ fn a_plain_values_file_that_does_not_parse_because_of_braces_says_to_rename_it()
 #[test]
 fn a_template_values_file_reports_template_errors() {
     with_values_file("cilium.yaml.hbs", "cluster:\n  id: {{cluster.values.id}}\n").invalid(
-        "error: releases/values/cilium.yaml.hbs: release `kube-system/cilium`: template uses `cluster.values.id`, which is not defined; available: cluster.name, cluster.context, cluster.values.*, release.name, release.namespace, root\n",
+        "error: releases/values/cilium.yaml.hbs:2:7: release `kube-system/cilium`: template uses `cluster.values.id`, which is not defined; available: cluster.name, cluster.context, cluster.values.*, release.name, release.namespace, root\n",
     );
 }

@@ -48,8 +48,9 @@ pub fn load_for(dir: &Path, cluster: &str, context: Option<&str>) -> Result<Plan
     let paths = Paths::new(root.clone(), dir.to_path_buf());
     let mut problems = Vec::new();
 
-    let cluster_file = read_cluster(&paths, cluster)?;
-    let drafts = read_releases(&paths, &mut problems)?;
+    let cluster_file = read_cluster(&paths, cluster, &mut problems)?;
+    let mut broken = Vec::new();
+    let drafts = read_releases(&paths, &mut problems, &mut broken)?;
 
     let mut by_id: BTreeMap<ReleaseId, usize> = BTreeMap::new();
     let mut catalog: Vec<Draft> = Vec::new();
@@ -72,7 +73,7 @@ pub fn load_for(dir: &Path, cluster: &str, context: Option<&str>) -> Result<Plan
         catalog.push(draft);
     }
 
-    let resolver = Resolver::new(catalog.iter().map(|d| &d.id));
+    let resolver = Resolver::new(catalog.iter().map(|d| &d.id), broken);
     for draft in &mut catalog {
         let mut needs = Vec::new();
         for need in &draft.doc.needs {
@@ -85,6 +86,7 @@ pub fn load_for(dir: &Path, cluster: &str, context: Option<&str>) -> Result<Plan
                         .release(&draft.id),
                 ),
                 Ok(id) => needs.push(id),
+                Err(ResolveError::Broken) => {}
                 Err(message) => problems.push(
                     Problem::new(format!("needs {message}"))
                         .file(paths.show(&draft.file))
@@ -111,6 +113,11 @@ pub fn load_for(dir: &Path, cluster: &str, context: Option<&str>) -> Result<Plan
         );
     }
 
+    // Without a usable cluster file, what depends on it cannot be checked;
+    // the release files have been.
+    let Some(cluster_file) = cluster_file else {
+        return Err(Error::Config(problems));
+    };
     let cluster_path = paths
         .root
         .join("clusters")
@@ -146,12 +153,19 @@ pub fn load_for(dir: &Path, cluster: &str, context: Option<&str>) -> Result<Plan
             Ok(id) => {
                 overrides.insert(id, (key.as_str(), value));
             }
+            Err(ResolveError::Broken) => {}
             Err(message) => problems
                 .push(Problem::new(format!("`overrides` names {message}")).file(&shown_cluster)),
         }
     }
 
-    let mut cluster = build_cluster(&paths, &cluster_file, &shown_cluster, &mut problems);
+    let mut cluster = build_cluster(
+        &paths,
+        cluster,
+        &cluster_file,
+        &shown_cluster,
+        &mut problems,
+    );
     if let Some(context) = context {
         cluster.context = Some(context.to_string());
     }
@@ -178,7 +192,14 @@ pub fn load_for(dir: &Path, cluster: &str, context: Option<&str>) -> Result<Plan
     Ok(Plan::new(cluster, root, releases))
 }
 
-fn read_cluster(paths: &Paths, cluster: &str) -> Result<ClusterFile, Error> {
+/// The cluster file, or `None` when it is too broken to use; its problems
+/// go to `problems` so the release files are still checked. An unknown
+/// cluster is an error on its own: nothing else can be checked for it.
+fn read_cluster(
+    paths: &Paths,
+    cluster: &str,
+    problems: &mut Vec<Problem>,
+) -> Result<Option<ClusterFile>, Error> {
     let path = paths
         .root
         .join("clusters")
@@ -206,8 +227,11 @@ fn read_cluster(paths: &Paths, cluster: &str) -> Result<ClusterFile, Error> {
             return Err(Error::config(Problem::new(message).file(paths.show(&path))));
         }
     };
-    let file: ClusterFile = yaml::document(&text, &paths.show(&path)).map_err(Error::config)?;
-    let mut problems = Vec::new();
+    let mut parsed = yaml::one_document::<ClusterFile>(&text, &paths.show(&path));
+    problems.append(&mut parsed.problems);
+    let Some(file) = parsed.value else {
+        return Ok(None);
+    };
     if file.name.value != cluster {
         problems.push(
             Problem::new(format!(
@@ -221,14 +245,29 @@ fn read_cluster(paths: &Paths, cluster: &str) -> Result<ClusterFile, Error> {
         problems
             .push(Problem::new(format!("cluster name `{cluster}` {why}")).file(paths.show(&path)));
     }
-    if problems.is_empty() {
-        Ok(file)
-    } else {
-        Err(Error::Config(problems))
-    }
+    Ok(Some(file))
 }
 
-fn read_releases(paths: &Paths, problems: &mut Vec<Problem>) -> Result<Vec<Draft>, Error> {
+/// A release that is known by name but failed its checks: `needs` naming
+/// it are not reported again (its own problem says what is wrong).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Broken {
+    namespace: Option<String>,
+    name: String,
+}
+
+/// Just enough of a release document to know which release it means.
+#[derive(serde::Deserialize)]
+struct Identity {
+    name: Option<String>,
+    namespace: Option<String>,
+}
+
+fn read_releases(
+    paths: &Paths,
+    problems: &mut Vec<Problem>,
+    broken: &mut Vec<Broken>,
+) -> Result<Vec<Draft>, Error> {
     let dir = paths.root.join("releases");
     let entries = std::fs::read_dir(&dir).map_err(|e| {
         Error::config(
@@ -274,18 +313,64 @@ fn read_releases(paths: &Paths, problems: &mut Vec<Problem>) -> Result<Vec<Draft
                 continue;
             }
         };
-        match yaml::documents::<ReleaseFile>(&text, &shown) {
-            Ok(docs) => {
-                for doc in docs {
-                    if let Some(draft) = check_release(paths, &file, doc, problems) {
-                        drafts.push(draft);
+        for mut parsed in yaml::each_document::<ReleaseFile>(&text, &shown) {
+            if parsed.problems.is_empty() {
+                let Some(doc) = parsed.value else { continue };
+                let id = ReleaseId::new(doc.namespace.value.clone(), doc.name.value.clone());
+                match check_release(paths, &file, doc, problems) {
+                    Some(draft) => drafts.push(draft),
+                    None => broken.push(Broken {
+                        namespace: Some(id.namespace),
+                        name: id.name,
+                    }),
+                }
+                continue;
+            }
+            // What the rest of the document says is not checked: keys were
+            // taken out of it to read it. Its names are whole.
+            if let Some(doc) = &parsed.value {
+                check_names(doc, &shown, &mut parsed.problems);
+                parsed.problems.sort_by_key(|p| (p.line, p.column));
+            }
+            let identity = match parsed.value {
+                Some(doc) => Some(Identity {
+                    name: Some(doc.name.value),
+                    namespace: Some(doc.namespace.value),
+                }),
+                None => serde_saphyr::from_str::<Identity>(&parsed.text).ok(),
+            };
+            if let Some(Identity {
+                name: Some(name),
+                namespace,
+            }) = identity
+            {
+                if let Some(namespace) = &namespace {
+                    let id = ReleaseId::new(namespace.clone(), name.clone());
+                    for p in &mut parsed.problems {
+                        p.release = Some(id.to_string());
                     }
                 }
+                broken.push(Broken { namespace, name });
             }
-            Err(problem) => problems.push(problem),
+            problems.append(&mut parsed.problems);
         }
     }
     Ok(drafts)
+}
+
+/// `name` and `namespace` are DNS-1123 labels.
+fn check_names(doc: &ReleaseFile, shown: &Path, problems: &mut Vec<Problem>) {
+    let id = ReleaseId::new(doc.namespace.value.clone(), doc.name.value.clone());
+    for (what, field) in [("name", &doc.name), ("namespace", &doc.namespace)] {
+        if let Err(why) = validate::dns_label(&field.value) {
+            problems.push(
+                Problem::new(format!("{what} `{}` {why}", field.value))
+                    .file(shown)
+                    .at(field.referenced.line(), field.referenced.column())
+                    .release(&id),
+            );
+        }
+    }
 }
 
 /// Static checks of one release document; `None` when it is too broken to use.
@@ -308,14 +393,7 @@ fn check_release(
         p
     };
 
-    for (what, field) in [("name", &doc.name), ("namespace", &doc.namespace)] {
-        if let Err(why) = validate::dns_label(&field.value) {
-            problems.push(problem(
-                format!("{what} `{}` {why}", field.value),
-                Some((field.referenced.line(), field.referenced.column())),
-            ));
-        }
-    }
+    check_names(&doc, &shown, problems);
 
     let source = match (&doc.chart, &doc.manifests) {
         _ if doc.from.is_some() && (doc.chart.is_some() || doc.manifests.is_some()) => {
@@ -563,6 +641,7 @@ fn select(
             Ok(id) => {
                 ids.insert(id);
             }
+            Err(ResolveError::Broken) => {}
             Err(message) => problems.push(
                 Problem::new(format!("`releases` lists {message}"))
                     .file(shown)
@@ -575,11 +654,12 @@ fn select(
 
 fn build_cluster(
     paths: &Paths,
+    name: &str,
     file: &ClusterFile,
     shown: &Path,
     problems: &mut Vec<Problem>,
 ) -> Cluster {
-    let dir = paths.root.join("clusters").join(&file.name.value);
+    let dir = paths.root.join("clusters").join(name);
     let flux = file.flux.as_ref().and_then(|f| {
         let root = paths.root.join(&f.root);
         let entry = root.join(&f.entrypoint);
@@ -609,7 +689,7 @@ fn build_cluster(
         }
     });
     Cluster {
-        name: file.name.value.clone(),
+        name: name.to_string(),
         dir,
         context: file.context.clone(),
         values: file.values.clone(),
@@ -655,6 +735,10 @@ pub(crate) enum ResolveError {
         reference: String,
         candidates: Vec<ReleaseId>,
     },
+    /// A release whose definition has problems of its own, already
+    /// reported: saying it is not a release would be a false follow-up.
+    #[error("a release whose definition has problems")]
+    Broken,
 }
 
 fn hint(suggestion: Option<&str>) -> String {
@@ -674,10 +758,11 @@ fn quoted(ids: &[ReleaseId]) -> String {
 struct Resolver {
     by_name: HashMap<String, Vec<ReleaseId>>,
     all: Vec<String>,
+    broken: Vec<Broken>,
 }
 
 impl Resolver {
-    fn new<'a>(ids: impl Iterator<Item = &'a ReleaseId>) -> Self {
+    fn new<'a>(ids: impl Iterator<Item = &'a ReleaseId>, broken: Vec<Broken>) -> Self {
         let mut by_name: HashMap<String, Vec<ReleaseId>> = HashMap::new();
         let mut all = Vec::new();
         for id in ids {
@@ -687,13 +772,39 @@ impl Resolver {
         }
         all.sort();
         all.dedup();
-        Resolver { by_name, all }
+        Resolver {
+            by_name,
+            all,
+            broken,
+        }
+    }
+
+    /// Whether `reference` names a release that failed its own checks,
+    /// also when the names differ only in case (`needs: [coredns]` for a
+    /// release written `name: CoreDNS`, which the name check refused).
+    fn names_broken(&self, reference: &str) -> bool {
+        let (namespace, name) = match reference.split_once('/') {
+            Some((namespace, name)) => (Some(namespace), name),
+            None => (None, reference),
+        };
+        self.broken.iter().any(|b| {
+            b.name.eq_ignore_ascii_case(name)
+                && match (namespace, &b.namespace) {
+                    (Some(want), Some(have)) => want.eq_ignore_ascii_case(have),
+                    _ => true,
+                }
+        })
     }
 
     fn resolve(&self, reference: &str) -> Result<ReleaseId, ResolveError> {
-        let unknown = || ResolveError::Unknown {
-            reference: reference.to_string(),
-            suggestion: suggest(reference, self.all.iter().map(String::as_str)).map(Into::into),
+        let unknown = || {
+            if self.names_broken(reference) {
+                return ResolveError::Broken;
+            }
+            ResolveError::Unknown {
+                reference: reference.to_string(),
+                suggestion: suggest(reference, self.all.iter().map(String::as_str)).map(Into::into),
+            }
         };
         match reference.split_once('/') {
             Some((namespace, name)) => {

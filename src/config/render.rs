@@ -12,7 +12,7 @@ use super::origin::Resolved;
 use crate::error::Problem;
 use crate::hooks::Templates;
 use crate::release::{Release, Source, ValuesLayer, ValuesSource};
-use crate::template::{Renderer, context};
+use crate::template::{Located, Renderer, context};
 use crate::validate;
 use crate::values::merge;
 use crate::yaml;
@@ -44,18 +44,24 @@ pub(crate) fn render_release(
     let release_dir = draft.file.parent().unwrap_or(&paths.root);
 
     let mut values = Value::Object(Map::new());
-    let inline =
-        |map: &Option<Map<String, Value>>, file: &Path, problems: &mut Vec<Problem>| -> Value {
-            match map {
-                Some(map) => renderer
-                    .render_value(&Value::Object(map.clone()), &ctx)
-                    .unwrap_or_else(|e| {
-                        problems.push(problem(file, e.to_string()));
-                        Value::Null
-                    }),
-                None => Value::Null,
-            }
-        };
+    // Inline templates are found in their file from the release's document on.
+    let release_start = document_start(&draft.file, draft.line);
+    let inline = |map: &Option<Map<String, Value>>,
+                  (path, shown, from): (&Path, &Path, u64),
+                  problems: &mut Vec<Problem>|
+     -> Value {
+        match map {
+            Some(map) => renderer
+                .render_value(&Value::Object(map.clone()), &ctx)
+                .unwrap_or_else(|errors| {
+                    for e in &errors {
+                        problems.push(located(problem(shown, e.to_string()), path, from, e));
+                    }
+                    Value::Null
+                }),
+            None => Value::Null,
+        }
+    };
     let mut layers: Vec<ValuesLayer> = Vec::new();
     let mut overlay = |values: &mut Value, v: Value, label: String| {
         if v.is_object() {
@@ -82,7 +88,8 @@ pub(crate) fn render_release(
             document_line,
         })
     };
-    let v = inline(&draft.doc.values, &shown_release, &mut problems);
+    let in_release = (draft.file.as_path(), shown_release.as_path(), release_start);
+    let v = inline(&draft.doc.values, in_release, &mut problems);
     if draft.doc.values.is_some() {
         source(&draft.file, &["values"], Some(draft.line));
     }
@@ -134,7 +141,7 @@ pub(crate) fn render_release(
         if o.values.is_some() {
             source(&cluster_file, &["overrides", key, "values"], None);
         }
-        let v = inline(&o.values, &shown_cluster, &mut problems);
+        let v = inline(&o.values, (&cluster_file, &shown_cluster, 1), &mut problems);
         overlay(
             &mut values,
             v,
@@ -168,7 +175,7 @@ pub(crate) fn render_release(
         }
     }
     let mut crd_values = values.clone();
-    let v = inline(&draft.doc.crd_values, &shown_release, &mut problems);
+    let v = inline(&draft.doc.crd_values, in_release, &mut problems);
     if v.is_object() {
         merge(&mut crd_values, v);
     }
@@ -181,7 +188,11 @@ pub(crate) fn render_release(
     };
     for hook in hooks.presync.iter_mut().chain(hooks.postsync.iter_mut()) {
         if let Err(e) = hook.render(&templates) {
-            problems.push(problem(&shown_release, e.to_string()));
+            let mut p = problem(&shown_release, e.to_string());
+            if let crate::hooks::HookError::Template(t) = &e {
+                p = located(p, &draft.file, release_start, t);
+            }
+            problems.push(p);
             continue;
         }
         // A hook acts on the cluster the run targets: its KUBECONFIG's
@@ -261,7 +272,12 @@ fn values_file(
         match renderer.render_yaml(&text, ctx) {
             Ok(r) => r,
             Err(e) => {
-                problems.push(Problem::new(e.to_string()).file(&shown).release(id));
+                // The whole file is the template: its positions are the file's.
+                let mut p = Problem::new(e.to_string()).file(&shown).release(id);
+                if let Some((line, column)) = e.at {
+                    p = p.at(line as u64, column as u64);
+                }
+                problems.push(p);
                 return Value::Null;
             }
         }
@@ -304,6 +320,65 @@ fn values_file(
         }
     }
 }
+
+/// The 1-based line where the YAML document holding line `line` of `file` starts.
+fn document_start(file: &Path, line: u64) -> u64 {
+    let Ok(text) = std::fs::read_to_string(file) else {
+        return 1;
+    };
+    let lines: Vec<&str> = text.lines().collect();
+    (0..(line as usize).saturating_sub(1).min(lines.len()))
+        .rev()
+        .find(|&i| lines[i] == "---" || lines[i].starts_with("--- "))
+        .map(|i| i as u64 + 2)
+        .unwrap_or(1)
+}
+
+/// `problem` at the place in `file` where the failed template is written,
+/// when it can be found: its failing line is searched as text from line
+/// `from` on, as written or as escaped inside double quotes, and the
+/// position within the template (handlebars') is added to where it starts.
+fn located(problem: Problem, file: &Path, from: u64, error: &Located) -> Problem {
+    match template_position(file, from, error) {
+        Some((line, column)) => problem.at(line, column),
+        None => problem,
+    }
+}
+
+fn template_position(file: &Path, from: u64, error: &Located) -> Option<(u64, u64)> {
+    let text = std::fs::read_to_string(file).ok()?;
+    let (line, column) = error.at.unwrap_or((1, 1));
+    let written = error.template.lines().nth(line.checked_sub(1)?)?;
+    let needle = written.trim_start();
+    if needle.is_empty() {
+        return None;
+    }
+    // Characters of the template's line before the error, past its indentation.
+    let into = column
+        .saturating_sub(1)
+        .saturating_sub(written.len() - needle.len());
+    let escaped = serde_json::to_string(needle).ok()?;
+    let escaped = &escaped[1..escaped.len() - 1];
+    // A template written whole (up to a quote or the line's end) first,
+    // so `{{#if x}}a` is not found inside `{{#if x}}a{{/if}}`.
+    let whole = |l: &str, n: &str| {
+        l.match_indices(n).map(|(at, _)| at).find(|&at| {
+            let rest = l[at + n.len()..].trim_end();
+            rest.is_empty() || rest.starts_with(['"', '\''])
+        })
+    };
+    let lines: Vec<&str> = text.lines().collect();
+    let from = (from as usize).saturating_sub(1);
+    let found = |find: &dyn Fn(&str) -> Option<usize>| {
+        lines.iter().enumerate().skip(from).find_map(|(i, l)| {
+            let at = find(l)?;
+            Some((i as u64 + 1, (l[..at].chars().count() + into + 1) as u64))
+        })
+    };
+    found(&|l| whole(l, needle).or_else(|| whole(l, escaped)))
+        .or_else(|| found(&|l| l.find(needle).or_else(|| l.find(escaped))))
+}
+
 /// Values files are plain YAML; only a file whose name ends in `.hbs`
 /// (`cilium.yaml.hbs`) is a handlebars template (docs/design.md#values-files),
 /// so a Corefile's `{{ .Zone }}` or a Go template in a chart value stays text.

@@ -60,7 +60,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::kube::diagnose::Diagnosis;
-use crate::template::{Renderer, TemplateError};
+use crate::template::{Located, Renderer};
 use crate::validate::{self, DurationError};
 pub use object::ObjectRef;
 
@@ -152,7 +152,7 @@ pub enum HookError {
     #[error("timeout {0}")]
     Timeout(#[source] DurationError),
     #[error("hook: {0}")]
-    Template(TemplateError),
+    Template(Located),
 }
 
 /// "`rollout`, `condition`, ..." for messages.
@@ -192,7 +192,7 @@ impl Hook {
         for text in self.action.templates() {
             *text = templates
                 .renderer
-                .render_str(text, templates.context)
+                .render_str_located(text, templates.context)
                 .map_err(HookError::Template)?;
         }
         self.action.check_rendered(templates.root)?;
