@@ -49,6 +49,10 @@ pub struct Global {
     /// kubeconfig context (overrides the cluster's `context`).
     #[arg(long, global = true, value_name = "NAME")]
     pub context: Option<String>,
+    /// No live progress display: one line per event, as in CI (also with
+    /// NO_COLOR or TERM=dumb).
+    #[arg(long, global = true)]
+    pub no_progress: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -171,11 +175,15 @@ enum Command {
     },
     /// Print the JSON Schema of cluster.yaml or release files (for editors).
     Schema {
+        /// Which file format: `cluster` (clusters/<name>/cluster.yaml) or `release` (releases/*.yaml).
         #[arg(value_enum, default_value_t = SchemaKind::Release)]
         kind: SchemaKind,
     },
     /// Print shell completions.
-    Completions { shell: clap_complete::Shell },
+    Completions {
+        /// The shell to complete for, e.g. bash, zsh or fish.
+        shell: clap_complete::Shell,
+    },
 }
 
 /// Everything a command needs, free of clap.
@@ -279,7 +287,21 @@ fn parse_duration_arg(text: &str) -> Result<Duration, String> {
     crate::validate::duration(text).map_err(|e| e.to_string())
 }
 
+/// Whether a command line that clap refused asked for `--output json`, so
+/// its error is printed as JSON too.
+pub fn asks_for_json(args: &[std::ffi::OsString]) -> bool {
+    args.iter()
+        .zip(args.iter().skip(1))
+        .any(|(a, b)| a == "--output" && b == "json")
+        || args.iter().any(|a| a == "--output=json")
+}
+
 impl Arguments {
+    /// `--output json`.
+    pub fn json(&self) -> bool {
+        self.global.output == OutputFormat::Json
+    }
+
     pub fn into_config(self) -> Result<Config, Error> {
         let verbosity = if self.quiet {
             Verbosity::Quiet

@@ -201,6 +201,56 @@ impl Error {
     }
 }
 
+impl Problem {
+    /// docs/design.md#error-json: `{file, line, column, release, message}`,
+    /// absent parts `null`.
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "file": self.file.as_ref().map(|f| f.display().to_string()),
+            "line": self.line,
+            "column": self.column,
+            "release": self.release,
+            "message": self.message,
+        })
+    }
+}
+
+impl Error {
+    /// The error as `--output json` prints it on stdout
+    /// (docs/design.md#error-json): one line, so it is also a valid last
+    /// line of `apply`'s and `destroy`'s JSON Lines.
+    pub fn to_json(&self) -> serde_json::Value {
+        let (error, problems) = match self {
+            Error::Config(problems) => (
+                match problems.as_slice() {
+                    [one] => one.to_string(),
+                    many => format!("{} problems in the config; nothing was changed", many.len()),
+                },
+                problems.iter().map(Problem::to_json).collect(),
+            ),
+            other => (other.to_string(), Vec::new()),
+        };
+        let mut causes = Vec::new();
+        let mut source = std::error::Error::source(self);
+        while let Some(cause) = source {
+            causes.push(serde_json::Value::String(cause.to_string()));
+            source = cause.source();
+        }
+        serde_json::json!({
+            "error": error,
+            "exitCode": self.exit_code(),
+            "problems": problems,
+            "causes": causes,
+        })
+    }
+
+    /// Whether the command already printed its whole result (`check`,
+    /// `plan` and `status` findings): JSON output then has nothing to add.
+    pub fn already_reported(&self) -> bool {
+        matches!(self, Error::Findings(_))
+    }
+}
+
 /// `did you mean `x`?` by edit distance, the way just suggests recipe names.
 pub fn suggest<'a>(wrong: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
     candidates
@@ -246,6 +296,28 @@ mod tests {
         assert_eq!(Error::config(Problem::new("x")).exit_code(), 2);
         assert_eq!(Error::failed("x").exit_code(), 1);
         assert_eq!(Error::Interrupted.exit_code(), 130);
+    }
+
+    #[test]
+    fn json_holds_every_problem_and_the_exit_code() {
+        let e = Error::Config(vec![
+            Problem::new("a").file("r.yaml").at(3, 4).release("ns/x"),
+            Problem::new("b"),
+        ]);
+        assert_eq!(
+            e.to_json(),
+            serde_json::json!({
+                "error": "2 problems in the config; nothing was changed",
+                "exitCode": 2,
+                "problems": [
+                    {"file": "r.yaml", "line": 3, "column": 4, "release": "ns/x", "message": "a"},
+                    {"file": null, "line": null, "column": null, "release": null, "message": "b"},
+                ],
+                "causes": [],
+            })
+        );
+        let e = Error::failed_with("cannot write output", std::io::Error::other("disk full"));
+        assert_eq!(e.to_json()["causes"], serde_json::json!(["disk full"]));
     }
 
     #[test]

@@ -40,7 +40,8 @@ use crate::cli::Arguments;
 use crate::error::{EXIT_INVALID, EXIT_OK};
 
 pub fn run<I: IntoIterator<Item = OsString>>(args: I) -> i32 {
-    let arguments = match Arguments::try_parse_from(args) {
+    let args: Vec<OsString> = args.into_iter().collect();
+    let arguments = match Arguments::try_parse_from(&args) {
         Ok(arguments) => arguments,
         Err(e) => {
             let code = if e.use_stderr() {
@@ -49,13 +50,23 @@ pub fn run<I: IntoIterator<Item = OsString>>(args: I) -> i32 {
                 EXIT_OK
             };
             let _ = e.print();
+            if code != EXIT_OK && cli::asks_for_json(&args) {
+                let text = e.render().to_string();
+                let first = text.lines().next().unwrap_or_default();
+                let error = error::Error::Usage(first.trim_start_matches("error: ").to_string());
+                println!("{}", error.to_json());
+            }
             return code;
         }
     };
-    if std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty()) {
+    if !reporter::colour_allowed(
+        std::env::var_os("NO_COLOR").as_deref(),
+        std::env::var_os("TERM").as_deref(),
+    ) {
         console::set_colors_enabled(false);
         console::set_colors_enabled_stderr(false);
     }
+    let json = arguments.json();
     let result = arguments
         .into_config()
         .and_then(|config| commands::execute(&config, &mut std::io::stdout()));
@@ -63,6 +74,10 @@ pub fn run<I: IntoIterator<Item = OsString>>(args: I) -> i32 {
         Ok(()) => EXIT_OK,
         Err(e) => {
             eprint!("{}", e.render());
+            // docs/design.md#error-json: scripts read errors where they read results.
+            if json && !e.already_reported() {
+                println!("{}", e.to_json());
+            }
             e.exit_code()
         }
     }

@@ -165,6 +165,13 @@ impl Plan {
     }
 
     pub fn render_text(&self) -> String {
+        self.render_text_detailed(false)
+    }
+
+    /// [`Self::render_text`]; with `detail` (`plan -v`) each release also
+    /// shows where its values come from (in merge order), their digest, its
+    /// timeout and whether it waits for its workloads.
+    pub fn render_text_detailed(&self, detail: bool) -> String {
         let mut out = format!(
             "Plan for cluster `{}`: {} ({} installed)\n\n",
             self.cluster.name,
@@ -229,6 +236,34 @@ Phase 2: releases, each as soon as its needs are done
             }
             for hook in &r.hooks.postsync {
                 out.push_str(&format!("      postsync: {}\n", hook.action));
+            }
+            if detail {
+                let sources: Vec<String> = r
+                    .values_sources
+                    .iter()
+                    .map(|s| match s.prefix.as_slice() {
+                        [] => s.shown.display().to_string(),
+                        keys => format!("{} ({})", s.shown.display(), keys.join(".")),
+                    })
+                    .collect();
+                out.push_str(&format!(
+                    "      values:   {}\n",
+                    if sources.is_empty() {
+                        "none".to_string()
+                    } else {
+                        sources.join(", ")
+                    }
+                ));
+                out.push_str(&format!("      digest:   {}\n", r.values_digest()));
+                out.push_str(&format!(
+                    "      timeout:  {}{}\n",
+                    crate::duration::span(r.budget()),
+                    if r.wait {
+                        ", waits for every workload"
+                    } else {
+                        ""
+                    }
+                ));
             }
         }
         out

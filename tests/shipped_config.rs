@@ -314,7 +314,13 @@ fn graph_follows_output_json() {
     assert!(graph.is_object(), "{graph}");
     let out = bootstrap(&["graph", "infra", "--output", "json", "--format", "dot"]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(out.stdout.is_empty());
+    // The error is JSON on stdout too (docs/design.md#error-json).
+    let error: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(
+        error["error"],
+        "`--output json` prints the graph as JSON; drop `--format dot` or `--output json`"
+    );
+    assert_eq!(error["exitCode"], 2);
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("drop `--format dot` or `--output json`"),
         "{}",

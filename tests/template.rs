@@ -312,3 +312,52 @@ fn only_hbs_values_files_are_templates() {
         json!({"name": "infra-coredns", "zone": "coredns.infra.local"})
     );
 }
+
+/// `-q` prints the values documents alone; `-v` says where each release's
+/// values come from, in merge order (docs/design.md#global-flags).
+#[test]
+fn quiet_and_verbose_template() {
+    let test = Test::with_releases(&format!("{RELEASES}valuesFiles: [values/cm.yaml]\n"))
+        .file("releases/values/cm.yaml", "replicaCount: 2\n");
+    let quiet = test.args(&["template", "infra", "-q"]).run();
+    assert_eq!(
+        quiet.stdout,
+        "---\ncrds:\n  enabled: false\nwebhook:\n  apiToken: <redacted>\nreplicaCount: 2\n"
+    );
+    let test = Test::with_releases(&format!("{RELEASES}valuesFiles: [values/cm.yaml]\n"))
+        .file("releases/values/cm.yaml", "replicaCount: 2\n");
+    let verbose = test.args(&["template", "infra", "-v", "--crds"]).run();
+    assert_eq!(
+        verbose.stdout,
+        "---\n# release: cert-manager/cert-manager  chart: cert-manager v1.19.0  (CRD-phase values)\n# values from: releases/core.yaml (values)\n# values from: releases/values/cm.yaml\n# values from: releases/core.yaml (crdValues)\ncrds:\n  enabled: true\nwebhook:\n  apiToken: <redacted>\nreplicaCount: 2\n"
+    );
+}
+
+/// `plan -q` is the count line and the findings; `plan -v` adds each
+/// release's values sources, digest, timeout and wait.
+#[test]
+fn quiet_and_verbose_plan() {
+    let release = "name: cilium\nnamespace: kube-system\nchart: { repo: https://helm.cilium.io, name: cilium, version: 1.18.2 }\nvalues: { ipam: { mode: kubernetes } }\ntimeout: 5m\nwait: true\n";
+    let quiet = Test::with_releases(release)
+        .args(&["plan", "infra", "-q"])
+        .run();
+    assert_eq!(quiet.code, 0, "{}", quiet.stderr);
+    assert_eq!(
+        quiet.stdout,
+        "Plan for cluster `infra`: 1 release (1 installed)\n"
+    );
+    let verbose = Test::with_releases(release)
+        .args(&["plan", "infra", "-v"])
+        .run();
+    // SHA-256 of the canonical JSON {"ipam":{"mode":"kubernetes"}}.
+    let tail: Vec<&str> = verbose.stdout.lines().rev().take(4).collect();
+    assert_eq!(
+        tail,
+        [
+            "      timeout:  5m, waits for every workload",
+            "      digest:   sha256:cdc9efc23e547029ce972a1cecb8f49aa241d7746ae11f100ab3e8e9a63c4be6",
+            "      values:   releases/core.yaml (values)",
+            "   1. kube-system/cilium                       cilium 1.18.2                needs: -",
+        ]
+    );
+}

@@ -443,3 +443,35 @@ fn a_template_values_file_reports_template_errors() {
         "error: releases/values/cilium.yaml.hbs:2:7: release `kube-system/cilium`: template uses `cluster.values.id`, which is not defined; available: cluster.name, cluster.context, cluster.values.*, release.name, release.namespace, root\n",
     );
 }
+
+/// With `--output json`, errors are JSON on stdout as well, with every
+/// problem and the same exit code, on every command (docs/design.md#error-json).
+#[test]
+fn errors_are_json_on_stdout_with_output_json() {
+    let broken = format!("{CILIUM}wait: maybe\nneeds: coredns\n");
+    for command in [
+        "plan", "check", "template", "graph", "apply", "status", "destroy",
+    ] {
+        let out = Test::with_releases(&broken)
+            .args(&[command, "infra", "--output", "json"])
+            .run();
+        assert_eq!(out.code, 2, "{command}: {}", out.stderr);
+        assert_eq!(
+            out.stdout,
+            "{\"error\":\"2 problems in the config; nothing was changed\",\"exitCode\":2,\"problems\":[{\"file\":\"releases/core.yaml\",\"line\":4,\"column\":7,\"release\":\"kube-system/cilium\",\"message\":\"`wait: maybe` must be `true` or `false`\"},{\"file\":\"releases/core.yaml\",\"line\":5,\"column\":8,\"release\":\"kube-system/cilium\",\"message\":\"`needs` must be a list, like `needs: [coredns]`\"}],\"causes\":[]}\n",
+            "{command}"
+        );
+        assert!(
+            out.stderr
+                .ends_with("error: 2 problems in the config; nothing was changed\n")
+        );
+    }
+    let out = Test::with_releases(CILIUM)
+        .args(&["plan", "--output", "json", "--bogus"])
+        .run();
+    assert_eq!(out.code, 2);
+    assert_eq!(
+        out.stdout,
+        "{\"error\":\"unexpected argument '--bogus' found\",\"exitCode\":2,\"problems\":[],\"causes\":[]}\n"
+    );
+}

@@ -45,7 +45,7 @@ async fn run_async(
     let reachability = args.timeout.unwrap_or(run::REACHABILITY_BUDGET);
     let (helm, connection) = run::prerequisites(config.target(), &plan, reachability).await?;
 
-    let session = Session::start(config.json(), config.verbosity);
+    let session = Session::start(config.json(), config.verbosity, config.global.no_progress);
     let events = session.events.clone();
     for message in notices {
         events.emit(Event::Warning { message });

@@ -73,7 +73,7 @@ async fn run_async(
         }
     }
 
-    let session = Session::start(config.json(), config.verbosity);
+    let session = Session::start(config.json(), config.verbosity, config.global.no_progress);
     let events = session.events.clone();
     for (dependent, need) in destroy::left_behind(full, &plan) {
         events.emit(Event::Warning {

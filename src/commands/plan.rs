@@ -2,12 +2,14 @@ use std::io::Write;
 
 use serde_json::json;
 
-use crate::cli::{Clusters, Config, OutputFormat};
+use crate::cli::{Clusters, Config, OutputFormat, Verbosity};
 use crate::error::Error;
 use crate::lint;
 
 /// Prints each plan with its lint findings (docs/design.md#lints); exit 1
-/// when a finding is an error `lints.ignore` does not list.
+/// when a finding is an error `lints.ignore` does not list. `-q`: only the
+/// counts and the findings; `-v`: each release's values sources, digest,
+/// timeout and wait too (docs/design.md#global-flags).
 pub fn run(config: &Config, clusters: &Clusters, out: &mut dyn Write) -> Result<(), Error> {
     let linted = super::linted(
         &config.global.dir,
@@ -24,7 +26,16 @@ pub fn run(config: &Config, clusters: &Clusters, out: &mut dyn Write) -> Result<
         if !text.is_empty() {
             text.push('\n');
         }
-        text.push_str(&plan.render_text());
+        match config.verbosity {
+            // `-q`: the one-line count, then only what needs attention.
+            Verbosity::Quiet => {
+                let full = plan.render_text();
+                text.push_str(full.lines().next().unwrap_or_default());
+                text.push('\n');
+            }
+            Verbosity::Normal => text.push_str(&plan.render_text()),
+            Verbosity::Verbose => text.push_str(&plan.render_text_detailed(true)),
+        }
         if !findings.is_empty() {
             text.push('\n');
             text.push_str(&lint::render_text(findings));

@@ -9,7 +9,7 @@ use std::io::Write;
 
 use serde_json::{Value, json};
 
-use crate::cli::{Config, OutputFormat};
+use crate::cli::{Config, OutputFormat, Verbosity};
 use crate::error::{Error, Problem, did_you_mean};
 use crate::helm::cli::HelmCli;
 use crate::release::Release;
@@ -88,18 +88,46 @@ pub fn run(
         OutputFormat::Text => {
             let mut text = String::new();
             for (i, r) in chosen.iter().enumerate() {
-                text.push_str(&format!(
-                    "---\n# release: {}  chart: {} {}{}\n",
-                    r.id,
-                    r.chart_label(),
-                    r.version_label(),
-                    if options.crds {
-                        "  (CRD-phase values)"
-                    } else {
-                        ""
+                text.push_str("---\n");
+                // `-q`: the documents only; `-v`: where the values come from.
+                if config.verbosity != Verbosity::Quiet {
+                    text.push_str(&format!(
+                        "# release: {}  chart: {} {}{}\n",
+                        r.id,
+                        r.chart_label(),
+                        r.version_label(),
+                        if options.crds {
+                            "  (CRD-phase values)"
+                        } else {
+                            ""
+                        }
+                    ));
+                }
+                if config.verbosity == Verbosity::Verbose {
+                    for source in &r.values_sources {
+                        text.push_str(&format!(
+                            "# values from: {}{}\n",
+                            source.shown.display(),
+                            match source.prefix.as_slice() {
+                                [] => String::new(),
+                                keys => format!(" ({})", keys.join(".")),
+                            }
+                        ));
                     }
-                ));
-                text.push_str(&provenance_text(r));
+                    if options.crds && r.crd_values != r.values {
+                        text.push_str(&format!(
+                            "# values from: {} (crdValues)\n",
+                            r.file.display()
+                        ));
+                    }
+                }
+                // Which source decides each value: always for a release
+                // with `from:` (its values come from the GitOps tree).
+                if config.verbosity != Verbosity::Quiet
+                    && (r.from.is_some() || config.verbosity == Verbosity::Verbose)
+                {
+                    text.push_str(&provenance_text(r));
+                }
                 let values = values(r);
                 if values.as_object().is_some_and(|m| m.is_empty()) {
                     text.push_str("{}\n");
@@ -122,7 +150,7 @@ fn provenance_text(release: &Release) -> String {
     if provenance.is_empty() {
         return String::new();
     }
-    let mut text = String::from("# values from (later wins):\n");
+    let mut text = String::from("# each value decided by (later wins):\n");
     for (layer, paths) in provenance {
         let decided = match paths.len() {
             0 => "nothing (every value it sets is set again later)".to_string(),

@@ -11,6 +11,9 @@
 //!   the order of lines intact and makes `bootstrap apply infra | tee apply.log`
 //!   capture the whole story; stderr carries only the final `error:` report.
 //!
+//! `--no-progress`, `NO_COLOR` and `TERM=dumb` turn the live display off
+//! ([`animation_allowed`]): plain lines, no colour, no animation.
+//!
 //! "A terminal" means stdout *and* stderr are terminals ([`detect`]): with
 //! `| tee log`, stdout is a pipe, so the log gets plain lines rather than an
 //! empty file next to bars drawn on stderr.
@@ -91,9 +94,31 @@ pub fn ci_from(value: Option<&OsStr>) -> bool {
     }
 }
 
+/// Whether colour may be used: not with `NO_COLOR` set (and not empty,
+/// no-color.org) nor on a `TERM=dumb` terminal.
+pub fn colour_allowed(no_color: Option<&OsStr>, term: Option<&OsStr>) -> bool {
+    no_color.is_none_or(OsStr::is_empty) && term.is_none_or(|t| t != "dumb")
+}
+
+/// Whether the live display may animate: not with `--no-progress`, and not
+/// where colour is off (`NO_COLOR`, `TERM=dumb`): a terminal that cannot or
+/// should not show styles gets the plain lines.
+pub fn animation_allowed(
+    no_progress: bool,
+    no_color: Option<&OsStr>,
+    term: Option<&OsStr>,
+) -> bool {
+    !no_progress && colour_allowed(no_color, term)
+}
+
 /// [`resolve`] for this process.
-pub fn detect(json: bool) -> ReporterKind {
-    let is_terminal = std::io::stdout().is_terminal() && std::io::stderr().is_terminal();
+pub fn detect(json: bool, no_progress: bool) -> ReporterKind {
+    let animate = animation_allowed(
+        no_progress,
+        std::env::var_os("NO_COLOR").as_deref(),
+        std::env::var_os("TERM").as_deref(),
+    );
+    let is_terminal = animate && std::io::stdout().is_terminal() && std::io::stderr().is_terminal();
     resolve(
         is_terminal,
         ci_from(std::env::var_os("CI").as_deref()),
@@ -276,6 +301,18 @@ pub(crate) mod tests {
                 "terminal={terminal} ci={ci} json={json}"
             );
         }
+    }
+
+    #[test]
+    fn no_color_and_dumb_terminals_get_no_animation() {
+        let os = |s: &'static str| Some(OsStr::new(s));
+        assert!(animation_allowed(false, None, os("xterm-256color")));
+        assert!(animation_allowed(false, os(""), None));
+        assert!(!animation_allowed(true, None, os("xterm")));
+        assert!(!animation_allowed(false, os("1"), os("xterm")));
+        assert!(!animation_allowed(false, None, os("dumb")));
+        assert!(!colour_allowed(None, os("dumb")));
+        assert!(colour_allowed(None, None));
     }
 
     #[test]

@@ -20,8 +20,9 @@ pub struct Session {
 
 impl Session {
     /// Starts the reporter (JSON Lines with `json`) and the signal watch.
-    pub fn start(json: bool, verbosity: Verbosity) -> Session {
-        let kind = reporter::detect(json);
+    /// `no_progress`: `--no-progress`, plain lines even on a terminal.
+    pub fn start(json: bool, verbosity: Verbosity, no_progress: bool) -> Session {
+        let kind = reporter::detect(json, no_progress);
         let reporter = reporter::make(
             kind,
             verbosity,
