@@ -224,7 +224,8 @@ Phase 2: releases, each as soon as its needs are done
                     from.helm_release, from.file
                 ));
             }
-            if !r.layers.is_empty() {
+            // A `from:` release's values come from the GitOps tree first.
+            if r.from.is_some() && !detail {
                 let labels: Vec<&str> = r.layers.iter().map(|l| l.label.as_str()).collect();
                 out.push_str(&format!(
                     "      values:   {}\n",
@@ -238,14 +239,17 @@ Phase 2: releases, each as soon as its needs are done
                 out.push_str(&format!("      postsync: {}\n", hook.action));
             }
             if detail {
-                let sources: Vec<String> = r
-                    .values_sources
-                    .iter()
-                    .map(|s| match s.prefix.as_slice() {
-                        [] => s.shown.display().to_string(),
-                        keys => format!("{} ({})", s.shown.display(), keys.join(".")),
-                    })
-                    .collect();
+                let sources: Vec<String> = if r.from.is_some() {
+                    r.layers.iter().map(|l| l.label.clone()).collect()
+                } else {
+                    r.values_sources
+                        .iter()
+                        .map(|s| match s.prefix.as_slice() {
+                            [] => s.shown.display().to_string(),
+                            keys => format!("{} ({})", s.shown.display(), keys.join(".")),
+                        })
+                        .collect()
+                };
                 out.push_str(&format!(
                     "      values:   {}\n",
                     if sources.is_empty() {

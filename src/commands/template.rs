@@ -121,11 +121,9 @@ pub fn run(
                         ));
                     }
                 }
-                // Which source decides each value: always for a release
-                // with `from:` (its values come from the GitOps tree).
-                if config.verbosity != Verbosity::Quiet
-                    && (r.from.is_some() || config.verbosity == Verbosity::Verbose)
-                {
+                // Which source decides each value, for a release with
+                // `from:` (its values come first from the GitOps tree).
+                if config.verbosity != Verbosity::Quiet && r.from.is_some() {
                     text.push_str(&provenance_text(r));
                 }
                 let values = values(r);
