@@ -211,10 +211,12 @@ impl Release {
         }
     }
 
-    /// Digest of the install values: part of the ledger, and how a re-run
-    /// knows a release is unchanged.
+    /// The digest shown in `plan`, `template` and `status` output: SHA-256
+    /// of the values with secret-looking values redacted, so output that is
+    /// stored or shared gives no way to test guesses of a secret. The ledger
+    /// keeps its own keyed digest of the whole values (docs/design.md#ledger).
     pub fn values_digest(&self) -> String {
-        crate::values::digest(&self.values)
+        crate::values::digest(&crate::values::redact(&self.values))
     }
 
     pub fn chart_label(&self) -> String {

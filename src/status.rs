@@ -10,7 +10,7 @@ use crate::error::Error;
 use crate::helm::{DeployedRelease, Helm};
 use crate::kube::client::Connection;
 use crate::kube::ready::{self, Readiness};
-use crate::ledger::{self, Entry, Ledger};
+use crate::ledger::{self, DigestKey, Entry, Ledger};
 use crate::ownership::{self, Conflict};
 use crate::plan::Plan;
 use crate::release::{ObjectRef, Ownership, Release, ReleaseId};
@@ -74,7 +74,9 @@ pub async fn collect<H: Helm>(
 ) -> Result<Report, Error> {
     let live = ownership::gather(plan, helm, connection).await?;
     let conflicts = &live.conflicts;
-    let recorded = Ledger::new(&connection.client).entries().await?;
+    let ledger = Ledger::new(&connection.client);
+    let recorded = ledger.entries().await?;
+    let key = ledger.digest_key(false).await?;
     let mut releases = Vec::new();
     for release in plan.installed() {
         let deployed = helm
@@ -92,6 +94,7 @@ pub async fn collect<H: Helm>(
             release,
             deployed.as_ref(),
             recorded.get(&ledger::key(&release.id)),
+            key.as_ref(),
             ready,
             conflicts
                 .iter()
@@ -136,6 +139,7 @@ pub fn status_of(
     release: &Release,
     deployed: Option<&DeployedRelease>,
     entry: Option<&Entry>,
+    key: Option<&DigestKey>,
     ready: Ready,
     conflicts: Vec<Conflict>,
 ) -> ReleaseStatus {
@@ -153,7 +157,7 @@ pub fn status_of(
         }),
         ready,
         owner: owner(deployed.is_some(), entry),
-        drift: drift(release, deployed, entry),
+        drift: drift(release, deployed, entry, key),
         handover: None,
         conflicts,
     }
@@ -248,6 +252,7 @@ pub fn drift(
     release: &Release,
     deployed: Option<&DeployedRelease>,
     entry: Option<&Entry>,
+    key: Option<&DigestKey>,
 ) -> String {
     let Some(deployed) = deployed else {
         return "not installed".into();
@@ -265,7 +270,7 @@ pub fn drift(
     if entry.version != version {
         return format!("version {} -> {version}", entry.version);
     }
-    if entry.values_digest != release.values_digest() {
+    if !entry.values_match(release, key) {
         return "values changed".into();
     }
     "up to date".into()

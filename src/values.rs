@@ -33,7 +33,7 @@ pub fn digest(value: &Value) -> String {
     format!("sha256:{hex}")
 }
 
-fn canonical(value: &Value) -> String {
+pub fn canonical(value: &Value) -> String {
     match value {
         Value::Object(map) => {
             let mut keys: Vec<&String> = map.keys().collect();

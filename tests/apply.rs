@@ -757,7 +757,10 @@ fn the_admission_guard_is_installed_unless_turned_off() {
         "admissionregistration.k8s.io/v1",
         "ValidatingAdmissionPolicyBinding",
     )[0];
-    assert_eq!(binding["spec"]["paramRef"]["name"], "bootstrap-ownership");
+    assert_eq!(
+        binding["spec"]["paramRef"]["selector"],
+        json!({"matchLabels": {"bootstrap.dev/ledger": "ownership"}})
+    );
     assert_eq!(binding["spec"]["paramRef"]["namespace"], "kube-system");
 
     let cluster = Cluster::start();
@@ -1035,4 +1038,65 @@ fn a_ledger_deleted_mid_run_is_restored_with_every_entry() {
     ] {
         assert!(ledger.contains_key(key), "{key}: {ledger:?}");
     }
+}
+
+/// The ledger keeps a keyed digest of the values (key in a Secret created by
+/// the first apply), never a plain hash someone could test password guesses
+/// against; an entry written before keyed digests is rewritten on the next
+/// apply without upgrading anything.
+#[test]
+fn the_ledger_digest_is_keyed_and_old_entries_are_rewritten() {
+    let cluster = Cluster::start();
+    standard_script(&cluster);
+    let out = cluster.run(&config(), &["apply", "infra"]);
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    let key = cluster
+        .api
+        .get("v1", "Secret", Some("kube-system"), "bootstrap-ledger-key")
+        .expect("the digest key Secret");
+    assert!(key["data"]["key"].as_str().is_some_and(|k| k.len() >= 40));
+    let entry = |cluster: &Cluster| -> serde_json::Value {
+        serde_json::from_str(cluster.ledger()["kube-system.cilium"].as_str().unwrap()).unwrap()
+    };
+    let keyed = entry(&cluster);
+    assert!(
+        keyed["valuesDigest"]
+            .as_str()
+            .unwrap()
+            .starts_with("hmac-sha256:"),
+        "{keyed}"
+    );
+
+    // An entry as an older bootstrap wrote it: plain SHA-256 of the values.
+    let plan = cluster.run(&config(), &["plan", "infra", "--output", "json"]);
+    let plan: serde_json::Value = serde_json::from_str(&plan.stdout).unwrap();
+    let plain = plan["releases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["id"] == "kube-system/cilium")
+        .unwrap()["valuesDigest"]
+        .clone();
+    let mut old = keyed.clone();
+    old["valuesDigest"] = plain;
+    let mut cm = cluster
+        .api
+        .get(
+            "v1",
+            "ConfigMap",
+            Some("kube-system"),
+            "bootstrap-ownership",
+        )
+        .unwrap();
+    cm["data"]["kube-system.cilium"] = json!(old.to_string());
+    cluster.api.insert(cm);
+
+    let out = cluster.run(&config(), &["apply", "infra", "--output", "json"]);
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    assert_eq!(
+        outcome_of(&out.stdout, "kube-system/cilium").as_deref(),
+        Some("unchanged")
+    );
+    assert_eq!(cluster.installs().len(), 4, "nothing upgraded");
+    assert_eq!(entry(&cluster)["valuesDigest"], keyed["valuesDigest"]);
 }

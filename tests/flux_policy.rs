@@ -18,7 +18,7 @@ struct Guard {
 }
 
 fn guard() -> Guard {
-    let policy = &admission_policy("kube-system", "bootstrap-ownership")[0];
+    let policy = &admission_policy("kube-system", ("bootstrap.dev/ledger", "ownership"))[0];
     let mut env = Env::stdlib();
     // Kubernetes enables cel-go's strings extension; `substring` comes from it.
     env.add_extension(cel::extensions::strings).unwrap();
@@ -278,7 +278,7 @@ fn deletion_and_an_empty_ledger_are_let_through() {
 
 #[test]
 fn policy_and_binding_shape() {
-    let objects = admission_policy("kube-system", "bootstrap-ownership");
+    let objects = admission_policy("kube-system", ("bootstrap.dev/ledger", "ownership"));
     let [policy, binding] = objects.as_slice() else {
         panic!("expected policy and binding")
     };
@@ -298,7 +298,8 @@ fn policy_and_binding_shape() {
     assert_eq!(binding["spec"]["validationActions"], json!(["Deny"]));
     assert_eq!(
         binding["spec"]["paramRef"],
-        json!({"name": "bootstrap-ownership", "namespace": "kube-system", "parameterNotFoundAction": "Allow"})
+        json!({"selector": {"matchLabels": {"bootstrap.dev/ledger": "ownership"}},
+               "namespace": "kube-system", "parameterNotFoundAction": "Allow"})
     );
     assert_eq!(ledger_key("kube-system", "cilium"), "kube-system.cilium");
 }
@@ -336,4 +337,40 @@ fn real_ledger_entries_admit_handover_and_deny_bootstrap() {
     let operator = helm_release("flux-operator", Some("flux-system"), json!({}));
     let denied = admit(&guard, "CREATE", &operator, &ledger).unwrap_err();
     assert!(denied.contains("owned by bootstrap"), "{denied}");
+}
+
+/// The API server with `paramRef.selector`: the policy is evaluated once per
+/// selected shard, and any denial denies.
+fn admit_sharded(
+    guard: &Guard,
+    operation: &str,
+    object: &Value,
+    shards: &[Value],
+) -> Result<(), String> {
+    shards
+        .iter()
+        .try_for_each(|shard| admit(guard, operation, object, shard))
+}
+
+#[test]
+fn an_entry_in_any_shard_protects_its_release() {
+    let guard = guard();
+    let first = ledger();
+    let second = json!({
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "bootstrap-ownership-1", "namespace": "kube-system"},
+        "data": { ledger_key("kube-system", "coredns"): entry("coredns", "bootstrap") },
+    });
+    let coredns = helm_release("coredns", Some("kube-system"), json!({}));
+    assert_eq!(
+        admit_sharded(&guard, "CREATE", &coredns, &[first.clone(), second.clone()]).unwrap_err(),
+        "HelmRelease kube-system/coredns would manage Helm release kube-system/coredns, which is owned by bootstrap \
+         (ledger ConfigMap kube-system/bootstrap-ownership-1). Remove this HelmRelease from the Flux tree, \
+         or drop the release from bootstrap first."
+    );
+    let cilium = helm_release("cilium", Some("kube-system"), json!({}));
+    assert!(admit_sharded(&guard, "CREATE", &cilium, &[first.clone(), second.clone()]).is_err());
+    let other = helm_release("podinfo", Some("kube-system"), json!({}));
+    assert!(admit_sharded(&guard, "CREATE", &other, &[first, second]).is_ok());
 }

@@ -77,6 +77,7 @@ pub async fn run<H: Helm + 'static>(
         }
         let ledger = Ledger::new(client);
         let recorded = interruptible(&stop, ledger.entries()).await??;
+        let digest_key = interruptible(&stop, ledger.digest_key(!options.dry_run)).await??;
         let crds = interruptible(&stop, crds::render(helm.as_ref(), plan))
             .await?
             .map_err(|e| {
@@ -127,6 +128,7 @@ pub async fn run<H: Helm + 'static>(
             },
             ledger: Some(ledger),
             recorded: Arc::new(recorded.into_iter().collect::<BTreeMap<_, _>>()),
+            digest_key,
             listed: Some(Arc::new(owners.listed)),
             adopted: Arc::new(adopted),
             events: events.clone(),
@@ -172,8 +174,10 @@ async fn install_guard(
     if !plan.cluster.guard {
         return Ok(());
     }
-    let objects =
-        crate::flux::admission_policy(crate::ledger::LEDGER_NAMESPACE, crate::ledger::LEDGER_NAME);
+    let objects = crate::flux::admission_policy(
+        crate::ledger::LEDGER_NAMESPACE,
+        (crate::ledger::SHARD_LABEL, crate::ledger::SHARD_LABEL_VALUE),
+    );
     for object in &objects {
         match crate::kube::apply::apply(client, object).await {
             Ok(_) => {}

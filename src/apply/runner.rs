@@ -12,7 +12,7 @@ use crate::event::{Emitter, Event, HookPhase, Outcome, Step};
 use crate::helm::{DeployedRelease, Helm, HelmError, InstallRequest};
 use crate::hooks::{self, HookEnv};
 use crate::kube::KubeTarget;
-use crate::ledger::{self, Entry, Ledger, Repair};
+use crate::ledger::{self, Entry, Ledger};
 use crate::release::{Hook, HookAction, Release, ReleaseId};
 use crate::scheduler::{Runner, StepResult};
 use crate::stop::{Stop, StopSignal, stopped};
@@ -24,6 +24,9 @@ pub struct ReleaseRunner<H: Helm> {
     pub ledger: Option<Ledger>,
     /// Ledger entries as read before the run started.
     pub recorded: Arc<BTreeMap<String, Entry>>,
+    /// The ledger's digest key (docs/design.md#ledger); `None` only in a dry
+    /// run on a cluster no apply has recorded in yet.
+    pub digest_key: Option<ledger::DigestKey>,
     /// Every release `helm list` showed before the run, in any state, with
     /// its chart and version (we hold the lock since, so it is current for
     /// the releases of this run): no release step asks helm again, a whole
@@ -97,10 +100,20 @@ impl<H: Helm> ReleaseRunner<H> {
                     return result;
                 }
             }
-            return match change {
-                Change::Adopted(by) => adopted(&by),
-                _ => StepResult::new(Outcome::Unchanged),
-            };
+            if let Change::Adopted(by) = &change {
+                // Flux's now: its ledger entry is left as it was.
+                return adopted(by);
+            }
+            // An entry written before digests were keyed is rewritten.
+            if self
+                .recorded
+                .get(&ledger::key(&release.id))
+                .is_some_and(Entry::is_unkeyed)
+                && let Err(result) = self.record(release).await
+            {
+                return result;
+            }
+            return StepResult::new(Outcome::Unchanged);
         }
 
         for hook in &release.hooks.presync {
@@ -193,27 +206,37 @@ impl<H: Helm> ReleaseRunner<H> {
         {
             return result;
         }
-        if let Some(ledger) = &self.ledger {
-            match ledger.record(&Entry::for_release(release), &release.id).await {
-                Ok(Repair::None) => {}
-                Ok(Repair::Recreated { entries }) => self.events.emit(Event::Warning {
-                    message: format!(
-                        "the ownership ledger (ConfigMap kube-system/bootstrap-ownership) was deleted during the run; it was created again with all {entries} entries this run and earlier runs recorded"
-                    ),
-                }),
-                Ok(Repair::Restored { entries }) => self.events.emit(Event::Warning {
-                    message: format!(
-                        "the ownership ledger (ConfigMap kube-system/bootstrap-ownership) was rewritten during the run; {entries} entries recorded earlier were restored"
-                    ),
-                }),
-                Err(e) => return StepResult::failed(one_line(&e)),
-            }
+        if let Err(result) = self.record(release).await {
+            return result;
         }
         StepResult::new(if upgrading {
             Outcome::Upgraded
         } else {
             Outcome::Installed
         })
+    }
+
+    /// Records the release in the ledger (when there is one), warning about
+    /// every repair the write made.
+    async fn record(&self, release: &Release) -> Result<(), StepResult> {
+        let Some(ledger) = &self.ledger else {
+            return Ok(());
+        };
+        let Some(key) = &self.digest_key else {
+            return Err(StepResult::failed(
+                "the ledger's digest key was not loaded; nothing was recorded".to_string(),
+            ));
+        };
+        let repairs = ledger
+            .record(&Entry::for_release(release, key), &release.id)
+            .await
+            .map_err(|e| StepResult::failed(one_line(&e)))?;
+        for repair in repairs {
+            self.events.emit(Event::Warning {
+                message: repair.message(),
+            });
+        }
+        Ok(())
     }
 
     /// What must happen to the deployed release.
@@ -277,7 +300,9 @@ impl<H: Helm> ReleaseRunner<H> {
             return Ok(Change::Upgrade("values changed".into()));
         }
         match self.recorded.get(&ledger::key(&release.id)) {
-            Some(entry) if entry.matches(release) => Ok(Change::Unchanged),
+            Some(entry) if entry.matches(release, self.digest_key.as_ref()) => {
+                Ok(Change::Unchanged)
+            }
             Some(_) => Ok(Change::Upgrade(
                 "the ledger records another version or values".into(),
             )),

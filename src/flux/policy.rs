@@ -1,11 +1,16 @@
 //! The admission guard: a ValidatingAdmissionPolicy that denies creating or
 //! updating any Flux HelmRelease whose Helm release is owned by bootstrap, with
-//! the ledger ConfigMap as its parameters.
+//! the ledger's ConfigMaps as its parameters.
 //!
 //! # Ledger layout the policy relies on
 //!
-//! The ledger is a ConfigMap (`bootstrap-ownership` in `kube-system`) with one
-//! data key per release: [`ledger_key`]`(namespace, name)` =
+//! The ledger is a set of ConfigMap shards in `kube-system` (docs/design.md#ledger),
+//! selected by a label through `paramRef.selector`. With a selector the API
+//! server evaluates the policy once per selected parameter and denies when
+//! any evaluation denies (ValidatingAdmissionPolicyBinding reference: "each
+//! binding will cause its policy to be evaluated N times, where N is the
+//! number of parameters selected by the binding"), so an entry in any shard
+//! protects its release. Each shard has one data key per release: [`ledger_key`]`(namespace, name)` =
 //! `"<namespace>.<name>"` (release names and namespaces are DNS-1123 labels,
 //! so they hold no `.` and the key is unambiguous; ConfigMap keys allow
 //! `[-._a-zA-Z0-9]`). The value is compact JSON (`serde_json::to_string`):
@@ -67,13 +72,13 @@ const OWNED: &str = "!has(object.metadata.deletionTimestamp) && has(params.data)
              && !params.data[k].contains('\"policy\":\"handover\"'))) )";
 
 /// The policy and its binding, ready to apply with server-side apply.
-pub fn admission_policy(ledger_namespace: &str, ledger_name: &str) -> Vec<Value> {
-    let message = format!(
-        "'HelmRelease ' + request.namespace + '/' + object.metadata.name \
+/// `shard_label` = (key, value) of the label every ledger shard carries.
+pub fn admission_policy(ledger_namespace: &str, shard_label: (&str, &str)) -> Vec<Value> {
+    let message = "'HelmRelease ' + request.namespace + '/' + object.metadata.name \
          + ' would manage Helm release ' + variables.storageNamespace + '/' + variables.releaseName \
-         + ', which is owned by bootstrap (ledger ConfigMap {ledger_namespace}/{ledger_name}). \
-         Remove this HelmRelease from the Flux tree, or drop the release from bootstrap first.'"
-    );
+         + ', which is owned by bootstrap (ledger ConfigMap ' + params.metadata.namespace + '/' \
+         + params.metadata.name + '). \
+         Remove this HelmRelease from the Flux tree, or drop the release from bootstrap first.'";
     let labels = json!({ "app.kubernetes.io/managed-by": "bootstrap" });
     let policy = json!({
         "apiVersion": "admissionregistration.k8s.io/v1",
@@ -112,7 +117,7 @@ pub fn admission_policy(ledger_namespace: &str, ledger_name: &str) -> Vec<Value>
             "policyName": POLICY_NAME,
             "validationActions": ["Deny"],
             "paramRef": {
-                "name": ledger_name,
+                "selector": { "matchLabels": { shard_label.0: shard_label.1 } },
                 "namespace": ledger_namespace,
                 // Before the first apply there is no ledger and nothing to protect.
                 "parameterNotFoundAction": "Allow",

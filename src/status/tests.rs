@@ -41,8 +41,12 @@ fn deployed(version: &str, status: &str) -> DeployedRelease {
     }
 }
 
+fn key() -> DigestKey {
+    DigestKey::new(b"test key".to_vec())
+}
+
 fn entry_for(release: &Release) -> Entry {
-    Entry::for_release(release)
+    Entry::for_release(release, &key())
 }
 
 fn daemonset() -> ObjectRef {
@@ -68,7 +72,12 @@ fn drift_up_to_date_when_helm_and_ledger_match_the_config() {
     let r = release(json!({"a": 1}));
     let e = entry_for(&r);
     assert_eq!(
-        drift(&r, Some(&deployed("1.18.2", "deployed")), Some(&e)),
+        drift(
+            &r,
+            Some(&deployed("1.18.2", "deployed")),
+            Some(&e),
+            Some(&key())
+        ),
         "up to date"
     );
 }
@@ -79,7 +88,12 @@ fn drift_values_changed_when_the_ledger_digest_differs() {
     let e = entry_for(&before);
     let now = release(json!({"a": 2}));
     assert_eq!(
-        drift(&now, Some(&deployed("1.18.2", "deployed")), Some(&e)),
+        drift(
+            &now,
+            Some(&deployed("1.18.2", "deployed")),
+            Some(&e),
+            Some(&key())
+        ),
         "values changed"
     );
 }
@@ -89,7 +103,12 @@ fn drift_names_the_deployed_and_desired_versions() {
     let r = release(json!({}));
     let e = entry_for(&r);
     assert_eq!(
-        drift(&r, Some(&deployed("1.17.0", "deployed")), Some(&e)),
+        drift(
+            &r,
+            Some(&deployed("1.17.0", "deployed")),
+            Some(&e),
+            Some(&key())
+        ),
         "version 1.17.0 -> 1.18.2"
     );
 }
@@ -97,9 +116,14 @@ fn drift_names_the_deployed_and_desired_versions() {
 #[test]
 fn drift_not_installed_and_not_recorded() {
     let r = release(json!({}));
-    assert_eq!(drift(&r, None, None), "not installed");
+    assert_eq!(drift(&r, None, None, Some(&key())), "not installed");
     assert_eq!(
-        drift(&r, Some(&deployed("1.18.2", "deployed")), None),
+        drift(
+            &r,
+            Some(&deployed("1.18.2", "deployed")),
+            None,
+            Some(&key())
+        ),
         "not recorded"
     );
 }
@@ -112,6 +136,7 @@ fn readiness_without_rollout_hooks_is_ok_and_shown_as_dash() {
     let s = status_of(
         &r,
         Some(&deployed("1.18.2", "deployed")),
+        None,
         None,
         ready,
         vec![],
@@ -143,6 +168,7 @@ fn not_installed_shows_dashes() {
         &r,
         None,
         None,
+        None,
         Ready {
             ok: false,
             message: "not installed".into(),
@@ -168,4 +194,36 @@ fn rollout_targets_come_from_both_hook_phases_and_only_rollouts() {
         }],
     };
     assert_eq!(rollout_targets(&r), vec![&daemonset()]);
+}
+
+#[test]
+fn the_ledger_digest_is_keyed_and_needs_the_key() {
+    let r = release(json!({"password": "hunter2"}));
+    let e = entry_for(&r);
+    assert!(
+        e.values_digest.starts_with("hmac-sha256:"),
+        "{}",
+        e.values_digest
+    );
+    assert_ne!(e.values_digest, crate::values::digest(&r.values));
+    let up = deployed("1.18.2", "deployed");
+    assert_eq!(drift(&r, Some(&up), Some(&e), Some(&key())), "up to date");
+    // Another key (the Secret recreated) or none: the values cannot be
+    // confirmed, so they count as changed.
+    let other = DigestKey::new(b"other".to_vec());
+    assert_eq!(
+        drift(&r, Some(&up), Some(&e), Some(&other)),
+        "values changed"
+    );
+    assert_eq!(drift(&r, Some(&up), Some(&e), None), "values changed");
+}
+
+#[test]
+fn an_entry_from_before_keyed_digests_still_compares() {
+    let r = release(json!({"a": 1}));
+    let mut e = entry_for(&r);
+    e.values_digest = crate::values::digest(&r.values);
+    assert!(e.is_unkeyed());
+    let up = deployed("1.18.2", "deployed");
+    assert_eq!(drift(&r, Some(&up), Some(&e), None), "up to date");
 }

@@ -154,16 +154,38 @@ impl Cluster {
         serde_json::from_str(&text).ok()
     }
 
+    /// Every ledger entry, merged over the ledger's shards (ConfigMaps
+    /// `bootstrap-ownership`, `bootstrap-ownership-1`, … in kube-system).
     pub fn ledger(&self) -> serde_json::Map<String, Value> {
-        self.api
-            .get(
-                "v1",
-                "ConfigMap",
-                Some("kube-system"),
-                "bootstrap-ownership",
-            )
-            .and_then(|cm| cm.get("data").and_then(|d| d.as_object()).cloned())
-            .unwrap_or_default()
+        let mut entries = serde_json::Map::new();
+        for shard in self.ledger_shards() {
+            if let Some(data) = shard.get("data").and_then(Value::as_object) {
+                for (key, value) in data {
+                    entries.entry(key.clone()).or_insert_with(|| value.clone());
+                }
+            }
+        }
+        entries
+    }
+
+    /// The ledger's shards, first shard first.
+    pub fn ledger_shards(&self) -> Vec<Value> {
+        let mut shards: Vec<(usize, Value)> = self
+            .api
+            .list("v1", "ConfigMap")
+            .into_iter()
+            .filter(|cm| cm["metadata"]["namespace"] == "kube-system")
+            .filter_map(|cm| {
+                let name = cm["metadata"]["name"].as_str()?;
+                let index = match name.strip_prefix("bootstrap-ownership")? {
+                    "" => 0,
+                    suffix => suffix.strip_prefix('-')?.parse().ok()?,
+                };
+                Some((index, cm))
+            })
+            .collect();
+        shards.sort_by_key(|(index, _)| *index);
+        shards.into_iter().map(|(_, cm)| cm).collect()
     }
 }
 
