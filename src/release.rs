@@ -188,6 +188,22 @@ pub struct Release {
     pub wait: bool,
     pub hooks: Hooks,
     pub ownership: Ownership,
+    /// Flags of the helm install (`helm:` and `defaults.helm`).
+    pub helm: HelmFlags,
+}
+
+/// Helm flags a release's install adds (docs/design.md#defaults); which
+/// helm flag each becomes, per helm version, is `helm::args`'s business.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HelmFlags {
+    pub cleanup_on_fail: bool,
+    pub force: bool,
+    pub history_max: Option<u32>,
+    pub disable_openapi_validation: bool,
+    pub server_side: Option<bool>,
+    pub force_conflicts: bool,
+    /// Where each key that is set came from: (`helm.KEY`, file as shown).
+    pub origin: Vec<(String, PathBuf)>,
 }
 
 impl Release {
@@ -257,6 +273,7 @@ impl Release {
             wait: false,
             hooks: Hooks::default(),
             ownership: Ownership::Bootstrap,
+            helm: HelmFlags::default(),
         }
     }
 }

@@ -173,6 +173,7 @@ async fn install_passes_a_private_values_file_that_is_gone_afterwards() {
         skip_crds: true,
         timeout: Duration::from_secs(300),
         labels: &labels,
+        flags: &Default::default(),
     };
     let (_tx, stop) = watch::channel(Stop::Run);
     helm.upgrade_install(&KubeTarget::default(), &request, stop)
@@ -217,6 +218,7 @@ async fn status_list_and_values_read_back_what_was_installed() {
         skip_crds: false,
         timeout: Duration::from_secs(60),
         labels: &labels,
+        flags: &Default::default(),
     };
     let t = target();
     let (_tx, stop) = watch::channel(Stop::Run);
@@ -276,6 +278,7 @@ async fn a_hung_helm_is_stopped_at_the_release_deadline() {
         skip_crds: false,
         timeout: Duration::from_secs(2),
         labels: &labels,
+        flags: &Default::default(),
     };
     let (_tx, stop) = watch::channel(Stop::Run);
     let started = std::time::Instant::now();
@@ -307,6 +310,7 @@ async fn pending_releases_are_listed_and_uninstall_of_a_missing_release_succeeds
         skip_crds: false,
         timeout: Duration::from_secs(60),
         labels: &labels,
+        flags: &Default::default(),
     };
     let (tx, stop) = watch::channel(Stop::Run);
     let t = KubeTarget::default();
@@ -352,6 +356,7 @@ async fn a_failure_keeps_argv_status_and_stderr_without_secrets() {
         skip_crds: false,
         timeout: Duration::from_secs(60),
         labels: &labels,
+        flags: &Default::default(),
     };
     let (_tx, stop) = watch::channel(Stop::Run);
     let err = helm
@@ -442,6 +447,7 @@ async fn install_then_stop(
         skip_crds: false,
         timeout: Duration::from_secs(300),
         labels: &labels,
+        flags: &Default::default(),
     };
     let (tx, stop) = watch::channel(Stop::Run);
     let t = KubeTarget::default();

@@ -151,6 +151,7 @@ impl<H: Helm> ReleaseRunner<H> {
             skip_crds: release.crds == crate::release::CrdPolicy::Bootstrap,
             timeout: remaining,
             labels: &labels,
+            flags: &release.helm,
         };
         let installed = self
             .helm

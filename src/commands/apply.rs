@@ -44,6 +44,10 @@ async fn run_async(
     // `--timeout` bounds the whole run, the wait for the API server included.
     let reachability = args.timeout.unwrap_or(run::REACHABILITY_BUDGET);
     let (helm, connection) = run::prerequisites(config.target(), &plan, reachability).await?;
+    let version = crate::helm::Helm::version(&helm)
+        .await
+        .map_err(|e| Error::prerequisite(e.to_string()))?;
+    helm_flags_supported(&plan, &version)?;
 
     let session = Session::start(config.json(), config.verbosity, config.global.no_progress);
     let events = session.events.clone();
@@ -91,6 +95,49 @@ async fn run_async(
         ))),
         Err(e) => Err(e),
     }
+}
+
+/// Every `helm:` key of the releases of the run must map to a flag the
+/// detected helm has (docs/design.md#defaults): exit 2 before anything
+/// changes, one error per key and file that set it.
+fn helm_flags_supported(plan: &Plan, version: &crate::helm::HelmVersion) -> Result<(), Error> {
+    let mut unsupported: std::collections::BTreeMap<
+        (String, std::path::PathBuf),
+        (String, Vec<String>),
+    > = Default::default();
+    for release in plan.installed() {
+        for (key, flag) in crate::helm::args::unsupported(&release.helm, version.major) {
+            let key = format!("helm.{key}");
+            let file = release
+                .helm
+                .origin
+                .iter()
+                .find(|(k, _)| *k == key)
+                .map(|(_, file)| file.clone())
+                .unwrap_or_else(|| release.file.clone());
+            unsupported
+                .entry((key, file))
+                .or_insert_with(|| (flag, Vec::new()))
+                .1
+                .push(release.id.to_string());
+        }
+    }
+    if unsupported.is_empty() {
+        return Ok(());
+    }
+    Err(Error::Config(
+        unsupported
+            .into_iter()
+            .map(|((key, file), (flag, releases))| {
+                crate::error::Problem::new(format!(
+                    "`{key}` (for {}) needs helm's `{flag}`, which helm {} does not have; remove it, or run with a helm that has it (Helm 4: --helm PATH)",
+                    releases.join(", "),
+                    version.raw
+                ))
+                .file(file)
+            })
+            .collect(),
+    ))
 }
 
 fn outcome(summary: &Summary, timed_out: bool, timeout: Option<Duration>) -> Result<(), Error> {

@@ -42,6 +42,47 @@ pub struct ClusterFile {
     /// Lint settings (docs/design.md#lints).
     #[serde(default)]
     pub lints: LintsFile,
+    /// Settings every release of this cluster takes unless it sets its own
+    /// (docs/design.md#defaults); over those of `releases/defaults.yaml`.
+    #[serde(default)]
+    pub defaults: DefaultsFile,
+}
+
+/// `defaults:` in cluster.yaml, and `releases/defaults.yaml`: what a release
+/// takes when it does not set the key itself (helmfile's `helmDefaults`).
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[schemars(title = "bootstrap release defaults")]
+pub struct DefaultsFile {
+    /// Bounds each release's helm operation plus hooks, e.g. `5m`.
+    #[schemars(with = "Option<String>")]
+    pub timeout: Option<Spanned<String>>,
+    /// Also wait for every workload in each release's manifest.
+    pub wait: Option<bool>,
+    pub crds: Option<CrdPolicy>,
+    /// Helm flags for each release's install.
+    #[serde(default)]
+    pub helm: HelmFile,
+}
+
+/// Helm flags of an install (`helm upgrade --install`) that a release may
+/// set, as helmfile's `helmDefaults` spell them; docs/design.md#defaults.
+#[derive(Debug, Default, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct HelmFile {
+    /// `--cleanup-on-fail`: delete resources a failed upgrade created.
+    pub cleanup_on_fail: Option<bool>,
+    /// `--force` (Helm 3), `--force-replace` (Helm 4): replace resources that cannot be patched.
+    pub force: Option<bool>,
+    /// `--history-max N`: revisions helm keeps per release (0: no limit).
+    pub history_max: Option<u32>,
+    /// `--disable-openapi-validation`.
+    #[serde(rename = "disableOpenAPIValidation")]
+    pub disable_openapi_validation: Option<bool>,
+    /// `--server-side=true|false` (Helm 4 only): server-side apply of the manifests.
+    pub server_side: Option<bool>,
+    /// `--force-conflicts` (Helm 4 only): take fields other managers own with server-side apply.
+    pub force_conflicts: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize, JsonSchema)]
@@ -104,8 +145,8 @@ pub struct ReleaseFile {
     #[serde(default)]
     #[schemars(with = "Vec<String>")]
     pub needs: Vec<Spanned<String>>,
-    #[serde(default)]
-    pub crds: CrdPolicy,
+    /// Default: `defaults.crds`, else `bootstrap`.
+    pub crds: Option<CrdPolicy>,
     /// Inline values; every string leaf is a handlebars template.
     pub values: Option<Values>,
     /// Relative to the release file; plain YAML unless the name ends in `.hbs` (a template).
@@ -117,9 +158,11 @@ pub struct ReleaseFile {
     /// Bounds the helm operation plus hooks, e.g. `5m`.
     #[schemars(with = "Option<String>")]
     pub timeout: Option<Spanned<String>>,
-    /// Also wait for every workload in the release's manifest.
+    /// Also wait for every workload in the release's manifest (default: `defaults.wait`, else false).
+    pub wait: Option<bool>,
+    /// Helm flags of the install; each unset key comes from `defaults.helm`.
     #[serde(default)]
-    pub wait: bool,
+    pub helm: HelmFile,
     #[serde(default)]
     pub hooks: HooksFile,
     #[serde(default)]

@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 use serde_saphyr::Spanned;
 
 use super::draft::{Draft, Paths};
-use super::file::{ChartFile, ClusterFile, ReleaseFile};
-use super::render::render_release;
+use super::file::{ChartFile, ClusterFile, DefaultsFile, ReleaseFile};
+use super::render::{Defaults, render_release};
 use super::{Cluster, Flux};
 use crate::error::{Error, Problem, did_you_mean, suggest};
 use crate::graph::ReleaseGraph;
@@ -170,6 +170,29 @@ pub fn load_for(dir: &Path, cluster: &str, context: Option<&str>) -> Result<Plan
         cluster.context = Some(context.to_string());
     }
     let origins = super::origin::resolve_all(&paths, &cluster, &selected, &mut problems);
+    let shared_defaults = read_defaults(&paths, &mut problems);
+    let mut defaults = Vec::new();
+    for (file, doc) in [(shown_cluster.clone(), Some(&cluster_file.defaults))]
+        .into_iter()
+        .chain(std::iter::once((
+            paths.show(&paths.root.join("releases").join(DEFAULTS_FILE)),
+            shared_defaults.as_ref(),
+        )))
+    {
+        let Some(doc) = doc else { continue };
+        let timeout = doc.timeout.as_ref().and_then(|t| {
+            validate::duration(&t.value)
+                .map_err(|why| {
+                    problems.push(
+                        Problem::new(format!("defaults timeout {why}"))
+                            .file(&file)
+                            .at(t.referenced.line(), t.referenced.column()),
+                    )
+                })
+                .ok()
+        });
+        defaults.push(Defaults { file, doc, timeout });
+    }
     let renderer = crate::template::Renderer::new();
     let mut releases = Vec::new();
     for draft in &selected {
@@ -180,6 +203,7 @@ pub fn load_for(dir: &Path, cluster: &str, context: Option<&str>) -> Result<Plan
             draft,
             overrides.get(&draft.id).copied(),
             origins.get(&draft.id),
+            &defaults,
         ) {
             Ok(release) => releases.push(release),
             Err(mut more) => problems.append(&mut more),
@@ -248,6 +272,27 @@ fn read_cluster(
     Ok(Some(file))
 }
 
+/// `releases/defaults.yaml`: the defaults every cluster's releases take
+/// (docs/design.md#defaults); not a release file.
+const DEFAULTS_FILE: &str = "defaults.yaml";
+
+fn read_defaults(paths: &Paths, problems: &mut Vec<Problem>) -> Option<DefaultsFile> {
+    let path = paths.root.join("releases").join(DEFAULTS_FILE);
+    let text = std::fs::read_to_string(&path).ok()?;
+    match yaml::document::<Option<DefaultsFile>>(&text, &paths.show(&path)) {
+        Ok(doc) => doc,
+        Err(mut problem) => {
+            if problem.message.contains("unknown key `name`") {
+                problem.message.push_str(
+                    "; releases/defaults.yaml holds the defaults of every release, not releases: move the releases to another file",
+                );
+            }
+            problems.push(problem);
+            None
+        }
+    }
+}
+
 /// A release that is known by name but failed its checks: `needs` naming
 /// it are not reported again (its own problem says what is wrong).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -289,7 +334,8 @@ fn read_releases(
                     path.extension().and_then(|e| e.to_str()),
                     Some("yaml" | "yml")
                 );
-                if yaml && !path.is_dir() {
+                let defaults = path.file_name().is_some_and(|n| n == DEFAULTS_FILE);
+                if yaml && !defaults && !path.is_dir() {
                     files.push(path);
                 }
             }

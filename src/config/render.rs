@@ -1,21 +1,30 @@
 //! Renders one release for one cluster: values (merged in the documented
 //! order), CRD-phase values and hook arguments.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
 
 use super::Cluster;
 use super::draft::{Draft, Paths};
-use super::file::OverrideFile;
+use super::file::{DefaultsFile, HelmFile, OverrideFile};
 use super::origin::Resolved;
 use crate::error::Problem;
 use crate::hooks::Templates;
-use crate::release::{Release, Source, ValuesLayer, ValuesSource};
+use crate::release::{CrdPolicy, HelmFlags, Release, Source, ValuesLayer, ValuesSource};
 use crate::template::{Located, Renderer, context};
 use crate::validate;
 use crate::values::merge;
 use crate::yaml;
+
+/// One layer of `defaults` (docs/design.md#defaults): cluster.yaml's or
+/// `releases/defaults.yaml`, with its timeout already checked.
+pub(crate) struct Defaults<'a> {
+    /// The file as shown in messages.
+    pub file: PathBuf,
+    pub doc: &'a DefaultsFile,
+    pub timeout: Option<std::time::Duration>,
+}
 
 /// Values merge order (later wins): the HelmRelease of `from:` (its
 /// `valuesFrom`, then `spec.values`) < release `values` < release `valuesFiles`
@@ -28,6 +37,7 @@ pub(crate) fn render_release(
     draft: &Draft,
     overrides: Option<(&str, &OverrideFile)>,
     from: Option<&Resolved>,
+    defaults: &[Defaults<'_>],
 ) -> Result<Release, Vec<Problem>> {
     let root = paths.root.to_string_lossy();
     let ctx = context(
@@ -108,7 +118,9 @@ pub(crate) fn render_release(
             format!("release valuesFile {}", paths.show(&path).display()),
         );
     }
-    let mut timeout = draft.timeout;
+    let mut timeout = draft
+        .timeout
+        .or_else(|| defaults.iter().find_map(|d| d.timeout));
     if let Some((key, o)) = overrides {
         let cluster_file = cluster.dir.join("cluster.yaml");
         let shown_cluster = paths.show(&cluster.dir.join("cluster.yaml"));
@@ -229,7 +241,11 @@ pub(crate) fn render_release(
             (None, None) => return Err(problems),
         },
         needs: draft.needs.clone(),
-        crds: draft.doc.crds,
+        crds: draft
+            .doc
+            .crds
+            .or_else(|| defaults.iter().find_map(|d| d.doc.crds))
+            .unwrap_or(CrdPolicy::Bootstrap),
         values,
         crd_values,
         values_sources: sources,
@@ -241,10 +257,76 @@ pub(crate) fn render_release(
             .collect(),
         from: from.map(|f| f.from.clone()),
         timeout,
-        wait: draft.doc.wait,
+        wait: draft
+            .doc
+            .wait
+            .or_else(|| defaults.iter().find_map(|d| d.doc.wait))
+            .unwrap_or(false),
         hooks,
         ownership: draft.doc.ownership,
+        helm: helm_flags(&shown_release, &draft.doc.helm, defaults),
     })
+}
+
+/// Each key of `helm:` from the release, else the first defaults layer
+/// that sets it; where it came from is kept for errors.
+fn helm_flags(release_file: &Path, own: &HelmFile, defaults: &[Defaults<'_>]) -> HelmFlags {
+    let layers: Vec<(&Path, &HelmFile)> = std::iter::once((release_file, own))
+        .chain(defaults.iter().map(|d| (d.file.as_path(), &d.doc.helm)))
+        .collect();
+    let mut origin = Vec::new();
+    let mut pick = |key: &str, get: &dyn Fn(&HelmFile) -> bool| -> bool {
+        match layers.iter().find(|(_, h)| get(h)) {
+            Some((file, _)) => {
+                origin.push((format!("helm.{key}"), file.to_path_buf()));
+                true
+            }
+            None => false,
+        }
+    };
+    fn first<T: Copy>(
+        layers: &[(&Path, &HelmFile)],
+        get: impl Fn(&HelmFile) -> Option<T>,
+    ) -> Option<T> {
+        layers.iter().find_map(|(_, h)| get(h))
+    }
+    let cleanup_on_fail = first(&layers, |h| h.cleanup_on_fail).unwrap_or(false);
+    let force = first(&layers, |h| h.force).unwrap_or(false);
+    let history_max = first(&layers, |h| h.history_max);
+    let disable_openapi_validation =
+        first(&layers, |h| h.disable_openapi_validation).unwrap_or(false);
+    let server_side = first(&layers, |h| h.server_side);
+    let force_conflicts = first(&layers, |h| h.force_conflicts).unwrap_or(false);
+    // Origins only of keys that add a flag.
+    if cleanup_on_fail {
+        pick("cleanupOnFail", &|h| h.cleanup_on_fail.is_some());
+    }
+    if force {
+        pick("force", &|h| h.force.is_some());
+    }
+    if history_max.is_some() {
+        pick("historyMax", &|h| h.history_max.is_some());
+    }
+    if disable_openapi_validation {
+        pick("disableOpenAPIValidation", &|h| {
+            h.disable_openapi_validation.is_some()
+        });
+    }
+    if server_side.is_some() {
+        pick("serverSide", &|h| h.server_side.is_some());
+    }
+    if force_conflicts {
+        pick("forceConflicts", &|h| h.force_conflicts.is_some());
+    }
+    HelmFlags {
+        cleanup_on_fail,
+        force,
+        history_max,
+        disable_openapi_validation,
+        server_side,
+        force_conflicts,
+        origin,
+    }
 }
 
 fn values_file(

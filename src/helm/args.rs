@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use super::{InstallRequest, TemplateRequest};
 use crate::kube::KubeTarget;
-use crate::release::{Chart, ChartSource, ReleaseId};
+use crate::release::{Chart, ChartSource, HelmFlags, ReleaseId};
 
 /// An argv under construction (without the program name).
 #[derive(Debug, Default)]
@@ -21,6 +21,11 @@ impl Argv {
 
     fn arg(mut self, value: impl Into<String>) -> Argv {
         self.0.push(value.into());
+        self
+    }
+
+    fn args(mut self, values: impl IntoIterator<Item = String>) -> Argv {
+        self.0.extend(values);
         self
     }
 
@@ -83,12 +88,13 @@ pub fn version() -> Vec<String> {
 /// `helm upgrade --install`. No `--wait`: bootstrap's hooks do the waiting, with
 /// readiness checks helm does not have (observedGeneration, CRDs Established).
 /// Neither `--atomic` (Helm 3) nor `--rollback-on-failure` (its Helm 4 name) is
-/// passed, so the command line is the same for both; version-dependent flags
-/// would branch on [`super::HelmVersion::major`] here.
+/// passed. The release's `helm:` flags ([`helm_flags`]) are the only part
+/// that depends on helm's major version.
 pub fn upgrade_install(
     target: &KubeTarget,
     request: &InstallRequest<'_>,
     values_file: &Path,
+    helm_major: u64,
 ) -> Vec<String> {
     let labels = request
         .labels
@@ -105,8 +111,61 @@ pub fn upgrade_install(
         .opt("--timeout", go_duration(request.timeout))
         .target(target)
         .opt_some("--labels", (!labels.is_empty()).then_some(labels))
+        .args(
+            helm_flags(request.flags, helm_major)
+                .into_iter()
+                .flat_map(|(_, argv)| argv),
+        )
         .opt("--output", "json")
         .0
+}
+
+/// The helm flags of a release's `helm:` keys (docs/design.md#defaults) on
+/// helm `major`, each with its key. Helm 4 renamed `--force` to
+/// `--force-replace` (pkg/cmd/upgrade.go marks `--force` deprecated) and
+/// added `--server-side` and `--force-conflicts` (pkg/cmd/flags.go); Helm 3
+/// has neither, which [`unsupported`] reports before anything runs.
+pub fn helm_flags(flags: &HelmFlags, major: u64) -> Vec<(&'static str, Vec<String>)> {
+    let mut out: Vec<(&'static str, Vec<String>)> = Vec::new();
+    if flags.cleanup_on_fail {
+        out.push(("cleanupOnFail", vec!["--cleanup-on-fail".into()]));
+    }
+    if flags.force {
+        let flag = if major >= 4 {
+            "--force-replace"
+        } else {
+            "--force"
+        };
+        out.push(("force", vec![flag.into()]));
+    }
+    if let Some(max) = flags.history_max {
+        out.push(("historyMax", vec!["--history-max".into(), max.to_string()]));
+    }
+    if flags.disable_openapi_validation {
+        out.push((
+            "disableOpenAPIValidation",
+            vec!["--disable-openapi-validation".into()],
+        ));
+    }
+    if let Some(on) = flags.server_side {
+        out.push(("serverSide", vec![format!("--server-side={on}")]));
+    }
+    if flags.force_conflicts {
+        out.push(("forceConflicts", vec!["--force-conflicts".into()]));
+    }
+    out
+}
+
+/// The `helm:` keys whose flag helm `major`'s `upgrade` does not have (by
+/// the tables in [`super::flags`]), each with that flag.
+pub fn unsupported(flags: &HelmFlags, major: u64) -> Vec<(&'static str, String)> {
+    helm_flags(flags, major)
+        .into_iter()
+        .filter_map(|(key, argv)| {
+            super::flags::unknown_flag(major, super::flags::Command::Upgrade, &argv)
+                .map(|flag| (key, flag))
+        })
+        .collect()
 }
 
 /// `helm template` for the CRD phase and `bootstrap template`: the chart's
@@ -207,8 +266,9 @@ mod tests {
             skip_crds,
             timeout: Duration::from_secs(300),
             labels: &labels,
+            flags: &Default::default(),
         };
-        upgrade_install(&target(), &request, Path::new("/tmp/v.yaml"))
+        upgrade_install(&target(), &request, Path::new("/tmp/v.yaml"), 4)
     }
 
     #[test]
@@ -285,8 +345,9 @@ mod tests {
             skip_crds: false,
             timeout: Duration::from_millis(1500),
             labels: &labels,
+            flags: &Default::default(),
         };
-        let argv = upgrade_install(&KubeTarget::default(), &request, Path::new("/v"));
+        let argv = upgrade_install(&KubeTarget::default(), &request, Path::new("/v"), 4);
         assert_eq!(
             argv,
             words(
@@ -393,6 +454,7 @@ mod tests {
             skip_crds: true,
             timeout: Duration::from_secs(60),
             labels: &labels,
+            flags: &Default::default(),
         };
         let render = TemplateRequest {
             release: &id,
@@ -405,7 +467,7 @@ mod tests {
                 (Command::Version, version()),
                 (
                     Command::Upgrade,
-                    upgrade_install(&t, &install, Path::new("/v")),
+                    upgrade_install(&t, &install, Path::new("/v"), major),
                 ),
                 (Command::Template, template(&render, Path::new("/v"))),
                 (Command::History, history(&t, &id)),
@@ -428,6 +490,41 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn helm_flags_per_version_and_what_helm_3_lacks() {
+        let all = HelmFlags {
+            cleanup_on_fail: true,
+            force: true,
+            history_max: Some(3),
+            disable_openapi_validation: true,
+            server_side: Some(false),
+            force_conflicts: true,
+            origin: Vec::new(),
+        };
+        let flat = |major| -> Vec<String> {
+            helm_flags(&all, major)
+                .into_iter()
+                .flat_map(|(_, argv)| argv)
+                .collect()
+        };
+        assert_eq!(
+            flat(4),
+            words(
+                "--cleanup-on-fail --force-replace --history-max 3 --disable-openapi-validation --server-side=false --force-conflicts"
+            )
+        );
+        assert_eq!(flat(3)[1], "--force");
+        assert!(unsupported(&all, 4).is_empty());
+        assert_eq!(
+            unsupported(&all, 3),
+            [
+                ("serverSide", "--server-side".to_string()),
+                ("forceConflicts", "--force-conflicts".to_string())
+            ]
+        );
+        assert!(helm_flags(&HelmFlags::default(), 4).is_empty());
     }
 
     #[test]

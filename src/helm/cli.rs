@@ -196,8 +196,15 @@ impl Helm for HelmCli {
         request: &InstallRequest<'_>,
         stop: StopSignal,
     ) -> Result<(), HelmError> {
+        // Only `helm:` flags depend on the version; without them no
+        // `helm version` runs here (apply detected it up front anyway).
+        let major = if args::helm_flags(request.flags, 4).is_empty() {
+            4
+        } else {
+            self.version().await?.major
+        };
         let file = values_file(request.values)?;
-        let argv = args::upgrade_install(target, request, file.path());
+        let argv = args::upgrade_install(target, request, file.path(), major);
         // The release's budget bounds helm itself, not only helm's own waits
         // (`--timeout` limits each Kubernetes operation, not the command): a
         // helm that hangs on a lost API connection is stopped at the deadline.

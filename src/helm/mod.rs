@@ -39,6 +39,8 @@ pub struct InstallRequest<'a> {
     pub timeout: Duration,
     /// Ownership labels on the Helm release (`--labels`, Helm >= 3.13).
     pub labels: &'a BTreeMap<String, String>,
+    /// The release's `helm:` flags (docs/design.md#defaults).
+    pub flags: &'a crate::release::HelmFlags,
 }
 
 #[derive(Debug, Clone)]

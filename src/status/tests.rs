@@ -27,6 +27,7 @@ fn release(values: serde_json::Value) -> Release {
         wait: false,
         hooks: Hooks::default(),
         ownership: Ownership::Bootstrap,
+        helm: Default::default(),
     }
 }
 
