@@ -53,6 +53,15 @@ pub struct Global {
     /// NO_COLOR or TERM=dumb).
     #[arg(long, global = true)]
     pub no_progress: bool,
+    /// How long apply, destroy and status wait for the Kubernetes API server
+    /// to answer, e.g. 10m for a control plane that is still coming up
+    /// (default 30s; apply's --timeout bounds it too).
+    #[arg(long, global = true, value_name = "DURATION", value_parser = parse_duration_arg)]
+    pub wait_for_api: Option<Duration>,
+    /// Write a one-line JSON result here when the command ends (default:
+    /// /dev/termination-log when it exists, as in a Kubernetes container).
+    #[arg(long, global = true, value_name = "FILE")]
+    pub termination_log: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -173,6 +182,9 @@ enum Command {
         #[arg(long, value_name = "PATH")]
         flux_entrypoint: Option<PathBuf>,
     },
+    /// Write a config root from another tool's files (writes what it can, lists the rest).
+    #[command(subcommand)]
+    Import(ImportSource),
     /// Print the JSON Schema of cluster.yaml or release files (for editors).
     Schema {
         /// Which file format: `cluster` (clusters/<name>/cluster.yaml) or `release` (releases/*.yaml).
@@ -183,6 +195,24 @@ enum Command {
     Completions {
         /// The shell to complete for, e.g. bash, zsh or fish.
         shell: clap_complete::Shell,
+    },
+}
+
+#[derive(Debug, ClapSubcommand)]
+enum ImportSource {
+    /// Convert helmfile state files (helmfile.yaml, helmfile.yaml.gotmpl, helmfile.d/) into
+    /// releases/*.yaml and clusters/CLUSTER/cluster.yaml under --dir; exit 1 when something
+    /// was not converted (listed with file and line).
+    Helmfile {
+        /// helmfiles or directories, in the order helmfile would run them.
+        #[arg(required = true, value_name = "PATH")]
+        paths: Vec<PathBuf>,
+        /// The cluster to write: clusters/<CLUSTER>/cluster.yaml under --dir.
+        #[arg(long, value_name = "NAME")]
+        cluster: String,
+        /// Overwrite files that already exist.
+        #[arg(long)]
+        force: bool,
     },
 }
 
@@ -197,6 +227,13 @@ pub struct Config {
 impl Config {
     pub fn json(&self) -> bool {
         self.global.output == OutputFormat::Json
+    }
+
+    /// How long the cluster commands wait for the API server to answer.
+    pub fn wait_for_api(&self) -> Duration {
+        self.global
+            .wait_for_api
+            .unwrap_or(crate::run::REACHABILITY_BUDGET)
     }
 
     /// Where the cluster commands find helm and the cluster.
@@ -272,6 +309,11 @@ pub enum Subcommand {
     },
     Destroy(DestroyArgs),
     Schema(SchemaKind),
+    ImportHelmfile {
+        paths: Vec<PathBuf>,
+        cluster: String,
+        force: bool,
+    },
     Completions(clap_complete::Shell),
 }
 
@@ -300,6 +342,11 @@ impl Arguments {
     /// `--output json`.
     pub fn json(&self) -> bool {
         self.global.output == OutputFormat::Json
+    }
+
+    /// `--termination-log`.
+    pub fn termination_log(&self) -> Option<&std::path::Path> {
+        self.global.termination_log.as_deref()
     }
 
     pub fn into_config(self) -> Result<Config, Error> {
@@ -391,6 +438,15 @@ impl Arguments {
                 options: crate::destroy::Options { dry_run, crds },
             }),
             Command::Schema { kind } => Subcommand::Schema(kind),
+            Command::Import(ImportSource::Helmfile {
+                paths,
+                cluster,
+                force,
+            }) => Subcommand::ImportHelmfile {
+                paths,
+                cluster,
+                force,
+            },
             Command::Completions { shell } => Subcommand::Completions(shell),
         };
         Ok(Config {

@@ -9,6 +9,8 @@ use std::path::PathBuf;
 pub const EXIT_OK: i32 = 0;
 pub const EXIT_FAILED: i32 = 1;
 pub const EXIT_INVALID: i32 = 2;
+/// Another run holds the cluster lock, or took it during this run: retry later.
+pub const EXIT_LOCKED: i32 = 3;
 pub const EXIT_INTERRUPTED: i32 = 130;
 
 /// One thing wrong with the user's input, located as precisely as we can.
@@ -104,6 +106,12 @@ pub enum Error {
     #[error("{0}")]
     Findings(String),
 
+    /// Another bootstrap run holds the cluster lock (or took it over during
+    /// this run): nothing is wrong with the config or the cluster, so a Job
+    /// controller retries later (docs/design.md#exit-codes).
+    #[error("{0}")]
+    Locked(String),
+
     /// SIGINT/SIGTERM: what was running was stopped and reported.
     #[error(
         "interrupted; what was running was stopped, nothing new was started (run the command again to continue)"
@@ -170,6 +178,7 @@ impl Error {
         match self {
             Error::Usage(_) | Error::Config(_) | Error::Prerequisite { .. } => EXIT_INVALID,
             Error::Failed { .. } | Error::Findings(_) => EXIT_FAILED,
+            Error::Locked(_) => EXIT_LOCKED,
             Error::Interrupted => EXIT_INTERRUPTED,
         }
     }

@@ -16,6 +16,7 @@ pub mod flux;
 pub mod graph;
 pub mod helm;
 pub mod hooks;
+pub mod import;
 pub mod kube;
 pub mod ledger;
 pub mod lint;
@@ -67,10 +68,11 @@ pub fn run<I: IntoIterator<Item = OsString>>(args: I) -> i32 {
         console::set_colors_enabled_stderr(false);
     }
     let json = arguments.json();
+    let termination = run::termination::destination(arguments.termination_log());
     let result = arguments
         .into_config()
         .and_then(|config| commands::execute(&config, &mut std::io::stdout()));
-    match result {
+    let code = match &result {
         Ok(()) => EXIT_OK,
         Err(e) => {
             eprint!("{}", e.render());
@@ -80,5 +82,23 @@ pub fn run<I: IntoIterator<Item = OsString>>(args: I) -> i32 {
             }
             e.exit_code()
         }
+    };
+    if let Some(path) = termination {
+        run::termination::write(&path, &subcommand_name(&args), code, result.err().as_ref());
     }
+    code
+}
+
+/// The subcommand the command line names (`apply`, `status`, …), for the
+/// termination message.
+fn subcommand_name(args: &[OsString]) -> String {
+    use clap::CommandFactory;
+    let command = Arguments::command();
+    let names: Vec<&str> = command.get_subcommands().map(|c| c.get_name()).collect();
+    args.iter()
+        .skip(1)
+        .filter_map(|a| a.to_str())
+        .find(|a| names.contains(a))
+        .unwrap_or_default()
+        .to_string()
 }

@@ -439,7 +439,7 @@ fn a_second_apply_fails_fast_naming_the_lock_holder() {
         "spec": {"holderIdentity": "alice@laptop pid 4242", "leaseDurationSeconds": 30, "acquireTime": now, "renewTime": now}
     }));
     let out = cluster.run(&config(), &["apply", "infra"]);
-    assert_eq!(out.code, 1, "{}\n{}", out.stdout, out.stderr);
+    assert_eq!(out.code, 3, "{}\n{}", out.stdout, out.stderr);
     assert!(
         out.stderr.contains("alice@laptop pid 4242"),
         "{}",
@@ -955,7 +955,7 @@ fn a_stolen_lock_stops_the_run_and_names_the_new_holder() {
     });
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
+    assert_eq!(out.status.code(), Some(3), "{stdout}\n{stderr}");
     assert!(
         stderr.contains("the cluster lock was lost (it is now held by thief@elsewhere pid 1)"),
         "{stderr}"
@@ -985,7 +985,7 @@ fn a_deleted_lock_stops_the_run() {
         );
     });
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
     assert!(
         stderr.contains("the Lease kube-system/bootstrap-lock was deleted"),
         "{stderr}"

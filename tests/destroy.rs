@@ -209,7 +209,7 @@ fn a_held_lock_stops_destroy_before_any_uninstall_and_names_the_holder() {
                  "acquireTime": now, "renewTime": now}
     }));
     let out = cluster.run(&test, &["destroy", "infra", "--yes"]);
-    assert_eq!(out.code, 1, "{}\n{}", out.stdout, out.stderr);
+    assert_eq!(out.code, 3, "{}\n{}", out.stdout, out.stderr);
     assert!(
         out.stderr.contains(
             "another bootstrap apply holds the lock on this cluster: alice@ops-laptop pid 4242"

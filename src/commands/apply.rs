@@ -42,7 +42,9 @@ async fn run_async(
     notices: Vec<String>,
 ) -> Result<(), Error> {
     // `--timeout` bounds the whole run, the wait for the API server included.
-    let reachability = args.timeout.unwrap_or(run::REACHABILITY_BUDGET);
+    let reachability = args
+        .timeout
+        .map_or(config.wait_for_api(), |t| t.min(config.wait_for_api()));
     let (helm, connection) = run::prerequisites(config.target(), &plan, reachability).await?;
     let version = crate::helm::Helm::version(&helm)
         .await
@@ -162,7 +164,7 @@ fn outcome(summary: &Summary, timed_out: bool, timeout: Option<Duration>) -> Res
 
 /// The error of a run that lost its cluster lock (shared with destroy).
 pub(super) fn lock_lost(command: &str, cluster: &str, why: &str) -> Error {
-    Error::failed(format!(
+    Error::Locked(format!(
         "{command} of cluster `{cluster}` stopped: the cluster lock was lost ({why}); nothing new was started after that. Run `bootstrap {command}` again once the other run has finished"
     ))
 }

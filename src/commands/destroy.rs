@@ -62,7 +62,7 @@ async fn run_async(
     confirm: Confirm,
 ) -> Result<(), Error> {
     let (helm, connection) =
-        run::prerequisites(config.target(), &plan, crate::run::REACHABILITY_BUDGET).await?;
+        run::prerequisites(config.target(), &plan, config.wait_for_api()).await?;
     if confirm == Confirm::Ask {
         let question = question(&plan, connection.target.context.as_deref(), args);
         let answer = tokio::task::spawn_blocking(move || ask(&question))

@@ -22,8 +22,7 @@ pub fn run(config: &Config, cluster: &str, out: &mut dyn std::io::Write) -> Resu
     )?;
     let (report, lints) = crate::run::block_on(async {
         let (helm, connection) =
-            crate::run::prerequisites(config.target(), &plan, crate::run::REACHABILITY_BUDGET)
-                .await?;
+            crate::run::prerequisites(config.target(), &plan, config.wait_for_api()).await?;
         let report = status::collect(&plan, &helm, &connection).await?;
         // The live lints (docs/design.md#lints), as apply's preflight runs them.
         let state = lint::live::gather(&plan, &connection.client).await;

@@ -40,7 +40,7 @@ impl From<LockError> for Error {
             LockError::Read(source) | LockError::Take(source) => {
                 Error::failed_with(message, source)
             }
-            LockError::Held { .. } | LockError::Race => Error::failed(message),
+            LockError::Held { .. } | LockError::Race => Error::Locked(message),
         }
     }
 }

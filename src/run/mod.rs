@@ -4,6 +4,7 @@
 //! and never import each other.
 
 pub mod session;
+pub mod termination;
 
 use std::future::Future;
 use std::path::Path;
@@ -47,7 +48,7 @@ pub fn block_on<T>(work: impl Future<Output = Result<T, Error>>) -> Result<T, Er
 /// usable helm and a reachable cluster through a usable kubeconfig context.
 /// Failures exit 2 (helm, kubeconfig) or 1 (cluster unreachable); nothing
 /// has changed when they happen. The wait for the API server is bounded by
-/// `reachability` (at most [`REACHABILITY_BUDGET`]), says on stderr why it
+/// `reachability` (`--wait-for-api`, default [`REACHABILITY_BUDGET`]), says on stderr why it
 /// goes on, and ends at once on Ctrl-C.
 pub async fn prerequisites(
     target: Target<'_>,
@@ -64,7 +65,7 @@ pub async fn prerequisites(
         .or_else(|| plan.cluster.context.clone());
     let connection = crate::kube::client::connect(target.kubeconfig, context.as_deref()).await?;
     let context = connection.target.context.clone().unwrap_or_default();
-    let budget = reachability.min(REACHABILITY_BUDGET);
+    let budget = reachability;
     let mut said = None::<tokio::time::Instant>;
     let say = |e: &::kube::Error, _next: Duration| {
         // Once, then every 5 s: enough to see the wait is alive and why.

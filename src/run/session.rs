@@ -53,6 +53,7 @@ impl Session {
     pub async fn finish(self, summary: Option<&Summary>) {
         self.signals.abort();
         if let Some(summary) = summary {
+            super::termination::remember(summary);
             self.events.emit(Event::RunFinished {
                 summary: summary.clone(),
             });

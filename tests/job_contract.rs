@@ -1,0 +1,136 @@
+//! The contract a Job controller relies on (docs/fleet.md#the-job-contract):
+//! a bounded, visible wait for a control plane that is still coming up,
+//! exit codes that tell a retryable lock apart from a failure, and a
+//! one-line JSON termination message.
+
+use serde_json::{Value, json};
+use testkit::builder::Test;
+use testkit::cluster::{CLUSTER, Cluster, RELEASES, daemonset};
+
+fn config() -> Test {
+    Test::new()
+        .file("clusters/infra/cluster.yaml", CLUSTER)
+        .file("releases/core.yaml", RELEASES)
+}
+
+fn script(cluster: &Cluster) {
+    cluster.script(json!({
+        "kube-system/cilium": {"apply_manifests": true, "manifests": [daemonset("kube-system", "cilium")]},
+    }));
+}
+
+fn termination(dir: &tempfile::TempDir) -> Value {
+    let text = std::fs::read_to_string(dir.path().join("termination-log")).expect("written");
+    assert!(!text.contains('\n'), "one line: {text}");
+    assert!(text.len() <= 4096);
+    serde_json::from_str(&text).unwrap()
+}
+
+#[test]
+fn a_successful_apply_leaves_its_counts_in_the_termination_message() {
+    let cluster = Cluster::start();
+    script(&cluster);
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("termination-log");
+    let out = cluster.run(
+        &config(),
+        &["apply", "infra", "--termination-log", log.to_str().unwrap()],
+    );
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    let message = termination(&dir);
+    assert_eq!(message["command"], "apply");
+    assert_eq!(message["exitCode"], 0);
+    assert_eq!(message["clusters"][0]["cluster"], "infra");
+    assert_eq!(message["clusters"][0]["ok"], true);
+    assert_eq!(message["clusters"][0]["outcomes"], json!({"installed": 4}));
+    assert_eq!(message["clusters"][0]["failed"], json!([]));
+}
+
+#[test]
+fn a_held_lock_exits_3_and_says_so_in_the_termination_message() {
+    let cluster = Cluster::start();
+    script(&cluster);
+    let now = "2099-01-01T00:00:00.000000Z";
+    cluster.api.insert(json!({
+        "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        "metadata": {"name": "bootstrap-lock", "namespace": "kube-system",
+                     "annotations": {"bootstrap/operation": "apply"}},
+        "spec": {"holderIdentity": "job-infra-1 pid 1", "leaseDurationSeconds": 30,
+                 "acquireTime": now, "renewTime": now}
+    }));
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("termination-log");
+    let out = cluster.run(
+        &config(),
+        &["apply", "infra", "--termination-log", log.to_str().unwrap()],
+    );
+    assert_eq!(out.code, 3, "{}\n{}", out.stdout, out.stderr);
+    let message = termination(&dir);
+    assert_eq!(message["exitCode"], 3);
+    assert!(
+        message["error"]
+            .as_str()
+            .unwrap()
+            .contains("another bootstrap apply holds the lock on this cluster: job-infra-1 pid 1"),
+        "{message}"
+    );
+    assert!(cluster.installs().is_empty());
+}
+
+#[test]
+fn a_config_error_exits_2_with_the_error_in_the_termination_message() {
+    let cluster = Cluster::start();
+    let broken = Test::new()
+        .file("clusters/infra/cluster.yaml", CLUSTER)
+        .file(
+            "releases/core.yaml",
+            &RELEASES.replace("needs: [cilium]", "needs: [cilum]"),
+        );
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("termination-log");
+    let out = cluster.run(
+        &broken,
+        &["apply", "infra", "--termination-log", log.to_str().unwrap()],
+    );
+    assert_eq!(out.code, 2, "{}\n{}", out.stdout, out.stderr);
+    let message = termination(&dir);
+    assert_eq!(message["exitCode"], 2);
+    assert_eq!(message["clusters"], json!([]));
+    assert!(
+        message["error"].as_str().unwrap().contains("cilum"),
+        "{message}"
+    );
+}
+
+#[test]
+fn wait_for_api_bounds_the_wait_for_a_control_plane_that_never_answers() {
+    let cluster = Cluster::start();
+    cluster.api.fail_next(1_000_000, 503);
+    let started = std::time::Instant::now();
+    let out = cluster.run(&config(), &["apply", "infra", "--wait-for-api", "2s"]);
+    let took = started.elapsed();
+    assert_eq!(out.code, 1, "{}\n{}", out.stdout, out.stderr);
+    assert!(took < std::time::Duration::from_secs(7), "{took:?}");
+    assert!(
+        out.stderr
+            .contains("waiting for the Kubernetes API server of context `admin@infra` (up to 2s)"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn wait_for_api_waits_for_a_control_plane_coming_up() {
+    let cluster = Cluster::start();
+    script(&cluster);
+    // The first answers are 503, as from an API server still starting.
+    cluster.api.fail_next(4, 503);
+    let out = cluster.run(&config(), &["apply", "infra", "--wait-for-api", "5m"]);
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    assert!(
+        out.stderr
+            .contains("waiting for the Kubernetes API server of context `admin@infra` (up to 5m)"),
+        "{}",
+        out.stderr
+    );
+}
