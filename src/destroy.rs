@@ -145,6 +145,7 @@ pub async fn run<H: Helm>(
             root_failures,
             interrupted,
             lock_lost: None,
+            phases: None,
         })
     }
     .await;
@@ -208,6 +209,10 @@ impl<H: Helm> Destroyer<'_, H> {
                 release: id.clone(),
                 outcome,
                 duration: begun.elapsed(),
+                timing: crate::event::Timing {
+                    run: begun.elapsed(),
+                    ..Default::default()
+                },
                 message,
             };
             self.events.emit(Event::ReleaseFinished {

@@ -28,6 +28,7 @@ fn release(values: serde_json::Value) -> Release {
         hooks: Hooks::default(),
         ownership: Ownership::Bootstrap,
         helm: Default::default(),
+        labels: Default::default(),
     }
 }
 
