@@ -152,11 +152,13 @@ mod tests {
                     release: ReleaseId::new("kube-system", *name),
                     outcome: *outcome,
                     duration: Duration::from_secs(1),
+                    timing: Default::default(),
                     message: None,
                 })
                 .collect(),
             critical_path: vec![],
             root_failures: vec![],
+            phases: None,
             interrupted: false,
             lock_lost: None,
         }
