@@ -154,6 +154,7 @@ mod tests {
                     duration: Duration::from_secs(1),
                     timing: Default::default(),
                     message: None,
+                    timing: Default::default(),
                 })
                 .collect(),
             critical_path: vec![],
@@ -161,6 +162,7 @@ mod tests {
             phases: None,
             interrupted: false,
             lock_lost: None,
+            phases: None,
         }
     }
 
