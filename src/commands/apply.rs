@@ -14,16 +14,26 @@ use crate::plan::Plan;
 use crate::run::{self, Session};
 use crate::stop::Stop;
 
+mod fleet;
+
 pub fn run(config: &Config, args: &ApplyArgs) -> Result<(), Error> {
-    let (plan, findings) = super::linted(
+    // Every cluster's config is read and validated before the first change
+    // to any cluster: a config error (exit 2) stops them all.
+    let linted = super::linted(
         &config.global.dir,
-        &Clusters::One(args.cluster.clone()),
+        &args.clusters,
         config.global.context.as_deref(),
-    )?
-    .remove(0);
-    let notices = preflight_lints(&args.cluster, &findings)?;
-    let plan = plan.select(&args.only, args.no_needs)?;
-    run::block_on(run_async(config, args, plan, notices))
+    )?;
+    if let Clusters::One(cluster) = &args.clusters {
+        let (plan, findings) = linted
+            .into_iter()
+            .next()
+            .ok_or_else(|| Error::failed(format!("cluster `{cluster}` was not loaded")))?;
+        let notices = preflight_lints(cluster, &findings)?;
+        let plan = plan.select(&args.only, args.no_needs)?;
+        return run::block_on(run_async(config, args, plan, notices, None));
+    }
+    run::block_on(fleet::run(config, args, linted))
 }
 
 /// The offline lints of apply's preflight (docs/design.md#lints), on the
@@ -35,11 +45,14 @@ fn preflight_lints(cluster: &str, findings: &[lint::Finding]) -> Result<Vec<Stri
     lint::preflight(cluster, findings).map_err(Error::failed)
 }
 
+/// One cluster's apply. `fleet`: its place among many clusters in one
+/// process (output tagged with its name); `None` for a single cluster.
 async fn run_async(
     config: &Config,
     args: &ApplyArgs,
     plan: Plan,
     notices: Vec<String>,
+    fleet: Option<&fleet::Slot>,
 ) -> Result<(), Error> {
     // `--timeout` bounds the whole run, the wait for the API server included.
     let reachability = args
@@ -51,7 +64,16 @@ async fn run_async(
         .map_err(|e| Error::prerequisite(e.to_string()))?;
     helm_flags_supported(&plan, &version)?;
 
-    let session = Session::start(config.json(), config.verbosity, config.global.no_progress);
+    let session = match fleet {
+        None => Session::start(config.json(), config.verbosity, config.global.no_progress),
+        Some(slot) => Session::for_cluster(
+            &plan.cluster.name,
+            slot.width,
+            config.json(),
+            config.verbosity,
+            &slot.streams,
+        ),
+    };
     let events = session.events.clone();
     for message in notices {
         events.emit(Event::Warning { message });
