@@ -118,6 +118,12 @@ enum Command {
         /// Also render each chart with `helm template` (needs helm 3.13+, may download charts).
         #[arg(long)]
         manifests: bool,
+        /// Only this release (repeatable); nothing is added for its needs.
+        #[arg(long, value_name = "NAME")]
+        only: Vec<String>,
+        /// Releases whose labels match (helmfile syntax: `key=value`, `key!=value`; comma = AND; repeat for OR).
+        #[arg(long, short = 'l', value_name = "SELECTOR", value_parser = parse_selector)]
+        selector: Vec<crate::select::Selector>,
     },
     /// Apply CRDs, then install releases in DAG order with hooks; record ownership.
     Apply {
@@ -145,8 +151,11 @@ enum Command {
         /// Only this release (repeatable), plus what it needs unless --no-needs.
         #[arg(long, value_name = "NAME")]
         only: Vec<String>,
-        /// With --only: run exactly those releases, not what they need.
-        #[arg(long, requires = "only")]
+        /// Releases whose labels match (helmfile syntax: `key=value`, `key!=value`; comma = AND; repeat for OR).
+        #[arg(long, short = 'l', value_name = "SELECTOR", value_parser = parse_selector)]
+        selector: Vec<crate::select::Selector>,
+        /// With --only or --selector: run exactly those releases, not what they need.
+        #[arg(long)]
         no_needs: bool,
         /// Parallel helm operations.
         #[arg(long, value_name = "N", default_value_t = crate::apply::DEFAULT_CONCURRENCY, value_parser = parse_concurrency)]
@@ -179,6 +188,9 @@ enum Command {
         /// Only this release (repeatable); what it needs stays installed.
         #[arg(long, value_name = "NAME")]
         only: Vec<String>,
+        /// Releases whose labels match (helmfile syntax: `key=value`, `key!=value`; comma = AND; repeat for OR).
+        #[arg(long, short = 'l', value_name = "SELECTOR", value_parser = parse_selector)]
+        selector: Vec<crate::select::Selector>,
         /// Say what would be removed; change nothing.
         #[arg(long)]
         dry_run: bool,
@@ -198,6 +210,9 @@ enum Command {
         #[arg(long, value_name = "PATH")]
         flux_entrypoint: Option<PathBuf>,
     },
+    /// Write a config root from another tool's files (writes what it can, lists the rest).
+    #[command(subcommand)]
+    Import(ImportSource),
     /// Print the JSON Schema of cluster.yaml or release files (for editors).
     Schema {
         /// Which file format: `cluster` (clusters/<name>/cluster.yaml) or `release` (releases/*.yaml).
@@ -208,6 +223,24 @@ enum Command {
     Completions {
         /// The shell to complete for, e.g. bash, zsh or fish.
         shell: clap_complete::Shell,
+    },
+}
+
+#[derive(Debug, ClapSubcommand)]
+enum ImportSource {
+    /// Convert helmfile state files (helmfile.yaml, helmfile.yaml.gotmpl, helmfile.d/) into
+    /// releases/*.yaml and clusters/CLUSTER/cluster.yaml under --dir; exit 1 when something
+    /// was not converted (listed with file and line).
+    Helmfile {
+        /// helmfiles or directories, in the order helmfile would run them.
+        #[arg(required = true, value_name = "PATH")]
+        paths: Vec<PathBuf>,
+        /// The cluster to write: clusters/<CLUSTER>/cluster.yaml under --dir.
+        #[arg(long, value_name = "NAME")]
+        cluster: String,
+        /// Overwrite files that already exist.
+        #[arg(long)]
+        force: bool,
     },
 }
 
@@ -248,6 +281,7 @@ pub struct ApplyArgs {
     /// How many clusters run at once (`None`: all).
     pub cluster_concurrency: Option<usize>,
     pub only: Vec<String>,
+    pub selector: Vec<crate::select::Selector>,
     pub no_needs: bool,
     pub options: crate::apply::Options,
     pub timeout: Option<Duration>,
@@ -259,6 +293,7 @@ pub struct DestroyArgs {
     pub cluster: String,
     /// Exactly these releases (nothing is added: what they need stays).
     pub only: Vec<String>,
+    pub selector: Vec<crate::select::Selector>,
     pub yes: bool,
     pub options: crate::destroy::Options,
 }
@@ -295,6 +330,8 @@ pub enum Subcommand {
         show_secrets: bool,
         crds: bool,
         manifests: bool,
+        only: Vec<String>,
+        selector: Vec<crate::select::Selector>,
     },
     Check {
         clusters: Clusters,
@@ -307,7 +344,16 @@ pub enum Subcommand {
     },
     Destroy(DestroyArgs),
     Schema(SchemaKind),
+    ImportHelmfile {
+        paths: Vec<PathBuf>,
+        cluster: String,
+        force: bool,
+    },
     Completions(clap_complete::Shell),
+}
+
+fn parse_selector(text: &str) -> Result<crate::select::Selector, String> {
+    crate::select::Selector::parse(text)
 }
 
 fn parse_concurrency(text: &str) -> Result<usize, String> {
@@ -378,12 +424,16 @@ impl Arguments {
                 show_secrets,
                 crds,
                 manifests,
+                only,
+                selector,
             } => Subcommand::Template {
                 cluster,
                 release,
                 show_secrets,
                 crds,
                 manifests,
+                only,
+                selector,
             },
             Command::Check {
                 cluster,
@@ -402,6 +452,7 @@ impl Arguments {
                 cluster_concurrency,
                 dry_run,
                 only,
+                selector,
                 no_needs,
                 concurrency,
                 timeout,
@@ -414,7 +465,15 @@ impl Arguments {
                     (None, false) => Clusters::Named(clusters),
                 },
                 cluster_concurrency,
-                only,
+                only: {
+                    if no_needs && only.is_empty() && selector.is_empty() {
+                        return Err(Error::Usage(
+                            "--no-needs runs exactly the releases --only or --selector chooses; add one of them".into(),
+                        ));
+                    }
+                    only
+                },
+                selector,
                 no_needs,
                 timeout,
                 options: crate::apply::Options {
@@ -431,14 +490,25 @@ impl Arguments {
                 yes,
                 crds,
                 only,
+                selector,
                 dry_run,
             } => Subcommand::Destroy(DestroyArgs {
                 cluster,
                 only,
+                selector,
                 yes,
                 options: crate::destroy::Options { dry_run, crds },
             }),
             Command::Schema { kind } => Subcommand::Schema(kind),
+            Command::Import(ImportSource::Helmfile {
+                paths,
+                cluster,
+                force,
+            }) => Subcommand::ImportHelmfile {
+                paths,
+                cluster,
+                force,
+            },
             Command::Completions { shell } => Subcommand::Completions(shell),
         };
         Ok(Config {

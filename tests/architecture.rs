@@ -220,6 +220,7 @@ fn layering_rules_hold() {
         "yaml",
         "error",
         "hooks",
+        "import",
         "scheduler",
         "crds",
         "ownership",

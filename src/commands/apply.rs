@@ -17,6 +17,8 @@ use crate::stop::Stop;
 mod fleet;
 
 pub fn run(config: &Config, args: &ApplyArgs) -> Result<(), Error> {
+    // The summary's duration is the whole run, from here.
+    let begun = std::time::Instant::now();
     // Every cluster's config is read and validated before the first change
     // to any cluster: a config error (exit 2) stops them all.
     let linted = super::linted(
@@ -30,8 +32,8 @@ pub fn run(config: &Config, args: &ApplyArgs) -> Result<(), Error> {
             .next()
             .ok_or_else(|| Error::failed(format!("cluster `{cluster}` was not loaded")))?;
         let notices = preflight_lints(cluster, &findings)?;
-        let plan = plan.select(&args.only, args.no_needs)?;
-        return run::block_on(run_async(config, args, plan, notices, None));
+        let plan = plan.select(&args.only, &args.selector, args.no_needs)?;
+        return run::block_on(run_async(config, args, plan, notices, begun, None));
     }
     run::block_on(fleet::run(config, args, linted))
 }
@@ -52,16 +54,15 @@ async fn run_async(
     args: &ApplyArgs,
     plan: Plan,
     notices: Vec<String>,
+    begun: std::time::Instant,
     fleet: Option<&fleet::Slot>,
 ) -> Result<(), Error> {
     // `--timeout` bounds the whole run, the wait for the API server included.
     let reachability = args
         .timeout
         .map_or(config.wait_for_api(), |t| t.min(config.wait_for_api()));
-    let (helm, connection) = run::prerequisites(config.target(), &plan, reachability).await?;
-    let version = crate::helm::Helm::version(&helm)
-        .await
-        .map_err(|e| Error::prerequisite(e.to_string()))?;
+    let (helm, connection, version) =
+        run::prerequisites(config.target(), &plan, reachability).await?;
     helm_flags_supported(&plan, &version)?;
 
     let session = match fleet {
@@ -75,6 +76,16 @@ async fn run_async(
         ),
     };
     let events = session.events.clone();
+    // What the prerequisites found, shown once the reporter runs.
+    events.emit(Event::PreflightStep {
+        step: format!("helm {}", version.raw),
+    });
+    events.emit(Event::PreflightStep {
+        step: format!(
+            "API server of context `{}` answers",
+            connection.target.context.as_deref().unwrap_or("(current)")
+        ),
+    });
     for message in notices {
         events.emit(Event::Warning { message });
     }
@@ -96,6 +107,7 @@ async fn run_async(
         })
     });
 
+    let before = begun.elapsed();
     let result = apply::run(
         &plan,
         Arc::new(helm),
@@ -104,7 +116,15 @@ async fn run_async(
         &events,
         session.stop.clone(),
     )
-    .await;
+    .await
+    .map(|mut summary| {
+        // Loading, linting and the prerequisites are preflight too.
+        if let Some(phases) = &mut summary.phases {
+            phases.preflight += before;
+        }
+        summary.duration = begun.elapsed();
+        summary
+    });
     if let Some(deadline) = deadline {
         deadline.abort();
     }

@@ -5,6 +5,7 @@ mod apply;
 mod check;
 mod destroy;
 mod graph;
+mod import;
 mod plan;
 mod schema;
 mod status;
@@ -29,6 +30,8 @@ pub fn execute(config: &Config, out: &mut dyn Write) -> Result<(), Error> {
             show_secrets,
             crds,
             manifests,
+            only,
+            selector,
         } => template::run(
             config,
             cluster,
@@ -38,6 +41,7 @@ pub fn execute(config: &Config, out: &mut dyn Write) -> Result<(), Error> {
                 crds: *crds,
                 manifests: *manifests,
             },
+            (only, selector),
             out,
         ),
         Subcommand::Check {
@@ -55,6 +59,11 @@ pub fn execute(config: &Config, out: &mut dyn Write) -> Result<(), Error> {
         Subcommand::Status { cluster } => status::run(config, cluster, out),
         Subcommand::Destroy(args) => destroy::run(config, args),
         Subcommand::Schema(kind) => schema::run(*kind, out),
+        Subcommand::ImportHelmfile {
+            paths,
+            cluster,
+            force,
+        } => import::run(config, paths, cluster, *force, out),
         Subcommand::Completions(shell) => {
             clap_complete::generate(*shell, &mut crate::cli::command(), "bootstrap", out);
             Ok(())

@@ -77,7 +77,7 @@ pub(super) async fn run(
             let cluster = plan.cluster.name.clone();
             let result = async {
                 let notices = preflight_lints(&cluster, &findings)?;
-                let plan = plan.select(&args.only, args.no_needs)?;
+                let plan = plan.select(&args.only, &args.selector, args.no_needs)?;
                 let _turn = slots
                     .acquire()
                     .await
@@ -85,7 +85,8 @@ pub(super) async fn run(
                 if interrupted.load(Ordering::SeqCst) {
                     return Err(Error::Interrupted);
                 }
-                run_async(config, args, plan, notices, Some(slot)).await
+                let begun = std::time::Instant::now();
+                run_async(config, args, plan, notices, begun, Some(slot)).await
             }
             .await;
             (cluster, result)

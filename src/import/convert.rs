@@ -1,0 +1,1112 @@
+//! helmfile releases as bootstrap releases: chart references, needs,
+//! values, hooks, `helmDefaults`, CRD-only files, `installed: false`.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde_json::{Map, Value};
+
+use super::helmfile::{self, Release as HelmfileRelease, State, ValuesEntry};
+use super::hooks::{self, Converted};
+use super::{Issue, relative};
+use crate::error::{Error, Problem};
+
+/// What the import produced, before anything is written.
+pub struct Imported {
+    pub cluster: String,
+    /// The state files read, as shown.
+    pub sources: Vec<PathBuf>,
+    /// One group per state file that defines releases, in helmfile's order.
+    pub groups: Vec<Group>,
+    /// The kubeconfig context of `helmDefaults.kubeContext`.
+    pub context: Option<String>,
+    pub issues: Vec<Issue>,
+}
+
+/// The releases of one state file: one `releases/<stem>.yaml`.
+pub struct Group {
+    pub source: PathBuf,
+    pub stem: String,
+    /// Why its releases are CRD-only, when they are.
+    pub crds_only: Option<String>,
+    pub releases: Vec<ReleaseOut>,
+}
+
+pub struct ReleaseOut {
+    pub name: String,
+    pub namespace: String,
+    pub source: PathBuf,
+    pub line: usize,
+    pub chart: Option<Chart>,
+    pub chart_note: Option<String>,
+    /// `namespace/name`, with why when the helmfile did not write it.
+    pub needs: Vec<(String, Option<String>)>,
+    pub wait: Option<(bool, String)>,
+    pub timeout: Option<(String, String)>,
+    pub values: Vec<ValuesOut>,
+    pub hooks: Vec<Converted>,
+    pub installed: bool,
+    /// `helmDefaults.skipCRDs`: helm installed it with `--skip-crds`.
+    pub skip_crds: bool,
+}
+
+impl ReleaseOut {
+    pub fn id(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
+}
+
+pub enum ChartOut {
+    Repo {
+        repo: String,
+        name: String,
+    },
+    Oci(String),
+    /// A chart directory, absolute.
+    Path(PathBuf),
+}
+
+pub struct Chart {
+    pub chart: ChartOut,
+    pub version: Option<String>,
+}
+
+pub enum ValuesOut {
+    /// A plain values file, referenced where it is (absolute).
+    InPlace(PathBuf),
+    /// Values helmfile computed, written to `releases/values/…`.
+    Generated {
+        values: Map<String, Value>,
+        note: ValuesNote,
+    },
+}
+
+/// Where computed values came from, said with paths relative to the file
+/// that says it.
+pub enum ValuesNote {
+    Flux {
+        helmrelease: PathBuf,
+        template: PathBuf,
+    },
+    Rendered(PathBuf),
+    Text(String),
+}
+
+impl ValuesNote {
+    pub fn text(&self, dir: &Path) -> String {
+        match self {
+            ValuesNote::Flux {
+                helmrelease,
+                template,
+            } => format!(
+                "spec.values of the Flux HelmRelease {}, as {} reads it; copied at import time, so keep the two in step",
+                relative(dir, helmrelease).display(),
+                relative(dir, template).display()
+            ),
+            ValuesNote::Rendered(template) => {
+                format!(
+                    "rendered from {} at import time",
+                    relative(dir, template).display()
+                )
+            }
+            ValuesNote::Text(text) => text.clone(),
+        }
+    }
+}
+
+/// Reads every PATH (in order) and converts what it finds.
+pub fn import(paths: &[PathBuf], cluster: &str, root: &Path) -> Result<Imported, Error> {
+    let root = hooks::absolute(root);
+    let mut issues = Vec::new();
+    let mut imported = Imported {
+        cluster: cluster.to_string(),
+        sources: Vec::new(),
+        groups: Vec::new(),
+        context: None,
+        issues: Vec::new(),
+    };
+    let mut files = Vec::new();
+    for path in paths {
+        files.extend(helmfile::state_files(path).map_err(|m| Error::config(Problem::new(m)))?);
+    }
+    for file in files {
+        let Some(state) = helmfile::load(&file, &mut issues) else {
+            imported.sources.push(file);
+            continue;
+        };
+        imported.sources.push(state.path.clone());
+        let group = convert_state(&state, &root, &mut imported.context, &mut issues);
+        if !group.releases.is_empty() {
+            imported.groups.push(group);
+        }
+    }
+    resolve_needs(&mut imported.groups, &mut issues);
+    order_files(&mut imported.groups);
+    let mut stems: BTreeMap<String, usize> = BTreeMap::new();
+    for group in &mut imported.groups {
+        let n = stems.entry(group.stem.clone()).or_default();
+        *n += 1;
+        if *n > 1 {
+            group.stem = format!("{}-{n}", group.stem);
+        }
+    }
+    // In the order of the files read, then by line.
+    let order: Vec<PathBuf> = imported.sources.clone();
+    let rank = |file: &Path| order.iter().position(|s| s == file).unwrap_or(usize::MAX);
+    issues.sort_by(|a, b| (rank(&a.file), &a.file, a.line).cmp(&(rank(&b.file), &b.file, b.line)));
+    imported.issues = issues;
+    Ok(imported)
+}
+
+/// The defaults `helmDefaults` sets for every release of a file.
+#[derive(Default)]
+struct Defaults {
+    wait: Option<bool>,
+    skip_crds: bool,
+    timeout: Option<String>,
+}
+
+fn convert_state(
+    state: &State,
+    root: &Path,
+    context: &mut Option<String>,
+    issues: &mut Vec<Issue>,
+) -> Group {
+    let crds_only = crds_only(state);
+    for (key, value) in &state.doc {
+        if let Some(reason) = top_level(key, value) {
+            let line = helmfile::line_of(&state.text, &[key]);
+            issues.push(Issue::new(&state.path, line, key, reason));
+        }
+    }
+    let repos = repositories(state, issues);
+    let defaults = helm_defaults(state, crds_only.is_some(), context, issues);
+    let stem = stem(&state.path);
+    let mut group = Group {
+        source: state.path.clone(),
+        stem,
+        crds_only,
+        releases: Vec::new(),
+    };
+    let override_namespace = state.doc.get("namespace").and_then(Value::as_str);
+    for release in helmfile::releases(state, issues) {
+        if let Some(out) = convert_release(
+            state,
+            &release,
+            &repos,
+            &defaults,
+            override_namespace,
+            group.crds_only.is_some(),
+            root,
+            issues,
+        ) {
+            group.releases.push(out);
+        }
+    }
+    group
+}
+
+/// `releases/<stem>.yaml` for `helmfile.d/00-crds.yaml.gotmpl` is `00-crds`;
+/// a plain `helmfile.yaml` is `helmfile`.
+fn stem(path: &Path) -> String {
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    let mut stem = name.trim_end_matches(".gotmpl").to_string();
+    for ext in [".yaml", ".yml"] {
+        if let Some(s) = stem.strip_suffix(ext) {
+            stem = s.to_string();
+        }
+    }
+    stem
+}
+
+/// A file whose releases helmfile only renders for their CRDs: named
+/// `crds` (after a `00-` style prefix), or templating with
+/// `--include-crds` in `helmDefaults.args` (what a `helmfile template |
+/// yq 'select(.kind == "CustomResourceDefinition")'` stage passes).
+fn crds_only(state: &State) -> Option<String> {
+    let stem = stem(&state.path);
+    let bare = stem
+        .trim_start_matches(|c: char| c.is_ascii_digit())
+        .trim_start_matches(['-', '_']);
+    let args: Vec<&str> = state
+        .doc
+        .get("helmDefaults")
+        .and_then(|d| d.get("args"))
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let by_name = matches!(bare, "crds" | "crd");
+    let by_args = args.contains(&"--include-crds");
+    match (by_name, by_args) {
+        (true, true) => Some(format!(
+            "the file is named `{stem}` and templates with `--include-crds`: its releases are rendered only for their CRDs"
+        )),
+        (true, false) => Some(format!("the file is named `{stem}`: its releases are rendered only for their CRDs")),
+        (false, true) => Some(
+            "helmDefaults.args has `--include-crds` (a `helmfile template` stage for CRDs): its releases are rendered only for their CRDs"
+                .to_string(),
+        ),
+        (false, false) => None,
+    }
+}
+
+/// Why a top-level key is not converted; `None` when it is.
+fn top_level(key: &str, value: &Value) -> Option<String> {
+    Some(match key {
+        "releases" | "repositories" | "helmDefaults" | "templates" | "bases" | "defaultInherit"
+        | "namespace" => return None,
+        "environments" => "helmfile environments become bootstrap clusters: one clusters/NAME/cluster.yaml each, per-cluster values under `values:` or `overrides:`".into(),
+        "values" => "state values (`.Values`) have no bootstrap equivalent; per-cluster values go in clusters/NAME/cluster.yaml `values:`".into(),
+        "helmfiles" => "sub-helmfiles are not followed; import each one by naming it on the command line".into(),
+        "hooks" => "global hooks have no bootstrap equivalent; attach them to a release's `hooks:`".into(),
+        "commonLabels" => "release labels select releases on helmfile's command line; bootstrap selects with `--only`".into(),
+        _ if value.is_null() => return None,
+        other => format!("`{other}` has no bootstrap equivalent"),
+    })
+}
+
+struct Repo {
+    url: String,
+    oci: bool,
+}
+
+fn repositories(state: &State, issues: &mut Vec<Issue>) -> BTreeMap<String, Repo> {
+    let mut repos = BTreeMap::new();
+    let list = state
+        .doc
+        .get("repositories")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    for repo in list {
+        let name = repo
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        let url = repo
+            .get("url")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        let line =
+            helmfile::find_key_between(&state.text, 1, usize::MAX, "repositories").unwrap_or(0);
+        for key in [
+            "username",
+            "password",
+            "caFile",
+            "certFile",
+            "keyFile",
+            "registryConfig",
+        ] {
+            if repo.get(key).is_some_and(|v| !v.is_null()) {
+                issues.push(Issue::new(
+                    &state.path,
+                    line,
+                    format!("repositories {name} {key}"),
+                    "repository credentials are not passed by bootstrap; log in with `helm registry login` or a credentials helper before `apply`",
+                ));
+            }
+        }
+        let oci =
+            repo.get("oci").and_then(Value::as_bool).unwrap_or(false) || url.starts_with("oci://");
+        repos.insert(name, Repo { url, oci });
+    }
+    repos
+}
+
+/// Reads `helmDefaults`; what has no bootstrap equivalent becomes an issue.
+fn helm_defaults(
+    state: &State,
+    crds_only: bool,
+    context: &mut Option<String>,
+    issues: &mut Vec<Issue>,
+) -> Defaults {
+    let mut defaults = Defaults::default();
+    let Some(Value::Object(map)) = state.doc.get("helmDefaults") else {
+        return defaults;
+    };
+    let section = helmfile::line_of(&state.text, &["helmDefaults"]);
+    for (key, value) in map {
+        let line =
+            helmfile::find_key_between(&state.text, section, usize::MAX, key).unwrap_or(section);
+        let issue = |reason: String| {
+            Issue::new(
+                &state.path,
+                line,
+                format!("helmDefaults.{key}: {}", short(value)),
+                reason,
+            )
+        };
+        match key.as_str() {
+            "wait" => defaults.wait = value.as_bool(),
+            "skipCRDs" => defaults.skip_crds = value.as_bool().unwrap_or(false),
+            "timeout" => match value.as_u64() {
+                Some(seconds) if seconds > 0 => defaults.timeout = Some(seconds_text(seconds)),
+                _ => issues.push(issue("is not a positive number of seconds".into())),
+            },
+            "args" => {
+                for arg in value.as_array().into_iter().flatten() {
+                    let arg = arg.as_str().unwrap_or("");
+                    if crds_only && matches!(arg, "--include-crds" | "--no-hooks") {
+                        continue;
+                    }
+                    issues.push(Issue::new(
+                        &state.path,
+                        line,
+                        format!("helmDefaults.args {arg}"),
+                        "extra helm arguments have no bootstrap equivalent",
+                    ));
+                }
+            }
+            "kubeContext" => match value.as_str() {
+                Some(c) if context.as_deref().is_none_or(|known| known == c) => {
+                    *context = Some(c.to_string())
+                }
+                Some(c) => issues.push(issue(format!(
+                    "a second kubeconfig context (`{c}` after `{}`); one cluster has one context",
+                    context.as_deref().unwrap_or("")
+                ))),
+                None => {}
+            },
+            other => {
+                if let Some(reason) = helm_flag(other, value) {
+                    issues.push(issue(reason));
+                }
+            }
+        }
+    }
+    defaults
+}
+
+/// Why a helm setting (in `helmDefaults` or a release) is not converted;
+/// `None` when bootstrap already behaves that way or it is off.
+fn helm_flag(key: &str, value: &Value) -> Option<String> {
+    let off = matches!(value, Value::Null | Value::Bool(false))
+        || value.as_array().is_some_and(|a| a.is_empty())
+        || value.as_str() == Some("");
+    match key {
+        // helm --wait waits for Jobs only with --wait-for-jobs; bootstrap's
+        // `wait` includes Jobs, so it covers both.
+        "waitForJobs" | "skipDeps" | "skipRefresh" | "waitRetries" => None,
+        "createNamespace" if value.as_bool() != Some(false) => None,
+        "createNamespace" => Some("bootstrap always installs with --create-namespace".into()),
+        "skipCRDs" if value.as_bool() == Some(true) => None,
+        _ if off => None,
+        "cleanupOnFail"
+        | "forceConflicts"
+        | "force"
+        | "recreatePods"
+        | "atomic"
+        | "rollbackOnFailure"
+        | "historyMax"
+        | "serverSide"
+        | "takeOwnership"
+        | "reuseValues"
+        | "disableValidation"
+        | "disableOpenAPIValidation"
+        | "skipSchemaValidation"
+        | "postRenderer"
+        | "postRendererArgs"
+        | "verify"
+        | "devel"
+        | "enableDNS"
+        | "insecureSkipTLSVerify"
+        | "plainHttp"
+        | "keyring"
+        | "cascade"
+        | "deleteWait"
+        | "deleteTimeout"
+        | "syncArgs"
+        | "diffArgs"
+        | "templateArgs"
+        | "kubeContext"
+        | "description"
+        | "suppressOutputLineRegex"
+        | "trackMode" => Some(format!(
+            "the helm setting `{key}` has no bootstrap equivalent; bootstrap passes the same helm flags to every release"
+        )),
+        _ => Some(format!("`{key}` has no bootstrap equivalent")),
+    }
+}
+
+fn short(value: &Value) -> String {
+    match value {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// Seconds the way bootstrap durations read: `10m`, `90s`.
+fn seconds_text(seconds: u64) -> String {
+    if seconds.is_multiple_of(3600) {
+        format!("{}h", seconds / 3600)
+    } else if seconds.is_multiple_of(60) {
+        format!("{}m", seconds / 60)
+    } else {
+        format!("{seconds}s")
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn convert_release(
+    state: &State,
+    release: &HelmfileRelease,
+    repos: &BTreeMap<String, Repo>,
+    defaults: &Defaults,
+    override_namespace: Option<&str>,
+    crds_only: bool,
+    root: &Path,
+    issues: &mut Vec<Issue>,
+) -> Option<ReleaseOut> {
+    let spec = &release.spec;
+    let text = |k: &str| {
+        spec.get(k)
+            .and_then(Value::as_str)
+            .map(str::trim)
+            .unwrap_or("")
+            .to_string()
+    };
+    let name = text("name");
+    let at = |key: &str| release.origin(key, state);
+    if name.is_empty() {
+        issues.push(Issue::new(
+            &state.path,
+            release.line,
+            "releases",
+            "a release has no name",
+        ));
+        return None;
+    }
+    let mut namespace = text("namespace");
+    if namespace.is_empty() {
+        namespace = override_namespace.unwrap_or("").to_string();
+    }
+    if namespace.is_empty() {
+        issues.push(Issue::new(
+            &state.path,
+            release.line,
+            format!("name: {name}"),
+            "has no namespace (helm would use the kubeconfig's); bootstrap needs one: written as `default`",
+        ));
+        namespace = "default".into();
+    }
+    for key in spec.keys() {
+        let reason = match key.as_str() {
+            "name" | "namespace" | "chart" | "version" | "needs" | "values" | "set" | "setString"
+            | "secrets" | "hooks" | "installed" | "wait" | "timeout" => continue,
+            "labels" => {
+                if spec[key].as_object().is_none_or(|m| m.is_empty()) {
+                    continue;
+                }
+                "release labels select releases on helmfile's command line; bootstrap selects with `--only`".to_string()
+            }
+            "condition" => "a condition on helmfile state values; list the release in clusters/NAME/cluster.yaml `releases:` for the clusters that get it".to_string(),
+            "valuesTemplate" | "setTemplate" => format!("`{key}` is evaluated with helmfile state values; write the values it produces into a values file"),
+            "kubeContext" => "a per-release kubeconfig context; bootstrap installs each cluster's releases in its own context".to_string(),
+            other => match helm_flag(other, &spec[key]) {
+                Some(reason) => reason,
+                None => continue,
+            },
+        };
+        let o = at(key);
+        issues.push(Issue::new(
+            &o.file,
+            o.line,
+            format!("{key}: {}", short(&spec[key])),
+            reason,
+        ));
+    }
+    let chart = chart(release, state, repos, issues);
+    // Notes name files the way a release file does: from releases/.
+    let notes_dir = root.join("releases");
+    let chart_note = chart
+        .as_ref()
+        .and_then(|_| chart_source(release, &notes_dir));
+    let installed = spec
+        .get("installed")
+        .and_then(Value::as_bool)
+        .unwrap_or(true);
+    let wait = match spec.get("wait").and_then(Value::as_bool) {
+        Some(w) => Some((w, "wait".to_string())),
+        None => defaults.wait.map(|w| (w, "helmDefaults.wait".to_string())),
+    };
+    let timeout = match spec.get("timeout").and_then(Value::as_u64) {
+        Some(s) if s > 0 => Some((seconds_text(s), "timeout".to_string())),
+        _ => defaults
+            .timeout
+            .clone()
+            .map(|t| (t, "helmDefaults.timeout".to_string())),
+    };
+    let needs = spec
+        .get("needs")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str().map(|s| (s.trim().to_string(), None)))
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut values = Vec::new();
+    for entry in &release.values {
+        match entry {
+            ValuesEntry::File(path) => values.push(ValuesOut::InPlace(path.clone())),
+            ValuesEntry::Computed {
+                values: map,
+                from,
+                reads,
+            } => {
+                let note = match (from, flux_values(map, reads)) {
+                    (Some(from), Some(hr)) => ValuesNote::Flux {
+                        helmrelease: hr,
+                        template: from.clone(),
+                    },
+                    (Some(from), None) => ValuesNote::Rendered(from.clone()),
+                    (None, _) => {
+                        ValuesNote::Text(format!("inline values of {}", state.path.display()))
+                    }
+                };
+                if !map.is_empty() {
+                    values.push(ValuesOut::Generated {
+                        values: map.clone(),
+                        note,
+                    });
+                }
+            }
+        }
+    }
+    if let Some(set) = set_values(release, state, issues) {
+        values.push(set);
+    }
+    for entry in spec
+        .get("secrets")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let o = at("secrets");
+        issues.push(Issue::new(
+            &o.file,
+            o.line,
+            format!("secrets: {}", short(entry)),
+            "sops-encrypted values are not imported; decrypt them into a values file bootstrap reads, or keep them in a Secret",
+        ));
+    }
+    let hooks = convert_hooks(state, release, &namespace, crds_only, root, issues);
+    Some(ReleaseOut {
+        name,
+        namespace,
+        source: state.path.clone(),
+        line: release.line,
+        chart,
+        chart_note,
+        needs,
+        wait,
+        timeout,
+        values,
+        hooks,
+        installed,
+        skip_crds: defaults.skip_crds,
+    })
+}
+
+/// The chart reference in bootstrap's terms (docs/design.md#release-file).
+fn chart(
+    release: &HelmfileRelease,
+    state: &State,
+    repos: &BTreeMap<String, Repo>,
+    issues: &mut Vec<Issue>,
+) -> Option<Chart> {
+    let spec = &release.spec;
+    let chart = spec
+        .get("chart")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .trim()
+        .to_string();
+    let version = spec
+        .get("version")
+        .and_then(|v| match v {
+            Value::String(s) => Some(s.trim().to_string()),
+            Value::Number(n) => Some(n.to_string()),
+            _ => None,
+        })
+        .filter(|v| !v.is_empty());
+    let at = release.origin("chart", state);
+    if chart.is_empty() {
+        if !issues
+            .iter()
+            .any(|i| i.field == "chart" && i.file == at.file && i.line == at.line)
+        {
+            issues.push(Issue::new(
+                &at.file,
+                at.line,
+                "chart",
+                "the release has no chart (helmfile fails too)",
+            ));
+        }
+        return None;
+    }
+    let local = state.dir.join(&chart);
+    let reference = if let Some(rest) = chart.strip_prefix("oci://") {
+        ChartOut::Oci(format!("oci://{rest}"))
+    } else if chart.starts_with("./")
+        || chart.starts_with("../")
+        || chart.starts_with('/')
+        || local.is_dir()
+    {
+        ChartOut::Path(super::hooks::absolute(&super::gotmpl::normalize(&local)))
+    } else if let Some((repo, name)) = chart.split_once('/') {
+        match repos.get(repo) {
+            Some(Repo { url, oci: true }) => ChartOut::Oci(format!(
+                "oci://{}/{name}",
+                url.trim_start_matches("oci://").trim_end_matches('/')
+            )),
+            Some(Repo { url, oci: false }) => ChartOut::Repo {
+                repo: url.clone(),
+                name: name.to_string(),
+            },
+            None => {
+                issues.push(Issue::new(
+                    &at.file,
+                    at.line,
+                    format!("chart: {chart}"),
+                    format!(
+                        "the repository `{repo}` is not in `repositories:`, so its URL is unknown"
+                    ),
+                ));
+                return None;
+            }
+        }
+    } else {
+        issues.push(Issue::new(
+            &at.file,
+            at.line,
+            format!("chart: {chart}"),
+            "is neither `repo/chart`, `oci://…` nor a chart directory",
+        ));
+        return None;
+    };
+    let needs_pin = !matches!(reference, ChartOut::Path(_));
+    let version_failed = issues
+        .iter()
+        .any(|i| i.field == "version" && i.file == release.origin("version", state).file);
+    match &version {
+        _ if version_failed => {}
+        None if needs_pin => {
+            let at = release.origin("version", state);
+            issues.push(Issue::new(
+                &at.file,
+                at.line,
+                format!("chart: {chart}"),
+                "has no `version` (helm would take the latest); bootstrap installs pinned versions: add the version to the release file",
+            ));
+        }
+        Some(v) if crate::validate::pinned_version(v).is_err() => {
+            let at = release.origin("version", state);
+            issues.push(Issue::new(
+                &at.file,
+                at.line,
+                format!("version: {v}"),
+                "is a range; bootstrap installs pinned versions: write the exact version in the release file",
+            ));
+        }
+        _ => {}
+    }
+    Some(Chart {
+        chart: reference,
+        version,
+    })
+}
+
+/// "read from …ocirepository.yaml" when the chart and version came from a
+/// Flux OCIRepository a template read.
+fn chart_source(release: &HelmfileRelease, root: &Path) -> Option<String> {
+    let chart = release.spec.get("chart")?.as_str()?;
+    for read in &release.chart_reads {
+        let docs: Vec<Value> = serde_saphyr::from_multiple(&read.text).unwrap_or_default();
+        for doc in docs {
+            if doc.get("kind").and_then(Value::as_str) == Some("OCIRepository")
+                && doc.pointer("/spec/url").and_then(Value::as_str) == Some(chart)
+            {
+                return Some(format!(
+                    "chart and version: spec.url and spec.ref.tag of the Flux OCIRepository {}, as the helmfile reads them; copied at import time, so keep the two in step",
+                    relative(root, &read.path).display()
+                ));
+            }
+        }
+    }
+    None
+}
+
+/// The Flux HelmRelease among `reads` whose `spec.values` are `values`.
+fn flux_values(values: &Map<String, Value>, reads: &[super::gotmpl::Read]) -> Option<PathBuf> {
+    for read in reads {
+        let docs: Vec<Value> = serde_saphyr::from_multiple(&read.text).unwrap_or_default();
+        for doc in docs {
+            let is_hr = doc.get("kind").and_then(Value::as_str) == Some("HelmRelease")
+                && doc
+                    .get("apiVersion")
+                    .and_then(Value::as_str)
+                    .is_some_and(|a| a.starts_with("helm.toolkit.fluxcd.io/"));
+            let theirs = doc.pointer("/spec/values").cloned().unwrap_or(Value::Null);
+            let same = match &theirs {
+                Value::Object(m) => m == values,
+                Value::Null => values.is_empty(),
+                _ => false,
+            };
+            if is_hr && same {
+                return Some(read.path.clone());
+            }
+        }
+    }
+    None
+}
+
+/// `set:` and `setString:` as one values file merged last, as helm applies
+/// `--set` after every values file. Paths are helm's `--set` keys
+/// (`a.b.c`, `\.` for a literal dot); list indices are not converted.
+fn set_values(
+    release: &HelmfileRelease,
+    state: &State,
+    issues: &mut Vec<Issue>,
+) -> Option<ValuesOut> {
+    let mut values = Map::new();
+    for (key, as_string) in [("set", false), ("setString", true)] {
+        let Some(list) = release.spec.get(key).and_then(Value::as_array) else {
+            continue;
+        };
+        let at = release.origin(key, state);
+        for entry in list {
+            let name = entry.get("name").and_then(Value::as_str).unwrap_or("");
+            let value = match (entry.get("value"), entry.get("values")) {
+                (Some(v), _) => typed_set_value(v, as_string),
+                (None, Some(Value::Array(list))) => {
+                    Value::Array(list.iter().map(|v| typed_set_value(v, as_string)).collect())
+                }
+                _ => {
+                    issues.push(Issue::new(
+                        &at.file,
+                        at.line,
+                        format!("{key} {name}"),
+                        "sets no `value` (a `file:` value is not converted)",
+                    ));
+                    continue;
+                }
+            };
+            if let Some(text) = value.as_str()
+                && text.contains("{{")
+            {
+                issues.push(Issue::new(
+                    &at.file,
+                    at.line,
+                    format!("{key} {name}"),
+                    "holds a template; write the value it renders",
+                ));
+                continue;
+            }
+            let path = split_set_path(name);
+            if name.is_empty() || path.iter().any(|p| p.contains('[') || p.is_empty()) {
+                issues.push(Issue::new(
+                    &at.file,
+                    at.line,
+                    format!("{key} {name}"),
+                    "a `--set` path with list indices is not converted; write the value into a values file",
+                ));
+                continue;
+            }
+            insert_path(&mut values, &path, value);
+        }
+    }
+    (!values.is_empty()).then(|| ValuesOut::Generated {
+        values,
+        note: ValuesNote::Text(format!(
+            "`set:` of the release in {}, applied last as helm applies --set",
+            state.path.display()
+        )),
+    })
+}
+
+/// helm's `--set` typing (helm `pkg/strvals/parser.go` `typedVal`): `true`,
+/// `false`, `null` and integers without a leading zero are typed, the rest
+/// stays a string; `setString` keeps everything a string.
+fn typed_set_value(value: &Value, as_string: bool) -> Value {
+    let text = match value {
+        Value::String(s) => s.clone(),
+        other if as_string => short(other),
+        other => return other.clone(),
+    };
+    if as_string {
+        return Value::String(text);
+    }
+    match text.as_str() {
+        "true" => Value::Bool(true),
+        "false" => Value::Bool(false),
+        "null" => Value::Null,
+        t if !(t.starts_with('0') && t.len() > 1) => t
+            .parse::<i64>()
+            .map(Value::from)
+            .unwrap_or(Value::String(text)),
+        _ => Value::String(text),
+    }
+}
+
+fn split_set_path(name: &str) -> Vec<String> {
+    let mut parts = vec![String::new()];
+    let mut chars = name.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => {
+                if let (Some(next), Some(p)) = (chars.next(), parts.last_mut()) {
+                    p.push(next);
+                }
+            }
+            '.' => parts.push(String::new()),
+            c => {
+                if let Some(p) = parts.last_mut() {
+                    p.push(c);
+                }
+            }
+        }
+    }
+    parts
+}
+
+fn insert_path(values: &mut Map<String, Value>, path: &[String], value: Value) {
+    let Some((last, parents)) = path.split_last() else {
+        return;
+    };
+    let mut map = values;
+    for key in parents {
+        let slot = map
+            .entry(key.clone())
+            .or_insert_with(|| Value::Object(Map::new()));
+        if !slot.is_object() {
+            *slot = Value::Object(Map::new());
+        }
+        let Value::Object(inner) = slot else { return };
+        map = inner;
+    }
+    map.insert(last.clone(), value);
+}
+
+fn convert_hooks(
+    state: &State,
+    release: &HelmfileRelease,
+    namespace: &str,
+    crds_only: bool,
+    root: &Path,
+    issues: &mut Vec<Issue>,
+) -> Vec<Converted> {
+    let mut out = Vec::new();
+    let Some(list) = release.spec.get("hooks").and_then(Value::as_array) else {
+        return out;
+    };
+    let at = release.origin("hooks", state);
+    let data = helmfile::release_data(&release.spec);
+    let dir = hooks::absolute(&state.dir);
+    for hook in list {
+        let render = |text: &str| -> Result<String, Issue> {
+            if !text.contains("{{") {
+                return Ok(text.to_string());
+            }
+            super::gotmpl::Engine::new(data.clone())
+                .render(text, &at.file, at.line, &state.dir)
+                .map_err(Issue::from)
+        };
+        let mut argv = Vec::new();
+        let mut failed = false;
+        if let Some(apply) = hook.get("kubectlApply").and_then(Value::as_object) {
+            argv.push("kubectl".to_string());
+            argv.push("apply".to_string());
+            if let Some(f) = apply.get("filename").and_then(Value::as_str) {
+                argv.extend(["-f".to_string(), f.to_string()]);
+            } else if let Some(k) = apply.get("kustomize").and_then(Value::as_str) {
+                argv.extend(["-k".to_string(), k.to_string()]);
+            }
+        } else {
+            argv.push(
+                hook.get("command")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_string(),
+            );
+            for arg in hook
+                .get("args")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                argv.push(short(arg));
+            }
+        }
+        for arg in argv.iter_mut() {
+            match render(arg) {
+                Ok(r) => *arg = r,
+                Err(issue) => {
+                    issues.push(issue);
+                    failed = true;
+                }
+            }
+        }
+        let was = argv.join(" ");
+        if failed {
+            continue;
+        }
+        if argv[0].trim().is_empty() {
+            issues.push(Issue::new(
+                &at.file,
+                at.line,
+                "hooks",
+                "a hook without a command",
+            ));
+            continue;
+        }
+        let events: Vec<&str> = hook
+            .get("events")
+            .and_then(Value::as_array)
+            .map(|a| a.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        if crds_only {
+            issues.push(Issue::new(
+                &at.file,
+                at.line,
+                format!("hooks: {was}"),
+                "a CRD-only release is never installed, so its hooks never run",
+            ));
+            continue;
+        }
+        let converted = hooks::convert(&argv, namespace, &dir, root);
+        for event in events {
+            match hooks::phase(event) {
+                Some(phase) => {
+                    for hook in hooks::flatten(converted.clone()) {
+                        out.push(Converted { phase, hook, was: was.clone() });
+                    }
+                }
+                None => issues.push(Issue::new(
+                    &at.file,
+                    at.line,
+                    format!("hooks: events [{event}] {was}"),
+                    format!("bootstrap has presync and postsync hooks only; `{event}` has no moment in apply"),
+                )),
+            }
+        }
+    }
+    out
+}
+
+/// helmfile's needs (`[KUBECONTEXT/][NAMESPACE/]NAME`, `pkg/state/state.go`
+/// `ReleaseToID`) as `namespace/name` of an imported release.
+fn resolve_needs(groups: &mut [Group], issues: &mut Vec<Issue>) {
+    let ids: Vec<(String, String)> = groups
+        .iter()
+        .flat_map(|g| {
+            g.releases
+                .iter()
+                .map(|r| (r.namespace.clone(), r.name.clone()))
+        })
+        .collect();
+    for group in groups.iter_mut() {
+        for release in &mut group.releases {
+            let mut resolved = Vec::new();
+            for (need, note) in std::mem::take(&mut release.needs) {
+                let parts: Vec<&str> = need.split('/').collect();
+                let (ns, name) = match parts.as_slice() {
+                    [name] => (None, *name),
+                    [ns, name] => (Some(*ns), *name),
+                    [_, ns, name] => (Some(*ns).filter(|n| !n.is_empty()), *name),
+                    _ => (None, ""),
+                };
+                let matches: Vec<&(String, String)> = ids
+                    .iter()
+                    .filter(|(n, r)| r == name && ns.is_none_or(|ns| ns == n))
+                    .collect();
+                match matches.as_slice() {
+                    [(n, r)] => resolved.push((format!("{n}/{r}"), note)),
+                    _ => issues.push(Issue::new(
+                        &release.source,
+                        release.line,
+                        format!("needs: {need}"),
+                        if matches.is_empty() {
+                            "names no release of the imported helmfiles".to_string()
+                        } else {
+                            "names several releases; write it as namespace/name".to_string()
+                        },
+                    )),
+                }
+            }
+            resolved.dedup();
+            release.needs = resolved;
+        }
+    }
+}
+
+/// helmfile runs the files of helmfile.d (and the PATHs given) one after
+/// another; bootstrap starts a release when its needs are done. So the
+/// first releases of each file need the last releases of the file before
+/// it (CRD-only files excepted: bootstrap's CRD phase runs before every
+/// release anyway).
+fn order_files(groups: &mut [Group]) {
+    let mut previous: Option<(PathBuf, Vec<String>)> = None;
+    for group in groups.iter_mut() {
+        if group.crds_only.is_some() {
+            continue;
+        }
+        let own: Vec<String> = group.releases.iter().map(ReleaseOut::id).collect();
+        if let Some((file, sinks)) = &previous {
+            for release in &mut group.releases {
+                if release.needs.iter().any(|(n, _)| own.contains(n)) {
+                    continue;
+                }
+                for sink in sinks {
+                    release.needs.push((
+                        sink.clone(),
+                        Some(format!(
+                            "helmfile runs {} after {}",
+                            group.source.display(),
+                            file.display()
+                        )),
+                    ));
+                }
+            }
+        }
+        let needed: Vec<&String> = group
+            .releases
+            .iter()
+            .flat_map(|r| r.needs.iter().map(|(n, _)| n))
+            .collect();
+        let sinks = own
+            .iter()
+            .filter(|id| !needed.contains(id))
+            .cloned()
+            .collect();
+        previous = Some((group.source.clone(), sinks));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn set_paths_and_typing_follow_helm() {
+        assert_eq!(split_set_path(r"a.b\.c"), vec!["a", "b.c"]);
+        assert_eq!(typed_set_value(&json!("true"), false), json!(true));
+        assert_eq!(typed_set_value(&json!("0123"), false), json!("0123"));
+        assert_eq!(typed_set_value(&json!("42"), false), json!(42));
+        assert_eq!(typed_set_value(&json!("42"), true), json!("42"));
+        let mut values = Map::new();
+        insert_path(&mut values, &["a".into(), "b".into()], json!(1));
+        insert_path(&mut values, &["a".into(), "c".into()], json!(2));
+        assert_eq!(Value::Object(values), json!({"a": {"b": 1, "c": 2}}));
+    }
+
+    #[test]
+    fn seconds_read_like_bootstrap_durations() {
+        assert_eq!(seconds_text(600), "10m");
+        assert_eq!(seconds_text(90), "90s");
+        assert_eq!(seconds_text(7200), "2h");
+    }
+}

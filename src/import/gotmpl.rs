@@ -1,0 +1,938 @@
+//! The part of Go's `text/template` that helmfiles use to read Flux
+//! manifests, evaluated exactly or not at all: `{{ … }}` actions with `-`
+//! trim markers and comments, variables (`$x := …`), field chains on `.`,
+//! `$x` and `( … )`, pipelines, and the functions helmfile registers that
+//! only read files (helmfile `pkg/tmpl/context_funcs.go`: `readFile`,
+//! `fromYaml`, `toYaml`, `tpl`; files are read relative to the renderer's
+//! base directory, `Context.ReadFile`) plus a few pure sprig ones
+//! (`printf`, `quote`, `squote`, `lower`, `upper`, `trim`, `trimPrefix`,
+//! `trimSuffix`, `replace`, `default`, `required`, `indent`, `nindent`,
+//! `toString`). Anything else — control structures, `env`, `exec`, a field
+//! that is not there — is an [`Unsupported`] naming the line and the action,
+//! never a guess.
+
+use std::cell::RefCell;
+use std::path::{Path, PathBuf};
+
+use serde_json::{Map, Value};
+
+/// An action this evaluator does not (or may not) evaluate.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unsupported {
+    pub file: PathBuf,
+    pub line: usize,
+    /// The action as written, e.g. `{{ env "DOMAIN" }}`.
+    pub construct: String,
+    pub reason: String,
+}
+
+/// A file a template read with `readFile`.
+#[derive(Debug, Clone)]
+pub struct Read {
+    pub path: PathBuf,
+    pub text: String,
+}
+
+/// One rendering: the data `.` stands for, where relative paths start, and
+/// every file read on the way (the importer looks at them to recognise Flux
+/// manifests).
+pub struct Engine {
+    pub data: Value,
+    pub reads: RefCell<Vec<Read>>,
+}
+
+impl Engine {
+    pub fn new(data: Value) -> Engine {
+        Engine {
+            data,
+            reads: RefCell::new(Vec::new()),
+        }
+    }
+
+    /// Renders `text`, which starts at line `first_line` of `file`;
+    /// `base` is the directory `readFile` resolves relative paths from.
+    pub fn render(
+        &self,
+        text: &str,
+        file: &Path,
+        first_line: usize,
+        base: &Path,
+    ) -> Result<String, Unsupported> {
+        let at = Origin {
+            file,
+            first_line,
+            base,
+        };
+        let nodes = lex(text, &at)?;
+        let mut vars: Vec<(String, Value)> = vec![("$".to_string(), self.data.clone())];
+        let mut out = String::new();
+        for node in nodes {
+            match node {
+                Node::Text(t) => out.push_str(&t),
+                Node::Action { line, source, body } => {
+                    let fail = |reason: String| Unsupported {
+                        file: file.to_path_buf(),
+                        line,
+                        construct: source.clone(),
+                        reason,
+                    };
+                    let tokens = tokenize(&body).map_err(fail)?;
+                    let mut parser = Parser { tokens, at: 0 };
+                    let (decl, pipe) = parser.action().map_err(fail)?;
+                    let value = self.pipe(&pipe, &vars, &at).map_err(|e| match e {
+                        Failure::Here(reason) => fail(reason),
+                        Failure::Inner(inner) => inner,
+                    })?;
+                    match decl {
+                        Some(name) => vars.push((name, value)),
+                        None => out.push_str(&print(&value).map_err(fail)?),
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    fn pipe(&self, pipe: &[Cmd], vars: &[(String, Value)], at: &Origin) -> Result<Value, Failure> {
+        let mut piped: Option<Value> = None;
+        for cmd in pipe {
+            piped = Some(self.cmd(cmd, piped.take(), vars, at)?);
+        }
+        piped.ok_or_else(|| Failure::Here("empty pipeline".into()))
+    }
+
+    fn cmd(
+        &self,
+        cmd: &Cmd,
+        piped: Option<Value>,
+        vars: &[(String, Value)],
+        at: &Origin,
+    ) -> Result<Value, Failure> {
+        match cmd.first() {
+            Some(Arg::Func(name)) => {
+                let mut args = Vec::new();
+                for arg in &cmd[1..] {
+                    args.push(self.arg(arg, vars, at)?);
+                }
+                if let Some(value) = piped {
+                    args.push(value);
+                }
+                self.call(name, args, at)
+            }
+            Some(arg) if cmd.len() == 1 && piped.is_none() => self.arg(arg, vars, at),
+            Some(_) if piped.is_some() => Err(Failure::Here(
+                "a value is piped into something that is not a function".into(),
+            )),
+            _ => Err(Failure::Here("arguments given to a value".into())),
+        }
+    }
+
+    fn arg(&self, arg: &Arg, vars: &[(String, Value)], at: &Origin) -> Result<Value, Failure> {
+        match arg {
+            Arg::Str(s) => Ok(Value::String(s.clone())),
+            Arg::Num(n) => Ok(Value::Number(n.clone())),
+            Arg::Bool(b) => Ok(Value::Bool(*b)),
+            Arg::Nil => Ok(Value::Null),
+            Arg::Func(name) => self.call(name, Vec::new(), at),
+            Arg::Field(path) => field(&self.data, path, "."),
+            Arg::Var(name, path) => {
+                let value = vars
+                    .iter()
+                    .rev()
+                    .find(|(n, _)| n == name)
+                    .map(|(_, v)| v)
+                    .ok_or_else(|| Failure::Here(format!("variable `{name}` is not defined")))?;
+                field(value, path, name)
+            }
+            Arg::Sub(pipe, path) => {
+                let value = self.pipe(pipe, vars, at)?;
+                field(&value, path, "(…)")
+            }
+        }
+    }
+
+    fn call(&self, name: &str, args: Vec<Value>, at: &Origin) -> Result<Value, Failure> {
+        let want = |n: usize| -> Result<(), Failure> {
+            if args.len() == n {
+                Ok(())
+            } else {
+                Err(Failure::Here(format!(
+                    "`{name}` takes {n} argument(s), got {}",
+                    args.len()
+                )))
+            }
+        };
+        let text = |i: usize| -> Result<String, Failure> {
+            match args.get(i) {
+                Some(Value::String(s)) => Ok(s.clone()),
+                Some(other) => print(other).map_err(Failure::Here),
+                None => Err(Failure::Here(format!("`{name}` is missing an argument"))),
+            }
+        };
+        match name {
+            "readFile" => {
+                want(1)?;
+                let rel = text(0)?;
+                let path = normalize(&at.base.join(&rel));
+                let content = std::fs::read_to_string(&path)
+                    .map_err(|e| Failure::Here(format!("readFile `{}`: {e}", path.display())))?;
+                self.reads.borrow_mut().push(Read {
+                    path,
+                    text: content.clone(),
+                });
+                Ok(Value::String(content))
+            }
+            "fromYaml" => {
+                want(1)?;
+                let source = text(0)?;
+                let docs: Vec<Value> = serde_saphyr::from_multiple(&source)
+                    .map_err(|e| Failure::Here(format!("fromYaml: {e}")))?;
+                Ok(docs
+                    .into_iter()
+                    .find(|d| !d.is_null())
+                    .unwrap_or(Value::Object(Map::new())))
+            }
+            "toYaml" => {
+                want(1)?;
+                let value = &args[0];
+                if value.is_null() {
+                    return Ok(Value::String("null".into()));
+                }
+                let yaml = serde_saphyr::to_string(value)
+                    .map_err(|e| Failure::Here(format!("toYaml: {e}")))?;
+                Ok(Value::String(yaml.trim_end_matches('\n').to_string()))
+            }
+            "tpl" => {
+                want(2)?;
+                let template = text(0)?;
+                // The text usually comes from `readFile`: report problems in that file.
+                let source = self
+                    .reads
+                    .borrow()
+                    .iter()
+                    .rev()
+                    .find(|r| r.text == template)
+                    .map(|r| r.path.clone());
+                let inner = Engine {
+                    data: args[1].clone(),
+                    reads: RefCell::new(Vec::new()),
+                };
+                let (file, line) = match &source {
+                    Some(path) => (path.as_path(), 1),
+                    None => (at.file, at.first_line),
+                };
+                let rendered = inner
+                    .render(&template, file, line, at.base)
+                    .map_err(Failure::Inner)?;
+                self.reads.borrow_mut().extend(inner.reads.into_inner());
+                Ok(Value::String(rendered))
+            }
+            "printf" => {
+                if args.is_empty() {
+                    return Err(Failure::Here("`printf` needs a format".into()));
+                }
+                printf(&text(0)?, &args[1..]).map(Value::String)
+            }
+            "quote" => {
+                want(1)?;
+                Ok(Value::String(format!("{:?}", text(0)?)))
+            }
+            "squote" => {
+                want(1)?;
+                Ok(Value::String(format!("'{}'", text(0)?)))
+            }
+            "lower" => {
+                want(1)?;
+                Ok(Value::String(text(0)?.to_lowercase()))
+            }
+            "upper" => {
+                want(1)?;
+                Ok(Value::String(text(0)?.to_uppercase()))
+            }
+            "trim" => {
+                want(1)?;
+                Ok(Value::String(text(0)?.trim().to_string()))
+            }
+            "toString" => {
+                want(1)?;
+                Ok(Value::String(text(0)?))
+            }
+            "trimPrefix" => {
+                want(2)?;
+                let (prefix, s) = (text(0)?, text(1)?);
+                Ok(Value::String(
+                    s.strip_prefix(prefix.as_str()).unwrap_or(&s).to_string(),
+                ))
+            }
+            "trimSuffix" => {
+                want(2)?;
+                let (suffix, s) = (text(0)?, text(1)?);
+                Ok(Value::String(
+                    s.strip_suffix(suffix.as_str()).unwrap_or(&s).to_string(),
+                ))
+            }
+            "replace" => {
+                want(3)?;
+                Ok(Value::String(text(2)?.replace(&text(0)?, &text(1)?)))
+            }
+            "default" => {
+                want(2)?;
+                Ok(if empty(&args[1]) {
+                    args[0].clone()
+                } else {
+                    args[1].clone()
+                })
+            }
+            "required" => {
+                want(2)?;
+                if args[1].is_null() {
+                    Err(Failure::Here(format!("required: {}", text(0)?)))
+                } else {
+                    Ok(args[1].clone())
+                }
+            }
+            "indent" | "nindent" => {
+                want(2)?;
+                let width = args[0]
+                    .as_u64()
+                    .ok_or_else(|| Failure::Here(format!("`{name}` needs a width")))?;
+                let pad = " ".repeat(width as usize);
+                let body = text(1)?
+                    .split('\n')
+                    .map(|l| format!("{pad}{l}"))
+                    .collect::<Vec<_>>()
+                    .join("\n");
+                Ok(Value::String(if name == "nindent" {
+                    format!("\n{body}")
+                } else {
+                    body
+                }))
+            }
+            "env" | "requiredEnv" | "exec" | "envExec" | "fetchSecretValue"
+            | "expandSecretRefs" => Err(Failure::Here(format!(
+                "`{name}` depends on the machine helmfile runs on; bootstrap reads the environment only through `{{{{env \"NAME\"}}}}` in its own templates"
+            ))),
+            other => Err(Failure::Here(format!(
+                "the function `{other}` is not evaluated by the importer"
+            ))),
+        }
+    }
+}
+
+/// Where a template text lives.
+struct Origin<'a> {
+    file: &'a Path,
+    first_line: usize,
+    base: &'a Path,
+}
+
+enum Failure {
+    /// Wrong in this action.
+    Here(String),
+    /// Wrong inside a template this action rendered (`tpl`).
+    Inner(Unsupported),
+}
+
+/// `a/./b/../c` as `a/c`, without touching the file system (paths stay
+/// as the user wrote them, symlinks included).
+pub fn normalize(path: &Path) -> PathBuf {
+    use std::path::Component;
+    let mut out: Vec<Component> = Vec::new();
+    for part in path.components() {
+        match part {
+            Component::CurDir => {}
+            Component::ParentDir => match out.last() {
+                Some(Component::Normal(_)) => {
+                    out.pop();
+                }
+                Some(Component::RootDir) => {}
+                _ => out.push(part),
+            },
+            other => out.push(other),
+        }
+    }
+    if out.is_empty() {
+        return PathBuf::from(".");
+    }
+    out.iter().collect()
+}
+
+fn empty(value: &Value) -> bool {
+    match value {
+        Value::Null => true,
+        Value::Bool(b) => !b,
+        Value::String(s) => s.is_empty(),
+        Value::Array(a) => a.is_empty(),
+        Value::Object(o) => o.is_empty(),
+        Value::Number(n) => n.as_f64() == Some(0.0),
+    }
+}
+
+/// A value as `{{ }}` prints it. Maps and lists print as Go's `map[…]`,
+/// which no helmfile means to write; a missing value prints `<no value>`.
+fn print(value: &Value) -> Result<String, String> {
+    match value {
+        Value::String(s) => Ok(s.clone()),
+        Value::Bool(b) => Ok(b.to_string()),
+        Value::Number(n) => Ok(n.to_string()),
+        Value::Null => Err("the value is empty (Go prints `<no value>`)".into()),
+        Value::Array(_) | Value::Object(_) => {
+            Err("prints a map or list the way Go does (`map[…]`); pipe it to `toYaml`".into())
+        }
+    }
+}
+
+fn field(value: &Value, path: &[String], from: &str) -> Result<Value, Failure> {
+    let mut current = value;
+    let mut walked = from.trim_end_matches('.').to_string();
+    for key in path {
+        walked.push('.');
+        walked.push_str(key);
+        current = match current {
+            Value::Object(map) => map.get(key).ok_or_else(|| {
+                Failure::Here(format!("`{walked}` is not set{}", hint_for(&walked)))
+            })?,
+            _ => {
+                return Err(Failure::Here(format!(
+                    "`{walked}`: not a map, so it has no field `{key}`"
+                )));
+            }
+        };
+    }
+    Ok(current.clone())
+}
+
+fn hint_for(path: &str) -> &'static str {
+    if path.starts_with(".Values") || path.starts_with(".StateValues") {
+        " (helmfile state or environment values; bootstrap keeps per-cluster values in clusters/NAME/cluster.yaml `values:`)"
+    } else if path.starts_with(".Environment") {
+        " (helmfile environments become bootstrap clusters: one clusters/NAME/cluster.yaml each)"
+    } else {
+        ""
+    }
+}
+
+/// Go's `fmt.Sprintf` for the verbs templates use: `%s`, `%v`, `%d`, `%q`, `%%`.
+fn printf(format: &str, args: &[Value]) -> Result<String, Failure> {
+    let mut out = String::new();
+    let mut next = args.iter();
+    let mut chars = format.chars();
+    while let Some(c) = chars.next() {
+        if c != '%' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('%') => out.push('%'),
+            Some(verb @ ('s' | 'v' | 'd' | 'q')) => {
+                let arg = next.next().ok_or_else(|| {
+                    Failure::Here(format!("printf `{format}`: too few arguments"))
+                })?;
+                let text = print(arg).map_err(Failure::Here)?;
+                match verb {
+                    'q' => out.push_str(&format!("{text:?}")),
+                    'd' if !arg.is_number() => {
+                        return Err(Failure::Here(format!(
+                            "printf `{format}`: %d of a non-number"
+                        )));
+                    }
+                    _ => out.push_str(&text),
+                }
+            }
+            other => {
+                return Err(Failure::Here(format!(
+                    "printf verb `%{}` is not evaluated by the importer",
+                    other.map(String::from).unwrap_or_default()
+                )));
+            }
+        }
+    }
+    if next.next().is_some() {
+        return Err(Failure::Here(format!(
+            "printf `{format}`: more arguments than verbs (Go would print %!(EXTRA …))"
+        )));
+    }
+    Ok(out)
+}
+
+enum Node {
+    Text(String),
+    Action {
+        line: usize,
+        source: String,
+        body: String,
+    },
+}
+
+/// Splits text and actions, applying `{{-` / `-}}` trimming.
+fn lex(text: &str, at: &Origin) -> Result<Vec<Node>, Unsupported> {
+    let mut nodes = Vec::new();
+    let mut rest = text;
+    let mut offset = 0usize;
+    let mut trim_next = false;
+    while let Some(start) = rest.find("{{") {
+        let mut before = &rest[..start];
+        if trim_next {
+            before = before.trim_start();
+        }
+        let after_open = &rest[start + 2..];
+        let left_trim = after_open.starts_with("- ")
+            || after_open.starts_with("-\t")
+            || after_open.starts_with("-\n");
+        if left_trim {
+            before = before.trim_end();
+        }
+        nodes.push(Node::Text(before.to_string()));
+        let line = at.first_line + text[..offset + start].matches('\n').count();
+        let Some(end) = find_close(after_open) else {
+            return Err(Unsupported {
+                file: at.file.to_path_buf(),
+                line,
+                construct: after_open.lines().next().unwrap_or("").to_string(),
+                reason: "`{{` without a closing `}}`".into(),
+            });
+        };
+        let inner = &after_open[..end];
+        let source = format!("{{{{{inner}}}}}");
+        let mut body = inner;
+        if left_trim {
+            body = &body[1..];
+        }
+        trim_next = body.ends_with(" -") || body.ends_with("\t-") || body.ends_with("\n-");
+        if trim_next {
+            body = &body[..body.len() - 1];
+        }
+        let body = body.trim();
+        if !(body.starts_with("/*") && body.ends_with("*/")) {
+            nodes.push(Node::Action {
+                line,
+                source,
+                body: body.to_string(),
+            });
+        }
+        let consumed = start + 2 + end + 2;
+        offset += consumed;
+        rest = &rest[consumed..];
+    }
+    let tail = if trim_next { rest.trim_start() } else { rest };
+    nodes.push(Node::Text(tail.to_string()));
+    Ok(nodes)
+}
+
+/// The index of the `}}` closing an action, skipping string literals.
+fn find_close(text: &str) -> Option<usize> {
+    let bytes = text.as_bytes();
+    let mut i = 0;
+    while i + 1 < bytes.len() {
+        match bytes[i] {
+            b'"' => {
+                i += 1;
+                while i < bytes.len() && bytes[i] != b'"' {
+                    if bytes[i] == b'\\' {
+                        i += 1;
+                    }
+                    i += 1;
+                }
+            }
+            b'`' => {
+                i += 1;
+                while i < bytes.len() && bytes[i] != b'`' {
+                    i += 1;
+                }
+            }
+            b'}' if bytes[i + 1] == b'}' => return Some(i),
+            _ => {}
+        }
+        i += 1;
+    }
+    None
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Token {
+    Open,
+    /// `)` and whether a field chain follows without a space.
+    Close,
+    Pipe,
+    Declare,
+    Assign,
+    Str(String),
+    Num(serde_json::Number),
+    Ident(String),
+    /// `.a.b` (an empty path is `.` itself); `glued` when it follows `)` directly.
+    Field {
+        path: Vec<String>,
+        glued: bool,
+    },
+    Var(String, Vec<String>),
+}
+
+fn tokenize(body: &str) -> Result<Vec<Token>, String> {
+    let chars: Vec<char> = body.chars().collect();
+    let mut tokens = Vec::new();
+    let mut i = 0;
+    let ident_char = |c: char| c.is_alphanumeric() || c == '_';
+    let path_at = |i: &mut usize| -> Vec<String> {
+        let mut path = Vec::new();
+        while *i < chars.len() && chars[*i] == '.' {
+            let start = *i + 1;
+            let mut j = start;
+            while j < chars.len() && ident_char(chars[j]) {
+                j += 1;
+            }
+            if j == start {
+                *i += 1;
+                break;
+            }
+            path.push(chars[start..j].iter().collect());
+            *i = j;
+        }
+        path
+    };
+    while i < chars.len() {
+        let c = chars[i];
+        match c {
+            ' ' | '\t' | '\n' | '\r' => i += 1,
+            '(' => {
+                tokens.push(Token::Open);
+                i += 1;
+            }
+            ')' => {
+                tokens.push(Token::Close);
+                i += 1;
+                if i < chars.len() && chars[i] == '.' {
+                    let path = path_at(&mut i);
+                    tokens.push(Token::Field { path, glued: true });
+                }
+            }
+            '|' => {
+                if chars.get(i + 1) == Some(&'|') {
+                    return Err("`||` is not Go template syntax".into());
+                }
+                tokens.push(Token::Pipe);
+                i += 1;
+            }
+            ':' if chars.get(i + 1) == Some(&'=') => {
+                tokens.push(Token::Declare);
+                i += 2;
+            }
+            '=' => {
+                tokens.push(Token::Assign);
+                i += 1;
+            }
+            '"' => {
+                let mut s = String::new();
+                i += 1;
+                loop {
+                    match chars.get(i) {
+                        None => return Err("unterminated string".into()),
+                        Some('"') => break,
+                        Some('\\') => {
+                            i += 1;
+                            match chars.get(i) {
+                                Some('n') => s.push('\n'),
+                                Some('t') => s.push('\t'),
+                                Some('\\') => s.push('\\'),
+                                Some('"') => s.push('"'),
+                                other => {
+                                    return Err(format!(
+                                        "string escape `\\{}` is not evaluated by the importer",
+                                        other.map(|c| c.to_string()).unwrap_or_default()
+                                    ));
+                                }
+                            }
+                        }
+                        Some(&other) => s.push(other),
+                    }
+                    i += 1;
+                }
+                i += 1;
+                tokens.push(Token::Str(s));
+            }
+            '`' => {
+                let start = i + 1;
+                let end = chars[start..]
+                    .iter()
+                    .position(|&c| c == '`')
+                    .ok_or("unterminated raw string")?;
+                tokens.push(Token::Str(chars[start..start + end].iter().collect()));
+                i = start + end + 1;
+            }
+            '.' => {
+                let path = path_at(&mut i);
+                tokens.push(Token::Field { path, glued: false });
+            }
+            '$' => {
+                let start = i;
+                i += 1;
+                while i < chars.len() && ident_char(chars[i]) {
+                    i += 1;
+                }
+                let name: String = chars[start..i].iter().collect();
+                let path = path_at(&mut i);
+                tokens.push(Token::Var(name, path));
+            }
+            c if c.is_ascii_digit()
+                || (c == '-' && chars.get(i + 1).is_some_and(|d| d.is_ascii_digit())) =>
+            {
+                let start = i;
+                i += 1;
+                while i < chars.len() && (chars[i].is_ascii_alphanumeric() || chars[i] == '.') {
+                    i += 1;
+                }
+                let text: String = chars[start..i].iter().collect();
+                let number = text
+                    .parse::<i64>()
+                    .ok()
+                    .map(serde_json::Number::from)
+                    .or_else(|| {
+                        text.parse::<f64>()
+                            .ok()
+                            .and_then(serde_json::Number::from_f64)
+                    })
+                    .ok_or_else(|| format!("number `{text}` is not evaluated by the importer"))?;
+                tokens.push(Token::Num(number));
+            }
+            c if ident_char(c) => {
+                let start = i;
+                while i < chars.len() && ident_char(chars[i]) {
+                    i += 1;
+                }
+                tokens.push(Token::Ident(chars[start..i].iter().collect()));
+            }
+            other => return Err(format!("`{other}` is not evaluated by the importer")),
+        }
+    }
+    Ok(tokens)
+}
+
+type Cmd = Vec<Arg>;
+
+#[derive(Debug, Clone)]
+enum Arg {
+    Str(String),
+    Num(serde_json::Number),
+    Bool(bool),
+    Nil,
+    Func(String),
+    Field(Vec<String>),
+    Var(String, Vec<String>),
+    Sub(Vec<Cmd>, Vec<String>),
+}
+
+struct Parser {
+    tokens: Vec<Token>,
+    at: usize,
+}
+
+const CONTROL: &[&str] = &[
+    "if", "else", "end", "range", "with", "define", "template", "block", "break", "continue",
+];
+
+impl Parser {
+    fn peek(&self) -> Option<&Token> {
+        self.tokens.get(self.at)
+    }
+
+    fn action(&mut self) -> Result<(Option<String>, Vec<Cmd>), String> {
+        if let Some(Token::Ident(word)) = self.peek()
+            && CONTROL.contains(&word.as_str())
+        {
+            return Err(format!(
+                "`{word}` (control flow) is not evaluated by the importer; the result depends on values it would have to guess"
+            ));
+        }
+        let mut decl = None;
+        if let (Some(Token::Var(name, path)), Some(Token::Declare | Token::Assign)) =
+            (self.tokens.first(), self.tokens.get(1))
+        {
+            if !path.is_empty() {
+                return Err("cannot assign to a field".into());
+            }
+            decl = Some(name.clone());
+            self.at = 2;
+        }
+        let pipe = self.pipeline()?;
+        if self.at != self.tokens.len() {
+            return Err("unexpected text after the pipeline".into());
+        }
+        Ok((decl, pipe))
+    }
+
+    fn pipeline(&mut self) -> Result<Vec<Cmd>, String> {
+        let mut cmds = vec![self.command()?];
+        while self.peek() == Some(&Token::Pipe) {
+            self.at += 1;
+            cmds.push(self.command()?);
+        }
+        Ok(cmds)
+    }
+
+    fn command(&mut self) -> Result<Cmd, String> {
+        let mut args = Vec::new();
+        while let Some(token) = self.peek() {
+            if matches!(token, Token::Pipe | Token::Close) {
+                break;
+            }
+            args.push(self.operand()?);
+        }
+        if args.is_empty() {
+            return Err("empty command".into());
+        }
+        Ok(args)
+    }
+
+    fn operand(&mut self) -> Result<Arg, String> {
+        let token = self.tokens[self.at].clone();
+        self.at += 1;
+        Ok(match token {
+            Token::Str(s) => Arg::Str(s),
+            Token::Num(n) => Arg::Num(n),
+            Token::Field { path, .. } => Arg::Field(path),
+            Token::Var(name, path) => Arg::Var(name, path),
+            Token::Ident(word) => match word.as_str() {
+                "true" => Arg::Bool(true),
+                "false" => Arg::Bool(false),
+                "nil" => Arg::Nil,
+                w if CONTROL.contains(&w) => {
+                    return Err(format!(
+                        "`{w}` (control flow) is not evaluated by the importer"
+                    ));
+                }
+                _ => Arg::Func(word),
+            },
+            Token::Open => {
+                let pipe = self.pipeline()?;
+                if self.peek() != Some(&Token::Close) {
+                    return Err("`(` without `)`".into());
+                }
+                self.at += 1;
+                let mut path = Vec::new();
+                if let Some(Token::Field {
+                    path: p,
+                    glued: true,
+                }) = self.peek()
+                {
+                    path = p.clone();
+                    self.at += 1;
+                }
+                Arg::Sub(pipe, path)
+            }
+            Token::Close | Token::Pipe | Token::Declare | Token::Assign => {
+                return Err("unexpected punctuation".into());
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn render(text: &str, data: Value, base: &Path) -> Result<String, Unsupported> {
+        Engine::new(data).render(text, Path::new("t.gotmpl"), 1, base)
+    }
+
+    fn release() -> Value {
+        json!({"Release": {"Name": "cilium", "Namespace": "kube-system"}})
+    }
+
+    #[test]
+    fn the_flux_reading_pattern_of_the_corpus() {
+        let dir = tempfile::tempdir().unwrap();
+        let app = dir.path().join("apps/kube-system/cilium/app");
+        std::fs::create_dir_all(&app).unwrap();
+        std::fs::write(
+            app.join("ocirepository.yaml"),
+            "---\nkind: OCIRepository\nspec:\n  url: oci://quay.io/cilium/charts/cilium\n  ref:\n    tag: 1.20.1\n",
+        )
+        .unwrap();
+        std::fs::write(
+            app.join("helmrelease.yaml"),
+            "kind: HelmRelease\nspec:\n  values:\n    a: {b: 1}\n    c: \"{{ .Zone }}\"\n",
+        )
+        .unwrap();
+        std::fs::create_dir_all(dir.path().join("helmfile/templates")).unwrap();
+        std::fs::write(
+            dir.path().join("helmfile/templates/release.yaml.gotmpl"),
+            "{{- $oci := fromYaml (readFile (printf \"../apps/%s/%s/app/ocirepository.yaml\" .Release.Namespace .Release.Name)) -}}\nchart: {{ $oci.spec.url }}\nversion: {{ $oci.spec.ref.tag }}\n",
+        )
+        .unwrap();
+        let base = dir.path().join("helmfile");
+        let chart = render(
+            r#"{{ (fromYaml (tpl (readFile "./templates/release.yaml.gotmpl") .)).chart }}"#,
+            release(),
+            &base,
+        )
+        .unwrap();
+        assert_eq!(chart, "oci://quay.io/cilium/charts/cilium");
+        let version = render(
+            r#"{{ (fromYaml (tpl (readFile "./templates/release.yaml.gotmpl") .)).version }}"#,
+            release(),
+            &base,
+        )
+        .unwrap();
+        assert_eq!(version, "1.20.1");
+        let values = render(
+            r#"{{ (fromYaml (readFile (printf "../../apps/%s/%s/app/helmrelease.yaml" .Release.Namespace .Release.Name))).spec.values | toYaml }}"#,
+            release(),
+            &base.join("templates"),
+        )
+        .unwrap();
+        let parsed: Value = serde_saphyr::from_str(&values).unwrap();
+        assert_eq!(parsed, json!({"a": {"b": 1}, "c": "{{ .Zone }}"}));
+    }
+
+    #[test]
+    fn trim_markers_and_comments() {
+        let out = render(
+            "a  {{- /* c */ -}}  b {{ \"x\" }}\n",
+            json!({}),
+            Path::new("."),
+        );
+        assert_eq!(out.unwrap(), "ab x\n");
+    }
+
+    #[test]
+    fn control_flow_environment_and_missing_fields_are_never_guessed() {
+        let cases = [
+            ("x\n{{ if .Values.a }}y{{ end }}", 2, "control flow"),
+            ("{{ env \"DOMAIN\" }}", 1, "depends on the machine"),
+            ("{{ .Values.domain }}", 1, "`.Values` is not set"),
+            ("{{ .Release.Chart }}", 1, "`.Release.Chart` is not set"),
+            ("{{ sha256sum \"x\" }}", 1, "`sha256sum` is not evaluated"),
+            ("{{ .Release }}", 1, "map or list"),
+        ];
+        for (text, line, reason) in cases {
+            let err = render(text, release(), Path::new(".")).unwrap_err();
+            assert_eq!(err.line, line, "{text}");
+            assert!(err.reason.contains(reason), "{text}: {}", err.reason);
+        }
+    }
+
+    #[test]
+    fn printf_and_pipes() {
+        let out = render(
+            r#"{{ printf "%s/%s" .Release.Namespace .Release.Name | upper | quote }}"#,
+            release(),
+            Path::new("."),
+        );
+        assert_eq!(out.unwrap(), "\"KUBE-SYSTEM/CILIUM\"");
+        let out = render(
+            r#"{{ default "x" "" }}-{{ "a" | default "b" }}"#,
+            release(),
+            Path::new("."),
+        );
+        assert_eq!(out.unwrap(), "x-a");
+    }
+
+    #[test]
+    fn normalize_is_lexical() {
+        assert_eq!(normalize(Path::new("a/./b/../c")), PathBuf::from("a/c"));
+        assert_eq!(
+            normalize(Path::new("../a/../../b")),
+            PathBuf::from("../../b")
+        );
+    }
+}

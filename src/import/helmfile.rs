@@ -1,0 +1,652 @@
+//! Reads helmfile state files the way helmfile does, up to the point where
+//! each release's fields are known: which files (`pkg/app/app.go`
+//! `findDesiredStateFiles`: a directory means its `*.y*ml` and
+//! `*.y*ml.gotmpl` in name order; `helmfile.yaml`, `helmfile.yaml.gotmpl` or
+//! `helmfile.d/`), whole-file rendering of `.gotmpl` files only
+//! (`pkg/app/desired_state_file_loader.go`), `bases:` layered under the
+//! file, release `templates:` with `inherit:` and `defaultInherit:`
+//! (`pkg/state/state_exec_tmpl.go` `releaseWithInheritedTemplate`: mergo
+//! without override, so a template's field wins over the release's and
+//! lists are appended), and the release fields rendered as templates with
+//! `.Release` until they stop changing (`ExecuteTemplates`, at most six
+//! passes; `pkg/state/release.go` `ExecuteTemplateExpressions`).
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{Map, Value, json};
+
+use super::Issue;
+use super::gotmpl::{Engine, Read, normalize};
+
+/// One helmfile state file after bases and rendering.
+pub struct State {
+    /// As shown to the user (the PATH typed, joined with what was found).
+    pub path: PathBuf,
+    /// The directory relative paths start from (helmfile's `basePath`).
+    pub dir: PathBuf,
+    pub text: String,
+    pub doc: Map<String, Value>,
+    /// `templates:` with the file and text each came from (bases included).
+    pub templates: Vec<(String, Map<String, Value>, PathBuf, String)>,
+}
+
+/// The state files PATH names, in helmfile's order.
+pub fn state_files(path: &Path) -> Result<Vec<PathBuf>, String> {
+    if path.is_file() {
+        return Ok(vec![path.to_path_buf()]);
+    }
+    if !path.is_dir() {
+        return Err(format!(
+            "`{}` does not exist; give a helmfile (helmfile.yaml, helmfile.yaml.gotmpl) or a directory holding one or helmfile.d/",
+            path.display()
+        ));
+    }
+    let plain = path.join("helmfile.yaml");
+    let gotmpl = path.join("helmfile.yaml.gotmpl");
+    let dir_d = path.join("helmfile.d");
+    let dir = if dir_d.is_dir() {
+        dir_d
+    } else if plain.is_file() {
+        return Ok(vec![plain]);
+    } else if gotmpl.is_file() {
+        return Ok(vec![gotmpl]);
+    } else {
+        path.to_path_buf()
+    };
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .map_err(|e| format!("`{}` cannot be read: {e}", dir.display()))?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.is_file())
+        .filter(|p| {
+            let name = p.file_name().unwrap_or_default().to_string_lossy();
+            [".yaml", ".yml", ".yaml.gotmpl", ".yml.gotmpl"]
+                .iter()
+                .any(|ext| name.ends_with(ext))
+        })
+        .collect();
+    files.sort();
+    if files.is_empty() {
+        return Err(format!(
+            "`{}` holds no helmfile (*.yaml, *.yaml.gotmpl)",
+            dir.display()
+        ));
+    }
+    Ok(files)
+}
+
+/// Reads one state file with its bases; problems become issues.
+pub fn load(path: &Path, issues: &mut Vec<Issue>) -> Option<State> {
+    load_depth(path, issues, 0)
+}
+
+fn load_depth(path: &Path, issues: &mut Vec<Issue>, depth: usize) -> Option<State> {
+    let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
+    let raw = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(e) => {
+            issues.push(Issue::new(path, 0, "file", format!("cannot be read: {e}")));
+            return None;
+        }
+    };
+    let text = if path.to_string_lossy().ends_with(".gotmpl") {
+        // helmfile renders a .gotmpl state file with the environment; with
+        // no `--environment` that is `default` and no values.
+        let engine = Engine::new(json!({
+            "Environment": {"Name": "default"},
+            "Values": {}, "StateValues": {},
+        }));
+        match engine.render(&raw, path, 1, &dir) {
+            Ok(text) => text,
+            Err(u) => {
+                issues.push(u.into());
+                return None;
+            }
+        }
+    } else {
+        raw
+    };
+    let docs: Vec<Value> = match serde_saphyr::from_multiple(&text) {
+        Ok(docs) => docs,
+        Err(e) => {
+            let line = e.location().map(|l| l.line() as usize).unwrap_or(0);
+            issues.push(Issue::new(
+                path,
+                line,
+                "YAML",
+                format!(
+                    "is not YAML helmfile could read: {}",
+                    first_line(&e.to_string())
+                ),
+            ));
+            return None;
+        }
+    };
+    let mut own = Map::new();
+    for doc in docs {
+        match doc {
+            Value::Object(map) => merge_state(&mut own, map),
+            Value::Null => {}
+            _ => {
+                issues.push(Issue::new(
+                    path,
+                    1,
+                    "document",
+                    "is not a map of helmfile keys",
+                ));
+                return None;
+            }
+        }
+    }
+    let mut merged = Map::new();
+    let mut templates = Vec::new();
+    if let Some(Value::Array(bases)) = own.get("bases") {
+        for base in bases {
+            let Some(rel) = base.as_str() else { continue };
+            let base_path = normalize(&dir.join(rel));
+            if depth > 8 {
+                issues.push(Issue::new(
+                    path,
+                    line_of(&text, &["bases"]),
+                    "bases",
+                    "nest deeper than 8 files (a cycle?)",
+                ));
+                continue;
+            }
+            if let Some(state) = load_depth(&base_path, issues, depth + 1) {
+                templates.extend(state.templates);
+                merge_state(&mut merged, state.doc);
+            }
+        }
+    }
+    if let Some(Value::Object(own_templates)) = own.get("templates") {
+        for (name, spec) in own_templates {
+            if let Value::Object(spec) = spec {
+                templates.push((name.clone(), spec.clone(), path.to_path_buf(), text.clone()));
+            }
+        }
+    }
+    merge_state(&mut merged, own);
+    Some(State {
+        path: path.to_path_buf(),
+        dir,
+        text,
+        doc: merged,
+        templates,
+    })
+}
+
+fn first_line(text: &str) -> &str {
+    text.lines().next().unwrap_or("")
+}
+
+/// Layers `over` on `under` the way a file layers on its bases: releases and
+/// repositories are appended, maps merged, anything else replaced.
+fn merge_state(under: &mut Map<String, Value>, over: Map<String, Value>) {
+    for (key, value) in over {
+        match (under.get_mut(&key), value) {
+            (Some(Value::Array(a)), Value::Array(b))
+                if key == "releases" || key == "repositories" =>
+            {
+                a.extend(b)
+            }
+            (Some(Value::Object(a)), Value::Object(b)) => deep_override(a, b),
+            (_, value) => {
+                under.insert(key, value);
+            }
+        }
+    }
+}
+
+fn deep_override(under: &mut Map<String, Value>, over: Map<String, Value>) {
+    for (key, value) in over {
+        match (under.get_mut(&key), value) {
+            (Some(Value::Object(a)), Value::Object(b)) => deep_override(a, b),
+            (_, value) => {
+                under.insert(key, value);
+            }
+        }
+    }
+}
+
+/// mergo.Merge(dst, src, WithAppendSlice) without override: fields `dst`
+/// lacks (or holds empty) are taken from `src`, lists are appended.
+fn mergo(dst: &mut Map<String, Value>, src: &Map<String, Value>) {
+    for (key, value) in src {
+        match dst.get_mut(key) {
+            None => {
+                dst.insert(key.clone(), value.clone());
+            }
+            Some(Value::Array(a)) => {
+                if let Value::Array(b) = value {
+                    a.extend(b.iter().cloned());
+                }
+            }
+            Some(Value::Object(a)) => {
+                if let Value::Object(b) = value {
+                    mergo(a, b);
+                }
+            }
+            Some(slot) => {
+                let empty =
+                    matches!(slot, Value::Null) || matches!(slot, Value::String(s) if s.is_empty());
+                if empty {
+                    *slot = value.clone();
+                }
+            }
+        }
+    }
+}
+
+/// Where a release field was written: the file, its text and the line.
+#[derive(Clone)]
+pub struct Origin {
+    pub file: PathBuf,
+    pub line: usize,
+}
+
+/// A release with inheritance applied, fields rendered.
+pub struct Release {
+    pub spec: Map<String, Value>,
+    /// Where each top-level key was written (a template's keys point into
+    /// the template).
+    pub origins: Map<String, Value>,
+    pub line: usize,
+    /// Values entries: a file to reference, or values helmfile computed.
+    pub values: Vec<ValuesEntry>,
+    /// Files templates read while computing chart and version.
+    pub chart_reads: Vec<Read>,
+}
+
+pub enum ValuesEntry {
+    /// A plain values file, used as it is.
+    File(PathBuf),
+    /// Values computed by helmfile (a .gotmpl file, or inline); the files
+    /// the template read, to recognise a Flux HelmRelease among them.
+    Computed {
+        values: Map<String, Value>,
+        from: Option<PathBuf>,
+        reads: Vec<Read>,
+    },
+}
+
+impl Release {
+    pub fn origin(&self, key: &str, state: &State) -> Origin {
+        match self.origins.get(key).and_then(Value::as_array) {
+            Some(pair) => Origin {
+                file: PathBuf::from(pair[0].as_str().unwrap_or("")),
+                line: pair[1].as_u64().unwrap_or(0) as usize,
+            },
+            None => Origin {
+                file: state.path.clone(),
+                line: self.line,
+            },
+        }
+    }
+}
+
+/// Every release of a state, inherited and rendered.
+pub fn releases(state: &State, issues: &mut Vec<Issue>) -> Vec<Release> {
+    let Some(Value::Array(list)) = state.doc.get("releases") else {
+        return Vec::new();
+    };
+    let default_inherit: Vec<String> = match state.doc.get("defaultInherit") {
+        Some(Value::String(s)) => vec![s.clone()],
+        Some(Value::Array(a)) => a
+            .iter()
+            .filter_map(|v| v.as_str().map(String::from))
+            .collect(),
+        _ => Vec::new(),
+    };
+    let mut out = Vec::new();
+    let mut search_from = line_of(&state.text, &["releases"]);
+    for raw in list {
+        let Value::Object(raw) = raw else {
+            issues.push(Issue::new(
+                &state.path,
+                search_from,
+                "releases",
+                "an entry is not a map",
+            ));
+            continue;
+        };
+        let name = raw.get("name").and_then(Value::as_str).unwrap_or("");
+        let line = find_line(&state.text, search_from, &format!("name: {name}"))
+            .or_else(|| find_line(&state.text, search_from, "name:"))
+            .unwrap_or(search_from);
+        search_from = line + 1;
+        let next_release = find_line(&state.text, line + 1, "- name:").unwrap_or(usize::MAX);
+        let mut origins = Map::new();
+        // Templates named by `inherit:`, after those of `defaultInherit:`.
+        let mut inherits: Vec<(String, Vec<String>)> = default_inherit
+            .iter()
+            .map(|n| (n.trim().to_string(), Vec::new()))
+            .filter(|(n, _)| !n.is_empty())
+            .collect();
+        if let Some(Value::Array(list)) = raw.get("inherit") {
+            for item in list {
+                let template = item.get("template").and_then(Value::as_str).unwrap_or("");
+                let except: Vec<String> = item
+                    .get("except")
+                    .and_then(Value::as_array)
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(|v| v.as_str().map(String::from))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                if template.is_empty() {
+                    continue;
+                }
+                match inherits.iter_mut().find(|(n, _)| n == template) {
+                    Some(slot) => slot.1 = except,
+                    None => inherits.push((template.to_string(), except)),
+                }
+            }
+        }
+        let mut spec = Map::new();
+        let mut failed = false;
+        for (template, except) in &inherits {
+            let Some((_, body, file, text)) =
+                state.templates.iter().rev().find(|t| &t.0 == template)
+            else {
+                issues.push(Issue::new(
+                    &state.path,
+                    line,
+                    format!("inherit {template}"),
+                    "names a release template that is not defined (helmfile fails too)",
+                ));
+                failed = true;
+                break;
+            };
+            let mut body = body.clone();
+            for key in except {
+                body.remove(key);
+            }
+            body.remove("inherit");
+            let tline = line_of(text, &["templates", template]);
+            for key in body.keys() {
+                if !spec.contains_key(key) {
+                    let at = find_key_between(text, tline, usize::MAX, key).unwrap_or(tline);
+                    origins.insert(key.clone(), json!([file.to_string_lossy(), at]));
+                }
+            }
+            mergo(&mut spec, &body);
+        }
+        if failed {
+            continue;
+        }
+        let mut own = raw.clone();
+        own.remove("inherit");
+        for key in own.keys() {
+            // A template's field wins (mergo without override); lists are
+            // appended and shown where the release writes them.
+            if spec.get(key).is_some_and(|v| !v.is_null()) && !own[key].is_array() {
+                continue;
+            }
+            let at = find_key_between(&state.text, line, next_release, key).unwrap_or(line);
+            origins.insert(key.clone(), json!([state.path.to_string_lossy(), at]));
+        }
+        mergo(&mut spec, &own);
+        let mut release = Release {
+            spec,
+            origins,
+            line,
+            values: Vec::new(),
+            chart_reads: Vec::new(),
+        };
+        if render_fields(state, &mut release, issues) {
+            out.push(release);
+        }
+    }
+    out
+}
+
+/// The `.Release` data of a release's current fields.
+pub fn release_data(spec: &Map<String, Value>) -> Value {
+    let s = |k: &str| {
+        spec.get(k)
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
+    json!({
+        "Release": {
+            "Name": s("name"), "Namespace": s("namespace"), "Chart": s("chart"),
+            "ChartVersion": s("version"), "KubeContext": s("kubeContext"),
+            "Labels": spec.get("labels").cloned().unwrap_or(json!({})),
+        },
+        "Environment": {"Name": "default"},
+        "Values": {}, "StateValues": {},
+        "Namespace": "", "KubeContext": "", "Chart": "",
+    })
+}
+
+/// Renders name, namespace, chart, version, needs and the values entries.
+/// Returns false when the release cannot be imported at all.
+fn render_fields(state: &State, release: &mut Release, issues: &mut Vec<Issue>) -> bool {
+    let scalar_keys = [
+        "name",
+        "namespace",
+        "chart",
+        "version",
+        "installedTemplate",
+        "waitTemplate",
+    ];
+    let original = release.spec.clone();
+    let mut current = original.clone();
+    let mut reads = Vec::new();
+    for _pass in 0..6 {
+        let data = release_data(&current);
+        let mut next = current.clone();
+        let mut pass_issues = Vec::new();
+        reads.clear();
+        for key in scalar_keys {
+            let Some(Value::String(text)) = original.get(key) else {
+                continue;
+            };
+            if !text.contains("{{") {
+                continue;
+            }
+            let at = release.origin(key, state);
+            let engine = Engine::new(data.clone());
+            match engine.render(text, &at.file, at.line, &state.dir) {
+                Ok(rendered) => {
+                    next.insert(key.to_string(), Value::String(rendered.trim().to_string()));
+                }
+                Err(u) => pass_issues.push(Issue::from(u).field(key)),
+            }
+            reads.extend(engine.reads.into_inner());
+        }
+        if let Some(Value::Array(needs)) = original.get("needs") {
+            let mut rendered_needs = Vec::new();
+            for need in needs {
+                let Some(text) = need.as_str() else { continue };
+                if !text.contains("{{") {
+                    rendered_needs.push(Value::String(text.to_string()));
+                    continue;
+                }
+                let at = release.origin("needs", state);
+                match Engine::new(data.clone()).render(text, &at.file, at.line, &state.dir) {
+                    Ok(r) => rendered_needs.push(Value::String(r.trim().to_string())),
+                    Err(u) => pass_issues.push(Issue::from(u).field("needs")),
+                }
+            }
+            next.insert("needs".into(), Value::Array(rendered_needs));
+        }
+        let done = next == current;
+        current = next;
+        if done || !pass_issues.is_empty() {
+            issues.extend(pass_issues.clone());
+            if !pass_issues.is_empty()
+                && pass_issues
+                    .iter()
+                    .any(|i| i.field == "name" || i.field == "namespace")
+            {
+                return false;
+            }
+            break;
+        }
+    }
+    release.spec = current;
+    release.chart_reads = reads;
+    for key in ["installedTemplate", "waitTemplate"] {
+        if let Some(Value::String(text)) = release.spec.remove(key) {
+            let target = key.trim_end_matches("Template");
+            match text.trim() {
+                "true" => {
+                    release.spec.insert(target.into(), Value::Bool(true));
+                }
+                "false" => {
+                    release.spec.insert(target.into(), Value::Bool(false));
+                }
+                other => {
+                    let at = release.origin(key, state);
+                    issues.push(Issue::new(
+                        &at.file,
+                        at.line,
+                        key,
+                        format!("renders `{other}`, not true or false"),
+                    ));
+                }
+            }
+        }
+    }
+    let data = release_data(&release.spec);
+    let entries = release
+        .spec
+        .get("values")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let at = release.origin("values", state);
+    for entry in entries {
+        match entry {
+            Value::String(text) => {
+                let rel = if text.contains("{{") {
+                    match Engine::new(data.clone()).render(&text, &at.file, at.line, &state.dir) {
+                        Ok(r) => r.trim().to_string(),
+                        Err(u) => {
+                            issues.push(Issue::from(u).field("values"));
+                            continue;
+                        }
+                    }
+                } else {
+                    text.clone()
+                };
+                let path = normalize(&state.dir.join(&rel));
+                if !path.is_file() {
+                    issues.push(Issue::new(
+                        &at.file,
+                        at.line,
+                        format!("values {rel}"),
+                        format!(
+                            "`{}` does not exist (helmfile fails on a missing values file)",
+                            path.display()
+                        ),
+                    ));
+                    continue;
+                }
+                if !path.to_string_lossy().ends_with(".gotmpl") {
+                    release.values.push(ValuesEntry::File(path));
+                    continue;
+                }
+                let engine = Engine::new(data.clone());
+                let source = match std::fs::read_to_string(&path) {
+                    Ok(s) => s,
+                    Err(e) => {
+                        issues.push(Issue::new(
+                            &path,
+                            0,
+                            "values",
+                            format!("cannot be read: {e}"),
+                        ));
+                        continue;
+                    }
+                };
+                let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
+                let rendered = match engine.render(&source, &path, 1, &dir) {
+                    Ok(r) => r,
+                    Err(u) => {
+                        issues.push(u.into());
+                        continue;
+                    }
+                };
+                match parse_values(&rendered) {
+                    Ok(values) => release.values.push(ValuesEntry::Computed {
+                        values,
+                        from: Some(path.clone()),
+                        reads: engine.reads.into_inner(),
+                    }),
+                    Err(reason) => {
+                        issues.push(Issue::new(&path, 1, "values", format!("renders {reason}")))
+                    }
+                }
+            }
+            Value::Object(values) => release.values.push(ValuesEntry::Computed {
+                values,
+                from: None,
+                reads: Vec::new(),
+            }),
+            _ => issues.push(Issue::new(
+                &at.file,
+                at.line,
+                "values",
+                "an entry is neither a file nor a map",
+            )),
+        }
+    }
+    true
+}
+
+fn parse_values(text: &str) -> Result<Map<String, Value>, String> {
+    let docs: Vec<Value> = serde_saphyr::from_multiple(text)
+        .map_err(|e| format!("text that is not YAML: {}", first_line(&e.to_string())))?;
+    let mut merged = Map::new();
+    for doc in docs {
+        match doc {
+            Value::Object(map) => deep_override(&mut merged, map),
+            Value::Null => {}
+            _ => return Err("YAML that is not a map".into()),
+        }
+    }
+    Ok(merged)
+}
+
+/// The 1-based line of `path` (keys nested by indentation), or 0.
+pub fn line_of(text: &str, path: &[&str]) -> usize {
+    let mut from = 0;
+    let mut found = 0;
+    for key in path {
+        match find_key_between(text, from, usize::MAX, key) {
+            Some(line) => {
+                found = line;
+                from = line + 1;
+            }
+            None => return found,
+        }
+    }
+    found
+}
+
+/// The first line at or after `from` (1-based) whose text contains `needle`
+/// after its indentation and list marker.
+fn find_line(text: &str, from: usize, needle: &str) -> Option<usize> {
+    text.lines()
+        .enumerate()
+        .skip(from.saturating_sub(1))
+        .find(|(_, l)| {
+            let l = l.trim_start().trim_start_matches("- ").trim_start();
+            l.starts_with(needle)
+                && (l.len() == needle.len()
+                    || !needle.ends_with(|c: char| c.is_alphanumeric())
+                    || !l[needle.len()..].starts_with(|c: char| c.is_alphanumeric() || c == '-'))
+        })
+        .map(|(i, _)| i + 1)
+}
+
+/// The line of `key:` from line `from` up to (not including) `until`.
+pub fn find_key_between(text: &str, from: usize, until: usize, key: &str) -> Option<usize> {
+    let at = find_line(text, from.max(1), &format!("{key}:"))?;
+    (at < until).then_some(at)
+}

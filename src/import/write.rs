@@ -1,0 +1,321 @@
+//! The imported config as files (docs/design.md#file-formats), written by
+//! hand so that each carries comments saying where it came from; values
+//! are serialized with serde-saphyr. Nothing existing is overwritten
+//! without `--force`.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use super::convert::{ChartOut, Imported, ReleaseOut, ValuesOut};
+use super::hooks::{self, Phase};
+use super::relative;
+use crate::error::{Error, Problem};
+
+/// Files to write, relative to the config root, with their text.
+pub struct Written {
+    pub files: Vec<(PathBuf, String)>,
+}
+
+/// Renders every file of the import; `root` is the config root.
+pub fn render(imported: &Imported, root: &Path) -> Written {
+    let root_abs = hooks::absolute(root);
+    let releases_dir = root_abs.join("releases");
+    let mut files = Vec::new();
+    let all: Vec<&ReleaseOut> = imported.groups.iter().flat_map(|g| &g.releases).collect();
+    let mut name_count: BTreeMap<&str, usize> = BTreeMap::new();
+    for r in &all {
+        *name_count.entry(r.name.as_str()).or_default() += 1;
+    }
+    let values_stem = |r: &ReleaseOut| {
+        if name_count[r.name.as_str()] > 1 {
+            format!("{}-{}", r.namespace, r.name)
+        } else {
+            r.name.clone()
+        }
+    };
+    for group in &imported.groups {
+        let mut text = comment(
+            &format!(
+                "Imported by `bootstrap import helmfile` from {}.",
+                group.source.display()
+            ),
+            "",
+        );
+        if let Some(why) = &group.crds_only {
+            text.push_str(&comment(
+                &format!("CRD-only releases (`crds: only`): {why}."),
+                "",
+            ));
+        }
+        for release in &group.releases {
+            text.push_str("---\n");
+            let mut generated = 0;
+            let mut values_files = Vec::new();
+            for values in &release.values {
+                match values {
+                    ValuesOut::InPlace(path) => values_files.push((
+                        relative(&releases_dir, path).to_string_lossy().into_owned(),
+                        None,
+                    )),
+                    ValuesOut::Generated { values, note } => {
+                        generated += 1;
+                        let name = match generated {
+                            1 => format!("{}.yaml", values_stem(release)),
+                            n => format!("{}-{n}.yaml", values_stem(release)),
+                        };
+                        let body = yaml_text(&Value::Object(values.clone()));
+                        files.push((
+                            PathBuf::from("releases/values").join(&name),
+                            format!(
+                                "{}{body}",
+                                comment(
+                                    &format!(
+                                        "Values of {}, imported by `bootstrap import helmfile`: {}.",
+                                        release.id(),
+                                        note.text(&releases_dir.join("values"))
+                                    ),
+                                    ""
+                                )
+                            ),
+                        ));
+                        values_files
+                            .push((format!("values/{name}"), Some(note.text(&releases_dir))));
+                    }
+                }
+            }
+            text.push_str(&release_text(
+                release,
+                group.crds_only.is_some(),
+                &values_files,
+                &releases_dir,
+                &imported.cluster,
+            ));
+        }
+        files.push((
+            PathBuf::from("releases").join(format!("{}.yaml", group.stem)),
+            text,
+        ));
+    }
+    files.push((
+        PathBuf::from("clusters")
+            .join(&imported.cluster)
+            .join("cluster.yaml"),
+        cluster_text(imported),
+    ));
+    Written { files }
+}
+
+fn release_text(
+    release: &ReleaseOut,
+    crds_only: bool,
+    values_files: &[(String, Option<String>)],
+    releases_dir: &Path,
+    cluster: &str,
+) -> String {
+    let mut t = format!("# {}:{}\n", release.source.display(), release.line);
+    if !release.installed {
+        t.push_str(&format!(
+            "# `installed: false` in the helmfile: not listed in clusters/{cluster}/cluster.yaml `releases:`, so bootstrap leaves it alone (it never uninstalls).\n"
+        ));
+    }
+    t.push_str(&format!(
+        "name: {}\nnamespace: {}\n",
+        scalar(&release.name),
+        scalar(&release.namespace)
+    ));
+    if let Some(chart) = &release.chart {
+        if let Some(note) = &release.chart_note {
+            t.push_str(&comment(note, ""));
+        }
+        t.push_str("chart:\n");
+        match &chart.chart {
+            ChartOut::Repo { repo, name } => t.push_str(&format!(
+                "  repo: {}\n  name: {}\n",
+                scalar(repo),
+                scalar(name)
+            )),
+            ChartOut::Oci(url) => t.push_str(&format!("  oci: {}\n", scalar(url))),
+            ChartOut::Path(path) => t.push_str(&format!(
+                "  path: {}\n",
+                scalar(&relative(releases_dir, path).to_string_lossy())
+            )),
+        }
+        if let Some(version) = &chart.version {
+            t.push_str(&format!("  version: {}\n", scalar(version)));
+        }
+    }
+    if crds_only {
+        t.push_str("crds: only\n");
+    } else if release.skip_crds {
+        t.push_str(&comment(
+            "helmDefaults.skipCRDs: helm skipped the chart's crds/; bootstrap applies them in its CRD phase and installs with --skip-crds",
+            "",
+        ));
+        t.push_str("crds: bootstrap\n");
+    } else {
+        t.push_str(&comment(
+            "helm installs the chart's CRDs, as it did under helmfile; `crds: bootstrap` would apply them in bootstrap's CRD phase before any release",
+            "",
+        ));
+        t.push_str("crds: chart\n");
+    }
+    if !release.needs.is_empty() {
+        t.push_str("needs:\n");
+        for (need, note) in &release.needs {
+            if let Some(note) = note {
+                t.push_str(&comment(note, "  "));
+            }
+            t.push_str(&format!("  - {}\n", scalar(need)));
+        }
+    }
+    if let Some((timeout, from)) = &release.timeout {
+        t.push_str(&format!("timeout: {}  # {from}\n", scalar(timeout)));
+    }
+    if let Some((wait, from)) = &release.wait
+        && !crds_only
+    {
+        t.push_str(&format!(
+            "wait: {wait}  # {from}; includes Jobs, like waitForJobs\n"
+        ));
+    }
+    if !values_files.is_empty() {
+        t.push_str("valuesFiles:\n");
+        for (path, note) in values_files {
+            if let Some(note) = note {
+                t.push_str(&comment(note, "  "));
+            }
+            t.push_str(&format!("  - {}\n", scalar(path)));
+        }
+    }
+    if !release.hooks.is_empty() {
+        t.push_str("hooks:\n");
+        for (phase, key) in [(Phase::Presync, "presync"), (Phase::Postsync, "postsync")] {
+            let list: Vec<_> = release.hooks.iter().filter(|h| h.phase == phase).collect();
+            if list.is_empty() {
+                continue;
+            }
+            t.push_str(&format!("  {key}:\n"));
+            let mut last_was = None;
+            for hook in list {
+                if last_was != Some(&hook.was) {
+                    t.push_str(&format!("    # helmfile: {}\n", hook.was));
+                    last_was = Some(&hook.was);
+                }
+                let body = yaml_text(&hook.hook);
+                for (i, line) in body.trim_end().lines().enumerate() {
+                    let lead = if i == 0 { "    - " } else { "      " };
+                    t.push_str(&format!("{lead}{line}\n"));
+                }
+            }
+        }
+    }
+    t
+}
+
+fn cluster_text(imported: &Imported) -> String {
+    let mut t = format!(
+        "# Cluster `{}`, imported by `bootstrap import helmfile` from:\n",
+        imported.cluster
+    );
+    for source in &imported.sources {
+        t.push_str(&format!("#   {}\n", source.display()));
+    }
+    t.push_str(&format!(
+        "# `bootstrap plan {0}` shows what `bootstrap apply {0}` would do.\nname: {1}\n",
+        imported.cluster,
+        scalar(&imported.cluster)
+    ));
+    if let Some(context) = &imported.context {
+        t.push_str(&format!(
+            "context: {}  # helmDefaults.kubeContext\n",
+            scalar(context)
+        ));
+    }
+    let all: Vec<&ReleaseOut> = imported.groups.iter().flat_map(|g| &g.releases).collect();
+    if all.iter().any(|r| !r.installed) {
+        t.push_str("# Every imported release but those with `installed: false`:\nreleases:\n");
+        for r in all.iter().filter(|r| r.installed) {
+            t.push_str(&format!("  - {}\n", scalar(&r.id())));
+        }
+    }
+    t
+}
+
+/// `text` as `#` comment lines of at most about 100 columns.
+fn comment(text: &str, indent: &str) -> String {
+    let mut out = String::new();
+    let mut line = String::new();
+    for word in text.split(' ') {
+        if !line.is_empty() && indent.len() + 2 + line.len() + 1 + word.len() > 100 {
+            out.push_str(&format!("{indent}# {line}\n"));
+            line.clear();
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    if !line.is_empty() {
+        out.push_str(&format!("{indent}# {line}\n"));
+    }
+    out
+}
+
+/// Block YAML as people write it: lists indented under their key, long
+/// strings on one line (not folded), multi-line strings as `|` blocks.
+fn yaml_text(value: &Value) -> String {
+    let mut options = serde_saphyr::SerializerOptions::default();
+    options.compact_list_indent = false;
+    options.folded_wrap_chars = usize::MAX / 2;
+    serde_saphyr::to_string_with_options(value, options).unwrap_or_default()
+}
+
+/// A string as a YAML scalar that reads back as the same string.
+fn scalar(text: &str) -> String {
+    serde_saphyr::to_string(&Value::String(text.to_string()))
+        .map(|s| s.trim_end_matches('\n').to_string())
+        .unwrap_or_else(|_| serde_json::to_string(text).unwrap_or_default())
+}
+
+/// `rel` under the config root as the user typed it (`--dir`, default `.`).
+fn shown(root: &Path, rel: &Path) -> PathBuf {
+    if root == Path::new(".") || root.as_os_str().is_empty() {
+        rel.to_path_buf()
+    } else {
+        root.join(rel)
+    }
+}
+
+/// Writes the files under `root`; refuses (nothing written) when any
+/// exists, unless `force`.
+pub fn write(written: &Written, root: &Path, force: bool) -> Result<Vec<PathBuf>, Error> {
+    if !force {
+        let existing: Vec<Problem> = written
+            .files
+            .iter()
+            .map(|(rel, _)| shown(root, rel))
+            .filter(|path| path.exists())
+            .map(|path| {
+                Problem::new("already exists; nothing was written (pass --force to overwrite it)")
+                    .file(path)
+            })
+            .collect();
+        if !existing.is_empty() {
+            return Err(Error::Config(existing));
+        }
+    }
+    let mut paths = Vec::new();
+    for (rel, text) in &written.files {
+        let path = shown(root, rel);
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| Error::failed_with(format!("cannot create `{}`", dir.display()), e))?;
+        }
+        std::fs::write(&path, text)
+            .map_err(|e| Error::failed_with(format!("cannot write `{}`", path.display()), e))?;
+        paths.push(path);
+    }
+    Ok(paths)
+}

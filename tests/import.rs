@@ -1,0 +1,744 @@
+//! `bootstrap import helmfile` (docs/design.md#import) against the five
+//! corpus repositories (tests/fixtures/corpus) and small helmfiles: the
+//! imported config must plan, with the releases, needs, charts, versions and
+//! values the helmfile declares — read here independently of the importer,
+//! from the helmfile and the Flux manifests its templates read.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use pretty_assertions::assert_eq;
+use serde_json::{Value, json};
+
+fn corpus(repo: &str) -> PathBuf {
+    testkit::builder::repo_root()
+        .join("tests/fixtures/corpus")
+        .join(repo)
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).unwrap();
+        }
+    }
+}
+
+struct Run {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+fn bootstrap(cwd: &Path, args: &[&str]) -> Run {
+    let out = Command::new(testkit::bootstrap())
+        .current_dir(cwd)
+        .args(args)
+        .env("NO_COLOR", "1")
+        .env_remove("CI")
+        .env_remove("KUBECONFIG")
+        .output()
+        .unwrap();
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+fn yaml(path: &Path) -> Value {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let docs: Vec<Value> = serde_saphyr::from_multiple(&text).unwrap();
+    docs.into_iter().find(|d| !d.is_null()).unwrap()
+}
+
+/// What a helmfile declares, per release id: chart name, version, needs,
+/// whether it installs, and the values helm gets.
+#[derive(Debug, PartialEq)]
+struct Declared {
+    chart: String,
+    version: String,
+    needs: Vec<String>,
+    installs: bool,
+}
+
+/// The releases of corpus helmfiles that read chart and version from
+/// `<apps>/<ns>/<name>/app/ocirepository.yaml` and values from the
+/// HelmRelease next to it (their templates/release.yaml.gotmpl and
+/// values.yaml.gotmpl), read here with plain YAML.
+fn declared_flux_style(
+    repo: &Path,
+    files: &[(&str, bool)],
+    apps: &str,
+) -> BTreeMap<String, (Declared, Value)> {
+    let mut out = BTreeMap::new();
+    for (file, installs) in files {
+        let helmfile = yaml(&repo.join(file));
+        for release in helmfile["releases"].as_array().unwrap() {
+            let name = release["name"].as_str().unwrap();
+            let namespace = release["namespace"].as_str().unwrap();
+            let app = repo.join(apps).join(namespace).join(name).join("app");
+            let (chart, version) = match release.get("chart") {
+                Some(chart) => (
+                    chart
+                        .as_str()
+                        .unwrap()
+                        .rsplit('/')
+                        .next()
+                        .unwrap()
+                        .to_string(),
+                    release["version"].as_str().unwrap().to_string(),
+                ),
+                None => {
+                    let oci = yaml(&app.join("ocirepository.yaml"));
+                    (
+                        oci["spec"]["url"]
+                            .as_str()
+                            .unwrap()
+                            .rsplit('/')
+                            .next()
+                            .unwrap()
+                            .to_string(),
+                        oci["spec"]["ref"]["tag"].as_str().unwrap().to_string(),
+                    )
+                }
+            };
+            let values = if release.get("chart").is_some() {
+                json!({})
+            } else {
+                yaml(&app.join("helmrelease.yaml"))["spec"]["values"].clone()
+            };
+            let needs = release
+                .get("needs")
+                .and_then(Value::as_array)
+                .map(|a| a.iter().map(|n| n.as_str().unwrap().to_string()).collect())
+                .unwrap_or_default();
+            out.insert(
+                format!("{namespace}/{name}"),
+                (
+                    Declared {
+                        chart,
+                        version,
+                        needs,
+                        installs: *installs,
+                    },
+                    values,
+                ),
+            );
+        }
+    }
+    out
+}
+
+/// What `plan` and `template` say the imported config does.
+fn planned(repo: &Path, dir: &str) -> BTreeMap<String, (Declared, Value)> {
+    let plan = bootstrap(repo, &["--dir", dir, "--output", "json", "plan", "main"]);
+    let plan: Value = serde_json::from_str(&plan.stdout)
+        .unwrap_or_else(|e| panic!("plan: {e}\n{}\n{}", plan.stdout, plan.stderr));
+    let template = bootstrap(
+        repo,
+        &[
+            "--dir",
+            dir,
+            "--output",
+            "json",
+            "template",
+            "main",
+            "--show-secrets",
+        ],
+    );
+    assert_eq!(template.code, 0, "{}", template.stderr);
+    let template: Value = serde_json::from_str(&template.stdout).unwrap();
+    let values: BTreeMap<&str, &Value> = template["releases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["release"].as_str().unwrap(), &r["values"]))
+        .collect();
+    plan["releases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            let id = r["id"].as_str().unwrap();
+            let mut needs: Vec<String> = r["needs"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|n| n.as_str().unwrap().to_string())
+                .collect();
+            needs.sort();
+            (
+                id.to_string(),
+                (
+                    Declared {
+                        chart: r["chart"].as_str().unwrap().to_string(),
+                        version: r["version"].as_str().unwrap().to_string(),
+                        needs,
+                        installs: r["installs"].as_bool().unwrap(),
+                    },
+                    values.get(id).copied().cloned().unwrap_or(Value::Null),
+                ),
+            )
+        })
+        .collect()
+}
+
+fn sorted_needs(
+    mut declared: BTreeMap<String, (Declared, Value)>,
+) -> BTreeMap<String, (Declared, Value)> {
+    for (d, _) in declared.values_mut() {
+        d.needs.sort();
+    }
+    declared
+}
+
+/// The `not converted` lines of an import's stdout.
+fn not_converted(stdout: &str) -> Vec<&str> {
+    stdout
+        .lines()
+        .skip_while(|l| !l.starts_with("not converted"))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .map(str::trim)
+        .collect()
+}
+
+const HELM_FLAGS: &str =
+    "has no bootstrap equivalent; bootstrap passes the same helm flags to every release";
+
+fn import_flux_style(repo: &str, helmfile_dir: &str, config: &str, apps: &str) {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join(repo);
+    copy_dir(&corpus(repo), &root);
+    let crds = format!("{helmfile_dir}/crds.yaml");
+    let apps_file = format!("{helmfile_dir}/apps.yaml");
+    let run = bootstrap(
+        &root,
+        &[
+            "--dir",
+            config,
+            "import",
+            "helmfile",
+            &crds,
+            &apps_file,
+            "--cluster",
+            "main",
+        ],
+    );
+    // Both helm settings of their helmDefaults are all that is left.
+    assert_eq!(run.code, 1, "{}{}", run.stdout, run.stderr);
+    let lines = not_converted(&run.stdout);
+    assert_eq!(lines.len(), 2, "{}", run.stdout);
+    assert!(
+        lines[0].contains("`helmDefaults.cleanupOnFail: true`: the helm setting `cleanupOnFail` ")
+            && lines[0].ends_with(HELM_FLAGS)
+    );
+    assert!(
+        lines[1]
+            .contains("`helmDefaults.forceConflicts: true`: the helm setting `forceConflicts` ")
+            && lines[1].ends_with(HELM_FLAGS)
+    );
+    assert_eq!(
+        run.stderr,
+        "error: 2 constructs of the helmfile were not converted (listed above); convert them by hand in the files written\n"
+    );
+    let expected = sorted_needs(declared_flux_style(
+        &root,
+        &[(&crds, false), (&apps_file, true)],
+        apps,
+    ));
+    assert_eq!(planned(&root, config), expected);
+}
+
+#[test]
+fn bjw_s_labs_home_ops() {
+    import_flux_style(
+        "bjw-s-labs__home-ops",
+        "kubernetes/bootstrap/helmfile",
+        "kubernetes/bootstrap/config",
+        "kubernetes/apps",
+    );
+}
+
+#[test]
+fn buroa_k8s_gitops() {
+    import_flux_style(
+        "buroa__k8s-gitops",
+        "bootstrap/helmfile",
+        "bootstrap/config",
+        "kubernetes/apps",
+    );
+}
+
+#[test]
+fn onedr0p_home_ops() {
+    // Its CoreDNS values hold a Corefile template (`{{ .Zone }}`): imported
+    // values files are plain YAML, so it stays text.
+    import_flux_style(
+        "onedr0p__home-ops",
+        "bootstrap/helmfile",
+        "bootstrap/config",
+        "kubernetes/apps",
+    );
+}
+
+#[test]
+fn jfroy_flatops_repositories_and_plain_values_files() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("repo");
+    copy_dir(&corpus("jfroy__flatops"), &root);
+    let run = bootstrap(
+        &root,
+        &[
+            "--dir",
+            "config",
+            "import",
+            "helmfile",
+            "kubernetes/bootstrap/helmfile.yaml",
+            "--cluster",
+            "main",
+        ],
+    );
+    assert_eq!(run.code, 1, "{}{}", run.stdout, run.stderr);
+    assert_eq!(
+        not_converted(&run.stdout),
+        [
+            format!("kubernetes/bootstrap/helmfile.yaml:7: `helmDefaults.recreatePods: true`: the helm setting `recreatePods` {HELM_FLAGS}"),
+            format!("kubernetes/bootstrap/helmfile.yaml:8: `helmDefaults.force: true`: the helm setting `force` {HELM_FLAGS}"),
+            "kubernetes/bootstrap/helmfile.yaml:35: `secrets: coredns.sops.yaml`: sops-encrypted values are not imported; decrypt them into a values file bootstrap reads, or keep them in a Secret".to_string(),
+        ]
+    );
+    // chart `cilium/cilium` from `repositories:`, the others OCI; values
+    // files are used where they are.
+    let release = std::fs::read_to_string(root.join("config/releases/helmfile.yaml")).unwrap();
+    assert!(
+        release.contains(
+            "chart:\n  repo: https://helm.cilium.io\n  name: cilium\n  version: \"1.17.1\"\n"
+        ),
+        "{release}"
+    );
+    assert!(
+        release.contains(
+            "valuesFiles:\n  - ../../kubernetes/apps/kube-system/cilium/app/helm-values.yaml\n"
+        ),
+        "{release}"
+    );
+    assert!(
+        release.contains("timeout: 10m  # helmDefaults.timeout\n"),
+        "{release}"
+    );
+    let mut expected = declared_flux_style(
+        &root,
+        &[("kubernetes/bootstrap/helmfile.yaml", true)],
+        "kubernetes/apps",
+    );
+    for (id, (_, values)) in expected.iter_mut() {
+        let name = id.split('/').nth(1).unwrap();
+        let ns = id.split('/').next().unwrap();
+        let file = root.join(format!("kubernetes/apps/{ns}/{name}/app/helm-values.yaml"));
+        *values = if file.exists() {
+            yaml(&file)
+        } else {
+            json!({})
+        };
+    }
+    assert_eq!(planned(&root, "config"), sorted_needs(expected));
+}
+
+/// makejinja with the repository's delimiters (`#% %#`, `#{ }#`), for the
+/// one configuration stated here: a block or expression not in these
+/// tables fails the test rather than being guessed.
+fn render_j2(text: &str) -> String {
+    let conditions: BTreeMap<&str, bool> = [
+        ("spegel.enabled", true),
+        (
+            "dns.provider == 'cloudflare' and ingress.mode != 'none'",
+            true,
+        ),
+        ("cilium_bgp_enabled", false),
+        ("repository.url.startswith('ssh://')", false),
+    ]
+    .into();
+    let expressions: BTreeMap<&str, &str> = [
+        ("2 if controller_count > 1 else 1", "1"),
+        ("2 if nodes | length > 1 else 1", "1"),
+        ("cilium.loadbalancer_mode", "dsr"),
+        ("kubernetes.coredns_addr", "10.43.0.10"),
+        ("kubernetes.pod_cidr", "10.42.0.0/16"),
+        ("repository.branch", "main"),
+        ("repository.url", "https://github.com/example/home-ops"),
+    ]
+    .into();
+    let mut out = String::new();
+    let mut stack: Vec<(bool, bool)> = Vec::new(); // (taking, any branch taken)
+    for line in text.lines() {
+        let trimmed = line.trim();
+        if let Some(block) = trimmed
+            .strip_prefix("#%")
+            .and_then(|t| t.strip_suffix("%#"))
+        {
+            let block = block.trim();
+            let outer = stack.iter().all(|(taking, _)| *taking);
+            if let Some(cond) = block.strip_prefix("if ") {
+                let value = *conditions
+                    .get(cond.trim())
+                    .unwrap_or_else(|| panic!("condition `{cond}`"));
+                stack.push((outer && value, value));
+            } else if block == "else" {
+                let (_, taken) = stack.pop().unwrap();
+                let outer = stack.iter().all(|(taking, _)| *taking);
+                stack.push((outer && !taken, true));
+            } else if block == "endif" {
+                stack.pop().unwrap();
+            } else {
+                panic!("block `{block}`");
+            }
+            continue;
+        }
+        if !stack.iter().all(|(taking, _)| *taking) {
+            continue;
+        }
+        let mut rendered = line.to_string();
+        while let Some(start) = rendered.find("#{") {
+            let end = rendered[start..].find("}#").unwrap() + start;
+            let expr = rendered[start + 2..end].trim().to_string();
+            let value = expressions
+                .get(expr.as_str())
+                .unwrap_or_else(|| panic!("expression `{expr}`"));
+            rendered.replace_range(start..end + 2, value);
+        }
+        out.push_str(&rendered);
+        out.push('\n');
+    }
+    out
+}
+
+fn render_tree(from: &Path, to: &Path) {
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if entry.file_type().unwrap().is_dir() {
+            render_tree(&entry.path(), &to.join(&name));
+        } else if let Some(stem) = name.strip_suffix(".j2") {
+            std::fs::create_dir_all(to).unwrap();
+            let text = std::fs::read_to_string(entry.path()).unwrap();
+            std::fs::write(to.join(stem), render_j2(&text)).unwrap();
+        }
+    }
+}
+
+#[test]
+fn onedr0p_cluster_template_rendered_with_makejinja_delimiters() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("cluster");
+    // makejinja renders template/config into the repository root.
+    render_tree(
+        &corpus("onedr0p__cluster-template").join("template/config"),
+        &root,
+    );
+    let run = bootstrap(
+        &root,
+        &[
+            "--dir",
+            "bootstrap/config",
+            "import",
+            "helmfile",
+            "bootstrap/helmfile/crds.yaml",
+            "bootstrap/helmfile/apps.yaml",
+            "--cluster",
+            "main",
+        ],
+    );
+    assert_eq!(run.code, 1, "{}{}", run.stdout, run.stderr);
+    assert_eq!(not_converted(&run.stdout).len(), 2, "{}", run.stdout);
+    // Its releases inherit the template explicitly (`inherit:`), no `defaultInherit`.
+    let expected = declared_flux_style(
+        &root,
+        &[
+            ("bootstrap/helmfile/crds.yaml", false),
+            ("bootstrap/helmfile/apps.yaml", true),
+        ],
+        "kubernetes/apps",
+    );
+    assert!(
+        expected.contains_key("kube-system/spegel")
+            && expected.contains_key("network/cloudflare-dns")
+    );
+    assert_eq!(planned(&root, "bootstrap/config"), sorted_needs(expected));
+}
+
+#[test]
+fn the_release_file_says_where_everything_came_from() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("repo");
+    copy_dir(&corpus("bjw-s-labs__home-ops"), &root);
+    bootstrap(
+        &root,
+        &[
+            "--dir",
+            "bootstrap",
+            "import",
+            "helmfile",
+            "kubernetes/bootstrap/helmfile/crds.yaml",
+            "kubernetes/bootstrap/helmfile/apps.yaml",
+            "--cluster",
+            "main",
+        ],
+    );
+    let apps = std::fs::read_to_string(root.join("bootstrap/releases/apps.yaml")).unwrap();
+    let onepassword = apps
+        .split("---\n")
+        .find(|d| d.contains("name: onepassword-connect"))
+        .unwrap();
+    assert_eq!(
+        onepassword,
+        r#"# kubernetes/bootstrap/helmfile/apps.yaml:64
+name: onepassword-connect
+namespace: external-secrets
+# chart and version: spec.url and spec.ref.tag of the Flux OCIRepository
+# ../../kubernetes/apps/external-secrets/onepassword-connect/app/ocirepository.yaml, as the helmfile
+# reads them; copied at import time, so keep the two in step
+chart:
+  oci: oci://ghcr.io/1password/connect
+  version: "2.4.1"
+# helm installs the chart's CRDs, as it did under helmfile; `crds: bootstrap` would apply them in
+# bootstrap's CRD phase before any release
+crds: chart
+needs:
+  - external-secrets/external-secrets
+wait: true  # helmDefaults.wait; includes Jobs, like waitForJobs
+valuesFiles:
+  # spec.values of the Flux HelmRelease
+  # ../../kubernetes/apps/external-secrets/onepassword-connect/app/helmrelease.yaml, as
+  # ../../kubernetes/bootstrap/helmfile/templates/values.yaml.gotmpl reads it; copied at import
+  # time, so keep the two in step
+  - values/onepassword-connect.yaml
+hooks:
+  postsync:
+    # helmfile: kubectl wait --for=create crd/clustersecretstores.external-secrets.io --timeout=2m
+    - created:
+        apiVersion: apiextensions.k8s.io/v1
+        kind: CustomResourceDefinition
+        name: clustersecretstores.external-secrets.io
+      timeout: 2m
+    # helmfile: kubectl apply --server-side --force-conflicts --filename=../../apps/external-secrets/onepassword-connect/app/clustersecretstore.yaml
+    - command:
+        - kubectl
+        - apply
+        - --server-side
+        - --force-conflicts
+        - --filename=../kubernetes/apps/external-secrets/onepassword-connect/app/clustersecretstore.yaml
+"#
+    );
+}
+
+/// A helmfile with one of each construct the importer leaves alone.
+const UNCONVERTIBLE: &str = r#"environments:
+  default:
+    values:
+      - domain: example.com
+repositories:
+  - name: jetstack
+    url: https://charts.jetstack.io
+releases:
+  - name: cert-manager
+    namespace: cert-manager
+    chart: jetstack/cert-manager
+    version: v1.19.0
+    labels:
+      tier: core
+    set:
+      - name: extraArgs[0]
+        value: --v=2
+      - name: crds.enabled
+        value: "true"
+    hooks:
+      - events: ["cleanup"]
+        command: ./notify.sh
+  - name: dns
+    namespace: kube-system
+    chart: unknown/coredns
+    version: 1.0.0
+    values:
+      - domain: '{{ .Values.domain }}'
+  - name: web
+    namespace: web
+    chart: jetstack/web
+    version: '{{ env "WEB_VERSION" }}'
+    installed: false
+    needs:
+      - cert-manager/cert-manager
+"#;
+
+#[test]
+fn what_is_not_converted_is_listed_with_file_and_line_and_exits_1() {
+    let test = testkit::builder::Test::new().file("hf/helmfile.yaml", UNCONVERTIBLE);
+    let run = bootstrap(
+        test.path(),
+        &[
+            "--dir",
+            "out",
+            "import",
+            "helmfile",
+            "hf",
+            "--cluster",
+            "lab",
+        ],
+    );
+    assert_eq!(
+        run.stdout,
+        "imported 3 releases from hf/helmfile.yaml into out:
+  wrote out/releases/values/cert-manager.yaml
+  wrote out/releases/values/dns.yaml
+  wrote out/releases/helmfile.yaml
+  wrote out/clusters/lab/cluster.yaml
+not converted (6):
+  hf/helmfile.yaml:1: `environments`: helmfile environments become bootstrap clusters: one clusters/NAME/cluster.yaml each, per-cluster values under `values:` or `overrides:`
+  hf/helmfile.yaml:13: `labels: {\"tier\":\"core\"}`: release labels select releases on helmfile's command line; bootstrap selects with `--only`
+  hf/helmfile.yaml:15: `set extraArgs[0]`: a `--set` path with list indices is not converted; write the value into a values file
+  hf/helmfile.yaml:20: `hooks: events [cleanup] ./notify.sh`: bootstrap has presync and postsync hooks only; `cleanup` has no moment in apply
+  hf/helmfile.yaml:25: `chart: unknown/coredns`: the repository `unknown` is not in `repositories:`, so its URL is unknown
+  hf/helmfile.yaml:32: `{{ env \"WEB_VERSION\" }}`: `env` depends on the machine helmfile runs on; bootstrap reads the environment only through `{{env \"NAME\"}}` in its own templates
+next: bootstrap --dir out plan lab
+"
+    );
+    assert_eq!(
+        run.stderr,
+        "error: 6 constructs of the helmfile were not converted (listed above); convert them by hand in the files written\n"
+    );
+    assert_eq!(run.code, 1);
+    // What could be converted was written: `set` as the last values file,
+    // inline values as they are (plain YAML: helmfile did not render them
+    // either), `installed: false` left out of the cluster.
+    let read = |p: &str| std::fs::read_to_string(test.path().join("out").join(p)).unwrap();
+    assert!(read("releases/values/cert-manager.yaml").ends_with("crds:\n  enabled: true\n"));
+    assert!(read("releases/values/dns.yaml").ends_with("domain: \"{{ .Values.domain }}\"\n"));
+    assert_eq!(
+        read("clusters/lab/cluster.yaml"),
+        "# Cluster `lab`, imported by `bootstrap import helmfile` from:
+#   hf/helmfile.yaml
+# `bootstrap plan lab` shows what `bootstrap apply lab` would do.
+name: lab
+# Every imported release but those with `installed: false`:
+releases:
+  - cert-manager/cert-manager
+  - kube-system/dns
+"
+    );
+}
+
+#[test]
+fn existing_files_are_never_overwritten_without_force() {
+    let test = testkit::builder::Test::new().file(
+        "helmfile.yaml",
+        "releases:\n  - name: a\n    namespace: x\n    chart: oci://r.example/a\n    version: 1.0.0\n",
+    );
+    let first = bootstrap(
+        test.path(),
+        &["import", "helmfile", "helmfile.yaml", "--cluster", "lab"],
+    );
+    assert_eq!(first.code, 0, "{}{}", first.stdout, first.stderr);
+    assert_eq!(first.stderr, "");
+    std::fs::write(
+        test.path().join("clusters/lab/cluster.yaml"),
+        "name: lab\n# edited\n",
+    )
+    .unwrap();
+    let again = bootstrap(
+        test.path(),
+        &["import", "helmfile", "helmfile.yaml", "--cluster", "lab"],
+    );
+    assert_eq!(
+        again.stderr,
+        "error: releases/helmfile.yaml: already exists; nothing was written (pass --force to overwrite it)
+error: clusters/lab/cluster.yaml: already exists; nothing was written (pass --force to overwrite it)
+error: 2 problems in the config; nothing was changed
+"
+    );
+    assert_eq!((again.code, again.stdout.as_str()), (2, ""));
+    let cluster =
+        || std::fs::read_to_string(test.path().join("clusters/lab/cluster.yaml")).unwrap();
+    assert_eq!(cluster(), "name: lab\n# edited\n");
+    let forced = bootstrap(
+        test.path(),
+        &[
+            "import",
+            "helmfile",
+            "helmfile.yaml",
+            "--cluster",
+            "lab",
+            "--force",
+        ],
+    );
+    assert_eq!(forced.code, 0, "{}", forced.stderr);
+    assert!(cluster().starts_with("# Cluster `lab`"));
+    assert_eq!(bootstrap(test.path(), &["plan", "lab"]).code, 0);
+}
+
+#[test]
+fn helmfile_d_files_run_in_name_order_and_later_files_wait_for_earlier_ones() {
+    let test = testkit::builder::Test::new()
+        .file(
+            "helmfile.d/00-crds.yaml",
+            "releases:\n  - name: prom-crds\n    namespace: mon\n    chart: oci://r.example/prometheus-operator-crds\n    version: 1.0.0\n",
+        )
+        .file(
+            "helmfile.d/01-base.yaml",
+            "releases:\n  - name: cni\n    namespace: kube-system\n    chart: oci://r.example/cilium\n    version: 1.0.0\n    hooks:\n      - events: [postsync]\n        command: kubectl\n        args: [rollout, status, daemonset/cilium, -n, kube-system, --timeout=5m]\n  - name: dns\n    namespace: kube-system\n    chart: oci://r.example/coredns\n    version: 1.0.0\n    needs: [kube-system/cni]\n",
+        )
+        .file(
+            "helmfile.d/02-apps.yaml.gotmpl",
+            "releases:\n  - name: {{ printf \"%s-%s\" \"cert\" \"manager\" }}\n    namespace: cert-manager\n    chart: oci://r.example/cert-manager\n    version: 1.0.0\n",
+        );
+    let run = bootstrap(
+        test.path(),
+        &["import", "helmfile", ".", "--cluster", "lab"],
+    );
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    let plan = bootstrap(test.path(), &["--output", "json", "plan", "lab"]);
+    let plan: Value = serde_json::from_str(&plan.stdout).unwrap();
+    let summary: Vec<(String, Value, bool, Value)> = plan["releases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["id"].as_str().unwrap().to_string(),
+                r["needs"].clone(),
+                r["installs"].as_bool().unwrap(),
+                r["hooks"]["postsync"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        vec![
+            (
+                "kube-system/cni".to_string(),
+                json!([]),
+                true,
+                json!(["rollout of DaemonSet kube-system/cilium"])
+            ),
+            (
+                "kube-system/dns".to_string(),
+                json!(["kube-system/cni"]),
+                true,
+                json!([])
+            ),
+            (
+                "cert-manager/cert-manager".to_string(),
+                json!(["kube-system/dns"]),
+                true,
+                json!([])
+            ),
+            ("mon/prom-crds".to_string(), json!([]), false, json!([])),
+        ]
+    );
+}
