@@ -135,6 +135,7 @@ pub async fn run<H: Helm>(
             root_failures,
             interrupted,
             lock_lost: None,
+            phases: None,
         })
     }
     .await;
@@ -196,6 +197,10 @@ impl<H: Helm> Destroyer<'_, H> {
                 release: id.clone(),
                 outcome,
                 duration: begun.elapsed(),
+                timing: crate::event::Timing {
+                    run: begun.elapsed(),
+                    ..Default::default()
+                },
                 message,
             };
             self.events.emit(Event::ReleaseFinished {

@@ -139,12 +139,30 @@ impl std::fmt::Display for CrdRemoval {
     }
 }
 
+/// Where a release's time went (docs/design.md#apply-and-destroy-events):
+/// `duration` = `run` + `queued_slot`; `queued_needs` came before it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Timing {
+    /// Working: the release step without the wait for a helm slot.
+    #[serde(serialize_with = "millis")]
+    pub run: Duration,
+    /// Waiting for a helm slot (`--concurrency`) inside the step.
+    #[serde(serialize_with = "millis")]
+    pub queued_slot: Duration,
+    /// From the start of the release phase until the step started: waiting
+    /// for the releases it needs.
+    #[serde(serialize_with = "millis")]
+    pub queued_needs: Duration,
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct ReleaseResult {
     pub release: ReleaseId,
     pub outcome: Outcome,
     #[serde(serialize_with = "millis")]
     pub duration: Duration,
+    #[serde(flatten)]
+    pub timing: Timing,
     /// Why it failed or was skipped, or what a dry run would change.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
@@ -168,6 +186,23 @@ pub struct Summary {
     /// starting work, as on an interrupt, but it is a failure.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lock_lost: Option<String>,
+    /// `apply`: how long each phase took; `duration` is then the whole run,
+    /// from the command's start (prerequisites and preflight included).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub phases: Option<PhaseTimes>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct PhaseTimes {
+    /// Prerequisites (helm, the API server) and preflight (lock, live
+    /// checks, ledger, CRD renders).
+    #[serde(serialize_with = "millis")]
+    pub preflight: Duration,
+    /// Applying the CRDs and waiting for them to be Established, and the guard.
+    #[serde(serialize_with = "millis")]
+    pub crds: Duration,
+    #[serde(serialize_with = "millis")]
+    pub releases: Duration,
 }
 
 /// What a finished run means for its command's exit code.
@@ -225,6 +260,11 @@ pub enum Event {
     PhaseFinished {
         phase: Phase,
         ok: bool,
+    },
+    /// What preflight just did, as it happens (`helm 3.16.2`, `context
+    /// admin@infra`, `lock taken`, `ownership: 7 releases checked`, ...).
+    PreflightStep {
+        step: String,
     },
     CrdApplied {
         release: ReleaseId,

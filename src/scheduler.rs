@@ -11,7 +11,7 @@ use tokio::time::Instant;
 
 use tokio::task::JoinSet;
 
-use crate::event::{Emitter, Event, Outcome, ReleaseResult, Summary};
+use crate::event::{Emitter, Event, Outcome, ReleaseResult, Summary, Timing};
 use crate::release::{Release, ReleaseId};
 use crate::stop::{Stop, StopSignal, stopped};
 
@@ -19,6 +19,8 @@ use crate::stop::{Stop, StopSignal, stopped};
 #[derive(Debug, Clone)]
 pub struct StepResult {
     pub outcome: Outcome,
+    /// Time spent waiting for a helm slot (`--concurrency`) in the step.
+    pub queued: Duration,
     pub message: Option<String>,
     pub diagnostics: Option<serde_json::Value>,
     pub diagnostics_text: Option<String>,
@@ -28,6 +30,7 @@ impl StepResult {
     pub fn new(outcome: Outcome) -> Self {
         StepResult {
             outcome,
+            queued: Duration::ZERO,
             message: None,
             diagnostics: None,
             diagnostics_text: None,
@@ -65,6 +68,40 @@ struct Finished {
     result: StepResult,
     started: Instant,
     finished: Instant,
+    /// When the release phase started.
+    origin: Instant,
+}
+
+impl Finished {
+    fn timing(&self) -> Timing {
+        let duration = self.finished - self.started;
+        Timing {
+            run: duration.saturating_sub(self.result.queued),
+            queued_slot: self.result.queued,
+            queued_needs: self.started.saturating_duration_since(self.origin),
+        }
+    }
+
+    fn release_result(&self) -> ReleaseResult {
+        ReleaseResult {
+            release: self.id.clone(),
+            outcome: self.result.outcome,
+            duration: self.finished - self.started,
+            timing: self.timing(),
+            message: self.result.message.clone(),
+        }
+    }
+}
+
+/// A release that never ran: no time of its own.
+fn not_run(id: &ReleaseId, outcome: Outcome, message: String) -> ReleaseResult {
+    ReleaseResult {
+        release: id.clone(),
+        outcome,
+        duration: Duration::ZERO,
+        timing: Timing::default(),
+        message: Some(message),
+    }
 }
 
 /// Runs `releases` (in execution order) and reports every event to `events`.
@@ -134,6 +171,7 @@ pub async fn run<R: Runner>(
                         result,
                         started,
                         finished: Instant::now(),
+                        origin: run_started,
                     }
                 });
                 tasks.insert(task.id(), (task_release, Instant::now()));
@@ -151,17 +189,12 @@ pub async fn run<R: Runner>(
                     Err(e) => {
                         let Some((id, started)) = tasks.remove(&e.id()) else { continue };
                         let what = if e.is_panic() { "panicked" } else { "was cancelled" };
-                        Finished { id, result: StepResult::failed(format!("internal error: its step {what}; this is a bug in bootstrap")), started, finished: Instant::now() }
+                        Finished { id, result: StepResult::failed(format!("internal error: its step {what}; this is a bug in bootstrap")), started, finished: Instant::now(), origin: run_started }
                     }
                 };
                 running_ids.remove(&done.id);
                 events.emit(Event::ReleaseFinished {
-                    result: ReleaseResult {
-                        release: done.id.clone(),
-                        outcome: done.result.outcome,
-                        duration: done.finished - done.started,
-                        message: done.result.message.clone(),
-                    },
+                    result: done.release_result(),
                     diagnostics: done.result.diagnostics.clone(),
                     diagnostics_text: done.result.diagnostics_text.clone(),
                 });
@@ -206,12 +239,7 @@ pub async fn run<R: Runner>(
     let mut results = Vec::with_capacity(order.len());
     for id in &order {
         let result = match finished.get(id) {
-            Some(done) => ReleaseResult {
-                release: id.clone(),
-                outcome: done.result.outcome,
-                duration: done.finished - done.started,
-                message: done.result.message.clone(),
-            },
+            Some(done) => done.release_result(),
             None => {
                 let message = skipped
                     .get(id)
@@ -225,22 +253,12 @@ pub async fn run<R: Runner>(
                 };
                 if !skipped.contains_key(id) {
                     events.emit(Event::ReleaseFinished {
-                        result: ReleaseResult {
-                            release: id.clone(),
-                            outcome,
-                            duration: Duration::ZERO,
-                            message: Some(message.clone()),
-                        },
+                        result: not_run(id, outcome, message.clone()),
                         diagnostics: None,
                         diagnostics_text: None,
                     });
                 }
-                ReleaseResult {
-                    release: id.clone(),
-                    outcome,
-                    duration: Duration::ZERO,
-                    message: Some(message),
-                }
+                not_run(id, outcome, message)
             }
         };
         results.push(result);
@@ -266,6 +284,7 @@ pub async fn run<R: Runner>(
         root_failures,
         interrupted,
         lock_lost: None,
+        phases: None,
     }
 }
 
@@ -283,12 +302,7 @@ fn skip_dependents<'a>(
         }
         skipped.insert(id.clone(), reason.to_string());
         events.emit(Event::ReleaseFinished {
-            result: ReleaseResult {
-                release: id.clone(),
-                outcome: Outcome::Skipped,
-                duration: Duration::ZERO,
-                message: Some(reason.to_string()),
-            },
+            result: not_run(id, Outcome::Skipped, reason.to_string()),
             diagnostics: None,
             diagnostics_text: None,
         });
@@ -296,25 +310,34 @@ fn skip_dependents<'a>(
     }
 }
 
-/// The chain that decided when the run ended: from the release that finished
-/// last, repeatedly the need that finished last before it started.
+/// The chain of needs with the most work on it: the longest path through
+/// the DAG weighted by each release's run time (queueing for a helm slot
+/// left out, so `--concurrency` does not put a release on it). Ties go to
+/// the chain ending later in execution order.
 fn critical_path(releases: &[Release], finished: &HashMap<ReleaseId, Finished>) -> Vec<ReleaseId> {
-    let Some(last) = finished.values().max_by_key(|f| f.finished) else {
-        return Vec::new();
-    };
-    let needs: HashMap<&ReleaseId, &Vec<ReleaseId>> =
-        releases.iter().map(|r| (&r.id, &r.needs)).collect();
-    let mut path = vec![last.id.clone()];
-    let mut current = last;
-    while let Some(prev) = needs
-        .get(&current.id)
-        .into_iter()
-        .flat_map(|n| n.iter())
-        .filter_map(|n| finished.get(n))
-        .max_by_key(|f| f.finished)
-    {
-        path.push(prev.id.clone());
-        current = prev;
+    // releases are in execution order: every need comes before its dependent.
+    let mut best: HashMap<&ReleaseId, (Duration, Option<&ReleaseId>)> = HashMap::new();
+    let mut end: Option<(Duration, &ReleaseId)> = None;
+    for r in releases {
+        let Some(done) = finished.get(&r.id) else {
+            continue;
+        };
+        let before = r
+            .needs
+            .iter()
+            .filter_map(|n| best.get(n).map(|(cost, _)| (*cost, n)))
+            .max_by_key(|(cost, _)| *cost);
+        let cost = before.map(|(c, _)| c).unwrap_or_default() + done.timing().run;
+        best.insert(&r.id, (cost, before.map(|(_, n)| n)));
+        if end.is_none_or(|(longest, _)| cost >= longest) {
+            end = Some((cost, &r.id));
+        }
+    }
+    let mut path = Vec::new();
+    let mut at = end.map(|(_, id)| id);
+    while let Some(id) = at {
+        path.push(id.clone());
+        at = best.get(id).and_then(|(_, prev)| *prev);
     }
     path.reverse();
     path
@@ -359,7 +382,16 @@ mod tests {
                     start,
                     origin.elapsed().as_millis(),
                 ));
-                StepResult::new(outcome)
+                // `queued-*` releases spent all but 10 ms of it waiting for a helm slot.
+                let queued = if release.id.name.starts_with("queued") {
+                    Duration::from_millis(ms.saturating_sub(10))
+                } else {
+                    Duration::ZERO
+                };
+                StepResult {
+                    queued,
+                    ..StepResult::new(outcome)
+                }
             }
         }
     }
@@ -470,6 +502,51 @@ mod tests {
             .map(|i| i.name.clone())
             .collect();
         assert_eq!(path, ["a", "c"]);
+    }
+
+    /// Time spent waiting for a helm slot is `--concurrency`'s, not the
+    /// release's: it is reported apart and never puts a release on the
+    /// critical path, which weighs run time along `needs`.
+    #[tokio::test(start_paused = true)]
+    async fn queueing_is_reported_apart_and_the_critical_path_weighs_run_time() {
+        let releases = vec![
+            release("a", &[]),
+            release("queued-b", &[]),
+            release("c", &["queued-b"]),
+        ];
+        let (summary, _) = go(
+            releases,
+            &[
+                ("a", 50, Outcome::Installed),
+                ("queued-b", 100, Outcome::Installed),
+                ("c", 10, Outcome::Installed),
+            ],
+            false,
+        )
+        .await;
+        let timing = |name: &str| {
+            let r = summary
+                .releases
+                .iter()
+                .find(|r| r.release.name == name)
+                .unwrap();
+            (r.duration.as_millis(), r.timing)
+        };
+        let (duration, b) = timing("queued-b");
+        assert_eq!(duration, 100);
+        assert_eq!(b.run, Duration::from_millis(10));
+        assert_eq!(b.queued_slot, Duration::from_millis(90));
+        let (_, c) = timing("c");
+        assert_eq!(c.queued_needs, Duration::from_millis(100));
+        assert_eq!(c.run, Duration::from_millis(10));
+        // By finishing time the run ended with queued-b -> c (110 ms); by
+        // work, a (50 ms) is longer than queued-b + c (20 ms).
+        let path: Vec<String> = summary
+            .critical_path
+            .iter()
+            .map(|i| i.name.clone())
+            .collect();
+        assert_eq!(path, ["a"]);
     }
 
     #[tokio::test(start_paused = true)]

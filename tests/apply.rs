@@ -1040,6 +1040,96 @@ fn a_ledger_deleted_mid_run_is_restored_with_every_entry() {
     }
 }
 
+/// Timing that tells the truth (docs/design.md#run_finished): with one helm
+/// slot for four independent releases, the wait for the slot is reported
+/// apart from each release's run time and keeps them off the critical path;
+/// the run's duration is the whole run, preflight and CRD phase included;
+/// preflight says what it did as it does it; no CRD line when there are none.
+#[test]
+fn queued_time_run_time_and_the_whole_run() {
+    let releases = (0..4)
+        .map(|i| format!("name: r{i}\nnamespace: apps\nchart: {{ oci: oci://example.com/charts/r{i}, version: 1.0.0 }}\ncrds: none\n"))
+        .collect::<Vec<_>>()
+        .join("---\n");
+    let test = Test::new()
+        .file("clusters/infra/cluster.yaml", CLUSTER)
+        .file("releases/r.yaml", &releases);
+    let cluster = Cluster::start();
+    cluster.script(json!({"*": {"delay_ms": 300}}));
+    let out = cluster.run(
+        &test,
+        &["apply", "infra", "--concurrency", "1", "--output", "json"],
+    );
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    let events: Vec<serde_json::Value> = out
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let steps: Vec<&str> = events
+        .iter()
+        .filter(|e| e["event"] == "preflight_step")
+        .map(|e| e["step"].as_str().unwrap())
+        .collect();
+    assert!(steps[0].starts_with("helm v"), "{steps:?}");
+    assert_eq!(
+        steps[1..],
+        [
+            "API server of context `admin@infra` answers",
+            "cluster lock taken",
+            "ownership: 4 releases checked, no conflict",
+            "live lints: 0 findings",
+            "ledger: 0 entries",
+            "CRDs rendered: 0 CRDs from 0 releases",
+        ]
+    );
+    let summary = &events.last().unwrap()["summary"];
+    let ms = |v: &serde_json::Value| v.as_u64().unwrap();
+    let releases = summary["releases"].as_array().unwrap();
+    let slots: Vec<u64> = releases.iter().map(|r| ms(&r["queued_slot"])).collect();
+    for r in releases {
+        // duration = run + queued_slot (each rounded down to a millisecond);
+        // each ran about 300 ms.
+        let parts = ms(&r["run"]) + ms(&r["queued_slot"]);
+        assert!(ms(&r["duration"]).abs_diff(parts) <= 1, "{r}");
+        assert!(ms(&r["run"]) >= 300 && ms(&r["run"]) < 900, "{r}");
+        assert!(
+            ms(&r["queued_needs"]) < 300,
+            "no needs, no wait for them: {r}"
+        );
+    }
+    // One slot: the last one waited for the three before it.
+    assert!(slots.iter().max().unwrap() >= &900, "{slots:?}");
+    assert_eq!(summary["critical_path"].as_array().unwrap().len(), 1);
+    let phases = &summary["phases"];
+    assert!(ms(&phases["releases"]) >= 1200, "{phases}");
+    assert!(
+        ms(&summary["duration"])
+            >= ms(&phases["preflight"]) + ms(&phases["crds"]) + ms(&phases["releases"]),
+        "{summary}"
+    );
+
+    // The plain lines: preflight steps, no `crds: 0 established`, the
+    // totals line with the phases.
+    let cluster = Cluster::start();
+    let out = cluster.run(&test, &["apply", "infra", "--dry-run"]);
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    assert!(
+        out.stdout.contains("preflight: ledger: 0 entries"),
+        "{}",
+        out.stdout
+    );
+    assert!(!out.stdout.contains("established"), "{}", out.stdout);
+    let totals = out.stdout.lines().last().unwrap();
+    assert!(
+        totals.starts_with("infra (dry run): 4 would install in ")
+            && totals.contains(" (preflight ")
+            && totals.contains(", CRDs ")
+            && totals.contains(", releases "),
+        "{totals}"
+    );
+}
+
 /// The ledger keeps a keyed digest of the values (key in a Secret created by
 /// the first apply), never a plain hash someone could test password guesses
 /// against; an entry written before keyed digests is rewritten on the next

@@ -49,11 +49,18 @@ pub async fn run<H: Helm + 'static>(
         dry_run: options.dry_run,
     });
     let client = &connection.client;
+    let step = |step: String| events.emit(Event::PreflightStep { step });
 
+    let preflight = tokio::time::Instant::now();
     events.emit(Event::PhaseStarted {
         phase: Phase::Preflight,
     });
     let held = crate::run::lock(client, "apply", options.dry_run, events, &stop).await?;
+    step(if options.dry_run {
+        "no cluster lock (--dry-run)".to_string()
+    } else {
+        "cluster lock taken".to_string()
+    });
     let stop = held.stop.clone();
     let result = async {
         let listed = interruptible(
@@ -61,6 +68,10 @@ pub async fn run<H: Helm + 'static>(
             ownership::live_conflicts(plan, helm.as_ref(), connection),
         )
         .await??;
+        step(format!(
+            "ownership: {} checked, no conflict",
+            crate::duration::count(installed.len(), "release")
+        ));
         // The live lints (docs/design.md#lints): refuse before anything
         // changes on an error not in `lints.ignore`; warn about the rest.
         let state = interruptible(&stop, crate::lint::live::gather(plan, client)).await?;
@@ -68,8 +79,16 @@ pub async fn run<H: Helm + 'static>(
         for message in crate::lint::preflight(&plan.cluster.name, &live).map_err(Error::failed)? {
             events.emit(Event::Warning { message });
         }
+        step(format!(
+            "live lints: {}",
+            crate::duration::count(live.len(), "finding")
+        ));
         let ledger = Ledger::new(client);
         let recorded = interruptible(&stop, ledger.entries()).await??;
+        step(match recorded.len() {
+            1 => "ledger: 1 entry".to_string(),
+            n => format!("ledger: {n} entries"),
+        });
         let digest_key = interruptible(&stop, ledger.digest_key(!options.dry_run)).await??;
         let crds = interruptible(&stop, crds::render(helm.as_ref(), plan))
             .await?
@@ -79,11 +98,18 @@ pub async fn run<H: Helm + 'static>(
                     e,
                 )
             })?;
+        step(format!(
+            "CRDs rendered: {} from {}",
+            crate::duration::count(crds.len(), "CRD"),
+            crate::duration::count(plan.crd_releases().count(), "release")
+        ));
         events.emit(Event::PhaseFinished {
             phase: Phase::Preflight,
             ok: true,
         });
+        let preflight = preflight.elapsed();
 
+        let crd_phase = tokio::time::Instant::now();
         events.emit(Event::PhaseStarted { phase: Phase::Crds });
         if options.dry_run {
             crds::dry_run(&crds, events);
@@ -105,6 +131,7 @@ pub async fn run<H: Helm + 'static>(
         if !options.dry_run {
             interruptible(&stop, install_guard(plan, client, events)).await??;
         }
+        let crd_phase = crd_phase.elapsed();
 
         events.emit(Event::PhaseStarted {
             phase: Phase::Releases,
@@ -146,7 +173,15 @@ pub async fn run<H: Helm + 'static>(
             phase: Phase::Releases,
             ok: summary.ok,
         });
-        Ok(summary)
+        let phases = crate::event::PhaseTimes {
+            preflight,
+            crds: crd_phase,
+            releases: summary.duration,
+        };
+        Ok(Summary {
+            phases: Some(phases),
+            ..summary
+        })
     }
     .await;
     let lost = held.lost();

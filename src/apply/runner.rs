@@ -48,7 +48,10 @@ enum Change {
 
 impl<H: Helm + 'static> Runner for ReleaseRunner<H> {
     async fn run(&self, release: Arc<Release>, stop: StopSignal) -> StepResult {
-        self.step(&release, stop).await
+        let mut queued = std::time::Duration::ZERO;
+        let mut result = self.step(&release, stop, &mut queued).await;
+        result.queued = queued;
+        result
     }
 }
 
@@ -60,7 +63,13 @@ impl<H: Helm> ReleaseRunner<H> {
         });
     }
 
-    async fn step(&self, release: &Release, stop: StopSignal) -> StepResult {
+    /// `queued`: set to the time spent waiting for a helm slot.
+    async fn step(
+        &self,
+        release: &Release,
+        stop: StopSignal,
+        queued: &mut std::time::Duration,
+    ) -> StepResult {
         let deadline = Instant::now() + release.budget();
         self.step_event(release, Step::Checking);
         let change = match self.compare(release).await {
@@ -119,10 +128,15 @@ impl<H: Helm> ReleaseRunner<H> {
             return StepResult::failed("has no chart to install");
         };
         self.step_event(release, Step::Queued);
+        let waiting = Instant::now();
         let permit = tokio::select! {
             permit = self.helm_slots.clone().acquire_owned() => permit.ok(),
-            _ = stopped(stop.clone(), Stop::Graceful) => return interrupted("interrupted while waiting for a helm slot; nothing was changed for this release"),
+            _ = stopped(stop.clone(), Stop::Graceful) => {
+                *queued = waiting.elapsed();
+                return interrupted("interrupted while waiting for a helm slot; nothing was changed for this release");
+            }
         };
+        *queued = waiting.elapsed();
         let upgrading = matches!(change, Change::Upgrade(_));
         self.step_event(
             release,
@@ -346,6 +360,7 @@ impl<H: Helm> ReleaseRunner<H> {
         });
         result.map(|_| ()).map_err(|failure| StepResult {
             outcome: Outcome::Failed,
+            queued: std::time::Duration::ZERO,
             message: Some(format!("{phase} hook {name}: {}", failure.message)),
             diagnostics_text: failure.diagnostics.as_ref().map(|d| d.to_string()),
             diagnostics: failure

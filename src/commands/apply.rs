@@ -15,6 +15,8 @@ use crate::run::{self, Session};
 use crate::stop::Stop;
 
 pub fn run(config: &Config, args: &ApplyArgs) -> Result<(), Error> {
+    // The summary's duration is the whole run, from here.
+    let begun = std::time::Instant::now();
     let (plan, findings) = super::linted(
         &config.global.dir,
         &Clusters::One(args.cluster.clone()),
@@ -22,8 +24,8 @@ pub fn run(config: &Config, args: &ApplyArgs) -> Result<(), Error> {
     )?
     .remove(0);
     let notices = preflight_lints(&args.cluster, &findings)?;
-    let plan = plan.select(&args.only, args.no_needs)?;
-    run::block_on(run_async(config, args, plan, notices))
+    let plan = plan.select(&args.only, &args.selector, args.no_needs)?;
+    run::block_on(run_async(config, args, plan, notices, begun))
 }
 
 /// The offline lints of apply's preflight (docs/design.md#lints), on the
@@ -40,19 +42,28 @@ async fn run_async(
     args: &ApplyArgs,
     plan: Plan,
     notices: Vec<String>,
+    begun: std::time::Instant,
 ) -> Result<(), Error> {
     // `--timeout` bounds the whole run, the wait for the API server included.
     let reachability = args
         .timeout
         .map_or(config.wait_for_api(), |t| t.min(config.wait_for_api()));
-    let (helm, connection) = run::prerequisites(config.target(), &plan, reachability).await?;
-    let version = crate::helm::Helm::version(&helm)
-        .await
-        .map_err(|e| Error::prerequisite(e.to_string()))?;
+    let (helm, connection, version) =
+        run::prerequisites(config.target(), &plan, reachability).await?;
     helm_flags_supported(&plan, &version)?;
 
     let session = Session::start(config.json(), config.verbosity, config.global.no_progress);
     let events = session.events.clone();
+    // What the prerequisites found, shown once the reporter runs.
+    events.emit(Event::PreflightStep {
+        step: format!("helm {}", version.raw),
+    });
+    events.emit(Event::PreflightStep {
+        step: format!(
+            "API server of context `{}` answers",
+            connection.target.context.as_deref().unwrap_or("(current)")
+        ),
+    });
     for message in notices {
         events.emit(Event::Warning { message });
     }
@@ -74,6 +85,7 @@ async fn run_async(
         })
     });
 
+    let before = begun.elapsed();
     let result = apply::run(
         &plan,
         Arc::new(helm),
@@ -82,7 +94,15 @@ async fn run_async(
         &events,
         session.stop.clone(),
     )
-    .await;
+    .await
+    .map(|mut summary| {
+        // Loading, linting and the prerequisites are preflight too.
+        if let Some(phases) = &mut summary.phases {
+            phases.preflight += before;
+        }
+        summary.duration = begun.elapsed();
+        summary
+    });
     if let Some(deadline) = deadline {
         deadline.abort();
     }

@@ -39,7 +39,7 @@ pub fn run(config: &Config, args: &DestroyArgs) -> Result<(), Error> {
         &args.cluster,
         config.global.context.as_deref(),
     )?;
-    let plan = full.clone().select(&args.only, true)?;
+    let plan = full.clone().select(&args.only, &args.selector, true)?;
     let confirm = confirmation(
         args.yes,
         args.options.dry_run,
@@ -61,7 +61,7 @@ async fn run_async(
     plan: Plan,
     confirm: Confirm,
 ) -> Result<(), Error> {
-    let (helm, connection) =
+    let (helm, connection, _) =
         run::prerequisites(config.target(), &plan, config.wait_for_api()).await?;
     if confirm == Confirm::Ask {
         let question = question(&plan, connection.target.context.as_deref(), args);

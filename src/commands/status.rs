@@ -21,7 +21,7 @@ pub fn run(config: &Config, cluster: &str, out: &mut dyn std::io::Write) -> Resu
         config.global.context.as_deref(),
     )?;
     let (report, lints) = crate::run::block_on(async {
-        let (helm, connection) =
+        let (helm, connection, _) =
             crate::run::prerequisites(config.target(), &plan, config.wait_for_api()).await?;
         let report = status::collect(&plan, &helm, &connection).await?;
         // The live lints (docs/design.md#lints), as apply's preflight runs them.

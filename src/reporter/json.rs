@@ -56,6 +56,7 @@ mod tests {
             release: cilium.clone(),
             outcome: Outcome::Installed,
             duration: Duration::from_millis(63_000),
+            timing: Default::default(),
             message: None,
         };
         let events = [
@@ -80,6 +81,7 @@ mod tests {
             },
             Event::RunFinished {
                 summary: Summary {
+                    phases: None,
                     cluster: "infra".into(),
                     ok: true,
                     dry_run: false,

@@ -78,7 +78,10 @@ impl PlainReporter {
                 };
                 format!("{release}: crd {crd} {change}")
             }
-            Event::CrdsEstablished { count } if !quiet => format!("crds: {count} established"),
+            Event::CrdsEstablished { count } if !quiet && *count > 0 => {
+                format!("crds: {count} established")
+            }
+            Event::PreflightStep { step } if !quiet => format!("preflight: {step}"),
             Event::CrdDeleted {
                 release,
                 crd,
@@ -141,7 +144,7 @@ impl PlainReporter {
                     },
                     None => (None, None),
                 };
-                let took = fmt_duration(result.duration);
+                let took = super::summary::took(result);
                 let label = result.outcome.label();
                 let mut line = match result.outcome {
                     Outcome::Failed => format!(
@@ -267,6 +270,10 @@ mod tests {
                 release,
                 outcome,
                 duration: Duration::from_millis(ms),
+                timing: crate::event::Timing {
+                    run: Duration::from_millis(ms),
+                    ..Default::default()
+                },
                 message: message.map(str::to_string),
             },
             diagnostics: None,
@@ -281,6 +288,10 @@ mod tests {
                 release: coredns(),
                 outcome: Outcome::Failed,
                 duration: Duration::from_millis(30_000),
+                timing: crate::event::Timing {
+                    run: Duration::from_millis(30_000),
+                    ..Default::default()
+                },
                 message: Some(
                     "hook rollout of Deployment kube-system/coredns timed out after 30s".into(),
                 ),
@@ -366,6 +377,7 @@ mod tests {
                 93_300,
                 Event::RunFinished {
                     summary: Summary {
+                        phases: None,
                         cluster: "infra".into(),
                         ok: false,
                         dry_run: false,
@@ -375,12 +387,14 @@ mod tests {
                                 release: cilium(),
                                 outcome: Outcome::Installed,
                                 duration: Duration::from_millis(63_000),
+                                timing: Default::default(),
                                 message: None,
                             },
                             ReleaseResult {
                                 release: coredns(),
                                 outcome: Outcome::Failed,
                                 duration: Duration::from_millis(30_000),
+                                timing: Default::default(),
                                 message: Some("rollout timed out".into()),
                             },
                         ],
@@ -422,9 +436,9 @@ mod tests {
               event: 0/1 nodes are available
 [  93.2s] releases phase failed
 
-release              outcome    duration  message
-kube-system/cilium   installed     63.0s
-kube-system/coredns  failed        30.0s  rollout timed out
+release              outcome      run  queued  message
+kube-system/cilium   installed  63.0s    0.0s
+kube-system/coredns  failed     30.0s    0.0s  rollout timed out
 
 critical path: kube-system/cilium (63.0s) → kube-system/coredns (30.0s) = 93.0s
 infra: 1 installed, 1 failed in 93.3s

@@ -180,7 +180,7 @@ impl ProgressReporter {
         }
         self.done += 1;
         self.update_top();
-        let took = fmt_duration(result.duration);
+        let took = super::summary::took(result);
         let label = result.outcome.label();
         let (mark, style, how) = match result.outcome {
             Outcome::Failed => ("✗", Style::new().red().bold(), format!(" after {took}")),
@@ -249,9 +249,15 @@ impl Reporter for ProgressReporter {
                     None => self.set_live(release, message),
                 }
             }
+            // No line for a CRD phase with nothing in it.
+            Event::CrdsEstablished { count: 0 } => {}
             Event::CrdsEstablished { count } => {
                 self.println(&format!("✓ crds: {count} established"));
             }
+            Event::PreflightStep { step } => match &self.phase {
+                Some(bar) => bar.set_message(format!("preflight: {step}")),
+                None => self.println(&format!("  preflight: {step}")),
+            },
             Event::CrdDeleted {
                 release,
                 crd,
@@ -358,12 +364,14 @@ mod tests {
             release: id(name),
             outcome,
             duration: Duration::from_millis(2_500),
+            timing: Default::default(),
             message: (outcome == Outcome::Failed).then(|| "rollout timed out\nsecond line".into()),
         }
     }
 
     fn summary() -> Summary {
         Summary {
+            phases: None,
             cluster: "infra".into(),
             ok: false,
             dry_run: false,
@@ -494,7 +502,9 @@ mod tests {
         );
         assert!(
             out.text()
-                .starts_with("\nrelease  outcome    duration  message\n")
+                .starts_with("\nrelease  outcome     run  queued  message\n"),
+            "{}",
+            out.text()
         );
         assert_eq!(r.done, 2);
         assert!(r.bars.is_empty() && r.top.is_none());

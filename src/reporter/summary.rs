@@ -20,6 +20,19 @@ pub fn fmt_duration(d: Duration) -> String {
     }
 }
 
+/// How long a release worked, and how long it waited for a helm slot when
+/// it did (`4.1s (+2.0s waiting for a helm slot)`): the wait is `--concurrency`'s,
+/// not the release's.
+pub fn took(result: &ReleaseResult) -> String {
+    let slot = result.timing.queued_slot;
+    let run = fmt_duration(result.duration.saturating_sub(slot));
+    if slot >= Duration::from_millis(50) {
+        format!("{run} (+{} waiting for a helm slot)", fmt_duration(slot))
+    } else {
+        run
+    }
+}
+
 /// `interrupted_in_helm`: releases whose helm operation was stopped (see
 /// [`super::Tracker`]); they may be left `pending-*` in Helm.
 pub fn render_summary(summary: &Summary, interrupted_in_helm: &BTreeSet<ReleaseId>) -> String {
@@ -48,14 +61,20 @@ pub fn render_summary(summary: &Summary, interrupted_in_helm: &BTreeSet<ReleaseI
     out
 }
 
+/// One row per release: how long it worked (`run`), how long it waited
+/// before (for its needs, and for a helm slot), and why it failed.
 fn table(out: &mut String, releases: &[ReleaseResult]) {
-    let rows: Vec<[String; 4]> = releases
+    let rows: Vec<[String; 5]> = releases
         .iter()
         .map(|r| {
-            let duration = if r.outcome == Outcome::Skipped {
-                "-".to_string()
+            let ran = r.outcome != Outcome::Skipped && !r.duration.is_zero();
+            let (run, queued) = if ran {
+                (
+                    fmt_duration(r.duration.saturating_sub(r.timing.queued_slot)),
+                    fmt_duration(r.timing.queued_needs + r.timing.queued_slot),
+                )
             } else {
-                fmt_duration(r.duration)
+                ("-".to_string(), "-".to_string())
             };
             let message = r
                 .message
@@ -65,7 +84,8 @@ fn table(out: &mut String, releases: &[ReleaseResult]) {
             [
                 r.release.to_string(),
                 r.outcome.label().to_string(),
-                duration,
+                run,
+                queued,
                 message.to_string(),
             ]
         })
@@ -73,7 +93,8 @@ fn table(out: &mut String, releases: &[ReleaseResult]) {
     let header = [
         "release".to_string(),
         "outcome".to_string(),
-        "duration".to_string(),
+        "run".to_string(),
+        "queued".to_string(),
         "message".to_string(),
     ];
     let width = |i: usize| {
@@ -83,11 +104,11 @@ fn table(out: &mut String, releases: &[ReleaseResult]) {
             .max()
             .unwrap_or(0)
     };
-    let (w0, w1, w2) = (width(0), width(1), width(2));
+    let (w0, w1, w2, w3) = (width(0), width(1), width(2), width(3));
     for row in std::iter::once(&header).chain(&rows) {
         let line = format!(
-            "{:<w0$}  {:<w1$}  {:>w2$}  {}",
-            row[0], row[1], row[2], row[3]
+            "{:<w0$}  {:<w1$}  {:>w2$}  {:>w3$}  {}",
+            row[0], row[1], row[2], row[3], row[4]
         );
         let _ = writeln!(out, "{}", line.trim_end());
     }
@@ -101,8 +122,9 @@ fn critical_path(out: &mut String, summary: &Summary) {
         .map(
             |id| match summary.releases.iter().find(|r| &r.release == id) {
                 Some(r) => {
-                    total += r.duration;
-                    format!("{id} ({})", fmt_duration(r.duration))
+                    let run = r.duration.saturating_sub(r.timing.queued_slot);
+                    total += run;
+                    format!("{id} ({})", fmt_duration(run))
                 }
                 None => id.to_string(),
             },
@@ -156,9 +178,19 @@ fn totals(out: &mut String, summary: &Summary) {
         counts.join(", ")
     };
     let dry_run = if summary.dry_run { " (dry run)" } else { "" };
+    // The whole run, and where it went (apply).
+    let phases = match &summary.phases {
+        Some(p) => format!(
+            " (preflight {}, CRDs {}, releases {})",
+            fmt_duration(p.preflight),
+            fmt_duration(p.crds),
+            fmt_duration(p.releases)
+        ),
+        None => String::new(),
+    };
     let _ = writeln!(
         out,
-        "{}{dry_run}: {counts} in {}",
+        "{}{dry_run}: {counts} in {}{phases}",
         summary.cluster,
         fmt_duration(summary.duration)
     );
@@ -263,6 +295,10 @@ mod tests {
             release: ReleaseId::new(namespace, name),
             outcome,
             duration: Duration::from_secs_f64(secs),
+            timing: crate::event::Timing {
+                run: Duration::from_secs_f64(secs),
+                ..Default::default()
+            },
             message: message.map(str::to_string),
         }
     }
@@ -274,6 +310,7 @@ mod tests {
 
     fn summary(releases: Vec<ReleaseResult>, path: &[&str], roots: &[&str]) -> Summary {
         Summary {
+            phases: None,
             cluster: "infra".into(),
             ok: roots.is_empty(),
             dry_run: false,
@@ -310,10 +347,10 @@ mod tests {
         assert_eq!(
             render_summary(&s, &BTreeSet::new()),
             "\
-release              outcome    duration  message
-kube-system/cilium   installed     63.0s
-kube-system/coredns  unchanged      1.2s
-spegel/spegel        upgraded      12.1s
+release              outcome      run  queued  message
+kube-system/cilium   installed  63.0s    0.0s
+kube-system/coredns  unchanged   1.2s    0.0s
+spegel/spegel        upgraded   12.1s    0.0s
 
 critical path: kube-system/cilium (63.0s) → spegel/spegel (12.1s) = 75.1s
 infra: 1 installed, 1 upgraded, 1 unchanged in 2m40s
@@ -347,10 +384,10 @@ infra: 1 installed, 1 upgraded, 1 unchanged in 2m40s
         assert_eq!(
             render_summary(&s, &BTreeSet::new()),
             "\
-release                    outcome    duration  message
-kube-system/cilium         installed     63.0s
-kube-system/coredns        failed        5m00s  hook rollout of Deployment kube-system/coredns timed out after 5m
-flux-system/flux-operator  skipped           -  needs kube-system/coredns, which failed
+release                    outcome      run  queued  message
+kube-system/cilium         installed  63.0s    0.0s
+kube-system/coredns        failed     5m00s    0.0s  hook rollout of Deployment kube-system/coredns timed out after 5m
+flux-system/flux-operator  skipped        -       -  needs kube-system/coredns, which failed
 
 critical path: kube-system/cilium (63.0s) → kube-system/coredns (5m00s) = 6m03s
 infra: 1 installed, 1 failed, 1 skipped in 2m40s
@@ -395,11 +432,11 @@ root failure: kube-system/coredns: hook rollout of Deployment kube-system/coredn
         assert_eq!(
             render_summary(&s, &in_helm),
             "\
-release                    outcome      duration  message
-kube-system/cilium         installed       63.0s
-kube-system/coredns        interrupted      4.0s
-spegel/spegel              interrupted      9.5s
-flux-system/flux-operator  skipped             -  not started: interrupted
+release                    outcome        run  queued  message
+kube-system/cilium         installed    63.0s    0.0s
+kube-system/coredns        interrupted   4.0s    0.0s
+spegel/spegel              interrupted   9.5s    0.0s
+flux-system/flux-operator  skipped          -       -  not started: interrupted
 
 infra: 1 installed, 1 skipped, 2 interrupted in 2m40s
 finished: kube-system/cilium
@@ -479,8 +516,8 @@ may need attention (stopped during a helm operation):
         assert_eq!(
             render_summary(&s, &BTreeSet::new()),
             "\
-release             outcome        duration  message
-kube-system/cilium  would upgrade      0.3s  chart 1.18.1 → 1.18.2
+release             outcome         run  queued  message
+kube-system/cilium  would upgrade  0.3s    0.0s  chart 1.18.1 → 1.18.2
 
 infra (dry run): 1 would upgrade in 2m40s
 "

@@ -54,9 +54,10 @@ pub async fn prerequisites(
     target: Target<'_>,
     plan: &Plan,
     reachability: Duration,
-) -> Result<(HelmCli, Connection), Error> {
+) -> Result<(HelmCli, Connection, crate::helm::HelmVersion), Error> {
     let helm = HelmCli::new(target.helm.map(Path::to_path_buf)).with_grace(GRACE);
-    helm.version()
+    let version = helm
+        .version()
         .await
         .map_err(|e| Error::prerequisite(e.to_string()))?;
     let context = target
@@ -94,7 +95,7 @@ pub async fn prerequisites(
             crate::kube::retry::describe(&e),
         ));
     }
-    Ok((helm, connection))
+    Ok((helm, connection, version))
 }
 
 /// The cluster lock of a run that changes the cluster, and the stop signal
