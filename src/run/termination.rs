@@ -153,12 +153,14 @@ mod tests {
                     outcome: *outcome,
                     duration: Duration::from_secs(1),
                     message: None,
+                    timing: Default::default(),
                 })
                 .collect(),
             critical_path: vec![],
             root_failures: vec![],
             interrupted: false,
             lock_lost: None,
+            phases: None,
         }
     }
 
