@@ -152,6 +152,7 @@ mod tests {
                     release: ReleaseId::new("kube-system", *name),
                     outcome: *outcome,
                     duration: Duration::from_secs(1),
+                    timing: Default::default(),
                     message: None,
                 })
                 .collect(),
@@ -159,6 +160,7 @@ mod tests {
             root_failures: vec![],
             interrupted: false,
             lock_lost: None,
+            phases: None,
         }
     }
 
