@@ -118,6 +118,12 @@ enum Command {
         /// Also render each chart with `helm template` (needs helm 3.13+, may download charts).
         #[arg(long)]
         manifests: bool,
+        /// Only this release (repeatable); nothing is added for its needs.
+        #[arg(long, value_name = "NAME")]
+        only: Vec<String>,
+        /// Releases whose labels match (helmfile syntax: `key=value`, `key!=value`; comma = AND; repeat for OR).
+        #[arg(long, short = 'l', value_name = "SELECTOR", value_parser = parse_selector)]
+        selector: Vec<crate::select::Selector>,
     },
     /// Apply CRDs, then install releases in DAG order with hooks; record ownership.
     Apply {
@@ -129,8 +135,11 @@ enum Command {
         /// Only this release (repeatable), plus what it needs unless --no-needs.
         #[arg(long, value_name = "NAME")]
         only: Vec<String>,
-        /// With --only: run exactly those releases, not what they need.
-        #[arg(long, requires = "only")]
+        /// Releases whose labels match (helmfile syntax: `key=value`, `key!=value`; comma = AND; repeat for OR).
+        #[arg(long, short = 'l', value_name = "SELECTOR", value_parser = parse_selector)]
+        selector: Vec<crate::select::Selector>,
+        /// With --only or --selector: run exactly those releases, not what they need.
+        #[arg(long)]
         no_needs: bool,
         /// Parallel helm operations.
         #[arg(long, value_name = "N", default_value_t = crate::apply::DEFAULT_CONCURRENCY, value_parser = parse_concurrency)]
@@ -163,6 +172,9 @@ enum Command {
         /// Only this release (repeatable); what it needs stays installed.
         #[arg(long, value_name = "NAME")]
         only: Vec<String>,
+        /// Releases whose labels match (helmfile syntax: `key=value`, `key!=value`; comma = AND; repeat for OR).
+        #[arg(long, short = 'l', value_name = "SELECTOR", value_parser = parse_selector)]
+        selector: Vec<crate::select::Selector>,
         /// Say what would be removed; change nothing.
         #[arg(long)]
         dry_run: bool,
@@ -251,6 +263,7 @@ impl Config {
 pub struct ApplyArgs {
     pub cluster: String,
     pub only: Vec<String>,
+    pub selector: Vec<crate::select::Selector>,
     pub no_needs: bool,
     pub options: crate::apply::Options,
     pub timeout: Option<Duration>,
@@ -262,6 +275,7 @@ pub struct DestroyArgs {
     pub cluster: String,
     /// Exactly these releases (nothing is added: what they need stays).
     pub only: Vec<String>,
+    pub selector: Vec<crate::select::Selector>,
     pub yes: bool,
     pub options: crate::destroy::Options,
 }
@@ -297,6 +311,8 @@ pub enum Subcommand {
         show_secrets: bool,
         crds: bool,
         manifests: bool,
+        only: Vec<String>,
+        selector: Vec<crate::select::Selector>,
     },
     Check {
         clusters: Clusters,
@@ -315,6 +331,10 @@ pub enum Subcommand {
         force: bool,
     },
     Completions(clap_complete::Shell),
+}
+
+fn parse_selector(text: &str) -> Result<crate::select::Selector, String> {
+    crate::select::Selector::parse(text)
 }
 
 fn parse_concurrency(text: &str) -> Result<usize, String> {
@@ -385,12 +405,16 @@ impl Arguments {
                 show_secrets,
                 crds,
                 manifests,
+                only,
+                selector,
             } => Subcommand::Template {
                 cluster,
                 release,
                 show_secrets,
                 crds,
                 manifests,
+                only,
+                selector,
             },
             Command::Check {
                 cluster,
@@ -406,6 +430,7 @@ impl Arguments {
                 cluster,
                 dry_run,
                 only,
+                selector,
                 no_needs,
                 concurrency,
                 timeout,
@@ -413,7 +438,15 @@ impl Arguments {
                 force,
             } => Subcommand::Apply(ApplyArgs {
                 cluster,
-                only,
+                only: {
+                    if no_needs && only.is_empty() && selector.is_empty() {
+                        return Err(Error::Usage(
+                            "--no-needs runs exactly the releases --only or --selector chooses; add one of them".into(),
+                        ));
+                    }
+                    only
+                },
+                selector,
                 no_needs,
                 timeout,
                 options: crate::apply::Options {
@@ -430,10 +463,12 @@ impl Arguments {
                 yes,
                 crds,
                 only,
+                selector,
                 dry_run,
             } => Subcommand::Destroy(DestroyArgs {
                 cluster,
                 only,
+                selector,
                 yes,
                 options: crate::destroy::Options { dry_run, crds },
             }),

@@ -26,6 +26,7 @@ pub mod release;
 pub mod reporter;
 pub mod run;
 pub mod scheduler;
+pub mod select;
 pub mod status;
 pub mod stop;
 pub mod template;

@@ -76,12 +76,33 @@ impl Plan {
 
     /// Narrows the plan to `only` (names or namespace/name), plus what they
     /// need unless `exact`.
-    pub fn select(self, only: &[String], exact: bool) -> Result<Plan, Error> {
-        if only.is_empty() {
+    /// The releases `--only` names and `--selector` matches (either adds),
+    /// plus what they need unless `exact`; docs/design.md#selection.
+    pub fn select(
+        self,
+        only: &[String],
+        selectors: &[crate::select::Selector],
+        exact: bool,
+    ) -> Result<Plan, Error> {
+        if only.is_empty() && selectors.is_empty() {
             return Ok(self);
         }
         let mut chosen = BTreeSet::new();
         let mut problems = Vec::new();
+        for selector in selectors {
+            let matched: Vec<&Release> = self
+                .releases
+                .iter()
+                .filter(|r| selector.matches(&r.selector_labels()))
+                .collect();
+            if matched.is_empty() {
+                problems.push(Problem::new(format!(
+                    "--selector `{selector}` matches no release of cluster `{}`; releases carry their `labels:` and `name`, `namespace`, `chart`",
+                    self.cluster.name
+                )));
+            }
+            chosen.extend(matched.into_iter().map(|r| r.id.clone()));
+        }
         for name in only {
             let matches: Vec<&Release> = self
                 .releases

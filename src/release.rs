@@ -151,6 +151,8 @@ pub struct Release {
     pub ownership: Ownership,
     /// Flags of the helm install (`helm:` and `defaults.helm`).
     pub helm: HelmFlags,
+    /// `labels:` of the release file, for `--selector`.
+    pub labels: std::collections::BTreeMap<String, String>,
 }
 
 /// Helm flags a release's install adds (docs/design.md#defaults); which
@@ -196,6 +198,20 @@ impl Release {
         crate::values::digest(&crate::values::redact(&self.values))
     }
 
+    /// What `--selector` matches: `labels:`, plus `name`, `namespace` and
+    /// `chart` unless `labels:` sets them (docs/design.md#selection).
+    pub fn selector_labels(&self) -> std::collections::BTreeMap<String, String> {
+        let mut labels = self.labels.clone();
+        for (key, value) in [
+            ("name", self.id.name.clone()),
+            ("namespace", self.id.namespace.clone()),
+            ("chart", self.chart_label()),
+        ] {
+            labels.entry(key.to_string()).or_insert(value);
+        }
+        labels
+    }
+
     pub fn chart_label(&self) -> String {
         match &self.source {
             Source::Chart(chart) => chart.name(),
@@ -233,6 +249,7 @@ impl Release {
             hooks: Hooks::default(),
             ownership: Ownership::Bootstrap,
             helm: HelmFlags::default(),
+            labels: Default::default(),
         }
     }
 }

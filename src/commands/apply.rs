@@ -24,7 +24,7 @@ pub fn run(config: &Config, args: &ApplyArgs) -> Result<(), Error> {
     )?
     .remove(0);
     let notices = preflight_lints(&args.cluster, &findings)?;
-    let plan = plan.select(&args.only, args.no_needs)?;
+    let plan = plan.select(&args.only, &args.selector, args.no_needs)?;
     run::block_on(run_async(config, args, plan, notices, begun))
 }
 

@@ -39,7 +39,7 @@ pub fn run(config: &Config, args: &DestroyArgs) -> Result<(), Error> {
         &args.cluster,
         config.global.context.as_deref(),
     )?;
-    let plan = full.clone().select(&args.only, true)?;
+    let plan = full.clone().select(&args.only, &args.selector, true)?;
     let confirm = confirmation(
         args.yes,
         args.options.dry_run,

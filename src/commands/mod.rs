@@ -30,6 +30,8 @@ pub fn execute(config: &Config, out: &mut dyn Write) -> Result<(), Error> {
             show_secrets,
             crds,
             manifests,
+            only,
+            selector,
         } => template::run(
             config,
             cluster,
@@ -39,6 +41,7 @@ pub fn execute(config: &Config, out: &mut dyn Write) -> Result<(), Error> {
                 crds: *crds,
                 manifests: *manifests,
             },
+            (only, selector),
             out,
         ),
         Subcommand::Check {

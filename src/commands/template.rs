@@ -32,13 +32,15 @@ pub fn run(
     cluster: &str,
     release: Option<&str>,
     options: Options,
+    (only, selectors): (&[String], &[crate::select::Selector]),
     out: &mut dyn Write,
 ) -> Result<(), Error> {
     let plan = crate::config::load_for(
         &config.global.dir,
         cluster,
         config.global.context.as_deref(),
-    )?;
+    )?
+    .select(only, selectors, true)?;
     let chosen = choose(&plan.releases, cluster, release)?;
     let rendered = if options.manifests {
         Some(render_all(config, &chosen, options)?)

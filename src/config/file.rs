@@ -141,6 +141,9 @@ pub struct ReleaseFile {
     #[serde(default)]
     #[schemars(with = "Vec<String>")]
     pub needs: Vec<Spanned<String>>,
+    /// Labels for `--selector/-l` (besides `name`, `namespace` and `chart`, which every release has).
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
     /// Default: `defaults.crds`, else `bootstrap`.
     pub crds: Option<CrdPolicy>,
     /// Inline values; every string leaf is a handlebars template.

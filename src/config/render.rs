@@ -202,6 +202,7 @@ pub(crate) fn render_release(
         hooks,
         ownership: draft.doc.ownership,
         helm: helm_flags(&shown_release, &draft.doc.helm, defaults),
+        labels: draft.doc.labels.clone(),
     })
 }
 

@@ -26,6 +26,7 @@ fn release(values: serde_json::Value) -> Release {
         hooks: Hooks::default(),
         ownership: Ownership::Bootstrap,
         helm: Default::default(),
+        labels: Default::default(),
     }
 }
 
