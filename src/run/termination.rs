@@ -154,7 +154,6 @@ mod tests {
                     duration: Duration::from_secs(1),
                     timing: Default::default(),
                     message: None,
-                    timing: Default::default(),
                 })
                 .collect(),
             critical_path: vec![],
