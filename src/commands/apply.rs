@@ -17,10 +17,12 @@ use crate::stop::Stop;
 pub fn run(config: &Config, args: &ApplyArgs) -> Result<(), Error> {
     // The summary's duration is the whole run, from here.
     let begun = std::time::Instant::now();
-    let (plan, findings) = super::linted(
+    let run_values = crate::config::run_values(&args.values.files, &args.values.sets)?;
+    let (plan, findings) = super::linted_with(
         &config.global.dir,
         &Clusters::One(args.cluster.clone()),
         config.global.context.as_deref(),
+        &run_values,
     )?
     .remove(0);
     let notices = preflight_lints(&args.cluster, &findings)?;
