@@ -100,8 +100,8 @@ pub(crate) fn linted(
     linted_with(dir, clusters, context, &crate::plan::RunValues::default())
 }
 
-/// [`linted`] with the run's `--values`/`--set` merged into the one cluster
-/// named, so the lints see what would be installed.
+/// [`linted`] with the run's `--values`/`--set` merged into each cluster
+/// the command runs on, so the lints see what would be installed.
 pub(crate) fn linted_with(
     dir: &Path,
     clusters: &Clusters,
@@ -121,6 +121,21 @@ pub(crate) fn linted_with(
             let findings = lint::run(&plan, &fleet);
             return Ok(vec![(plan, findings)]);
         }
+        Clusters::Named(named) => {
+            let mut plans = Vec::new();
+            let mut problems = Vec::new();
+            for name in named {
+                match crate::config::load(dir, name) {
+                    Ok(plan) => plans.push(plan.with_run_values(run)),
+                    Err(Error::Config(mut more)) => problems.append(&mut more),
+                    Err(e) => return Err(e),
+                }
+            }
+            if !problems.is_empty() {
+                return Err(Error::Config(problems));
+            }
+            plans
+        }
         Clusters::All => {
             if names.is_empty() {
                 return Err(Error::config(crate::error::Problem::new(format!(
@@ -132,7 +147,7 @@ pub(crate) fn linted_with(
             let mut problems = Vec::new();
             for name in &names {
                 match crate::config::load(dir, name) {
-                    Ok(plan) => plans.push(plan),
+                    Ok(plan) => plans.push(plan.with_run_values(run)),
                     Err(Error::Config(mut more)) => problems.append(&mut more),
                     Err(e) => return Err(e),
                 }
