@@ -99,6 +99,8 @@ pub async fn run<H: Helm>(
         } else {
             Vec::new()
         };
+        // Handover releases Flux has adopted are Flux's now: left installed.
+        let adopted = crate::ownership::adoptions(plan, connection).await?;
         events.emit(Event::PhaseFinished {
             phase: Phase::Preflight,
             ok: true,
@@ -109,6 +111,7 @@ pub async fn run<H: Helm>(
             ledger: Ledger::new(&connection.client),
             events,
             dry_run: options.dry_run,
+            adopted,
         };
         events.emit(Event::PhaseStarted {
             phase: Phase::Releases,
@@ -119,7 +122,14 @@ pub async fn run<H: Helm>(
             phase: Phase::Releases,
             ok,
         });
-        let crds_ok = !options.crds || destroyer.crds(&crds, ok).await;
+        let left_to_flux = results.iter().any(|r| r.outcome == Outcome::Adopted);
+        if options.crds && left_to_flux {
+            events.emit(Event::Warning {
+                message: "CRDs kept: releases adopted by Flux are left installed and may use them"
+                    .into(),
+            });
+        }
+        let crds_ok = !options.crds || left_to_flux || destroyer.crds(&crds, ok).await;
         let root_failures = results
             .iter()
             .filter(|r| r.outcome == Outcome::Failed)
@@ -150,6 +160,8 @@ struct Destroyer<'a, H: Helm> {
     ledger: Ledger,
     events: &'a Emitter,
     dry_run: bool,
+    /// Handover releases adopted by Flux, with the HelmRelease's `namespace/name`.
+    adopted: BTreeMap<ReleaseId, String>,
 }
 
 impl<H: Helm> Destroyer<'_, H> {
@@ -220,6 +232,21 @@ impl<H: Helm> Destroyer<'_, H> {
             release: id.clone(),
             step: Step::Checking,
         });
+        if let Some(by) = self.adopted.get(id) {
+            // Uninstalling it would take from Flux what it now manages (and
+            // helm-controller would install it again).
+            if !self.dry_run
+                && let Err(e) = self.ledger.remove(id).await
+            {
+                return (Outcome::Failed, Some(one_line(&e)));
+            }
+            return (
+                Outcome::Adopted,
+                Some(format!(
+                    "adopted by Flux (HelmRelease {by}); left installed: remove it from the GitOps tree to uninstall it"
+                )),
+            );
+        }
         let deployed = match self.helm.status(target, id).await {
             Ok(deployed) => deployed,
             Err(e) => {

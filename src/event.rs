@@ -62,6 +62,9 @@ pub enum Outcome {
     Installed,
     Upgraded,
     Unchanged,
+    /// A handover release Flux has adopted: left alone (apply: not upgraded,
+    /// readiness hooks still run; destroy: not uninstalled).
+    Adopted,
     Failed,
     Skipped,
     Interrupted,
@@ -83,6 +86,7 @@ impl Outcome {
             Outcome::Installed
                 | Outcome::Upgraded
                 | Outcome::Unchanged
+                | Outcome::Adopted
                 | Outcome::WouldInstall
                 | Outcome::WouldUpgrade
                 | Outcome::Uninstalled
@@ -96,6 +100,7 @@ impl Outcome {
             Outcome::Installed => "installed",
             Outcome::Upgraded => "upgraded",
             Outcome::Unchanged => "unchanged",
+            Outcome::Adopted => "adopted by Flux",
             Outcome::Failed => "failed",
             Outcome::Skipped => "skipped",
             Outcome::Interrupted => "interrupted",

@@ -5,6 +5,7 @@
 //! Key: `<namespace>.<name>` (ConfigMap keys allow `[-._a-zA-Z0-9]`, and
 //! neither part may contain a dot, so the key is unambiguous). Value: a JSON
 //! [`Entry`]. The admission policy reads the same keys through `paramRef`.
+//! `policy` is the release's ownership policy: `bootstrap` or `handover`.
 //!
 //! Shards: a ConfigMap holds at most 1 MiB, about 2,300 entries with long
 //! names. The ledger is therefore a set of shards, `bootstrap-ownership`,
@@ -24,7 +25,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::Error;
 use crate::kube::apply::API_RETRY_BUDGET;
 use crate::kube::retry::{self, retry};
-use crate::release::{Release, ReleaseId};
+use crate::release::{Ownership, Release, ReleaseId};
 
 /// The first shard's name; further shards append `-1`, `-2`, …
 pub const LEDGER_NAME: &str = "bootstrap-ownership";
@@ -55,7 +56,8 @@ pub struct Entry {
     pub values_digest: String,
     pub applied_at: String,
     pub tool_version: String,
-    /// `bootstrap` (exclusive) today.
+    /// `bootstrap` (exclusive) or `handover` (docs/design.md#ownership); the
+    /// admission guard lets Flux adopt a `handover` entry's release.
     pub policy: String,
 }
 
@@ -71,7 +73,7 @@ impl Entry {
             values_digest: key.digest(&release.values),
             applied_at: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
             tool_version: env!("CARGO_PKG_VERSION").to_string(),
-            policy: "bootstrap".to_string(),
+            policy: release.ownership.as_str().to_string(),
         }
     }
 
@@ -82,6 +84,7 @@ impl Entry {
         self.version == release.version_label()
             && self.chart == release.chart_label()
             && self.values_match(release, key)
+            && self.policy == release.ownership.as_str()
     }
 
     pub fn values_match(&self, release: &Release, key: Option<&DigestKey>) -> bool {
@@ -130,10 +133,10 @@ impl DigestKey {
     }
 }
 
-pub fn owner_labels() -> BTreeMap<String, String> {
+pub fn owner_labels(policy: Ownership) -> BTreeMap<String, String> {
     BTreeMap::from([
         (OWNER_LABEL.to_string(), "bootstrap".to_string()),
-        (POLICY_LABEL.to_string(), "bootstrap".to_string()),
+        (POLICY_LABEL.to_string(), policy.as_str().to_string()),
     ])
 }
 

@@ -1,6 +1,8 @@
 //! Live ownership checks before anything changes (docs/design.md#live-refusal-rules): refuse when Flux
 //! already targets a bootstrap release, when a release's Helm secret carries
-//! Flux's labels, or when a release is mid-operation in Helm.
+//! Flux's labels, when two HelmReleases manage a handover release, or when a
+//! release is mid-operation in Helm. Also finds which handover releases Flux
+//! has adopted (docs/design.md#handover).
 
 use std::collections::BTreeMap;
 
@@ -9,7 +11,7 @@ use crate::helm::{DeployedRelease, Helm};
 use crate::kube::apply::list_all;
 use crate::kube::client::Connection;
 use crate::plan::Plan;
-use crate::release::ReleaseId;
+use crate::release::{Ownership, Release, ReleaseId};
 
 /// A reason a bootstrap release must not be touched now.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -19,24 +21,61 @@ pub struct Conflict {
     pub message: String,
 }
 
-/// Every live conflict, for `apply` (which refuses) and `status` (which shows them).
-pub async fn conflicts<H: Helm>(
-    plan: &Plan,
-    helm: &H,
-    connection: &Connection,
-) -> Result<Vec<Conflict>, Error> {
-    Ok(conflicts_and_listed(plan, helm, connection).await?.0)
+/// A Flux HelmRelease in the cluster that manages a release of the plan.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LiveHelmRelease {
+    /// `namespace/name` of the HelmRelease.
+    pub name: String,
+    pub suspended: bool,
+    /// helm-controller has taken the release over: `status.history` holds a
+    /// snapshot of it (see [`adopted`]).
+    pub adopted: bool,
+    pub spec: serde_json::Value,
 }
 
-/// The conflicts, and every release `helm list --all` knows (any status).
-async fn conflicts_and_listed<H: Helm>(
-    plan: &Plan,
-    helm: &H,
-    connection: &Connection,
-) -> Result<(Vec<Conflict>, BTreeMap<ReleaseId, DeployedRelease>), Error> {
-    let ours: Vec<&ReleaseId> = plan.installed().map(|r| &r.id).collect();
-    let mut found = Vec::new();
+/// Whether helm-controller has adopted release `id` through HelmRelease
+/// `hr`: its `status.history` is not empty and its latest snapshot targets
+/// the release (fluxcd/helm-controller `internal/reconcile/state.go`
+/// `DetermineReleaseState`: a release in storage while `Status.History` is
+/// empty is `Unmanaged`, which `internal/reconcile/atomic_release.go` answers
+/// with an upgrade using the HelmRelease's chart and values; that upgrade
+/// records the snapshot, `internal/release/observation.go`
+/// `ObservedToSnapshot`, and `Snapshot.Targets` matches it by name and
+/// namespace). The upgraded revision's objects also carry the origin labels
+/// `helm.toolkit.fluxcd.io/name`/`namespace` (`internal/postrender/build.go`
+/// `NewOriginLabels`, always added).
+pub fn adopted(hr: &serde_json::Value, id: &ReleaseId) -> bool {
+    hr.pointer("/status/history/0").is_some_and(|latest| {
+        latest.get("name").and_then(|v| v.as_str()) == Some(id.name.as_str())
+            && latest.get("namespace").and_then(|v| v.as_str()) == Some(id.namespace.as_str())
+    })
+}
 
+/// What the live checks found.
+#[derive(Debug, Clone, Default)]
+pub struct Live {
+    pub conflicts: Vec<Conflict>,
+    /// Every release `helm list --all` knows (any status).
+    pub listed: BTreeMap<ReleaseId, DeployedRelease>,
+    /// The Flux HelmReleases managing each release of the plan (one entry
+    /// per HelmRelease, whatever API versions serve it).
+    pub managed_by: BTreeMap<ReleaseId, Vec<LiveHelmRelease>>,
+}
+
+impl Live {
+    /// The HelmRelease that has adopted a handover release, if any.
+    pub fn adopted_by(&self, id: &ReleaseId) -> Option<&LiveHelmRelease> {
+        self.managed_by.get(id)?.iter().find(|hr| hr.adopted)
+    }
+}
+
+/// The Flux HelmReleases in the cluster (`v2`, `v2beta2`, `v2beta1`) that
+/// manage releases of the plan, by release (helm-controller's identity rules).
+pub async fn helm_releases(
+    plan: &Plan,
+    connection: &Connection,
+) -> Result<BTreeMap<ReleaseId, Vec<LiveHelmRelease>>, Error> {
+    let mut managed_by: BTreeMap<ReleaseId, Vec<LiveHelmRelease>> = BTreeMap::new();
     for api_version in [
         "helm.toolkit.fluxcd.io/v2",
         "helm.toolkit.fluxcd.io/v2beta2",
@@ -57,30 +96,109 @@ async fn conflicts_and_listed<H: Helm>(
                 continue;
             };
             let target = ReleaseId::new(storage, identity.release_name.clone());
-            if ours.contains(&&target)
-                && !found
-                    .iter()
-                    .any(|c: &Conflict| c.release == target && c.object.contains(name))
-            {
-                let suspended = spec
+            if !plan.installed().any(|r| r.id == target) {
+                continue;
+            }
+            let full = format!("{}/{name}", namespace.unwrap_or("default"));
+            let entry = managed_by.entry(target.clone()).or_default();
+            if entry.iter().any(|h| h.name == full) {
+                continue;
+            }
+            entry.push(LiveHelmRelease {
+                name: full,
+                suspended: spec
                     .get("suspend")
                     .and_then(|v| v.as_bool())
-                    .unwrap_or(false);
-                found.push(Conflict {
-                    release: target.clone(),
-                    object: format!("HelmRelease {}/{name}", namespace.unwrap_or("default")),
-                    message: format!(
-                        "Flux HelmRelease {}/{name} ({}) manages Helm release {target}, which bootstrap owns; suspend it (`flux suspend helmrelease {name} -n {}`; deleting it unsuspended makes helm-controller uninstall the release), then delete it and remove it from git (`bootstrap check` shows where), or drop the release from bootstrap",
-                        namespace.unwrap_or("default"),
-                        if suspended { "suspended" } else { "not suspended" },
-                        namespace.unwrap_or("default")
-                    ),
-                });
-            }
+                    .unwrap_or(false),
+                adopted: adopted(&hr, &target),
+                spec,
+            });
+        }
+    }
+    Ok(managed_by)
+}
+
+/// Handover releases of the plan a Flux HelmRelease has adopted, with its
+/// `namespace/name`.
+pub async fn adoptions(
+    plan: &Plan,
+    connection: &Connection,
+) -> Result<BTreeMap<ReleaseId, String>, Error> {
+    let managed_by = helm_releases(plan, connection).await?;
+    Ok(plan
+        .installed()
+        .filter(|r| r.ownership == Ownership::Handover)
+        .filter_map(|r| {
+            let hr = managed_by.get(&r.id)?.iter().find(|h| h.adopted)?;
+            Some((r.id.clone(), hr.name.clone()))
+        })
+        .collect())
+}
+
+/// Every live conflict, for `apply` (which refuses) and `status` (which shows them).
+pub async fn conflicts<H: Helm>(
+    plan: &Plan,
+    helm: &H,
+    connection: &Connection,
+) -> Result<Vec<Conflict>, Error> {
+    Ok(gather(plan, helm, connection).await?.conflicts)
+}
+
+/// The conflicts, every release helm knows, and the Flux HelmReleases that
+/// manage releases of the plan. A `handover` release may be managed by one
+/// HelmRelease (that is the point), never by two.
+pub async fn gather<H: Helm>(
+    plan: &Plan,
+    helm: &H,
+    connection: &Connection,
+) -> Result<Live, Error> {
+    let ours: Vec<&Release> = plan.installed().collect();
+    let mut found = Vec::new();
+    let managed_by = helm_releases(plan, connection).await?;
+    for (target, hrs) in &managed_by {
+        let Some(release) = ours.iter().find(|r| &r.id == target) else {
+            continue;
+        };
+        if release.ownership == Ownership::Handover {
+            continue;
+        }
+        for hr in hrs {
+            let (namespace, name) = hr.name.split_once('/').unwrap_or(("default", &hr.name));
+            found.push(Conflict {
+                release: target.clone(),
+                object: format!("HelmRelease {}", hr.name),
+                message: format!(
+                    "Flux HelmRelease {} ({}) manages Helm release {target}, which bootstrap owns; suspend it (`flux suspend helmrelease {name} -n {namespace}`; deleting it unsuspended makes helm-controller uninstall the release), then delete it and remove it from git (`bootstrap check` shows where), set `ownership: handover` on the release if Flux is meant to take it over, or drop the release from bootstrap",
+                    hr.name,
+                    if hr.suspended { "suspended" } else { "not suspended" },
+                ),
+            });
+        }
+    }
+    for (id, hrs) in &managed_by {
+        let handover = ours
+            .iter()
+            .any(|r| &r.id == id && r.ownership == Ownership::Handover);
+        if handover && hrs.len() > 1 {
+            let names: Vec<&str> = hrs.iter().map(|h| h.name.as_str()).collect();
+            found.push(Conflict {
+                release: id.clone(),
+                object: format!("HelmRelease {}", names.join(", HelmRelease ")),
+                message: format!(
+                    "{} Flux HelmReleases manage handover release {id} ({}): they would upgrade it in turn with their own values; keep one",
+                    hrs.len(),
+                    names.join(", ")
+                ),
+            });
         }
     }
 
-    for id in &ours {
+    for release in &ours {
+        if release.ownership == Ownership::Handover {
+            // helm-controller's own labels are expected once Flux adopts it.
+            continue;
+        }
+        let id = &release.id;
         let api: ::kube::Api<k8s_openapi::api::core::v1::Secret> =
             ::kube::Api::namespaced(connection.client.clone(), &id.namespace);
         let params =
@@ -96,11 +214,11 @@ async fn conflicts_and_listed<H: Helm>(
             if labels
                 .keys()
                 .any(|k| k.starts_with("helm.toolkit.fluxcd.io/"))
-                && !found.iter().any(|c: &Conflict| &c.release == *id)
+                && !found.iter().any(|c: &Conflict| &c.release == id)
             {
                 let secret_name = secret.metadata.name.clone().unwrap_or_default();
                 found.push(Conflict {
-                    release: (*id).clone(),
+                    release: id.clone(),
                     object: format!("Secret {}/{secret_name}", id.namespace),
                     message: format!(
                         "Helm release {id} carries Flux's labels (Secret {}/{secret_name}): Flux already manages it; take it out of Flux first, or drop it from bootstrap",
@@ -117,7 +235,7 @@ async fn conflicts_and_listed<H: Helm>(
         .map_err(|e| Error::failed_with("cannot list Helm releases", e))?;
     let listed = deployed.iter().map(|r| (r.id.clone(), r.clone())).collect();
     for release in deployed {
-        if release.is_pending() && ours.contains(&&release.id) {
+        if release.is_pending() && ours.iter().any(|r| r.id == release.id) {
             found.push(Conflict {
                 release: release.id.clone(),
                 object: format!("Helm release {}", release.id),
@@ -131,22 +249,26 @@ async fn conflicts_and_listed<H: Helm>(
         }
     }
     found.sort_by(|a, b| a.release.cmp(&b.release).then(a.object.cmp(&b.object)));
-    Ok((found, listed))
+    Ok(Live {
+        conflicts: found,
+        listed,
+        managed_by,
+    })
 }
 
 /// Refuses on any conflict; otherwise returns every release Helm knows (any
 /// status, with chart and version), so the release steps need not ask Helm
-/// again.
+/// again, and which handover releases Flux has adopted.
 pub async fn live_conflicts<H: Helm>(
     plan: &Plan,
     helm: &H,
     connection: &Connection,
-) -> Result<BTreeMap<ReleaseId, DeployedRelease>, Error> {
-    let (found, listed) = conflicts_and_listed(plan, helm, connection).await?;
-    if found.is_empty() {
-        return Ok(listed);
+) -> Result<Live, Error> {
+    let live = gather(plan, helm, connection).await?;
+    if live.conflicts.is_empty() {
+        return Ok(live);
     }
-    let lines: Vec<String> = found.iter().map(|c| c.message.clone()).collect();
+    let lines: Vec<String> = live.conflicts.iter().map(|c| c.message.clone()).collect();
     Err(Error::failed(format!(
         "refusing to apply; nothing was changed:\n  {}",
         lines.join("\n  ")

@@ -172,6 +172,9 @@ impl Plan {
                     "crds": r.crds,
                     "installs": r.is_installed(),
                     "valuesDigest": r.values_digest(),
+                    "ownership": r.ownership,
+                    "from": r.from.as_ref().map(|f| json!({"helmRelease": f.helm_release, "file": f.file})),
+                    "valuesSources": r.layers.iter().map(|l| l.label.clone()).collect::<Vec<_>>(),
                     "hooks": {
                         "presync": r.hooks.presync.iter().map(|h| h.action.to_string()).collect::<Vec<_>>(),
                         "postsync": r.hooks.postsync.iter().map(|h| h.action.to_string()).collect::<Vec<_>>(),
@@ -233,6 +236,23 @@ Phase 2: releases, each as soon as its needs are done
                 r.id.to_string(),
                 format!("{} {}", r.chart_label(), r.version_label())
             ));
+            if r.ownership == crate::release::Ownership::Handover {
+                out.push_str("      ownership: handover (installed once, then adopted by Flux)\n");
+            }
+            if let Some(from) = &r.from {
+                out.push_str(&format!(
+                    "      from:     HelmRelease {} ({})\n",
+                    from.helm_release, from.file
+                ));
+            }
+            // A `from:` release's values come from the GitOps tree first.
+            if r.from.is_some() && !detail {
+                let labels: Vec<&str> = r.layers.iter().map(|l| l.label.as_str()).collect();
+                out.push_str(&format!(
+                    "      values:   {}\n",
+                    labels.join("\n              < ")
+                ));
+            }
             for hook in &r.hooks.presync {
                 out.push_str(&format!("      presync:  {}\n", hook.action));
             }
@@ -240,14 +260,17 @@ Phase 2: releases, each as soon as its needs are done
                 out.push_str(&format!("      postsync: {}\n", hook.action));
             }
             if detail {
-                let sources: Vec<String> = r
-                    .values_sources
-                    .iter()
-                    .map(|s| match s.prefix.as_slice() {
-                        [] => s.shown.display().to_string(),
-                        keys => format!("{} ({})", s.shown.display(), keys.join(".")),
-                    })
-                    .collect();
+                let sources: Vec<String> = if r.from.is_some() {
+                    r.layers.iter().map(|l| l.label.clone()).collect()
+                } else {
+                    r.values_sources
+                        .iter()
+                        .map(|s| match s.prefix.as_slice() {
+                            [] => s.shown.display().to_string(),
+                            keys => format!("{} ({})", s.shown.display(), keys.join(".")),
+                        })
+                        .collect()
+                };
                 out.push_str(&format!(
                     "      values:   {}\n",
                     if sources.is_empty() {

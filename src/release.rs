@@ -98,6 +98,41 @@ pub enum Ownership {
     /// Exclusive: bootstrap installs and upgrades it; Flux must never manage it.
     #[default]
     Bootstrap,
+    /// Installed once by bootstrap, then adopted by the Flux HelmRelease that
+    /// manages it; once adopted bootstrap never upgrades or uninstalls it.
+    Handover,
+}
+
+impl Ownership {
+    /// The ledger's `policy` and the `bootstrap.dev/policy` label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Ownership::Bootstrap => "bootstrap",
+            Ownership::Handover => "handover",
+        }
+    }
+}
+
+/// One source of a release's values, in merge order, with the values it
+/// gives: what `plan`, `template` and `check` show a value came from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ValuesLayer {
+    /// `HelmRelease kube-system/cilium spec.values (kubernetes/…/helmrelease.yaml)`,
+    /// `release values (releases/cilium.yaml)`, `cluster override values (clusters/infra/cluster.yaml)`.
+    pub label: String,
+    /// Whether it comes from the Flux HelmRelease of `from:` (the rest are
+    /// bootstrap's own values and overrides).
+    pub from_flux: bool,
+    pub values: Value,
+}
+
+/// The Flux HelmRelease a release takes its chart and values from (`from:`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FromHelmRelease {
+    /// `namespace/name` of the HelmRelease.
+    pub helm_release: String,
+    /// Its file, relative to `flux.root`.
+    pub file: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -145,6 +180,10 @@ pub struct Release {
     pub crd_values: Value,
     /// Where `values` came from, in merge order (`crdValues` excluded).
     pub values_sources: Vec<ValuesSource>,
+    /// Every source of `values` with what it gives, in merge order.
+    pub layers: Vec<ValuesLayer>,
+    /// The HelmRelease of `from:`.
+    pub from: Option<FromHelmRelease>,
     pub timeout: Option<Duration>,
     pub wait: bool,
     pub hooks: Hooks,
@@ -244,6 +283,8 @@ impl Release {
             values: serde_json::json!({}),
             crd_values: serde_json::json!({}),
             values_sources: Vec::new(),
+            layers: Vec::new(),
+            from: None,
             timeout: None,
             wait: false,
             hooks: Hooks::default(),
@@ -263,5 +304,34 @@ impl Release {
     /// destroy: the uninstall) may take: the one place the default lives.
     pub fn budget(&self) -> Duration {
         self.timeout.unwrap_or(DEFAULT_RELEASE_TIMEOUT)
+    }
+
+    /// Each values layer with the leaf paths it decides (no later layer sets
+    /// them): where each value came from.
+    pub fn provenance(&self) -> Vec<(&ValuesLayer, Vec<String>)> {
+        self.layers
+            .iter()
+            .enumerate()
+            .map(|(i, layer)| {
+                let decided = crate::values::leaves(&layer.values)
+                    .into_iter()
+                    .filter(|p| {
+                        !self.layers[i + 1..]
+                            .iter()
+                            .any(|later| crate::values::sets(&later.values, p))
+                    })
+                    .collect();
+                (layer, decided)
+            })
+            .collect()
+    }
+
+    /// The source that decides `path` (dotted) of the values: the last layer
+    /// in merge order that sets it.
+    pub fn decided_by(&self, path: &str) -> Option<&ValuesLayer> {
+        self.layers
+            .iter()
+            .rev()
+            .find(|l| crate::values::sets(&l.values, path))
     }
 }

@@ -13,7 +13,7 @@ use crate::kube::ready::{self, Readiness};
 use crate::ledger::{self, DigestKey, Entry, Ledger};
 use crate::ownership::{self, Conflict};
 use crate::plan::Plan;
-use crate::release::{ObjectRef, Release, ReleaseId};
+use crate::release::{ObjectRef, Ownership, Release, ReleaseId};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
@@ -36,6 +36,10 @@ pub struct ReleaseStatus {
     pub ready: Ready,
     pub owner: String,
     pub drift: String,
+    /// For a `handover` release: `adopted by Flux (HelmRelease …)`,
+    /// `awaiting adoption…` or `drifted: …` (docs/design.md#handover);
+    /// `None` for releases bootstrap owns.
+    pub handover: Option<String>,
     pub conflicts: Vec<Conflict>,
 }
 
@@ -68,7 +72,8 @@ pub async fn collect<H: Helm>(
     helm: &H,
     connection: &Connection,
 ) -> Result<Report, Error> {
-    let conflicts = ownership::conflicts(plan, helm, connection).await?;
+    let live = ownership::gather(plan, helm, connection).await?;
+    let conflicts = &live.conflicts;
     let ledger = Ledger::new(&connection.client);
     let recorded = ledger.entries().await?;
     let key = ledger.digest_key(false).await?;
@@ -85,7 +90,7 @@ pub async fn collect<H: Helm>(
             },
             Some(_) => readiness(&connection.client, release).await,
         };
-        releases.push(status_of(
+        let mut status = status_of(
             release,
             deployed.as_ref(),
             recorded.get(&ledger::key(&release.id)),
@@ -96,7 +101,32 @@ pub async fn collect<H: Helm>(
                 .filter(|c| c.release == release.id)
                 .cloned()
                 .collect(),
-        ));
+        );
+        if release.ownership == Ownership::Handover {
+            let managed_by = live
+                .managed_by
+                .get(&release.id)
+                .map(Vec::as_slice)
+                .unwrap_or_default();
+            let deployed_values = match &deployed {
+                Some(_) if !managed_by.is_empty() => Some(
+                    helm.get_values(&connection.target, &release.id)
+                        .await
+                        .map_err(|e| {
+                            Error::failed_with(
+                                format!(
+                                    "cannot read the deployed values of {} from helm",
+                                    release.id
+                                ),
+                                e,
+                            )
+                        })?,
+                ),
+                _ => None,
+            };
+            status.handover = Some(handover_state(managed_by, deployed_values.as_ref()));
+        }
+        releases.push(status);
     }
     Ok(Report {
         cluster: plan.cluster.name.clone(),
@@ -128,11 +158,84 @@ pub fn status_of(
         ready,
         owner: owner(deployed.is_some(), entry),
         drift: drift(release, deployed, entry, key),
+        handover: None,
         conflicts,
     }
 }
 
-/// The ledger's policy (`bootstrap` today) when it records the release.
+/// A handover release's state: adopted once a HelmRelease's history holds
+/// it; before that, drifted when the values of the HelmRelease that will
+/// adopt it differ from the deployed ones (its adoption upgrade would change
+/// the release), else awaiting adoption.
+pub fn handover_state(
+    managed_by: &[ownership::LiveHelmRelease],
+    deployed_values: Option<&serde_json::Value>,
+) -> String {
+    if let Some(hr) = managed_by.iter().find(|hr| hr.adopted) {
+        return format!("adopted by Flux (HelmRelease {})", hr.name);
+    }
+    let [hr] = managed_by else {
+        return if managed_by.is_empty() {
+            "awaiting adoption (no Flux HelmRelease manages it yet)".into()
+        } else {
+            format!(
+                "awaiting adoption by {} HelmReleases (a conflict)",
+                managed_by.len()
+            )
+        };
+    };
+    let Some(deployed) = deployed_values else {
+        return format!("awaiting adoption by HelmRelease {}", hr.name);
+    };
+    if hr
+        .spec
+        .get("valuesFrom")
+        .is_some_and(|v| v.as_array().is_some_and(|a| !a.is_empty()))
+    {
+        return format!(
+            "awaiting adoption by HelmRelease {} (its valuesFrom is not compared here; `bootstrap check` compares them)",
+            hr.name
+        );
+    }
+    let flux = hr
+        .spec
+        .get("values")
+        .cloned()
+        .unwrap_or_else(|| serde_json::json!({}));
+    let differences = crate::values::diff(deployed, &flux);
+    if differences.is_empty() {
+        return format!("awaiting adoption by HelmRelease {}", hr.name);
+    }
+    format!(
+        "drifted: HelmRelease {} would change {}",
+        hr.name,
+        differences
+            .iter()
+            .map(describe_difference)
+            .collect::<Vec<_>>()
+            .join("; ")
+    )
+}
+
+/// `hubble.enabled: bootstrap true, Flux false`.
+pub fn describe_difference(d: &crate::values::Difference) -> String {
+    let show = |v: &Option<serde_json::Value>| match v {
+        None => "unset".to_string(),
+        Some(v) if crate::values::is_secret_key(d.path.rsplit('.').next().unwrap_or("")) => {
+            let _ = v;
+            crate::values::REDACTED.to_string()
+        }
+        Some(v) => v.to_string(),
+    };
+    format!(
+        "{}: bootstrap {}, Flux {}",
+        d.path,
+        show(&d.left),
+        show(&d.right)
+    )
+}
+
+/// The ledger's policy (`bootstrap` or `handover`) when it records the release.
 pub fn owner(installed: bool, entry: Option<&Entry>) -> String {
     match (installed, entry) {
         (false, _) => "-".into(),

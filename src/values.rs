@@ -113,6 +113,77 @@ fn redact_all(value: &Value) -> Value {
     }
 }
 
+/// One value that differs between two values trees: its dotted path and
+/// the value on each side (`None`: not set there). Maps are compared key by
+/// key, everything else as a whole (as Helm replaces lists).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Difference {
+    pub path: String,
+    pub left: Option<Value>,
+    pub right: Option<Value>,
+}
+
+/// Every leaf where `left` and `right` differ, in path order.
+pub fn diff(left: &Value, right: &Value) -> Vec<Difference> {
+    let mut out = Vec::new();
+    diff_at(String::new(), Some(left), Some(right), &mut out);
+    out
+}
+
+fn diff_at(path: String, left: Option<&Value>, right: Option<&Value>, out: &mut Vec<Difference>) {
+    let empty = Value::Object(Map::new());
+    let (left, right) = match (left, right) {
+        (None, Some(r @ Value::Object(_))) => (Some(&empty), Some(r)),
+        (Some(l @ Value::Object(_)), None) => (Some(l), Some(&empty)),
+        other => other,
+    };
+    match (left, right) {
+        (Some(Value::Object(l)), Some(Value::Object(r))) => {
+            let mut keys: Vec<&String> = l.keys().chain(r.keys()).collect();
+            keys.sort();
+            keys.dedup();
+            for key in keys {
+                let at = if path.is_empty() {
+                    key.clone()
+                } else {
+                    format!("{path}.{key}")
+                };
+                diff_at(at, l.get(key), r.get(key), out);
+            }
+        }
+        (l, r) if l == r => {}
+        (l, r) => out.push(Difference {
+            path,
+            left: l.cloned(),
+            right: r.cloned(),
+        }),
+    }
+}
+
+/// The dotted path of every leaf of `values` (a list is a leaf).
+pub fn leaves(values: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    diff_at(
+        String::new(),
+        Some(&Value::Object(Map::new())),
+        Some(values),
+        &mut out,
+    );
+    out.into_iter().map(|d| d.path).collect()
+}
+
+/// Whether `values` sets `path` (dotted, as [`diff`] writes it).
+pub fn sets(values: &Value, path: &str) -> bool {
+    let mut at = values;
+    for part in path.split('.') {
+        match at.get(part) {
+            Some(v) => at = v,
+            None => return false,
+        }
+    }
+    true
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -158,5 +229,18 @@ mod tests {
                 "image": {"tag": "v1"}
             })
         );
+    }
+
+    #[test]
+    fn diff_names_each_differing_leaf() {
+        let a = serde_json::json!({"hubble": {"enabled": true, "relay": {"enabled": true}}, "l": [1, 2], "only": 1});
+        let b =
+            serde_json::json!({"hubble": {"enabled": false, "relay": {"enabled": true}}, "l": [1]});
+        let d = diff(&a, &b);
+        let paths: Vec<&str> = d.iter().map(|d| d.path.as_str()).collect();
+        assert_eq!(paths, ["hubble.enabled", "l", "only"]);
+        assert_eq!(d[2].right, None);
+        assert!(sets(&a, "hubble.relay.enabled"));
+        assert!(!sets(&b, "only"));
     }
 }

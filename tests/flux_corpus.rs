@@ -19,6 +19,7 @@ fn run(repo: &str, declared: &[Declared]) -> Scan {
             namespace: namespace.to_string(),
             chart: Some(chart.to_string()),
             workloads: vec![],
+            handover: None,
         })
         .collect();
     let root = Path::new(env!("CARGO_MANIFEST_DIR"))

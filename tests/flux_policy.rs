@@ -304,6 +304,41 @@ fn policy_and_binding_shape() {
     assert_eq!(ledger_key("kube-system", "cilium"), "kube-system.cilium");
 }
 
+/// The ledger entries apply really writes (`ledger::Entry`, serialized as the
+/// ledger serializes it): a `handover` release's lets its Flux HelmRelease
+/// through, a `bootstrap` release's still denies.
+#[test]
+fn real_ledger_entries_admit_handover_and_deny_bootstrap() {
+    use bootstrap::ledger::Entry;
+    use bootstrap::release::Ownership;
+    let guard = guard();
+    let entry = |release: &str, ownership: Ownership| Entry {
+        release: release.into(),
+        chart: "cilium".into(),
+        version: "1.18.2".into(),
+        values_digest: "sha256:00".into(),
+        applied_at: "2025-01-01T00:00:00Z".into(),
+        tool_version: "0.1.0".into(),
+        policy: ownership.as_str().into(),
+    };
+    let ledger = json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "bootstrap-ownership", "namespace": "kube-system"},
+        "data": {
+            ledger_key("kube-system", "cilium"):
+                serde_json::to_string(&entry("kube-system/cilium", Ownership::Handover)).unwrap(),
+            ledger_key("flux-system", "flux-operator"):
+                serde_json::to_string(&entry("flux-system/flux-operator", Ownership::Bootstrap)).unwrap(),
+        },
+    });
+    let cilium = helm_release("cilium", Some("kube-system"), json!({}));
+    assert_eq!(admit(&guard, "CREATE", &cilium, &ledger), Ok(()));
+    assert_eq!(admit(&guard, "UPDATE", &cilium, &ledger), Ok(()));
+    let operator = helm_release("flux-operator", Some("flux-system"), json!({}));
+    let denied = admit(&guard, "CREATE", &operator, &ledger).unwrap_err();
+    assert!(denied.contains("owned by bootstrap"), "{denied}");
+}
+
 /// The API server with `paramRef.selector`: the policy is evaluated once per
 /// selected shard, and any denial denies.
 fn admit_sharded(

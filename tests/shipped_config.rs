@@ -329,3 +329,68 @@ fn graph_follows_output_json() {
     let out = bootstrap(&["graph", "infra"]);
     assert!(String::from_utf8_lossy(&out.stdout).starts_with("digraph"));
 }
+
+/// examples/handover: Cilium and CoreDNS handed over with `from:`,
+/// flux-operator bootstrap-owned; plan, template and check pass, and the
+/// values bootstrap installs are the HelmReleases' (docs/design.md#handover).
+#[test]
+fn the_handover_example_plans_templates_and_checks() {
+    let dir = "examples/handover";
+    let plan = bootstrap(&["plan", "infra", "--dir", dir, "--output", "json"]);
+    assert_eq!(
+        plan.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&plan.stderr)
+    );
+    let plan: serde_json::Value = serde_json::from_slice(&plan.stdout).unwrap();
+    let ownership: Vec<(&str, &str)> = plan["releases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["id"].as_str().unwrap(), r["ownership"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        ownership,
+        [
+            ("kube-system/cilium", "handover"),
+            ("kube-system/coredns", "handover"),
+            ("flux-system/flux-operator", "bootstrap")
+        ]
+    );
+    assert_eq!(
+        plan["releases"][0]["from"]["file"],
+        "kubernetes/apps/kube-system/cilium/app/helmrelease.yaml"
+    );
+    let template = bootstrap(&[
+        "template", "infra", "cilium", "--dir", dir, "--output", "json",
+    ]);
+    assert_eq!(template.status.code(), Some(0));
+    let template: serde_json::Value = serde_json::from_slice(&template.stdout).unwrap();
+    let cilium = &template["releases"][0];
+    assert_eq!(cilium["version"], "1.18.2");
+    // valuesFrom (a configMapGenerator file), then spec.values with the
+    // Kustomization's postBuild substitution applied.
+    assert_eq!(cilium["values"]["ipv4NativeRoutingCIDR"], "10.244.0.0/16");
+    assert_eq!(cilium["values"]["k8sServiceHost"], "10.25.11.10");
+    let sources: Vec<&str> = cilium["valuesSources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["source"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        sources,
+        [
+            "ConfigMap kube-system/cilium-values key values.yaml (kubernetes/apps/kube-system/cilium/app/kustomization.yaml)",
+            "HelmRelease kube-system/cilium spec.values (kubernetes/apps/kube-system/cilium/app/helmrelease.yaml)"
+        ]
+    );
+    let check = bootstrap(&["check", "infra", "--dir", dir]);
+    let stdout = String::from_utf8_lossy(&check.stdout);
+    assert_eq!(check.status.code(), Some(0), "{stdout}");
+    assert!(
+        stdout.contains("check infra: 0 error(s), 0 warning(s)"),
+        "{stdout}"
+    );
+}

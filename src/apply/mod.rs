@@ -63,7 +63,7 @@ pub async fn run<H: Helm + 'static>(
     });
     let stop = held.stop.clone();
     let result = async {
-        let listed = interruptible(
+        let owners = interruptible(
             &stop,
             ownership::live_conflicts(plan, helm.as_ref(), connection),
         )
@@ -72,6 +72,13 @@ pub async fn run<H: Helm + 'static>(
             "ownership: {} checked, no conflict",
             crate::duration::count(installed.len(), "release")
         ));
+        // Handover releases Flux has adopted: never upgraded again
+        // (docs/design.md#handover).
+        let adopted: BTreeMap<_, _> = plan
+            .installed()
+            .filter(|r| r.ownership == crate::release::Ownership::Handover)
+            .filter_map(|r| Some((r.id.clone(), owners.adopted_by(&r.id)?.name.clone())))
+            .collect();
         // The live lints (docs/design.md#lints): refuse before anything
         // changes on an error not in `lints.ignore`; warn about the rest.
         let state = interruptible(&stop, crate::lint::live::gather(plan, client)).await?;
@@ -149,7 +156,8 @@ pub async fn run<H: Helm + 'static>(
             ledger: Some(ledger),
             recorded: Arc::new(recorded.into_iter().collect::<BTreeMap<_, _>>()),
             digest_key,
-            listed: Some(Arc::new(listed)),
+            listed: Some(Arc::new(owners.listed)),
+            adopted: Arc::new(adopted),
             events: events.clone(),
             helm_slots: Arc::new(Semaphore::new(options.concurrency.max(1))),
             dry_run: options.dry_run,

@@ -32,6 +32,9 @@ pub struct ReleaseRunner<H: Helm> {
     /// the releases of this run): no release step asks helm again, a whole
     /// helm process per release on the critical path. `None`: unknown, ask.
     pub listed: Option<Arc<BTreeMap<ReleaseId, DeployedRelease>>>,
+    /// Handover releases a Flux HelmRelease has adopted, with its
+    /// `namespace/name`: never upgraded again (docs/design.md#handover).
+    pub adopted: Arc<BTreeMap<ReleaseId, String>>,
     pub events: Emitter,
     /// `--concurrency`: parallel helm operations (hooks don't hold a slot).
     pub helm_slots: Arc<Semaphore>,
@@ -44,6 +47,8 @@ enum Change {
     Install,
     Upgrade(String),
     Unchanged,
+    /// A handover release Flux has adopted (through this HelmRelease).
+    Adopted(String),
 }
 
 impl<H: Helm + 'static> Runner for ReleaseRunner<H> {
@@ -91,9 +96,10 @@ impl<H: Helm> ReleaseRunner<H> {
                     ..StepResult::new(Outcome::WouldUpgrade)
                 },
                 Change::Unchanged => StepResult::new(Outcome::Unchanged),
+                Change::Adopted(by) => adopted(&by),
             };
         }
-        if let Change::Unchanged = change {
+        if let Change::Unchanged | Change::Adopted(_) = change {
             // Still wait for readiness, so dependents never start on a sick release.
             for hook in release.hooks.postsync.iter().filter(|h| !is_command(h)) {
                 if let Err(result) = self
@@ -102,6 +108,10 @@ impl<H: Helm> ReleaseRunner<H> {
                 {
                     return result;
                 }
+            }
+            if let Change::Adopted(by) = &change {
+                // Flux's now: its ledger entry is left as it was.
+                return adopted(by);
             }
             // An entry written before digests were keyed is rewritten.
             if self
@@ -146,7 +156,7 @@ impl<H: Helm> ReleaseRunner<H> {
                 Step::Installing
             },
         );
-        let labels = ledger::owner_labels();
+        let labels = ledger::owner_labels(release.ownership);
         let remaining = deadline.saturating_duration_since(Instant::now());
         let request = InstallRequest {
             release: &release.id,
@@ -246,6 +256,16 @@ impl<H: Helm> ReleaseRunner<H> {
 
     /// What must happen to the deployed release.
     async fn compare(&self, release: &Release) -> Result<Change, StepResult> {
+        if release.ownership == crate::release::Ownership::Handover
+            && let Some(by) = self.adopted.get(&release.id)
+        {
+            // Never upgrade an adopted release: a new revision changes the
+            // release digest helm-controller recorded, so it finds the
+            // release `Unmanaged` again and upgrades it back (the
+            // two-controller fight; fluxcd/helm-controller
+            // `internal/reconcile/state.go`, `action.VerifyReleaseObject`).
+            return Ok(Change::Adopted(by.clone()));
+        }
         let deployed = match &self.listed {
             Some(listed) => listed.get(&release.id).cloned(),
             None => self
@@ -435,6 +455,15 @@ impl<H: Helm> ReleaseRunner<H> {
 
 fn is_command(hook: &Hook) -> bool {
     !hook.action.is_readiness()
+}
+
+fn adopted(by: &str) -> StepResult {
+    StepResult {
+        message: Some(format!(
+            "adopted by Flux (HelmRelease {by}); bootstrap no longer upgrades it"
+        )),
+        ..StepResult::new(Outcome::Adopted)
+    }
 }
 
 fn interrupted(message: impl Into<String>) -> StepResult {

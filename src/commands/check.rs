@@ -5,7 +5,7 @@ use serde_json::json;
 
 use crate::cli::{Clusters, Config, OutputFormat};
 use crate::error::Error;
-use crate::flux::{BootstrapRelease, ScanInput, Severity, WorkloadRef};
+use crate::flux::{BootstrapRelease, Handover, ScanInput, Severity, WorkloadRef};
 use crate::lint;
 use crate::plan::Plan;
 
@@ -32,6 +32,16 @@ pub fn bootstrap_releases(plan: &Plan) -> Vec<BootstrapRelease> {
                     name: o.name.clone(),
                 })
                 .collect(),
+            handover: (r.ownership == crate::release::Ownership::Handover).then(|| Handover {
+                version: r.version_label(),
+                values: r.values.clone(),
+                overrides: r
+                    .layers
+                    .iter()
+                    .filter(|l| !l.from_flux)
+                    .map(|l| (l.label.clone(), l.values.clone()))
+                    .collect(),
+            }),
         })
         .collect()
 }

@@ -104,6 +104,17 @@ pub fn render(report: &Report) -> String {
         text.push_str(line.join("  ").trim_end());
         text.push('\n');
     }
+    let handover: Vec<_> = report
+        .releases
+        .iter()
+        .filter_map(|r| Some((&r.release, r.handover.as_ref()?)))
+        .collect();
+    if !handover.is_empty() {
+        text.push_str("\nhandover (installed by bootstrap, adopted by Flux):\n");
+        for (release, state) in handover {
+            text.push_str(&format!("  {release}: {state}\n"));
+        }
+    }
     let conflicts: Vec<_> = report.conflicts().collect();
     if conflicts.is_empty() {
         text.push_str("\nno conflicts\n");
@@ -153,6 +164,7 @@ mod tests {
                 "not installed"
             }
             .into(),
+            handover: None,
             conflicts: vec![],
         }
     }

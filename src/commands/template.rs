@@ -73,6 +73,11 @@ pub fn run(
                         "version": r.version_label(),
                         "values": values(r),
                         "valuesDigest": r.values_digest(),
+                        "valuesSources": r.provenance().into_iter().map(|(layer, paths)| json!({
+                            "source": layer.label,
+                            "fromFlux": layer.from_flux,
+                            "paths": paths,
+                        })).collect::<Vec<_>>(),
                     });
                     if let Some(rendered) = rendered.as_ref().and_then(|all| all.get(i)) {
                         add_manifests_json(&mut entry, rendered);
@@ -118,6 +123,11 @@ pub fn run(
                         ));
                     }
                 }
+                // Which source decides each value, for a release with
+                // `from:` (its values come first from the GitOps tree).
+                if config.verbosity != Verbosity::Quiet && r.from.is_some() {
+                    text.push_str(&provenance_text(r));
+                }
                 let values = values(r);
                 if values.as_object().is_some_and(|m| m.is_empty()) {
                     text.push_str("{}\n");
@@ -131,6 +141,25 @@ pub fn run(
             super::write(out, &text)
         }
     }
+}
+
+/// Where each value came from, as YAML comments: the sources in merge order
+/// with the values each decides (docs/design.md#values-merge-order).
+fn provenance_text(release: &Release) -> String {
+    let provenance = release.provenance();
+    if provenance.is_empty() {
+        return String::new();
+    }
+    let mut text = String::from("# each value decided by (later wins):\n");
+    for (layer, paths) in provenance {
+        let decided = match paths.len() {
+            0 => "nothing (every value it sets is set again later)".to_string(),
+            1..=6 => paths.join(", "),
+            n => format!("{n} values ({}, …)", paths[..4].join(", ")),
+        };
+        text.push_str(&format!("#   {}: {decided}\n", layer.label));
+    }
+    text
 }
 
 fn choose<'a>(

@@ -39,7 +39,9 @@ pub(crate) struct Draft {
     pub file: PathBuf,
     pub line: u64,
     pub doc: ReleaseFile,
-    pub source: Source,
+    /// `None` only with `from:`, which gives the chart once the cluster's
+    /// GitOps tree is known.
+    pub source: Option<Source>,
     pub needs: Vec<ReleaseId>,
     pub timeout: Option<Duration>,
     pub hooks: Hooks,

@@ -134,6 +134,10 @@ pub struct ReleaseFile {
     pub namespace: Spanned<String>,
     #[schemars(with = "Option<ChartFile>")]
     pub chart: Option<Spanned<ChartFile>>,
+    /// Take chart, version and values from a Flux HelmRelease in the GitOps
+    /// tree (docs/design.md#from-a-flux-helmrelease), in place of `chart`.
+    #[schemars(with = "Option<FromFile>")]
+    pub from: Option<Spanned<FromFile>>,
     /// URLs or paths of manifests applied with server-side apply, in place of `chart`.
     #[schemars(with = "Option<Vec<String>>")]
     pub manifests: Option<Vec<Spanned<String>>>,
@@ -166,6 +170,16 @@ pub struct ReleaseFile {
     pub hooks: HooksFile,
     #[serde(default)]
     pub ownership: Ownership,
+}
+
+/// `from:` of a release.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct FromFile {
+    /// A file relative to the cluster's `flux.root`
+    /// (`kubernetes/apps/kube-system/cilium/app/helmrelease.yaml`), or the
+    /// `namespace/name` of a HelmRelease the scan from `flux.entrypoint` reaches.
+    pub helm_release: String,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]

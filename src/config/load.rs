@@ -169,6 +169,7 @@ pub fn load_for(dir: &Path, cluster: &str, context: Option<&str>) -> Result<Plan
     if let Some(context) = context {
         cluster.context = Some(context.to_string());
     }
+    let origins = super::origin::resolve_all(&paths, &cluster, &selected, &mut problems);
     let shared_defaults = read_defaults(&paths, &mut problems);
     let mut defaults = Vec::new();
     for (file, doc) in [(shown_cluster.clone(), Some(&cluster_file.defaults))]
@@ -201,6 +202,7 @@ pub fn load_for(dir: &Path, cluster: &str, context: Option<&str>) -> Result<Plan
             &cluster,
             draft,
             overrides.get(&draft.id).copied(),
+            origins.get(&draft.id),
             &defaults,
         ) {
             Ok(release) => releases.push(release),
@@ -440,6 +442,14 @@ fn check_release(
     check_names(&doc, &shown, problems);
 
     let source = match (&doc.chart, &doc.manifests) {
+        _ if doc.from.is_some() && (doc.chart.is_some() || doc.manifests.is_some()) => {
+            problems.push(problem(
+                "has `from` and `chart`/`manifests`; `from:` takes the chart from the Flux HelmRelease: keep one".into(),
+                Some((line, 0)),
+            ));
+            None
+        }
+        (None, None) if doc.from.is_some() => None,
         (Some(_), Some(_)) => {
             problems.push(problem(
                 "has both `chart` and `manifests`; keep one".into(),
@@ -449,7 +459,7 @@ fn check_release(
         }
         (None, None) => {
             problems.push(problem(
-                "has neither `chart` nor `manifests`; add `chart: {repo: URL, name: NAME, version: X.Y.Z}`".into(),
+                "has neither `chart` nor `manifests`; add `chart: {repo: URL, name: NAME, version: X.Y.Z}` (or `from: {helmRelease: PATH}`)".into(),
                 Some((line, 0)),
             ));
             None
@@ -541,7 +551,7 @@ fn check_release(
         file: file.to_path_buf(),
         line,
         doc,
-        source: source?,
+        source,
         needs: Vec::new(),
         timeout,
         hooks,

@@ -5,6 +5,7 @@
 mod draft;
 pub mod file;
 mod load;
+mod origin;
 mod render;
 
 pub use load::{cluster_names, load, load_for};

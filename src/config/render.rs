@@ -8,9 +8,10 @@ use serde_json::{Map, Value};
 use super::Cluster;
 use super::draft::{Draft, Paths};
 use super::file::{DefaultsFile, HelmFile, OverrideFile};
+use super::origin::Resolved;
 use crate::error::Problem;
 use crate::hooks::Templates;
-use crate::release::{CrdPolicy, HelmFlags, Release, ValuesSource};
+use crate::release::{CrdPolicy, HelmFlags, Release, Source, ValuesLayer, ValuesSource};
 use crate::template::{Located, Renderer, context};
 use crate::validate;
 use crate::values::merge;
@@ -25,7 +26,8 @@ pub(crate) struct Defaults<'a> {
     pub timeout: Option<std::time::Duration>,
 }
 
-/// Values merge order (later wins): release `values` < release `valuesFiles`
+/// Values merge order (later wins): the HelmRelease of `from:` (its
+/// `valuesFrom`, then `spec.values`) < release `values` < release `valuesFiles`
 /// < cluster override `valuesFiles` < cluster override `values`; the CRD
 /// render adds `crdValues` last.
 pub(crate) fn render_release(
@@ -34,6 +36,7 @@ pub(crate) fn render_release(
     cluster: &Cluster,
     draft: &Draft,
     overrides: Option<(&str, &OverrideFile)>,
+    from: Option<&Resolved>,
     defaults: &[Defaults<'_>],
 ) -> Result<Release, Vec<Problem>> {
     let root = paths.root.to_string_lossy();
@@ -69,13 +72,24 @@ pub(crate) fn render_release(
             None => Value::Null,
         }
     };
-    let overlay = |values: &mut Value, v: Value| {
+    let mut layers: Vec<ValuesLayer> = Vec::new();
+    let mut overlay = |values: &mut Value, v: Value, label: String| {
         if v.is_object() {
+            layers.push(ValuesLayer {
+                label,
+                from_flux: false,
+                values: v.clone(),
+            });
             merge(values, v);
         }
     };
+    if let Some(from) = from {
+        for layer in &from.layers {
+            merge(&mut values, layer.values.clone());
+        }
+    }
 
-    let mut sources = Vec::new();
+    let mut sources: Vec<ValuesSource> = from.map(|f| f.sources.clone()).unwrap_or_default();
     let mut source = |path: &Path, prefix: &[&str], document_line: Option<u64>| {
         sources.push(ValuesSource {
             path: path.to_path_buf(),
@@ -89,12 +103,20 @@ pub(crate) fn render_release(
     if draft.doc.values.is_some() {
         source(&draft.file, &["values"], Some(draft.line));
     }
-    overlay(&mut values, v);
+    overlay(
+        &mut values,
+        v,
+        format!("release values ({})", shown_release.display()),
+    );
     for vf in &draft.doc.values_files {
         let path = release_dir.join(&vf.value);
         source(&path, &[], None);
         let v = values_file(renderer, &path, paths, &ctx, &draft.id, &mut problems);
-        overlay(&mut values, v);
+        overlay(
+            &mut values,
+            v,
+            format!("release valuesFile {}", paths.show(&path).display()),
+        );
     }
     let mut timeout = draft
         .timeout
@@ -119,13 +141,27 @@ pub(crate) fn render_release(
             }
             source(&path, &[], None);
             let v = values_file(renderer, &path, paths, &ctx, &draft.id, &mut problems);
-            overlay(&mut values, v);
+            overlay(
+                &mut values,
+                v,
+                format!(
+                    "cluster override valuesFile {}",
+                    paths.show(&path).display()
+                ),
+            );
         }
         if o.values.is_some() {
             source(&cluster_file, &["overrides", key, "values"], None);
         }
         let v = inline(&o.values, (&cluster_file, &shown_cluster, 1), &mut problems);
-        overlay(&mut values, v);
+        overlay(
+            &mut values,
+            v,
+            format!(
+                "cluster override values ({} overrides.{key})",
+                shown_cluster.display()
+            ),
+        );
         if let Some(t) = &o.timeout {
             match validate::duration(&t.value) {
                 Ok(d) => timeout = Some(d),
@@ -136,9 +172,25 @@ pub(crate) fn render_release(
             }
         }
     }
+    if let Some(from) = from
+        && !from.unresolved.is_empty()
+        && layers.is_empty()
+    {
+        for missing in &from.unresolved {
+            problems.push(problem(
+                &shown_release,
+                format!(
+                    "its Flux HelmRelease {} takes values from {}, but {}: bootstrap cannot read it; give those values in the release's own `values`/`valuesFiles` (or a cluster override)",
+                    from.from.helm_release, missing.what, missing.why
+                ),
+            ));
+        }
+    }
     let mut crd_values = values.clone();
     let v = inline(&draft.doc.crd_values, in_release, &mut problems);
-    overlay(&mut crd_values, v);
+    if v.is_object() {
+        merge(&mut crd_values, v);
+    }
 
     let mut hooks = draft.hooks.clone();
     let templates = Templates {
@@ -183,7 +235,11 @@ pub(crate) fn render_release(
         id: draft.id.clone(),
         file: paths.show(&draft.file),
         line: draft.line,
-        source: draft.source.clone(),
+        source: match (from, &draft.source) {
+            (Some(from), _) => Source::Chart(from.chart.clone()),
+            (None, Some(source)) => source.clone(),
+            (None, None) => return Err(problems),
+        },
         needs: draft.needs.clone(),
         crds: draft
             .doc
@@ -193,6 +249,13 @@ pub(crate) fn render_release(
         values,
         crd_values,
         values_sources: sources,
+        layers: from
+            .map(|f| f.layers.clone())
+            .unwrap_or_default()
+            .into_iter()
+            .chain(layers)
+            .collect(),
+        from: from.map(|f| f.from.clone()),
         timeout,
         wait: draft
             .doc

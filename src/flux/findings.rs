@@ -20,6 +20,10 @@ pub const NOT_MODELLED: &str = "flux-construct-not-modelled";
 pub const BUILD_FAILS: &str = "flux-build-fails";
 pub const SUBSTITUTE_FROM_UNRESOLVED: &str = "substitute-from-unresolved";
 pub const NO_HELMRELEASE_REACHED: &str = "no-helmrelease-reached";
+pub const HANDOVER_NEVER_ADOPTED: &str = "handover-never-adopted";
+pub const HANDOVER_MANAGED_TWICE: &str = "handover-managed-twice";
+pub const HANDOVER_DRIFT: &str = "handover-drift";
+pub const HANDOVER_VALUES_UNKNOWN: &str = "handover-values-unknown";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -79,6 +83,10 @@ pub fn helm_release_conflicts(objects: &[Object], releases: &[BootstrapRelease])
         for release in releases {
             let manages = id.release_name == release.name
                 && id.storage_namespace.as_deref() == Some(release.namespace.as_str());
+            if manages && release.handover.is_some() {
+                // Meant to happen: [`handover`] proves the adoption is a no-op.
+                continue;
+            }
             if manages {
                 out.push(Finding {
                     severity: Severity::Error,
@@ -129,6 +137,153 @@ pub fn helm_release_conflicts(objects: &[Object], releases: &[BootstrapRelease])
     out
 }
 
+/// The proof that Flux's adoption of each `handover` release changes
+/// nothing (docs/design.md#handover): exactly one HelmRelease manages it,
+/// with the chart, version and values bootstrap installs. helm-controller
+/// finds the release `Unmanaged` (no history of its own) and upgrades it with
+/// the HelmRelease's chart and values (fluxcd/helm-controller
+/// `internal/reconcile/state.go`, `internal/reconcile/atomic_release.go`,
+/// `ResetValues` in `internal/action/upgrade.go`): equal chart, version and
+/// values make that upgrade a new revision of the same objects, plus the
+/// origin labels `internal/postrender/build.go` always adds.
+pub fn handover(objects: &[Object], releases: &[BootstrapRelease]) -> Vec<Finding> {
+    let mut out = Vec::new();
+    for release in releases {
+        let Some(handover) = &release.handover else {
+            continue;
+        };
+        let managing = super::origin::managing(objects, &release.namespace, &release.name);
+        let finding = |severity, code, hr: Option<&Object>, message: String| Finding {
+            severity,
+            code,
+            release: Some(release_id(release)),
+            object: hr.map(Object::reference),
+            chain: hr.map(|h| h.chain.clone()).unwrap_or_default(),
+            message,
+        };
+        let hr = match managing.as_slice() {
+            [] => {
+                out.push(finding(
+                    Severity::Warning,
+                    HANDOVER_NEVER_ADOPTED,
+                    None,
+                    format!(
+                        "no HelmRelease in the tree manages handover release {} (release name `{}`, storage namespace `{}`): Flux never adopts it, and bootstrap stops at installing it once; add the HelmRelease to the tree, or make the release `ownership: bootstrap`",
+                        release_id(release),
+                        release.name,
+                        release.namespace
+                    ),
+                ));
+                continue;
+            }
+            [hr] => *hr,
+            many => {
+                for hr in many {
+                    out.push(finding(
+                        Severity::Error,
+                        HANDOVER_MANAGED_TWICE,
+                        Some(hr),
+                        format!(
+                            "{} HelmReleases manage handover release {} ({}): each would upgrade it with its own chart and values; keep one",
+                            many.len(),
+                            release_id(release),
+                            many.iter()
+                                .map(|h| format!("{}/{} in {}", ns_display(h.namespace.as_deref()), h.name, h.file))
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        ),
+                    ));
+                }
+                continue;
+            }
+        };
+        let name = format!(
+            "HelmRelease {}/{}",
+            ns_display(hr.namespace.as_deref()),
+            hr.name
+        );
+        let origin = match super::origin::resolve(hr, objects) {
+            Ok(origin) => origin,
+            Err(why) => {
+                out.push(finding(
+                    Severity::Error,
+                    HANDOVER_DRIFT,
+                    Some(hr),
+                    format!(
+                        "{name}, which adopts handover release {}, cannot be resolved ({why}): nothing proves its adoption leaves the release unchanged",
+                        release_id(release)
+                    ),
+                ));
+                continue;
+            }
+        };
+        for missing in &origin.unresolved {
+            out.push(finding(
+                Severity::Warning,
+                HANDOVER_VALUES_UNKNOWN,
+                Some(hr),
+                format!(
+                    "{name}, which adopts handover release {}, takes values from {}, but {}: those values are not compared",
+                    release_id(release),
+                    missing.what,
+                    missing.why
+                ),
+            ));
+        }
+        let mut differences = Vec::new();
+        if release.chart.as_deref() != Some(origin.chart.name().as_str()) {
+            differences.push(format!(
+                "chart: bootstrap {}, Flux {}",
+                release.chart.as_deref().unwrap_or("-"),
+                origin.chart.name()
+            ));
+        }
+        if handover.version != origin.chart.version {
+            differences.push(format!(
+                "version: bootstrap {}, Flux {}",
+                handover.version, origin.chart.version
+            ));
+        }
+        for d in crate::values::diff(&handover.values, &origin.values) {
+            let cause = handover
+                .overrides
+                .iter()
+                .rev()
+                .find(|(_, v)| crate::values::sets(v, &d.path))
+                .map(|(label, _)| format!(" (set by {label})"))
+                .unwrap_or_default();
+            let show = |v: &Option<Value>| match v {
+                None => "unset".to_string(),
+                Some(_)
+                    if crate::values::is_secret_key(d.path.rsplit('.').next().unwrap_or("")) =>
+                {
+                    crate::values::REDACTED.to_string()
+                }
+                Some(v) => v.to_string(),
+            };
+            differences.push(format!(
+                "{}: bootstrap {}, Flux {}{cause}",
+                d.path,
+                show(&d.left),
+                show(&d.right)
+            ));
+        }
+        if !differences.is_empty() {
+            out.push(finding(
+                Severity::Error,
+                HANDOVER_DRIFT,
+                Some(hr),
+                format!(
+                    "{name} would change handover release {} when it adopts it (helm-controller upgrades an existing release with the HelmRelease's chart and values): {}. Make both the same: move the value into the HelmRelease, or drop it from bootstrap",
+                    release_id(release),
+                    differences.join("; ")
+                ),
+            ));
+        }
+    }
+    out
+}
+
 /// Flux Kustomization health checks on workloads a bootstrap release owns:
 /// Flux would report (and block dependents on) objects it does not manage.
 pub fn health_checks_on_bootstrap(
@@ -136,6 +291,13 @@ pub fn health_checks_on_bootstrap(
     releases: &[BootstrapRelease],
 ) -> Vec<Finding> {
     let mut out = Vec::new();
+    // Flux health-checking what it adopts is what a handover leads to.
+    let releases: Vec<BootstrapRelease> = releases
+        .iter()
+        .filter(|r| r.handover.is_none())
+        .cloned()
+        .collect();
+    let releases = releases.as_slice();
     for ks in objects
         .iter()
         .filter(|o| o.is_flux("kustomize", "Kustomization"))

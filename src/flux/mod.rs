@@ -24,6 +24,10 @@
 //! | `flux-construct-not-modelled` | warning | Something that could add or rename HelmReleases is not modelled (kustomize plugins, `helmCharts`, `vars`, an unknown kustomization field, a substitution operator, a ResourceSet template action or an input provider that needs the cluster); the message names the file and the construct. |
 //! | `flux-build-fails` | warning | kustomize would reject the build (a patch without a unique match, a failing JSON patch, a replacement without one source); the objects are still checked as built so far. |
 //! | `substitute-from-unresolved` | warning | A `postBuild.substituteFrom` ConfigMap/Secret is not in the tree or cannot be read (SOPS): its variables are unknown. |
+//! | `handover-never-adopted` | warning | No HelmRelease in the tree manages a `handover` release: Flux never takes it over. |
+//! | `handover-managed-twice` | error | Two or more HelmReleases manage a `handover` release: they would upgrade it in turn. |
+//! | `handover-drift` | error | The HelmRelease that adopts a `handover` release installs another chart, version or values than bootstrap: its adoption upgrade would change the release. Each differing value path is listed, with the bootstrap source that sets it. |
+//! | `handover-values-unknown` | warning | The adopting HelmRelease takes values from a ConfigMap/Secret not in git (or SOPS-encrypted): those values cannot be compared offline. |
 //! | `no-helmrelease-reached` | warning | The tree holds no HelmRelease at all while bootstrap has releases: the scan cannot vouch for them. |
 //! | `source-not-followed` | info | A Flux Kustomization reads from a source other than the root's GitRepository (another GitRepository, OCI, bucket); its content is not in this checkout. |
 //!
@@ -40,6 +44,7 @@ pub mod findings;
 pub mod helmrelease;
 pub mod kustomize;
 pub mod object;
+pub mod origin;
 pub mod policy;
 pub mod resourceset;
 pub mod tree;
@@ -62,13 +67,28 @@ pub struct WorkloadRef {
 }
 
 /// A release bootstrap installs and owns.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct BootstrapRelease {
     pub name: String,
     pub namespace: String,
     /// The chart's name (`cilium`; for OCI charts the last path segment).
     pub chart: Option<String>,
     pub workloads: Vec<WorkloadRef>,
+    /// Set for `ownership: handover`: what bootstrap installs, which the
+    /// HelmRelease that adopts it must reproduce (docs/design.md#handover).
+    pub handover: Option<Handover>,
+}
+
+/// What bootstrap installs for a handover release.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Handover {
+    /// The chart's version.
+    pub version: String,
+    pub values: serde_json::Value,
+    /// Bootstrap's own values sources (release values and files, cluster
+    /// overrides) as (label, values), in merge order: what can make the
+    /// values differ from a `from:` HelmRelease's.
+    pub overrides: Vec<(String, serde_json::Value)>,
 }
 
 pub struct ScanInput<'a> {
@@ -106,6 +126,7 @@ pub fn scan(input: &ScanInput) -> Scan {
         &tree.objects,
         input.releases,
     ));
+    found.extend(findings::handover(&tree.objects, input.releases));
     found.extend(findings::missing_dependencies(&tree.objects));
     found.extend(findings::nothing_reached(&tree.objects, input.releases));
     findings::normalize(&mut found);

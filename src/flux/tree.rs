@@ -34,7 +34,7 @@ use super::findings::{
     SOURCE_NOT_FOLLOWED, SUBSTITUTE_FROM_UNRESOLVED, Severity, YAML_INVALID,
 };
 use super::kustomize;
-use super::object::{Object, ObjectRef};
+use super::object::{Object, ObjectRef, decode_base64};
 use super::resourceset;
 use super::varsub;
 
@@ -1400,33 +1400,6 @@ fn source_data(source: &Object) -> Result<BTreeMap<String, String>, String> {
         }
     }
     Ok(out)
-}
-
-fn decode_base64(text: &str) -> Option<String> {
-    let mut bits = 0u32;
-    let mut count = 0;
-    let mut out = Vec::new();
-    for c in text
-        .bytes()
-        .filter(|c| !c.is_ascii_whitespace() && *c != b'=')
-    {
-        let v = match c {
-            b'A'..=b'Z' => c - b'A',
-            b'a'..=b'z' => c - b'a' + 26,
-            b'0'..=b'9' => c - b'0' + 52,
-            b'+' => 62,
-            b'/' => 63,
-            _ => return None,
-        };
-        bits = (bits << 6) | u32::from(v);
-        count += 6;
-        if count >= 8 {
-            count -= 8;
-            out.push((bits >> count) as u8);
-            bits &= (1 << count) - 1;
-        }
-    }
-    String::from_utf8(out).ok()
 }
 
 /// kustomize's remote forms: URLs, `git@host:`, and `host/org/repo//path?ref=`.

@@ -145,14 +145,15 @@ fn rank(outcome: Outcome) -> u8 {
         Outcome::Installed => 0,
         Outcome::Upgraded => 1,
         Outcome::Unchanged => 2,
-        Outcome::WouldInstall => 3,
-        Outcome::WouldUpgrade => 4,
-        Outcome::Uninstalled => 5,
-        Outcome::Absent => 6,
-        Outcome::WouldUninstall => 7,
-        Outcome::Failed => 8,
-        Outcome::Skipped => 9,
-        Outcome::Interrupted => 10,
+        Outcome::Adopted => 3,
+        Outcome::WouldInstall => 4,
+        Outcome::WouldUpgrade => 5,
+        Outcome::Uninstalled => 6,
+        Outcome::Absent => 7,
+        Outcome::WouldUninstall => 8,
+        Outcome::Failed => 9,
+        Outcome::Skipped => 10,
+        Outcome::Interrupted => 11,
     }
 }
 

@@ -21,6 +21,8 @@ fn release(values: serde_json::Value) -> Release {
         values,
         crd_values: json!({}),
         values_sources: Vec::new(),
+        layers: Vec::new(),
+        from: None,
         timeout: None,
         wait: false,
         hooks: Hooks::default(),

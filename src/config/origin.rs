@@ -1,0 +1,166 @@
+//! `from: { helmRelease: … }` (docs/design.md#from-a-flux-helmrelease): the
+//! chart, version and values of a release taken from the Flux HelmRelease
+//! that will adopt it, resolved in the cluster's GitOps tree by the same
+//! resolution `check` scans with (`crate::flux::tree`, `crate::flux::origin`).
+
+use std::collections::BTreeMap;
+
+use super::Cluster;
+use super::draft::{Draft, Paths};
+use crate::error::Problem;
+use crate::flux::origin::{ChartLocation, Origin, Unresolved};
+use crate::release::{Chart, ChartSource, FromHelmRelease, ReleaseId, ValuesLayer, ValuesSource};
+use crate::validate;
+
+/// What `from:` gives a release.
+pub(crate) struct Resolved {
+    pub chart: Chart,
+    pub from: FromHelmRelease,
+    /// The HelmRelease's values sources, in merge order, before the release's own.
+    pub layers: Vec<ValuesLayer>,
+    pub sources: Vec<ValuesSource>,
+    /// `valuesFrom` objects that are not in git: the release must supply
+    /// their values itself.
+    pub unresolved: Vec<Unresolved>,
+}
+
+/// Resolves the `from:` of every draft that has one, building the cluster's
+/// GitOps tree once.
+pub(crate) fn resolve_all(
+    paths: &Paths,
+    cluster: &Cluster,
+    drafts: &[&Draft],
+    problems: &mut Vec<Problem>,
+) -> BTreeMap<ReleaseId, Resolved> {
+    let mut out = BTreeMap::new();
+    let with_from: Vec<&&Draft> = drafts.iter().filter(|d| d.doc.from.is_some()).collect();
+    if with_from.is_empty() {
+        return out;
+    }
+    let problem = |draft: &Draft, message: String| {
+        let from = draft.doc.from.as_ref().expect("filtered on from");
+        Problem::new(message)
+            .file(paths.show(&draft.file))
+            .at(from.referenced.line(), from.referenced.column())
+            .release(&draft.id)
+    };
+    let Some(flux) = &cluster.flux else {
+        for draft in with_from {
+            problems.push(problem(
+                draft,
+                format!(
+                    "has `from:`, but cluster `{}` has no `flux:` (root, entrypoint) in its cluster.yaml: the HelmRelease is looked up in that GitOps tree",
+                    cluster.name
+                ),
+            ));
+        }
+        return out;
+    };
+    let tree = crate::flux::tree::resolve(&flux.root, &flux.entrypoint);
+    for draft in with_from {
+        let reference = &draft
+            .doc
+            .from
+            .as_ref()
+            .expect("filtered")
+            .value
+            .helm_release;
+        let origin = crate::flux::origin::find(&tree.objects, reference)
+            .and_then(|hr| crate::flux::origin::resolve(hr, &tree.objects));
+        match origin.and_then(|o| convert(&o, &draft.id).map(|c| (o, c))) {
+            Ok((origin, chart)) => {
+                let file = |f: &str| flux.root.join(f);
+                let layers = origin
+                    .layers
+                    .iter()
+                    .map(|l| ValuesLayer {
+                        label: match &l.file {
+                            Some(f) => format!("{} ({f})", l.label),
+                            None => l.label.clone(),
+                        },
+                        from_flux: true,
+                        values: l.values.clone(),
+                    })
+                    .collect();
+                let sources = origin
+                    .layers
+                    .iter()
+                    .filter_map(|l| l.file.as_deref())
+                    .filter(|f| *f == origin.object.file)
+                    .take(1)
+                    .map(|f| ValuesSource {
+                        path: file(f),
+                        shown: paths.show(&file(f)),
+                        prefix: vec!["spec".into(), "values".into()],
+                        document_line: None,
+                    })
+                    .collect();
+                out.insert(
+                    draft.id.clone(),
+                    Resolved {
+                        chart,
+                        from: FromHelmRelease {
+                            helm_release: format!(
+                                "{}/{}",
+                                origin.object.namespace.as_deref().unwrap_or("-"),
+                                origin.object.name
+                            ),
+                            file: origin.object.file.clone(),
+                        },
+                        layers,
+                        sources,
+                        unresolved: origin.unresolved.clone(),
+                    },
+                );
+            }
+            Err(why) => problems.push(problem(
+                draft,
+                format!("`from: {{helmRelease: {reference}}}`: {why}"),
+            )),
+        }
+    }
+    out
+}
+
+/// The chart bootstrap installs for `origin`, once the HelmRelease is known
+/// to manage exactly release `id` the way `helm upgrade --install` stores it.
+fn convert(origin: &Origin, id: &ReleaseId) -> Result<Chart, String> {
+    let hr = format!(
+        "HelmRelease {}/{} ({})",
+        origin.object.namespace.as_deref().unwrap_or("-"),
+        origin.object.name,
+        origin.object.file
+    );
+    let identity = &origin.identity;
+    let manages = ReleaseId::new(
+        identity.storage_namespace.clone().unwrap_or_default(),
+        identity.release_name.clone(),
+    );
+    if manages != *id {
+        return Err(format!(
+            "{hr} manages Helm release {manages} (helm-controller's naming: releaseName, else targetNamespace-name, else name; storage namespace), not {id}: set this release's name and namespace to those, or Flux would install a second release instead of adopting this one"
+        ));
+    }
+    if identity.release_namespace != identity.storage_namespace {
+        return Err(format!(
+            "{hr} installs into namespace {} but stores the release in {}; `helm upgrade --install` stores a release where it installs, so Flux could not adopt it: drop `storageNamespace` or `targetNamespace`",
+            identity.release_namespace.as_deref().unwrap_or("-"),
+            identity.storage_namespace.as_deref().unwrap_or("-"),
+        ));
+    }
+    validate::pinned_version(&origin.chart.version).map_err(|e| {
+        format!(
+            "{hr} chart version {e}; bootstrap installs pinned versions: pin it in the HelmRelease or its source"
+        )
+    })?;
+    Ok(Chart {
+        source: match &origin.chart.location {
+            ChartLocation::Repo { url, name } => ChartSource::Repo {
+                url: url.clone(),
+                name: name.clone(),
+            },
+            ChartLocation::Oci(url) => ChartSource::Oci(url.clone()),
+        },
+        version: Some(origin.chart.version.clone()),
+    })
+}

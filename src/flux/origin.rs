@@ -1,0 +1,609 @@
+//! What a Flux HelmRelease installs, resolved offline the way helm-controller
+//! resolves it (docs/design.md#from-a-flux-helmrelease): the chart and its
+//! version through the HelmRelease's source, the values from `spec.valuesFrom`
+//! and `spec.values`, and the Helm release it manages ([`super::helmrelease`]).
+//! Used by `from:` (bootstrap installs exactly what Flux will adopt) and by
+//! `check`'s handover proof (what Flux would reconcile equals what bootstrap
+//! installed).
+//!
+//! - The chart: `spec.chart.spec` (`chart`, `version`, `sourceRef` to a
+//!   HelmRepository, `type: oci` making it an OCI registry), or `spec.chartRef`
+//!   to an OCIRepository (`spec.url`, `spec.ref.tag`); fluxcd/helm-controller
+//!   `api/v2/helmrelease_types.go` (`HelmChartTemplateSpec`, `CrossNamespaceSourceReference`).
+//!   A source's namespace defaults to the HelmRelease's.
+//! - The values: fluxcd/pkg `chartutil/values.go` `ChartValuesFromReferences`:
+//!   each `valuesFrom` entry in order (ConfigMap/Secret in the HelmRelease's
+//!   namespace, key `valuesKey` default `values.yaml`; `optional` ones that
+//!   are missing are skipped) merged over the previous ones, or with
+//!   `targetPath` set at that path (spec.values merged in first, as the
+//!   controller does); `spec.values` merged last. Maps merge key by key,
+//!   everything else is replaced (`MergeMaps`).
+
+use serde_json::{Map, Value};
+
+use super::helmrelease::{HelmReleaseIdentity, identity};
+use super::object::{Object, ObjectRef};
+
+/// Where a HelmRelease's chart comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ChartLocation {
+    /// A classic Helm repository (HelmRepository without `type: oci`).
+    Repo { url: String, name: String },
+    /// `oci://registry/path/chart`.
+    Oci(String),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OriginChart {
+    pub location: ChartLocation,
+    /// As written; the caller checks it is pinned.
+    pub version: String,
+}
+
+impl OriginChart {
+    /// The chart's name as Helm records it.
+    pub fn name(&self) -> String {
+        match &self.location {
+            ChartLocation::Repo { name, .. } => name.clone(),
+            ChartLocation::Oci(url) => url.rsplit('/').next().unwrap_or(url).to_string(),
+        }
+    }
+}
+
+/// One source of a HelmRelease's values, in merge order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Layer {
+    /// `HelmRelease kube-system/cilium spec.values`, `ConfigMap kube-system/x key values.yaml`.
+    pub label: String,
+    /// The file it is written in, relative to `flux.root` (`None`: not in git).
+    pub file: Option<String>,
+    pub values: Value,
+}
+
+/// A `valuesFrom` entry whose object is not in the GitOps tree (created in
+/// the cluster, e.g. by external-secrets) or cannot be read (SOPS).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unresolved {
+    /// `Secret kube-system/cilium-values`.
+    pub what: String,
+    pub why: String,
+}
+
+/// What a HelmRelease installs, as helm-controller would resolve it.
+#[derive(Debug, Clone)]
+pub struct Origin {
+    pub object: ObjectRef,
+    pub identity: HelmReleaseIdentity,
+    pub chart: OriginChart,
+    /// In merge order; `values` is their merge.
+    pub layers: Vec<Layer>,
+    pub values: Value,
+    /// Non-optional `valuesFrom` entries that could not be read offline.
+    pub unresolved: Vec<Unresolved>,
+}
+
+/// Whether `object` is a Flux HelmRelease.
+pub fn is_helm_release(object: &Object) -> bool {
+    object.is_flux("helm", "HelmRelease")
+}
+
+/// The HelmRelease `reference` names among the scanned objects: a path
+/// relative to `flux.root` (`…/helmrelease.yaml`) or `namespace/name`.
+pub fn find<'a>(objects: &'a [Object], reference: &str) -> Result<&'a Object, String> {
+    let releases = objects.iter().filter(|o| is_helm_release(o));
+    let is_path = reference.ends_with(".yaml") || reference.ends_with(".yml");
+    let found: Vec<&Object> = if is_path {
+        let wanted = reference.trim_start_matches("./");
+        releases.filter(|o| o.file == wanted).collect()
+    } else {
+        let Some((namespace, name)) = reference.split_once('/') else {
+            return Err(format!(
+                "`{reference}` is neither a file (…/helmrelease.yaml, relative to `flux.root`) nor namespace/name of a HelmRelease"
+            ));
+        };
+        releases
+            .filter(|o| o.name == name && o.namespace.as_deref() == Some(namespace))
+            .collect()
+    };
+    match found.as_slice() {
+        [one] => Ok(one),
+        [] if is_path => Err(format!(
+            "no HelmRelease in `{reference}` is reached from `flux.entrypoint` (the path is relative to `flux.root`; Flux would not apply a file it does not reach either; `bootstrap check` shows what is reached)"
+        )),
+        [] => Err(format!(
+            "no HelmRelease `{reference}` is reached from `flux.entrypoint`; `bootstrap check` shows what is reached"
+        )),
+        many => Err(format!(
+            "`{reference}` names {} HelmReleases ({}); name one as namespace/name",
+            many.len(),
+            many.iter()
+                .map(|o| format!("{}/{}", o.namespace.as_deref().unwrap_or("-"), o.name))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
+    }
+}
+
+/// Every HelmRelease among `objects` that manages Helm release `name` stored
+/// in `namespace` (helm-controller's identity rules).
+pub fn managing<'a>(objects: &'a [Object], namespace: &str, name: &str) -> Vec<&'a Object> {
+    objects
+        .iter()
+        .filter(|o| is_helm_release(o))
+        .filter(|o| {
+            let spec = o.body.get("spec").cloned().unwrap_or_default();
+            let id = identity(&o.name, o.namespace.as_deref(), &spec);
+            id.release_name == name && id.storage_namespace.as_deref() == Some(namespace)
+        })
+        .collect()
+}
+
+/// Resolves what `release` (a HelmRelease among `objects`) installs.
+pub fn resolve(release: &Object, objects: &[Object]) -> Result<Origin, String> {
+    let spec = release.body.get("spec").cloned().unwrap_or_default();
+    let namespace = release.namespace.as_deref();
+    let chart = chart(release, &spec, objects)?;
+    let mut layers = Vec::new();
+    let mut unresolved = Vec::new();
+    let spec_values = match spec.get("values") {
+        None | Some(Value::Null) => Value::Object(Map::new()),
+        Some(v @ Value::Object(_)) => v.clone(),
+        Some(_) => return Err("`spec.values` is not a map".into()),
+    };
+    let mut result = Value::Object(Map::new());
+    for entry in spec
+        .get("valuesFrom")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let kind = entry.get("kind").and_then(Value::as_str).unwrap_or("");
+        let name = entry.get("name").and_then(Value::as_str).unwrap_or("");
+        let key = entry
+            .get("valuesKey")
+            .and_then(Value::as_str)
+            .filter(|k| !k.is_empty())
+            .unwrap_or("values.yaml");
+        let optional = entry.get("optional").and_then(Value::as_bool) == Some(true);
+        let target_path = entry
+            .get("targetPath")
+            .and_then(Value::as_str)
+            .filter(|p| !p.is_empty());
+        let literal = entry.get("literal").and_then(Value::as_bool) == Some(true);
+        let what = format!("{kind} {}/{name}", namespace.unwrap_or("-"));
+        if kind != "ConfigMap" && kind != "Secret" {
+            return Err(format!(
+                "`spec.valuesFrom` names {what}: only ConfigMap and Secret exist"
+            ));
+        }
+        let source = objects.iter().find(|o| {
+            o.kind == kind
+                && o.group().is_empty()
+                && o.name == name
+                && o.namespace.as_deref() == namespace
+        });
+        let Some(source) = source else {
+            if !optional {
+                unresolved.push(Unresolved {
+                    what,
+                    why: "it is not in the GitOps tree (created in the cluster, e.g. by external-secrets)".into(),
+                });
+            }
+            continue;
+        };
+        let data = match data(source, key) {
+            Ok(Some(data)) => data,
+            Ok(None) if optional => continue,
+            Ok(None) => {
+                return Err(format!(
+                    "`spec.valuesFrom` names key `{key}` of {what} ({}), which has no such key",
+                    source.file
+                ));
+            }
+            Err(why) => {
+                if !optional {
+                    unresolved.push(Unresolved { what, why });
+                }
+                continue;
+            }
+        };
+        let label = format!("{what} key {key}");
+        let layer = if let Some(path) = target_path {
+            crate::values::merge(&mut result, spec_values.clone());
+            let value = if literal {
+                Value::String(data)
+            } else {
+                set_value(&data)
+            };
+            let mut layer = Value::Object(Map::new());
+            set_path(&mut layer, path, value.clone())
+                .map_err(|why| format!("`targetPath: {path}` of {what}: {why}"))?;
+            set_path(&mut result, path, value)
+                .map_err(|why| format!("`targetPath: {path}` of {what}: {why}"))?;
+            Layer {
+                label: format!("{label} at {path}"),
+                file: Some(source.file.clone()),
+                values: layer,
+            }
+        } else {
+            let parsed: Value = if data.trim().is_empty() {
+                Value::Object(Map::new())
+            } else {
+                serde_saphyr::from_str(&data)
+                    .map_err(|e| format!("{label} ({}) is not YAML: {e}", source.file))?
+            };
+            let parsed = match parsed {
+                Value::Null => Value::Object(Map::new()),
+                v @ Value::Object(_) => v,
+                _ => return Err(format!("{label} ({}) is not a YAML map", source.file)),
+            };
+            crate::values::merge(&mut result, parsed.clone());
+            Layer {
+                label,
+                file: Some(source.file.clone()),
+                values: parsed,
+            }
+        };
+        layers.push(layer);
+    }
+    crate::values::merge(&mut result, spec_values.clone());
+    layers.push(Layer {
+        label: format!(
+            "HelmRelease {}/{} spec.values",
+            namespace.unwrap_or("-"),
+            release.name
+        ),
+        file: Some(release.file.clone()),
+        values: spec_values,
+    });
+    Ok(Origin {
+        object: release.reference(),
+        identity: identity(&release.name, namespace, &spec),
+        chart,
+        layers,
+        values: result,
+        unresolved,
+    })
+}
+
+fn chart(release: &Object, spec: &Value, objects: &[Object]) -> Result<OriginChart, String> {
+    let source = |kind: &str, name: &str, ns: Option<&str>| -> Result<&Object, String> {
+        let ns = ns.or(release.namespace.as_deref());
+        objects
+            .iter()
+            .find(|o| {
+                o.kind == kind
+                    && o.group() == "source.toolkit.fluxcd.io"
+                    && o.name == name
+                    && o.namespace.as_deref() == ns
+            })
+            .ok_or_else(|| {
+                format!(
+                    "its chart source {kind} {}/{name} is not reached from `flux.entrypoint`",
+                    ns.unwrap_or("-")
+                )
+            })
+    };
+    let str_at = |v: &Value, p: &str| v.pointer(p).and_then(Value::as_str).map(str::to_string);
+    if let Some(template) = spec.pointer("/chart/spec") {
+        let chart = str_at(template, "/chart").ok_or("`spec.chart.spec.chart` is missing")?;
+        let version = str_at(template, "/version").unwrap_or_else(|| "*".into());
+        let kind = str_at(template, "/sourceRef/kind").unwrap_or_default();
+        let name = str_at(template, "/sourceRef/name").unwrap_or_default();
+        let ns = str_at(template, "/sourceRef/namespace");
+        if kind != "HelmRepository" {
+            return Err(format!(
+                "its chart comes from a {kind} (`{chart}`); bootstrap installs charts from a HelmRepository or an OCIRepository only: give the release its own `chart:` instead of `from:`"
+            ));
+        }
+        let repo = source(&kind, &name, ns.as_deref())?;
+        let url = str_at(&repo.body, "/spec/url")
+            .ok_or_else(|| format!("HelmRepository {name} ({}) has no `spec.url`", repo.file))?;
+        let location = if str_at(&repo.body, "/spec/type").as_deref() == Some("oci")
+            || url.starts_with("oci://")
+        {
+            ChartLocation::Oci(format!("{}/{chart}", url.trim_end_matches('/')))
+        } else {
+            ChartLocation::Repo { url, name: chart }
+        };
+        return Ok(OriginChart { location, version });
+    }
+    let Some(chart_ref) = spec.get("chartRef") else {
+        return Err("it has neither `spec.chart` nor `spec.chartRef`".into());
+    };
+    let kind = str_at(chart_ref, "/kind").unwrap_or_default();
+    let name = str_at(chart_ref, "/name").unwrap_or_default();
+    if kind != "OCIRepository" {
+        return Err(format!(
+            "its `spec.chartRef` names a {kind}; bootstrap follows an OCIRepository only: give the release its own `chart:` instead of `from:`"
+        ));
+    }
+    let repo = source(&kind, &name, str_at(chart_ref, "/namespace").as_deref())?;
+    let url = str_at(&repo.body, "/spec/url")
+        .ok_or_else(|| format!("OCIRepository {name} ({}) has no `spec.url`", repo.file))?;
+    let at = format!("OCIRepository {name} ({})", repo.file);
+    if let Some(range) = str_at(&repo.body, "/spec/ref/semver") {
+        return Err(format!(
+            "{at} follows the semver range `{range}`; bootstrap installs pinned versions: pin `spec.ref.tag`"
+        ));
+    }
+    let Some(tag) = str_at(&repo.body, "/spec/ref/tag") else {
+        return Err(format!(
+            "{at} has no `spec.ref.tag` (a digest alone, or the implicit `latest`); bootstrap installs pinned versions: pin `spec.ref.tag`"
+        ));
+    };
+    Ok(OriginChart {
+        location: ChartLocation::Oci(url),
+        version: tag,
+    })
+}
+
+/// `key` of a ConfigMap or Secret as written in git: `data` (base64 for a
+/// Secret), a Secret's `stringData`, or a configMapGenerator's output.
+fn data(source: &Object, key: &str) -> Result<Option<String>, String> {
+    if source.body.get("sops").is_some() {
+        return Err("it is SOPS-encrypted".into());
+    }
+    if source.kind == "Secret"
+        && let Some(v) = source.body.pointer(&format!("/stringData/{}", escape(key)))
+    {
+        return Ok(Some(text(v)));
+    }
+    let Some(v) = source.body.pointer(&format!("/data/{}", escape(key))) else {
+        return Ok(None);
+    };
+    if source.kind == "Secret" {
+        super::object::decode_base64(&text(v))
+            .map(Some)
+            .ok_or_else(|| "its data is not base64".into())
+    } else {
+        Ok(Some(text(v)))
+    }
+}
+
+fn text(v: &Value) -> String {
+    v.as_str().map_or_else(|| v.to_string(), str::to_string)
+}
+
+fn escape(key: &str) -> String {
+    key.replace('~', "~0").replace('/', "~1")
+}
+
+/// A `targetPath` value as `helm --set` types it (fluxcd/pkg
+/// `ReplacePathValue`: strvals): `true`/`false`, integers, `null`; quoted
+/// text stays a string without its quotes.
+fn set_value(text: &str) -> Value {
+    let quoted = |q: char| text.len() >= 2 && text.starts_with(q) && text.ends_with(q);
+    if quoted('"') || quoted('\'') {
+        return Value::String(text[1..text.len() - 1].to_string());
+    }
+    match text {
+        "true" => Value::Bool(true),
+        "false" => Value::Bool(false),
+        "null" => Value::Null,
+        _ => text
+            .parse::<i64>()
+            .map(Value::from)
+            .unwrap_or_else(|_| Value::String(text.to_string())),
+    }
+}
+
+/// Sets `value` at a dotted path (`\.` escapes a dot), creating maps.
+fn set_path(root: &mut Value, path: &str, value: Value) -> Result<(), String> {
+    let mut parts = Vec::new();
+    let mut current = String::new();
+    let mut chars = path.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => current.extend(chars.next()),
+            '.' => parts.push(std::mem::take(&mut current)),
+            '[' | ']' => return Err("list indexes are not supported".into()),
+            c => current.push(c),
+        }
+    }
+    parts.push(current);
+    let mut at = root;
+    let last = parts.len() - 1;
+    for (i, part) in parts.into_iter().enumerate() {
+        if !at.is_object() {
+            *at = Value::Object(Map::new());
+        }
+        let map = at.as_object_mut().expect("made a map above");
+        if i == last {
+            map.insert(part, value);
+            return Ok(());
+        }
+        at = map.entry(part).or_insert_with(|| Value::Object(Map::new()));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn obj(api_version: &str, kind: &str, name: &str, file: &str, body: Value) -> Object {
+        let mut body = body;
+        body["apiVersion"] = json!(api_version);
+        body["kind"] = json!(kind);
+        body["metadata"] = json!({"name": name, "namespace": "kube-system"});
+        Object {
+            api_version: api_version.into(),
+            kind: kind.into(),
+            name: name.into(),
+            namespace: Some("kube-system".into()),
+            file: file.into(),
+            chain: vec![],
+            body,
+            previous_ids: vec![],
+        }
+    }
+
+    fn hr(spec: Value) -> Object {
+        obj(
+            "helm.toolkit.fluxcd.io/v2",
+            "HelmRelease",
+            "cilium",
+            "apps/cilium/helmrelease.yaml",
+            json!({ "spec": spec }),
+        )
+    }
+
+    fn oci(reference: Value) -> Object {
+        obj(
+            "source.toolkit.fluxcd.io/v1",
+            "OCIRepository",
+            "cilium",
+            "apps/cilium/ocirepository.yaml",
+            json!({"spec": {"url": "oci://quay.io/cilium/charts/cilium", "ref": reference}}),
+        )
+    }
+
+    #[test]
+    fn chart_ref_to_an_oci_repository_with_a_pinned_tag() {
+        let release = hr(
+            json!({"chartRef": {"kind": "OCIRepository", "name": "cilium"},
+                                "values": {"hubble": {"enabled": false}}}),
+        );
+        let objects = vec![release.clone(), oci(json!({"tag": "1.18.2"}))];
+        let origin = resolve(&release, &objects).unwrap();
+        assert_eq!(
+            origin.chart.location,
+            ChartLocation::Oci("oci://quay.io/cilium/charts/cilium".into())
+        );
+        assert_eq!(origin.chart.version, "1.18.2");
+        assert_eq!(origin.chart.name(), "cilium");
+        assert_eq!(origin.values, json!({"hubble": {"enabled": false}}));
+        assert_eq!(origin.identity.release_name, "cilium");
+
+        let semver = vec![release.clone(), oci(json!({"semver": ">=1.18.0"}))];
+        let err = resolve(&release, &semver).unwrap_err();
+        assert!(err.contains("semver range `>=1.18.0`"), "{err}");
+        let digest = vec![release.clone(), oci(json!({"digest": "sha256:abc"}))];
+        let err = resolve(&release, &digest).unwrap_err();
+        assert!(err.contains("no `spec.ref.tag`"), "{err}");
+        let err = resolve(&release, std::slice::from_ref(&release)).unwrap_err();
+        assert!(
+            err.contains("OCIRepository kube-system/cilium is not reached"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn chart_spec_with_a_helm_repository() {
+        let release = hr(
+            json!({"chart": {"spec": {"chart": "cilium", "version": "1.18.2",
+            "sourceRef": {"kind": "HelmRepository", "name": "cilium"}}}}),
+        );
+        let repo = |spec: Value| {
+            obj(
+                "source.toolkit.fluxcd.io/v1",
+                "HelmRepository",
+                "cilium",
+                "repos.yaml",
+                json!({ "spec": spec }),
+            )
+        };
+        let objects = vec![
+            release.clone(),
+            repo(json!({"url": "https://helm.cilium.io/"})),
+        ];
+        let origin = resolve(&release, &objects).unwrap();
+        assert_eq!(
+            origin.chart.location,
+            ChartLocation::Repo {
+                url: "https://helm.cilium.io/".into(),
+                name: "cilium".into()
+            }
+        );
+        let objects = vec![
+            release.clone(),
+            repo(json!({"url": "oci://ghcr.io/charts/", "type": "oci"})),
+        ];
+        let origin = resolve(&release, &objects).unwrap();
+        assert_eq!(
+            origin.chart.location,
+            ChartLocation::Oci("oci://ghcr.io/charts/cilium".into())
+        );
+    }
+
+    #[test]
+    fn values_from_merge_in_order_and_spec_values_win() {
+        let release = hr(json!({
+            "chartRef": {"kind": "OCIRepository", "name": "cilium"},
+            "valuesFrom": [
+                {"kind": "ConfigMap", "name": "base"},
+                {"kind": "Secret", "name": "creds", "valuesKey": "token", "targetPath": "auth.token"},
+                {"kind": "Secret", "name": "absent", "optional": true},
+                {"kind": "Secret", "name": "external"},
+            ],
+            "values": {"a": {"b": 2}},
+        }));
+        let cm = obj(
+            "v1",
+            "ConfigMap",
+            "base",
+            "cm.yaml",
+            json!({"data": {"values.yaml": "a:\n  b: 1\n  c: 1\nd: x\n"}}),
+        );
+        let secret = obj(
+            "v1",
+            "Secret",
+            "creds",
+            "secret.yaml",
+            json!({"data": {"token": "czNjcjN0"}}),
+        );
+        let objects = vec![release.clone(), oci(json!({"tag": "1.0.0"})), cm, secret];
+        let origin = resolve(&release, &objects).unwrap();
+        assert_eq!(
+            origin.values,
+            json!({"a": {"b": 2, "c": 1}, "d": "x", "auth": {"token": "s3cr3t"}})
+        );
+        let labels: Vec<&str> = origin.layers.iter().map(|l| l.label.as_str()).collect();
+        assert_eq!(
+            labels,
+            [
+                "ConfigMap kube-system/base key values.yaml",
+                "Secret kube-system/creds key token at auth.token",
+                "HelmRelease kube-system/cilium spec.values"
+            ]
+        );
+        assert_eq!(
+            origin.unresolved,
+            [Unresolved {
+                what: "Secret kube-system/external".into(),
+                why: "it is not in the GitOps tree (created in the cluster, e.g. by external-secrets)"
+                    .into()
+            }]
+        );
+    }
+
+    #[test]
+    fn target_path_values_are_typed_like_helm_set() {
+        assert_eq!(set_value("true"), json!(true));
+        assert_eq!(set_value("42"), json!(42));
+        assert_eq!(set_value("\"42\""), json!("42"));
+        assert_eq!(set_value("x.y"), json!("x.y"));
+        let mut v = json!({});
+        set_path(&mut v, "a\\.b.c", json!(1)).unwrap();
+        assert_eq!(v, json!({"a.b": {"c": 1}}));
+        assert!(set_path(&mut v, "a[0]", json!(1)).is_err());
+    }
+
+    #[test]
+    fn find_by_path_or_namespace_and_name() {
+        let release = hr(json!({}));
+        let objects = vec![release];
+        assert!(find(&objects, "apps/cilium/helmrelease.yaml").is_ok());
+        assert!(find(&objects, "./apps/cilium/helmrelease.yaml").is_ok());
+        assert!(find(&objects, "kube-system/cilium").is_ok());
+        let err = find(&objects, "apps/other/helmrelease.yaml").unwrap_err();
+        assert!(
+            err.contains("no HelmRelease in `apps/other/helmrelease.yaml`"),
+            "{err}"
+        );
+        assert_eq!(managing(&objects, "kube-system", "cilium").len(), 1);
+        assert!(managing(&objects, "default", "cilium").is_empty());
+    }
+}
