@@ -128,7 +128,23 @@ enum Command {
     /// Apply CRDs, then install releases in DAG order with hooks; record ownership.
     Apply {
         /// The cluster: `clusters/<CLUSTER>/cluster.yaml` under --dir.
-        cluster: String,
+        #[arg(required_unless_present_any = ["all", "clusters"], conflicts_with_all = ["all", "clusters"])]
+        cluster: Option<String>,
+        /// Every cluster of the config root, concurrently, each with its own
+        /// lock, ledger and kube context (docs/fleet.md).
+        #[arg(long, conflicts_with_all = ["clusters", "context"])]
+        all: bool,
+        /// These clusters, concurrently, e.g. `--clusters infra,apps`.
+        #[arg(
+            long,
+            value_name = "NAMES",
+            value_delimiter = ',',
+            conflicts_with = "context"
+        )]
+        clusters: Vec<String>,
+        /// With --all or --clusters: how many clusters run at once (default: all).
+        #[arg(long, value_name = "N", value_parser = parse_concurrency)]
+        cluster_concurrency: Option<usize>,
         /// Do everything except change the cluster; say what would change.
         #[arg(long)]
         dry_run: bool,
@@ -261,7 +277,9 @@ impl Config {
 /// `bootstrap apply`'s own arguments.
 #[derive(Debug, Clone)]
 pub struct ApplyArgs {
-    pub cluster: String,
+    pub clusters: Clusters,
+    /// How many clusters run at once (`None`: all).
+    pub cluster_concurrency: Option<usize>,
     pub only: Vec<String>,
     pub selector: Vec<crate::select::Selector>,
     pub no_needs: bool,
@@ -280,11 +298,12 @@ pub struct DestroyArgs {
     pub options: crate::destroy::Options,
 }
 
-/// The clusters a command runs on: one, or `--all`.
+/// The clusters a command runs on: one, `--all`, or `--clusters a,b`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Clusters {
     One(String),
     All,
+    Named(Vec<String>),
 }
 
 impl Clusters {
@@ -428,6 +447,9 @@ impl Arguments {
             },
             Command::Apply {
                 cluster,
+                all,
+                clusters,
+                cluster_concurrency,
                 dry_run,
                 only,
                 selector,
@@ -437,7 +459,12 @@ impl Arguments {
                 fail_fast,
                 force,
             } => Subcommand::Apply(ApplyArgs {
-                cluster,
+                clusters: match (cluster, all) {
+                    (Some(cluster), _) => Clusters::One(cluster),
+                    (None, true) => Clusters::All,
+                    (None, false) => Clusters::Named(clusters),
+                },
+                cluster_concurrency,
                 only: {
                     if no_needs && only.is_empty() && selector.is_empty() {
                         return Err(Error::Usage(

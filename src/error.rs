@@ -112,6 +112,11 @@ pub enum Error {
     #[error("{0}")]
     Locked(String),
 
+    /// Several clusters ran (`apply --all`); some did not succeed. Their own
+    /// errors were already printed; `code` is the worst of theirs.
+    #[error("{message}")]
+    Clusters { message: String, code: i32 },
+
     /// SIGINT/SIGTERM: what was running was stopped and reported.
     #[error(
         "interrupted; what was running was stopped, nothing new was started (run the command again to continue)"
@@ -179,6 +184,7 @@ impl Error {
             Error::Usage(_) | Error::Config(_) | Error::Prerequisite { .. } => EXIT_INVALID,
             Error::Failed { .. } | Error::Findings(_) => EXIT_FAILED,
             Error::Locked(_) => EXIT_LOCKED,
+            Error::Clusters { code, .. } => *code,
             Error::Interrupted => EXIT_INTERRUPTED,
         }
     }

@@ -14,18 +14,28 @@ use crate::plan::Plan;
 use crate::run::{self, Session};
 use crate::stop::Stop;
 
+mod fleet;
+
 pub fn run(config: &Config, args: &ApplyArgs) -> Result<(), Error> {
     // The summary's duration is the whole run, from here.
     let begun = std::time::Instant::now();
-    let (plan, findings) = super::linted(
+    // Every cluster's config is read and validated before the first change
+    // to any cluster: a config error (exit 2) stops them all.
+    let linted = super::linted(
         &config.global.dir,
-        &Clusters::One(args.cluster.clone()),
+        &args.clusters,
         config.global.context.as_deref(),
-    )?
-    .remove(0);
-    let notices = preflight_lints(&args.cluster, &findings)?;
-    let plan = plan.select(&args.only, &args.selector, args.no_needs)?;
-    run::block_on(run_async(config, args, plan, notices, begun))
+    )?;
+    if let Clusters::One(cluster) = &args.clusters {
+        let (plan, findings) = linted
+            .into_iter()
+            .next()
+            .ok_or_else(|| Error::failed(format!("cluster `{cluster}` was not loaded")))?;
+        let notices = preflight_lints(cluster, &findings)?;
+        let plan = plan.select(&args.only, &args.selector, args.no_needs)?;
+        return run::block_on(run_async(config, args, plan, notices, begun, None));
+    }
+    run::block_on(fleet::run(config, args, linted))
 }
 
 /// The offline lints of apply's preflight (docs/design.md#lints), on the
@@ -37,12 +47,15 @@ fn preflight_lints(cluster: &str, findings: &[lint::Finding]) -> Result<Vec<Stri
     lint::preflight(cluster, findings).map_err(Error::failed)
 }
 
+/// One cluster's apply. `fleet`: its place among many clusters in one
+/// process (output tagged with its name); `None` for a single cluster.
 async fn run_async(
     config: &Config,
     args: &ApplyArgs,
     plan: Plan,
     notices: Vec<String>,
     begun: std::time::Instant,
+    fleet: Option<&fleet::Slot>,
 ) -> Result<(), Error> {
     // `--timeout` bounds the whole run, the wait for the API server included.
     let reachability = args
@@ -52,7 +65,16 @@ async fn run_async(
         run::prerequisites(config.target(), &plan, reachability).await?;
     helm_flags_supported(&plan, &version)?;
 
-    let session = Session::start(config.json(), config.verbosity, config.global.no_progress);
+    let session = match fleet {
+        None => Session::start(config.json(), config.verbosity, config.global.no_progress),
+        Some(slot) => Session::for_cluster(
+            &plan.cluster.name,
+            slot.width,
+            config.json(),
+            config.verbosity,
+            &slot.streams,
+        ),
+    };
     let events = session.events.clone();
     // What the prerequisites found, shown once the reporter runs.
     events.emit(Event::PreflightStep {

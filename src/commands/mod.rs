@@ -109,6 +109,21 @@ pub(crate) fn linted(
             let findings = lint::run(&plan, &fleet);
             return Ok(vec![(plan, findings)]);
         }
+        Clusters::Named(named) => {
+            let mut plans = Vec::new();
+            let mut problems = Vec::new();
+            for name in named {
+                match crate::config::load(dir, name) {
+                    Ok(plan) => plans.push(plan),
+                    Err(Error::Config(mut more)) => problems.append(&mut more),
+                    Err(e) => return Err(e),
+                }
+            }
+            if !problems.is_empty() {
+                return Err(Error::Config(problems));
+            }
+            plans
+        }
         Clusters::All => {
             if names.is_empty() {
                 return Err(Error::config(crate::error::Problem::new(format!(

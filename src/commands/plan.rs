@@ -53,7 +53,7 @@ pub fn run(config: &Config, clusters: &Clusters, out: &mut dyn Write) -> Result<
     }
     match (config.global.output, clusters) {
         (OutputFormat::Json, Clusters::One(_)) => super::write_json(out, &documents[0])?,
-        (OutputFormat::Json, Clusters::All) => {
+        (OutputFormat::Json, Clusters::All | Clusters::Named(_)) => {
             super::write_json(out, &json!({ "clusters": documents }))?
         }
         (OutputFormat::Text, _) => super::write(out, &text)?,

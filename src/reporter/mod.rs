@@ -52,6 +52,7 @@ pub mod json;
 pub mod plain;
 pub mod progress;
 pub mod summary;
+pub mod tagged;
 
 use std::collections::{BTreeSet, HashMap};
 use std::ffi::OsStr;

@@ -7,8 +7,24 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::event::{Emitter, Event, Summary};
-use crate::reporter::{self, Verbosity};
+use crate::reporter::{self, Verbosity, tagged};
 use crate::stop::{GRACE, Stop, StopSignal};
+
+/// stdout and stderr, shared by the sessions of many clusters.
+#[derive(Clone)]
+pub struct Streams {
+    pub out: tagged::Shared,
+    pub err: tagged::Shared,
+}
+
+impl Streams {
+    pub fn standard() -> Streams {
+        Streams {
+            out: tagged::shared(Box::new(std::io::stdout())),
+            err: tagged::shared(Box::new(std::io::stderr())),
+        }
+    }
+}
 
 pub struct Session {
     pub events: Emitter,
@@ -23,12 +39,40 @@ impl Session {
     /// `no_progress`: `--no-progress`, plain lines even on a terminal.
     pub fn start(json: bool, verbosity: Verbosity, no_progress: bool) -> Session {
         let kind = reporter::detect(json, no_progress);
-        let reporter = reporter::make(
+        Session::with_reporter(reporter::make(
             kind,
             verbosity,
             Box::new(std::io::stdout()),
             Box::new(std::io::stderr()),
-        );
+        ))
+    }
+
+    /// One cluster's session among many in one process (docs/fleet.md):
+    /// plain lines or JSON Lines, tagged with the cluster, written to the
+    /// streams every cluster shares.
+    pub fn for_cluster(
+        cluster: &str,
+        width: usize,
+        json: bool,
+        verbosity: Verbosity,
+        streams: &Streams,
+    ) -> Session {
+        let kind = if json {
+            reporter::ReporterKind::Json
+        } else {
+            reporter::ReporterKind::Plain
+        };
+        let tagged =
+            |out: &tagged::Shared| Box::new(tagged::Tagged::new(cluster, width, json, out.clone()));
+        Session::with_reporter(reporter::make(
+            kind,
+            verbosity,
+            tagged(&streams.out),
+            tagged(&streams.err),
+        ))
+    }
+
+    fn with_reporter(reporter: Box<dyn reporter::Reporter>) -> Session {
         let (events, rx) = Emitter::new();
         let reporting = tokio::spawn(reporter::drive(rx, reporter));
         let (stop_tx, stop) = watch::channel(Stop::Run);

@@ -152,8 +152,8 @@ mod tests {
                     release: ReleaseId::new("kube-system", *name),
                     outcome: *outcome,
                     duration: Duration::from_secs(1),
-                    message: None,
                     timing: Default::default(),
+                    message: None,
                 })
                 .collect(),
             critical_path: vec![],

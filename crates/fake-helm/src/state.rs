@@ -74,6 +74,18 @@ impl Release {
     }
 }
 
+/// `--kube-context` of this helm call, if any.
+fn kube_context() -> Option<String> {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter()
+        .position(|a| a == "--kube-context")
+        .and_then(|i| args.get(i + 1).cloned())
+        .or_else(|| {
+            args.iter()
+                .find_map(|a| a.strip_prefix("--kube-context=").map(str::to_string))
+        })
+}
+
 pub struct Store {
     dir: PathBuf,
 }
@@ -82,7 +94,15 @@ impl Store {
     pub fn from_env() -> Result<Store, String> {
         match std::env::var_os("FAKE_HELM_STATE") {
             Some(dir) if !dir.is_empty() => {
-                let dir = PathBuf::from(dir);
+                let mut dir = PathBuf::from(dir);
+                // Many clusters behind one fake helm (a fleet test): the
+                // state of each kube context is its own, as each cluster
+                // stores its own releases.
+                if std::env::var_os("FAKE_HELM_STATE_BY_CONTEXT").is_some()
+                    && let Some(context) = kube_context()
+                {
+                    dir = dir.join(context);
+                }
                 std::fs::create_dir_all(&dir).map_err(|e| {
                     format!(
                         "fake-helm: cannot create FAKE_HELM_STATE {}: {e}",

@@ -34,6 +34,7 @@ use tokio::runtime::Handle;
 use tokio::sync::{oneshot, watch as channel};
 
 pub use controllers::Rollout;
+pub use kubeconfig::write as write_kubeconfig;
 
 use store::Store;
 

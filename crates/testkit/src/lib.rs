@@ -10,5 +10,6 @@
 mod bins;
 pub mod builder;
 pub mod cluster;
+pub mod fleet;
 
 pub use bins::{bootstrap, fake_helm};

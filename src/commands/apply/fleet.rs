@@ -1,0 +1,192 @@
+//! `bootstrap apply --all` / `--clusters a,b`: many clusters from one process
+//! (docs/fleet.md). Each cluster runs exactly as `apply CLUSTER` would, with
+//! its own kube context, lock, ledger and helm state; a failure in one never
+//! stops another; `--cluster-concurrency` caps how many run at once. Output
+//! is one stream, every line tagged with its cluster. The exit code is the
+//! worst of the clusters'.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use tokio::sync::Semaphore;
+
+use super::{preflight_lints, run_async};
+use crate::cli::{ApplyArgs, Config};
+use crate::error::{EXIT_FAILED, EXIT_INTERRUPTED, EXIT_INVALID, EXIT_LOCKED, EXIT_OK, Error};
+use crate::lint;
+use crate::plan::Plan;
+use crate::run::session::Streams;
+
+/// A cluster's place in the fleet's output.
+pub(super) struct Slot {
+    /// Width the cluster names are padded to.
+    pub width: usize,
+    pub streams: Streams,
+}
+
+/// How bad an exit code is, for the fleet's own: a config or prerequisite
+/// problem (permanent) over a failure over a held lock (retry later) over
+/// success. An interrupt wins over everything: the operator asked to stop.
+fn rank(code: i32) -> u8 {
+    match code {
+        EXIT_OK => 0,
+        EXIT_LOCKED => 1,
+        EXIT_FAILED => 2,
+        EXIT_INVALID => 3,
+        EXIT_INTERRUPTED => 5,
+        _ => 4,
+    }
+}
+
+/// The fleet's exit code: the worst of its clusters'.
+pub fn worst(codes: impl IntoIterator<Item = i32>) -> i32 {
+    codes
+        .into_iter()
+        .max_by_key(|c| rank(*c))
+        .unwrap_or(EXIT_OK)
+}
+
+pub(super) async fn run(
+    config: &Config,
+    args: &ApplyArgs,
+    linted: Vec<(Plan, Vec<lint::Finding>)>,
+) -> Result<(), Error> {
+    let width = linted
+        .iter()
+        .map(|(p, _)| p.cluster.name.len())
+        .max()
+        .unwrap_or(0);
+    let streams = Streams::standard();
+    let slot = Slot {
+        width,
+        streams: streams.clone(),
+    };
+    let slots = Arc::new(Semaphore::new(
+        args.cluster_concurrency.unwrap_or(linted.len()).max(1),
+    ));
+    // A cluster still waiting for its turn never starts after an interrupt
+    // (the clusters already running stop through their own sessions).
+    let interrupted = Arc::new(AtomicBool::new(false));
+    let watcher = tokio::spawn(watch_interrupt(interrupted.clone()));
+
+    let runs = linted.into_iter().map(|(plan, findings)| {
+        let slots = slots.clone();
+        let interrupted = interrupted.clone();
+        let slot = &slot;
+        async move {
+            let cluster = plan.cluster.name.clone();
+            let result = async {
+                let notices = preflight_lints(&cluster, &findings)?;
+                let plan = plan.select(&args.only, &args.selector, args.no_needs)?;
+                let _turn = slots
+                    .acquire()
+                    .await
+                    .map_err(|_| Error::failed("the fleet's scheduler closed"))?;
+                if interrupted.load(Ordering::SeqCst) {
+                    return Err(Error::Interrupted);
+                }
+                let begun = std::time::Instant::now();
+                run_async(config, args, plan, notices, begun, Some(slot)).await
+            }
+            .await;
+            (cluster, result)
+        }
+    });
+    let results = futures::future::join_all(runs).await;
+    watcher.abort();
+
+    let mut failed = Vec::new();
+    for (cluster, result) in &results {
+        if let Err(e) = result {
+            let rendered = e.render();
+            let mut err = streams.err.lock().unwrap_or_else(|e| e.into_inner());
+            for line in rendered.lines() {
+                let _ = writeln!(err, "{cluster:<width$} │ {line}");
+            }
+            failed.push(format!("{cluster} (exit {})", e.exit_code()));
+        }
+    }
+    let code = worst(
+        results
+            .iter()
+            .map(|(_, r)| r.as_ref().map_or_else(Error::exit_code, |_| EXIT_OK)),
+    );
+    summary(config, &streams, &results);
+    if code == EXIT_OK {
+        return Ok(());
+    }
+    Err(Error::Clusters {
+        message: format!(
+            "apply failed on {} of {} clusters: {}",
+            failed.len(),
+            results.len(),
+            failed.join(", ")
+        ),
+        code,
+    })
+}
+
+use std::io::Write;
+
+/// One line per cluster at the end (text), or one `fleet_finished` JSON line.
+fn summary(config: &Config, streams: &Streams, results: &[(String, Result<(), Error>)]) {
+    let mut out = streams.out.lock().unwrap_or_else(|e| e.into_inner());
+    if config.json() {
+        let clusters: Vec<serde_json::Value> = results
+            .iter()
+            .map(|(cluster, r)| {
+                let code = r.as_ref().map_or_else(Error::exit_code, |_| EXIT_OK);
+                serde_json::json!({"cluster": cluster, "exitCode": code})
+            })
+            .collect();
+        let code = worst(
+            results
+                .iter()
+                .map(|(_, r)| r.as_ref().map_or_else(Error::exit_code, |_| EXIT_OK)),
+        );
+        let line =
+            serde_json::json!({"event": "fleet_finished", "clusters": clusters, "exitCode": code});
+        let _ = writeln!(out, "{line}");
+        return;
+    }
+    let ok = results.iter().filter(|(_, r)| r.is_ok()).count();
+    let _ = writeln!(out, "\n{ok} of {} clusters applied", results.len());
+    for (cluster, result) in results {
+        let _ = match result {
+            Ok(()) => writeln!(out, "  ✓ {cluster}"),
+            Err(e) => writeln!(out, "  ✗ {cluster}: exit {}: {e}", e.exit_code()),
+        };
+    }
+    let _ = out.flush();
+}
+
+/// Sets `interrupted` on the first SIGINT/SIGTERM.
+async fn watch_interrupt(interrupted: Arc<AtomicBool>) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut int), Ok(mut term)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) else {
+        return;
+    };
+    tokio::select! {
+        _ = int.recv() => {}
+        _ = term.recv() => {}
+    }
+    interrupted.store(true, Ordering::SeqCst);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_worst_exit_code_wins() {
+        assert_eq!(worst([0, 0]), 0);
+        assert_eq!(worst([0, 3]), 3);
+        assert_eq!(worst([3, 1, 0]), 1);
+        assert_eq!(worst([1, 2, 3]), 2);
+        assert_eq!(worst([2, 130, 0]), 130);
+        assert_eq!(worst([]), 0);
+    }
+}
