@@ -100,7 +100,7 @@ pub async fn run<H: Helm>(
             Vec::new()
         };
         // Handover releases Flux has adopted are Flux's now: left installed.
-        let adopted = crate::ownership::adoptions(plan, connection).await?;
+        let adopted = crate::ownership::adoptions(plan, helm, connection).await?;
         events.emit(Event::PhaseFinished {
             phase: Phase::Preflight,
             ok: true,

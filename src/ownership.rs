@@ -51,6 +51,29 @@ pub fn adopted(hr: &serde_json::Value, id: &ReleaseId) -> bool {
     })
 }
 
+/// Whether a release manifest's objects carry helm-controller's origin
+/// labels for HelmRelease `hr` (`namespace/name`): `helm.toolkit.fluxcd.io/name`
+/// and `helm.toolkit.fluxcd.io/namespace`, which the post-renderer of
+/// fluxcd/helm-controller `internal/postrender/build.go` (`NewOriginLabels`)
+/// adds to every object of every install and upgrade it makes.
+pub fn origin_labelled(manifest: &str, hr: &str) -> bool {
+    let Some((namespace, name)) = hr.split_once('/') else {
+        return false;
+    };
+    crate::yaml::manifests(manifest, std::path::Path::new("manifest"))
+        .unwrap_or_default()
+        .iter()
+        .any(|doc| {
+            let label = |k: &str| {
+                doc.pointer("/metadata/labels")
+                    .and_then(|l| l.get(k))
+                    .and_then(|v| v.as_str())
+            };
+            label("helm.toolkit.fluxcd.io/name") == Some(name)
+                && label("helm.toolkit.fluxcd.io/namespace") == Some(namespace)
+        })
+}
+
 /// What the live checks found.
 #[derive(Debug, Clone, Default)]
 pub struct Live {
@@ -120,18 +143,16 @@ pub async fn helm_releases(
 
 /// Handover releases of the plan a Flux HelmRelease has adopted, with its
 /// `namespace/name`.
-pub async fn adoptions(
+pub async fn adoptions<H: Helm>(
     plan: &Plan,
+    helm: &H,
     connection: &Connection,
 ) -> Result<BTreeMap<ReleaseId, String>, Error> {
-    let managed_by = helm_releases(plan, connection).await?;
+    let live = gather(plan, helm, connection).await?;
     Ok(plan
         .installed()
         .filter(|r| r.ownership == Ownership::Handover)
-        .filter_map(|r| {
-            let hr = managed_by.get(&r.id)?.iter().find(|h| h.adopted)?;
-            Some((r.id.clone(), hr.name.clone()))
-        })
+        .filter_map(|r| Some((r.id.clone(), live.adopted_by(&r.id)?.name.clone())))
         .collect())
 }
 
@@ -233,7 +254,27 @@ pub async fn gather<H: Helm>(
         .list(&connection.target)
         .await
         .map_err(|e| Error::failed_with("cannot list Helm releases", e))?;
-    let listed = deployed.iter().map(|r| (r.id.clone(), r.clone())).collect();
+    let listed: BTreeMap<ReleaseId, DeployedRelease> =
+        deployed.iter().map(|r| (r.id.clone(), r.clone())).collect();
+    let mut managed_by = managed_by;
+    for (id, hrs) in managed_by.iter_mut() {
+        let handover = ours
+            .iter()
+            .any(|r| &r.id == id && r.ownership == Ownership::Handover);
+        let deployed = listed.get(id).is_some_and(|d| d.status == "deployed");
+        if !handover || !deployed || hrs.iter().any(|h| h.adopted) {
+            continue;
+        }
+        // helm-controller's other marker, on the release itself: the
+        // revision its adoption upgrade wrote carries its origin labels.
+        let manifest = helm
+            .get_manifest(&connection.target, id)
+            .await
+            .map_err(|e| Error::failed_with(format!("cannot read the manifest of {id}"), e))?;
+        for hr in hrs.iter_mut() {
+            hr.adopted = origin_labelled(&manifest, &hr.name);
+        }
+    }
     for release in deployed {
         if release.is_pending() && ours.iter().any(|r| r.id == release.id) {
             found.push(Conflict {

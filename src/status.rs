@@ -211,27 +211,9 @@ pub fn handover_state(
         hr.name,
         differences
             .iter()
-            .map(describe_difference)
+            .map(crate::values::Difference::describe)
             .collect::<Vec<_>>()
             .join("; ")
-    )
-}
-
-/// `hubble.enabled: bootstrap true, Flux false`.
-pub fn describe_difference(d: &crate::values::Difference) -> String {
-    let show = |v: &Option<serde_json::Value>| match v {
-        None => "unset".to_string(),
-        Some(v) if crate::values::is_secret_key(d.path.rsplit('.').next().unwrap_or("")) => {
-            let _ = v;
-            crate::values::REDACTED.to_string()
-        }
-        Some(v) => v.to_string(),
-    };
-    format!(
-        "{}: bootstrap {}, Flux {}",
-        d.path,
-        show(&d.left),
-        show(&d.right)
     )
 }
 

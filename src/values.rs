@@ -123,6 +123,25 @@ pub struct Difference {
     pub right: Option<Value>,
 }
 
+impl Difference {
+    /// `hubble.enabled: bootstrap true, Flux false` (`left` is bootstrap's);
+    /// values under secret-looking keys are redacted.
+    pub fn describe(&self) -> String {
+        let secret = is_secret_key(self.path.rsplit('.').next().unwrap_or(""));
+        let show = |v: &Option<Value>| match v {
+            None => "unset".to_string(),
+            Some(_) if secret => REDACTED.to_string(),
+            Some(v) => v.to_string(),
+        };
+        format!(
+            "{}: bootstrap {}, Flux {}",
+            self.path,
+            show(&self.left),
+            show(&self.right)
+        )
+    }
+}
+
 /// Every leaf where `left` and `right` differ, in path order.
 pub fn diff(left: &Value, right: &Value) -> Vec<Difference> {
     let mut out = Vec::new();

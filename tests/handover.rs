@@ -489,3 +489,63 @@ fn from_errors_name_the_helmrelease_and_what_to_do() {
         renamed.stderr
     );
 }
+
+/// helm-controller's marker on the release itself: the revision its adoption
+/// upgrade wrote labels every object with the HelmRelease
+/// (fluxcd/helm-controller `internal/postrender/build.go`). Even before the
+/// HelmRelease's status says so, such a release is Flux's.
+#[test]
+fn origin_labels_on_the_release_mark_it_adopted() {
+    let cluster = Cluster::start();
+    let mut labelled = daemonset("kube-system", "cilium");
+    labelled["metadata"]["labels"] = json!({
+        "helm.toolkit.fluxcd.io/name": "cilium",
+        "helm.toolkit.fluxcd.io/namespace": "kube-system",
+    });
+    cluster.script(json!({
+        "kube-system/cilium": {"apply_manifests": true, "manifests": [labelled]},
+    }));
+    let test = config();
+    assert_eq!(cluster.run(&test, &["apply", "infra"]).code, 0);
+    let before = cluster.installs().len();
+    helmrelease_crd(&cluster);
+    cluster.api.insert(live_helmrelease("cilium", json!([])));
+    let out = cluster.run(&test, &["apply", "infra", "--force", "--output", "json"]);
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    let found = outcomes(&out.stdout);
+    assert!(
+        found
+            .iter()
+            .any(|(r, o, _)| r == "kube-system/cilium" && o == "adopted"),
+        "{found:?}"
+    );
+    let upgraded: Vec<_> = cluster.installs()[before..]
+        .iter()
+        .filter_map(|c| c.release().map(str::to_string))
+        .collect();
+    assert_eq!(upgraded, ["coredns"]);
+    // Another HelmRelease's labels are not this one's adoption.
+    let other = Cluster::start();
+    let mut foreign = daemonset("kube-system", "cilium");
+    foreign["metadata"]["labels"] = json!({
+        "helm.toolkit.fluxcd.io/name": "other",
+        "helm.toolkit.fluxcd.io/namespace": "kube-system",
+    });
+    other.script(json!({"kube-system/cilium": {"apply_manifests": true, "manifests": [foreign]}}));
+    assert_eq!(other.run(&config(), &["apply", "infra"]).code, 0);
+    helmrelease_crd(&other);
+    other.api.insert(live_helmrelease("cilium", json!([])));
+    let out = other.run(
+        &config(),
+        &["apply", "infra", "--force", "--output", "json"],
+    );
+    assert!(
+        outcomes(&out.stdout).contains(&(
+            "kube-system/cilium".into(),
+            "upgraded".into(),
+            "".into()
+        )),
+        "{}",
+        out.stdout
+    );
+}

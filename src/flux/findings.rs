@@ -252,21 +252,7 @@ pub fn handover(objects: &[Object], releases: &[BootstrapRelease]) -> Vec<Findin
                 .find(|(_, v)| crate::values::sets(v, &d.path))
                 .map(|(label, _)| format!(" (set by {label})"))
                 .unwrap_or_default();
-            let show = |v: &Option<Value>| match v {
-                None => "unset".to_string(),
-                Some(_)
-                    if crate::values::is_secret_key(d.path.rsplit('.').next().unwrap_or("")) =>
-                {
-                    crate::values::REDACTED.to_string()
-                }
-                Some(v) => v.to_string(),
-            };
-            differences.push(format!(
-                "{}: bootstrap {}, Flux {}{cause}",
-                d.path,
-                show(&d.left),
-                show(&d.right)
-            ));
+            differences.push(format!("{}{cause}", d.describe()));
         }
         if !differences.is_empty() {
             out.push(finding(
