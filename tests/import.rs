@@ -210,8 +210,7 @@ fn not_converted(stdout: &str) -> Vec<&str> {
         .collect()
 }
 
-const HELM_FLAGS: &str =
-    "has no bootstrap equivalent; bootstrap passes the same helm flags to every release";
+const HELM_FLAGS: &str = "has no bootstrap equivalent (its `helm:` keys are cleanupOnFail, force, historyMax, disableOpenAPIValidation, serverSide, forceConflicts)";
 
 fn import_flux_style(repo: &str, helmfile_dir: &str, config: &str, apps: &str) {
     let tmp = tempfile::tempdir().unwrap();
@@ -232,22 +231,16 @@ fn import_flux_style(repo: &str, helmfile_dir: &str, config: &str, apps: &str) {
             "main",
         ],
     );
-    // Both helm settings of their helmDefaults are all that is left.
-    assert_eq!(run.code, 1, "{}{}", run.stdout, run.stderr);
-    let lines = not_converted(&run.stdout);
-    assert_eq!(lines.len(), 2, "{}", run.stdout);
+    // Everything converts: their helmDefaults become the cluster's defaults.
+    assert_eq!((run.code, run.stderr.as_str()), (0, ""), "{}", run.stdout);
+    assert!(!run.stdout.contains("not converted"), "{}", run.stdout);
+    let cluster =
+        std::fs::read_to_string(root.join(config).join("clusters/main/cluster.yaml")).unwrap();
     assert!(
-        lines[0].contains("`helmDefaults.cleanupOnFail: true`: the helm setting `cleanupOnFail` ")
-            && lines[0].ends_with(HELM_FLAGS)
-    );
-    assert!(
-        lines[1]
-            .contains("`helmDefaults.forceConflicts: true`: the helm setting `forceConflicts` ")
-            && lines[1].ends_with(HELM_FLAGS)
-    );
-    assert_eq!(
-        run.stderr,
-        "error: 2 constructs of the helmfile were not converted (listed above); convert them by hand in the files written\n"
+        cluster.ends_with(&format!(
+            "# helmDefaults of {apps_file}: helm flags of every install\ndefaults:\n  helm:\n    cleanupOnFail: true\n    forceConflicts: true\n"
+        )),
+        "{cluster}"
     );
     let expected = sorted_needs(declared_flux_style(
         &root,
@@ -311,9 +304,14 @@ fn jfroy_flatops_repositories_and_plain_values_files() {
         not_converted(&run.stdout),
         [
             format!("kubernetes/bootstrap/helmfile.yaml:7: `helmDefaults.recreatePods: true`: the helm setting `recreatePods` {HELM_FLAGS}"),
-            format!("kubernetes/bootstrap/helmfile.yaml:8: `helmDefaults.force: true`: the helm setting `force` {HELM_FLAGS}"),
             "kubernetes/bootstrap/helmfile.yaml:35: `secrets: coredns.sops.yaml`: sops-encrypted values are not imported; decrypt them into a values file bootstrap reads, or keep them in a Secret".to_string(),
         ]
+    );
+    // helmDefaults.force is a helm flag of every install.
+    let cluster = std::fs::read_to_string(root.join("config/clusters/main/cluster.yaml")).unwrap();
+    assert!(
+        cluster.ends_with("defaults:\n  helm:\n    force: true\n"),
+        "{cluster}"
     );
     // chart `cilium/cilium` from `repositories:`, the others OCI; values
     // files are used where they are.
@@ -456,8 +454,7 @@ fn onedr0p_cluster_template_rendered_with_makejinja_delimiters() {
             "main",
         ],
     );
-    assert_eq!(run.code, 1, "{}{}", run.stdout, run.stderr);
-    assert_eq!(not_converted(&run.stdout).len(), 2, "{}", run.stdout);
+    assert_eq!((run.code, run.stderr.as_str()), (0, ""), "{}", run.stdout);
     // Its releases inherit the template explicitly (`inherit:`), no `defaultInherit`.
     let expected = declared_flux_style(
         &root,
@@ -691,7 +688,7 @@ fn helmfile_d_files_run_in_name_order_and_later_files_wait_for_earlier_ones() {
         )
         .file(
             "helmfile.d/01-base.yaml",
-            "releases:\n  - name: cni\n    namespace: kube-system\n    chart: oci://r.example/cilium\n    version: 1.0.0\n    hooks:\n      - events: [postsync]\n        command: kubectl\n        args: [rollout, status, daemonset/cilium, -n, kube-system, --timeout=5m]\n  - name: dns\n    namespace: kube-system\n    chart: oci://r.example/coredns\n    version: 1.0.0\n    needs: [kube-system/cni]\n",
+            "helmDefaults:\n  cleanupOnFail: true\nreleases:\n  - name: cni\n    namespace: kube-system\n    chart: oci://r.example/cilium\n    version: 1.0.0\n    hooks:\n      - events: [postsync]\n        command: kubectl\n        args: [rollout, status, daemonset/cilium, -n, kube-system, --timeout=5m]\n  - name: dns\n    namespace: kube-system\n    chart: oci://r.example/coredns\n    version: 1.0.0\n    needs: [kube-system/cni]\n",
         )
         .file(
             "helmfile.d/02-apps.yaml.gotmpl",
@@ -702,6 +699,15 @@ fn helmfile_d_files_run_in_name_order_and_later_files_wait_for_earlier_ones() {
         &["import", "helmfile", ".", "--cluster", "lab"],
     );
     assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    // The files' helmDefaults differ, so each release carries its own.
+    let base = std::fs::read_to_string(test.path().join("releases/01-base.yaml")).unwrap();
+    assert_eq!(
+        base.matches("helm:\n  cleanupOnFail: true\n").count(),
+        2,
+        "{base}"
+    );
+    let apps = std::fs::read_to_string(test.path().join("releases/02-apps.yaml")).unwrap();
+    assert!(!apps.contains("helm:"), "{apps}");
     let plan = bootstrap(test.path(), &["--output", "json", "plan", "lab"]);
     let plan: Value = serde_json::from_str(&plan.stdout).unwrap();
     let summary: Vec<(String, Value, bool, Value)> = plan["releases"]

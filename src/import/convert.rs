@@ -29,6 +29,8 @@ pub struct Group {
     pub stem: String,
     /// Why its releases are CRD-only, when they are.
     pub crds_only: Option<String>,
+    /// Its `helmDefaults` as bootstrap `helm.*` keys.
+    pub helm_defaults: Map<String, Value>,
     pub releases: Vec<ReleaseOut>,
 }
 
@@ -48,6 +50,8 @@ pub struct ReleaseOut {
     pub installed: bool,
     /// `helmDefaults.skipCRDs`: helm installed it with `--skip-crds`.
     pub skip_crds: bool,
+    /// The release's own helm settings (`helm.*`).
+    pub helm: Map<String, Value>,
 }
 
 impl ReleaseOut {
@@ -163,6 +167,8 @@ pub fn import(paths: &[PathBuf], cluster: &str, root: &Path) -> Result<Imported,
 struct Defaults {
     wait: Option<bool>,
     skip_crds: bool,
+    /// `helm.*` keys (docs/design.md#defaults).
+    helm: Map<String, Value>,
     timeout: Option<String>,
 }
 
@@ -186,6 +192,7 @@ fn convert_state(
         source: state.path.clone(),
         stem,
         crds_only,
+        helm_defaults: defaults.helm.clone(),
         releases: Vec::new(),
     };
     let override_namespace = state.doc.get("namespace").and_then(Value::as_str);
@@ -370,13 +377,37 @@ fn helm_defaults(
                 None => {}
             },
             other => {
-                if let Some(reason) = helm_flag(other, value) {
+                if let Some((key, value)) = helm_key(other, value) {
+                    defaults.helm.insert(key.to_string(), value);
+                } else if let Some(reason) = helm_flag(other, value) {
                     issues.push(issue(reason));
                 }
             }
         }
     }
     defaults
+}
+
+/// A helm setting bootstrap passes per release (docs/design.md#defaults:
+/// `helm.*` of a release or of `defaults`), as `(key, value)`; `None` when
+/// it has no such key. `serverSide: auto` (helmfile decides) has none.
+fn helm_key(key: &str, value: &Value) -> Option<(&'static str, Value)> {
+    let flag = |name: &'static str| value.as_bool().map(|b| (name, Value::Bool(b)));
+    match key {
+        "cleanupOnFail" => flag("cleanupOnFail"),
+        "force" => flag("force"),
+        "forceConflicts" => flag("forceConflicts"),
+        "disableOpenAPIValidation" => flag("disableOpenAPIValidation"),
+        "historyMax" => value.as_u64().map(|n| ("historyMax", Value::from(n))),
+        "serverSide" => match value {
+            Value::Bool(b) => Some(("serverSide", Value::Bool(*b))),
+            Value::String(s) if s == "true" || s == "false" => {
+                Some(("serverSide", Value::Bool(s == "true")))
+            }
+            _ => None,
+        },
+        _ => None,
+    }
 }
 
 /// Why a helm setting (in `helmDefaults` or a release) is not converted;
@@ -424,7 +455,7 @@ fn helm_flag(key: &str, value: &Value) -> Option<String> {
         | "description"
         | "suppressOutputLineRegex"
         | "trackMode" => Some(format!(
-            "the helm setting `{key}` has no bootstrap equivalent; bootstrap passes the same helm flags to every release"
+            "the helm setting `{key}` has no bootstrap equivalent (its `helm:` keys are cleanupOnFail, force, historyMax, disableOpenAPIValidation, serverSide, forceConflicts)"
         )),
         _ => Some(format!("`{key}` has no bootstrap equivalent")),
     }
@@ -491,6 +522,7 @@ fn convert_release(
         ));
         namespace = "default".into();
     }
+    let mut helm = Map::new();
     for key in spec.keys() {
         let reason = match key.as_str() {
             "name" | "namespace" | "chart" | "version" | "needs" | "values" | "set" | "setString"
@@ -504,10 +536,16 @@ fn convert_release(
             "condition" => "a condition on helmfile state values; list the release in clusters/NAME/cluster.yaml `releases:` for the clusters that get it".to_string(),
             "valuesTemplate" | "setTemplate" => format!("`{key}` is evaluated with helmfile state values; write the values it produces into a values file"),
             "kubeContext" => "a per-release kubeconfig context; bootstrap installs each cluster's releases in its own context".to_string(),
-            other => match helm_flag(other, &spec[key]) {
-                Some(reason) => reason,
-                None => continue,
-            },
+            other => {
+                if let Some((k, v)) = helm_key(other, &spec[key]) {
+                    helm.insert(k.to_string(), v);
+                    continue;
+                }
+                match helm_flag(other, &spec[key]) {
+                    Some(reason) => reason,
+                    None => continue,
+                }
+            }
         };
         let o = at(key);
         issues.push(Issue::new(
@@ -607,6 +645,7 @@ fn convert_release(
         hooks,
         installed,
         skip_crds: defaults.skip_crds,
+        helm,
     })
 }
 

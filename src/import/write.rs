@@ -35,6 +35,7 @@ pub fn render(imported: &Imported, root: &Path) -> Written {
             r.name.clone()
         }
     };
+    let shared = shared_helm(imported);
     for group in &imported.groups {
         let mut text = comment(
             &format!(
@@ -85,12 +86,19 @@ pub fn render(imported: &Imported, root: &Path) -> Written {
                     }
                 }
             }
+            let mut helm = release.helm.clone();
+            if shared.is_none() {
+                for (k, v) in &group.helm_defaults {
+                    helm.entry(k.clone()).or_insert_with(|| v.clone());
+                }
+            }
             text.push_str(&release_text(
                 release,
                 group.crds_only.is_some(),
                 &values_files,
                 &releases_dir,
                 &imported.cluster,
+                &helm,
             ));
         }
         files.push((
@@ -107,12 +115,27 @@ pub fn render(imported: &Imported, root: &Path) -> Written {
     Written { files }
 }
 
+/// The `helmDefaults` of the files that install releases, when they all
+/// agree: written once as cluster.yaml `defaults.helm`; else each release
+/// gets its file's under its own `helm:`.
+fn shared_helm(imported: &Imported) -> Option<&serde_json::Map<String, Value>> {
+    let mut installing = imported
+        .groups
+        .iter()
+        .filter(|g| g.crds_only.is_none() && !g.releases.is_empty());
+    let first = installing.next()?;
+    installing
+        .all(|g| g.helm_defaults == first.helm_defaults)
+        .then_some(&first.helm_defaults)
+}
+
 fn release_text(
     release: &ReleaseOut,
     crds_only: bool,
     values_files: &[(String, Option<String>)],
     releases_dir: &Path,
     cluster: &str,
+    helm: &serde_json::Map<String, Value>,
 ) -> String {
     let mut t = format!("# {}:{}\n", release.source.display(), release.line);
     if !release.installed {
@@ -180,6 +203,12 @@ fn release_text(
             "wait: {wait}  # {from}; includes Jobs, like waitForJobs\n"
         ));
     }
+    if !helm.is_empty() && !crds_only {
+        t.push_str("# helm flags of the install (helmDefaults and the release's own)\nhelm:\n");
+        for line in yaml_text(&Value::Object(helm.clone())).trim_end().lines() {
+            t.push_str(&format!("  {line}\n"));
+        }
+    }
     if !values_files.is_empty() {
         t.push_str("valuesFiles:\n");
         for (path, note) in values_files {
@@ -232,6 +261,25 @@ fn cluster_text(imported: &Imported) -> String {
             "context: {}  # helmDefaults.kubeContext\n",
             scalar(context)
         ));
+    }
+    if let Some(helm) = shared_helm(imported).filter(|h| !h.is_empty()) {
+        let files: Vec<String> = imported
+            .groups
+            .iter()
+            .filter(|g| g.crds_only.is_none() && !g.releases.is_empty())
+            .map(|g| g.source.display().to_string())
+            .collect();
+        t.push_str(&comment(
+            &format!(
+                "helmDefaults of {}: helm flags of every install",
+                files.join(", ")
+            ),
+            "",
+        ));
+        t.push_str("defaults:\n  helm:\n");
+        for line in yaml_text(&Value::Object(helm.clone())).trim_end().lines() {
+            t.push_str(&format!("    {line}\n"));
+        }
     }
     let all: Vec<&ReleaseOut> = imported.groups.iter().flat_map(|g| &g.releases).collect();
     if all.iter().any(|r| !r.installed) {
