@@ -540,3 +540,38 @@ fn the_plain_objects_pass_a_server_side_dry_run() {
         "a dry run stores nothing"
     );
 }
+
+/// The Containerfile cannot be built here (no container runtime); what it
+/// pins is checked against the project: the Rust it builds with is the
+/// minimum the workspace declares, the helm it ships is one bootstrap
+/// accepts (3.13 or later), and the entrypoint is the binary.
+#[test]
+fn the_containerfile_pins_what_the_project_requires() {
+    let text = std::fs::read_to_string(example("Containerfile")).unwrap();
+    let arg = |name: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(&format!("ARG {name}=")))
+            .unwrap_or_else(|| panic!("ARG {name}"))
+            .to_string()
+    };
+    let manifest = std::fs::read_to_string(repo_root().join("Cargo.toml")).unwrap();
+    let rust = manifest
+        .lines()
+        .find_map(|l| l.strip_prefix("rust-version = "))
+        .unwrap()
+        .trim_matches('"');
+    assert_eq!(arg("RUST_VERSION"), rust);
+    let helm: Vec<u32> = arg("HELM_VERSION")
+        .split('.')
+        .map(|p| p.parse().unwrap())
+        .collect();
+    assert!(helm[0] > 3 || (helm[0] == 3 && helm[1] >= 13), "{helm:?}");
+    assert!(text.contains("cargo build --release --locked --bin bootstrap"));
+    assert!(text.contains(r#"ENTRYPOINT ["/usr/local/bin/bootstrap"]"#));
+    for tool in ["helm", "kubectl", "bootstrap"] {
+        assert!(
+            text.contains(&format!("/usr/local/bin/{tool} /usr/local/bin/{tool}")),
+            "{tool} is not copied into the runtime stage"
+        );
+    }
+}

@@ -114,6 +114,16 @@ impl Run {
 }
 
 fn config(specs: &[Spec]) -> Test {
+    Test::new()
+        .file(
+            "clusters/infra/cluster.yaml",
+            "name: infra\ncontext: admin@infra\n",
+        )
+        .file("releases/bench.yaml", &releases(specs))
+}
+
+/// The release file of `specs`.
+pub fn releases(specs: &[Spec]) -> String {
     let mut releases = String::new();
     for spec in specs {
         let _ = writeln!(
@@ -132,12 +142,31 @@ fn config(specs: &[Spec]) -> Test {
             }
         }
     }
-    Test::new()
-        .file(
-            "clusters/infra/cluster.yaml",
-            "name: infra\ncontext: admin@infra\n",
-        )
-        .file("releases/bench.yaml", &releases)
+    releases
+}
+
+/// The fake helm's script for `specs` (delays, the workloads each install
+/// creates).
+pub fn script(specs: &[Spec]) -> Value {
+    let mut script = serde_json::Map::new();
+    script.insert("*".into(), json!({"delay_ms": 0}));
+    for spec in specs {
+        let mut knobs = json!({"delay_ms": spec.delay_ms});
+        if !spec.workloads.is_empty() {
+            let manifests: Vec<Value> = spec
+                .workloads
+                .iter()
+                .map(|(kind, name)| match *kind {
+                    "DaemonSet" => daemonset(&spec.namespace, name),
+                    _ => deployment(&spec.namespace, name),
+                })
+                .collect();
+            knobs["apply_manifests"] = json!(true);
+            knobs["manifests"] = json!(manifests);
+        }
+        script.insert(spec.id(), knobs);
+    }
+    Value::Object(script)
 }
 
 /// Applies `specs` with `--concurrency concurrency` and waits for the end.

@@ -10,6 +10,7 @@ mod alloc;
 mod applyrun;
 mod catalog;
 mod dag;
+mod fleet;
 mod flux_scan;
 mod overhead;
 mod plan_scale;
@@ -42,7 +43,7 @@ pub fn verdict(target: &str, met: bool, figure: String) {
     );
 }
 
-const SECTIONS: [&str; 5] = ["plan", "flux", "schedule", "readiness", "overhead"];
+const SECTIONS: [&str; 6] = ["plan", "flux", "schedule", "readiness", "overhead", "fleet"];
 
 fn main() {
     // `cargo bench` passes `--bench`; anything else unknown is a typo.
@@ -86,6 +87,9 @@ fn main() {
     }
     if wanted("overhead") {
         overhead::run(mode);
+    }
+    if wanted("fleet") {
+        fleet::run(mode);
     }
 }
 

@@ -11,10 +11,10 @@ use super::{Mode, verdict};
 /// Far above any DAG's width here: the helm cap must not be what we measure.
 const CONCURRENCY: usize = 512;
 
-struct Case {
+pub(crate) struct Case {
     name: &'static str,
     dag: Dag,
-    specs: Vec<Spec>,
+    pub(crate) specs: Vec<Spec>,
 }
 
 impl Case {
@@ -30,7 +30,7 @@ impl Case {
 /// The shipped catalog's DAG (repo's clusters/infra + releases/), with its
 /// rollout hooks; its condition and kubectl hooks need a real Flux and are
 /// left out. Durations are invented but in the catalog's proportions.
-fn infra(scale: f64) -> Case {
+pub(crate) fn infra(scale: f64) -> Case {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let plan = bootstrap::config::load(root, "infra").expect("the shipped infra config loads");
     let installed: Vec<_> = plan.installed().collect();
