@@ -64,6 +64,18 @@ pub struct Global {
     pub termination_log: Option<PathBuf>,
 }
 
+/// `--values FILE` and `--set PATH=VALUE` of one run: merged over every
+/// release's values, last (docs/design.md#values-merge-order).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct RunValuesArgs {
+    /// A YAML values file merged over every chosen release's values (repeatable; before --set).
+    #[arg(long = "values", value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+    /// A value for every chosen release, helm's syntax: `a.b=c`, `a=1,b=2` (repeatable; wins over everything).
+    #[arg(long = "set", value_name = "PATH=VALUE")]
+    pub sets: Vec<String>,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum OutputFormat {
     Text,
@@ -124,6 +136,8 @@ enum Command {
         /// Releases whose labels match (helmfile syntax: `key=value`, `key!=value`; comma = AND; repeat for OR).
         #[arg(long, short = 'l', value_name = "SELECTOR", value_parser = parse_selector)]
         selector: Vec<crate::select::Selector>,
+        #[command(flatten)]
+        values: RunValuesArgs,
     },
     /// Apply CRDs, then install releases in DAG order with hooks; record ownership.
     Apply {
@@ -157,6 +171,8 @@ enum Command {
         /// With --only or --selector: run exactly those releases, not what they need.
         #[arg(long)]
         no_needs: bool,
+        #[command(flatten)]
+        values: RunValuesArgs,
         /// Parallel helm operations.
         #[arg(long, value_name = "N", default_value_t = crate::apply::DEFAULT_CONCURRENCY, value_parser = parse_concurrency)]
         concurrency: usize,
@@ -280,6 +296,7 @@ pub struct ApplyArgs {
     pub clusters: Clusters,
     /// How many clusters run at once (`None`: all).
     pub cluster_concurrency: Option<usize>,
+    pub values: RunValuesArgs,
     pub only: Vec<String>,
     pub selector: Vec<crate::select::Selector>,
     pub no_needs: bool,
@@ -332,6 +349,7 @@ pub enum Subcommand {
         manifests: bool,
         only: Vec<String>,
         selector: Vec<crate::select::Selector>,
+        values: RunValuesArgs,
     },
     Check {
         clusters: Clusters,
@@ -426,6 +444,7 @@ impl Arguments {
                 manifests,
                 only,
                 selector,
+                values,
             } => Subcommand::Template {
                 cluster,
                 release,
@@ -434,6 +453,7 @@ impl Arguments {
                 manifests,
                 only,
                 selector,
+                values,
             },
             Command::Check {
                 cluster,
@@ -454,6 +474,7 @@ impl Arguments {
                 only,
                 selector,
                 no_needs,
+                values,
                 concurrency,
                 timeout,
                 fail_fast,
@@ -465,6 +486,7 @@ impl Arguments {
                     (None, false) => Clusters::Named(clusters),
                 },
                 cluster_concurrency,
+                values,
                 only: {
                     if no_needs && only.is_empty() && selector.is_empty() {
                         return Err(Error::Usage(

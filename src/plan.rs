@@ -42,7 +42,30 @@ pub struct Plan {
     pub graph: ReleaseGraph,
 }
 
+/// `--values FILE` and `--set` of one run (docs/design.md#values-merge-order):
+/// merged over every release's values, after everything in the config.
+#[derive(Debug, Clone, Default)]
+pub struct RunValues {
+    pub overlay: Value,
+    /// Where the overlay came from, in order (shown by `template -v`).
+    pub sources: Vec<crate::release::ValuesSource>,
+}
+
 impl Plan {
+    /// Every release with the run's `--values`/`--set` merged over its
+    /// values (install and CRD-phase alike).
+    pub fn with_run_values(mut self, run: &RunValues) -> Plan {
+        if run.sources.is_empty() {
+            return self;
+        }
+        for release in &mut self.releases {
+            crate::values::merge(&mut release.values, run.overlay.clone());
+            crate::values::merge(&mut release.crd_values, run.overlay.clone());
+            release.values_sources.extend(run.sources.iter().cloned());
+        }
+        self
+    }
+
     pub fn new(cluster: Cluster, root: PathBuf, mut releases: Vec<Release>) -> Plan {
         let graph = ReleaseGraph::new(releases.iter().map(|r| (&r.id, r.needs.as_slice())));
         let position: std::collections::HashMap<ReleaseId, usize> = graph

@@ -52,6 +52,70 @@ pub fn canonical(value: &Value) -> String {
     }
 }
 
+/// Applies one `--set` argument to `target`: `a.b=c`, several separated by
+/// commas (`a=1,b=2`), `\\.` and `\\,` for a literal dot or comma. Values are
+/// typed as helm's `--set` types them (helm pkg/strvals/parser.go `typedVal`):
+/// `true`/`false`, `null`, and integers without a leading zero become those;
+/// everything else stays a string. Lists (`a[0]`, `{a,b}`) are not taken:
+/// put them in a `--values` file.
+pub fn set_path(target: &mut Value, assignments: &str) -> Result<(), String> {
+    for assignment in split_unescaped(assignments, ',') {
+        let (path, value) = assignment
+            .split_once('=')
+            .ok_or_else(|| format!("`{assignment}` is not `path=value`"))?;
+        if path.contains('[') || value.starts_with('{') {
+            return Err(format!(
+                "`{assignment}`: lists are not taken by --set; put them in a --values file"
+            ));
+        }
+        let keys: Vec<String> = split_unescaped(path, '.');
+        if keys.iter().any(String::is_empty) {
+            return Err(format!("`{assignment}` has an empty key in `{path}`"));
+        }
+        let mut overlay = typed(&value.replace("\\,", ","));
+        for key in keys.into_iter().rev() {
+            overlay = Value::Object(Map::from_iter([(key, overlay)]));
+        }
+        merge(target, overlay);
+    }
+    Ok(())
+}
+
+fn split_unescaped(text: &str, separator: char) -> Vec<String> {
+    let mut parts = vec![String::new()];
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\\' && chars.peek() == Some(&separator) {
+            parts
+                .last_mut()
+                .unwrap_or(&mut String::new())
+                .push(separator);
+            chars.next();
+        } else if c == separator {
+            parts.push(String::new());
+        } else if let Some(last) = parts.last_mut() {
+            last.push(c);
+        }
+    }
+    parts
+}
+
+fn typed(text: &str) -> Value {
+    match text {
+        "true" => Value::Bool(true),
+        "false" => Value::Bool(false),
+        "null" => Value::Null,
+        _ => {
+            let digits = text.strip_prefix('-').unwrap_or(text);
+            let leading_zero = digits.len() > 1 && digits.starts_with('0');
+            match text.parse::<i64>() {
+                Ok(n) if !leading_zero => Value::from(n),
+                _ => Value::String(text.to_string()),
+            }
+        }
+    }
+}
+
 pub const REDACTED: &str = "<redacted>";
 
 /// Key names whose values are treated as secrets wherever values are shown.
@@ -219,6 +283,21 @@ mod tests {
             base,
             json!({"a": {"b": 1, "c": [3], "e": true}, "d": {"x": 1}})
         );
+    }
+
+    #[test]
+    fn set_paths_are_typed_as_helm_types_them() {
+        let mut v = json!({"a": {"keep": 1, "b": 0}});
+        set_path(&mut v, "a.b=2,on=true,off=false,n=null,s=0755,t=v1.2").unwrap();
+        set_path(&mut v, r"anno.io\.cilium/ip=10.0.0.1,list=a\,b").unwrap();
+        assert_eq!(
+            v,
+            json!({"a": {"keep": 1, "b": 2}, "on": true, "off": false, "n": null,
+                   "s": "0755", "t": "v1.2", "anno": {"io.cilium/ip": "10.0.0.1"}, "list": "a,b"})
+        );
+        assert_eq!(set_path(&mut v, "x"), Err("`x` is not `path=value`".into()));
+        assert!(set_path(&mut v, "a[0]=1").unwrap_err().contains("--values"));
+        assert!(set_path(&mut v, "a..b=1").is_err());
     }
 
     #[test]

@@ -113,3 +113,92 @@ fn apply_with_a_selector_adds_needs_unless_no_needs() {
         .collect();
     assert_eq!(installed, ["cert-manager", "cilium", "coredns"]);
 }
+
+/// `template -v CLUSTER RELEASE` with `args`: (the values document, the
+/// `# values from:` lines).
+fn values_with(test: Test, args: &[&str]) -> (serde_json::Value, Vec<String>) {
+    let out = test
+        .args(&["template", "infra", "cilium", "-v"])
+        .args(args)
+        .run();
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let sources = out
+        .stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("# values from: "))
+        .map(str::to_string)
+        .collect();
+    let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(&out.stdout).unwrap();
+    (docs.into_iter().next().unwrap(), sources)
+}
+
+#[test]
+fn set_and_values_win_over_the_config_and_are_shown() {
+    let test = Test::with_releases(&RELEASES.replace(
+        "labels: { tier: network }\nchart: { repo: https://helm.cilium.io",
+        "labels: { tier: network }\nvalues: { ipam: { mode: kubernetes }, debug: { enabled: false } }\nchart: { repo: https://helm.cilium.io",
+    ))
+    .file("run.yaml", "debug: { enabled: true, verbose: flow }\nipam: { mode: cluster-pool }\n");
+    let (values, sources) = values_with(
+        test,
+        &[
+            "--values",
+            "run.yaml",
+            "--set",
+            "ipam.mode=eni,operator.replicas=1",
+            "--set",
+            "auth.password=hunter2",
+        ],
+    );
+    // --values over the config, --set over --values; helm's --set typing.
+    assert_eq!(
+        values,
+        serde_json::json!({
+            "ipam": {"mode": "eni"},
+            "debug": {"enabled": true, "verbose": "flow"},
+            "operator": {"replicas": 1},
+            "auth": {"password": "<redacted>"}
+        })
+    );
+    assert_eq!(
+        sources,
+        [
+            "releases/core.yaml (values)",
+            "run.yaml",
+            "--set ipam.mode=eni,operator.replicas=1",
+            "--set auth.password=<redacted>"
+        ]
+    );
+}
+
+#[test]
+fn a_bad_set_or_values_file_is_an_error() {
+    Test::with_releases(RELEASES)
+        .args(&["template", "infra", "--set", "ipam.mode", "--values", "nope.yaml"])
+        .invalid("error: nope.yaml: cannot read the --values file: No such file or directory (os error 2)\nerror: --set `ipam.mode` is not `path=value`\nerror: 2 problems in the config; nothing was changed\n");
+}
+
+#[test]
+fn apply_installs_with_the_run_values() {
+    let cluster = Cluster::start();
+    let test = Test::new()
+        .file("clusters/infra/cluster.yaml", CLUSTER)
+        .file("releases/core.yaml", RELEASES);
+    let out = cluster.run(
+        &test,
+        &[
+            "apply",
+            "infra",
+            "--only",
+            "cilium",
+            "--set",
+            "ipam.mode=eni",
+        ],
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let installs = cluster.installs();
+    assert_eq!(
+        installs[0].values_files[0]["content"],
+        serde_json::json!({"ipam": {"mode": "eni"}})
+    );
+}

@@ -19,12 +19,14 @@ mod fleet;
 pub fn run(config: &Config, args: &ApplyArgs) -> Result<(), Error> {
     // The summary's duration is the whole run, from here.
     let begun = std::time::Instant::now();
+    let run_values = crate::config::run_values(&args.values.files, &args.values.sets)?;
     // Every cluster's config is read and validated before the first change
     // to any cluster: a config error (exit 2) stops them all.
-    let linted = super::linted(
+    let linted = super::linted_with(
         &config.global.dir,
         &args.clusters,
         config.global.context.as_deref(),
+        &run_values,
     )?;
     if let Clusters::One(cluster) = &args.clusters {
         let (plan, findings) = linted

@@ -32,6 +32,7 @@ pub fn execute(config: &Config, out: &mut dyn Write) -> Result<(), Error> {
             manifests,
             only,
             selector,
+            values,
         } => template::run(
             config,
             cluster,
@@ -41,7 +42,7 @@ pub fn execute(config: &Config, out: &mut dyn Write) -> Result<(), Error> {
                 crds: *crds,
                 manifests: *manifests,
             },
-            (only, selector),
+            (only, selector, values),
             out,
         ),
         Subcommand::Check {
@@ -96,10 +97,21 @@ pub(crate) fn linted(
     clusters: &Clusters,
     context: Option<&str>,
 ) -> Result<Vec<(Plan, Vec<lint::Finding>)>, Error> {
+    linted_with(dir, clusters, context, &crate::plan::RunValues::default())
+}
+
+/// [`linted`] with the run's `--values`/`--set` merged into each cluster
+/// the command runs on, so the lints see what would be installed.
+pub(crate) fn linted_with(
+    dir: &Path,
+    clusters: &Clusters,
+    context: Option<&str>,
+    run: &crate::plan::RunValues,
+) -> Result<Vec<(Plan, Vec<lint::Finding>)>, Error> {
     let names = crate::config::cluster_names(dir);
     let plans = match clusters {
         Clusters::One(cluster) => {
-            let plan = crate::config::load_for(dir, cluster, context)?;
+            let plan = crate::config::load_for(dir, cluster, context)?.with_run_values(run);
             let others: Vec<Plan> = names
                 .iter()
                 .filter(|n| *n != cluster)
@@ -114,7 +126,7 @@ pub(crate) fn linted(
             let mut problems = Vec::new();
             for name in named {
                 match crate::config::load(dir, name) {
-                    Ok(plan) => plans.push(plan),
+                    Ok(plan) => plans.push(plan.with_run_values(run)),
                     Err(Error::Config(mut more)) => problems.append(&mut more),
                     Err(e) => return Err(e),
                 }
@@ -135,7 +147,7 @@ pub(crate) fn linted(
             let mut problems = Vec::new();
             for name in &names {
                 match crate::config::load(dir, name) {
-                    Ok(plan) => plans.push(plan),
+                    Ok(plan) => plans.push(plan.with_run_values(run)),
                     Err(Error::Config(mut more)) => problems.append(&mut more),
                     Err(e) => return Err(e),
                 }

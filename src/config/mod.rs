@@ -11,3 +11,75 @@ mod render;
 pub use load::{cluster_names, load, load_for};
 
 pub use crate::plan::{Cluster, Flux};
+
+use std::path::PathBuf;
+
+use serde_json::{Map, Value};
+
+use crate::error::{Error, Problem};
+use crate::plan::RunValues;
+use crate::release::ValuesSource;
+
+/// The run's `--values FILE`s (plain YAML maps, paths from the working
+/// directory) then its `--set`s, in that order, as helm applies `-f` then
+/// `--set`; docs/design.md#values-merge-order.
+pub fn run_values(files: &[PathBuf], sets: &[String]) -> Result<RunValues, Error> {
+    let mut overlay = Value::Object(Map::new());
+    let mut sources = Vec::new();
+    let mut problems = Vec::new();
+    for file in files {
+        let text = match std::fs::read_to_string(file) {
+            Ok(text) => text,
+            Err(e) => {
+                problems
+                    .push(Problem::new(format!("cannot read the --values file: {e}")).file(file));
+                continue;
+            }
+        };
+        match crate::yaml::document::<Value>(&text, file) {
+            Ok(v @ Value::Object(_)) => crate::values::merge(&mut overlay, v),
+            Ok(Value::Null) => {}
+            Ok(_) => problems.push(Problem::new("a --values file must be a YAML map").file(file)),
+            Err(p) => problems.push(p),
+        }
+        sources.push(ValuesSource {
+            path: std::path::absolute(file).unwrap_or_else(|_| file.clone()),
+            shown: file.clone(),
+            prefix: Vec::new(),
+            document_line: None,
+        });
+    }
+    for set in sets {
+        if let Err(why) = crate::values::set_path(&mut overlay, set) {
+            problems.push(Problem::new(format!("--set {why}")));
+        }
+        sources.push(ValuesSource {
+            path: PathBuf::new(),
+            shown: PathBuf::from(format!("--set {}", shown_set(set))),
+            prefix: Vec::new(),
+            document_line: None,
+        });
+    }
+    if !problems.is_empty() {
+        return Err(Error::Config(problems));
+    }
+    Ok(RunValues { overlay, sources })
+}
+
+/// A `--set` as `template -v` shows it: the value of a secret-looking key redacted.
+fn shown_set(set: &str) -> String {
+    set.split(',')
+        .map(|assignment| match assignment.split_once('=') {
+            Some((path, _))
+                if path
+                    .rsplit('.')
+                    .next()
+                    .is_some_and(crate::values::is_secret_key) =>
+            {
+                format!("{path}={}", crate::values::REDACTED)
+            }
+            _ => assignment.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
