@@ -300,12 +300,27 @@ pub async fn gather<H: Helm>(
 /// Refuses on any conflict; otherwise returns every release Helm knows (any
 /// status, with chart and version), so the release steps need not ask Helm
 /// again, and which handover releases Flux has adopted.
+///
+/// `left_by`: the holder of the expired lock this run took over. A release of
+/// the plan left `pending-install` is then that dead run's interrupted first
+/// install, which nobody else can be running (no other run holds the lock),
+/// so it is no conflict: the release step uninstalls and installs it again.
 pub async fn live_conflicts<H: Helm>(
     plan: &Plan,
     helm: &H,
     connection: &Connection,
+    left_by: Option<&str>,
 ) -> Result<Live, Error> {
-    let live = gather(plan, helm, connection).await?;
+    let mut live = gather(plan, helm, connection).await?;
+    if left_by.is_some() {
+        let listed = &live.listed;
+        live.conflicts.retain(|c| {
+            c.object != format!("Helm release {}", c.release)
+                || listed
+                    .get(&c.release)
+                    .is_none_or(|r| r.status != "pending-install")
+        });
+    }
     if live.conflicts.is_empty() {
         return Ok(live);
     }

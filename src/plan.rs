@@ -228,9 +228,26 @@ impl Plan {
             crate::duration::count(crds.len(), "release")
         ));
         for r in &crds {
-            let what = match r.crds {
-                crate::release::CrdPolicy::Only => "CRDs only, never installed",
-                _ => "CRDs applied here, release installed with --skip-crds",
+            // Without helm, plan cannot render a chart: it says which CRDs
+            // a local chart carries in crds/, and that the rest is known
+            // only when apply renders it.
+            let carried = match &r.source {
+                crate::release::Source::Chart(crate::release::Chart {
+                    source: crate::release::ChartSource::Path(dir),
+                    ..
+                }) => crd_files(dir),
+                _ => None,
+            };
+            let what = match (r.crds, carried) {
+                (crate::release::CrdPolicy::Only, _) => "CRDs only, never installed".to_string(),
+                (_, Some(n)) if n > 0 => format!(
+                    "{} in crds/, applied here; installed with --skip-crds",
+                    crate::duration::count(n, "CRD file")
+                ),
+                _ if matches!(r.source, crate::release::Source::Manifests(_)) => {
+                    "CRDs from its manifests, applied here".to_string()
+                }
+                _ => "CRDs: rendered at apply; installed with --skip-crds".to_string(),
             };
             out.push_str(&format!(
                 "  {:<45} {:<32} {what}\n",
@@ -316,4 +333,20 @@ Phase 2: releases, each as soon as its needs are done
         }
         out
     }
+}
+
+/// How many YAML files a local chart's `crds/` holds (`None`: no such directory).
+fn crd_files(chart: &std::path::Path) -> Option<usize> {
+    let entries = std::fs::read_dir(chart.join("crds")).ok()?;
+    Some(
+        entries
+            .flatten()
+            .filter(|e| {
+                matches!(
+                    e.path().extension().and_then(|x| x.to_str()),
+                    Some("yaml" | "yml")
+                )
+            })
+            .count(),
+    )
 }

@@ -134,3 +134,45 @@ fn wait_for_api_waits_for_a_control_plane_coming_up() {
         out.stderr
     );
 }
+
+/// A run killed during a first install leaves its release `pending-install`
+/// and its Lease unreleased. The next run takes over the expired Lease, so
+/// it knows the pending install was that dead run's (no other run can hold
+/// the lock): it uninstalls the release and installs it afresh, and the
+/// re-run converges with exit 0. Without a taken-over lock the release is
+/// refused with advice, as anything else could be a live helm operation.
+#[test]
+fn a_rerun_after_a_killed_run_repairs_its_pending_install() {
+    let cluster = Cluster::start();
+    script(&cluster);
+    std::fs::write(
+        cluster.path().join("helm-state/kube-system__coredns.json"),
+        serde_json::to_string(&json!({"name": "coredns", "namespace": "kube-system", "revision": 1,
+            "status": "pending-install", "chart": "coredns", "version": "1.44.3", "app_version": "1.12.0",
+            "values": {}, "labels": {}, "updated": "2026-01-01T00:00:00Z", "manifest": ""}))
+        .unwrap(),
+    )
+    .unwrap();
+    let past = "2020-01-01T00:00:00.000000Z";
+    cluster.api.insert(json!({
+        "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        "metadata": {"name": "bootstrap-lock", "namespace": "kube-system",
+                     "annotations": {"bootstrap/operation": "apply"}},
+        "spec": {"holderIdentity": "job-infra-1 pid 1", "leaseDurationSeconds": 30,
+                 "acquireTime": past, "renewTime": past}
+    }));
+    let out = cluster.run(&config(), &["apply", "infra"]);
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    let said = format!("{}{}", out.stdout, out.stderr);
+    assert!(
+        said.contains(
+            "kube-system/coredns was left pending-install by job-infra-1 pid 1, whose expired lock this run took over; uninstalled it to install it afresh"
+        ),
+        "{said}"
+    );
+    assert_eq!(
+        cluster.release_state("kube-system", "coredns").unwrap()["status"],
+        "deployed"
+    );
+    assert!(cluster.ledger().contains_key("kube-system.coredns"));
+}

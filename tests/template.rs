@@ -387,3 +387,31 @@ fn quiet_and_verbose_plan() {
         ]
     );
 }
+
+/// `plan` never claims CRDs it has not seen: a local chart's `crds/` files
+/// are counted; a repository chart's CRDs are known once apply renders it.
+#[test]
+fn plan_says_which_releases_carry_crds() {
+    let releases = "name: local\nnamespace: x\nchart: { path: ./local }\n---\nname: cilium\nnamespace: kube-system\nchart: { repo: https://helm.cilium.io, name: cilium, version: 1.18.2 }\n";
+    let out = Test::with_releases(releases)
+        .file("releases/local/Chart.yaml", "name: local\nversion: 1.0.0\n")
+        .file(
+            "releases/local/crds/a.yaml",
+            "kind: CustomResourceDefinition\n",
+        )
+        .file(
+            "releases/local/crds/b.yaml",
+            "kind: CustomResourceDefinition\n",
+        )
+        .args(&["plan", "infra"])
+        .run();
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let phase: Vec<&str> = out.stdout.lines().skip(3).take(2).collect();
+    assert_eq!(
+        phase,
+        [
+            "  kube-system/cilium                            cilium 1.18.2                    CRDs: rendered at apply; installed with --skip-crds",
+            "  x/local                                       local                            2 CRD files in crds/, applied here; installed with --skip-crds",
+        ]
+    );
+}

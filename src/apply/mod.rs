@@ -62,10 +62,11 @@ pub async fn run<H: Helm + 'static>(
         "cluster lock taken".to_string()
     });
     let stop = held.stop.clone();
+    let took_over = held.took_over();
     let result = async {
         let owners = interruptible(
             &stop,
-            ownership::live_conflicts(plan, helm.as_ref(), connection),
+            ownership::live_conflicts(plan, helm.as_ref(), connection, took_over.as_deref()),
         )
         .await??;
         step(format!(
@@ -163,6 +164,7 @@ pub async fn run<H: Helm + 'static>(
             dry_run: options.dry_run,
             force: options.force,
             verbose: options.verbose,
+            left_by: took_over.clone(),
         };
         let summary = scheduler::run(
             &plan.cluster.name,

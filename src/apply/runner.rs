@@ -39,6 +39,9 @@ pub struct ReleaseRunner<H: Helm> {
     /// `--concurrency`: parallel helm operations (hooks don't hold a slot).
     pub helm_slots: Arc<Semaphore>,
     pub dry_run: bool,
+    /// The holder of the expired lock this run took over: a release it left
+    /// `pending-install` is installed afresh (docs/design.md#live-refusal-rules).
+    pub left_by: Option<String>,
     pub force: bool,
     pub verbose: bool,
 }
@@ -279,6 +282,28 @@ impl<H: Helm> ReleaseRunner<H> {
         let Some(deployed) = deployed else {
             return Ok(Change::Install);
         };
+        if deployed.status == "pending-install"
+            && let Some(holder) = &self.left_by
+        {
+            // The dead run's first install of this release never finished,
+            // and no other run can be working on it (we hold the lock):
+            // nothing to roll back to, so remove it and install afresh.
+            self.helm
+                .uninstall(&self.target, &release.id, release.budget())
+                .await
+                .map_err(|e| {
+                    StepResult::failed(format!(
+                        "was left pending-install by {holder}, whose expired lock this run took over, and cannot be uninstalled to install it afresh: {e}"
+                    ))
+                })?;
+            self.events.emit(Event::Warning {
+                message: format!(
+                    "{} was left pending-install by {holder}, whose expired lock this run took over; uninstalled it to install it afresh",
+                    release.id
+                ),
+            });
+            return Ok(Change::Install);
+        }
         if deployed.is_pending() {
             return Err(StepResult::failed(format!(
                 "is {} in Helm (another operation is in progress, or one was interrupted); wait for it, or recover with {}",

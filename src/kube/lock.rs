@@ -60,6 +60,9 @@ pub struct Lock {
     lost: tokio::sync::watch::Receiver<Option<String>>,
     /// Set by [`Lock::release`], so dropping it afterwards does not release twice.
     released: bool,
+    /// The holder of the expired lock this run took over: a run that died
+    /// without releasing it (docs/design.md#cluster-lock).
+    took_over: Option<String>,
 }
 
 /// `user@host pid N` — what a second run prints about the first.
@@ -120,6 +123,7 @@ impl Lock {
         let existing = retry(budget, || api.get_opt(LEASE_NAME))
             .await
             .map_err(LockError::Read)?;
+        let mut took_over = None;
         let result = match existing {
             None => {
                 let lease = fresh(None);
@@ -151,6 +155,7 @@ impl Lock {
                     on_takeover(format!(
                         "took over the expired bootstrap lock of {other}; that run is presumed dead"
                     ));
+                    took_over = Some(other.clone());
                 }
                 let taken = fresh(lease.metadata.resource_version.clone());
                 let params = PostParams::default();
@@ -170,6 +175,7 @@ impl Lock {
             renewer,
             lost,
             released: false,
+            took_over,
         })
     }
 
@@ -178,6 +184,11 @@ impl Lock {
     /// it is held.
     pub fn lost(&self) -> tokio::sync::watch::Receiver<Option<String>> {
         self.lost.clone()
+    }
+
+    /// The holder of the expired lock this run took over, if it did.
+    pub fn took_over(&self) -> Option<&str> {
+        self.took_over.as_deref()
     }
 
     /// Gives the lock back. Also runs (best effort, detached) on drop.

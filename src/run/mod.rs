@@ -110,6 +110,14 @@ pub struct Held {
 }
 
 impl Held {
+    /// The holder of the expired lock this run took over, if it did: its
+    /// helm operations died with it.
+    pub fn took_over(&self) -> Option<String> {
+        self.lock
+            .as_ref()
+            .and_then(|l| l.took_over().map(str::to_string))
+    }
+
     /// Why the lock was lost, if it was.
     pub fn lost(&self) -> Option<String> {
         self.lost.as_ref().and_then(|l| l.borrow().clone())
