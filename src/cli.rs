@@ -189,7 +189,19 @@ enum Command {
     /// Live state of each release: helm status, readiness, owner, drift, conflicts (read-only).
     Status {
         /// The cluster: `clusters/<CLUSTER>/cluster.yaml` under --dir.
-        cluster: String,
+        #[arg(required_unless_present_any = ["all", "clusters"], conflicts_with_all = ["all", "clusters"])]
+        cluster: Option<String>,
+        /// Every cluster of the config root, each through its own context.
+        #[arg(long, conflicts_with_all = ["clusters", "context"])]
+        all: bool,
+        /// These clusters, e.g. `--clusters infra,apps`.
+        #[arg(
+            long,
+            value_name = "NAMES",
+            value_delimiter = ',',
+            conflicts_with = "context"
+        )]
+        clusters: Vec<String>,
     },
     /// Uninstall the releases in reverse DAG order (asks unless --yes); CRDs stay unless --crds.
     Destroy {
@@ -358,7 +370,7 @@ pub enum Subcommand {
     },
     Apply(ApplyArgs),
     Status {
-        cluster: String,
+        clusters: Clusters,
     },
     Destroy(DestroyArgs),
     Schema(SchemaKind),
@@ -506,7 +518,17 @@ impl Arguments {
                     verbose: verbosity == Verbosity::Verbose,
                 },
             }),
-            Command::Status { cluster } => Subcommand::Status { cluster },
+            Command::Status {
+                cluster,
+                all,
+                clusters,
+            } => Subcommand::Status {
+                clusters: match (cluster, all) {
+                    (Some(cluster), _) => Clusters::One(cluster),
+                    (None, true) => Clusters::All,
+                    (None, false) => Clusters::Named(clusters),
+                },
+            },
             Command::Destroy {
                 cluster,
                 yes,

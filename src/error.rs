@@ -262,7 +262,9 @@ impl Error {
     /// Whether the command already printed its whole result (`check`,
     /// `plan` and `status` findings): JSON output then has nothing to add.
     pub fn already_reported(&self) -> bool {
-        matches!(self, Error::Findings(_))
+        // Several clusters' results: each cluster's own result (errors
+        // included) is in the command's JSON already.
+        matches!(self, Error::Findings(_) | Error::Clusters { .. })
     }
 }
 

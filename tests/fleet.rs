@@ -254,3 +254,46 @@ fn an_interrupt_stops_the_running_clusters_and_starts_no_other() {
     );
     assert!(stdout.contains("0 of 2 clusters applied"), "{stdout}");
 }
+
+/// `status --all`: every cluster's table, each read through its own context;
+/// a cluster that cannot be read is reported under its name and the others
+/// still are; the exit code is the worst.
+#[test]
+fn status_of_every_cluster_and_the_worst_exit_code() {
+    let fleet = Fleet::start(&["apps", "infra"]);
+    script(&fleet);
+    let config = fleet.config(&fleet_releases());
+    let out = fleet.run(&config, &["apply", "--clusters", "infra"]);
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+
+    let out = fleet.run(&config, &["status", "--all", "--output", "json"]);
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    let doc: Value = serde_json::from_str(&out.stdout).unwrap();
+    let clusters = doc["clusters"].as_array().unwrap();
+    assert_eq!(clusters.len(), 2);
+    assert_eq!(clusters[0]["cluster"], "apps");
+    assert_eq!(clusters[1]["cluster"], "infra");
+    let cilium = |c: &Value| {
+        c["releases"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["release"] == "kube-system/cilium")
+            .unwrap()["deployed"]
+            .clone()
+    };
+    assert!(cilium(&clusters[0]).is_null(), "apps was never applied");
+    assert_eq!(cilium(&clusters[1])["status"], "deployed");
+
+    fleet.api("apps").fail_next(1_000_000, 503);
+    let out = fleet.run(&config, &["status", "--all", "--wait-for-api", "1s"]);
+    assert_eq!(out.code, 1, "{}\n{}", out.stdout, out.stderr);
+    assert!(out.stdout.contains("cluster `infra`:"), "{}", out.stdout);
+    assert!(
+        out.stderr.contains(
+            "apps: error: cannot reach the Kubernetes API server of context `admin@apps`"
+        ),
+        "{}",
+        out.stderr
+    );
+}

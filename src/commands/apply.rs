@@ -16,6 +16,8 @@ use crate::stop::Stop;
 
 mod fleet;
 
+pub(super) use fleet::worst;
+
 pub fn run(config: &Config, args: &ApplyArgs) -> Result<(), Error> {
     // The summary's duration is the whole run, from here.
     let begun = std::time::Instant::now();

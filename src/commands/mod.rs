@@ -57,7 +57,7 @@ pub fn execute(config: &Config, out: &mut dyn Write) -> Result<(), Error> {
             out,
         ),
         Subcommand::Apply(args) => apply::run(config, args),
-        Subcommand::Status { cluster } => status::run(config, cluster, out),
+        Subcommand::Status { clusters } => status::run(config, clusters, out),
         Subcommand::Destroy(args) => destroy::run(config, args),
         Subcommand::Schema(kind) => schema::run(*kind, out),
         Subcommand::ImportHelmfile {

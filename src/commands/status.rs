@@ -9,40 +9,131 @@
 //! (docs/design.md#lints) not in `lints.ignore`. 1 also when helm, the ledger or the conflict
 //! checks cannot be read; 2 for the usual prerequisites (helm, context).
 
-use crate::cli::{Config, OutputFormat};
+use crate::cli::{Clusters, Config, OutputFormat};
 use crate::error::Error;
 use crate::lint;
 use crate::status::{self, Report};
 
-pub fn run(config: &Config, cluster: &str, out: &mut dyn std::io::Write) -> Result<(), Error> {
-    let plan = crate::config::load_for(
-        &config.global.dir,
-        cluster,
-        config.global.context.as_deref(),
-    )?;
-    let (report, lints) = crate::run::block_on(async {
-        let (helm, connection, _) =
-            crate::run::prerequisites(config.target(), &plan, config.wait_for_api()).await?;
-        let report = status::collect(&plan, &helm, &connection).await?;
-        // The live lints (docs/design.md#lints), as apply's preflight runs them.
-        let state = lint::live::gather(&plan, &connection.client).await;
-        Ok::<_, Error>((report, lint::run_live(&plan, &state)))
+pub fn run(
+    config: &Config,
+    clusters: &Clusters,
+    out: &mut dyn std::io::Write,
+) -> Result<(), Error> {
+    if let Clusters::One(cluster) = clusters {
+        let plan = crate::config::load_for(
+            &config.global.dir,
+            cluster,
+            config.global.context.as_deref(),
+        )?;
+        let (report, lints) = crate::run::block_on(read(config, &plan))?;
+        write(config, out, &report, &lints)?;
+        return verdict(&report, &lints);
+    }
+    // Many clusters (docs/fleet.md): every config first, then every cluster
+    // read concurrently; one cluster that cannot be read never hides another.
+    let plans: Vec<crate::plan::Plan> = super::linted(&config.global.dir, clusters, None)?
+        .into_iter()
+        .map(|(plan, _)| plan)
+        .collect();
+    let results = crate::run::block_on(async {
+        Ok::<_, Error>(futures::future::join_all(plans.iter().map(|plan| read(config, plan))).await)
     })?;
-    match config.global.output {
-        OutputFormat::Json => {
-            let mut doc = serde_json::json!(report);
-            doc["lints"] = serde_json::json!(lints);
-            super::write_json(out, &doc)?
-        }
-        OutputFormat::Text => {
-            let mut text = render(&report);
-            if !lints.is_empty() {
-                text.push_str("\nlive lints:\n\n");
-                text.push_str(&lint::render_text(&lints));
+    let mut documents = Vec::new();
+    let mut codes = Vec::new();
+    let mut failed = Vec::new();
+    for (plan, result) in plans.iter().zip(results) {
+        let cluster = &plan.cluster.name;
+        let outcome = match result {
+            Ok((report, lints)) => {
+                match config.global.output {
+                    OutputFormat::Json => documents.push(document(&report, &lints)),
+                    OutputFormat::Text => {
+                        super::write(out, &format!("cluster `{cluster}`:\n"))?;
+                        write(config, out, &report, &lints)?;
+                        super::write(out, "\n")?;
+                    }
+                }
+                verdict(&report, &lints)
             }
-            super::write(out, &text)?
+            Err(e) => {
+                if config.global.output == OutputFormat::Json {
+                    let mut error = e.to_json();
+                    error["cluster"] = serde_json::json!(cluster);
+                    documents.push(error);
+                }
+                Err(e)
+            }
+        };
+        if let Err(e) = outcome {
+            eprint!(
+                "{}",
+                e.render()
+                    .lines()
+                    .map(|l| format!("{cluster}: {l}\n"))
+                    .collect::<String>()
+            );
+            failed.push(format!("{cluster} (exit {})", e.exit_code()));
+            codes.push(e.exit_code());
         }
     }
+    if config.global.output == OutputFormat::Json {
+        super::write_json(out, &serde_json::json!({ "clusters": documents }))?;
+    }
+    let code = super::apply::worst(codes);
+    if code == crate::error::EXIT_OK {
+        return Ok(());
+    }
+    Err(Error::Clusters {
+        message: format!(
+            "status of {} of {} clusters needs attention: {}",
+            failed.len(),
+            plans.len(),
+            failed.join(", ")
+        ),
+        code,
+    })
+}
+
+/// One cluster's report and its live lints.
+async fn read(
+    config: &Config,
+    plan: &crate::plan::Plan,
+) -> Result<(Report, Vec<lint::Finding>), Error> {
+    let (helm, connection, _) =
+        crate::run::prerequisites(config.target(), plan, config.wait_for_api()).await?;
+    let report = status::collect(plan, &helm, &connection).await?;
+    // The live lints (docs/design.md#lints), as apply's preflight runs them.
+    let state = lint::live::gather(plan, &connection.client).await;
+    Ok((report, lint::run_live(plan, &state)))
+}
+
+fn document(report: &Report, lints: &[lint::Finding]) -> serde_json::Value {
+    let mut doc = serde_json::json!(report);
+    doc["lints"] = serde_json::json!(lints);
+    doc
+}
+
+fn write(
+    config: &Config,
+    out: &mut dyn std::io::Write,
+    report: &Report,
+    lints: &[lint::Finding],
+) -> Result<(), Error> {
+    match config.global.output {
+        OutputFormat::Json => super::write_json(out, &document(report, lints)),
+        OutputFormat::Text => {
+            let mut text = render(report);
+            if !lints.is_empty() {
+                text.push_str("\nlive lints:\n\n");
+                text.push_str(&lint::render_text(lints));
+            }
+            super::write(out, &text)
+        }
+    }
+}
+
+/// Exit 1 when `apply` would refuse: a live conflict or a blocking live lint.
+fn verdict(report: &Report, lints: &[lint::Finding]) -> Result<(), Error> {
     let conflicts = report.conflicts().count();
     let blocking = lints.iter().filter(|f| f.blocks()).count();
     if blocking > 0 && conflicts == 0 {
