@@ -3,7 +3,7 @@
 //! helm state (docs/fleet.md).
 
 use serde_json::{Value, json};
-use testkit::cluster::daemonset;
+use testkit::cluster::{daemonset, lease};
 use testkit::fleet::{Fleet, fleet_releases};
 
 fn script(fleet: &Fleet) {
@@ -35,14 +35,9 @@ fn ledger(fleet: &Fleet, cluster: &str) -> Vec<String> {
 }
 
 fn hold_lock(fleet: &Fleet, cluster: &str) {
-    let now = "2099-01-01T00:00:00.000000Z";
-    fleet.api(cluster).insert(json!({
-        "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-        "metadata": {"name": "bootstrap-lock", "namespace": "kube-system",
-                     "annotations": {"bootstrap/operation": "apply"}},
-        "spec": {"holderIdentity": "ci-job-7 pid 1", "leaseDurationSeconds": 30,
-                 "acquireTime": now, "renewTime": now}
-    }));
+    fleet
+        .api(cluster)
+        .insert(lease("ci-job-7 pid 1", "2099-01-01T00:00:00.000000Z"));
 }
 
 #[test]

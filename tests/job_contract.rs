@@ -5,7 +5,7 @@
 
 use serde_json::{Value, json};
 use testkit::builder::Test;
-use testkit::cluster::{CLUSTER, Cluster, RELEASES, daemonset};
+use testkit::cluster::{CLUSTER, Cluster, RELEASES, daemonset, lease};
 
 fn config() -> Test {
     Test::new()
@@ -50,14 +50,9 @@ fn a_successful_apply_leaves_its_counts_in_the_termination_message() {
 fn a_held_lock_exits_3_and_says_so_in_the_termination_message() {
     let cluster = Cluster::start();
     script(&cluster);
-    let now = "2099-01-01T00:00:00.000000Z";
-    cluster.api.insert(json!({
-        "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-        "metadata": {"name": "bootstrap-lock", "namespace": "kube-system",
-                     "annotations": {"bootstrap/operation": "apply"}},
-        "spec": {"holderIdentity": "job-infra-1 pid 1", "leaseDurationSeconds": 30,
-                 "acquireTime": now, "renewTime": now}
-    }));
+    cluster
+        .api
+        .insert(lease("job-infra-1 pid 1", "2099-01-01T00:00:00.000000Z"));
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("termination-log");
     let out = cluster.run(
@@ -153,14 +148,9 @@ fn a_rerun_after_a_killed_run_repairs_its_pending_install() {
         .unwrap(),
     )
     .unwrap();
-    let past = "2020-01-01T00:00:00.000000Z";
-    cluster.api.insert(json!({
-        "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-        "metadata": {"name": "bootstrap-lock", "namespace": "kube-system",
-                     "annotations": {"bootstrap/operation": "apply"}},
-        "spec": {"holderIdentity": "job-infra-1 pid 1", "leaseDurationSeconds": 30,
-                 "acquireTime": past, "renewTime": past}
-    }));
+    cluster
+        .api
+        .insert(lease("job-infra-1 pid 1", "2020-01-01T00:00:00.000000Z"));
     let out = cluster.run(&config(), &["apply", "infra"]);
     assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
     let said = format!("{}{}", out.stdout, out.stderr);

@@ -172,32 +172,16 @@ pub fn script(specs: &[Spec]) -> Value {
 /// Applies `specs` with `--concurrency concurrency` and waits for the end.
 pub fn apply(specs: &[Spec], concurrency: usize) -> Run {
     let cluster = Cluster::start();
-    let mut script = serde_json::Map::new();
-    script.insert("*".into(), json!({"delay_ms": 0}));
     for spec in specs {
-        let mut knobs = json!({"delay_ms": spec.delay_ms});
-        if !spec.workloads.is_empty() {
-            let manifests: Vec<Value> = spec
-                .workloads
-                .iter()
-                .map(|(kind, name)| match *kind {
-                    "DaemonSet" => daemonset(&spec.namespace, name),
-                    _ => deployment(&spec.namespace, name),
-                })
-                .collect();
-            knobs["apply_manifests"] = json!(true);
-            knobs["manifests"] = json!(manifests);
-            if let Some(after) = spec.rollout {
-                for (kind, name) in &spec.workloads {
-                    cluster
-                        .api
-                        .set_rollout(kind, &spec.namespace, name, Rollout::After(after));
-                }
+        if let Some(after) = spec.rollout {
+            for (kind, name) in &spec.workloads {
+                cluster
+                    .api
+                    .set_rollout(kind, &spec.namespace, name, Rollout::After(after));
             }
         }
-        script.insert(spec.id(), knobs);
     }
-    cluster.script(Value::Object(script));
+    cluster.script(script(specs));
     let test = config(specs);
     let concurrency = concurrency.to_string();
     let cmd = cluster.command(

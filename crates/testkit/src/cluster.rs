@@ -91,26 +91,11 @@ impl Cluster {
 
     /// `bootstrap ARGS` in the config root of `test`, against this cluster.
     pub fn command(&self, test: &Test, args: &[&str]) -> Command {
-        let mut cmd = test.command();
-        cmd.args(args)
-            .arg("--helm")
-            .arg(crate::fake_helm())
-            .arg("--kubeconfig")
-            .arg(&self.kubeconfig)
-            .env("FAKE_HELM_STATE", self.dir.path().join("helm-state"))
-            .env("FAKE_HELM_LOG", self.dir.path().join("helm.log"))
-            .env("FAKE_HELM_SCRIPT", self.dir.path().join("script.json"))
-            .env("KUBECACHEDIR", self.dir.path().join("kubecache"));
-        cmd
+        behind_fake_helm(test, args, &self.kubeconfig, self.dir.path())
     }
 
     pub fn run(&self, test: &Test, args: &[&str]) -> Output {
-        let out = self.command(test, args).output().expect("run bootstrap");
-        Output {
-            code: out.status.code().unwrap_or(-1),
-            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        }
+        output(self.command(test, args))
     }
 
     pub fn helm_calls(&self) -> Vec<HelmCall> {
@@ -187,6 +172,50 @@ impl Cluster {
         shards.sort_by_key(|(index, _)| *index);
         shards.into_iter().map(|(_, cm)| cm).collect()
     }
+}
+
+/// `bootstrap ARGS` in `test`'s config root with the fake helm and
+/// `kubeconfig`, the fake helm's state, log, script and kube cache in `dir`.
+pub(crate) fn behind_fake_helm(
+    test: &Test,
+    args: &[&str],
+    kubeconfig: &Path,
+    dir: &Path,
+) -> Command {
+    let mut cmd = test.command();
+    cmd.args(args)
+        .arg("--helm")
+        .arg(crate::fake_helm())
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .env("FAKE_HELM_STATE", dir.join("helm-state"))
+        .env("FAKE_HELM_LOG", dir.join("helm.log"))
+        .env("FAKE_HELM_SCRIPT", dir.join("script.json"))
+        .env("KUBECACHEDIR", dir.join("kubecache"));
+    cmd
+}
+
+/// Runs `cmd` to the end and keeps what it printed.
+pub(crate) fn output(mut cmd: Command) -> Output {
+    let out = cmd.output().expect("run bootstrap");
+    Output {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// A Lease `kube-system/bootstrap-lock` held by `holder` for an apply,
+/// renewed at `renewed` (RFC 3339): in the future it is held, in the past
+/// it has expired.
+pub fn lease(holder: &str, renewed: &str) -> Value {
+    serde_json::json!({
+        "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        "metadata": {"name": "bootstrap-lock", "namespace": "kube-system",
+                     "annotations": {"bootstrap/operation": "apply"}},
+        "spec": {"holderIdentity": holder, "leaseDurationSeconds": 30,
+                 "acquireTime": renewed, "renewTime": renewed}
+    })
 }
 
 pub const CLUSTER: &str = "name: infra\ncontext: admin@infra\n";

@@ -82,27 +82,14 @@ impl Fleet {
     }
 
     pub fn command(&self, test: &Test, args: &[&str]) -> Command {
-        let mut cmd = test.command();
-        cmd.args(args)
-            .arg("--helm")
-            .arg(crate::fake_helm())
-            .arg("--kubeconfig")
-            .arg(&self.kubeconfig)
-            .env("FAKE_HELM_STATE", self.dir.path().join("helm-state"))
-            .env("FAKE_HELM_STATE_BY_CONTEXT", "1")
-            .env("FAKE_HELM_LOG", self.dir.path().join("helm.log"))
-            .env("FAKE_HELM_SCRIPT", self.dir.path().join("script.json"))
-            .env("KUBECACHEDIR", self.dir.path().join("kubecache"));
+        let mut cmd =
+            crate::cluster::behind_fake_helm(test, args, &self.kubeconfig, self.dir.path());
+        cmd.env("FAKE_HELM_STATE_BY_CONTEXT", "1");
         cmd
     }
 
     pub fn run(&self, test: &Test, args: &[&str]) -> Output {
-        let out = self.command(test, args).output().expect("run bootstrap");
-        Output {
-            code: out.status.code().unwrap_or(-1),
-            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        }
+        crate::cluster::output(self.command(test, args))
     }
 
     /// The fake helm's state of a release in one cluster.

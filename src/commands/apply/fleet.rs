@@ -5,6 +5,7 @@
 //! is one stream, every line tagged with its cluster. The exit code is the
 //! worst of the clusters'.
 
+use std::io::Write;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -111,7 +112,7 @@ pub(super) async fn run(
             .iter()
             .map(|(_, r)| r.as_ref().map_or_else(Error::exit_code, |_| EXIT_OK)),
     );
-    summary(config, &streams, &results);
+    summary(config, &streams, &results, code);
     if code == EXIT_OK {
         return Ok(());
     }
@@ -126,10 +127,8 @@ pub(super) async fn run(
     })
 }
 
-use std::io::Write;
-
 /// One line per cluster at the end (text), or one `fleet_finished` JSON line.
-fn summary(config: &Config, streams: &Streams, results: &[(String, Result<(), Error>)]) {
+fn summary(config: &Config, streams: &Streams, results: &[(String, Result<(), Error>)], code: i32) {
     let mut out = streams.out.lock().unwrap_or_else(|e| e.into_inner());
     if config.json() {
         let clusters: Vec<serde_json::Value> = results
@@ -139,11 +138,6 @@ fn summary(config: &Config, streams: &Streams, results: &[(String, Result<(), Er
                 serde_json::json!({"cluster": cluster, "exitCode": code})
             })
             .collect();
-        let code = worst(
-            results
-                .iter()
-                .map(|(_, r)| r.as_ref().map_or_else(Error::exit_code, |_| EXIT_OK)),
-        );
         let line =
             serde_json::json!({"event": "fleet_finished", "clusters": clusters, "exitCode": code});
         let _ = writeln!(out, "{line}");
