@@ -62,6 +62,14 @@ pub struct Global {
     /// /dev/termination-log when it exists, as in a Kubernetes container).
     #[arg(long, global = true, value_name = "FILE")]
     pub termination_log: Option<PathBuf>,
+    /// Where remote charts are kept once pulled, reused across runs
+    /// (default: $XDG_CACHE_HOME/bootstrap/charts, else
+    /// ~/.cache/bootstrap/charts).
+    #[arg(long, global = true, value_name = "DIR", env = "BOOTSTRAP_CACHE_DIR")]
+    pub cache_dir: Option<PathBuf>,
+    /// No chart cache: helm downloads each chart at each use.
+    #[arg(long, global = true)]
+    pub no_chart_cache: bool,
 }
 
 /// `--values FILE` and `--set PATH=VALUE` of one run: merged over every
@@ -298,6 +306,8 @@ impl Config {
             helm: self.global.helm.as_deref(),
             kubeconfig: self.global.kubeconfig.as_deref(),
             context: self.global.context.as_deref(),
+            cache_dir: self.global.cache_dir.as_deref(),
+            no_chart_cache: self.global.no_chart_cache,
         }
     }
 }

@@ -15,7 +15,7 @@ use crate::kube::apply::ApplyError;
 use crate::kube::wait::{ObjectTarget, WaitError, wait_for};
 use crate::kube::{apply, ready};
 use crate::plan::Plan;
-use crate::release::{ReleaseId, Source};
+use crate::release::{Release, ReleaseId, Source};
 
 /// Why the CRD phase could not render or apply a release's CRDs; each names
 /// the release (and the CRD) and keeps the underlying error as its cause.
@@ -85,54 +85,24 @@ pub struct Crd {
     pub manifest: Value,
 }
 
-/// Renders the CRDs of every release in the CRD phase. Pure with respect to
-/// the cluster: nothing is changed here.
+/// How many CRD-phase releases are rendered at once.
+const PARALLEL_RENDERS: usize = 4;
+
+/// Renders the CRDs of every release in the CRD phase, several releases at
+/// a time (each waits only for its own chart, docs/design.md#chart-cache).
+/// Pure with respect to the cluster: nothing is changed here.
 pub async fn render<H: Helm>(helm: &H, plan: &Plan) -> Result<Vec<Crd>, CrdError> {
+    let releases: Vec<&Release> = plan.crd_releases().collect();
+    // By index: a closure over `&Release` would not be `Send` for every
+    // lifetime (a limit of rustc). `buffered` keeps the results in order.
+    let rendered: Vec<Result<Vec<Value>, CrdError>> = futures::stream::iter(0..releases.len())
+        .map(|i| documents(helm, releases[i]))
+        .buffered(PARALLEL_RENDERS)
+        .collect()
+        .await;
     let mut crds: Vec<Crd> = Vec::new();
-    for release in plan.crd_releases() {
-        let docs =
-            match &release.source {
-                Source::Chart(chart) => {
-                    let request = TemplateRequest {
-                        release: &release.id,
-                        chart,
-                        values: &release.crd_values,
-                        include_crds: true,
-                        api_versions: &[],
-                    };
-                    let text =
-                        helm.template(&request)
-                            .await
-                            .map_err(|source| CrdError::Render {
-                                release: release.id.clone(),
-                                source,
-                            })?;
-                    crate::yaml::manifests(&text, Path::new("helm template output")).map_err(
-                        |source| CrdError::RenderedYaml {
-                            release: release.id.clone(),
-                            source,
-                        },
-                    )?
-                }
-                Source::Manifests(list) => {
-                    let mut docs = Vec::new();
-                    for source in list {
-                        let text = fetch(source).await.map_err(|e| CrdError::Fetch {
-                            release: release.id.clone(),
-                            location: source.clone(),
-                            source: e,
-                        })?;
-                        docs.extend(crate::yaml::manifests(&text, Path::new(source)).map_err(
-                            |e| CrdError::ManifestYaml {
-                                release: release.id.clone(),
-                                location: source.clone(),
-                                source: e,
-                            },
-                        )?);
-                    }
-                    docs
-                }
-            };
+    for (release, docs) in releases.into_iter().zip(rendered) {
+        let docs = docs?;
         for doc in docs {
             if doc.get("kind").and_then(Value::as_str) != Some("CustomResourceDefinition") {
                 continue;
@@ -199,6 +169,55 @@ fn owned_by_bootstrap(mut crd: Value) -> Value {
         labels.insert(MANAGED_BY.into(), Value::from("bootstrap"));
     }
     crd
+}
+
+/// Every document of one CRD-phase release: its chart rendered with the
+/// CRD values (CRDs included), or its manifests read.
+async fn documents<H: Helm>(helm: &H, release: &Release) -> Result<Vec<Value>, CrdError> {
+    match &release.source {
+        Source::Chart(chart) => {
+            let request = TemplateRequest {
+                release: &release.id,
+                chart,
+                values: &release.crd_values,
+                include_crds: true,
+                api_versions: &[],
+            };
+            let text = helm
+                .template(&request)
+                .await
+                .map_err(|source| CrdError::Render {
+                    release: release.id.clone(),
+                    source,
+                })?;
+            crate::yaml::manifests(&text, Path::new("helm template output")).map_err(|source| {
+                CrdError::RenderedYaml {
+                    release: release.id.clone(),
+                    source,
+                }
+            })
+        }
+        Source::Manifests(list) => {
+            let mut docs = Vec::new();
+            for source in list {
+                let text = fetch(source).await.map_err(|e| CrdError::Fetch {
+                    release: release.id.clone(),
+                    location: source.clone(),
+                    source: e,
+                })?;
+                docs.extend(
+                    crate::yaml::manifests(&text, Path::new(source)).map_err(|e| {
+                        CrdError::ManifestYaml {
+                            release: release.id.clone(),
+                            location: source.clone(),
+                            source: e,
+                        }
+                    })?,
+                );
+            }
+            Ok(docs)
+        }
+    }
 }
 
 async fn fetch(source: &str) -> Result<String, FetchError> {

@@ -92,6 +92,21 @@ impl Plan {
         self.releases.iter().filter(|r| r.has_crd_phase())
     }
 
+    /// Every chart the run uses, each once, in the order they are needed:
+    /// the CRD phase's first, then the installed releases' in execution
+    /// order (what [`crate::helm::Helm::prefetch`] fetches).
+    pub fn charts(&self) -> Vec<crate::release::Chart> {
+        let mut charts: Vec<crate::release::Chart> = Vec::new();
+        for release in self.crd_releases().chain(self.installed()) {
+            if let Some(chart) = release.chart()
+                && !charts.contains(chart)
+            {
+                charts.push(chart.clone());
+            }
+        }
+        charts
+    }
+
     /// Releases installed in the release phase, in execution order.
     pub fn installed(&self) -> impl Iterator<Item = &Release> {
         self.releases.iter().filter(|r| r.is_installed())

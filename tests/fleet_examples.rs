@@ -445,6 +445,7 @@ fn the_workflow_checks_then_applies_each_matrix_cluster() {
             .env_remove("KUBECONFIG")
             .env("NO_COLOR", "1")
             .env("CI", "true")
+            .env("BOOTSTRAP_CACHE_DIR", temp.path().join("charts"))
             .env("BOOTSTRAP_HELM", testkit::fake_helm())
             .env("FAKE_HELM_STATE", cluster.path().join("helm-state"))
             .env("FAKE_HELM_LOG", cluster.path().join("helm.log"))

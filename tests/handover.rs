@@ -155,16 +155,19 @@ fn a_handover_release_is_installed_from_its_helmrelease_and_recorded_as_handover
         .iter()
         .find(|c| c.release() == Some("cilium"))
         .expect("cilium installed");
-    // Chart and version from the OCIRepository, values from the HelmRelease.
+    // Chart and version from the OCIRepository (pulled into the chart
+    // cache, installed from there), values from the HelmRelease.
+    let pull = cluster
+        .helm_calls()
+        .into_iter()
+        .find(|c| c.argv[0] == "pull" && c.argv[1] == "oci://quay.io/cilium/charts/cilium")
+        .expect("cilium's chart pulled from the OCIRepository");
+    assert_eq!(pull.flag("--version"), Some("1.18.2"));
     assert!(
-        cilium
-            .argv
-            .iter()
-            .any(|a| a == "oci://quay.io/cilium/charts/cilium"),
+        cilium.argv[6].starts_with(test.cache_dir().to_str().unwrap()),
         "{:?}",
         cilium.argv
     );
-    assert_eq!(cilium.flag("--version"), Some("1.18.2"));
     assert_eq!(
         cilium.values_files[0]["content"],
         json!({"k8sServiceHost": "10.0.0.1", "k8sServicePort": 6443,

@@ -101,6 +101,13 @@ struct Run {
     stderr: String,
 }
 
+/// The chart cache of this tier's runs: the archives `helm pull` makes of
+/// the mirror's charts, shared by the tests (a cache is safe to share) and
+/// kept in the build's temporary directory, never in ~/.cache.
+fn chart_cache() -> PathBuf {
+    Path::new(env!("CARGO_TARGET_TMPDIR")).join("real-helm-chart-cache")
+}
+
 /// `bootstrap ARGS --helm tests/real_helm/helm`, in the config root `dir`.
 fn bootstrap_in(dir: &Path, args: &[&str], env: &[(&str, &Path)]) -> Run {
     // The script runs under `python3` from PATH and re-executes itself with
@@ -120,6 +127,7 @@ fn bootstrap_in(dir: &Path, args: &[&str], env: &[(&str, &Path)]) -> Run {
         .arg(helm())
         .env("BOOTSTRAP_TEST_PYTHON", python())
         .env("REAL_HELM_CHARTS", charts())
+        .env("BOOTSTRAP_CACHE_DIR", chart_cache())
         .env("NO_COLOR", "1")
         .env_remove("KUBECONFIG")
         .env_remove("HELM_NAMESPACE")

@@ -52,6 +52,20 @@ pub async fn run<H: Helm + 'static>(
     let step = |step: String| events.emit(Event::PreflightStep { step });
 
     let preflight = tokio::time::Instant::now();
+    // Every chart is fetched from here on, in the background, while the
+    // checks below run (docs/design.md#chart-cache); the CRD phase and each
+    // release wait only for their own chart. Stopped when the run ends.
+    let warnings = events.clone();
+    helm.on_warning(Some(Arc::new(move |message| {
+        warnings.emit(Event::Warning { message })
+    })));
+    // Declared first, dropped last: no warning sink (holding the events
+    // channel open) outlives the run.
+    let _sink = WarningsUntilDropped(helm.clone());
+    let _prefetch = AbortOnDrop(tokio::spawn({
+        let (helm, charts) = (helm.clone(), plan.charts());
+        async move { helm.prefetch(charts).await }
+    }));
     events.emit(Event::PhaseStarted {
         phase: Phase::Preflight,
     });
@@ -197,6 +211,25 @@ pub async fn run<H: Helm + 'static>(
     let lost = held.lost();
     held.release().await;
     result.map(|summary| summary.with_lock_lost(lost))
+}
+
+/// A background task that ends with the scope holding it.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Sends helm's warnings back to stderr when the run ends, so the events
+/// channel closes and the reporter finishes.
+struct WarningsUntilDropped<H: Helm>(Arc<H>);
+
+impl<H: Helm> Drop for WarningsUntilDropped<H> {
+    fn drop(&mut self) {
+        self.0.on_warning(None);
+    }
 }
 
 /// The admission guard: a ValidatingAdmissionPolicy (with its binding) that

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 use crate::cli::{Config, OutputFormat, Verbosity};
 use crate::error::{Error, Problem, did_you_mean};
-use crate::helm::cli::HelmCli;
+use crate::helm::Helm;
 use crate::release::Release;
 use crate::values::redact;
 
@@ -218,13 +218,30 @@ fn render_all(
     chosen: &[&Release],
     options: Options,
 ) -> Result<RenderedAll, Error> {
-    let helm = HelmCli::new(config.global.helm.clone());
+    let helm = std::sync::Arc::new(config.target().helm());
     crate::run::block_on(async {
-        manifests::check_helm(&helm).await?;
+        manifests::check_helm(helm.as_ref()).await?;
+        // Every chart this renders, fetched in the background meanwhile
+        // (docs/design.md#chart-cache).
+        let mut charts: Vec<crate::release::Chart> = Vec::new();
+        let crd_phase = plan.crd_releases().filter(|_| !options.crds);
+        for chart in crd_phase
+            .chain(chosen.iter().copied())
+            .filter_map(Release::chart)
+        {
+            if !charts.contains(chart) {
+                charts.push(chart.clone());
+            }
+        }
+        let prefetch = tokio::spawn({
+            let helm = helm.clone();
+            async move { helm.prefetch(charts).await }
+        });
+        let helm = helm.as_ref();
         let api_versions = if options.crds {
             Vec::new()
         } else {
-            let crds = crate::crds::render(&helm, plan).await.map_err(|e| {
+            let crds = crate::crds::render(helm, plan).await.map_err(|e| {
                 Error::failed_with(
                     "cannot render the CRD phase, whose API versions the manifests are rendered with",
                     e,
@@ -239,8 +256,9 @@ fn render_all(
         };
         let mut releases = Vec::with_capacity(chosen.len());
         for release in chosen {
-            releases.push(manifests::render(&helm, release, &render_options).await?);
+            releases.push(manifests::render(helm, release, &render_options).await?);
         }
+        prefetch.abort();
         Ok(RenderedAll {
             releases,
             api_versions: render_options.api_versions,

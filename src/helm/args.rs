@@ -58,7 +58,11 @@ impl Argv {
     /// The chart reference and the flags that locate it. A repository
     /// added under `local` (its URL has credentials, see [`super::repos`])
     /// is named by `NAME/CHART` in that repository config, never by URL.
-    fn chart(self, chart: &Chart, local: Option<&LocalRepo>) -> Argv {
+    fn chart(self, chart: ChartArg<'_>) -> Argv {
+        let (chart, local) = match chart {
+            ChartArg::Local(path) => return self.arg(path_arg(path)),
+            ChartArg::Remote(chart, local) => (chart, local),
+        };
         match &chart.source {
             ChartSource::Repo { name, .. } if let Some(local) = local => self
                 .arg(format!("{}/{name}", local.name))
@@ -76,6 +80,18 @@ impl Argv {
             ChartSource::Path(path) => self.arg(path_arg(path)),
         }
     }
+}
+
+/// Where helm takes a chart from on one command line.
+#[derive(Debug, Clone, Copy)]
+pub enum ChartArg<'a> {
+    /// As the config names it, for helm to download (`--repo URL`,
+    /// `oci://`, or `NAME/CHART` of a credentialed repository added under
+    /// the `LocalRepo`); a local chart directory is passed as its path.
+    Remote(&'a Chart, Option<&'a LocalRepo>),
+    /// A chart archive from the chart cache (docs/design.md#chart-cache),
+    /// used in place: no `--repo`, no `--version`.
+    Local(&'a Path),
 }
 
 fn path_arg(path: &Path) -> String {
@@ -103,7 +119,7 @@ pub fn upgrade_install(
     request: &InstallRequest<'_>,
     values_file: &Path,
     helm_major: u64,
-    local: Option<&LocalRepo>,
+    chart: ChartArg<'_>,
 ) -> Vec<String> {
     let labels = request
         .labels
@@ -114,7 +130,7 @@ pub fn upgrade_install(
     Argv::new(&["upgrade", "--install"])
         .release(request.release)
         .arg("--create-namespace")
-        .chart(request.chart, local)
+        .chart(chart)
         .opt("--values", path_arg(values_file))
         .flag("--skip-crds", request.skip_crds)
         .opt("--timeout", go_duration(request.timeout))
@@ -187,11 +203,11 @@ pub fn unsupported(flags: &HelmFlags, major: u64) -> Vec<(&'static str, String)>
 pub fn template(
     request: &TemplateRequest<'_>,
     values_file: &Path,
-    local: Option<&LocalRepo>,
+    chart: ChartArg<'_>,
 ) -> Vec<String> {
     let mut argv = Argv::new(&["template"])
         .release(request.release)
-        .chart(request.chart, local)
+        .chart(chart)
         .opt("--values", path_arg(values_file))
         .flag("--include-crds", request.include_crds)
         .arg("--skip-tests")
@@ -200,6 +216,18 @@ pub fn template(
         argv = argv.opt("--api-versions", api_version.as_str());
     }
     argv.0
+}
+
+/// `helm pull` of a remote chart into `destination` (a directory of the
+/// chart cache), as the archive helm names `NAME-VERSION.tgz`. Flags per
+/// version: helm v3 `cmd/helm/pull.go`, v4 `pkg/cmd/pull.go` (both
+/// `--destination` plus `addChartPathOptionsFlags`; see [`super::flags`]).
+/// A credentialed repository is named through `local`, as for install.
+pub fn pull(chart: &Chart, local: Option<&LocalRepo>, destination: &Path) -> Vec<String> {
+    Argv::new(&["pull"])
+        .chart(ChartArg::Remote(chart, local))
+        .opt("--destination", path_arg(destination))
+        .0
 }
 
 /// `helm repo add` of a credentialed repository into `local`'s private
@@ -285,6 +313,21 @@ mod tests {
         }
     }
 
+    fn install_argv_from(chart: Chart, arg: ChartArg<'_>) -> Vec<String> {
+        let id = ReleaseId::new("kube-system", "cilium");
+        let (values, labels) = (json!({}), BTreeMap::new());
+        let request = InstallRequest {
+            release: &id,
+            chart: &chart,
+            values: &values,
+            skip_crds: false,
+            timeout: Duration::from_secs(300),
+            labels: &labels,
+            flags: &Default::default(),
+        };
+        upgrade_install(&target(), &request, Path::new("/tmp/v.yaml"), 4, arg)
+    }
+
     fn install_argv(chart: Chart, skip_crds: bool, labels: &[(&str, &str)]) -> Vec<String> {
         let id = ReleaseId::new("kube-system", "cilium");
         let labels: BTreeMap<String, String> = labels
@@ -301,7 +344,13 @@ mod tests {
             labels: &labels,
             flags: &Default::default(),
         };
-        upgrade_install(&target(), &request, Path::new("/tmp/v.yaml"), 4, None)
+        upgrade_install(
+            &target(),
+            &request,
+            Path::new("/tmp/v.yaml"),
+            4,
+            ChartArg::Remote(request.chart, None),
+        )
     }
 
     #[test]
@@ -380,7 +429,13 @@ mod tests {
             labels: &labels,
             flags: &Default::default(),
         };
-        let argv = upgrade_install(&KubeTarget::default(), &request, Path::new("/v"), 4, None);
+        let argv = upgrade_install(
+            &KubeTarget::default(),
+            &request,
+            Path::new("/v"),
+            4,
+            ChartArg::Remote(request.chart, None),
+        );
         assert_eq!(
             argv,
             words(
@@ -409,7 +464,11 @@ mod tests {
             api_versions: &[],
         };
         assert_eq!(
-            template(&request, Path::new("/tmp/v.yaml"), None),
+            template(
+                &request,
+                Path::new("/tmp/v.yaml"),
+                ChartArg::Remote(request.chart, None)
+            ),
             words(
                 "template cert-manager --namespace cert-manager cert-manager \
                  --repo https://charts.jetstack.io --version v1.19.0 --values /tmp/v.yaml \
@@ -420,7 +479,14 @@ mod tests {
             include_crds: false,
             ..request
         };
-        assert!(!template(&request, Path::new("/v"), None).contains(&"--include-crds".to_string()));
+        assert!(
+            !template(
+                &request,
+                Path::new("/v"),
+                ChartArg::Remote(request.chart, None)
+            )
+            .contains(&"--include-crds".to_string())
+        );
         // One --api-versions per version the cluster will serve.
         let served = [
             "gateway.networking.k8s.io/v1".to_string(),
@@ -430,10 +496,17 @@ mod tests {
             api_versions: &served,
             ..request
         };
-        assert!(template(&request, Path::new("/v"), None).ends_with(&words(
-            "--skip-tests --no-hooks --api-versions gateway.networking.k8s.io/v1 \
+        assert!(
+            template(
+                &request,
+                Path::new("/v"),
+                ChartArg::Remote(request.chart, None)
+            )
+            .ends_with(&words(
+                "--skip-tests --no-hooks --api-versions gateway.networking.k8s.io/v1 \
              --api-versions gateway.networking.k8s.io/v1/GatewayClass"
-        )));
+            ))
+        );
     }
 
     #[test]
@@ -514,7 +587,11 @@ mod tests {
             include_crds: false,
             api_versions: &[],
         };
-        let argv = template(&request, Path::new("/v"), Some(&local));
+        let argv = template(
+            &request,
+            Path::new("/v"),
+            ChartArg::Remote(request.chart, Some(&local)),
+        );
         assert_eq!(
             argv,
             words(
@@ -524,6 +601,71 @@ mod tests {
             )
         );
         assert!(!argv.iter().any(|a| a.contains("s3cr3t")));
+    }
+
+    /// The chart cache pulls each chart by its reference, and install and
+    /// template then name only the archive.
+    #[test]
+    fn pull_then_install_and_template_from_the_archive() {
+        let chart = Chart {
+            source: ChartSource::Oci("oci://ghcr.io/spegel-org/helm-charts/spegel".into()),
+            version: Some("0.4.0".into()),
+        };
+        assert_eq!(
+            pull(&chart, None, Path::new("/cache/tmp/pull-1")),
+            words(
+                "pull oci://ghcr.io/spegel-org/helm-charts/spegel --version 0.4.0 \
+                 --destination /cache/tmp/pull-1"
+            )
+        );
+        let url = "https://robot:s3cr3t-t0ken@charts.example.com/stable";
+        let credentialed = Chart {
+            source: ChartSource::Repo {
+                url: url.into(),
+                name: "demo".into(),
+            },
+            version: Some("1.2.3".into()),
+        };
+        let local = LocalRepo {
+            name: "bootstrap-0123".into(),
+            config: "/tmp/r/repositories.yaml".into(),
+            cache: "/tmp/r/cache".into(),
+        };
+        let argv = pull(&credentialed, Some(&local), Path::new("/d"));
+        assert_eq!(
+            argv,
+            words(
+                "pull bootstrap-0123/demo --version 1.2.3 --repository-config \
+                 /tmp/r/repositories.yaml --repository-cache /tmp/r/cache --destination /d"
+            )
+        );
+        assert!(!argv.iter().any(|a| a.contains("s3cr3t")));
+        let archive = Path::new("/cache/sha256/ab.tgz");
+        let argv = install_argv_from(chart.clone(), ChartArg::Local(archive));
+        assert_eq!(
+            argv,
+            words(
+                "upgrade --install cilium --namespace kube-system --create-namespace \
+                 /cache/sha256/ab.tgz --values /tmp/v.yaml --timeout 300s \
+                 --kube-context admin@infra --kubeconfig /home/me/.kube/infra --output json"
+            )
+        );
+        let id = ReleaseId::new("kube-system", "spegel");
+        let values = json!({});
+        let request = TemplateRequest {
+            release: &id,
+            chart: &chart,
+            values: &values,
+            include_crds: true,
+            api_versions: &[],
+        };
+        assert_eq!(
+            template(&request, Path::new("/v"), ChartArg::Local(archive)),
+            words(
+                "template spegel --namespace kube-system /cache/sha256/ab.tgz --values /v \
+                 --include-crds --skip-tests --no-hooks"
+            )
+        );
     }
 
     /// Every command line bootstrap builds, checked against helm's own flag
@@ -570,18 +712,64 @@ mod tests {
                 (Command::Version, version()),
                 (
                     Command::Upgrade,
-                    upgrade_install(&t, &install, Path::new("/v"), major, None),
+                    upgrade_install(
+                        &t,
+                        &install,
+                        Path::new("/v"),
+                        major,
+                        ChartArg::Remote(install.chart, None),
+                    ),
                 ),
-                (Command::Template, template(&render, Path::new("/v"), None)),
                 (
                     Command::Template,
-                    template(&render, Path::new("/v"), Some(&local)),
+                    template(
+                        &render,
+                        Path::new("/v"),
+                        ChartArg::Remote(render.chart, None),
+                    ),
+                ),
+                (
+                    Command::Template,
+                    template(
+                        &render,
+                        Path::new("/v"),
+                        ChartArg::Remote(render.chart, Some(&local)),
+                    ),
                 ),
                 (
                     Command::Upgrade,
-                    upgrade_install(&t, &install, Path::new("/v"), major, Some(&local)),
+                    upgrade_install(
+                        &t,
+                        &install,
+                        Path::new("/v"),
+                        major,
+                        ChartArg::Remote(install.chart, Some(&local)),
+                    ),
                 ),
                 (Command::RepoAdd, repo_add(&credentialed, &local)),
+                (Command::Pull, pull(&repo, None, Path::new("/c/tmp"))),
+                (
+                    Command::Pull,
+                    pull(&repo, Some(&local), Path::new("/c/tmp")),
+                ),
+                (
+                    Command::Upgrade,
+                    upgrade_install(
+                        &t,
+                        &install,
+                        Path::new("/v"),
+                        major,
+                        ChartArg::Local(Path::new("/c/a.tgz")),
+                    ),
+                ),
+                (
+                    Command::Template,
+                    template(
+                        &render,
+                        Path::new("/v"),
+                        ChartArg::Local(Path::new("/c/a.tgz")),
+                    ),
+                ),
                 (Command::History, history(&t, &id)),
                 (Command::List, list(&t, major)),
                 (Command::GetValues, get_values(&t, &id)),

@@ -10,11 +10,14 @@ use serde_json::Value;
 use tempfile::NamedTempFile;
 use tokio::sync::OnceCell;
 
+use super::args::ChartArg;
+use super::cache::{ChartCache, Key, Lookup};
 use super::process::{self, Finished, Invocation, RunError};
 use super::redact::Redactor;
 use super::repos::{self, LocalRepo, RepoDir};
 use super::{
-    DeployedRelease, Helm, HelmError, HelmVersion, InstallRequest, TemplateRequest, args, output,
+    DeployedRelease, Helm, HelmError, HelmVersion, InstallRequest, TemplateRequest, Warn, args,
+    output,
 };
 use crate::kube::KubeTarget;
 use crate::release::{Chart, ChartSource, ReleaseId};
@@ -22,6 +25,14 @@ use crate::stop::StopSignal;
 
 /// The oldest helm with `--labels` on install/upgrade.
 pub const MIN_VERSION: (u64, u64) = (3, 13);
+
+/// How many `helm pull`s [`Helm::prefetch`] runs at once: enough for every
+/// chart of the shipped clusters (ten), so none waits behind another.
+pub const PARALLEL_PULLS: usize = 16;
+
+/// One chart's fetch in this run: done once, shared by every command that
+/// uses the chart (an error too, so a failed pull is not retried per use).
+type Fetch = Arc<OnceCell<Result<PathBuf, HelmError>>>;
 
 pub struct HelmCli {
     program: PathBuf,
@@ -34,6 +45,11 @@ pub struct HelmCli {
     repo_dir: OnceCell<RepoDir>,
     /// Each credentialed repository is added once per run.
     repos_added: tokio::sync::Mutex<std::collections::HashMap<String, Arc<OnceCell<()>>>>,
+    /// The chart cache; `None`: helm downloads each chart at each use.
+    cache: Option<ChartCache>,
+    /// Each remote chart is fetched once per run.
+    fetches: std::sync::Mutex<std::collections::HashMap<Key, Fetch>>,
+    warn: std::sync::Mutex<Option<Warn>>,
 }
 
 impl HelmCli {
@@ -47,7 +63,97 @@ impl HelmCli {
             version: OnceCell::new(),
             repo_dir: OnceCell::new(),
             repos_added: tokio::sync::Mutex::default(),
+            cache: None,
+            fetches: std::sync::Mutex::default(),
+            warn: std::sync::Mutex::new(None),
         }
+    }
+
+    /// Remote charts are pulled once into `cache` and used from there
+    /// (docs/design.md#chart-cache).
+    pub fn with_cache(mut self, cache: Option<ChartCache>) -> HelmCli {
+        self.cache = cache;
+        self
+    }
+
+    fn warning(&self, message: String) {
+        let sink = self.warn.lock().ok().and_then(|sink| sink.clone());
+        match sink {
+            Some(sink) => sink(message),
+            None => eprintln!("warning: {message}"),
+        }
+    }
+
+    /// Where helm takes `chart` from: the cached archive of a remote chart
+    /// (pulled now, or by a [`Helm::prefetch`] already under way), else the
+    /// chart as configured.
+    async fn locate(&self, chart: &Chart) -> Result<Located, HelmError> {
+        if let (Some(cache), Some(key)) = (&self.cache, Key::of(chart)) {
+            let fetch = self
+                .fetches
+                .lock()
+                .map_err(|_| HelmError::Io("the chart cache's lock is poisoned".into()))?
+                .entry(key.clone())
+                .or_default()
+                .clone();
+            let archive = fetch
+                .get_or_init(|| self.fetch(cache, &key, chart))
+                .await
+                .clone()?;
+            return Ok(Located::Archive(archive));
+        }
+        Ok(Located::Remote(self.local_repo(chart).await?))
+    }
+
+    /// The archive of `chart` from `cache`, verified, or pulled into it.
+    async fn fetch(
+        &self,
+        cache: &ChartCache,
+        key: &Key,
+        chart: &Chart,
+    ) -> Result<PathBuf, HelmError> {
+        let io = |what: &str, e: std::io::Error| {
+            HelmError::Io(format!(
+                "chart cache {}: {what}: {e} (choose another with --cache-dir, or run with --no-chart-cache)",
+                cache.dir().display()
+            ))
+        };
+        let found = {
+            let (cache, key) = (cache.clone(), key.clone());
+            tokio::task::spawn_blocking(move || cache.lookup(&key))
+                .await
+                .map_err(|e| HelmError::Io(format!("the chart cache task failed: {e}")))?
+        };
+        match found {
+            Lookup::Hit(archive) => return Ok(archive),
+            Lookup::Miss => {}
+            Lookup::Corrupt(why) => self.warning(format!(
+                "chart cache: {why}; pulling {} {} again",
+                key.chart, key.version
+            )),
+        }
+        let staging = cache
+            .staging()
+            .map_err(|e| io("cannot create a directory to pull into", e))?;
+        let local = self.local_repo(chart).await?;
+        let argv = args::pull(chart, local.as_ref(), staging.path());
+        self.exec(argv.clone(), self.query_timeout, None, None)
+            .await?;
+        let pulled = std::fs::read_dir(staging.path())
+            .map_err(|e| io("cannot read what helm pulled", e))?
+            .filter_map(Result::ok)
+            .map(|entry| entry.path())
+            .find(|path| path.extension().is_some_and(|ext| ext == "tgz"))
+            .ok_or_else(|| self.bad_output(&argv, "helm pull wrote no chart archive (*.tgz)"))?;
+        let (cache, key) = (cache.clone(), key.clone());
+        tokio::task::spawn_blocking(move || {
+            let stored = cache.store(&key, &pulled);
+            drop(staging);
+            stored
+        })
+        .await
+        .map_err(|e| HelmError::Io(format!("the chart cache task failed: {e}")))?
+        .map_err(|e| io("cannot store the pulled chart", e))
     }
 
     /// How long a running install may continue after the first interrupt.
@@ -229,6 +335,22 @@ impl HelmCli {
     }
 }
 
+/// Where one command takes its chart from (see [`HelmCli::locate`]).
+enum Located {
+    Archive(PathBuf),
+    /// As configured, with the credentialed repository it is named through.
+    Remote(Option<LocalRepo>),
+}
+
+impl Located {
+    fn arg<'a>(&'a self, chart: &'a Chart) -> ChartArg<'a> {
+        match self {
+            Located::Archive(path) => ChartArg::Local(path),
+            Located::Remote(local) => ChartArg::Remote(chart, local.as_ref()),
+        }
+    }
+}
+
 /// The release's values in a file only the user can read, removed when the
 /// returned guard drops — on success, failure, and when the caller's future is
 /// cancelled mid-await. YAML, quoted by serde-saphyr so helm's YAML 1.1 reader
@@ -270,9 +392,15 @@ impl Helm for HelmCli {
         } else {
             self.version().await?.major
         };
-        let local = self.local_repo(request.chart).await?;
+        let located = self.locate(request.chart).await?;
         let file = values_file(request.values)?;
-        let argv = args::upgrade_install(target, request, file.path(), major, local.as_ref());
+        let argv = args::upgrade_install(
+            target,
+            request,
+            file.path(),
+            major,
+            located.arg(request.chart),
+        );
         // The release's budget bounds helm itself, not only helm's own waits
         // (`--timeout` limits each Kubernetes operation, not the command): a
         // helm that hangs on a lost API connection is stopped at the deadline.
@@ -284,9 +412,9 @@ impl Helm for HelmCli {
     }
 
     async fn template(&self, request: &TemplateRequest<'_>) -> Result<String, HelmError> {
-        let local = self.local_repo(request.chart).await?;
+        let located = self.locate(request.chart).await?;
         let file = values_file(request.values)?;
-        let argv = args::template(request, file.path(), local.as_ref());
+        let argv = args::template(request, file.path(), located.arg(request.chart));
         let result = self
             .exec(argv, self.query_timeout, None, Some(request.values))
             .await;
@@ -344,6 +472,26 @@ impl Helm for HelmCli {
         match self.exec(argv, timeout, None, None).await {
             Err(HelmError::Failed { stderr, .. }) if output::is_not_found(&stderr) => Ok(()),
             other => other.map(|_| ()),
+        }
+    }
+
+    async fn prefetch(&self, charts: Vec<Chart>) {
+        use futures::StreamExt;
+        if self.cache.is_none() {
+            return;
+        }
+        // By index: a closure over `&Chart` would not be `Send` for every
+        // lifetime (a limit of rustc).
+        futures::stream::iter(0..charts.len())
+            .map(|i| self.locate(&charts[i]))
+            .buffer_unordered(PARALLEL_PULLS)
+            .for_each(|_| async {})
+            .await;
+    }
+
+    fn on_warning(&self, sink: Option<Warn>) {
+        if let Ok(mut slot) = self.warn.lock() {
+            *slot = sink;
         }
     }
 }

@@ -283,6 +283,10 @@ const GET_VALUES: &[Flag] = &[v("revision"), s(b("all"), 'a'), s(v("output"), 'o
 const GET_MANIFEST: &[Flag] = &[v("revision")];
 const HISTORY: &[Flag] = &[s(v("max"), 'm'), s(v("output"), 'o')];
 
+/// `helm pull`: helm v3.21.4 `cmd/helm/pull.go`, v4.2.4 `pkg/cmd/pull.go`
+/// (`newPullCmd`), identical in both: these plus `addChartPathOptionsFlags`
+/// ([`CHART_PATH`]). bootstrap passes `--destination` (and `--version`,
+/// `--repo`) to fill the chart cache.
 const PULL: &[Flag] = &[
     b("devel"),
     b("untar"),

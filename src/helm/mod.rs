@@ -11,6 +11,7 @@ use crate::release::{Chart, ReleaseId};
 use crate::stop::StopSignal;
 
 pub mod args;
+pub mod cache;
 pub mod cli;
 pub mod flags;
 pub mod output;
@@ -174,4 +175,16 @@ pub trait Helm: Send + Sync {
         release: &ReleaseId,
         timeout: Duration,
     ) -> impl Future<Output = Result<(), HelmError>> + Send;
+    /// Fetches `charts` ahead of their use, several at a time (with the
+    /// chart cache, docs/design.md#chart-cache: each remote chart pulled
+    /// once per run, or taken from the cache); done when every one is
+    /// fetched or failed. A command that uses a chart waits only for that
+    /// chart; a failed fetch is reported by the command that uses it.
+    fn prefetch(&self, charts: Vec<Chart>) -> impl Future<Output = ()> + Send;
+    /// Where the helm layer's warnings go (a damaged cache entry pulled
+    /// again); stderr when `None`, as before the first call.
+    fn on_warning(&self, sink: Option<Warn>);
 }
+
+/// Receives a warning, one line without the `warning:` prefix.
+pub type Warn = std::sync::Arc<dyn Fn(String) + Send + Sync>;

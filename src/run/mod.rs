@@ -13,6 +13,7 @@ use std::time::Duration;
 use crate::error::Error;
 use crate::event::{Emitter, Event};
 use crate::helm::Helm;
+use crate::helm::cache::ChartCache;
 use crate::helm::cli::HelmCli;
 use crate::kube::client::Connection;
 use crate::kube::lock::Lock;
@@ -32,6 +33,36 @@ pub struct Target<'a> {
     pub kubeconfig: Option<&'a Path>,
     /// Overrides the cluster's `context`.
     pub context: Option<&'a str>,
+    /// `--cache-dir` / `BOOTSTRAP_CACHE_DIR`.
+    pub cache_dir: Option<&'a Path>,
+    /// `--no-chart-cache`.
+    pub no_chart_cache: bool,
+}
+
+impl Target<'_> {
+    /// The chart cache (docs/design.md#chart-cache): `--cache-dir`, else
+    /// the user's cache directory; none with `--no-chart-cache`, or (with a
+    /// warning) when there is no home to put it in.
+    pub fn chart_cache(&self) -> Option<ChartCache> {
+        if self.no_chart_cache {
+            return None;
+        }
+        if let Some(dir) = self.cache_dir {
+            return Some(ChartCache::new(dir.to_path_buf()));
+        }
+        let dir = ChartCache::default_dir(|name| std::env::var_os(name));
+        if dir.is_none() {
+            eprintln!(
+                "warning: no chart cache (neither XDG_CACHE_HOME nor HOME is set): helm downloads each chart at each use; give one with --cache-dir"
+            );
+        }
+        dir.map(ChartCache::new)
+    }
+
+    /// helm as the cluster commands run it: `--helm`, the chart cache.
+    pub fn helm(&self) -> HelmCli {
+        HelmCli::new(self.helm.map(Path::to_path_buf)).with_cache(self.chart_cache())
+    }
 }
 
 /// Runs `work` on a multi-threaded runtime: the one place a cluster command
@@ -55,7 +86,7 @@ pub async fn prerequisites(
     plan: &Plan,
     reachability: Duration,
 ) -> Result<(HelmCli, Connection, crate::helm::HelmVersion), Error> {
-    let helm = HelmCli::new(target.helm.map(Path::to_path_buf)).with_grace(GRACE);
+    let helm = target.helm().with_grace(GRACE);
     let version = helm
         .version()
         .await

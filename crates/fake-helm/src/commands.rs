@@ -56,6 +56,7 @@ pub enum Cmd {
     GetValues,
     GetManifest,
     History,
+    Pull,
     RepoAdd,
 }
 
@@ -93,6 +94,7 @@ pub fn resolve(words: &[String], major: u64) -> Result<(Cmd, Vec<Flag>), String>
         "list" | "ls" => Cmd::List,
         "status" => Cmd::Status,
         "history" | "hist" => Cmd::History,
+        "pull" | "fetch" => Cmd::Pull,
         "get" => match words.get(1).map(String::as_str) {
             Some("values") => Cmd::GetValues,
             Some("manifest") => Cmd::GetManifest,
@@ -124,6 +126,7 @@ pub fn resolve(words: &[String], major: u64) -> Result<(Cmd, Vec<Flag>), String>
         Cmd::GetValues => Command::GetValues,
         Cmd::GetManifest => Command::GetManifest,
         Cmd::History => Command::History,
+        Cmd::Pull => Command::Pull,
         Cmd::RepoAdd => Command::RepoAdd,
     };
     Ok((cmd, flags::accepted(major, command)))
@@ -175,6 +178,7 @@ pub fn run(cmd: Cmd, ctx: &Ctx) -> Outcome {
         Cmd::GetValues => get_values(ctx).into(),
         Cmd::GetManifest => get_manifest(ctx).into(),
         Cmd::History => history(ctx).into(),
+        Cmd::Pull => pull(ctx).into(),
         Cmd::RepoAdd => crate::repos::add(ctx).into(),
     }
 }
@@ -228,6 +232,9 @@ fn template(ctx: &Ctx) -> Result<String, String> {
     let knobs = ctx.script.knobs(&ns, &name);
     crate::repos::check_reference(&chart_arg, ctx)?;
     let chart = crate::install::chart_info(&chart_arg, ctx, &knobs);
+    if crate::chart::is_remote(&chart_arg) {
+        crate::chart::download_delay();
+    }
     if let Some(ms) = knobs.template_delay_ms {
         std::thread::sleep(std::time::Duration::from_millis(ms));
     }
@@ -245,6 +252,26 @@ fn template(ctx: &Ctx) -> Result<String, String> {
         knobs.manifests.as_deref().unwrap_or(&[]),
     ));
     Ok(out)
+}
+
+/// `helm pull CHART... [--destination DIR]`: each chart's archive,
+/// `NAME-VERSION.tgz`, written to the destination (default: the working
+/// directory), after the modelled download time. Helm prints nothing for a
+/// repository chart.
+fn pull(ctx: &Ctx) -> Result<String, String> {
+    if ctx.args.positionals.is_empty() {
+        return Err("\"helm pull\" requires at least 1 argument\n\nUsage:  helm pull [chart URL | repo/chartname] [...] [flags]".into());
+    }
+    let destination = std::path::PathBuf::from(ctx.args.get("destination").unwrap_or("."));
+    for chart_arg in &ctx.args.positionals {
+        crate::repos::check_reference(chart_arg, ctx)?;
+        let chart = crate::install::chart_info(chart_arg, ctx, &Default::default());
+        crate::chart::download_delay();
+        let file = destination.join(format!("{}-{}.tgz", chart.name, chart.version));
+        crate::chart::write_archive(&file, &chart.name, &chart.version)
+            .map_err(|e| format!("failed to save {}: {e}", file.display()))?;
+    }
+    Ok(String::new())
 }
 
 fn list(ctx: &Ctx) -> Result<String, String> {

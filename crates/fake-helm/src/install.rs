@@ -82,7 +82,11 @@ fn latest() -> String {
     "0.0.0".into()
 }
 
+/// `Chart.yaml` of a chart directory or archive.
 fn read_chart_yaml(dir: &Path) -> Option<Value> {
+    if dir.is_file() {
+        return crate::chart::chart_yaml_in_archive(dir);
+    }
     let text = std::fs::read_to_string(dir.join("Chart.yaml")).ok()?;
     serde_saphyr::from_str(&text).ok()
 }
@@ -132,6 +136,9 @@ fn try_install_or_upgrade(ctx: &Ctx, upgrade: bool) -> Result<Outcome, String> {
     let mut values = ctx.user_values()?;
     crate::repos::check_reference(&chart_arg, ctx).map_err(|e| format!("{failed_prefix}: {e}"))?;
     let chart = chart_info(&chart_arg, ctx, &knobs);
+    if crate::chart::is_remote(&chart_arg) {
+        crate::chart::download_delay();
+    }
 
     let previous = store
         .load(&ns, &name)?

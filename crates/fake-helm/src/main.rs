@@ -4,7 +4,9 @@
 //! a state directory instead of a cluster.
 //!
 //! Commands: `version`, `install`, `upgrade [--install]`, `uninstall`, `template`,
-//! `list`, `status`, `get values`, `get manifest`, `history`, `repo add`
+//! `list`, `status`, `get values`, `get manifest`, `history`, `pull` (a real
+//! `NAME-VERSION.tgz` with the chart's `Chart.yaml`, which install and
+//! template read back when given the archive's path), `repo add`
 //! (entries in `--repository-config`, written 0600 as helm does; the
 //! password from `--password` or, with `--password-stdin`, from stdin). A
 //! `REPO/CHART` reference must name a repository in that config (helm's
@@ -29,6 +31,9 @@
 //!   fail (stderr text printed verbatim, exit 1, release failed), fail_times (fail
 //!   only the first n attempts), crds, manifests, apply_manifests,
 //!   version_output, app_version, chart_values. See `script.rs`.
+//! - `FAKE_HELM_PULL_DELAY_MS`: the modelled download time of one chart,
+//!   charged by `pull` and by install/upgrade/template given a remote chart
+//!   (helm downloads it then), not when given a local archive or directory.
 //! - `FAKE_HELM_VERSION` (default "v4.2.4"): the helm it impersonates: what
 //!   `version` reports and which flags it accepts (helm's flag table for that
 //!   major version, `bootstrap::helm::flags`); an unknown flag fails as cobra
@@ -41,6 +46,7 @@
 //! (bad FAKE_HELM_SCRIPT, missing FAKE_HELM_STATE): a test bug, not a helm answer.
 
 mod args;
+mod chart;
 mod commands;
 mod install;
 mod kube;

@@ -6,6 +6,9 @@ use std::process::Command;
 
 pub struct Test {
     dir: tempfile::TempDir,
+    /// The chart cache of every run of this test (`BOOTSTRAP_CACHE_DIR`):
+    /// runs of one `Test` share it, tests never do, nothing lands in ~/.cache.
+    cache: tempfile::TempDir,
     args: Vec<String>,
     env: Vec<(String, String)>,
     env_remove: Vec<String>,
@@ -30,6 +33,7 @@ impl Test {
     pub fn new() -> Self {
         Test {
             dir: tempfile::tempdir().expect("tempdir"),
+            cache: tempfile::tempdir().expect("tempdir"),
             args: Vec::new(),
             env: Vec::new(),
             env_remove: vec!["KUBECONFIG".into()],
@@ -45,6 +49,11 @@ impl Test {
 
     pub fn path(&self) -> &Path {
         self.dir.path()
+    }
+
+    /// The chart cache directory the runs use.
+    pub fn cache_dir(&self) -> &Path {
+        self.cache.path()
     }
 
     pub fn file(self, path: &str, content: &str) -> Self {
@@ -69,6 +78,7 @@ impl Test {
         cmd.current_dir(self.dir.path())
             .args(&self.args)
             .env("NO_COLOR", "1")
+            .env("BOOTSTRAP_CACHE_DIR", self.cache.path())
             .env_remove("CI");
         for key in &self.env_remove {
             cmd.env_remove(key);
