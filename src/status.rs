@@ -124,7 +124,11 @@ pub async fn collect<H: Helm>(
                 ),
                 _ => None,
             };
-            status.handover = Some(handover_state(managed_by, deployed_values.as_ref()));
+            status.handover = Some(handover_state(
+                managed_by,
+                deployed_values.as_ref(),
+                &release.secrets,
+            ));
         }
         releases.push(status);
     }
@@ -170,6 +174,7 @@ pub fn status_of(
 pub fn handover_state(
     managed_by: &[ownership::LiveHelmRelease],
     deployed_values: Option<&serde_json::Value>,
+    secrets: &crate::values::SecretPaths,
 ) -> String {
     if let Some(hr) = managed_by.iter().find(|hr| hr.adopted) {
         return format!("adopted by Flux (HelmRelease {})", hr.name);
@@ -211,7 +216,7 @@ pub fn handover_state(
         hr.name,
         differences
             .iter()
-            .map(crate::values::Difference::describe)
+            .map(|d| d.describe_with(secrets))
             .collect::<Vec<_>>()
             .join("; ")
     )
