@@ -39,12 +39,7 @@ pub fn run(config: &Config, clusters: &Clusters, out: &mut dyn Write) -> Result<
         if !findings.is_empty() {
             text.push('\n');
             text.push_str(&lint::render_text(findings));
-            text.push_str(&format!(
-                "lints {}: {} error(s), {} warning(s)\n",
-                plan.cluster.name,
-                lint::count(findings, lint::Severity::Error),
-                lint::count(findings, lint::Severity::Warning),
-            ));
+            text.push_str(&lint::summary(&plan.cluster.name, findings));
         }
         blocking.push((
             plan.cluster.name.clone(),

@@ -107,6 +107,19 @@ pub struct Scan {
     pub findings: Vec<Finding>,
     pub files_scanned: usize,
     pub objects_scanned: usize,
+    /// Every HelmRelease the tree reaches, with the Helm release it would
+    /// manage: what `check -v` shows as the proof behind its verdict.
+    pub helm_releases: Vec<Reached>,
+}
+
+/// A HelmRelease Flux would apply and the Helm release it would manage.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reached {
+    pub object: ObjectRef,
+    /// The Helm release as `storage-namespace/release-name`.
+    pub release: String,
+    /// Files by which Flux reaches it, from the entrypoint down.
+    pub chain: Vec<String>,
 }
 
 impl Scan {
@@ -132,9 +145,29 @@ pub fn scan(input: &ScanInput) -> Scan {
     found.extend(findings::missing_dependencies(&tree.objects));
     found.extend(findings::nothing_reached(&tree.objects, input.releases));
     findings::normalize(&mut found);
+    let mut helm_releases: Vec<Reached> = tree
+        .objects
+        .iter()
+        .filter(|o| o.is_flux("helm", "HelmRelease"))
+        .map(|hr| {
+            let spec = hr.body.get("spec").unwrap_or(&serde_json::Value::Null);
+            let id = helmrelease::identity(&hr.name, hr.namespace.as_deref(), spec);
+            Reached {
+                object: hr.reference(),
+                release: format!(
+                    "{}/{}",
+                    id.storage_namespace.as_deref().unwrap_or("(no namespace)"),
+                    id.release_name
+                ),
+                chain: hr.chain.clone(),
+            }
+        })
+        .collect();
+    helm_releases.sort_by(|a, b| a.release.cmp(&b.release));
     Scan {
         findings: found,
         files_scanned: tree.files_scanned,
         objects_scanned: tree.objects.len(),
+        helm_releases,
     }
 }
