@@ -422,7 +422,11 @@ fn check_reads_a_tree_with_sops_secrets_and_a_config_with_sops_values() {
     .unwrap();
     let out = run(&test, &["check", "infra"]);
     ok(&out, "check");
-    assert!(out.stdout.contains("0 error(s)"), "{}", out.stdout);
+    assert!(
+        out.stdout.contains("check infra: 0 errors"),
+        "{}",
+        out.stdout
+    );
     assert!(
         out.stdout.contains("10 files"),
         "the Secret was read: {}",
