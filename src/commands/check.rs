@@ -6,7 +6,7 @@ use serde_json::json;
 use crate::cli::{Clusters, Config, OutputFormat, Verbosity};
 use crate::duration::count as counted;
 use crate::error::Error;
-use crate::flux::{BootstrapRelease, Handover, ScanInput, Severity, WorkloadRef};
+use crate::flux::{BootstrapRelease, Finding, Handover, Severity, WorkloadRef};
 use crate::lint;
 use crate::plan::Plan;
 
@@ -33,6 +33,7 @@ pub fn bootstrap_releases(plan: &Plan) -> Vec<BootstrapRelease> {
                     name: o.name.clone(),
                 })
                 .collect(),
+            rendered: None,
             handover: (r.ownership == crate::release::Ownership::Handover).then(|| Handover {
                 version: r.version_label(),
                 values: r.values.clone(),
@@ -143,12 +144,12 @@ fn check(
             errors: lint_errors,
         };
     };
-    let releases = bootstrap_releases(plan);
-    let scan = crate::flux::scan(&ScanInput {
-        root: &root,
-        entrypoint: &entrypoint,
-        releases: &releases,
-    });
+    let mut releases = bootstrap_releases(plan);
+    let tree = crate::flux::tree::resolve(&root, &entrypoint);
+    let notes = render_workloads(config, plan, &tree.objects, &mut releases);
+    let mut scan = crate::flux::scan_resolved(tree, &releases);
+    scan.findings.extend(notes);
+    crate::flux::findings::normalize(&mut scan.findings);
     // Lint findings and scan findings in one list, in check's order
     // (docs/design.md#check-json): errors, then warnings, then info.
     let mut findings: Vec<((Severity, &str), serde_json::Value)> = lints
@@ -186,6 +187,55 @@ fn check(
         text,
         errors: lint_errors + scan_errors,
     }
+}
+
+/// Renders the charts of the releases a health check may concern
+/// ([`crate::flux::findings::releases_to_render`]) where helm and the chart
+/// are at hand, and records the workloads each renders on its
+/// [`BootstrapRelease`]; nothing is rendered for a tree without such health
+/// checks. A failing render leaves the release to name-convention inference,
+/// with an info finding saying why.
+fn render_workloads(
+    config: &Config,
+    plan: &Plan,
+    objects: &[crate::flux::object::Object],
+    releases: &mut [BootstrapRelease],
+) -> Vec<Finding> {
+    let wanted = crate::flux::findings::releases_to_render(objects, releases);
+    let chosen: Vec<(usize, &crate::release::Release)> = wanted
+        .into_iter()
+        .filter_map(|i| {
+            let id = crate::release::ReleaseId::new(&releases[i].namespace, &releases[i].name);
+            plan.release(&id).map(|r| (i, r))
+        })
+        .collect();
+    if chosen.is_empty() {
+        return Vec::new();
+    }
+    let requests: Vec<_> = chosen
+        .iter()
+        .map(|(_, r)| (*r, crate::render::Phase::Install))
+        .collect();
+    let outcomes = crate::render::render_blocking(config.global.helm.as_deref(), &requests);
+    let mut notes = Vec::new();
+    for ((i, release), outcome) in chosen.iter().zip(outcomes) {
+        match outcome {
+            crate::render::Outcome::Rendered(docs) => {
+                releases[*i].rendered = Some(crate::flux::findings::rendered_workloads(
+                    &release.id.namespace,
+                    &docs,
+                ));
+            }
+            crate::render::Outcome::Failed(why) => {
+                notes.push(crate::flux::findings::chart_not_rendered(
+                    &releases[*i],
+                    &why,
+                ));
+            }
+            crate::render::Outcome::Unavailable(_) => {}
+        }
+    }
+    notes
 }
 
 fn render(
