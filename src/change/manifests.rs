@@ -62,9 +62,9 @@ fn key(doc: &Value) -> Key {
 
 /// Every object that differs between `deployed` and `desired`, in the order
 /// bootstrap renders them, then the removed ones in deployed order.
-/// `redactor` scrubs the secret values of the release's values wherever a
-/// chart copied them (a ConfigMap, an env var).
-pub fn diff(deployed: &[Value], desired: &[Value], redactor: &Redactor) -> Vec<ObjectChange> {
+/// `redactors` scrub the secret values of the release's values (deployed and
+/// bootstrap's) wherever a chart copied them (a ConfigMap, an env var).
+pub fn diff(deployed: &[Value], desired: &[Value], redactors: &[Redactor]) -> Vec<ObjectChange> {
     let old: Vec<(Key, &Value)> = deployed.iter().map(|d| (key(d), d)).collect();
     let find = |k: &Key| old.iter().find(|(o, _)| o == k).map(|(_, d)| *d);
     let mut changes = Vec::new();
@@ -81,7 +81,7 @@ pub fn diff(deployed: &[Value], desired: &[Value], redactor: &Redactor) -> Vec<O
         } else {
             Op::Add
         };
-        changes.push(change(k, doc, before, Some(doc), op, redactor));
+        changes.push(change(k, doc, before, Some(doc), op, redactors));
     }
     for (k, doc) in &old {
         if !seen.contains(k) {
@@ -91,7 +91,7 @@ pub fn diff(deployed: &[Value], desired: &[Value], redactor: &Redactor) -> Vec<O
                 Some(doc),
                 None,
                 Op::Remove,
-                redactor,
+                redactors,
             ));
         }
     }
@@ -104,7 +104,7 @@ fn change(
     before: Option<&Value>,
     after: Option<&Value>,
     op: Op,
-    redactor: &Redactor,
+    redactors: &[Redactor],
 ) -> ObjectChange {
     let (before, after) = redact_secret_pair(before, after);
     let text = |v: &Option<Value>| v.as_ref().map(crate::yaml::to_string).unwrap_or_default();
@@ -127,7 +127,7 @@ fn change(
         namespace,
         name,
         op,
-        diff: redactor.text(&unified),
+        diff: redactors.iter().fold(unified, |text, r| r.text(&text)),
     }
 }
 
@@ -195,12 +195,12 @@ mod tests {
     #[test]
     fn identical_objects_are_no_change() {
         let docs = [cm("a", "1"), cm("b", "2")];
-        assert!(diff(&docs, &docs, &Redactor::default()).is_empty());
+        assert!(diff(&docs, &docs, &[]).is_empty());
     }
 
     #[test]
     fn a_changed_object_is_one_hunk_with_headers() {
-        let changes = diff(&[cm("a", "6443")], &[cm("a", "7445")], &Redactor::default());
+        let changes = diff(&[cm("a", "6443")], &[cm("a", "7445")], &[]);
         assert_eq!(changes.len(), 1);
         assert_eq!(changes[0].op, Op::Change);
         assert_eq!(changes[0].label(), "ConfigMap ns/a");
@@ -212,7 +212,7 @@ mod tests {
 
     #[test]
     fn added_and_removed_objects_come_whole() {
-        let changes = diff(&[cm("old", "1")], &[cm("new", "1")], &Redactor::default());
+        let changes = diff(&[cm("old", "1")], &[cm("new", "1")], &[]);
         let ops: Vec<(String, Op)> = changes.iter().map(|c| (c.name.clone(), c.op)).collect();
         assert_eq!(
             ops,
@@ -235,11 +235,7 @@ mod tests {
 
     #[test]
     fn secret_data_is_redacted_on_both_sides_and_the_changed_key_named() {
-        let changes = diff(
-            &[secret("old-token-1")],
-            &[secret("new-token-2")],
-            &Redactor::default(),
-        );
+        let changes = diff(&[secret("old-token-1")], &[secret("new-token-2")], &[]);
         let text = &changes[0].diff;
         assert!(!text.contains("token-"), "{text}");
         assert!(text.contains("-  token: <redacted>\n"), "{text}");
@@ -249,8 +245,9 @@ mod tests {
 
     #[test]
     fn secret_values_copied_into_other_objects_are_scrubbed() {
-        let redactor = Redactor::new(&[], Some(&json!({"auth": {"password": "hunter2-pw"}})));
-        let changes = diff(&[], &[cm("a", "hunter2-pw")], &redactor);
+        let values = json!({"auth": {"password": "hunter2-pw"}});
+        let redactor = Redactor::new(&[], Some((&values, &Default::default())));
+        let changes = diff(&[], &[cm("a", "hunter2-pw")], &[redactor]);
         assert!(!changes[0].diff.contains("hunter2"), "{}", changes[0].diff);
     }
 }

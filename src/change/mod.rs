@@ -76,12 +76,16 @@ impl ReleaseChange {
     ) -> ReleaseChange {
         let empty = json!({});
         let deployed_values = deployed.as_ref().map_or(&empty, |d| d.values);
-        let redactor = Redactor::new(&[], Some(&json!([deployed_values, release.values.clone()])));
-        let values = values::diff(deployed_values, &release.values);
+        let secrets = &release.secrets;
+        let redactors = [
+            Redactor::new(&[], Some((deployed_values, secrets))),
+            Redactor::new(&[], Some((&release.values, secrets))),
+        ];
+        let values = values::diff(deployed_values, &release.values, secrets);
         let objects = manifests::diff(
             deployed.as_ref().map_or(&[][..], |d| d.manifest),
             rendered,
-            &redactor,
+            &redactors,
         );
         let desired = ChartVersion {
             chart: release.chart_label(),
@@ -209,6 +213,7 @@ pub async fn compare<H: Helm>(
                     release: &release.id,
                     chart,
                     values: &release.values,
+                    secrets: &release.secrets,
                     include_crds: false,
                     api_versions,
                 })

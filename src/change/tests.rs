@@ -20,6 +20,7 @@ fn release(version: &str, values: Value) -> Release {
         values,
         crd_values: json!({}),
         values_sources: Vec::new(),
+        secrets: Default::default(),
         layers: Vec::new(),
         from: None,
         timeout: None,

@@ -5,7 +5,7 @@
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::values::{REDACTED, is_secret_key, redact};
+use crate::values::{REDACTED, SecretPaths, is_secret_key, redact};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -74,12 +74,13 @@ fn scalar(value: &Value) -> String {
 /// Every leaf where the deployed values and bootstrap's differ, in path
 /// order. The comparison is of the real values (a changed password is a
 /// change); what is shown is redacted: any value under a secret-looking key
-/// prints as `<redacted>` on both sides.
-pub fn diff(deployed: &Value, desired: &Value) -> Vec<ValueChange> {
+/// or at one of `secrets` (sops-encrypted files) prints as `<redacted>` on
+/// both sides.
+pub fn diff(deployed: &Value, desired: &Value, secrets: &SecretPaths) -> Vec<ValueChange> {
     crate::values::diff(deployed, desired)
         .into_iter()
         .map(|d| {
-            let secret = d.path.split('.').any(is_secret_key);
+            let secret = d.path.split('.').any(is_secret_key) || secrets.covers(&d.path);
             let show =
                 |v: Option<Value>| v.map(|v| if secret { redact_all(&v) } else { redact(&v) });
             let op = match (&d.left, &d.right) {
@@ -115,7 +116,10 @@ mod tests {
     use serde_json::json;
 
     fn lines(deployed: Value, desired: Value) -> Vec<String> {
-        diff(&deployed, &desired).iter().map(|c| c.line()).collect()
+        diff(&deployed, &desired, &SecretPaths::default())
+            .iter()
+            .map(|c| c.line())
+            .collect()
     }
 
     #[test]
@@ -146,6 +150,7 @@ mod tests {
         let changes = diff(
             &json!({"auth": {"password": "old-hunter2"}, "env": [{"name": "X", "token": "t-123456"}]}),
             &json!({"auth": {"password": "new-hunter2"}, "env": [{"name": "X", "token": "t-654321"}]}),
+            &SecretPaths::default(),
         );
         let text: Vec<String> = changes.iter().map(|c| c.line()).collect();
         assert_eq!(
@@ -159,6 +164,21 @@ mod tests {
         assert!(
             !json.contains("hunter2") && !json.contains("t-123456"),
             "{json}"
+        );
+    }
+
+    #[test]
+    fn values_from_sops_files_are_redacted_whatever_their_key() {
+        let mut secrets = SecretPaths::default();
+        secrets.add_leaves(&json!({"relay": {"url": "x"}}));
+        assert_eq!(
+            diff(
+                &json!({"relay": {"url": "https://old-host"}}),
+                &json!({"relay": {"url": "https://new-host"}}),
+                &secrets
+            )[0]
+            .line(),
+            "~ relay.url: <redacted> → <redacted>"
         );
     }
 
