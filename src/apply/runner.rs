@@ -165,6 +165,7 @@ impl<H: Helm> ReleaseRunner<H> {
             release: &release.id,
             chart,
             values: &release.values,
+            secrets: &release.secrets,
             skip_crds: release.crds == crate::release::CrdPolicy::Bootstrap,
             timeout: remaining,
             labels: &labels,
