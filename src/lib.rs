@@ -4,6 +4,7 @@
 //! `run` is the whole program; `main` only exits with its code.
 
 pub mod apply;
+pub mod change;
 pub mod cli;
 pub mod commands;
 pub mod config;
@@ -23,6 +24,7 @@ pub mod lint;
 pub mod ownership;
 pub mod plan;
 pub mod release;
+pub mod render;
 pub mod reporter;
 pub mod run;
 pub mod scheduler;

@@ -8,7 +8,7 @@ use serde_saphyr::Spanned;
 
 use super::draft::{Draft, Paths};
 use super::file::{ChartFile, ClusterFile, DefaultsFile, ReleaseFile};
-use super::render::{Defaults, render_release};
+use super::render::{Defaults, Readers, render_release};
 use super::{Cluster, Flux};
 use crate::error::{Error, Problem, did_you_mean, suggest};
 use crate::graph::ReleaseGraph;
@@ -193,11 +193,14 @@ pub fn load_for(dir: &Path, cluster: &str, context: Option<&str>) -> Result<Plan
         });
         defaults.push(Defaults { file, doc, timeout });
     }
-    let renderer = crate::template::Renderer::new();
+    let readers = Readers {
+        renderer: crate::template::Renderer::new(),
+        sops: super::sops::Sops::from_env(),
+    };
     let mut releases = Vec::new();
     for draft in &selected {
         match render_release(
-            &renderer,
+            &readers,
             &paths,
             &cluster,
             draft,
@@ -668,10 +671,29 @@ fn check_chart(chart: &ChartFile, base: &Path) -> Result<Chart, ChartError> {
     if let Some(v) = &chart.version {
         validate::pinned_version(v).map_err(ChartError::PathVersion)?;
     }
+    // Unpinned, a local chart is the version its Chart.yaml says: what helm
+    // records for the release, so `apply`, `status` and `diff` compare the
+    // deployed version with it (helm ignores `--version` for a directory).
+    let version = chart
+        .version
+        .clone()
+        .or_else(|| chart_yaml_version(&dir.join("Chart.yaml")));
     Ok(Chart {
         source: ChartSource::Path(dir),
-        version: chart.version.clone(),
+        version,
     })
+}
+
+/// The `version:` of a local chart's Chart.yaml (`None` if unreadable:
+/// helm reports that chart itself).
+fn chart_yaml_version(path: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let meta: serde_json::Value = serde_saphyr::from_str(&text).ok()?;
+    match meta.get("version")? {
+        serde_json::Value::String(v) => Some(v.clone()),
+        serde_json::Value::Number(n) => Some(n.to_string()),
+        _ => None,
+    }
 }
 
 fn select(

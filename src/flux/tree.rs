@@ -131,12 +131,20 @@ struct Walker {
     /// Whether Flux Kustomizations and ResourceSets are followed ([`resolve`])
     /// or only the one kustomize build is done ([`build`]).
     follow: bool,
+    /// `kubectl`, when kustomizations with constructs this scan does not
+    /// model are built by `kubectl kustomize` ([`resolve_with`]).
+    kubectl: Option<PathBuf>,
 }
 
 impl Walker {
     fn new(root: PathBuf, follow: bool) -> Walker {
+        Walker::with_ignore(root, follow, None)
+    }
+
+    /// A walker over the artifact of a GitRepository with `spec.ignore`.
+    fn with_ignore(root: PathBuf, follow: bool, ignore: Option<&str>) -> Walker {
         Walker {
-            artifact: Artifact::new(&root),
+            artifact: Artifact::with_ignore(&root, ignore),
             tree: Tree::default(),
             files: BTreeSet::new(),
             started: HashSet::new(),
@@ -144,6 +152,7 @@ impl Walker {
             root,
             root_source: None,
             follow,
+            kubectl: None,
         }
     }
 }
@@ -167,7 +176,34 @@ pub fn build(root: &Path, dir: &Path) -> Tree {
 
 /// Resolves everything Flux would apply starting at `root/entrypoint`.
 pub fn resolve(root: &Path, entrypoint: &Path) -> Tree {
-    resolve_from(root, entrypoint, None)
+    resolve_with(root, entrypoint, None)
+}
+
+/// [`resolve`], with a kustomization that uses a construct this scan does
+/// not model (plugins, `helmCharts`, `vars`: [`DELEGATED_FIELDS`]) built by
+/// `kubectl kustomize` when `kubectl` is given (docs/design.md#tree-resolution).
+pub fn resolve_with(root: &Path, entrypoint: &Path, kubectl: Option<&Path>) -> Tree {
+    resolve_from(
+        root,
+        entrypoint,
+        Resolution {
+            entry_ks: None,
+            ignore: None,
+            kubectl: kubectl.map(Path::to_path_buf),
+        },
+    )
+}
+
+/// What a walk from the entrypoint starts with.
+#[derive(Clone)]
+struct Resolution {
+    /// The Kustomization that reconciles the entrypoint itself, when it has
+    /// build fields of its own.
+    entry_ks: Option<Object>,
+    /// The root GitRepository's `spec.ignore`, once the entrypoint's build
+    /// has found it.
+    ignore: Option<String>,
+    kubectl: Option<PathBuf>,
 }
 
 /// The Flux build fields and post-build of a Kustomization: with none, its
@@ -204,17 +240,16 @@ pub fn build_flux_kustomization(root: &Path, ks: Value) -> Tree {
     walker.tree
 }
 
-/// `entry_ks`: the Kustomization that reconciles the entrypoint itself, when
-/// it has build fields of its own.
-fn resolve_from(root: &Path, entrypoint: &Path, entry_ks: Option<Object>) -> Tree {
+fn resolve_from(root: &Path, entrypoint: &Path, resolution: Resolution) -> Tree {
     let root_path = root;
     let root = normalize(root);
     let entry_dir = normalize(&root.join(entrypoint));
-    let rebuilt = entry_ks.is_some();
-    let mut walker = Walker::new(root.clone(), true);
+    let rebuilt = resolution.entry_ks.is_some();
+    let mut walker = Walker::with_ignore(root.clone(), true, resolution.ignore.as_deref());
+    walker.kubectl = resolution.kubectl.clone();
     walker.pending.push_back(Build {
         dir: entry_dir.clone(),
-        ks: entry_ks,
+        ks: resolution.entry_ks.clone(),
         chain: Vec::new(),
         raw_path: entrypoint.display().to_string(),
         deferrals: 0,
@@ -255,9 +290,24 @@ fn resolve_from(root: &Path, entrypoint: &Path, entry_ks: Option<Object>) -> Tre
                 })
                 .cloned();
             if let (false, Some(ks)) = (rebuilt, own_ks) {
-                return resolve_from(root_path, entrypoint, Some(ks));
+                let again = Resolution {
+                    entry_ks: Some(ks),
+                    ..resolution
+                };
+                return resolve_from(root_path, entrypoint, again);
             }
             walker.root_source = walker.pick_root_source(&entry_dir);
+            // The root GitRepository's `spec.ignore` shapes its artifact
+            // (docs/design.md#tree-resolution): the walk starts again
+            // over the artifact it leaves.
+            let found = walker.root_ignore();
+            if resolution.ignore.is_none() && found.is_some() {
+                let again = Resolution {
+                    ignore: found,
+                    ..resolution
+                };
+                return resolve_from(root_path, entrypoint, again);
+            }
             // The Kustomization that reconciles the entrypoint itself (gotk-sync's
             // flux-system) is the build just done, not another one.
             let own: Vec<(PathBuf, String)> = walker
@@ -335,6 +385,24 @@ impl Walker {
         });
     }
 
+    /// The `spec.ignore` of the root's GitRepository, when the object is
+    /// among those found so far.
+    fn root_ignore(&self) -> Option<String> {
+        let (name, namespace) = self.root_source.as_ref()?;
+        self.tree
+            .objects
+            .iter()
+            .find(|o| {
+                o.is_flux("source", "GitRepository")
+                    && &o.name == name
+                    && o.namespace.as_ref() == namespace.as_ref()
+            })?
+            .body
+            .pointer("/spec/ignore")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+    }
+
     /// The root's GitRepository: the source of the Kustomization that
     /// reconciles the entrypoint itself (flux-system's gotk-sync), else that of
     /// the first Kustomization the entrypoint holds.
@@ -399,7 +467,7 @@ impl Walker {
             self.load_file(&dir, &chain)
         } else {
             let why = if self.artifact.left_out(&dir) {
-                "is a symlink or ignored (.sourceignore, source-controller's defaults), so it is not in the GitRepository artifact"
+                "is a symlink or ignored (.sourceignore, the GitRepository's spec.ignore, source-controller's defaults), so it is not in the GitRepository artifact"
             } else if raw_path.contains("${") {
                 "does not exist under flux.root; it still holds a `${…}` variable, which only the postBuild of the Kustomization that applies this one could set"
             } else {
@@ -517,7 +585,21 @@ impl Walker {
         let kfile = self.kustomization_file(dir);
         let mut doc = match &kfile {
             Some(kfile) => match self.read_kustomization(kfile, chain) {
-                Some(doc) => doc,
+                Some(doc) => match self.delegate(dir, kfile, &doc, chain) {
+                    // Built by kubectl kustomize; Flux's own build fields
+                    // (and components) transform what it built, as a
+                    // kustomization around it.
+                    Some(built) => {
+                        let mut flux = json!({});
+                        if let Some(spec) = ks.and_then(|ks| ks.body.get("spec")) {
+                            overlay(&mut flux, spec);
+                        }
+                        let mut chain = chain.to_vec();
+                        chain.push(self.rel(kfile));
+                        return self.build_doc(dir, None, flux, &chain, &mut Vec::new(), built);
+                    }
+                    None => doc,
+                },
                 None => return Vec::new(),
             },
             None => {
@@ -695,6 +777,9 @@ impl Walker {
             match self.kustomization_file(&target) {
                 Some(sub) => {
                     if let Some(doc) = self.read_kustomization(&sub, chain) {
+                        if let Some(built) = self.delegate(&target, &sub, &doc, chain) {
+                            return built;
+                        }
                         return self.build_doc(&target, Some(&sub), doc, chain, stack, Vec::new());
                     }
                 }
@@ -709,7 +794,7 @@ impl Walker {
             return self.load_file(&target, chain);
         } else if self.artifact.left_out(&target) {
             let message = format!(
-                "{label} references `{entry}`, which is a symlink or ignored (.sourceignore, source-controller's defaults), so it is not in the GitRepository artifact"
+                "{label} references `{entry}`, which is a symlink or ignored (.sourceignore, the GitRepository's spec.ignore, source-controller's defaults), so it is not in the GitRepository artifact"
             );
             self.warn(PATH_NOT_FOUND, None, chain, message);
         } else {
@@ -717,6 +802,91 @@ impl Walker {
             self.warn(PATH_NOT_FOUND, None, chain, message);
         }
         Vec::new()
+    }
+
+    /// The objects `kubectl kustomize` builds from `dir`, when the
+    /// kustomization `doc` (in `kfile`) uses a [`DELEGATED_FIELDS`] construct
+    /// and kubectl is at hand; `None` (the built-in build runs, and warns)
+    /// otherwise. Built through a kustomization around `dir` with
+    /// `buildMetadata: [originAnnotations]`, whose
+    /// `config.kubernetes.io/origin` gives each object's file
+    /// (kubernetes-sigs/kustomize `api/internal/target/kusttarget.go`,
+    /// `api/resource/origin.go`); generated objects are attributed to the
+    /// kustomization that configures them.
+    fn delegate(
+        &mut self,
+        dir: &Path,
+        kfile: &Path,
+        doc: &Value,
+        chain: &[String],
+    ) -> Option<Vec<Object>> {
+        let kubectl = self.kubectl.clone()?;
+        let used: Vec<String> = doc
+            .as_object()?
+            .keys()
+            .filter(|k| DELEGATED_FIELDS.contains(&k.as_str()))
+            .map(|k| format!("`{k}`"))
+            .collect();
+        if used.is_empty() {
+            return None;
+        }
+        let file = self.rel(kfile);
+        let mut chain = chain.to_vec();
+        chain.push(file.clone());
+        let built = kubectl_kustomize(&kubectl, dir).and_then(|(wrapper, text)| {
+            serde_saphyr::from_multiple::<Value>(&text)
+                .map(|docs| (wrapper, docs))
+                .map_err(|e| format!("its output is not YAML: {}", e.without_snippet()))
+        });
+        let (wrapper, docs) = match built {
+            Ok(built) => built,
+            Err(why) => {
+                self.tree.findings.push(Finding {
+                    severity: Severity::Info,
+                    code: NOT_MODELLED,
+                    release: None,
+                    object: None,
+                    chain,
+                    message: format!(
+                        "{file} uses {}, which this scan does not model, and `kubectl kustomize` could not build it ({why}); see the warnings about it",
+                        used.join(", ")
+                    ),
+                });
+                return None;
+            }
+        };
+        let mut objects = Vec::new();
+        for mut body in docs.into_iter().filter(|d| !d.is_null()) {
+            let origin = take_origin(&mut body);
+            let from = origin
+                .and_then(|o| {
+                    let path = o
+                        .get("path")
+                        .or(o.get("configuredIn"))?
+                        .as_str()?
+                        .to_string();
+                    Some(self.rel(&normalize(&wrapper.join(path))))
+                })
+                .unwrap_or_else(|| file.clone());
+            let mut object_chain = chain.clone();
+            if from != file {
+                object_chain.push(from.clone());
+            }
+            objects.extend(object(body, &from, &object_chain));
+        }
+        self.tree.findings.push(Finding {
+            severity: Severity::Info,
+            code: NOT_MODELLED,
+            release: None,
+            object: None,
+            chain,
+            message: format!(
+                "{file} uses {}, which this scan does not model; it was built with `kubectl kustomize` instead ({} object(s))",
+                used.join(", "),
+                objects.len()
+            ),
+        });
+        Some(objects)
     }
 
     fn remote(&mut self, label: &str, entry: &str, chain: &[String]) {
@@ -1280,6 +1450,120 @@ impl Walker {
     }
 }
 
+/// kustomization fields kustomize builds and this scan does not model: with
+/// kubectl at hand, a kustomization using one is built by `kubectl
+/// kustomize` ([`resolve_with`]). Remote resources are not among them (that
+/// build would fetch them).
+pub const DELEGATED_FIELDS: [&str; 7] = [
+    "generators",
+    "transformers",
+    "validators",
+    "helmCharts",
+    "helmGlobals",
+    "helmChartInflationGenerator",
+    "vars",
+];
+
+/// How long `kubectl kustomize` may build one kustomization.
+const KUBECTL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// `kubectl kustomize` of a kustomization around `dir` with origin
+/// annotations: (the wrapper's directory, which the origins are relative
+/// to, and the output). kustomize takes no absolute path as a resource, so
+/// the wrapper names `dir` relative to itself. No plugin or helm flag is
+/// given: exec and container plugins never run, `helmCharts` fails (and the
+/// built-in build warns).
+fn kubectl_kustomize(kubectl: &Path, dir: &Path) -> Result<(PathBuf, String), String> {
+    use std::io::Read;
+    let wrapper = tempfile::tempdir().map_err(|e| format!("no temporary directory: {e}"))?;
+    let base = normalize(&std::fs::canonicalize(wrapper.path()).map_err(|e| e.to_string())?);
+    let target = normalize(&std::fs::canonicalize(dir).map_err(|e| e.to_string())?);
+    std::fs::write(
+        base.join("kustomization.yaml"),
+        format!(
+            "resources:\n  - {}\nbuildMetadata: [originAnnotations]\n",
+            serde_json::Value::from(relative(&base, &target).to_string_lossy().into_owned())
+        ),
+    )
+    .map_err(|e| e.to_string())?;
+    let mut child = std::process::Command::new(kubectl)
+        .arg("kustomize")
+        .arg(&base)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot run {}: {e}", kubectl.display()))?;
+    let read = |mut pipe: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut text = String::new();
+            pipe.read_to_string(&mut text).map(|_| text)
+        })
+    };
+    let stdout = read(Box::new(child.stdout.take().expect("piped")));
+    let stderr = read(Box::new(child.stderr.take().expect("piped")));
+    let deadline = std::time::Instant::now() + KUBECTL_TIMEOUT;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            Ok(None) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!(
+                    "it did not finish within {}s",
+                    KUBECTL_TIMEOUT.as_secs()
+                ));
+            }
+            Err(e) => return Err(e.to_string()),
+        }
+    };
+    let stdout = stdout.join().ok().and_then(Result::ok).unwrap_or_default();
+    let stderr = stderr.join().ok().and_then(Result::ok).unwrap_or_default();
+    if !status.success() {
+        let why = stderr
+            .lines()
+            .map(str::trim)
+            .find(|l| !l.is_empty())
+            .unwrap_or("no message")
+            .to_string();
+        return Err(why);
+    }
+    Ok((base, stdout))
+}
+
+/// `to` relative to `from` (both absolute and normalized): `../x/y`.
+fn relative(from: &Path, to: &Path) -> PathBuf {
+    let from: Vec<Component> = from.components().collect();
+    let to: Vec<Component> = to.components().collect();
+    let common = from.iter().zip(&to).take_while(|(a, b)| a == b).count();
+    let mut out = PathBuf::new();
+    for _ in common..from.len() {
+        out.push("..");
+    }
+    for part in &to[common..] {
+        out.push(part.as_os_str());
+    }
+    out
+}
+
+/// Removes kustomize's `config.kubernetes.io/origin` annotation (and an
+/// annotations map it leaves empty) and returns it, parsed.
+fn take_origin(body: &mut Value) -> Option<Value> {
+    let annotations = body
+        .pointer_mut("/metadata/annotations")
+        .and_then(Value::as_object_mut)?;
+    let origin = annotations.remove("config.kubernetes.io/origin")?;
+    if annotations.is_empty()
+        && let Some(meta) = body.get_mut("metadata").and_then(Value::as_object_mut)
+    {
+        meta.remove("annotations");
+    }
+    serde_saphyr::from_str::<Value>(origin.as_str()?).ok()
+}
+
 /// The file a generated object is attributed to: the kustomization's.
 fn label_file(label: &str, chain: &[String]) -> String {
     chain.last().cloned().unwrap_or_else(|| label.to_string())
@@ -1440,6 +1724,32 @@ mod tests {
         );
         assert_eq!(decode_base64("Y2lsaXVt").as_deref(), Some("cilium"));
         assert_eq!(decode_base64("ENC[AES256_GCM"), None);
+    }
+
+    #[test]
+    fn kustomize_resources_are_named_relative_to_the_wrapper() {
+        assert_eq!(
+            relative(Path::new("/tmp/.tmpX"), Path::new("/work/repo/apps")),
+            Path::new("../../work/repo/apps")
+        );
+        assert_eq!(
+            relative(Path::new("/work/a"), Path::new("/work/a/b")),
+            Path::new("b")
+        );
+    }
+
+    #[test]
+    fn the_origin_annotation_is_taken_out() {
+        let mut body = json!({"metadata": {"name": "x", "annotations": {
+            "config.kubernetes.io/origin": "path: ../repo/apps/hr.yaml\n"}}});
+        assert_eq!(
+            take_origin(&mut body),
+            Some(json!({"path": "../repo/apps/hr.yaml"}))
+        );
+        assert_eq!(body, json!({"metadata": {"name": "x"}}));
+        let mut plain = json!({"metadata": {"name": "x", "annotations": {"a": "b"}}});
+        assert_eq!(take_origin(&mut plain), None);
+        assert_eq!(plain["metadata"]["annotations"], json!({"a": "b"}));
     }
 
     #[test]

@@ -320,6 +320,7 @@ mod tests {
             release: &id,
             chart: &chart,
             values: &values,
+            secrets: &Default::default(),
             skip_crds: false,
             timeout: Duration::from_secs(300),
             labels: &labels,
@@ -339,6 +340,7 @@ mod tests {
             release: &id,
             chart: &chart,
             values: &values,
+            secrets: &Default::default(),
             skip_crds,
             timeout: Duration::from_secs(300),
             labels: &labels,
@@ -424,6 +426,7 @@ mod tests {
             release: &id,
             chart: &chart,
             values: &values,
+            secrets: &Default::default(),
             skip_crds: false,
             timeout: Duration::from_millis(1500),
             labels: &labels,
@@ -460,6 +463,7 @@ mod tests {
             release: &id,
             chart: &chart,
             values: &values,
+            secrets: &Default::default(),
             include_crds: true,
             api_versions: &[],
         };
@@ -584,6 +588,7 @@ mod tests {
             release: &id,
             chart: &chart,
             values: &values,
+            secrets: &Default::default(),
             include_crds: false,
             api_versions: &[],
         };
@@ -656,6 +661,7 @@ mod tests {
             release: &id,
             chart: &chart,
             values: &values,
+            secrets: &Default::default(),
             include_crds: true,
             api_versions: &[],
         };
@@ -687,6 +693,7 @@ mod tests {
             release: &id,
             chart: &repo,
             values: &values,
+            secrets: &Default::default(),
             skip_crds: true,
             timeout: Duration::from_secs(60),
             labels: &labels,
@@ -704,6 +711,7 @@ mod tests {
             release: &id,
             chart: &repo,
             values: &values,
+            secrets: &Default::default(),
             include_crds: true,
             api_versions: &served,
         };

@@ -22,6 +22,7 @@ use super::{
 use crate::kube::KubeTarget;
 use crate::release::{Chart, ChartSource, ReleaseId};
 use crate::stop::StopSignal;
+use crate::values::SecretPaths;
 
 /// The oldest helm with `--labels` on install/upgrade.
 pub const MIN_VERSION: (u64, u64) = (3, 13);
@@ -162,6 +163,13 @@ impl HelmCli {
         self
     }
 
+    /// How long a query (`template`, `status`, `get`…) may run before helm
+    /// is stopped.
+    pub fn with_query_timeout(mut self, timeout: Duration) -> HelmCli {
+        self.query_timeout = timeout;
+        self
+    }
+
     /// An environment variable for every helm process, on top of bootstrap's
     /// own (e.g. `HELM_CACHE_HOME`).
     pub fn with_env(mut self, key: impl Into<OsString>, value: impl Into<OsString>) -> HelmCli {
@@ -178,7 +186,7 @@ impl HelmCli {
         args: Vec<String>,
         timeout: Duration,
         stop: Option<StopSignal>,
-        values: Option<&Value>,
+        values: Option<(&Value, &SecretPaths)>,
     ) -> Result<Finished, HelmError> {
         self.exec_input(args, timeout, stop, values, None).await
     }
@@ -188,7 +196,7 @@ impl HelmCli {
         args: Vec<String>,
         timeout: Duration,
         stop: Option<StopSignal>,
-        values: Option<&Value>,
+        values: Option<(&Value, &SecretPaths)>,
         stdin: Option<&[u8]>,
     ) -> Result<Finished, HelmError> {
         let result = process::run(Invocation {
@@ -405,7 +413,12 @@ impl Helm for HelmCli {
         // (`--timeout` limits each Kubernetes operation, not the command): a
         // helm that hangs on a lost API connection is stopped at the deadline.
         let result = self
-            .exec(argv, request.timeout, Some(stop), Some(request.values))
+            .exec(
+                argv,
+                request.timeout,
+                Some(stop),
+                Some((request.values, request.secrets)),
+            )
             .await;
         drop(file);
         result.map(|_| ())
@@ -416,7 +429,12 @@ impl Helm for HelmCli {
         let file = values_file(request.values)?;
         let argv = args::template(request, file.path(), located.arg(request.chart));
         let result = self
-            .exec(argv, self.query_timeout, None, Some(request.values))
+            .exec(
+                argv,
+                self.query_timeout,
+                None,
+                Some((request.values, request.secrets)),
+            )
             .await;
         drop(file);
         result.map(|finished| finished.stdout)

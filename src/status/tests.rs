@@ -21,6 +21,7 @@ fn release(values: serde_json::Value) -> Release {
         values,
         crd_values: json!({}),
         values_sources: Vec::new(),
+        secrets: Default::default(),
         layers: Vec::new(),
         from: None,
         timeout: None,
@@ -154,7 +155,12 @@ fn readiness_names_the_first_workload_that_is_not_ready() {
         ready,
         Ready {
             ok: false,
-            message: "not ready: DaemonSet kube-system/cilium: 1 of 3 pods updated".into()
+            message: "not ready: DaemonSet kube-system/cilium: 1 of 3 pods updated".into(),
+            workloads: vec![WorkloadReady {
+                object: "DaemonSet kube-system/cilium".into(),
+                ready: false,
+                message: "1 of 3 pods updated".into(),
+            }],
         }
     );
     assert_eq!(
@@ -174,6 +180,7 @@ fn not_installed_shows_dashes() {
         Ready {
             ok: false,
             message: "not installed".into(),
+            workloads: vec![],
         },
         vec![],
     );

@@ -228,7 +228,7 @@ pub fn name_and_chart(ctx: &Ctx, command: &str) -> Result<(String, String), Stri
 fn template(ctx: &Ctx) -> Result<String, String> {
     let (name, chart_arg) = name_and_chart(ctx, "template")?;
     let ns = ctx.namespace();
-    ctx.user_values()?;
+    let user = ctx.user_values()?;
     let knobs = ctx.script.knobs(&ns, &name);
     crate::repos::check_reference(&chart_arg, ctx)?;
     let chart = crate::install::chart_info(&chart_arg, ctx, &knobs);
@@ -238,6 +238,9 @@ fn template(ctx: &Ctx) -> Result<String, String> {
     if let Some(ms) = knobs.template_delay_ms {
         std::thread::sleep(std::time::Duration::from_millis(ms));
     }
+    if let Some(stderr) = knobs.template_fail {
+        return Err(stderr);
+    }
     let mut out = String::new();
     if ctx.args.on("include-crds") && !ctx.args.on("skip-crds") {
         out.push_str(&output::render_documents(
@@ -246,10 +249,16 @@ fn template(ctx: &Ctx) -> Result<String, String> {
             knobs.crds.as_deref().unwrap_or(&[]),
         ));
     }
+    let mut values = knobs.chart_values.clone().unwrap_or_else(empty);
+    deep_merge(&mut values, user);
     out.push_str(&output::render_documents(
         &chart.name,
         "templates",
-        knobs.manifests.as_deref().unwrap_or(&[]),
+        &crate::values::render_manifests(
+            knobs.manifests.as_deref().unwrap_or(&[]),
+            &values,
+            &chart.version,
+        ),
     ));
     Ok(out)
 }

@@ -28,8 +28,9 @@
 //!   writes no line (its release stays pending-* in the state).
 //! - `FAKE_HELM_SCRIPT` (JSON file): knobs per release under "namespace/name",
 //!   "name" or "*" (layered, most specific wins): delay_ms, template_delay_ms,
-//!   fail (stderr text printed verbatim, exit 1, release failed), fail_times (fail
-//!   only the first n attempts), crds, manifests, apply_manifests,
+//!   template_fail (`template` fails: `Error: <it>`), fail (stderr text
+//!   printed verbatim, exit 1, release failed), fail_times (fail only the
+//!   first n attempts), crds, manifests, apply_manifests,
 //!   version_output, app_version, chart_values. See `script.rs`.
 //! - `FAKE_HELM_PULL_DELAY_MS`: the modelled download time of one chart,
 //!   charged by `pull` and by install/upgrade/template given a remote chart

@@ -14,13 +14,16 @@ pub struct Knobs {
     pub delay_ms: Option<u64>,
     /// Milliseconds `template` takes (rendering a big chart is not instant).
     pub template_delay_ms: Option<u64>,
+    /// `template` fails with this message (`Error: <it>`, exit 1).
+    pub template_fail: Option<String>,
     /// Printed verbatim on stderr when install/upgrade fails (exit 1, release failed).
     pub fail: Option<String>,
     /// Fail only the first n attempts of the release (needs `fail` for the message, or uses a default).
     pub fail_times: Option<u64>,
     /// CRD objects, emitted by `template --include-crds`.
     pub crds: Option<Vec<Value>>,
-    /// Objects emitted by `template` and `get manifest`, and applied on install with `apply_manifests`.
+    /// Objects emitted by `template` and `get manifest`, and applied on install with `apply_manifests`;
+    /// `{{ .Values.a.b }}` and `{{ .Chart.Version }}` in their strings are filled in as a chart would.
     pub manifests: Option<Vec<Value>>,
     /// Apply `manifests` and write helm's release Secret through the Kubernetes API.
     pub apply_manifests: Option<bool>,
@@ -40,6 +43,7 @@ impl Knobs {
         take!(
             delay_ms,
             template_delay_ms,
+            template_fail,
             fail,
             fail_times,
             crds,
