@@ -171,6 +171,19 @@ pub fn script(specs: &[Spec]) -> Value {
 
 /// Applies `specs` with `--concurrency concurrency` and waits for the end.
 pub fn apply(specs: &[Spec], concurrency: usize) -> Run {
+    let concurrency = concurrency.to_string();
+    apply_config(
+        &config(specs),
+        specs,
+        script(specs),
+        &["--concurrency", &concurrency],
+    )
+}
+
+/// Applies the config root `test` (whose releases include `specs`) on a
+/// fresh loopback cluster with the fake helm's `script`, the rollouts of
+/// `specs`, and `args` after `apply infra --output json`.
+pub fn apply_config(test: &Test, specs: &[Spec], script: Value, args: &[&str]) -> Run {
     let cluster = Cluster::start();
     for spec in specs {
         if let Some(after) = spec.rollout {
@@ -181,20 +194,10 @@ pub fn apply(specs: &[Spec], concurrency: usize) -> Run {
             }
         }
     }
-    cluster.script(script(specs));
-    let test = config(specs);
-    let concurrency = concurrency.to_string();
-    let cmd = cluster.command(
-        &test,
-        &[
-            "apply",
-            "infra",
-            "--output",
-            "json",
-            "--concurrency",
-            &concurrency,
-        ],
-    );
+    cluster.script(script);
+    let mut argv = vec!["apply", "infra", "--output", "json"];
+    argv.extend_from_slice(args);
+    let cmd = cluster.command(test, &argv);
     let clock = Clock::now();
     let measured = proc::run(cmd);
     assert_eq!(

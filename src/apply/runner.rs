@@ -154,6 +154,15 @@ impl<H: Helm> ReleaseRunner<H> {
             return StepResult::failed("has no chart to install");
         };
         self.step_event(release, Step::Queued);
+        // Its chart first (docs/design.md#chart-cache; done already unless
+        // the download is slow), so no helm slot is held during a download;
+        // a failed fetch is helm's error below.
+        tokio::select! {
+            () = self.helm.prefetch(vec![chart.clone()]) => {}
+            _ = stopped(stop.clone(), Stop::Graceful) => {
+                return interrupted("interrupted while its chart was being fetched; nothing was changed for this release");
+            }
+        }
         let waiting = Instant::now();
         let permit = tokio::select! {
             permit = self.helm_slots.clone().acquire_owned() => permit.ok(),
