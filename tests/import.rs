@@ -820,3 +820,66 @@ fn helmfile_d_files_run_in_name_order_and_later_files_wait_for_earlier_ones() {
         ]
     );
 }
+
+/// `secrets:` of helm-secrets are sops files: values files bootstrap
+/// decrypts itself, between the plain values files and `set:` (helmfile's
+/// order); one it cannot decrypt as it stands is listed instead.
+#[test]
+fn sops_secrets_become_values_files_in_helmfiles_order() {
+    const ENCRYPTED: &str = "token: ENC[AES256_GCM,data:x,iv:y,tag:z,type:str]\nsops:\n    age: []\n    mac: ENC[AES256_GCM,data:x]\n    version: 3.11.0\n";
+    let test = testkit::builder::Test::new()
+        .file(
+            "hf/helmfile.yaml",
+            "releases:
+  - name: app
+    namespace: apps
+    chart: oci://ghcr.io/x/app
+    version: 1.0.0
+    values:
+      - values.yaml
+    secrets:
+      - secrets/app.sops.yaml
+      - secrets/by-metadata.yaml
+      - secrets/plain.yaml
+      - secrets/missing.sops.yaml
+    set:
+      - name: replicas
+        value: 2
+",
+        )
+        .file("hf/values.yaml", "image: { tag: v1 }\n")
+        .file("hf/secrets/app.sops.yaml", ENCRYPTED)
+        .file("hf/secrets/by-metadata.yaml", ENCRYPTED)
+        .file("hf/secrets/plain.yaml", "token: hunter2\n");
+    let run = bootstrap(
+        test.path(),
+        &[
+            "--dir",
+            "out",
+            "import",
+            "helmfile",
+            "hf",
+            "--cluster",
+            "lab",
+        ],
+    );
+    assert_eq!(run.code, 1, "{}{}", run.stdout, run.stderr);
+    assert_eq!(
+        not_converted(&run.stdout),
+        [
+            "hf/helmfile.yaml:8: `secrets: secrets/plain.yaml`: is not sops-encrypted as bootstrap recognises it (a `*.sops.yaml` name or a top-level `sops:` key); decrypt it into a values file, or re-encrypt it with sops",
+            "hf/helmfile.yaml:8: `secrets: secrets/missing.sops.yaml`: cannot read it (No such file or directory (os error 2)); helmfile fails too",
+        ]
+    );
+    let release = std::fs::read_to_string(test.path().join("out/releases/helmfile.yaml")).unwrap();
+    assert!(
+        release.contains(
+            "valuesFiles:\n  - ../../hf/values.yaml\n  - ../../hf/secrets/app.sops.yaml\n  - ../../hf/secrets/by-metadata.yaml\n"
+        ),
+        "{release}"
+    );
+    assert!(
+        release.ends_with("  - values/app.yaml\n"),
+        "`set:` stays last: {release}"
+    );
+}
