@@ -124,6 +124,11 @@ pub enum Error {
     #[error("{0}")]
     Findings(String),
 
+    /// `diff --exit-code` found something `apply` would change; the diff
+    /// itself was the output, so nothing more is printed.
+    #[error("{0}")]
+    Changes(String),
+
     /// Another bootstrap run holds the cluster lock (or took it over during
     /// this run): nothing is wrong with the config or the cluster, so a Job
     /// controller retries later (docs/design.md#exit-codes).
@@ -200,7 +205,7 @@ impl Error {
     pub fn exit_code(&self) -> i32 {
         match self {
             Error::Usage(_) | Error::Config(_) | Error::Prerequisite { .. } => EXIT_INVALID,
-            Error::Failed { .. } | Error::Findings(_) => EXIT_FAILED,
+            Error::Failed { .. } | Error::Findings(_) | Error::Changes(_) => EXIT_FAILED,
             Error::Locked(_) => EXIT_LOCKED,
             Error::Clusters { code, .. } => *code,
             Error::Interrupted => EXIT_INTERRUPTED,
@@ -211,6 +216,7 @@ impl Error {
     pub fn render(&self) -> String {
         let mut out = String::new();
         match self {
+            Error::Changes(_) => return out,
             Error::Config(problems) => {
                 for problem in problems {
                     out.push_str(&format!("error: {problem}\n"));
@@ -296,7 +302,10 @@ impl Error {
     pub fn already_reported(&self) -> bool {
         // Several clusters' results: each cluster's own result (errors
         // included) is in the command's JSON already.
-        matches!(self, Error::Findings(_) | Error::Clusters { .. })
+        matches!(
+            self,
+            Error::Findings(_) | Error::Clusters { .. } | Error::Changes(_)
+        )
     }
 }
 
