@@ -799,6 +799,93 @@ mod tests {
     }
 
     #[test]
+    fn the_board_says_who_runs_who_waits_for_a_slot_and_who_waits_on_what() {
+        let mut model = Model::default();
+        let t0 = Instant::now();
+        let later = |ms| t0 + Duration::from_millis(ms);
+        let events = [
+            Event::RunStarted {
+                cluster: "infra".into(),
+                releases: vec![id("a"), id("b"), id("c"), id("d"), id("e")],
+                dry_run: false,
+                needs: [
+                    (id("c"), vec![id("a")]),
+                    (id("d"), vec![id("a"), id("c")]),
+                    (id("e"), vec![id("b")]),
+                ]
+                .into(),
+            },
+            Event::ReleaseStarted { release: id("a") },
+            Event::ReleaseStep {
+                release: id("a"),
+                step: Step::Hook {
+                    phase: HookPhase::Postsync,
+                    hook: "rollout of DaemonSet ns/a".into(),
+                },
+            },
+            Event::ReleaseProgress {
+                release: id("a"),
+                message: "1 of 3 updated pods available".into(),
+                tally: Some(crate::event::Tally {
+                    subject: "DaemonSet/a".into(),
+                    done: 1,
+                    total: 3,
+                    unit: "ready",
+                }),
+            },
+            Event::ReleaseStarted { release: id("b") },
+            Event::ReleaseStep {
+                release: id("b"),
+                step: Step::Queued,
+            },
+        ];
+        for (i, event) in events.iter().enumerate() {
+            model.apply(event, Duration::from_millis(i as u64), later(i as u64));
+        }
+        let board = model.board(later(2_000));
+        assert_eq!(board.total, 5);
+        assert_eq!(
+            board.running,
+            [Row {
+                name: "ns/a".into(),
+                step: "rollout DaemonSet/a 1/3 ready".into(),
+                elapsed: Duration::from_millis(1_999),
+            }]
+        );
+        assert_eq!(board.slot, ["b"]);
+        assert_eq!(
+            board.queued,
+            [
+                Queued {
+                    name: "c".into(),
+                    waiting_on: vec!["a".into()]
+                },
+                Queued {
+                    name: "d".into(),
+                    waiting_on: vec!["a".into(), "c".into()]
+                },
+                Queued {
+                    name: "e".into(),
+                    waiting_on: vec!["b".into()]
+                },
+            ]
+        );
+        model.apply(
+            &Event::ReleaseFinished {
+                result: result("a", Outcome::Installed),
+                diagnostics: None,
+                diagnostics_text: None,
+            },
+            Duration::from_secs(3),
+            later(3_000),
+        );
+        let board = model.board(later(3_000));
+        assert_eq!((board.done, board.running.len()), (1, 0));
+        assert_eq!(board.queued[1].waiting_on, ["c"], "a is done");
+        assert_eq!(board.elapsed, Duration::from_secs(3));
+    }
+
+    #[test]
     fn finish_without_start() {
         let (out, err) = (Shared::default(), Shared::default());
         let mut r = reporter(&out, &err);
