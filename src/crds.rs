@@ -133,18 +133,7 @@ pub async fn render<H: Helm>(helm: &H, plan: &Plan) -> Result<Vec<Crd>, CrdError
                     docs
                 }
             };
-        for doc in docs {
-            if doc.get("kind").and_then(Value::as_str) != Some("CustomResourceDefinition") {
-                continue;
-            }
-            let Some(name) = doc.pointer("/metadata/name").and_then(Value::as_str) else {
-                continue;
-            };
-            let crd = Crd {
-                release: release.id.clone(),
-                name: name.to_string(),
-                manifest: owned_by_bootstrap(doc.clone()),
-            };
+        for crd in carried(&release.id, docs) {
             // Two charts shipping one CRD: the later release in execution order wins.
             match crds.iter_mut().find(|c| c.name == crd.name) {
                 Some(existing) => *existing = crd,
@@ -153,6 +142,25 @@ pub async fn render<H: Helm>(helm: &H, plan: &Plan) -> Result<Vec<Crd>, CrdError
         }
     }
     Ok(crds)
+}
+
+/// The CustomResourceDefinitions among a release's rendered documents, as
+/// the CRD phase applies them.
+pub fn carried(release: &ReleaseId, docs: Vec<Value>) -> impl Iterator<Item = Crd> + '_ {
+    docs.into_iter().filter_map(move |doc| {
+        if doc.get("kind").and_then(Value::as_str) != Some("CustomResourceDefinition") {
+            return None;
+        }
+        let name = doc
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)?
+            .to_string();
+        Some(Crd {
+            release: release.clone(),
+            name,
+            manifest: owned_by_bootstrap(doc),
+        })
+    })
 }
 
 /// What `.Capabilities.APIVersions` holds on a cluster once `crds` are

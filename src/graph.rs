@@ -199,10 +199,18 @@ impl ReleaseGraph {
     }
 
     /// Graphviz: arrows point from a release to what needs it (execution flow).
-    pub fn to_dot(&self, cluster: &str) -> String {
+    /// DOT; `details` (from `graph -v`) adds a second label line to a node,
+    /// e.g. its chart and version.
+    pub fn to_dot(&self, cluster: &str, details: &HashMap<ReleaseId, String>) -> String {
         let mut out = format!("digraph \"{cluster}\" {{\n  rankdir=LR;\n  node [shape=box];\n");
         for id in self.order() {
-            out.push_str(&format!("  \"{id}\";\n"));
+            match details.get(&id) {
+                Some(detail) => out.push_str(&format!(
+                    "  \"{id}\" [label=\"{id}\\n{}\"];\n",
+                    detail.replace('\\', "\\\\").replace('"', "\\\"")
+                )),
+                None => out.push_str(&format!("  \"{id}\";\n")),
+            }
         }
         for (need, dependent) in self.edges() {
             out.push_str(&format!("  \"{need}\" -> \"{dependent}\";\n"));
@@ -211,13 +219,20 @@ impl ReleaseGraph {
         out
     }
 
-    pub fn to_mermaid(&self) -> String {
+    /// Mermaid; `details` as for [`Self::to_dot`].
+    pub fn to_mermaid(&self, details: &HashMap<ReleaseId, String>) -> String {
         let order = self.order();
         let node_id: HashMap<&ReleaseId, usize> =
             order.iter().enumerate().map(|(i, id)| (id, i)).collect();
         let mut out = String::from("flowchart LR\n");
         for (i, id) in order.iter().enumerate() {
-            out.push_str(&format!("  r{i}[\"{id}\"]\n"));
+            match details.get(id) {
+                Some(detail) => out.push_str(&format!(
+                    "  r{i}[\"{id}<br/>{}\"]\n",
+                    detail.replace('"', "#quot;")
+                )),
+                None => out.push_str(&format!("  r{i}[\"{id}\"]\n")),
+            }
         }
         for (need, dependent) in self.edges() {
             out.push_str(&format!(
@@ -306,7 +321,17 @@ mod tests {
     #[test]
     fn dot_and_mermaid_list_every_edge() {
         let g = graph(&[("a", &[]), ("b", &["a"])]);
-        assert!(g.to_dot("infra").contains("\"ns/a\" -> \"ns/b\";"));
-        assert!(g.to_mermaid().contains("r0 --> r1"));
+        let none = HashMap::new();
+        assert!(g.to_dot("infra", &none).contains("\"ns/a\" -> \"ns/b\";"));
+        assert!(g.to_mermaid(&none).contains("r0 --> r1"));
+        let details = HashMap::from([(id("a"), "cilium 1.18.2".to_string())]);
+        assert!(
+            g.to_dot("infra", &details)
+                .contains("\"ns/a\" [label=\"ns/a\\ncilium 1.18.2\"];")
+        );
+        assert!(
+            g.to_mermaid(&details)
+                .contains("r0[\"ns/a<br/>cilium 1.18.2\"]")
+        );
     }
 }

@@ -23,6 +23,7 @@ pub mod lint;
 pub mod ownership;
 pub mod plan;
 pub mod release;
+pub mod render;
 pub mod reporter;
 pub mod run;
 pub mod scheduler;

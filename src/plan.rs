@@ -24,6 +24,20 @@ pub struct Cluster {
     pub lints_ignore: Vec<String>,
 }
 
+/// What `plan` learnt of the CRDs a CRD-phase release carries, from its
+/// CRD-phase render (docs/design.md#plan-json).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CarriedCrds {
+    /// The render's CustomResourceDefinitions, by name, sorted.
+    Rendered(Vec<String>),
+    /// Not rendered here: why, and whether a render was tried and failed.
+    NotRendered { why: String, failed: bool },
+}
+
+/// [`CarriedCrds`] per CRD-phase release; a release missing here was not
+/// looked at.
+pub type Carried = std::collections::HashMap<ReleaseId, CarriedCrds>;
+
 #[derive(Debug, Clone)]
 pub struct Flux {
     /// Absolute path of the directory Flux's GitRepository points at.
@@ -175,11 +189,20 @@ impl Plan {
         Ok(Plan::new(self.cluster, self.root, releases))
     }
 
-    /// `plan` JSON (docs/design.md#plan-json).
-    pub fn to_json(&self) -> Value {
+    /// `plan` JSON (docs/design.md#plan-json), with what `carried` knows of
+    /// each CRD-phase release's CRDs.
+    pub fn to_json(&self, carried: &Carried) -> Value {
         let crds: Vec<Value> = self
             .crd_releases()
-            .map(|r| json!({ "release": r.id }))
+            .map(|r| match carried.get(&r.id) {
+                Some(CarriedCrds::Rendered(names)) => {
+                    json!({ "release": r.id, "carried": names, "notRendered": null })
+                }
+                Some(CarriedCrds::NotRendered { why, .. }) => {
+                    json!({ "release": r.id, "carried": null, "notRendered": why })
+                }
+                None => json!({ "release": r.id, "carried": null, "notRendered": null }),
+            })
             .collect();
         let releases: Vec<Value> = self
             .releases
@@ -208,14 +231,15 @@ impl Plan {
         json!({ "cluster": self.cluster.name, "crds": crds, "releases": releases })
     }
 
-    pub fn render_text(&self) -> String {
-        self.render_text_detailed(false)
+    pub fn render_text(&self, carried: &Carried) -> String {
+        self.render_text_detailed(false, carried)
     }
 
     /// [`Self::render_text`]; with `detail` (`plan -v`) each release also
     /// shows where its values come from (in merge order), their digest, its
-    /// timeout and whether it waits for its workloads.
-    pub fn render_text_detailed(&self, detail: bool) -> String {
+    /// timeout and whether it waits for its workloads. Each CRD-phase
+    /// release says which CRDs it carries when `carried` has its render.
+    pub fn render_text_detailed(&self, detail: bool, carried: &Carried) -> String {
         let mut out = format!(
             "Plan for cluster `{}`: {} ({} installed)\n\n",
             self.cluster.name,
@@ -228,32 +252,22 @@ impl Plan {
             crate::duration::count(crds.len(), "release")
         ));
         for r in &crds {
-            // Without helm, plan cannot render a chart: it says which CRDs
-            // a local chart carries in crds/, and that the rest is known
-            // only when apply renders it.
-            let carried = match &r.source {
-                crate::release::Source::Chart(crate::release::Chart {
-                    source: crate::release::ChartSource::Path(dir),
-                    ..
-                }) => crd_files(dir),
-                _ => None,
-            };
-            let what = match (r.crds, carried) {
-                (crate::release::CrdPolicy::Only, _) => "CRDs only, never installed".to_string(),
-                (_, Some(n)) if n > 0 => format!(
-                    "{} in crds/, applied here; installed with --skip-crds",
-                    crate::duration::count(n, "CRD file")
-                ),
-                _ if matches!(r.source, crate::release::Source::Manifests(_)) => {
-                    "CRDs from its manifests, applied here".to_string()
+            let only = r.crds == crate::release::CrdPolicy::Only;
+            let mut note = None;
+            let what = match carried.get(&r.id) {
+                Some(CarriedCrds::Rendered(names)) => carried_text(names, only),
+                Some(CarriedCrds::NotRendered { why, failed: true }) => {
+                    note = Some(format!("      not rendered here: {why}\n"));
+                    not_rendered_text(r)
                 }
-                _ => "CRDs: rendered at apply; installed with --skip-crds".to_string(),
+                _ => not_rendered_text(r),
             };
             out.push_str(&format!(
                 "  {:<45} {:<32} {what}\n",
                 r.id.to_string(),
                 format!("{} {}", r.chart_label(), r.version_label()).trim_end()
             ));
+            out.push_str(note.as_deref().unwrap_or_default());
         }
         out.push_str(
             "
@@ -332,6 +346,44 @@ Phase 2: releases, each as soon as its needs are done
             }
         }
         out
+    }
+}
+
+/// A CRD-phase release whose render is known: `CRDs: 6 (a, b, …)` or `no CRDs`.
+fn carried_text(names: &[String], only: bool) -> String {
+    let what = match names {
+        [] => return "no CRDs".into(),
+        [a] => format!("CRDs: 1 ({a})"),
+        [a, b] => format!("CRDs: 2 ({a}, {b})"),
+        [a, b, ..] => format!("CRDs: {} ({a}, {b}, …)", names.len()),
+    };
+    if only {
+        format!("{what}; never installed")
+    } else {
+        format!("{what}; installed with --skip-crds")
+    }
+}
+
+/// A CRD-phase release plan could not render: what it can tell without
+/// helm (the files of a local chart's `crds/`), else that apply renders it.
+fn not_rendered_text(r: &Release) -> String {
+    let carried = match &r.source {
+        crate::release::Source::Chart(crate::release::Chart {
+            source: crate::release::ChartSource::Path(dir),
+            ..
+        }) => crd_files(dir),
+        _ => None,
+    };
+    match (r.crds, carried) {
+        (crate::release::CrdPolicy::Only, _) => "CRDs only, never installed".to_string(),
+        (_, Some(n)) if n > 0 => format!(
+            "{} in crds/, applied here; installed with --skip-crds",
+            crate::duration::count(n, "CRD file")
+        ),
+        _ if matches!(r.source, crate::release::Source::Manifests(_)) => {
+            "CRDs from its manifests, applied here".to_string()
+        }
+        _ => "CRDs: rendered at apply; installed with --skip-crds".to_string(),
     }
 }
 

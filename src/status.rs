@@ -62,6 +62,20 @@ pub struct Deployed {
 pub struct Ready {
     pub ok: bool,
     pub message: String,
+    /// Each workload a rollout hook names, judged now (`status -v` lists
+    /// them; docs/design.md#status-json).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub workloads: Vec<WorkloadReady>,
+}
+
+/// One workload's readiness now.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct WorkloadReady {
+    /// `DaemonSet kube-system/cilium`.
+    pub object: String,
+    pub ready: bool,
+    /// `ready`, or why not (`1/3 pods ready`, `does not exist`).
+    pub message: String,
 }
 
 /// Reads everything `status` shows. Fails (exit 1) only when helm, the
@@ -87,6 +101,7 @@ pub async fn collect<H: Helm>(
             None => Ready {
                 ok: false,
                 message: "not installed".into(),
+                workloads: Vec::new(),
             },
             Some(_) => readiness(&connection.client, release).await,
         };
@@ -298,6 +313,7 @@ pub fn summarize(judged: &[(&ObjectRef, Readiness)]) -> Ready {
         return Ready {
             ok: true,
             message: "no rollout hooks".into(),
+            workloads: Vec::new(),
         };
     }
     let not_ready: Vec<String> = judged
@@ -307,15 +323,28 @@ pub fn summarize(judged: &[(&ObjectRef, Readiness)]) -> Ready {
             Readiness::Pending(why) | Readiness::Failed(why) => Some(format!("{target}: {why}")),
         })
         .collect();
+    let workloads = judged
+        .iter()
+        .map(|(target, state)| WorkloadReady {
+            object: target.to_string(),
+            ready: matches!(state, Readiness::Ready),
+            message: match state {
+                Readiness::Ready => "ready".into(),
+                Readiness::Pending(why) | Readiness::Failed(why) => why.clone(),
+            },
+        })
+        .collect();
     if not_ready.is_empty() {
         Ready {
             ok: true,
             message: "ready".into(),
+            workloads,
         }
     } else {
         Ready {
             ok: false,
             message: format!("not ready: {}", not_ready.join("; ")),
+            workloads,
         }
     }
 }

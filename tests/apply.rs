@@ -1164,19 +1164,27 @@ fn queued_time_run_time_and_the_whole_run() {
     let ms = |v: &serde_json::Value| v.as_u64().unwrap();
     let releases = summary["releases"].as_array().unwrap();
     let slots: Vec<u64> = releases.iter().map(|r| ms(&r["queued_slot"])).collect();
+    let runs: Vec<u64> = releases.iter().map(|r| ms(&r["run"])).collect();
     for r in releases {
         // duration = run + queued_slot (each rounded down to a millisecond);
-        // each ran about 300 ms.
+        // each ran at least the fake's 300 ms.
         let parts = ms(&r["run"]) + ms(&r["queued_slot"]);
         assert!(ms(&r["duration"]).abs_diff(parts) <= 1, "{r}");
-        assert!(ms(&r["run"]) >= 300 && ms(&r["run"]) < 900, "{r}");
-        assert!(
-            ms(&r["queued_needs"]) < 300,
-            "no needs, no wait for them: {r}"
-        );
+        assert!(ms(&r["run"]) >= 300, "{r}");
     }
-    // One slot: the last one waited for the three before it.
-    assert!(slots.iter().max().unwrap() >= &900, "{slots:?}");
+    // No needs: nothing waits for them, however slow the machine.
+    let needs: Vec<u64> = releases.iter().map(|r| ms(&r["queued_needs"])).collect();
+    assert!(needs.iter().max() < runs.iter().min(), "{needs:?} {runs:?}");
+    // One slot: the last one waited while the three before it ran, and
+    // that wait is not counted as its run time. Relative, so a loaded
+    // machine cannot fail it.
+    let last = (0..releases.len()).max_by_key(|&i| slots[i]).unwrap();
+    let others: u64 = (0..releases.len())
+        .filter(|&i| i != last)
+        .map(|i| runs[i])
+        .sum();
+    assert!(slots[last] * 10 >= others * 9, "{slots:?} {runs:?}");
+    assert!(runs[last] < slots[last], "{slots:?} {runs:?}");
     assert_eq!(summary["critical_path"].as_array().unwrap().len(), 1);
     let phases = &summary["phases"];
     assert!(ms(&phases["releases"]) >= 1200, "{phases}");

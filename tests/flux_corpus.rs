@@ -19,6 +19,7 @@ fn run(repo: &str, declared: &[Declared]) -> Scan {
             namespace: namespace.to_string(),
             chart: Some(chart.to_string()),
             workloads: vec![],
+            rendered: None,
             handover: None,
         })
         .collect();

@@ -25,6 +25,7 @@ fn release(
         namespace: namespace.into(),
         chart: Some(chart.into()),
         workloads,
+        rendered: None,
         handover: None,
     }
 }

@@ -58,7 +58,7 @@ fn kpr_without_api_host_through_check_text_and_json() {
     );
     assert!(stdout.contains("\n  at: releases/core.yaml:7\n  release: kube-system/cilium\n  fix: set `k8sServiceHost` and `k8sServicePort`"), "{stdout}");
     assert!(
-        stdout.contains("lints infra: 1 error(s), 0 warning(s)\n"),
+        stdout.contains("lints infra: 1 error, 0 warnings\n"),
         "{stdout}"
     );
     assert_eq!(
@@ -194,7 +194,7 @@ fn lints_ignore_lets_it_through_and_says_so() {
             .starts_with("error[cilium-kpr-without-api-host] (ignored: listed in lints.ignore): ")
     );
     assert!(stdout.contains(
-        "lints infra: 0 error(s), 0 warning(s); ignored by lints.ignore: cilium-kpr-without-api-host\n"
+        "lints infra: 0 errors, 0 warnings; ignored by lints.ignore: cilium-kpr-without-api-host\n"
     ));
     let out = t.args(&["check", "infra", "--output", "json"]).run();
     assert_eq!(lints(&json(&out))[0]["ignored"], true);
@@ -481,8 +481,7 @@ values:
         out.stdout
     );
     assert!(
-        out.stdout
-            .contains("lints infra: 0 error(s), 1 warning(s)\n"),
+        out.stdout.contains("lints infra: 0 errors, 1 warning\n"),
         "{}",
         out.stdout
     );

@@ -1068,3 +1068,145 @@ fn front_end_flags_are_helm_4s() {
         "the front end answers a command flags.rs does not know"
     );
 }
+
+/// A config root of cluster `infra` with `releases` (YAML) whose charts are
+/// the mirror's, named by path: at hand, so `plan` and `check` render them.
+fn local_chart_root(releases: &str) -> tempfile::TempDir {
+    let root = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(root.path().join("clusters/infra")).unwrap();
+    std::fs::create_dir_all(root.path().join("releases")).unwrap();
+    std::fs::write(
+        root.path().join("clusters/infra/cluster.yaml"),
+        "name: infra\n",
+    )
+    .unwrap();
+    let releases = releases.replace("CHARTS", charts().to_str().unwrap());
+    std::fs::write(root.path().join("releases/core.yaml"), releases).unwrap();
+    root
+}
+
+/// `plan` names the CRDs the real engine's CRD-phase render carries:
+/// cert-manager's 6 behind `crds.enabled` (its crdValues), the 10 of
+/// prometheus-operator-crds' subchart `crds/`, none for coredns.
+#[test]
+#[cfg_attr(
+    not(real_helm),
+    ignore = "needs helm-python-sdk: python3 -m venv .venv-helm && .venv-helm/bin/pip install helm-python-sdk (then touch build.rs)"
+)]
+fn plan_names_the_crds_of_the_real_charts() {
+    let root = local_chart_root(
+        "name: cert-manager\nnamespace: cert-manager\nchart: { path: CHARTS/cert-manager }\ncrdValues: { crds: { enabled: true } }\n---
+name: prometheus-operator-crds\nnamespace: observability\nchart: { path: CHARTS/prometheus-operator-crds }\ncrds: only\n---
+name: coredns\nnamespace: kube-system\nchart: { path: CHARTS/coredns }\n",
+    );
+    let plan = bootstrap_json_in(root.path(), &["plan", "infra", "--output", "json"]);
+    let carried = |i: usize| -> BTreeSet<String> {
+        serde_json::from_value(plan["crds"][i]["carried"].clone())
+            .unwrap_or_else(|e| panic!("{e}: {}", plan["crds"]))
+    };
+    assert_eq!(plan["crds"][0]["release"], "cert-manager/cert-manager");
+    assert_eq!(
+        carried(0),
+        [
+            "certificaterequests.cert-manager.io",
+            "certificates.cert-manager.io",
+            "challenges.acme.cert-manager.io",
+            "clusterissuers.cert-manager.io",
+            "issuers.cert-manager.io",
+            "orders.acme.cert-manager.io",
+        ]
+        .map(String::from)
+        .into()
+    );
+    assert_eq!(plan["crds"][1]["release"], "kube-system/coredns");
+    assert_eq!(carried(1), BTreeSet::new());
+    assert_eq!(
+        plan["crds"][2]["release"],
+        "observability/prometheus-operator-crds"
+    );
+    assert_eq!(carried(2).len(), 10, "{}", plan["crds"][2]);
+    assert!(
+        carried(2)
+            .iter()
+            .all(|n| n.ends_with(".monitoring.coreos.com"))
+    );
+
+    let text = bootstrap_in(root.path(), &["plan", "infra"], &[]);
+    assert_eq!(text.code, 0, "{}", text.stderr);
+    let phase: Vec<&str> = text
+        .stdout
+        .lines()
+        .skip(3)
+        .take(3)
+        .map(str::trim_end)
+        .collect();
+    assert!(phase[0].starts_with("  cert-manager/cert-manager") && phase[0].ends_with("CRDs: 6 (certificaterequests.cert-manager.io, certificates.cert-manager.io, …); installed with --skip-crds"), "{}", text.stdout);
+    assert!(phase[1].ends_with("no CRDs"), "{}", text.stdout);
+    assert!(
+        phase[2].contains("CRDs: 10 (") && phase[2].ends_with("; never installed"),
+        "{}",
+        text.stdout
+    );
+}
+
+/// `check` learns from the real cert-manager render that the release owns
+/// Deployment cert-manager-webhook, which no hook names; a name that only
+/// looks like the chart's (`cert-manager-extra`) is not flagged.
+#[test]
+#[cfg_attr(
+    not(real_helm),
+    ignore = "needs helm-python-sdk: python3 -m venv .venv-helm && .venv-helm/bin/pip install helm-python-sdk (then touch build.rs)"
+)]
+fn check_finds_health_checks_on_workloads_of_the_real_chart_render() {
+    let root = local_chart_root(
+        "name: cert-manager\nnamespace: cert-manager\nchart: { path: CHARTS/cert-manager }\n",
+    );
+    let gitops = root.path().join("gitops/clusters/infra");
+    std::fs::create_dir_all(&gitops).unwrap();
+    std::fs::write(gitops.join("kustomization.yaml"), "resources: [ks.yaml]\n").unwrap();
+    std::fs::write(
+        gitops.join("ks.yaml"),
+        "apiVersion: kustomize.toolkit.fluxcd.io/v1
+kind: Kustomization
+metadata: { name: issuers, namespace: flux-system }
+spec:
+  interval: 10m
+  path: ./clusters/infra
+  prune: true
+  sourceRef: { kind: GitRepository, name: flux-system }
+  healthChecks:
+    - { apiVersion: apps/v1, kind: Deployment, name: cert-manager-webhook, namespace: cert-manager }
+    - { apiVersion: apps/v1, kind: Deployment, name: cert-manager-extra, namespace: cert-manager }
+",
+    )
+    .unwrap();
+    let doc = bootstrap_json_in(
+        root.path(),
+        &[
+            "check",
+            "infra",
+            "--flux-root",
+            "gitops",
+            "--flux-entrypoint",
+            "clusters/infra",
+            "--output",
+            "json",
+        ],
+    );
+    let messages: Vec<&str> = doc["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| {
+            f["code"] == "flux-healthcheck-on-bootstrap-workload"
+                || f["code"] == "chart-not-rendered"
+        })
+        .map(|f| f["message"].as_str().unwrap())
+        .collect();
+    assert_eq!(messages.len(), 1, "{messages:#?}");
+    assert!(
+        messages[0].contains("health-checks Deployment cert-manager/cert-manager-webhook, which bootstrap release cert-manager/cert-manager owns (its chart renders it, though no hook names it)"),
+        "{}",
+        messages[0]
+    );
+}

@@ -390,7 +390,74 @@ fn the_handover_example_plans_templates_and_checks() {
     let stdout = String::from_utf8_lossy(&check.stdout);
     assert_eq!(check.status.code(), Some(0), "{stdout}");
     assert!(
-        stdout.contains("check infra: 0 error(s), 0 warning(s)"),
+        stdout.contains("check infra: 0 errors, 0 warnings"),
         "{stdout}"
+    );
+}
+
+/// `-q` and `-v` on `check` (docs/design.md#global-flags): quiet keeps the
+/// errors, verbose shows what the verdict rests on.
+#[test]
+fn check_quiet_keeps_errors_and_verbose_shows_what_flux_reaches() {
+    let dir = "examples/flux-dual-management/broken";
+    let normal = bootstrap(&["--dir", dir, "check", "infra"]);
+    let normal = String::from_utf8(normal.stdout).unwrap();
+    assert!(normal.contains("warning[flux-healthcheck-on-bootstrap-workload]"));
+
+    let quiet = bootstrap(&["--dir", dir, "check", "infra", "-q"]);
+    assert_eq!(quiet.status.code(), Some(1));
+    let quiet = String::from_utf8(quiet.stdout).unwrap();
+    assert!(
+        quiet.contains("error[flux-manages-bootstrap-release]"),
+        "{quiet}"
+    );
+    assert!(!quiet.contains("warning["), "{quiet}");
+    assert!(
+        quiet.ends_with(
+            "check infra: 1 error, 2 warnings; scanned 10 files, 8 objects from kubernetes/clusters/infra\n"
+        ),
+        "{quiet}"
+    );
+
+    let verbose = bootstrap(&["--dir", dir, "check", "infra", "-v"]);
+    assert_eq!(verbose.status.code(), Some(1));
+    let verbose = String::from_utf8(verbose.stdout).unwrap();
+    assert!(
+        verbose.contains(
+            "Flux reaches 1 HelmRelease:
+  HelmRelease kube-system/cilium -> Helm release kube-system/cilium (in kubernetes/bases/cilium/helmrelease.yaml)
+bootstrap installs 1 release:
+  kube-system/cilium: managed by HelmRelease kube-system/cilium (see the errors above)
+"
+        ),
+        "{verbose}"
+    );
+    let fixed = bootstrap(&[
+        "--dir",
+        "examples/flux-dual-management/fixed",
+        "check",
+        "infra",
+        "-v",
+    ]);
+    let fixed = String::from_utf8(fixed.stdout).unwrap();
+    assert!(
+        fixed.contains("  kube-system/cilium: not managed by Flux\n"),
+        "{fixed}"
+    );
+}
+
+#[test]
+fn graph_verbose_labels_each_node_with_its_chart() {
+    let plain = String::from_utf8(bootstrap(&["graph", "infra"]).stdout).unwrap();
+    assert!(plain.contains("  \"kube-system/cilium\";\n"));
+    let verbose = String::from_utf8(bootstrap(&["graph", "infra", "-v"]).stdout).unwrap();
+    assert!(
+        verbose
+            .contains("  \"kube-system/cilium\" [label=\"kube-system/cilium\\ncilium 1.18.2\"];\n"),
+        "{verbose}"
+    );
+    assert!(
+        verbose.contains("prometheus-operator-crds 24.0.1 (CRDs only)"),
+        "{verbose}"
     );
 }

@@ -106,7 +106,12 @@ no conflicts
         cilium["deployed"],
         json!({"version": "1.18.2", "status": "deployed", "revision": 1})
     );
-    assert_eq!(cilium["ready"], json!({"ok": true, "message": "ready"}));
+    assert_eq!(
+        cilium["ready"],
+        json!({"ok": true, "message": "ready", "workloads": [
+            {"object": "DaemonSet kube-system/cilium", "ready": true, "message": "ready"}
+        ]})
+    );
     assert_eq!(cilium["owner"], "bootstrap");
     assert_eq!(cilium["drift"], "up to date");
     assert_eq!(cilium["conflicts"], json!([]));
@@ -123,6 +128,51 @@ no conflicts
         helm_writes.len(),
         3,
         "only apply's installs: {helm_writes:?}"
+    );
+}
+
+/// `-q` shows only what needs attention; `-v` every workload judged
+/// (docs/design.md#global-flags).
+#[test]
+fn quiet_shows_only_what_needs_attention_and_verbose_each_workload() {
+    let (cluster, test) = applied();
+    let quiet = cluster.run(&test, &["status", "infra", "-q"]);
+    assert_eq!(quiet.code, 0, "{}", quiet.stderr);
+    assert_eq!(
+        quiet.stdout,
+        "cluster infra\n\n3 releases deployed, up to date and ready\n\nno conflicts\n"
+    );
+    let test = test.file(
+        "releases/core.yaml",
+        &releases("{ k8sServiceHost: 10.0.0.1 }", "1.45.0"),
+    );
+    let quiet = cluster.run(&test, &["status", "infra", "-q"]);
+    assert_eq!(
+        quiet.stdout,
+        "\
+cluster infra
+
+release              chart    desired  deployed  helm      rev  owner      drift                     ready
+kube-system/coredns  coredns  1.45.0   1.44.3    deployed  1    bootstrap  version 1.44.3 -> 1.45.0  -
+(and 2 more releases deployed, up to date and ready)
+
+no conflicts
+"
+    );
+    let verbose = cluster.run(&test, &["status", "infra", "-v"]);
+    assert!(
+        verbose
+            .stdout
+            .contains("\n    DaemonSet kube-system/cilium: ready\n"),
+        "{}",
+        verbose.stdout
+    );
+    assert!(
+        verbose
+            .stdout
+            .contains("  kube-system/coredns: values sha256:"),
+        "{}",
+        verbose.stdout
     );
 }
 

@@ -403,7 +403,8 @@ fn plan_says_which_releases_carry_crds() {
             "releases/local/crds/b.yaml",
             "kind: CustomResourceDefinition\n",
         )
-        .args(&["plan", "infra"])
+        // No helm: nothing can be rendered here.
+        .args(&["plan", "infra", "--helm", "/nonexistent/helm"])
         .run();
     assert_eq!(out.code, 0, "{}", out.stderr);
     let phase: Vec<&str> = out.stdout.lines().skip(3).take(2).collect();
@@ -413,5 +414,139 @@ fn plan_says_which_releases_carry_crds() {
             "  kube-system/cilium                            cilium 1.18.2                    CRDs: rendered at apply; installed with --skip-crds",
             "  x/local                                       local                            2 CRD files in crds/, applied here; installed with --skip-crds",
         ]
+    );
+}
+
+/// Three CRD-phase releases: two local charts (one carrying CRDs, one
+/// carrying none) and a repository chart plan does not download.
+const CRD_RELEASES: &str = "name: operator\nnamespace: ops\nchart: { path: ./operator }\ncrdValues: { crds: { enabled: true } }\n---
+name: plain\nnamespace: ops\nchart: { path: ./plain }\n---
+name: cilium\nnamespace: kube-system\nchart: { repo: https://helm.cilium.io, name: cilium, version: 1.18.2 }\n";
+
+fn crd(name: &str) -> Value {
+    json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+           "metadata": {"name": name}})
+}
+
+fn plan_with_charts(script: Value, args: &[&str]) -> Test {
+    let test = Test::with_releases(CRD_RELEASES)
+        .file(
+            "releases/operator/Chart.yaml",
+            "name: operator\nversion: 1.0.0\n",
+        )
+        .file("releases/plain/Chart.yaml", "name: plain\nversion: 1.0.0\n")
+        .file("script.json", &script.to_string());
+    let script = test.path().join("script.json");
+    let log = test.path().join("helm.log");
+    test.env("FAKE_HELM_SCRIPT", script.to_str().unwrap())
+        .env("FAKE_HELM_LOG", log.to_str().unwrap())
+        .args(&["plan", "infra", "--helm", fake_helm()])
+        .args(args)
+}
+
+/// With helm and a local chart, plan renders the CRD phase and names the
+/// CRDs each release carries (or says it carries none); a repository chart
+/// is not downloaded and stays "rendered at apply".
+#[test]
+fn plan_names_the_crds_the_crd_phase_render_carries() {
+    let script = json!({
+        "operator": {"crds": [crd("widgets.example.com"), crd("gadgets.example.com"), crd("gizmos.example.com")],
+                     "manifests": [{"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "operator"}}]},
+        "plain": {"manifests": [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "plain"}}]},
+    });
+    let test = plan_with_charts(script.clone(), &[]);
+    let out = test.run();
+    ok(&out);
+    let phase: Vec<&str> = out.stdout.lines().skip(3).take(3).collect();
+    assert_eq!(
+        phase,
+        [
+            "  kube-system/cilium                            cilium 1.18.2                    CRDs: rendered at apply; installed with --skip-crds",
+            "  ops/operator                                  operator                         CRDs: 3 (gadgets.example.com, gizmos.example.com, …); installed with --skip-crds",
+            "  ops/plain                                     plain                            no CRDs",
+        ],
+        "{}",
+        out.stdout
+    );
+    // The CRD-phase render: crdValues merged in, --include-crds; only the
+    // local charts.
+    let calls = template_calls(&test);
+    assert_eq!(calls.len(), 2, "{calls:?}");
+    for (argv, values) in &calls {
+        assert!(argv.contains(&"--include-crds".to_string()), "{argv:?}");
+        assert!(!argv.iter().any(|a| a.contains("cilium")), "{argv:?}");
+        if argv.contains(&"operator".to_string()) {
+            assert_eq!(values["crds"]["enabled"], true);
+        }
+    }
+
+    let json = plan_with_charts(script, &["--output", "json"]).run();
+    ok(&json);
+    let doc: Value = serde_json::from_str(&json.stdout).unwrap();
+    assert_eq!(
+        doc["crds"],
+        json!([
+            {"release": "kube-system/cilium", "carried": null,
+             "notRendered": "the chart is not local: rendering it would download it"},
+            {"release": "ops/operator", "carried": ["gadgets.example.com", "gizmos.example.com", "widgets.example.com"],
+             "notRendered": null},
+            {"release": "ops/plain", "carried": [], "notRendered": null},
+        ])
+    );
+}
+
+/// A failing render is no failure of plan: the release falls back to
+/// "rendered at apply" with helm's reason under it, and the others render.
+#[test]
+fn plan_survives_a_failing_crd_render() {
+    let script = json!({
+        "operator": {"template_fail": "template: operator/templates/crds.yaml:3:7: executing \"x\": nil pointer"},
+        "plain": {"crds": [crd("plains.example.com")]},
+    });
+    let out = plan_with_charts(script, &[]).run();
+    ok(&out);
+    let phase: Vec<&str> = out.stdout.lines().skip(4).take(3).collect();
+    assert_eq!(
+        phase[0],
+        "  ops/operator                                  operator                         CRDs: rendered at apply; installed with --skip-crds"
+    );
+    assert_eq!(
+        phase[1],
+        "      not rendered here: helm template failed: Error: template: operator/templates/crds.yaml:3:7: executing \"x\": nil pointer"
+    );
+    assert_eq!(
+        phase[2],
+        "  ops/plain                                     plain                            CRDs: 1 (plains.example.com); installed with --skip-crds"
+    );
+}
+
+/// No helm: plan still works, says nothing was rendered, and the JSON says why.
+#[test]
+fn plan_without_helm_keeps_rendered_at_apply() {
+    let out = Test::with_releases(CRD_RELEASES)
+        .file(
+            "releases/operator/Chart.yaml",
+            "name: operator\nversion: 1.0.0\n",
+        )
+        .file("releases/plain/Chart.yaml", "name: plain\nversion: 1.0.0\n")
+        .args(&[
+            "plan",
+            "infra",
+            "--helm",
+            "/nonexistent/helm",
+            "--output",
+            "json",
+        ])
+        .run();
+    ok(&out);
+    let doc: Value = serde_json::from_str(&out.stdout).unwrap();
+    let why = "helm is not usable (helm was not found at `/nonexistent/helm`; install helm 3.13 or newer, or pass --helm PATH)";
+    assert_eq!(
+        doc["crds"][1],
+        json!({"release": "ops/operator", "carried": null, "notRendered": why})
+    );
+    assert_eq!(
+        doc["crds"][2],
+        json!({"release": "ops/plain", "carried": null, "notRendered": why})
     );
 }

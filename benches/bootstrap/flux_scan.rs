@@ -73,6 +73,7 @@ pub fn run(mode: Mode) {
         namespace: "kube-system".into(),
         chart: Some("cilium".into()),
         workloads: vec![],
+        rendered: None,
         handover: None,
     }];
     let mut times = Vec::new();

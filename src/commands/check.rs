@@ -3,9 +3,10 @@ use std::path::PathBuf;
 
 use serde_json::json;
 
-use crate::cli::{Clusters, Config, OutputFormat};
+use crate::cli::{Clusters, Config, OutputFormat, Verbosity};
+use crate::duration::count as counted;
 use crate::error::Error;
-use crate::flux::{BootstrapRelease, Handover, ScanInput, Severity, WorkloadRef};
+use crate::flux::{BootstrapRelease, Finding, Handover, Severity, WorkloadRef};
 use crate::lint;
 use crate::plan::Plan;
 
@@ -32,6 +33,7 @@ pub fn bootstrap_releases(plan: &Plan) -> Vec<BootstrapRelease> {
                     name: o.name.clone(),
                 })
                 .collect(),
+            rendered: None,
             handover: (r.ownership == crate::release::Ownership::Handover).then(|| Handover {
                 version: r.version_label(),
                 values: r.values.clone(),
@@ -116,7 +118,14 @@ fn check(
         .cloned()
         .or_else(|| plan.cluster.flux.as_ref().map(|f| f.entrypoint.clone()));
     let lint_errors = lints.iter().filter(|f| f.blocks()).count();
-    let lint_text = lint::render_text(lints);
+    let quiet = config.verbosity == Verbosity::Quiet;
+    // `-q`: only what blocks, then the count lines.
+    let shown: Vec<lint::Finding> = lints
+        .iter()
+        .filter(|f| !quiet || f.blocks())
+        .cloned()
+        .collect();
+    let lint_text = lint::render_text(&shown);
     let (Some(root), Some(entrypoint)) = (root, entrypoint) else {
         let message = format!(
             "the config is valid; no GitOps tree was scanned: cluster `{cluster}` has no `flux:` (root, entrypoint) in clusters/{cluster}/cluster.yaml, and no --flux-root/--flux-entrypoint was given"
@@ -125,7 +134,7 @@ fn check(
         findings.push(json!({"severity": "info", "code": "gitops-tree-not-scanned", "release": null, "object": null, "chain": [], "message": message}));
         let mut text = lint_text;
         if !lints.is_empty() {
-            text.push_str(&lint_summary(cluster, lints));
+            text.push_str(&lint::summary(cluster, lints));
         }
         text.push_str(&format!("{message}\n"));
         return Checked {
@@ -134,12 +143,12 @@ fn check(
             errors: lint_errors,
         };
     };
-    let releases = bootstrap_releases(plan);
-    let scan = crate::flux::scan(&ScanInput {
-        root: &root,
-        entrypoint: &entrypoint,
-        releases: &releases,
-    });
+    let mut releases = bootstrap_releases(plan);
+    let tree = crate::flux::tree::resolve(&root, &entrypoint);
+    let notes = render_workloads(config, plan, &tree.objects, &mut releases);
+    let mut scan = crate::flux::scan_resolved(tree, &releases);
+    scan.findings.extend(notes);
+    crate::flux::findings::normalize(&mut scan.findings);
     // Lint findings and scan findings in one list, in check's order
     // (docs/design.md#check-json): errors, then warnings, then info.
     let mut findings: Vec<((Severity, &str), serde_json::Value)> = lints
@@ -159,7 +168,14 @@ fn check(
         .filter(|f| f.severity == Severity::Error)
         .count();
     let mut text = lint_text;
-    text.push_str(&render(&scan, cluster, &entrypoint, lints));
+    text.push_str(&render(
+        &scan,
+        cluster,
+        &entrypoint,
+        lints,
+        (config.verbosity == Verbosity::Verbose).then(|| render_reached(&scan, &releases)),
+        config.verbosity,
+    ));
     Checked {
         json: json!({
             "cluster": cluster,
@@ -172,16 +188,53 @@ fn check(
     }
 }
 
-fn lint_summary(cluster: &str, lints: &[lint::Finding]) -> String {
-    format!(
-        "lints {cluster}: {} error(s), {} warning(s){}\n",
-        lint::count(lints, Severity::Error),
-        lint::count(lints, Severity::Warning),
-        match lint::ignored_errors(lints).as_slice() {
-            [] => String::new(),
-            codes => format!("; ignored by lints.ignore: {}", codes.join(", ")),
+/// Renders the charts of the releases a health check may concern
+/// ([`crate::flux::findings::releases_to_render`]) where helm and the chart
+/// are at hand, and records the workloads each renders on its
+/// [`BootstrapRelease`]; nothing is rendered for a tree without such health
+/// checks. A failing render leaves the release to name-convention inference,
+/// with an info finding saying why.
+fn render_workloads(
+    config: &Config,
+    plan: &Plan,
+    objects: &[crate::flux::object::Object],
+    releases: &mut [BootstrapRelease],
+) -> Vec<Finding> {
+    let wanted = crate::flux::findings::releases_to_render(objects, releases);
+    let chosen: Vec<(usize, &crate::release::Release)> = wanted
+        .into_iter()
+        .filter_map(|i| {
+            let id = crate::release::ReleaseId::new(&releases[i].namespace, &releases[i].name);
+            plan.release(&id).map(|r| (i, r))
+        })
+        .collect();
+    if chosen.is_empty() {
+        return Vec::new();
+    }
+    let requests: Vec<_> = chosen
+        .iter()
+        .map(|(_, r)| (*r, crate::render::Phase::Install))
+        .collect();
+    let outcomes = crate::render::render_blocking(config.global.helm.as_deref(), &requests);
+    let mut notes = Vec::new();
+    for ((i, release), outcome) in chosen.iter().zip(outcomes) {
+        match outcome {
+            crate::render::Outcome::Rendered(docs) => {
+                releases[*i].rendered = Some(crate::flux::findings::rendered_workloads(
+                    &release.id.namespace,
+                    &docs,
+                ));
+            }
+            crate::render::Outcome::Failed(why) => {
+                notes.push(crate::flux::findings::chart_not_rendered(
+                    &releases[*i],
+                    &why,
+                ));
+            }
+            crate::render::Outcome::Unavailable(_) => {}
         }
-    )
+    }
+    notes
 }
 
 fn render(
@@ -189,9 +242,14 @@ fn render(
     cluster: &str,
     entrypoint: &std::path::Path,
     lints: &[lint::Finding],
+    reached: Option<String>,
+    verbosity: Verbosity,
 ) -> String {
     let mut text = String::new();
     for f in &scan.findings {
+        if verbosity == Verbosity::Quiet && f.severity != Severity::Error {
+            continue;
+        }
         let severity = match f.severity {
             Severity::Error => "error",
             Severity::Warning => "warning",
@@ -218,19 +276,68 @@ fn render(
         }
         text.push('\n');
     }
+    text.push_str(&reached.unwrap_or_default());
     let count = |s: Severity| {
         scan.findings.iter().filter(|f| f.severity == s).count() + lint::count(lints, s)
     };
     text.push_str(&format!(
-        "check {cluster}: {} error(s), {} warning(s); scanned {} files, {} objects from {}\n",
-        count(Severity::Error),
-        count(Severity::Warning),
-        scan.files_scanned,
-        scan.objects_scanned,
+        "check {cluster}: {}, {}; scanned {}, {} from {}\n",
+        counted(count(Severity::Error), "error"),
+        counted(count(Severity::Warning), "warning"),
+        counted(scan.files_scanned, "file"),
+        counted(scan.objects_scanned, "object"),
         entrypoint.display()
     ));
     if !lint::ignored_errors(lints).is_empty() {
-        text.push_str(&lint_summary(cluster, lints));
+        text.push_str(&lint::summary(cluster, lints));
     }
+    text
+}
+
+/// `check -v`: what the verdict rests on. Every HelmRelease the tree reaches
+/// with the Helm release it would manage, then each bootstrap release and
+/// whether Flux reaches it.
+fn render_reached(scan: &crate::flux::Scan, releases: &[BootstrapRelease]) -> String {
+    let mut text = format!(
+        "Flux reaches {}:\n",
+        counted(scan.helm_releases.len(), "HelmRelease")
+    );
+    for reached in &scan.helm_releases {
+        let o = &reached.object;
+        text.push_str(&format!(
+            "  HelmRelease {}/{} -> Helm release {} (in {})\n",
+            o.namespace.as_deref().unwrap_or("(no namespace)"),
+            o.name,
+            reached.release,
+            o.file
+        ));
+    }
+    text.push_str(&format!(
+        "bootstrap installs {}:\n",
+        counted(releases.len(), "release")
+    ));
+    for release in releases {
+        let id = format!("{}/{}", release.namespace, release.name);
+        let managers: Vec<String> = scan
+            .helm_releases
+            .iter()
+            .filter(|r| r.release == id)
+            .map(|r| {
+                format!(
+                    "HelmRelease {}/{}",
+                    r.object.namespace.as_deref().unwrap_or_default(),
+                    r.object.name
+                )
+            })
+            .collect();
+        let verdict = match (release.handover.is_some(), managers.is_empty()) {
+            (false, true) => "not managed by Flux".to_string(),
+            (false, false) => format!("managed by {} (see the errors above)", managers.join(", ")),
+            (true, true) => "handover: no HelmRelease adopts it yet".to_string(),
+            (true, false) => format!("handover: adopted by {}", managers.join(", ")),
+        };
+        text.push_str(&format!("  {id}: {verdict}\n"));
+    }
+    text.push('\n');
     text
 }

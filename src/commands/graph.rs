@@ -1,6 +1,8 @@
 use std::io::Write;
 
-use crate::cli::{Config, GraphFormat};
+use std::collections::HashMap;
+
+use crate::cli::{Config, GraphFormat, Verbosity};
 use crate::error::Error;
 
 pub fn run(
@@ -14,9 +16,26 @@ pub fn run(
         cluster,
         config.global.context.as_deref(),
     )?;
+    // `-v`: each node also says what it installs (docs/design.md#global-flags).
+    let details: HashMap<_, _> = match config.verbosity {
+        Verbosity::Verbose => plan
+            .releases
+            .iter()
+            .map(|r| {
+                let what = format!("{} {}", r.chart_label(), r.version_label());
+                let detail = if r.is_installed() {
+                    what.trim_end().to_string()
+                } else {
+                    format!("{} (CRDs only)", what.trim_end())
+                };
+                (r.id.clone(), detail)
+            })
+            .collect(),
+        _ => HashMap::new(),
+    };
     match format {
-        GraphFormat::Dot => super::write(out, &plan.graph.to_dot(cluster)),
-        GraphFormat::Mermaid => super::write(out, &plan.graph.to_mermaid()),
+        GraphFormat::Dot => super::write(out, &plan.graph.to_dot(cluster, &details)),
+        GraphFormat::Mermaid => super::write(out, &plan.graph.to_mermaid(&details)),
         GraphFormat::Json => super::write_json(out, &plan.graph.to_json(cluster)),
     }
 }

@@ -20,7 +20,16 @@ pub fn run(config: &Config, clusters: &Clusters, out: &mut dyn Write) -> Result<
     let mut text = String::new();
     let mut blocking = Vec::new();
     for (plan, findings) in &linted {
-        let mut doc = plan.to_json();
+        // The CRDs each CRD-phase release carries, where its chart can be
+        // rendered here (docs/design.md#commands).
+        // `-q` text shows none of it.
+        let carried =
+            if config.verbosity == Verbosity::Quiet && config.global.output == OutputFormat::Text {
+                crate::plan::Carried::default()
+            } else {
+                crate::render::carried_crds(config.global.helm.as_deref(), plan)
+            };
+        let mut doc = plan.to_json(&carried);
         doc["lints"] = json!(findings);
         documents.push(doc);
         if !text.is_empty() {
@@ -29,22 +38,17 @@ pub fn run(config: &Config, clusters: &Clusters, out: &mut dyn Write) -> Result<
         match config.verbosity {
             // `-q`: the one-line count, then only what needs attention.
             Verbosity::Quiet => {
-                let full = plan.render_text();
+                let full = plan.render_text(&carried);
                 text.push_str(full.lines().next().unwrap_or_default());
                 text.push('\n');
             }
-            Verbosity::Normal => text.push_str(&plan.render_text()),
-            Verbosity::Verbose => text.push_str(&plan.render_text_detailed(true)),
+            Verbosity::Normal => text.push_str(&plan.render_text(&carried)),
+            Verbosity::Verbose => text.push_str(&plan.render_text_detailed(true, &carried)),
         }
         if !findings.is_empty() {
             text.push('\n');
             text.push_str(&lint::render_text(findings));
-            text.push_str(&format!(
-                "lints {}: {} error(s), {} warning(s)\n",
-                plan.cluster.name,
-                lint::count(findings, lint::Severity::Error),
-                lint::count(findings, lint::Severity::Warning),
-            ));
+            text.push_str(&lint::summary(&plan.cluster.name, findings));
         }
         blocking.push((
             plan.cluster.name.clone(),

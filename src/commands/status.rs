@@ -9,7 +9,8 @@
 //! (docs/design.md#lints) not in `lints.ignore`. 1 also when helm, the ledger or the conflict
 //! checks cannot be read; 2 for the usual prerequisites (helm, context).
 
-use crate::cli::{Clusters, Config, OutputFormat};
+use crate::cli::{Clusters, Config, OutputFormat, Verbosity};
+use crate::duration::count;
 use crate::error::Error;
 use crate::lint;
 use crate::status::{self, Report};
@@ -122,7 +123,7 @@ fn write(
     match config.global.output {
         OutputFormat::Json => super::write_json(out, &document(report, lints)),
         OutputFormat::Text => {
-            let mut text = render(report);
+            let mut text = render(report, config.verbosity);
             if !lints.is_empty() {
                 text.push_str("\nlive lints:\n\n");
                 text.push_str(&lint::render_text(lints));
@@ -153,13 +154,33 @@ fn verdict(report: &Report, lints: &[lint::Finding]) -> Result<(), Error> {
     Ok(())
 }
 
-pub fn render(report: &Report) -> String {
+/// Nothing to do for this release: deployed, up to date, ready, no conflict
+/// and, for a handover release, no drift (what `status -q` leaves out).
+fn settled(r: &status::ReleaseStatus) -> bool {
+    r.deployed.as_ref().is_some_and(|d| d.status == "deployed")
+        && r.drift == "up to date"
+        && r.ready.ok
+        && r.conflicts.is_empty()
+        && !r
+            .handover
+            .as_deref()
+            .is_some_and(|h| h.starts_with("drifted"))
+}
+
+/// The table; `-q` keeps only the releases that need attention, `-v` adds
+/// each release's values digest and every workload judged.
+pub fn render(report: &Report, verbosity: Verbosity) -> String {
     let header = [
         "release", "chart", "desired", "deployed", "helm", "rev", "owner", "drift", "ready",
     ]
     .map(String::from);
-    let rows: Vec<[String; 9]> = report
+    let quiet = verbosity == Verbosity::Quiet;
+    let shown: Vec<&status::ReleaseStatus> = report
         .releases
+        .iter()
+        .filter(|r| !quiet || !settled(r))
+        .collect();
+    let rows: Vec<[String; 9]> = shown
         .iter()
         .map(|r| {
             let deployed = r.deployed.as_ref();
@@ -186,7 +207,17 @@ pub fn render(report: &Report) -> String {
         })
         .collect();
     let mut text = format!("cluster {}\n\n", report.cluster);
-    for row in std::iter::once(&header).chain(&rows) {
+    let hidden = report.releases.len() - shown.len();
+    if quiet && rows.is_empty() {
+        text.push_str(&format!(
+            "{} deployed, up to date and ready\n",
+            count(hidden, "release")
+        ));
+    }
+    for row in std::iter::once(&header)
+        .filter(|_| !rows.is_empty())
+        .chain(&rows)
+    {
         let line: Vec<String> = row
             .iter()
             .zip(&widths)
@@ -194,6 +225,29 @@ pub fn render(report: &Report) -> String {
             .collect();
         text.push_str(line.join("  ").trim_end());
         text.push('\n');
+    }
+    if quiet && hidden > 0 && !rows.is_empty() {
+        text.push_str(&format!(
+            "(and {} deployed, up to date and ready)\n",
+            count(hidden, "more release")
+        ));
+    }
+    if verbosity == Verbosity::Verbose {
+        text.push_str("\ndetails:\n");
+        for r in &shown {
+            text.push_str(&format!(
+                "  {}: values {}{}\n",
+                r.release,
+                r.desired.values_digest,
+                r.deployed
+                    .as_ref()
+                    .map(|d| format!(", revision {}", d.revision))
+                    .unwrap_or_default()
+            ));
+            for w in &r.ready.workloads {
+                text.push_str(&format!("    {}: {}\n", w.object, w.message));
+            }
+        }
     }
     let handover: Vec<_> = report
         .releases
@@ -247,6 +301,7 @@ mod tests {
             ready: Ready {
                 ok: ready == "ready",
                 message: ready.into(),
+                workloads: vec![],
             },
             owner: if deployed.is_some() { "bootstrap" } else { "-" }.into(),
             drift: if deployed.is_some() {
@@ -273,7 +328,7 @@ mod tests {
             releases: vec![cilium, row("coredns", None, "not installed")],
         };
         assert_eq!(
-            render(&report),
+            render(&report, Verbosity::Normal),
             "\
 cluster infra
 
@@ -284,6 +339,70 @@ kube-system/coredns  coredns  1.0.0    -         not installed    -    -        
 conflicts (`bootstrap apply` refuses until they are resolved):
   kube-system/cilium: Helm release kube-system/cilium is pending-upgrade
 "
+        );
+    }
+
+    #[test]
+    fn quiet_leaves_out_what_needs_nothing_and_says_how_many() {
+        let report = Report {
+            cluster: "infra".into(),
+            releases: vec![
+                row("cilium", Some(("1.0.0", "deployed")), "ready"),
+                row("coredns", None, "not installed"),
+                row("spegel", Some(("1.0.0", "deployed")), "ready"),
+            ],
+        };
+        assert_eq!(
+            render(&report, Verbosity::Quiet),
+            "\
+cluster infra
+
+release              chart    desired  deployed  helm           rev  owner  drift          ready
+kube-system/coredns  coredns  1.0.0    -         not installed  -    -      not installed  -
+(and 2 more releases deployed, up to date and ready)
+
+no conflicts
+"
+        );
+        let settled = Report {
+            cluster: "infra".into(),
+            releases: vec![row("cilium", Some(("1.0.0", "deployed")), "ready")],
+        };
+        assert_eq!(
+            render(&settled, Verbosity::Quiet),
+            "cluster infra\n\n1 release deployed, up to date and ready\n\nno conflicts\n"
+        );
+    }
+
+    #[test]
+    fn verbose_lists_each_workload_judged() {
+        let mut cilium = row("cilium", Some(("1.0.0", "deployed")), "ready");
+        cilium.ready.workloads = vec![
+            crate::status::WorkloadReady {
+                object: "DaemonSet kube-system/cilium".into(),
+                ready: true,
+                message: "ready".into(),
+            },
+            crate::status::WorkloadReady {
+                object: "Deployment kube-system/cilium-operator".into(),
+                ready: false,
+                message: "1/2 pods ready".into(),
+            },
+        ];
+        let report = Report {
+            cluster: "infra".into(),
+            releases: vec![cilium],
+        };
+        let text = render(&report, Verbosity::Verbose);
+        assert!(
+            text.contains(
+                "details:
+  kube-system/cilium: values sha256:x, revision 2
+    DaemonSet kube-system/cilium: ready
+    Deployment kube-system/cilium-operator: 1/2 pods ready
+"
+            ),
+            "{text}"
         );
     }
 }

@@ -19,6 +19,7 @@ pub const SOURCE_NOT_FOLLOWED: &str = "source-not-followed";
 pub const NOT_MODELLED: &str = "flux-construct-not-modelled";
 pub const BUILD_FAILS: &str = "flux-build-fails";
 pub const SUBSTITUTE_FROM_UNRESOLVED: &str = "substitute-from-unresolved";
+pub const CHART_NOT_RENDERED: &str = "chart-not-rendered";
 pub const NO_HELMRELEASE_REACHED: &str = "no-helmrelease-reached";
 pub const HANDOVER_NEVER_ADOPTED: &str = "handover-never-adopted";
 pub const HANDOVER_MANAGED_TWICE: &str = "handover-managed-twice";
@@ -270,73 +271,178 @@ pub fn handover(objects: &[Object], releases: &[BootstrapRelease]) -> Vec<Findin
     out
 }
 
+/// The kinds a chart render is searched for when a health check names one.
+pub const WORKLOAD_KINDS: [&str; 7] = [
+    "Deployment",
+    "DaemonSet",
+    "StatefulSet",
+    "ReplicaSet",
+    "Job",
+    "CronJob",
+    "Pod",
+];
+
+/// One `spec.healthChecks` entry of a Flux Kustomization.
+struct HealthCheck<'a> {
+    kustomization: &'a Object,
+    kind: &'a str,
+    name: &'a str,
+    /// The entry's namespace, else the Kustomization's `targetNamespace`,
+    /// else its own.
+    namespace: Option<&'a str>,
+}
+
+fn health_checks(objects: &[Object]) -> impl Iterator<Item = HealthCheck<'_>> {
+    objects
+        .iter()
+        .filter(|o| o.is_flux("kustomize", "Kustomization"))
+        .flat_map(|ks| {
+            let default_ns = ks
+                .body
+                .pointer("/spec/targetNamespace")
+                .and_then(Value::as_str)
+                .or(ks.namespace.as_deref());
+            ks.body
+                .pointer("/spec/healthChecks")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(move |check| {
+                    let field = |k: &str| check.get(k).and_then(Value::as_str);
+                    Some(HealthCheck {
+                        kustomization: ks,
+                        kind: field("kind")?,
+                        name: field("name")?,
+                        namespace: field("namespace").or(default_ns),
+                    })
+                })
+        })
+}
+
+/// Whether a release's hooks name the workload.
+fn named_by_hooks(release: &BootstrapRelease, check: &HealthCheck) -> bool {
+    release.workloads.iter().any(|w| {
+        w.kind == check.kind
+            && w.name == check.name
+            && Some(w.namespace.as_str()) == check.namespace
+    })
+}
+
+/// The releases (indices into `releases`) whose chart render would decide a
+/// health check: an entry names a workload in the release's namespace that
+/// none of its hooks names. Handover releases are left out, as in
+/// [`health_checks_on_bootstrap`].
+pub fn releases_to_render(objects: &[Object], releases: &[BootstrapRelease]) -> Vec<usize> {
+    let mut wanted = std::collections::BTreeSet::new();
+    for check in health_checks(objects).filter(|c| WORKLOAD_KINDS.contains(&c.kind)) {
+        for (i, release) in releases.iter().enumerate() {
+            if release.handover.is_none()
+                && check.namespace == Some(release.namespace.as_str())
+                && !named_by_hooks(release, &check)
+            {
+                wanted.insert(i);
+            }
+        }
+    }
+    wanted.into_iter().collect()
+}
+
 /// Flux Kustomization health checks on workloads a bootstrap release owns:
 /// Flux would report (and block dependents on) objects it does not manage.
+/// A release owns what its hooks name; beyond that, what its chart renders
+/// when `check` rendered it ([`BootstrapRelease::rendered`]), else what the
+/// names its chart conventionally gives suggest (said to be inferred).
 pub fn health_checks_on_bootstrap(
     objects: &[Object],
     releases: &[BootstrapRelease],
 ) -> Vec<Finding> {
     let mut out = Vec::new();
-    // Flux health-checking what it adopts is what a handover leads to.
-    let releases: Vec<BootstrapRelease> = releases
-        .iter()
-        .filter(|r| r.handover.is_none())
-        .cloned()
-        .collect();
-    let releases = releases.as_slice();
-    for ks in objects
-        .iter()
-        .filter(|o| o.is_flux("kustomize", "Kustomization"))
-    {
-        let Some(checks) = ks
-            .body
-            .pointer("/spec/healthChecks")
-            .and_then(Value::as_array)
-        else {
-            continue;
-        };
-        let default_ns = ks
-            .body
-            .pointer("/spec/targetNamespace")
-            .and_then(Value::as_str)
-            .or(ks.namespace.as_deref());
-        for check in checks {
-            let field = |k: &str| check.get(k).and_then(Value::as_str);
-            let (Some(kind), Some(name)) = (field("kind"), field("name")) else {
+    for check in health_checks(objects) {
+        let HealthCheck {
+            kustomization: ks,
+            kind,
+            name,
+            namespace,
+        } = check;
+        // Flux health-checking what it adopts is what a handover leads to.
+        for release in releases.iter().filter(|r| r.handover.is_none()) {
+            let owns = if named_by_hooks(release, &check) {
+                "owns"
+            } else if let Some(rendered) = &release.rendered {
+                if !rendered.iter().any(|w| {
+                    w.kind == kind && w.name == name && Some(w.namespace.as_str()) == namespace
+                }) {
+                    continue;
+                }
+                "owns (its chart renders it, though no hook names it)"
+            } else if inferred_workload(release, kind, name, namespace) {
+                "most likely owns (inferred from the names its chart conventionally gives: no hook names this workload)"
+            } else {
                 continue;
             };
-            let namespace = field("namespace").or(default_ns);
-            for release in releases {
-                let named = release.workloads.iter().any(|w| {
-                    w.kind == kind && w.name == name && Some(w.namespace.as_str()) == namespace
-                });
-                let owns = if named {
-                    "owns"
-                } else if inferred_workload(release, kind, name, namespace) {
-                    "most likely owns (inferred from the names its chart conventionally gives: no hook names this workload)"
-                } else {
-                    continue;
-                };
-                out.push(Finding {
-                    severity: Severity::Warning,
-                    code: HEALTHCHECK_ON_BOOTSTRAP_WORKLOAD,
-                    release: Some(release_id(release)),
-                    object: Some(ks.reference()),
-                    chain: ks.chain.clone(),
-                    message: format!(
-                        "Kustomization {}/{} health-checks {kind} {}/{name}, which bootstrap release {} {owns}; \
-                         Flux would stall this Kustomization and everything that depends on it on a workload it does not manage. \
-                         Remove the entry from spec.healthChecks",
-                        ns_display(ks.namespace.as_deref()),
-                        ks.name,
-                        ns_display(namespace),
-                        release_id(release),
-                    ),
-                });
-            }
+            out.push(Finding {
+                severity: Severity::Warning,
+                code: HEALTHCHECK_ON_BOOTSTRAP_WORKLOAD,
+                release: Some(release_id(release)),
+                object: Some(ks.reference()),
+                chain: ks.chain.clone(),
+                message: format!(
+                    "Kustomization {}/{} health-checks {kind} {}/{name}, which bootstrap release {} {owns}; \
+                     Flux would stall this Kustomization and everything that depends on it on a workload it does not manage. \
+                     Remove the entry from spec.healthChecks",
+                    ns_display(ks.namespace.as_deref()),
+                    ks.name,
+                    ns_display(namespace),
+                    release_id(release),
+                ),
+            });
         }
     }
     out
+}
+
+/// A release's chart could not be rendered for [`releases_to_render`]: its
+/// workloads are inferred from names instead.
+pub fn chart_not_rendered(release: &BootstrapRelease, why: &str) -> Finding {
+    Finding {
+        severity: Severity::Info,
+        code: CHART_NOT_RENDERED,
+        release: Some(release_id(release)),
+        object: None,
+        chain: Vec::new(),
+        message: format!(
+            "the chart of bootstrap release {} could not be rendered to learn which workloads it owns ({why}); \
+             health checks in its namespace are matched against the names its chart conventionally gives instead",
+            release_id(release)
+        ),
+    }
+}
+
+/// The workloads among a release's rendered documents (kinds in
+/// [`WORKLOAD_KINDS`]); one without a namespace lands in the release's, as
+/// `helm install --namespace` puts it.
+pub fn rendered_workloads(release_namespace: &str, documents: &[Value]) -> Vec<super::WorkloadRef> {
+    documents
+        .iter()
+        .filter_map(|doc| {
+            let kind = doc.get("kind").and_then(Value::as_str)?;
+            if !WORKLOAD_KINDS.contains(&kind) {
+                return None;
+            }
+            Some(super::WorkloadRef {
+                kind: kind.to_string(),
+                name: doc
+                    .pointer("/metadata/name")
+                    .and_then(Value::as_str)?
+                    .to_string(),
+                namespace: doc
+                    .pointer("/metadata/namespace")
+                    .and_then(Value::as_str)
+                    .unwrap_or(release_namespace)
+                    .to_string(),
+            })
+        })
+        .collect()
 }
 
 /// A workload a release's chart most likely renders though no hook names

@@ -29,6 +29,7 @@
 //! | `handover-drift` | error | The HelmRelease that adopts a `handover` release installs another chart, version or values than bootstrap: its adoption upgrade would change the release. Each differing value path is listed, with the bootstrap source that sets it. |
 //! | `handover-values-unknown` | warning | The adopting HelmRelease takes values from a ConfigMap/Secret not in git (or SOPS-encrypted): those values cannot be compared offline. |
 //! | `no-helmrelease-reached` | warning | The tree holds no HelmRelease at all while bootstrap has releases: the scan cannot vouch for them. |
+//! | `chart-not-rendered` | info | `check` tried to render a release's chart to learn the workloads it owns (a health check names a workload in its namespace) and helm failed; its workloads are inferred from names instead. |
 //! | `source-not-followed` | info | A Flux Kustomization reads from a source other than the root's GitRepository (another GitRepository, OCI, bucket); its content is not in this checkout. |
 //!
 //! Known limits (each reported, never silent, where it could hide a
@@ -74,6 +75,10 @@ pub struct BootstrapRelease {
     /// The chart's name (`cilium`; for OCI charts the last path segment).
     pub chart: Option<String>,
     pub workloads: Vec<WorkloadRef>,
+    /// The workloads its chart renders, when `check` could render it
+    /// (docs/design.md#health-checks-and-the-chart-render): what it owns beyond its hooks' names, in
+    /// place of the name-convention inference.
+    pub rendered: Option<Vec<WorkloadRef>>,
     /// Set for `ownership: handover`: what bootstrap installs, which the
     /// HelmRelease that adopts it must reproduce (docs/design.md#handover).
     pub handover: Option<Handover>,
@@ -105,6 +110,19 @@ pub struct Scan {
     pub findings: Vec<Finding>,
     pub files_scanned: usize,
     pub objects_scanned: usize,
+    /// Every HelmRelease the tree reaches, with the Helm release it would
+    /// manage: what `check -v` shows as the proof behind its verdict.
+    pub helm_releases: Vec<Reached>,
+}
+
+/// A HelmRelease Flux would apply and the Helm release it would manage.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reached {
+    pub object: ObjectRef,
+    /// The Helm release as `storage-namespace/release-name`.
+    pub release: String,
+    /// Files by which Flux reaches it, from the entrypoint down.
+    pub chain: Vec<String>,
 }
 
 impl Scan {
@@ -116,23 +134,45 @@ impl Scan {
 /// Scans the tree Flux would apply for conflicts with bootstrap releases.
 /// Never fails: problems with the tree itself are findings too.
 pub fn scan(input: &ScanInput) -> Scan {
-    let tree = tree::resolve(input.root, input.entrypoint);
+    scan_resolved(tree::resolve(input.root, input.entrypoint), input.releases)
+}
+
+/// [`scan`] of a tree already resolved (`check` resolves it first to learn
+/// which releases' charts to render: [`findings::health_check_namespaces`]).
+pub fn scan_resolved(tree: tree::Tree, releases: &[BootstrapRelease]) -> Scan {
     let mut found = tree.findings;
-    found.extend(findings::helm_release_conflicts(
-        &tree.objects,
-        input.releases,
-    ));
+    found.extend(findings::helm_release_conflicts(&tree.objects, releases));
     found.extend(findings::health_checks_on_bootstrap(
         &tree.objects,
-        input.releases,
+        releases,
     ));
-    found.extend(findings::handover(&tree.objects, input.releases));
+    found.extend(findings::handover(&tree.objects, releases));
     found.extend(findings::missing_dependencies(&tree.objects));
-    found.extend(findings::nothing_reached(&tree.objects, input.releases));
+    found.extend(findings::nothing_reached(&tree.objects, releases));
     findings::normalize(&mut found);
+    let mut helm_releases: Vec<Reached> = tree
+        .objects
+        .iter()
+        .filter(|o| o.is_flux("helm", "HelmRelease"))
+        .map(|hr| {
+            let spec = hr.body.get("spec").unwrap_or(&serde_json::Value::Null);
+            let id = helmrelease::identity(&hr.name, hr.namespace.as_deref(), spec);
+            Reached {
+                object: hr.reference(),
+                release: format!(
+                    "{}/{}",
+                    id.storage_namespace.as_deref().unwrap_or("(no namespace)"),
+                    id.release_name
+                ),
+                chain: hr.chain.clone(),
+            }
+        })
+        .collect();
+    helm_releases.sort_by(|a, b| a.release.cmp(&b.release));
     Scan {
         findings: found,
         files_scanned: tree.files_scanned,
         objects_scanned: tree.objects.len(),
+        helm_releases,
     }
 }

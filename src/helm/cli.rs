@@ -56,6 +56,13 @@ impl HelmCli {
         self
     }
 
+    /// How long a query (`template`, `status`, `get`…) may run before helm
+    /// is stopped.
+    pub fn with_query_timeout(mut self, timeout: Duration) -> HelmCli {
+        self.query_timeout = timeout;
+        self
+    }
+
     /// An environment variable for every helm process, on top of bootstrap's
     /// own (e.g. `HELM_CACHE_HOME`).
     pub fn with_env(mut self, key: impl Into<OsString>, value: impl Into<OsString>) -> HelmCli {

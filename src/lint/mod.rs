@@ -255,7 +255,21 @@ pub fn render_text(findings: &[Finding]) -> String {
     text
 }
 
-/// `N error(s), M warning(s)` counts, blocking errors only.
+/// The line under the findings: `lints infra: 1 error, 2 warnings`, and the
+/// error codes `lints.ignore` let through.
+pub fn summary(cluster: &str, findings: &[Finding]) -> String {
+    format!(
+        "lints {cluster}: {}, {}{}\n",
+        crate::duration::count(count(findings, Severity::Error), "error"),
+        crate::duration::count(count(findings, Severity::Warning), "warning"),
+        match ignored_errors(findings).as_slice() {
+            [] => String::new(),
+            codes => format!("; ignored by lints.ignore: {}", codes.join(", ")),
+        }
+    )
+}
+
+/// How many findings of a severity, blocking errors only.
 pub fn count(findings: &[Finding], severity: Severity) -> usize {
     findings
         .iter()

@@ -154,7 +154,12 @@ fn readiness_names_the_first_workload_that_is_not_ready() {
         ready,
         Ready {
             ok: false,
-            message: "not ready: DaemonSet kube-system/cilium: 1 of 3 pods updated".into()
+            message: "not ready: DaemonSet kube-system/cilium: 1 of 3 pods updated".into(),
+            workloads: vec![WorkloadReady {
+                object: "DaemonSet kube-system/cilium".into(),
+                ready: false,
+                message: "1 of 3 pods updated".into(),
+            }],
         }
     );
     assert_eq!(
@@ -174,6 +179,7 @@ fn not_installed_shows_dashes() {
         Ready {
             ok: false,
             message: "not installed".into(),
+            workloads: vec![],
         },
         vec![],
     );

@@ -231,6 +231,9 @@ fn template(ctx: &Ctx) -> Result<String, String> {
     if let Some(ms) = knobs.template_delay_ms {
         std::thread::sleep(std::time::Duration::from_millis(ms));
     }
+    if let Some(stderr) = knobs.template_fail {
+        return Err(stderr);
+    }
     let mut out = String::new();
     if ctx.args.on("include-crds") && !ctx.args.on("skip-crds") {
         out.push_str(&output::render_documents(

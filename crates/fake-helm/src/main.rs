@@ -26,8 +26,9 @@
 //!   writes no line (its release stays pending-* in the state).
 //! - `FAKE_HELM_SCRIPT` (JSON file): knobs per release under "namespace/name",
 //!   "name" or "*" (layered, most specific wins): delay_ms, template_delay_ms,
-//!   fail (stderr text printed verbatim, exit 1, release failed), fail_times (fail
-//!   only the first n attempts), crds, manifests, apply_manifests,
+//!   template_fail (`template` fails: `Error: <it>`), fail (stderr text
+//!   printed verbatim, exit 1, release failed), fail_times (fail only the
+//!   first n attempts), crds, manifests, apply_manifests,
 //!   version_output, app_version, chart_values. See `script.rs`.
 //! - `FAKE_HELM_VERSION` (default "v4.2.4"): the helm it impersonates: what
 //!   `version` reports and which flags it accepts (helm's flag table for that

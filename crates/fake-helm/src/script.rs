@@ -14,6 +14,8 @@ pub struct Knobs {
     pub delay_ms: Option<u64>,
     /// Milliseconds `template` takes (rendering a big chart is not instant).
     pub template_delay_ms: Option<u64>,
+    /// `template` fails with this message (`Error: <it>`, exit 1).
+    pub template_fail: Option<String>,
     /// Printed verbatim on stderr when install/upgrade fails (exit 1, release failed).
     pub fail: Option<String>,
     /// Fail only the first n attempts of the release (needs `fail` for the message, or uses a default).
@@ -40,6 +42,7 @@ impl Knobs {
         take!(
             delay_ms,
             template_delay_ms,
+            template_fail,
             fail,
             fail_times,
             crds,
