@@ -585,6 +585,31 @@ fn the_artifact_leaves_out_ignored_paths_and_symlinks() {
 }
 
 #[test]
+fn the_root_git_repositorys_spec_ignore_shapes_the_artifact() {
+    // fluxcd/source-controller internal/controller/gitrepository_controller.go
+    // (reconcileArtifact) appends spec.ignore after the defaults and the
+    // .sourceignore files: `!/apps/.github/` re-includes cilium's HelmRelease
+    // the default `.github/` leaves out; `/apps/drafts/` leaves out a spegel
+    // HelmRelease, `/*` the directory `outside`.
+    let scan = run("git-repository-ignore", &bootstrap());
+    assert_eq!(
+        lines(&scan),
+        [
+            "error flux-manages-bootstrap-release kube-system/cilium | HelmRelease kube-system/cilium @apps/.github/hr.yaml | \
+             clusters/test/apps.yaml > apps/.github/hr.yaml",
+            "error flux-manages-bootstrap-release kube-system/coredns | HelmRelease kube-system/coredns @apps/kept/hr.yaml | \
+             clusters/test/apps.yaml > apps/kept/hr.yaml",
+            "warning path-not-found - | Kustomization flux-system/outside @clusters/test/apps.yaml | clusters/test/apps.yaml",
+        ]
+    );
+    assert!(
+        scan.findings[2].message.contains("spec.ignore"),
+        "{}",
+        scan.findings[2].message
+    );
+}
+
+#[test]
 fn only_the_root_git_repository_is_followed() {
     let scan = run("other-source", &bootstrap());
     assert_eq!(

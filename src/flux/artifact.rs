@@ -12,8 +12,13 @@
 //!   matching pattern wins, `!` re-includes, a trailing `/` matches
 //!   directories only, a pattern with a `/` before its end is anchored.
 //!
-//! Not modelled: a GitRepository's `spec.ignore` (it lives in the cluster
-//! object, which the scan does not tie to this checkout).
+//! - The GitRepository's `spec.ignore`: appended after the `.sourceignore`
+//!   files, scoped to the repository root (fluxcd/source-controller
+//!   `internal/controller/gitrepository_controller.go` `reconcileArtifact`:
+//!   `ps = append(ps, sourceignore.ReadPatterns(strings.NewReader(*obj.Spec.Ignore), ignoreDomain)...)`),
+//!   so it can re-include (`!`) what the defaults or a `.sourceignore`
+//!   leave out. The scan learns it from the root GitRepository object in
+//!   the tree ([`super::tree`]).
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -24,7 +29,7 @@ use regex::Regex;
 const EXCLUDE_DEFAULTS: &str = ".git/,.gitignore,.gitmodules,.gitattributes,\
 *.jpg,*.jpeg,*.gif,*.png,*.wmv,*.flv,*.tar.gz,*.zip,\
 .github/,.circleci/,.travis.yml,.gitlab-ci.yml,appveyor.yml,.drone.yml,cloudbuild.yaml,codeship-services.yml,codeship-steps.yml,\
-**/.goreleaser.yml,**/.sops.yaml,**/.flux.yaml";
+**/.goreleaser.yml,**/.goreleaser.brew.yml,**/.sops.yaml,**/.flux.yaml,**/.golangci.yaml";
 
 struct Pattern {
     /// Directory components (relative to the root) the pattern is scoped to.
@@ -46,18 +51,23 @@ pub struct Artifact {
 
 impl Artifact {
     pub fn new(root: &Path) -> Artifact {
+        Artifact::with_ignore(root, None)
+    }
+
+    /// The artifact of a GitRepository with `spec.ignore` (`ignore`): its
+    /// patterns come last, so they win.
+    pub fn with_ignore(root: &Path, ignore: Option<&str>) -> Artifact {
         let mut patterns: Vec<Pattern> = EXCLUDE_DEFAULTS
             .split(',')
             .filter_map(|p| parse(p, &[]))
             .collect();
-        let mut artifact = Artifact {
-            root: root.to_path_buf(),
-            patterns: Vec::new(),
-            seen: RefCell::new(HashMap::new()),
-        };
         load_ignore_files(root, &mut Vec::new(), &mut patterns, 0);
-        artifact.patterns = patterns;
-        artifact
+        patterns.extend(read_patterns(ignore.unwrap_or_default(), &[]));
+        Artifact {
+            root: root.to_path_buf(),
+            patterns,
+            seen: RefCell::new(HashMap::new()),
+        }
     }
 
     fn parts(&self, path: &Path) -> Option<Vec<String>> {
@@ -137,11 +147,7 @@ fn load_ignore_files(dir: &Path, domain: &mut Vec<String>, out: &mut Vec<Pattern
         return;
     }
     if let Ok(text) = std::fs::read_to_string(dir.join(".sourceignore")) {
-        out.extend(
-            text.lines()
-                .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
-                .filter_map(|l| parse(l, domain)),
-        );
+        out.extend(read_patterns(&text, domain));
     }
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
@@ -157,6 +163,15 @@ fn load_ignore_files(dir: &Path, domain: &mut Vec<String>, out: &mut Vec<Pattern
         load_ignore_files(&dir.join(&name), domain, out, depth + 1);
         domain.pop();
     }
+}
+
+/// The patterns of a `.sourceignore` text (fluxcd/pkg
+/// `sourceignore/sourceignore.go` `ReadPatterns`): every line but comments
+/// (`#`) and blank ones.
+fn read_patterns<'a>(text: &'a str, domain: &'a [String]) -> impl Iterator<Item = Pattern> + 'a {
+    text.lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .filter_map(move |l| parse(l, domain))
 }
 
 /// go-git's `gitignore.ParsePattern`, which source-controller uses.

@@ -36,8 +36,7 @@
 //! HelmRelease): kustomize plugins and Helm chart inflation are not run;
 //! generated ConfigMaps/Secrets with a content-hash suffix are left out;
 //! `substituteFrom` reads only objects in the tree; ResourceSet input
-//! providers other than `Static` need the cluster; a GitRepository's
-//! `spec.ignore` is not applied; objects that end up without any namespace
+//! providers other than `Static` need the cluster; objects that end up without any namespace
 //! (Flux would refuse them) match nothing.
 
 pub mod artifact;

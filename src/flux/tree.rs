@@ -135,8 +135,13 @@ struct Walker {
 
 impl Walker {
     fn new(root: PathBuf, follow: bool) -> Walker {
+        Walker::with_ignore(root, follow, None)
+    }
+
+    /// A walker over the artifact of a GitRepository with `spec.ignore`.
+    fn with_ignore(root: PathBuf, follow: bool, ignore: Option<&str>) -> Walker {
         Walker {
-            artifact: Artifact::new(&root),
+            artifact: Artifact::with_ignore(&root, ignore),
             tree: Tree::default(),
             files: BTreeSet::new(),
             started: HashSet::new(),
@@ -167,7 +172,7 @@ pub fn build(root: &Path, dir: &Path) -> Tree {
 
 /// Resolves everything Flux would apply starting at `root/entrypoint`.
 pub fn resolve(root: &Path, entrypoint: &Path) -> Tree {
-    resolve_from(root, entrypoint, None)
+    resolve_from(root, entrypoint, None, None)
 }
 
 /// The Flux build fields and post-build of a Kustomization: with none, its
@@ -205,13 +210,20 @@ pub fn build_flux_kustomization(root: &Path, ks: Value) -> Tree {
 }
 
 /// `entry_ks`: the Kustomization that reconciles the entrypoint itself, when
-/// it has build fields of its own.
-fn resolve_from(root: &Path, entrypoint: &Path, entry_ks: Option<Object>) -> Tree {
+/// it has build fields of its own; `ignore`: the root GitRepository's
+/// `spec.ignore`, once the entrypoint's build has found it.
+fn resolve_from(
+    root: &Path,
+    entrypoint: &Path,
+    entry_ks: Option<Object>,
+    ignore: Option<String>,
+) -> Tree {
     let root_path = root;
     let root = normalize(root);
     let entry_dir = normalize(&root.join(entrypoint));
     let rebuilt = entry_ks.is_some();
-    let mut walker = Walker::new(root.clone(), true);
+    let entry_again = entry_ks.clone();
+    let mut walker = Walker::with_ignore(root.clone(), true, ignore.as_deref());
     walker.pending.push_back(Build {
         dir: entry_dir.clone(),
         ks: entry_ks,
@@ -255,9 +267,16 @@ fn resolve_from(root: &Path, entrypoint: &Path, entry_ks: Option<Object>) -> Tre
                 })
                 .cloned();
             if let (false, Some(ks)) = (rebuilt, own_ks) {
-                return resolve_from(root_path, entrypoint, Some(ks));
+                return resolve_from(root_path, entrypoint, Some(ks), ignore);
             }
             walker.root_source = walker.pick_root_source(&entry_dir);
+            // The root GitRepository's `spec.ignore` shapes its artifact
+            // (docs/design.md#tree-resolution): the walk starts again
+            // over the artifact it leaves.
+            let found = walker.root_ignore();
+            if ignore.is_none() && found.is_some() {
+                return resolve_from(root_path, entrypoint, entry_again, found);
+            }
             // The Kustomization that reconciles the entrypoint itself (gotk-sync's
             // flux-system) is the build just done, not another one.
             let own: Vec<(PathBuf, String)> = walker
@@ -335,6 +354,24 @@ impl Walker {
         });
     }
 
+    /// The `spec.ignore` of the root's GitRepository, when the object is
+    /// among those found so far.
+    fn root_ignore(&self) -> Option<String> {
+        let (name, namespace) = self.root_source.as_ref()?;
+        self.tree
+            .objects
+            .iter()
+            .find(|o| {
+                o.is_flux("source", "GitRepository")
+                    && &o.name == name
+                    && o.namespace.as_ref() == namespace.as_ref()
+            })?
+            .body
+            .pointer("/spec/ignore")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+    }
+
     /// The root's GitRepository: the source of the Kustomization that
     /// reconciles the entrypoint itself (flux-system's gotk-sync), else that of
     /// the first Kustomization the entrypoint holds.
@@ -399,7 +436,7 @@ impl Walker {
             self.load_file(&dir, &chain)
         } else {
             let why = if self.artifact.left_out(&dir) {
-                "is a symlink or ignored (.sourceignore, source-controller's defaults), so it is not in the GitRepository artifact"
+                "is a symlink or ignored (.sourceignore, the GitRepository's spec.ignore, source-controller's defaults), so it is not in the GitRepository artifact"
             } else if raw_path.contains("${") {
                 "does not exist under flux.root; it still holds a `${…}` variable, which only the postBuild of the Kustomization that applies this one could set"
             } else {
@@ -709,7 +746,7 @@ impl Walker {
             return self.load_file(&target, chain);
         } else if self.artifact.left_out(&target) {
             let message = format!(
-                "{label} references `{entry}`, which is a symlink or ignored (.sourceignore, source-controller's defaults), so it is not in the GitRepository artifact"
+                "{label} references `{entry}`, which is a symlink or ignored (.sourceignore, the GitRepository's spec.ignore, source-controller's defaults), so it is not in the GitRepository artifact"
             );
             self.warn(PATH_NOT_FOUND, None, chain, message);
         } else {
