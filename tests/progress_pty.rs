@@ -10,6 +10,7 @@ use std::time::Duration;
 use serde_json::json;
 use testkit::builder::Test;
 use testkit::cluster::{CLUSTER, Cluster, RELEASES, crd, daemonset, deployment};
+use testkit::fleet::{Fleet, fleet_releases};
 use testkit::pty::Pty;
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -29,12 +30,12 @@ fn scenario() -> (Cluster, Test) {
         "currentNumberScheduled": 3, "updatedNumberScheduled": 3, "numberReady": 1,
         "numberAvailable": 1, "numberMisscheduled": 0});
     // Scripted before the insert, so the controller stand-in leaves the
-    // status above until then.
+    // status above until the test completes the rollout ([`roll_out`]).
     cluster.api.set_rollout(
         "DaemonSet",
         "kube-system",
         "cilium",
-        kube_loopback::Rollout::After(Duration::from_millis(4500)),
+        kube_loopback::Rollout::Never,
     );
     cluster.api.insert(ds);
     cluster.api.set_crd_establish(
@@ -56,6 +57,19 @@ fn scenario() -> (Cluster, Test) {
         .file("clusters/infra/cluster.yaml", CLUSTER)
         .file("releases/core.yaml", &releases);
     (cluster, test)
+}
+
+/// Every pod of cilium's DaemonSet available, as its controller would say.
+fn roll_out(cluster: &Cluster) {
+    let mut ds = cluster
+        .api
+        .get("apps/v1", "DaemonSet", Some("kube-system"), "cilium")
+        .expect("cilium's DaemonSet");
+    let generation = ds["metadata"]["generation"].clone();
+    ds["status"]["observedGeneration"] = generation;
+    ds["status"]["numberReady"] = 3.into();
+    ds["status"]["numberAvailable"] = 3.into();
+    cluster.api.insert(ds);
 }
 
 fn start(cols: u16) -> (Cluster, Test, Pty) {
@@ -91,7 +105,7 @@ fn timer_end(line: &str) -> Option<usize> {
 
 #[test]
 fn at_80_columns_the_display_counts_queues_and_cuts_with_an_ellipsis() {
-    let (_cluster, _test, pty) = start(80);
+    let (cluster, _test, pty) = start(80);
 
     // Preflight over, the CRD phase counts CRDs as they become Established.
     let frame = pty.wait_for(WAIT, |f| f.contains("CRDs 1/2 Established"));
@@ -120,6 +134,7 @@ fn at_80_columns_the_display_counts_queues_and_cuts_with_an_ellipsis() {
     // The rollout, counted in pods rather than in controller generations.
     let frame = pty.wait_for(WAIT, |f| f.contains("rollout DaemonSet/cilium 1/3 ready"));
     assert!(!frame.contains("observe generation"), "{frame}");
+    roll_out(&cluster);
 
     // With one helm slot, two of the three releases after coredns wait for it.
     let frame = pty.wait_for(WAIT, |f| {
@@ -168,10 +183,11 @@ fn at_80_columns_the_display_counts_queues_and_cuts_with_an_ellipsis() {
 
 #[test]
 fn at_200_columns_timers_stay_next_to_the_text() {
-    let (_cluster, _test, pty) = start(200);
+    let (cluster, _test, pty) = start(200);
     let frame = pty.wait_for(WAIT, |f| {
         f.contains("rollout DaemonSet/cilium 1/3 ready") && f.contains("queued: ")
     });
+    roll_out(&cluster);
     let lines = live(&frame);
     let ends: Vec<usize> = lines.iter().filter_map(|l| timer_end(l)).collect();
     assert!(ends.len() >= 2, "a header and a release, timed:\n{frame}");
@@ -209,9 +225,106 @@ fn no_color_gets_plain_lines_even_on_a_terminal() {
     let mut cmd = cluster.command(&test, &["apply", "infra"]);
     cmd.env("NO_COLOR", "1");
     let pty = Pty::spawn(cmd, 30, 100);
+    pty.wait_for(WAIT, |f| f.contains("1 of 3 updated pods"));
+    roll_out(&cluster);
     let (code, text) = pty.finish(WAIT);
     assert_eq!(code, 0, "{text}");
     assert!(!text.contains("infra · "), "no live area:\n{text}");
     assert!(!text.contains('\u{1b}'), "no colour:\n{text}");
     assert!(text.contains("kube-system/cilium: installing"), "{text}");
+}
+
+/// A cluster's live line (its header, or its one line), not one of its
+/// tagged permanent lines: `apps   ▸ 1 running · …`.
+fn is_header(line: &str, cluster: &str) -> bool {
+    line.strip_prefix(cluster)
+        .is_some_and(|rest| rest.trim_start().starts_with("▸ ") && rest.starts_with(' '))
+}
+
+/// `apply` of `names` from one process, on a terminal of 40 rows × `cols`.
+fn fleet_apply(names: &[&str], cols: u16) -> (Fleet, Test, Pty) {
+    let fleet = Fleet::start(names);
+    fleet.script(json!({
+        "*": {"delay_ms": 600},
+        "kube-system/cilium": {"apply_manifests": true, "manifests": [daemonset("kube-system", "cilium")]},
+    }));
+    // The first cluster's cilium takes a while to roll out.
+    let first = names[0];
+    fleet.api(first).set_rollout(
+        "DaemonSet",
+        "kube-system",
+        "cilium",
+        kube_loopback::Rollout::After(Duration::from_millis(2500)),
+    );
+    let test = fleet.config(&fleet_releases());
+    let mut cmd = fleet.command(&test, &["apply", "--all"]);
+    cmd.env_remove("NO_COLOR");
+    let pty = Pty::spawn(cmd, 40, cols);
+    (fleet, test, pty)
+}
+
+#[test]
+fn two_clusters_get_a_block_each_with_their_releases_beneath() {
+    let (_fleet, _test, pty) = fleet_apply(&["apps", "infra"], 100);
+    // Both clusters' headers, each followed by its own running release.
+    let frame = pty.wait_for(WAIT, |f| {
+        let lines: Vec<&str> = f.lines().collect();
+        let header = |name: &str| lines.iter().position(|l| is_header(l, name));
+        match (header("apps"), header("infra")) {
+            (Some(a), Some(i)) => {
+                lines.get(a + 1).is_some_and(|l| l.contains("kube-system/"))
+                    && lines.get(i + 1).is_some_and(|l| l.contains("kube-system/"))
+            }
+            _ => false,
+        }
+    });
+    assert!(frame.contains("/4 done"), "{frame}");
+    let frame = pty.wait_for(WAIT, |f| f.contains("infra  ✓ 4/4 done"));
+    assert!(frame.lines().any(|l| is_header(l, "apps")), "{frame}");
+    let (code, text) = pty.finish(WAIT);
+    assert_eq!(code, 0, "{text}");
+    // The permanent lines are tagged; the live area is gone.
+    assert!(
+        text.contains("infra │ ✓ kube-system/cilium installed in "),
+        "{text}"
+    );
+    assert!(
+        text.contains("apps  │ ✓ kube-system/spegel installed in "),
+        "{text}"
+    );
+    assert!(text.contains("2 of 2 clusters applied"), "{text}");
+    assert!(!text.contains("  ▸ "), "{text}");
+}
+
+#[test]
+fn many_clusters_get_one_line_each() {
+    let names: Vec<String> = (1..=12).map(|i| format!("cluster-{i:02}")).collect();
+    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    let (_fleet, _test, pty) = fleet_apply(&refs, 80);
+    let frame = pty.wait_for(WAIT, |f| {
+        names.iter().all(|n| f.lines().any(|l| is_header(l, n)))
+    });
+    let live: Vec<&str> = frame
+        .lines()
+        .filter(|l| l.starts_with("cluster-") && !l.contains(" │ "))
+        .collect();
+    assert_eq!(live.len(), 12, "one line per cluster:\n{frame}");
+    assert!(
+        !frame
+            .lines()
+            .any(|l| l.starts_with("  ") && l.contains("kube-system/")),
+        "no release lines beneath:\n{frame}"
+    );
+    for line in &live {
+        assert!(line.contains("/4 done"), "{line}");
+        assert!(line.chars().count() < 80, "{line}");
+    }
+    // What the first cluster waits on, in its line.
+    pty.wait_for(WAIT, |f| {
+        f.lines()
+            .any(|l| is_header(l, "cluster-01") && l.contains("rollout DaemonSet/cilium"))
+    });
+    let (code, text) = pty.finish(Duration::from_secs(60));
+    assert_eq!(code, 0, "{text}");
+    assert!(text.contains("12 of 12 clusters applied"), "{text}");
 }

@@ -35,13 +35,17 @@ pub struct Tally {
 }
 
 impl Tally {
-    /// `rollout DaemonSet/cilium 1/3 ready`, `Job/migrate 0/1 complete`.
+    /// `rollout DaemonSet/cilium 1/3 ready`, `Job/migrate 0/1 complete`;
+    /// `rollout DaemonSet/cilium starting` while it wants no pods yet.
     pub fn label(&self) -> String {
         let verb = if self.unit == "complete" {
             ""
         } else {
             "rollout "
         };
+        if self.total == 0 {
+            return format!("{verb}{} starting", self.subject);
+        }
         format!(
             "{verb}{} {}/{} {}",
             self.subject, self.done, self.total, self.unit
@@ -52,9 +56,8 @@ impl Tally {
 /// Counts a rollout of `kind` over the selected `objects`: pods of the
 /// current template that are available (Deployment, DaemonSet), ready
 /// (StatefulSet) or Job completions, summed over the objects. `None` when
-/// there is nothing to count yet: no object, or a DaemonSet its controller
-/// has not scheduled (the number of pods it wants is unknown until then).
-/// A status the controller has not caught up with counts as none done, so a
+/// there is no object; a DaemonSet its controller has not scheduled yet
+/// wants 0 pods so far (the number is unknown until then). A status the controller has not caught up with counts as none done, so a
 /// fresh Deployment of 3 replicas reads `0/3`, not the previous rollout's
 /// figures.
 pub fn tally(kind: &str, objects: &[Value]) -> Option<(i64, i64)> {
@@ -75,7 +78,8 @@ pub fn tally(kind: &str, objects: &[Value]) -> Option<(i64, i64)> {
                 int(o, "/spec/replicas").unwrap_or(1),
             ),
             "DaemonSet" => {
-                let total = int(o, "/status/desiredNumberScheduled").filter(|n| *n > 0)?;
+                // Unknown until the controller has scheduled it: 0.
+                let total = int(o, "/status/desiredNumberScheduled").unwrap_or(0);
                 let available = int(o, "/status/numberAvailable").unwrap_or(0);
                 let on_delete = o
                     .pointer("/spec/updateStrategy/type")

@@ -61,8 +61,9 @@ enum State {
         since: Instant,
         /// What it is doing (`installing`, `hook command`).
         step: String,
-        /// The latest detail of that step, already in the user's terms.
-        detail: Option<String>,
+        /// The latest detail of that step, and whether it is a counted
+        /// rollout (which says it all: `rollout DaemonSet/cilium 1/3 ready`).
+        detail: Option<(String, bool)>,
     },
     Done,
     Failed,
@@ -145,8 +146,8 @@ impl Model {
             } => {
                 if let Some(State::Running { detail, .. }) = self.states.get_mut(release) {
                     *detail = Some(match tally {
-                        Some(tally) => tally.label(),
-                        None => message.clone(),
+                        Some(tally) => (tally.label(), true),
+                        None => (message.clone(), false),
                     });
                 }
             }
@@ -235,9 +236,8 @@ impl Model {
             } = state
             {
                 let step = match detail {
-                    // A counted rollout says it all.
-                    Some(d) if d.starts_with("rollout ") || d.contains("complete") => d.clone(),
-                    Some(d) => format!("{step}: {d}"),
+                    Some((counted, true)) => counted.clone(),
+                    Some((d, false)) => format!("{step}: {d}"),
                     None => step.clone(),
                 };
                 running.push((
@@ -291,8 +291,9 @@ impl Screen {
         }))
     }
 
-    /// A board for `cluster`; its index.
-    fn add(&mut self, cluster: &str) -> usize {
+    /// A board for `cluster`; its index. Shown once its run starts; the
+    /// live area stays until every board's run is over (or [`Screen::clear`]).
+    pub fn add(&mut self, cluster: &str) -> usize {
         self.models.push(Model::new(cluster));
         self.models.len() - 1
     }
@@ -368,7 +369,8 @@ impl Screen {
         self.models.iter().all(|m| m.finished.is_some())
     }
 
-    fn clear(&mut self) {
+    /// Removes the live area for good.
+    pub fn clear(&mut self) {
         if !self.bar.is_finished() {
             self.bar.finish_and_clear();
         }
@@ -396,27 +398,22 @@ impl ProgressReporter {
         err: Box<dyn Write + Send>,
         color: bool,
     ) -> Self {
-        Self::on(
-            Screen::new(target, false, color),
-            "",
-            verbosity,
-            out,
-            err,
-            color,
-        )
+        let screen = Screen::new(target, false, color);
+        let index = lock(&screen).add("");
+        Self::on(screen, index, verbosity, out, err, color)
     }
 
-    /// The reporter of one cluster among many sharing `screen`; `out` and
-    /// `err` tag their lines with the cluster.
+    /// The reporter of one cluster among many sharing `screen`, drawing
+    /// board `index` ([`Screen::add`]); `out` and `err` tag their lines with
+    /// the cluster.
     pub fn on(
         screen: SharedScreen,
-        cluster: &str,
+        index: usize,
         verbosity: Verbosity,
         out: Box<dyn Write + Send>,
         err: Box<dyn Write + Send>,
         color: bool,
     ) -> Self {
-        let index = lock(&screen).add(cluster);
         ProgressReporter {
             screen,
             index,
@@ -561,7 +558,7 @@ impl ProgressReporter {
     }
 }
 
-fn lock(screen: &SharedScreen) -> std::sync::MutexGuard<'_, Screen> {
+pub fn lock(screen: &SharedScreen) -> std::sync::MutexGuard<'_, Screen> {
     screen.lock().unwrap_or_else(|e| e.into_inner())
 }
 

@@ -373,11 +373,11 @@ fn a_status_of_an_older_generation_counts_nothing_done() {
 }
 
 #[test]
-fn nothing_to_count_is_no_tally() {
+fn nothing_to_count_is_no_tally_or_nothing_wanted_yet() {
     assert_eq!(tally("Deployment", &[]), None);
     // A DaemonSet not scheduled yet: how many pods it wants is unknown.
     let fresh = serde_json::json!({"metadata": {"generation": 1}, "spec": {}});
-    assert_eq!(tally("DaemonSet", &[fresh]), None);
+    assert_eq!(tally("DaemonSet", &[fresh]), Some((0, 0)));
     assert_eq!(tally("Service", &[object("job-running.yaml")]), None);
 }
 
@@ -400,4 +400,8 @@ fn tallies_read_as_the_display_shows_them() {
     };
     assert_eq!(tally("ready").label(), "rollout DaemonSet/cilium 1/3 ready");
     assert_eq!(tally("complete").label(), "DaemonSet/cilium 1/3 complete");
+    let mut starting = tally("ready");
+    starting.total = 0;
+    starting.done = 0;
+    assert_eq!(starting.label(), "rollout DaemonSet/cilium starting");
 }
