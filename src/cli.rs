@@ -186,6 +186,26 @@ enum Command {
         #[arg(long)]
         force: bool,
     },
+    /// What `apply` would change, per release: chart and version, values as key paths, and the
+    /// rendered manifests against the deployed release as a unified diff (read-only).
+    Diff {
+        /// The cluster: `clusters/<CLUSTER>/cluster.yaml` under --dir.
+        cluster: String,
+        /// Only these releases (name or namespace/name); default: every release.
+        #[arg(value_name = "RELEASE")]
+        releases: Vec<String>,
+        /// Exit 1 when anything would change, 0 when nothing would (like `git diff --exit-code`).
+        #[arg(long)]
+        exit_code: bool,
+        /// Only this release (repeatable); nothing is added for its needs.
+        #[arg(long, value_name = "NAME")]
+        only: Vec<String>,
+        /// Releases whose labels match (helmfile syntax: `key=value`, `key!=value`; comma = AND; repeat for OR).
+        #[arg(long, short = 'l', value_name = "SELECTOR", value_parser = parse_selector)]
+        selector: Vec<crate::select::Selector>,
+        #[command(flatten)]
+        values: RunValuesArgs,
+    },
     /// Live state of each release: helm status, readiness, owner, drift, conflicts (read-only).
     Status {
         /// The cluster: `clusters/<CLUSTER>/cluster.yaml` under --dir.
@@ -316,6 +336,17 @@ pub struct ApplyArgs {
     pub timeout: Option<Duration>,
 }
 
+/// `bootstrap diff`'s own arguments.
+#[derive(Debug, Clone)]
+pub struct DiffArgs {
+    pub cluster: String,
+    /// `RELEASE…` and `--only`: exactly these (nothing added for their needs).
+    pub only: Vec<String>,
+    pub selector: Vec<crate::select::Selector>,
+    pub values: RunValuesArgs,
+    pub exit_code: bool,
+}
+
 /// `bootstrap destroy`'s own arguments.
 #[derive(Debug, Clone)]
 pub struct DestroyArgs {
@@ -369,6 +400,7 @@ pub enum Subcommand {
         flux_entrypoint: Option<PathBuf>,
     },
     Apply(ApplyArgs),
+    Diff(DiffArgs),
     Status {
         clusters: Clusters,
     },
@@ -517,6 +549,20 @@ impl Arguments {
                     force,
                     verbose: verbosity == Verbosity::Verbose,
                 },
+            }),
+            Command::Diff {
+                cluster,
+                releases,
+                exit_code,
+                only,
+                selector,
+                values,
+            } => Subcommand::Diff(DiffArgs {
+                cluster,
+                only: releases.into_iter().chain(only).collect(),
+                selector,
+                values,
+                exit_code,
             }),
             Command::Status {
                 cluster,

@@ -97,6 +97,7 @@ pub async fn render<H: Helm>(helm: &H, plan: &Plan) -> Result<Vec<Crd>, CrdError
                         release: &release.id,
                         chart,
                         values: &release.crd_values,
+                        secrets: &release.secrets,
                         include_crds: true,
                         api_versions: &[],
                     };

@@ -23,6 +23,9 @@ pub struct Problem {
     /// `namespace/name` of the release the problem belongs to.
     pub release: Option<String>,
     pub message: String,
+    /// What another program said about it (sops' message), one line each:
+    /// printed under `Caused by:`. Boxed: problems travel in `Result`s.
+    pub causes: Box<[String]>,
 }
 
 impl Problem {
@@ -33,7 +36,22 @@ impl Problem {
             column: None,
             release: None,
             message: message.into(),
+            causes: Box::default(),
         }
+    }
+
+    /// Adds a cause; its lines are joined into one.
+    pub fn caused_by(mut self, cause: impl fmt::Display) -> Self {
+        let cause = cause.to_string();
+        let line: Vec<&str> = cause
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .collect();
+        let mut causes = std::mem::take(&mut self.causes).into_vec();
+        causes.push(line.join(" "));
+        self.causes = causes.into_boxed_slice();
+        self
     }
 
     pub fn file(mut self, file: impl Into<PathBuf>) -> Self {
@@ -105,6 +123,11 @@ pub enum Error {
     /// `check` found error-level findings; they were already printed.
     #[error("{0}")]
     Findings(String),
+
+    /// `diff --exit-code` found something `apply` would change; the diff
+    /// itself was the output, so nothing more is printed.
+    #[error("{0}")]
+    Changes(String),
 
     /// Another bootstrap run holds the cluster lock (or took it over during
     /// this run): nothing is wrong with the config or the cluster, so a Job
@@ -182,7 +205,7 @@ impl Error {
     pub fn exit_code(&self) -> i32 {
         match self {
             Error::Usage(_) | Error::Config(_) | Error::Prerequisite { .. } => EXIT_INVALID,
-            Error::Failed { .. } | Error::Findings(_) => EXIT_FAILED,
+            Error::Failed { .. } | Error::Findings(_) | Error::Changes(_) => EXIT_FAILED,
             Error::Locked(_) => EXIT_LOCKED,
             Error::Clusters { code, .. } => *code,
             Error::Interrupted => EXIT_INTERRUPTED,
@@ -193,14 +216,23 @@ impl Error {
     pub fn render(&self) -> String {
         let mut out = String::new();
         match self {
-            Error::Config(problems) if problems.len() > 1 => {
+            Error::Changes(_) => return out,
+            Error::Config(problems) => {
                 for problem in problems {
                     out.push_str(&format!("error: {problem}\n"));
+                    if !problem.causes.is_empty() {
+                        out.push_str("Caused by:\n");
+                    }
+                    for cause in problem.causes.iter() {
+                        out.push_str(&format!("    {cause}\n"));
+                    }
                 }
-                out.push_str(&format!(
-                    "error: {} problems in the config; nothing was changed\n",
-                    problems.len()
-                ));
+                if problems.len() > 1 {
+                    out.push_str(&format!(
+                        "error: {} problems in the config; nothing was changed\n",
+                        problems.len()
+                    ));
+                }
             }
             other => out.push_str(&format!("error: {other}\n")),
         }
@@ -226,6 +258,7 @@ impl Problem {
             "column": self.column,
             "release": self.release,
             "message": self.message,
+            "causes": self.causes,
         })
     }
 }
@@ -246,6 +279,11 @@ impl Error {
             other => (other.to_string(), Vec::new()),
         };
         let mut causes = Vec::new();
+        if let Error::Config(problems) = self
+            && let [one] = problems.as_slice()
+        {
+            causes.extend(one.causes.iter().cloned().map(serde_json::Value::String));
+        }
         let mut source = std::error::Error::source(self);
         while let Some(cause) = source {
             causes.push(serde_json::Value::String(cause.to_string()));
@@ -264,7 +302,10 @@ impl Error {
     pub fn already_reported(&self) -> bool {
         // Several clusters' results: each cluster's own result (errors
         // included) is in the command's JSON already.
-        matches!(self, Error::Findings(_) | Error::Clusters { .. })
+        matches!(
+            self,
+            Error::Findings(_) | Error::Clusters { .. } | Error::Changes(_)
+        )
     }
 }
 
@@ -327,11 +368,17 @@ mod tests {
                 "error": "2 problems in the config; nothing was changed",
                 "exitCode": 2,
                 "problems": [
-                    {"file": "r.yaml", "line": 3, "column": 4, "release": "ns/x", "message": "a"},
-                    {"file": null, "line": null, "column": null, "release": null, "message": "b"},
+                    {"file": "r.yaml", "line": 3, "column": 4, "release": "ns/x", "message": "a", "causes": []},
+                    {"file": null, "line": null, "column": null, "release": null, "message": "b", "causes": []},
                 ],
                 "causes": [],
             })
+        );
+        let e = Error::config(Problem::new("a").caused_by("sops said\n\n  this"));
+        assert_eq!(e.to_json()["causes"], serde_json::json!(["sops said this"]));
+        assert_eq!(
+            e.to_json()["problems"][0]["causes"],
+            serde_json::json!(["sops said this"])
         );
         let e = Error::failed_with("cannot write output", std::io::Error::other("disk full"));
         assert_eq!(e.to_json()["causes"], serde_json::json!(["disk full"]));
@@ -344,5 +391,7 @@ mod tests {
             e.render(),
             "error: a\nerror: b\nerror: 2 problems in the config; nothing was changed\n"
         );
+        let e = Error::config(Problem::new("a").caused_by("why"));
+        assert_eq!(e.render(), "error: a\nCaused by:\n    why\n");
     }
 }

@@ -4,6 +4,7 @@
 //! `run` is the whole program; `main` only exits with its code.
 
 pub mod apply;
+pub mod change;
 pub mod cli;
 pub mod commands;
 pub mod config;

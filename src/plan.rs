@@ -63,6 +63,8 @@ pub struct RunValues {
     pub overlay: Value,
     /// Where the overlay came from, in order (shown by `template -v`).
     pub sources: Vec<crate::release::ValuesSource>,
+    /// The leaves of sops-encrypted `--values` files.
+    pub secrets: crate::values::SecretPaths,
 }
 
 impl Plan {
@@ -76,6 +78,7 @@ impl Plan {
             crate::values::merge(&mut release.values, run.overlay.clone());
             crate::values::merge(&mut release.crd_values, run.overlay.clone());
             release.values_sources.extend(run.sources.iter().cloned());
+            release.secrets.extend(&run.secrets);
         }
         self
     }

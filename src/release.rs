@@ -180,6 +180,9 @@ pub struct Release {
     pub crd_values: Value,
     /// Where `values` came from, in merge order (`crdValues` excluded).
     pub values_sources: Vec<ValuesSource>,
+    /// Where `values` (and `crd_values`) hold the leaves of sops-encrypted
+    /// values files: redacted wherever values are shown.
+    pub secrets: crate::values::SecretPaths,
     /// Every source of `values` with what it gives, in merge order.
     pub layers: Vec<ValuesLayer>,
     /// The HelmRelease of `from:`.
@@ -234,7 +237,13 @@ impl Release {
     /// stored or shared gives no way to test guesses of a secret. The ledger
     /// keeps its own keyed digest of the whole values (docs/design.md#ledger).
     pub fn values_digest(&self) -> String {
-        crate::values::digest(&crate::values::redact(&self.values))
+        crate::values::digest(&self.redacted(&self.values))
+    }
+
+    /// `values` (or `crd_values`) as shown to people: secret-looking keys
+    /// and the leaves of sops-encrypted files redacted (docs/design.md#secrets).
+    pub fn redacted(&self, values: &serde_json::Value) -> serde_json::Value {
+        crate::values::redact_with(values, &self.secrets)
     }
 
     /// What `--selector` matches: `labels:`, plus `name`, `namespace` and
@@ -283,6 +292,7 @@ impl Release {
             values: serde_json::json!({}),
             crd_values: serde_json::json!({}),
             values_sources: Vec::new(),
+            secrets: Default::default(),
             layers: Vec::new(),
             from: None,
             timeout: None,

@@ -99,6 +99,7 @@ async fn render_one<H: Helm>(helm: &H, release: &Release, chart: &Chart, phase: 
             Phase::Install => &release.values,
             Phase::Crds => &release.crd_values,
         },
+        secrets: &release.secrets,
         include_crds: phase == Phase::Crds,
         api_versions: &[],
     };

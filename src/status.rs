@@ -139,7 +139,11 @@ pub async fn collect<H: Helm>(
                 ),
                 _ => None,
             };
-            status.handover = Some(handover_state(managed_by, deployed_values.as_ref()));
+            status.handover = Some(handover_state(
+                managed_by,
+                deployed_values.as_ref(),
+                &release.secrets,
+            ));
         }
         releases.push(status);
     }
@@ -185,6 +189,7 @@ pub fn status_of(
 pub fn handover_state(
     managed_by: &[ownership::LiveHelmRelease],
     deployed_values: Option<&serde_json::Value>,
+    secrets: &crate::values::SecretPaths,
 ) -> String {
     if let Some(hr) = managed_by.iter().find(|hr| hr.adopted) {
         return format!("adopted by Flux (HelmRelease {})", hr.name);
@@ -226,7 +231,7 @@ pub fn handover_state(
         hr.name,
         differences
             .iter()
-            .map(crate::values::Difference::describe)
+            .map(|d| d.describe_with(secrets))
             .collect::<Vec<_>>()
             .join("; ")
     )

@@ -144,35 +144,145 @@ pub fn is_secret_key(key: &str) -> bool {
     key == "key" || key.ends_with(".key") || SECRET_WORDS.iter().any(|word| key.contains(word))
 }
 
+/// Where a release's values hold secrets whatever their key is called: the
+/// leaves of sops-encrypted values files (docs/design.md#secrets), as dotted
+/// paths the way [`leaves`] writes them. A path covers everything under it,
+/// so a later layer that puts a map where the file had a scalar stays hidden.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SecretPaths(std::collections::BTreeSet<String>);
+
+/// Shorter strings are too common to scrub from free text without mangling
+/// it ("true", "1"); trees are still redacted by path.
+pub const MIN_SCRUBBED_LEN: usize = 4;
+
+impl SecretPaths {
+    /// Every leaf of `values` (a decrypted file) is a secret.
+    pub fn add_leaves(&mut self, values: &Value) {
+        self.0.extend(leaves(values));
+    }
+
+    pub fn extend(&mut self, other: &SecretPaths) {
+        self.0.extend(other.0.iter().cloned());
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Whether the dotted `path` is, or is under, a secret path.
+    pub fn covers(&self, path: &str) -> bool {
+        let mut at = path;
+        loop {
+            if self.0.contains(at) {
+                return true;
+            }
+            match at.rfind('.') {
+                Some(dot) => at = &at[..dot],
+                None => return false,
+            }
+        }
+    }
+
+    /// The scalars of `values` at secret paths (at least
+    /// [`MIN_SCRUBBED_LEN`] long), for scrubbing free text that may quote
+    /// them (helm's errors, rendered manifests).
+    pub fn strings(&self, values: &Value) -> Vec<String> {
+        let mut out = Vec::new();
+        if !self.is_empty() {
+            self.strings_at("", values, false, &mut out);
+        }
+        out.retain(|s| s.len() >= MIN_SCRUBBED_LEN);
+        out.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
+        out.dedup();
+        out
+    }
+
+    fn strings_at(&self, path: &str, value: &Value, secret: bool, out: &mut Vec<String>) {
+        let secret = secret || (!path.is_empty() && self.covers(path));
+        match value {
+            Value::Object(map) => {
+                for (key, v) in map {
+                    self.strings_at(&join(path, key), v, secret, out);
+                }
+            }
+            Value::Array(items) => items
+                .iter()
+                .for_each(|v| self.strings_at(path, v, secret, out)),
+            Value::String(s) if secret => out.push(s.clone()),
+            Value::Number(n) if secret => out.push(n.to_string()),
+            _ => {}
+        }
+    }
+}
+
+/// `text` with each of `secrets` (longest first, as
+/// [`SecretPaths::strings`] gives them) replaced.
+pub fn scrub(text: &str, secrets: &[String]) -> String {
+    let mut text = text.to_string();
+    for secret in secrets {
+        if text.contains(secret.as_str()) {
+            text = text.replace(secret.as_str(), REDACTED);
+        }
+    }
+    text
+}
+
+fn join(path: &str, key: &str) -> String {
+    if path.is_empty() {
+        key.to_string()
+    } else {
+        format!("{path}.{key}")
+    }
+}
+
 /// A copy of `value` with every scalar under a secret-looking key replaced.
 pub fn redact(value: &Value) -> Value {
+    redact_with(value, &SecretPaths::default())
+}
+
+/// [`redact`], and every value at a path of `secrets` replaced too (booleans
+/// included: the whole of a decrypted file is secret).
+pub fn redact_with(value: &Value, secrets: &SecretPaths) -> Value {
+    redact_at("", value, secrets)
+}
+
+fn redact_at(path: &str, value: &Value, secrets: &SecretPaths) -> Value {
+    if !path.is_empty() && secrets.covers(path) {
+        return redact_all(value, true);
+    }
     match value {
         Value::Object(map) => Value::Object(
             map.iter()
                 .map(|(k, v)| {
                     let v = if is_secret_key(k) {
-                        redact_all(v)
+                        redact_all(v, false)
                     } else {
-                        redact(v)
+                        redact_at(&join(path, k), v, secrets)
                     };
                     (k.clone(), v)
                 })
                 .collect::<Map<_, _>>(),
         ),
-        Value::Array(items) => Value::Array(items.iter().map(redact).collect()),
+        Value::Array(items) => {
+            Value::Array(items.iter().map(|v| redact_at(path, v, secrets)).collect())
+        }
         other => other.clone(),
     }
 }
 
-fn redact_all(value: &Value) -> Value {
+/// Every scalar replaced; booleans and nulls kept unless `booleans`.
+fn redact_all(value: &Value, booleans: bool) -> Value {
     match value {
         Value::Object(map) => Value::Object(
             map.iter()
-                .map(|(k, v)| (k.clone(), redact_all(v)))
+                .map(|(k, v)| (k.clone(), redact_all(v, booleans)))
                 .collect::<Map<_, _>>(),
         ),
-        Value::Array(items) => Value::Array(items.iter().map(redact_all).collect()),
-        Value::Bool(_) | Value::Null => value.clone(),
+        Value::Array(items) => {
+            Value::Array(items.iter().map(|v| redact_all(v, booleans)).collect())
+        }
+        Value::Null => Value::Null,
+        Value::Bool(_) if !booleans => value.clone(),
         _ => Value::String(REDACTED.to_string()),
     }
 }
@@ -191,7 +301,13 @@ impl Difference {
     /// `hubble.enabled: bootstrap true, Flux false` (`left` is bootstrap's);
     /// values under secret-looking keys are redacted.
     pub fn describe(&self) -> String {
-        let secret = is_secret_key(self.path.rsplit('.').next().unwrap_or(""));
+        self.describe_with(&SecretPaths::default())
+    }
+
+    /// [`Difference::describe`], values at `secrets` redacted too.
+    pub fn describe_with(&self, secrets: &SecretPaths) -> String {
+        let secret =
+            is_secret_key(self.path.rsplit('.').next().unwrap_or("")) || secrets.covers(&self.path);
         let show = |v: &Option<Value>| match v {
             None => "unset".to_string(),
             Some(_) if secret => REDACTED.to_string(),
@@ -326,6 +442,45 @@ mod tests {
                 "tls": {"secretName": "x"},
                 "image": {"tag": "v1"}
             })
+        );
+    }
+
+    #[test]
+    fn every_leaf_of_a_decrypted_file_is_redacted_and_scrubbable() {
+        let decrypted = json!({"db": {"host": "db.internal", "port": 5432, "tls": true},
+                               "users": ["alice-admin", "bob"], "note": null});
+        let mut secrets = SecretPaths::default();
+        secrets.add_leaves(&decrypted);
+        // A later layer adds a plain value next to them and replaces one.
+        let mut values = json!({"image": {"tag": "v1"}, "db": {"tls": {"ca": "later-ca"}}});
+        merge(&mut values, decrypted.clone());
+        merge(
+            &mut values,
+            json!({"db": {"tls": {"ca": "later-ca"}}, "replicas": 2}),
+        );
+        assert_eq!(
+            redact_with(&values, &secrets),
+            json!({"image": {"tag": "v1"}, "replicas": 2,
+                   "db": {"host": REDACTED, "port": REDACTED, "tls": {"ca": REDACTED}},
+                   "users": [REDACTED, REDACTED], "note": null})
+        );
+        assert!(secrets.covers("db.tls.ca") && !secrets.covers("dbx") && !secrets.covers("db"));
+        assert_eq!(
+            secrets.strings(&values),
+            ["alice-admin", "db.internal", "later-ca", "5432"]
+        );
+        let d = Difference {
+            path: "db.host".into(),
+            left: Some(json!("db.internal")),
+            right: None,
+        };
+        assert_eq!(
+            d.describe_with(&secrets),
+            "db.host: bootstrap <redacted>, Flux unset"
+        );
+        assert_eq!(
+            d.describe(),
+            "db.host: bootstrap \"db.internal\", Flux unset"
         );
     }
 

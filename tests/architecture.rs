@@ -223,6 +223,7 @@ fn layering_rules_hold() {
         "import",
         "scheduler",
         "crds",
+        "change",
         "ownership",
         "run",
     ] {

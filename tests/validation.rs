@@ -458,7 +458,7 @@ fn errors_are_json_on_stdout_with_output_json() {
         assert_eq!(out.code, 2, "{command}: {}", out.stderr);
         assert_eq!(
             out.stdout,
-            "{\"error\":\"2 problems in the config; nothing was changed\",\"exitCode\":2,\"problems\":[{\"file\":\"releases/core.yaml\",\"line\":4,\"column\":7,\"release\":\"kube-system/cilium\",\"message\":\"`wait: maybe` must be `true` or `false`\"},{\"file\":\"releases/core.yaml\",\"line\":5,\"column\":8,\"release\":\"kube-system/cilium\",\"message\":\"`needs` must be a list, like `needs: [coredns]`\"}],\"causes\":[]}\n",
+            "{\"error\":\"2 problems in the config; nothing was changed\",\"exitCode\":2,\"problems\":[{\"file\":\"releases/core.yaml\",\"line\":4,\"column\":7,\"release\":\"kube-system/cilium\",\"message\":\"`wait: maybe` must be `true` or `false`\",\"causes\":[]},{\"file\":\"releases/core.yaml\",\"line\":5,\"column\":8,\"release\":\"kube-system/cilium\",\"message\":\"`needs` must be a list, like `needs: [coredns]`\",\"causes\":[]}],\"causes\":[]}\n",
             "{command}"
         );
         assert!(

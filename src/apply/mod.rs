@@ -167,6 +167,7 @@ pub async fn run<H: Helm + 'static>(
             events: events.clone(),
             helm_slots: Arc::new(Semaphore::new(options.concurrency.max(1))),
             dry_run: options.dry_run,
+            api_versions: Arc::new(crds::api_versions(&crds)),
             force: options.force,
             verbose: options.verbose,
             left_by: took_over.clone(),

@@ -39,6 +39,8 @@ pub struct ReleaseRunner<H: Helm> {
     /// `--concurrency`: parallel helm operations (hooks don't hold a slot).
     pub helm_slots: Arc<Semaphore>,
     pub dry_run: bool,
+    /// `--api-versions` for the dry run's renders: what the CRD phase serves.
+    pub api_versions: Arc<Vec<String>>,
     /// The holder of the expired lock this run took over: a release it left
     /// `pending-install` is installed afresh (docs/design.md#live-refusal-rules).
     pub left_by: Option<String>,
@@ -48,7 +50,12 @@ pub struct ReleaseRunner<H: Helm> {
 
 enum Change {
     Install,
-    Upgrade(String),
+    /// Why; `content`: because the chart, version or values differ (what
+    /// the diff shows), not for another reason (`--force`, the ledger).
+    Upgrade {
+        why: String,
+        content: bool,
+    },
     Unchanged,
     /// A handover release Flux has adopted (through this HelmRelease).
     Adopted(String),
@@ -87,15 +94,21 @@ impl<H: Helm> ReleaseRunner<H> {
         if self.dry_run {
             return match change {
                 Change::Install => StepResult {
-                    message: Some(format!(
-                        "would install {} {}",
-                        release.chart_label(),
-                        release.version_label()
-                    )),
+                    message: Some(self.describe(release, None).await.unwrap_or_else(|| {
+                        format!(
+                            "would install {} {}",
+                            release.chart_label(),
+                            release.version_label()
+                        )
+                    })),
                     ..StepResult::new(Outcome::WouldInstall)
                 },
-                Change::Upgrade(why) => StepResult {
-                    message: Some(format!("would upgrade: {why}")),
+                Change::Upgrade { why, content } => StepResult {
+                    message: Some(
+                        self.describe(release, (!content).then(|| why.clone()))
+                            .await
+                            .unwrap_or_else(|| format!("would upgrade: {why}")),
+                    ),
                     ..StepResult::new(Outcome::WouldUpgrade)
                 },
                 Change::Unchanged => StepResult::new(Outcome::Unchanged),
@@ -150,7 +163,7 @@ impl<H: Helm> ReleaseRunner<H> {
             }
         };
         *queued = waiting.elapsed();
-        let upgrading = matches!(change, Change::Upgrade(_));
+        let upgrading = matches!(change, Change::Upgrade { .. });
         self.step_event(
             release,
             if upgrading {
@@ -165,6 +178,7 @@ impl<H: Helm> ReleaseRunner<H> {
             release: &release.id,
             chart,
             values: &release.values,
+            secrets: &release.secrets,
             skip_crds: release.crds == crate::release::CrdPolicy::Bootstrap,
             timeout: remaining,
             labels: &labels,
@@ -257,6 +271,41 @@ impl<H: Helm> ReleaseRunner<H> {
         Ok(())
     }
 
+    /// The dry run's message: what `diff` says would change
+    /// (docs/design.md#diff), with `reason` when the upgrade is for
+    /// something else; `None` (with a warning) when it cannot be worked out.
+    async fn describe(&self, release: &Release, reason: Option<String>) -> Option<String> {
+        let deployed = self.listed.as_ref().and_then(|l| l.get(&release.id));
+        let deployed = match (deployed, &self.listed) {
+            (Some(d), _) => Some(d.clone()),
+            (None, Some(_)) => None,
+            (None, None) => self
+                .helm
+                .status(&self.target, &release.id)
+                .await
+                .ok()
+                .flatten(),
+        };
+        let found = crate::change::compare(
+            self.helm.as_ref(),
+            &self.target,
+            release,
+            deployed.as_ref(),
+            &self.api_versions,
+            reason.into_iter().collect(),
+        )
+        .await;
+        match found {
+            Ok(change) => Some(change.describe()),
+            Err(e) => {
+                self.events.emit(Event::Warning {
+                    message: format!("{}: cannot say what would change: {e}", release.id),
+                });
+                None
+            }
+        }
+    }
+
     /// What must happen to the deployed release.
     async fn compare(&self, release: &Release) -> Result<Change, StepResult> {
         if release.ownership == crate::release::Ownership::Handover
@@ -312,22 +361,28 @@ impl<H: Helm> ReleaseRunner<H> {
             )));
         }
         if self.force {
-            return Ok(Change::Upgrade("--force".into()));
+            return Ok(Change::Upgrade {
+                why: "--force".into(),
+                content: false,
+            });
         }
         if deployed.status != "deployed" {
-            return Ok(Change::Upgrade(format!(
-                "helm status is {}",
-                deployed.status
-            )));
+            return Ok(Change::Upgrade {
+                why: format!("helm status is {}", deployed.status),
+                content: false,
+            });
         }
         if deployed.chart != release.chart_label() || deployed.version != release.version_label() {
-            return Ok(Change::Upgrade(format!(
-                "chart {} {} -> {} {}",
-                deployed.chart,
-                deployed.version,
-                release.chart_label(),
-                release.version_label()
-            )));
+            return Ok(Change::Upgrade {
+                why: format!(
+                    "chart {} {} -> {} {}",
+                    deployed.chart,
+                    deployed.version,
+                    release.chart_label(),
+                    release.version_label()
+                ),
+                content: true,
+            });
         }
         let values = self
             .helm
@@ -340,19 +395,24 @@ impl<H: Helm> ReleaseRunner<H> {
         // shown in output, and a value under a secret-looking key (coredns'
         // `tolerations[].key`) would make every run an upgrade.
         if crate::values::digest(&values) != crate::values::digest(&release.values) {
-            return Ok(Change::Upgrade("values changed".into()));
+            return Ok(Change::Upgrade {
+                why: "values changed".into(),
+                content: true,
+            });
         }
         match self.recorded.get(&ledger::key(&release.id)) {
             Some(entry) if entry.matches(release, self.digest_key.as_ref()) => {
                 Ok(Change::Unchanged)
             }
-            Some(_) => Ok(Change::Upgrade(
-                "the ledger records another version or values".into(),
-            )),
+            Some(_) => Ok(Change::Upgrade {
+                why: "the ledger records another version or values".into(),
+                content: false,
+            }),
             // Installed but its hooks never finished (or it predates the ledger).
-            None if self.ledger.is_some() => Ok(Change::Upgrade(
-                "not recorded in the ownership ledger".into(),
-            )),
+            None if self.ledger.is_some() => Ok(Change::Upgrade {
+                why: "not recorded in the ownership ledger".into(),
+                content: false,
+            }),
             None => Ok(Change::Unchanged),
         }
     }

@@ -43,6 +43,7 @@ pub fn bootstrap_releases(plan: &Plan) -> Vec<BootstrapRelease> {
                     .filter(|l| !l.from_flux)
                     .map(|l| (l.label.clone(), l.values.clone()))
                     .collect(),
+                secrets: r.secrets.clone(),
             }),
         })
         .collect()

@@ -4,6 +4,7 @@
 mod apply;
 mod check;
 mod destroy;
+mod diff;
 mod graph;
 mod import;
 mod plan;
@@ -57,6 +58,7 @@ pub fn execute(config: &Config, out: &mut dyn Write) -> Result<(), Error> {
             out,
         ),
         Subcommand::Apply(args) => apply::run(config, args),
+        Subcommand::Diff(args) => diff::run(config, args, out),
         Subcommand::Status { clusters } => status::run(config, clusters, out),
         Subcommand::Destroy(args) => destroy::run(config, args),
         Subcommand::Schema(kind) => schema::run(*kind, out),

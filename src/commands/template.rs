@@ -13,7 +13,6 @@ use crate::cli::{Config, OutputFormat, Verbosity};
 use crate::error::{Error, Problem, did_you_mean};
 use crate::helm::cli::HelmCli;
 use crate::release::Release;
-use crate::values::redact;
 
 use manifests::Rendered;
 
@@ -54,19 +53,17 @@ pub fn run(
         None
     };
     let api_versions = rendered.as_ref().map(|r| r.api_versions.as_slice());
-    let shown = |v: &Value| {
-        if options.show_secrets {
-            v.clone()
-        } else {
-            redact(v)
-        }
-    };
     let values = |r: &Release| {
-        shown(if options.crds {
+        let v = if options.crds {
             &r.crd_values
         } else {
             &r.values
-        })
+        };
+        if options.show_secrets {
+            v.clone()
+        } else {
+            r.redacted(v)
+        }
     };
     match config.global.output {
         OutputFormat::Json => {

@@ -8,7 +8,7 @@ use serde_saphyr::Spanned;
 
 use super::draft::{Draft, Paths};
 use super::file::{ChartFile, ClusterFile, DefaultsFile, ReleaseFile};
-use super::render::{Defaults, render_release};
+use super::render::{Defaults, Readers, render_release};
 use super::{Cluster, Flux};
 use crate::error::{Error, Problem, did_you_mean, suggest};
 use crate::graph::ReleaseGraph;
@@ -193,11 +193,14 @@ pub fn load_for(dir: &Path, cluster: &str, context: Option<&str>) -> Result<Plan
         });
         defaults.push(Defaults { file, doc, timeout });
     }
-    let renderer = crate::template::Renderer::new();
+    let readers = Readers {
+        renderer: crate::template::Renderer::new(),
+        sops: super::sops::Sops::from_env(),
+    };
     let mut releases = Vec::new();
     for draft in &selected {
         match render_release(
-            &renderer,
+            &readers,
             &paths,
             &cluster,
             draft,

@@ -7,6 +7,7 @@ pub mod file;
 mod load;
 mod origin;
 mod render;
+mod sops;
 
 pub use load::{cluster_names, load, load_for};
 
@@ -27,6 +28,8 @@ pub fn run_values(files: &[PathBuf], sets: &[String]) -> Result<RunValues, Error
     let mut overlay = Value::Object(Map::new());
     let mut sources = Vec::new();
     let mut problems = Vec::new();
+    let mut secrets = crate::values::SecretPaths::default();
+    let sops = sops::Sops::from_env();
     for file in files {
         let text = match std::fs::read_to_string(file) {
             Ok(text) => text,
@@ -36,7 +39,15 @@ pub fn run_values(files: &[PathBuf], sets: &[String]) -> Result<RunValues, Error
                 continue;
             }
         };
-        match crate::yaml::document::<Value>(&text, file) {
+        let encrypted = sops::named(file) || sops::has_metadata(&text);
+        let read = if encrypted {
+            sops.values(file)
+                .inspect(|v| secrets.add_leaves(v))
+                .map_err(|failure| failure.problem().file(file))
+        } else {
+            crate::yaml::document::<Value>(&text, file)
+        };
+        match read {
             Ok(v @ Value::Object(_)) => crate::values::merge(&mut overlay, v),
             Ok(Value::Null) => {}
             Ok(_) => problems.push(Problem::new("a --values file must be a YAML map").file(file)),
@@ -63,7 +74,11 @@ pub fn run_values(files: &[PathBuf], sets: &[String]) -> Result<RunValues, Error
     if !problems.is_empty() {
         return Err(Error::Config(problems));
     }
-    Ok(RunValues { overlay, sources })
+    Ok(RunValues {
+        overlay,
+        sources,
+        secrets,
+    })
 }
 
 /// A `--set` as `template -v` shows it: the value of a secret-looking key redacted.

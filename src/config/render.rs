@@ -9,12 +9,13 @@ use super::Cluster;
 use super::draft::{Draft, Paths};
 use super::file::{DefaultsFile, HelmFile, OverrideFile};
 use super::origin::Resolved;
+use super::sops::{self, Sops};
 use crate::error::Problem;
 use crate::hooks::Templates;
 use crate::release::{CrdPolicy, HelmFlags, Release, Source, ValuesLayer, ValuesSource};
 use crate::template::{Located, Renderer, context};
 use crate::validate;
-use crate::values::merge;
+use crate::values::{SecretPaths, merge};
 use crate::yaml;
 
 /// One layer of `defaults` (docs/design.md#defaults): cluster.yaml's or
@@ -30,8 +31,15 @@ pub(crate) struct Defaults<'a> {
 /// `valuesFrom`, then `spec.values`) < release `values` < release `valuesFiles`
 /// < cluster override `valuesFiles` < cluster override `values`; the CRD
 /// render adds `crdValues` last.
+/// What renders and reads values for every release of a load: the
+/// template engine and sops (which decrypts each file once).
+pub(crate) struct Readers {
+    pub renderer: Renderer,
+    pub sops: Sops,
+}
+
 pub(crate) fn render_release(
-    renderer: &Renderer,
+    readers: &Readers,
     paths: &Paths,
     cluster: &Cluster,
     draft: &Draft,
@@ -39,6 +47,7 @@ pub(crate) fn render_release(
     from: Option<&Resolved>,
     defaults: &[Defaults<'_>],
 ) -> Result<Release, Vec<Problem>> {
+    let Readers { renderer, sops } = readers;
     let root = paths.root.to_string_lossy();
     let ctx = context(
         &cluster.name,
@@ -98,6 +107,14 @@ pub(crate) fn render_release(
             document_line,
         })
     };
+    let files = ValuesFiles {
+        renderer,
+        paths,
+        ctx: &ctx,
+        id: &draft.id,
+        sops,
+    };
+    let mut secrets = SecretPaths::default();
     let in_release = (draft.file.as_path(), shown_release.as_path(), release_start);
     let v = inline(&draft.doc.values, in_release, &mut problems);
     if draft.doc.values.is_some() {
@@ -111,7 +128,7 @@ pub(crate) fn render_release(
     for vf in &draft.doc.values_files {
         let path = release_dir.join(&vf.value);
         source(&path, &[], None);
-        let v = values_file(renderer, &path, paths, &ctx, &draft.id, &mut problems);
+        let v = files.read(&path, &mut problems, &mut secrets);
         overlay(
             &mut values,
             v,
@@ -140,7 +157,7 @@ pub(crate) fn render_release(
                 continue;
             }
             source(&path, &[], None);
-            let v = values_file(renderer, &path, paths, &ctx, &draft.id, &mut problems);
+            let v = files.read(&path, &mut problems, &mut secrets);
             overlay(
                 &mut values,
                 v,
@@ -249,6 +266,7 @@ pub(crate) fn render_release(
         values,
         crd_values,
         values_sources: sources,
+        secrets,
         layers: from
             .map(|f| f.layers.clone())
             .unwrap_or_default()
@@ -330,43 +348,81 @@ fn helm_flags(release_file: &Path, own: &HelmFile, defaults: &[Defaults<'_>]) ->
     }
 }
 
-fn values_file(
-    renderer: &Renderer,
-    path: &Path,
-    paths: &Paths,
-    ctx: &Value,
-    id: &crate::release::ReleaseId,
-    problems: &mut Vec<Problem>,
-) -> Value {
-    let shown = paths.show(path);
-    let text = match std::fs::read_to_string(path) {
-        Ok(text) => text,
-        Err(e) => {
-            problems.push(
-                Problem::new(format!("cannot read values file: {e}"))
-                    .file(&shown)
-                    .release(id),
-            );
-            return Value::Null;
-        }
-    };
-    let template = is_template(path);
-    let rendered = if template {
-        match renderer.render_yaml(&text, ctx) {
-            Ok(r) => r,
+/// What reading a release's values files needs.
+struct ValuesFiles<'a> {
+    renderer: &'a Renderer,
+    paths: &'a Paths,
+    ctx: &'a Value,
+    id: &'a crate::release::ReleaseId,
+    sops: &'a Sops,
+}
+
+impl ValuesFiles<'_> {
+    /// The values of one file; the leaves of a sops-encrypted one are added
+    /// to `secrets`.
+    fn read(&self, path: &Path, problems: &mut Vec<Problem>, secrets: &mut SecretPaths) -> Value {
+        let ValuesFiles {
+            renderer,
+            paths,
+            ctx,
+            id,
+            sops,
+        } = *self;
+        let shown = paths.show(path);
+        let text = match std::fs::read_to_string(path) {
+            Ok(text) => text,
             Err(e) => {
-                // The whole file is the template: its positions are the file's.
-                let mut p = Problem::new(e.to_string()).file(&shown).release(id);
-                if let Some((line, column)) = e.at {
-                    p = p.at(line as u64, column as u64);
-                }
-                problems.push(p);
+                problems.push(
+                    Problem::new(format!("cannot read values file: {e}"))
+                        .file(&shown)
+                        .release(id),
+                );
                 return Value::Null;
             }
-        }
-    } else {
-        if let Some((line, expression)) = template_use(&text) {
+        };
+        let template = is_template(path);
+        let encrypted = sops::named(path) || sops::has_metadata(&text);
+        if encrypted && template {
             problems.push(
+            Problem::new(format!(
+                "is encrypted with sops, and an encrypted file is never a template: rename it to {}",
+                path.file_stem()
+                    .map(|s| s.to_string_lossy().into_owned())
+                    .unwrap_or_default()
+            ))
+            .file(&shown)
+            .release(id),
+        );
+            return Value::Null;
+        }
+        if encrypted {
+            return match sops.values(path) {
+                Ok(v) => {
+                    secrets.add_leaves(&v);
+                    v
+                }
+                Err(failure) => {
+                    problems.push(failure.problem().file(&shown).release(id));
+                    Value::Null
+                }
+            };
+        }
+        let rendered = if template {
+            match renderer.render_yaml(&text, ctx) {
+                Ok(r) => r,
+                Err(e) => {
+                    // The whole file is the template: its positions are the file's.
+                    let mut p = Problem::new(e.to_string()).file(&shown).release(id);
+                    if let Some((line, column)) = e.at {
+                        p = p.at(line as u64, column as u64);
+                    }
+                    problems.push(p);
+                    return Value::Null;
+                }
+            }
+        } else {
+            if let Some((line, expression)) = template_use(&text) {
+                problems.push(
                 Problem::new(format!(
                     "`{expression}` is not rendered: values files are plain YAML; rename it to {} to template it",
                     template_name(path)
@@ -375,31 +431,32 @@ fn values_file(
                 .at(line, 0)
                 .release(id),
             );
-            return Value::Null;
-        }
-        text
-    };
-    match yaml::document::<Value>(&rendered, &shown) {
-        Ok(v @ Value::Object(_)) => v,
-        Ok(Value::Null) => Value::Null,
-        Ok(_) => {
-            problems.push(
-                Problem::new("a values file must be a YAML map")
-                    .file(&shown)
-                    .release(id),
-            );
-            Value::Null
-        }
-        Err(mut p) => {
-            if !template && rendered.contains("{{") {
-                p.message = format!(
-                    "{}; values files are plain YAML, and this one holds `{{{{`: rename it to {} to template it",
-                    p.message,
-                    template_name(path)
-                );
+                return Value::Null;
             }
-            problems.push(p.release(id));
-            Value::Null
+            text
+        };
+        match yaml::document::<Value>(&rendered, &shown) {
+            Ok(v @ Value::Object(_)) => v,
+            Ok(Value::Null) => Value::Null,
+            Ok(_) => {
+                problems.push(
+                    Problem::new("a values file must be a YAML map")
+                        .file(&shown)
+                        .release(id),
+                );
+                Value::Null
+            }
+            Err(mut p) => {
+                if !template && rendered.contains("{{") {
+                    p.message = format!(
+                        "{}; values files are plain YAML, and this one holds `{{{{`: rename it to {} to template it",
+                        p.message,
+                        template_name(path)
+                    );
+                }
+                problems.push(p.release(id));
+                Value::Null
+            }
         }
     }
 }

@@ -253,7 +253,7 @@ pub fn handover(objects: &[Object], releases: &[BootstrapRelease]) -> Vec<Findin
                 .find(|(_, v)| crate::values::sets(v, &d.path))
                 .map(|(label, _)| format!(" (set by {label})"))
                 .unwrap_or_default();
-            differences.push(format!("{}{cause}", d.describe()));
+            differences.push(format!("{}{cause}", d.describe_with(&handover.secrets)));
         }
         if !differences.is_empty() {
             out.push(finding(

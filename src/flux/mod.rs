@@ -93,6 +93,8 @@ pub struct Handover {
     /// overrides) as (label, values), in merge order: what can make the
     /// values differ from a `from:` HelmRelease's.
     pub overrides: Vec<(String, serde_json::Value)>,
+    /// The leaves of sops-encrypted values files: redacted in findings.
+    pub secrets: crate::values::SecretPaths,
 }
 
 pub struct ScanInput<'a> {

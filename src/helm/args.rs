@@ -296,6 +296,7 @@ mod tests {
             release: &id,
             chart: &chart,
             values: &values,
+            secrets: &Default::default(),
             skip_crds,
             timeout: Duration::from_secs(300),
             labels: &labels,
@@ -375,6 +376,7 @@ mod tests {
             release: &id,
             chart: &chart,
             values: &values,
+            secrets: &Default::default(),
             skip_crds: false,
             timeout: Duration::from_millis(1500),
             labels: &labels,
@@ -405,6 +407,7 @@ mod tests {
             release: &id,
             chart: &chart,
             values: &values,
+            secrets: &Default::default(),
             include_crds: true,
             api_versions: &[],
         };
@@ -511,6 +514,7 @@ mod tests {
             release: &id,
             chart: &chart,
             values: &values,
+            secrets: &Default::default(),
             include_crds: false,
             api_versions: &[],
         };
@@ -545,6 +549,7 @@ mod tests {
             release: &id,
             chart: &repo,
             values: &values,
+            secrets: &Default::default(),
             skip_crds: true,
             timeout: Duration::from_secs(60),
             labels: &labels,
@@ -562,6 +567,7 @@ mod tests {
             release: &id,
             chart: &repo,
             values: &values,
+            secrets: &Default::default(),
             include_crds: true,
             api_versions: &served,
         };

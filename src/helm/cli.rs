@@ -19,6 +19,7 @@ use super::{
 use crate::kube::KubeTarget;
 use crate::release::{Chart, ChartSource, ReleaseId};
 use crate::stop::StopSignal;
+use crate::values::SecretPaths;
 
 /// The oldest helm with `--labels` on install/upgrade.
 pub const MIN_VERSION: (u64, u64) = (3, 13);
@@ -79,7 +80,7 @@ impl HelmCli {
         args: Vec<String>,
         timeout: Duration,
         stop: Option<StopSignal>,
-        values: Option<&Value>,
+        values: Option<(&Value, &SecretPaths)>,
     ) -> Result<Finished, HelmError> {
         self.exec_input(args, timeout, stop, values, None).await
     }
@@ -89,7 +90,7 @@ impl HelmCli {
         args: Vec<String>,
         timeout: Duration,
         stop: Option<StopSignal>,
-        values: Option<&Value>,
+        values: Option<(&Value, &SecretPaths)>,
         stdin: Option<&[u8]>,
     ) -> Result<Finished, HelmError> {
         let result = process::run(Invocation {
@@ -284,7 +285,12 @@ impl Helm for HelmCli {
         // (`--timeout` limits each Kubernetes operation, not the command): a
         // helm that hangs on a lost API connection is stopped at the deadline.
         let result = self
-            .exec(argv, request.timeout, Some(stop), Some(request.values))
+            .exec(
+                argv,
+                request.timeout,
+                Some(stop),
+                Some((request.values, request.secrets)),
+            )
             .await;
         drop(file);
         result.map(|_| ())
@@ -295,7 +301,12 @@ impl Helm for HelmCli {
         let file = values_file(request.values)?;
         let argv = args::template(request, file.path(), local.as_ref());
         let result = self
-            .exec(argv, self.query_timeout, None, Some(request.values))
+            .exec(
+                argv,
+                self.query_timeout,
+                None,
+                Some((request.values, request.secrets)),
+            )
             .await;
         drop(file);
         result.map(|finished| finished.stdout)

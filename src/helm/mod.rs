@@ -35,6 +35,9 @@ pub struct InstallRequest<'a> {
     pub chart: &'a Chart,
     /// Written to a temp file readable only by the user, removed afterwards.
     pub values: &'a Value,
+    /// Where `values` holds secrets beyond secret-looking keys (sops files):
+    /// scrubbed from what a failure reports.
+    pub secrets: &'a crate::values::SecretPaths,
     pub skip_crds: bool,
     /// Passed as `--timeout` so helm's own waits stop in time.
     pub timeout: Duration,
@@ -49,6 +52,8 @@ pub struct TemplateRequest<'a> {
     pub release: &'a ReleaseId,
     pub chart: &'a Chart,
     pub values: &'a Value,
+    /// As [`InstallRequest::secrets`].
+    pub secrets: &'a crate::values::SecretPaths,
     pub include_crds: bool,
     /// `--api-versions`: what `.Capabilities.APIVersions` holds beyond
     /// helm's built-in defaults (the API versions the CRD phase serves).

@@ -5,7 +5,7 @@
 
 use serde_json::Value;
 
-use crate::values::{REDACTED, is_secret_key};
+use crate::values::{MIN_SCRUBBED_LEN, REDACTED, SecretPaths, is_secret_key};
 
 /// Helm flags whose value is a piece of the release's values.
 const SET_FLAGS: &[&str] = &[
@@ -16,10 +16,6 @@ const SET_FLAGS: &[&str] = &[
     "--set-literal",
 ];
 
-/// Shorter strings are too common to scrub from free text without mangling it
-/// ("true", "1"); they are still removed from argv by position.
-const MIN_SCRUBBED_LEN: usize = 4;
-
 #[derive(Debug, Clone, Default)]
 pub struct Redactor {
     /// Literal strings to scrub from free text, longest first.
@@ -28,8 +24,11 @@ pub struct Redactor {
 
 impl Redactor {
     /// Learns the `--set` values in `argv` and the secret-looking leaves of
-    /// `values` (the contents of the values file helm was given).
-    pub fn new(argv: &[String], values: Option<&Value>) -> Redactor {
+    /// `values` (the contents of the values file helm was given), with the
+    /// leaves at its secret paths (from sops-encrypted files). Strings
+    /// shorter than [`MIN_SCRUBBED_LEN`] are still removed from argv by
+    /// position, never from free text.
+    pub fn new(argv: &[String], values: Option<(&Value, &SecretPaths)>) -> Redactor {
         let mut secrets = Vec::new();
         let mut args = argv.iter();
         while let Some(arg) = args.next() {
@@ -48,8 +47,9 @@ impl Redactor {
                 );
             }
         }
-        if let Some(values) = values {
+        if let Some((values, paths)) = values {
             secret_leaves(values, false, &mut secrets);
+            secrets.extend(paths.strings(values));
         }
         secrets.retain(|s| s.len() >= MIN_SCRUBBED_LEN);
         secrets.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
@@ -79,13 +79,7 @@ impl Redactor {
 
     /// Free text (stderr) with URL credentials and known secrets replaced.
     pub fn text(&self, text: &str) -> String {
-        let mut text = redact_url_credentials(text);
-        for secret in &self.secrets {
-            if text.contains(secret.as_str()) {
-                text = text.replace(secret.as_str(), REDACTED);
-            }
-        }
-        text
+        crate::values::scrub(&redact_url_credentials(text), &self.secrets)
     }
 }
 
@@ -212,12 +206,24 @@ mod tests {
             "existingSecret": "my-secret",
             "enabled": true
         });
-        let r = Redactor::new(&[], Some(&values));
+        let r = Redactor::new(&[], Some((&values, &SecretPaths::default())));
         assert_eq!(
             r.text(
                 "at '/auth/token': tok-123456 is invalid; port 99887766 on db.internal, my-secret"
             ),
             "at '/auth/token': <redacted> is invalid; port <redacted> on db.internal, my-secret"
+        );
+    }
+
+    #[test]
+    fn values_from_sops_files_are_scrubbed_whatever_their_key() {
+        let values = json!({"db": {"host": "db.internal"}, "image": "nginx:1.27"});
+        let mut paths = SecretPaths::default();
+        paths.add_leaves(&json!({"db": {"host": "x"}}));
+        let r = Redactor::new(&[], Some((&values, &paths)));
+        assert_eq!(
+            r.text("cannot reach db.internal with nginx:1.27"),
+            "cannot reach <redacted> with nginx:1.27"
         );
     }
 

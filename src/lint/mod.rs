@@ -189,9 +189,29 @@ pub fn run(plan: &Plan, fleet: &[&Plan]) -> Vec<Finding> {
         };
         out.extend(findings(plan, rule, hits));
     }
+    scrub(&mut out, &all);
     out.sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
     out.dedup();
     out
+}
+
+/// Values of sops-encrypted files that a message quotes (a host, an id)
+/// redacted, as everywhere values are shown (docs/design.md#secrets).
+fn scrub(findings: &mut [Finding], plans: &[&Plan]) {
+    let mut secrets: Vec<String> = plans
+        .iter()
+        .flat_map(|p| &p.releases)
+        .flat_map(|r| r.secrets.strings(&r.values))
+        .collect();
+    if secrets.is_empty() {
+        return;
+    }
+    secrets.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
+    secrets.dedup();
+    for finding in findings {
+        finding.message = crate::values::scrub(&finding.message, &secrets);
+        finding.fix = crate::values::scrub(&finding.fix, &secrets);
+    }
 }
 
 /// Runs the live rules on what [`live::gather`] read.
@@ -202,6 +222,7 @@ pub fn run_live(plan: &Plan, state: &live::LiveState) -> Vec<Finding> {
             out.extend(findings(plan, rule, check(plan, state)));
         }
     }
+    scrub(&mut out, &[plan]);
     out.sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
     out
 }

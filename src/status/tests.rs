@@ -21,6 +21,7 @@ fn release(values: serde_json::Value) -> Release {
         values,
         crd_values: json!({}),
         values_sources: Vec::new(),
+        secrets: Default::default(),
         layers: Vec::new(),
         from: None,
         timeout: None,

@@ -224,7 +224,7 @@ pub fn name_and_chart(ctx: &Ctx, command: &str) -> Result<(String, String), Stri
 fn template(ctx: &Ctx) -> Result<String, String> {
     let (name, chart_arg) = name_and_chart(ctx, "template")?;
     let ns = ctx.namespace();
-    ctx.user_values()?;
+    let user = ctx.user_values()?;
     let knobs = ctx.script.knobs(&ns, &name);
     crate::repos::check_reference(&chart_arg, ctx)?;
     let chart = crate::install::chart_info(&chart_arg, ctx, &knobs);
@@ -242,10 +242,16 @@ fn template(ctx: &Ctx) -> Result<String, String> {
             knobs.crds.as_deref().unwrap_or(&[]),
         ));
     }
+    let mut values = knobs.chart_values.clone().unwrap_or_else(empty);
+    deep_merge(&mut values, user);
     out.push_str(&output::render_documents(
         &chart.name,
         "templates",
-        knobs.manifests.as_deref().unwrap_or(&[]),
+        &crate::values::render_manifests(
+            knobs.manifests.as_deref().unwrap_or(&[]),
+            &values,
+            &chart.version,
+        ),
     ));
     Ok(out)
 }

@@ -165,6 +165,15 @@ fn try_install_or_upgrade(ctx: &Ctx, upgrade: bool) -> Result<Outcome, String> {
     }
     let now = state::now_rfc3339();
     let kept = store.load(&ns, &name)?;
+    let objects = {
+        let mut all = knobs.chart_values.clone().unwrap_or_else(empty);
+        deep_merge(&mut all, values.clone());
+        crate::values::render_manifests(
+            knobs.manifests.as_deref().unwrap_or(&[]),
+            &all,
+            &chart.version,
+        )
+    };
     let release = Release {
         name: name.clone(),
         namespace: ns.clone(),
@@ -187,11 +196,7 @@ fn try_install_or_upgrade(ctx: &Ctx, upgrade: bool) -> Result<Outcome, String> {
                 .unwrap_or_default(),
         )?,
         updated: now.clone(),
-        manifest: output::render_documents(
-            &chart.name,
-            "templates",
-            knobs.manifests.as_deref().unwrap_or(&[]),
-        ),
+        manifest: output::render_documents(&chart.name, "templates", &objects),
         first_deployed: previous.as_ref().map_or(now, |p| p.first_deployed.clone()),
         description: if is_install {
             "Initial install underway"
@@ -241,7 +246,7 @@ fn try_install_or_upgrade(ctx: &Ctx, upgrade: bool) -> Result<Outcome, String> {
                 .unwrap_or_else(|| format!("Error: {failed_prefix}: fake-helm scripted failure")),
         )
     } else if let Some(k) = &kube {
-        k.apply(&ns, knobs.manifests.as_deref().unwrap_or(&[]))
+        k.apply(&ns, &objects)
             .and_then(|()| publish(k, &deployed, &chart_values))
             .err()
             .map(|e| format!("Error: {failed_prefix}: {e}"))

@@ -22,7 +22,8 @@ pub struct Knobs {
     pub fail_times: Option<u64>,
     /// CRD objects, emitted by `template --include-crds`.
     pub crds: Option<Vec<Value>>,
-    /// Objects emitted by `template` and `get manifest`, and applied on install with `apply_manifests`.
+    /// Objects emitted by `template` and `get manifest`, and applied on install with `apply_manifests`;
+    /// `{{ .Values.a.b }}` and `{{ .Chart.Version }}` in their strings are filled in as a chart would.
     pub manifests: Option<Vec<Value>>,
     /// Apply `manifests` and write helm's release Secret through the Kubernetes API.
     pub apply_manifests: Option<bool>,

@@ -242,3 +242,97 @@ mod tests {
         assert_eq!(v, json!({"a": {"x": 1, "y": 2, "l": [3]}, "b": 1}));
     }
 }
+
+/// The scripted `manifests` as a chart would render them from `values`
+/// (the chart's defaults under the user's, as helm coalesces them): a
+/// string `{{ .Values.a.b }}` becomes the value at `a.b` (whole, any type),
+/// and inside a longer string its text; `{{ .Chart.Version }}` the chart
+/// version. So a values change shows in `template` and, after an upgrade,
+/// in `get manifest`, as with a real chart.
+pub fn render_manifests(objects: &[Value], values: &Value, chart_version: &str) -> Vec<Value> {
+    objects
+        .iter()
+        .map(|o| fill(o, values, chart_version))
+        .collect()
+}
+
+fn fill(object: &Value, values: &Value, chart_version: &str) -> Value {
+    match object {
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(k, v)| (k.clone(), fill(v, values, chart_version)))
+                .collect(),
+        ),
+        Value::Array(items) => Value::Array(
+            items
+                .iter()
+                .map(|v| fill(v, values, chart_version))
+                .collect(),
+        ),
+        Value::String(s) => {
+            let whole = s.trim();
+            if let Some(path) = placeholder(whole)
+                && whole.len() == s.len()
+            {
+                return lookup(values, path).cloned().unwrap_or(Value::Null);
+            }
+            Value::String(substitute(s, values, chart_version))
+        }
+        other => other.clone(),
+    }
+}
+
+/// `a.b` of `{{ .Values.a.b }}`.
+fn placeholder(text: &str) -> Option<&str> {
+    let inner = text.strip_prefix("{{")?.strip_suffix("}}")?.trim();
+    inner.strip_prefix(".Values.")
+}
+
+fn lookup<'a>(values: &'a Value, path: &str) -> Option<&'a Value> {
+    path.split('.').try_fold(values, |at, key| at.get(key))
+}
+
+fn substitute(text: &str, values: &Value, chart_version: &str) -> String {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(start) = rest.find("{{") {
+        let Some(len) = rest[start..].find("}}") else {
+            break;
+        };
+        let action = &rest[start..start + len + 2];
+        out.push_str(&rest[..start]);
+        if action.trim_matches(|c| c == '{' || c == '}').trim() == ".Chart.Version" {
+            out.push_str(chart_version);
+        } else if let Some(path) = placeholder(action) {
+            // Go's text/template prints a missing value as `<no value>`.
+            match lookup(values, path) {
+                Some(Value::String(s)) => out.push_str(s),
+                Some(v) => out.push_str(&v.to_string()),
+                None => out.push_str("<no value>"),
+            }
+        } else {
+            out.push_str(action);
+        }
+        rest = &rest[start + len + 2..];
+    }
+    out.push_str(rest);
+    out
+}
+
+#[cfg(test)]
+mod render_tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn placeholders_take_values_whole_or_as_text() {
+        let objects = [json!({"kind": "ConfigMap", "data": {
+            "port": "{{ .Values.port }}", "url": "https://x:{{ .Values.port }}/v{{ .Chart.Version }}",
+            "missing": "{{ .Values.nope.x }}", "plain": "a"}})];
+        assert_eq!(
+            render_manifests(&objects, &json!({"port": 6443}), "1.2.3"),
+            [json!({"kind": "ConfigMap", "data": {
+                "port": 6443, "url": "https://x:6443/v1.2.3", "missing": null, "plain": "a"}})]
+        );
+    }
+}

@@ -66,6 +66,7 @@ pub async fn render<H: Helm>(
         } else {
             &release.values
         },
+        secrets: &release.secrets,
         include_crds: options.crds,
         api_versions: &options.api_versions,
     };
@@ -82,7 +83,28 @@ pub async fn render<H: Helm>(
                 release.id
             ))
         })?;
-    Ok(shape(documents, options))
+    let mut rendered = shape(documents, options);
+    if !options.show_secrets
+        && let Rendered::Documents { documents, .. } = &mut rendered
+    {
+        // The values of sops-encrypted files, wherever the chart put them
+        // (a ConfigMap, an env var, an annotation).
+        let secrets = release.secrets.strings(request.values);
+        for doc in documents {
+            scrub(doc, &secrets);
+        }
+    }
+    Ok(rendered)
+}
+
+/// Every string in `doc` with each of `secrets` (longest first) replaced.
+fn scrub(doc: &mut Value, secrets: &[String]) {
+    match doc {
+        Value::String(text) => *text = crate::values::scrub(text, secrets),
+        Value::Array(items) => items.iter_mut().for_each(|v| scrub(v, secrets)),
+        Value::Object(map) => map.values_mut().for_each(|v| scrub(v, secrets)),
+        _ => {}
+    }
 }
 
 /// Drops CRDs unless asked for and redacts Secrets unless asked not to.
@@ -141,6 +163,18 @@ mod tests {
             redact_secret(secret()),
             json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"},
                    "data": {"tls.key": REDACTED}, "stringData": {"token": REDACTED}, "type": "Opaque"})
+        );
+    }
+
+    #[test]
+    fn values_of_sops_files_are_scrubbed_from_any_document() {
+        let mut doc = json!({"kind": "ConfigMap", "data": {"dsn": "postgres://app:db-pass-1@db", "n": 5},
+                             "metadata": {"annotations": {"x": "db-pass-1"}}});
+        scrub(&mut doc, &["db-pass-1".into()]);
+        assert_eq!(
+            doc,
+            json!({"kind": "ConfigMap", "data": {"dsn": "postgres://app:<redacted>@db", "n": 5},
+                   "metadata": {"annotations": {"x": "<redacted>"}}})
         );
     }
 

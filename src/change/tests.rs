@@ -1,0 +1,132 @@
+use serde_json::json;
+
+use super::*;
+use crate::release::{Chart, ChartSource, CrdPolicy, Hooks, Ownership, Source};
+
+fn release(version: &str, values: Value) -> Release {
+    Release {
+        id: ReleaseId::new("kube-system", "cilium"),
+        file: "releases/core.yaml".into(),
+        line: 1,
+        source: Source::Chart(Chart {
+            source: ChartSource::Repo {
+                url: "https://helm.cilium.io".into(),
+                name: "cilium".into(),
+            },
+            version: Some(version.into()),
+        }),
+        needs: vec![],
+        crds: CrdPolicy::Bootstrap,
+        values,
+        crd_values: json!({}),
+        values_sources: Vec::new(),
+        secrets: Default::default(),
+        layers: Vec::new(),
+        from: None,
+        timeout: None,
+        wait: false,
+        hooks: Hooks::default(),
+        ownership: Ownership::Bootstrap,
+        helm: Default::default(),
+        labels: Default::default(),
+    }
+}
+
+fn deployed(version: &str) -> DeployedRelease {
+    DeployedRelease {
+        id: ReleaseId::new("kube-system", "cilium"),
+        revision: 3,
+        status: "deployed".into(),
+        chart: "cilium".into(),
+        version: version.into(),
+        app_version: version.into(),
+    }
+}
+
+fn ds(image: &str) -> Value {
+    json!({"apiVersion": "apps/v1", "kind": "DaemonSet",
+           "metadata": {"name": "cilium", "namespace": "kube-system"},
+           "spec": {"template": {"spec": {"containers": [{"name": "agent", "image": image}]}}}})
+}
+
+fn cm(port: u64) -> Value {
+    json!({"apiVersion": "v1", "kind": "ConfigMap",
+           "metadata": {"name": "cilium-config", "namespace": "kube-system"},
+           "data": {"k8s-service-port": port.to_string()}})
+}
+
+#[test]
+fn same_chart_values_and_objects_is_unchanged() {
+    let r = release("1.18.2", json!({"k8sServicePort": 6443}));
+    let d = deployed("1.18.2");
+    let manifest = [ds("v1.18.2"), cm(6443)];
+    let change = ReleaseChange::new(
+        &r,
+        Some(Deployed {
+            release: &d,
+            values: &json!({"k8sServicePort": 6443}),
+            manifest: &manifest,
+        }),
+        &manifest,
+        vec![],
+    );
+    assert_eq!(change.change, Kind::Unchanged);
+    assert_eq!(change.summary_line(), "  kube-system/cilium: unchanged");
+}
+
+#[test]
+fn an_upgrade_says_version_values_and_objects() {
+    let r = release(
+        "1.18.2",
+        json!({"k8sServicePort": 7445, "hubble": {"relay": {"enabled": true}}}),
+    );
+    let d = deployed("1.18.1");
+    let change = ReleaseChange::new(
+        &r,
+        Some(Deployed {
+            release: &d,
+            values: &json!({"k8sServicePort": 6443}),
+            manifest: &[ds("v1.18.1"), cm(6443)],
+        }),
+        &[ds("v1.18.2"), cm(7445)],
+        vec![],
+    );
+    assert_eq!(change.change, Kind::Upgrade);
+    assert_eq!(
+        change.summary_line(),
+        "~ kube-system/cilium: cilium 1.18.1 → 1.18.2, 2 values changed, 2 objects changed"
+    );
+}
+
+#[test]
+fn a_release_not_installed_is_an_install_of_every_object() {
+    let r = release("1.18.2", json!({"k8sServicePort": 7445}));
+    let change = ReleaseChange::new(&r, None, &[ds("v1.18.2"), cm(7445)], vec![]);
+    assert_eq!(change.change, Kind::Install);
+    assert_eq!(
+        change.summary_line(),
+        "+ kube-system/cilium: install cilium 1.18.2, 1 value, 2 objects"
+    );
+    assert!(change.objects.iter().all(|o| o.op == Op::Add));
+    assert_eq!(change.values[0].line(), "+ k8sServicePort: 7445");
+}
+
+#[test]
+fn other_reasons_alone_make_an_upgrade() {
+    let r = release("1.18.2", json!({}));
+    let d = deployed("1.18.2");
+    let change = ReleaseChange::new(
+        &r,
+        Some(Deployed {
+            release: &d,
+            values: &json!({}),
+            manifest: &[],
+        }),
+        &[],
+        vec!["not recorded in the ownership ledger".into()],
+    );
+    assert_eq!(
+        change.summary_line(),
+        "~ kube-system/cilium: not recorded in the ownership ledger"
+    );
+}
