@@ -216,3 +216,117 @@ fn flux_name_prefix_suffix_and_target_namespace() {
         "canary",
     );
 }
+
+/// A kustomization with a construct the scan does not model (a builtin
+/// transformer plugin renaming a HelmRelease) is built by `kubectl
+/// kustomize` when kubectl is given: the HelmRelease is found under its real
+/// name, attributed to its file through kustomize's origin annotations, and
+/// Flux's targetNamespace applies on top; the not-modelled warning becomes
+/// an info saying so. Without kubectl, the built-in build warns and misses.
+#[test]
+#[cfg_attr(not(kubectl), ignore = "needs kubectl on PATH (.ci/run installs it)")]
+fn constructs_not_modelled_are_delegated_to_kubectl_kustomize() {
+    let root = fixtures().join("delegated");
+    let entry = Path::new("clusters/test");
+    let helm_releases = |tree: &tree::Tree| -> Vec<String> {
+        tree.objects
+            .iter()
+            .filter(|o| o.kind == "HelmRelease" || o.kind == "ConfigMap")
+            .map(|o| {
+                format!(
+                    "{} {}/{} @{} | {}",
+                    o.kind,
+                    o.namespace.as_deref().unwrap_or("~"),
+                    o.name,
+                    o.file,
+                    o.chain.join(" > ")
+                )
+            })
+            .collect()
+    };
+    let delegated = tree::resolve_with(&root, entry, Some(Path::new("kubectl")));
+    assert_eq!(
+        helm_releases(&delegated),
+        [
+            "ConfigMap kube-system/settings @apps/kustomization.yaml | \
+             clusters/test/kustomization.yaml > clusters/test/apps.yaml > apps/kustomization.yaml",
+            "HelmRelease kube-system/coredns @apps/hr.yaml | \
+             clusters/test/kustomization.yaml > clusters/test/apps.yaml > apps/kustomization.yaml > apps/hr.yaml",
+        ]
+    );
+    let hr = delegated
+        .objects
+        .iter()
+        .find(|o| o.kind == "HelmRelease")
+        .unwrap();
+    assert_eq!(
+        hr.body["metadata"]["annotations"],
+        serde_json::json!({"team": "platform"}),
+        "kustomize's origin annotation is removed, the object's own kept"
+    );
+    let notes: Vec<(String, &str)> = delegated
+        .findings
+        .iter()
+        .map(|f| (format!("{:?}", f.severity), f.message.as_str()))
+        .collect();
+    assert_eq!(notes.len(), 1, "{notes:#?}");
+    assert_eq!(notes[0].0, "Info");
+    assert!(
+        notes[0].1.starts_with("apps/kustomization.yaml uses `transformers`, which this scan does not model; it was built with `kubectl kustomize` instead"),
+        "{}",
+        notes[0].1
+    );
+
+    let built_in = tree::resolve(&root, entry);
+    assert_eq!(
+        helm_releases(&built_in)
+            .iter()
+            .filter(|l| l.starts_with("HelmRelease"))
+            .collect::<Vec<_>>(),
+        ["HelmRelease kube-system/dns @apps/hr.yaml | \
+          clusters/test/kustomization.yaml > clusters/test/apps.yaml > apps/kustomization.yaml > apps/hr.yaml"]
+    );
+    assert!(
+        built_in
+            .findings
+            .iter()
+            .any(|f| f.code == "flux-construct-not-modelled"
+                && format!("{:?}", f.severity) == "Warning"),
+        "{:#?}",
+        built_in.findings
+    );
+}
+
+/// What `kubectl kustomize` cannot build either (`helmCharts` without
+/// `--enable-helm`, which bootstrap never passes, a missing generator file)
+/// keeps the built-in build and its warnings, plus an info with kubectl's
+/// reason.
+#[test]
+#[cfg_attr(not(kubectl), ignore = "needs kubectl on PATH (.ci/run installs it)")]
+fn a_failed_delegation_keeps_the_warnings() {
+    let root = fixtures().join("not-modelled");
+    let tree = tree::resolve_with(
+        &root,
+        Path::new("clusters/test"),
+        Some(Path::new("kubectl")),
+    );
+    let by_severity = |s: &str| {
+        tree.findings
+            .iter()
+            .filter(|f| f.code == "flux-construct-not-modelled" && format!("{:?}", f.severity) == s)
+            .count()
+    };
+    assert_eq!(by_severity("Warning"), 3, "{:#?}", tree.findings);
+    assert_eq!(by_severity("Info"), 1, "{:#?}", tree.findings);
+    let info = tree
+        .findings
+        .iter()
+        .find(|f| format!("{:?}", f.severity) == "Info")
+        .unwrap();
+    assert!(
+        info.message.starts_with("clusters/test/kustomization.yaml uses `helmCharts`, `generators`, `vars`, which this scan does not model, and `kubectl kustomize` could not build it ("),
+        "{}",
+        info.message
+    );
+    assert!(tree.objects.iter().any(|o| o.name == "coredns"));
+}

@@ -145,7 +145,9 @@ fn check(
         };
     };
     let mut releases = bootstrap_releases(plan);
-    let tree = crate::flux::tree::resolve(&root, &entrypoint);
+    // kubectl on PATH builds what the scan does not model (docs/design.md#tree-resolution).
+    let kubectl = on_path("kubectl");
+    let tree = crate::flux::tree::resolve_with(&root, &entrypoint, kubectl.as_deref());
     let notes = render_workloads(config, plan, &tree.objects, &mut releases);
     let mut scan = crate::flux::scan_resolved(tree, &releases);
     scan.findings.extend(notes);
@@ -187,6 +189,15 @@ fn check(
         text,
         errors: lint_errors + scan_errors,
     }
+}
+
+/// `program` in a PATH directory, as a shell would find it.
+fn on_path(program: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|dir| dir.join(program))
+            .find(|p| p.is_file())
+    })
 }
 
 /// Renders the charts of the releases a health check may concern

@@ -33,7 +33,9 @@
 //! | `source-not-followed` | info | A Flux Kustomization reads from a source other than the root's GitRepository (another GitRepository, OCI, bucket); its content is not in this checkout. |
 //!
 //! Known limits (each reported, never silent, where it could hide a
-//! HelmRelease): kustomize plugins and Helm chart inflation are not run;
+//! HelmRelease): kustomize plugins, Helm chart inflation and `vars` are not
+//! run, unless `check` finds kubectl and `kubectl kustomize` builds them
+//! ([`tree::resolve_with`]);
 //! generated ConfigMaps/Secrets with a content-hash suffix are left out;
 //! `substituteFrom` reads only objects in the tree; ResourceSet input
 //! providers other than `Static` need the cluster; objects that end up without any namespace

@@ -131,6 +131,9 @@ struct Walker {
     /// Whether Flux Kustomizations and ResourceSets are followed ([`resolve`])
     /// or only the one kustomize build is done ([`build`]).
     follow: bool,
+    /// `kubectl`, when kustomizations with constructs this scan does not
+    /// model are built by `kubectl kustomize` ([`resolve_with`]).
+    kubectl: Option<PathBuf>,
 }
 
 impl Walker {
@@ -149,6 +152,7 @@ impl Walker {
             root,
             root_source: None,
             follow,
+            kubectl: None,
         }
     }
 }
@@ -172,7 +176,34 @@ pub fn build(root: &Path, dir: &Path) -> Tree {
 
 /// Resolves everything Flux would apply starting at `root/entrypoint`.
 pub fn resolve(root: &Path, entrypoint: &Path) -> Tree {
-    resolve_from(root, entrypoint, None, None)
+    resolve_with(root, entrypoint, None)
+}
+
+/// [`resolve`], with a kustomization that uses a construct this scan does
+/// not model (plugins, `helmCharts`, `vars`: [`DELEGATED_FIELDS`]) built by
+/// `kubectl kustomize` when `kubectl` is given (docs/design.md#tree-resolution).
+pub fn resolve_with(root: &Path, entrypoint: &Path, kubectl: Option<&Path>) -> Tree {
+    resolve_from(
+        root,
+        entrypoint,
+        Resolution {
+            entry_ks: None,
+            ignore: None,
+            kubectl: kubectl.map(Path::to_path_buf),
+        },
+    )
+}
+
+/// What a walk from the entrypoint starts with.
+#[derive(Clone)]
+struct Resolution {
+    /// The Kustomization that reconciles the entrypoint itself, when it has
+    /// build fields of its own.
+    entry_ks: Option<Object>,
+    /// The root GitRepository's `spec.ignore`, once the entrypoint's build
+    /// has found it.
+    ignore: Option<String>,
+    kubectl: Option<PathBuf>,
 }
 
 /// The Flux build fields and post-build of a Kustomization: with none, its
@@ -209,24 +240,16 @@ pub fn build_flux_kustomization(root: &Path, ks: Value) -> Tree {
     walker.tree
 }
 
-/// `entry_ks`: the Kustomization that reconciles the entrypoint itself, when
-/// it has build fields of its own; `ignore`: the root GitRepository's
-/// `spec.ignore`, once the entrypoint's build has found it.
-fn resolve_from(
-    root: &Path,
-    entrypoint: &Path,
-    entry_ks: Option<Object>,
-    ignore: Option<String>,
-) -> Tree {
+fn resolve_from(root: &Path, entrypoint: &Path, resolution: Resolution) -> Tree {
     let root_path = root;
     let root = normalize(root);
     let entry_dir = normalize(&root.join(entrypoint));
-    let rebuilt = entry_ks.is_some();
-    let entry_again = entry_ks.clone();
-    let mut walker = Walker::with_ignore(root.clone(), true, ignore.as_deref());
+    let rebuilt = resolution.entry_ks.is_some();
+    let mut walker = Walker::with_ignore(root.clone(), true, resolution.ignore.as_deref());
+    walker.kubectl = resolution.kubectl.clone();
     walker.pending.push_back(Build {
         dir: entry_dir.clone(),
-        ks: entry_ks,
+        ks: resolution.entry_ks.clone(),
         chain: Vec::new(),
         raw_path: entrypoint.display().to_string(),
         deferrals: 0,
@@ -267,15 +290,23 @@ fn resolve_from(
                 })
                 .cloned();
             if let (false, Some(ks)) = (rebuilt, own_ks) {
-                return resolve_from(root_path, entrypoint, Some(ks), ignore);
+                let again = Resolution {
+                    entry_ks: Some(ks),
+                    ..resolution
+                };
+                return resolve_from(root_path, entrypoint, again);
             }
             walker.root_source = walker.pick_root_source(&entry_dir);
             // The root GitRepository's `spec.ignore` shapes its artifact
             // (docs/design.md#tree-resolution): the walk starts again
             // over the artifact it leaves.
             let found = walker.root_ignore();
-            if ignore.is_none() && found.is_some() {
-                return resolve_from(root_path, entrypoint, entry_again, found);
+            if resolution.ignore.is_none() && found.is_some() {
+                let again = Resolution {
+                    ignore: found,
+                    ..resolution
+                };
+                return resolve_from(root_path, entrypoint, again);
             }
             // The Kustomization that reconciles the entrypoint itself (gotk-sync's
             // flux-system) is the build just done, not another one.
@@ -554,7 +585,21 @@ impl Walker {
         let kfile = self.kustomization_file(dir);
         let mut doc = match &kfile {
             Some(kfile) => match self.read_kustomization(kfile, chain) {
-                Some(doc) => doc,
+                Some(doc) => match self.delegate(dir, kfile, &doc, chain) {
+                    // Built by kubectl kustomize; Flux's own build fields
+                    // (and components) transform what it built, as a
+                    // kustomization around it.
+                    Some(built) => {
+                        let mut flux = json!({});
+                        if let Some(spec) = ks.and_then(|ks| ks.body.get("spec")) {
+                            overlay(&mut flux, spec);
+                        }
+                        let mut chain = chain.to_vec();
+                        chain.push(self.rel(kfile));
+                        return self.build_doc(dir, None, flux, &chain, &mut Vec::new(), built);
+                    }
+                    None => doc,
+                },
                 None => return Vec::new(),
             },
             None => {
@@ -732,6 +777,9 @@ impl Walker {
             match self.kustomization_file(&target) {
                 Some(sub) => {
                     if let Some(doc) = self.read_kustomization(&sub, chain) {
+                        if let Some(built) = self.delegate(&target, &sub, &doc, chain) {
+                            return built;
+                        }
                         return self.build_doc(&target, Some(&sub), doc, chain, stack, Vec::new());
                     }
                 }
@@ -754,6 +802,91 @@ impl Walker {
             self.warn(PATH_NOT_FOUND, None, chain, message);
         }
         Vec::new()
+    }
+
+    /// The objects `kubectl kustomize` builds from `dir`, when the
+    /// kustomization `doc` (in `kfile`) uses a [`DELEGATED_FIELDS`] construct
+    /// and kubectl is at hand; `None` (the built-in build runs, and warns)
+    /// otherwise. Built through a kustomization around `dir` with
+    /// `buildMetadata: [originAnnotations]`, whose
+    /// `config.kubernetes.io/origin` gives each object's file
+    /// (kubernetes-sigs/kustomize `api/internal/target/kusttarget.go`,
+    /// `api/resource/origin.go`); generated objects are attributed to the
+    /// kustomization that configures them.
+    fn delegate(
+        &mut self,
+        dir: &Path,
+        kfile: &Path,
+        doc: &Value,
+        chain: &[String],
+    ) -> Option<Vec<Object>> {
+        let kubectl = self.kubectl.clone()?;
+        let used: Vec<String> = doc
+            .as_object()?
+            .keys()
+            .filter(|k| DELEGATED_FIELDS.contains(&k.as_str()))
+            .map(|k| format!("`{k}`"))
+            .collect();
+        if used.is_empty() {
+            return None;
+        }
+        let file = self.rel(kfile);
+        let mut chain = chain.to_vec();
+        chain.push(file.clone());
+        let built = kubectl_kustomize(&kubectl, dir).and_then(|(wrapper, text)| {
+            serde_saphyr::from_multiple::<Value>(&text)
+                .map(|docs| (wrapper, docs))
+                .map_err(|e| format!("its output is not YAML: {}", e.without_snippet()))
+        });
+        let (wrapper, docs) = match built {
+            Ok(built) => built,
+            Err(why) => {
+                self.tree.findings.push(Finding {
+                    severity: Severity::Info,
+                    code: NOT_MODELLED,
+                    release: None,
+                    object: None,
+                    chain,
+                    message: format!(
+                        "{file} uses {}, which this scan does not model, and `kubectl kustomize` could not build it ({why}); see the warnings about it",
+                        used.join(", ")
+                    ),
+                });
+                return None;
+            }
+        };
+        let mut objects = Vec::new();
+        for mut body in docs.into_iter().filter(|d| !d.is_null()) {
+            let origin = take_origin(&mut body);
+            let from = origin
+                .and_then(|o| {
+                    let path = o
+                        .get("path")
+                        .or(o.get("configuredIn"))?
+                        .as_str()?
+                        .to_string();
+                    Some(self.rel(&normalize(&wrapper.join(path))))
+                })
+                .unwrap_or_else(|| file.clone());
+            let mut object_chain = chain.clone();
+            if from != file {
+                object_chain.push(from.clone());
+            }
+            objects.extend(object(body, &from, &object_chain));
+        }
+        self.tree.findings.push(Finding {
+            severity: Severity::Info,
+            code: NOT_MODELLED,
+            release: None,
+            object: None,
+            chain,
+            message: format!(
+                "{file} uses {}, which this scan does not model; it was built with `kubectl kustomize` instead ({} object(s))",
+                used.join(", "),
+                objects.len()
+            ),
+        });
+        Some(objects)
     }
 
     fn remote(&mut self, label: &str, entry: &str, chain: &[String]) {
@@ -1315,6 +1448,120 @@ impl Walker {
         chain.push(file.to_string());
         self.warn(YAML_INVALID, None, &chain, message);
     }
+}
+
+/// kustomization fields kustomize builds and this scan does not model: with
+/// kubectl at hand, a kustomization using one is built by `kubectl
+/// kustomize` ([`resolve_with`]). Remote resources are not among them (that
+/// build would fetch them).
+pub const DELEGATED_FIELDS: [&str; 7] = [
+    "generators",
+    "transformers",
+    "validators",
+    "helmCharts",
+    "helmGlobals",
+    "helmChartInflationGenerator",
+    "vars",
+];
+
+/// How long `kubectl kustomize` may build one kustomization.
+const KUBECTL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// `kubectl kustomize` of a kustomization around `dir` with origin
+/// annotations: (the wrapper's directory, which the origins are relative
+/// to, and the output). kustomize takes no absolute path as a resource, so
+/// the wrapper names `dir` relative to itself. No plugin or helm flag is
+/// given: exec and container plugins never run, `helmCharts` fails (and the
+/// built-in build warns).
+fn kubectl_kustomize(kubectl: &Path, dir: &Path) -> Result<(PathBuf, String), String> {
+    use std::io::Read;
+    let wrapper = tempfile::tempdir().map_err(|e| format!("no temporary directory: {e}"))?;
+    let base = normalize(&std::fs::canonicalize(wrapper.path()).map_err(|e| e.to_string())?);
+    let target = normalize(&std::fs::canonicalize(dir).map_err(|e| e.to_string())?);
+    std::fs::write(
+        base.join("kustomization.yaml"),
+        format!(
+            "resources:\n  - {}\nbuildMetadata: [originAnnotations]\n",
+            serde_json::Value::from(relative(&base, &target).to_string_lossy().into_owned())
+        ),
+    )
+    .map_err(|e| e.to_string())?;
+    let mut child = std::process::Command::new(kubectl)
+        .arg("kustomize")
+        .arg(&base)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot run {}: {e}", kubectl.display()))?;
+    let read = |mut pipe: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut text = String::new();
+            pipe.read_to_string(&mut text).map(|_| text)
+        })
+    };
+    let stdout = read(Box::new(child.stdout.take().expect("piped")));
+    let stderr = read(Box::new(child.stderr.take().expect("piped")));
+    let deadline = std::time::Instant::now() + KUBECTL_TIMEOUT;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            Ok(None) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!(
+                    "it did not finish within {}s",
+                    KUBECTL_TIMEOUT.as_secs()
+                ));
+            }
+            Err(e) => return Err(e.to_string()),
+        }
+    };
+    let stdout = stdout.join().ok().and_then(Result::ok).unwrap_or_default();
+    let stderr = stderr.join().ok().and_then(Result::ok).unwrap_or_default();
+    if !status.success() {
+        let why = stderr
+            .lines()
+            .map(str::trim)
+            .find(|l| !l.is_empty())
+            .unwrap_or("no message")
+            .to_string();
+        return Err(why);
+    }
+    Ok((base, stdout))
+}
+
+/// `to` relative to `from` (both absolute and normalized): `../x/y`.
+fn relative(from: &Path, to: &Path) -> PathBuf {
+    let from: Vec<Component> = from.components().collect();
+    let to: Vec<Component> = to.components().collect();
+    let common = from.iter().zip(&to).take_while(|(a, b)| a == b).count();
+    let mut out = PathBuf::new();
+    for _ in common..from.len() {
+        out.push("..");
+    }
+    for part in &to[common..] {
+        out.push(part.as_os_str());
+    }
+    out
+}
+
+/// Removes kustomize's `config.kubernetes.io/origin` annotation (and an
+/// annotations map it leaves empty) and returns it, parsed.
+fn take_origin(body: &mut Value) -> Option<Value> {
+    let annotations = body
+        .pointer_mut("/metadata/annotations")
+        .and_then(Value::as_object_mut)?;
+    let origin = annotations.remove("config.kubernetes.io/origin")?;
+    if annotations.is_empty()
+        && let Some(meta) = body.get_mut("metadata").and_then(Value::as_object_mut)
+    {
+        meta.remove("annotations");
+    }
+    serde_saphyr::from_str::<Value>(origin.as_str()?).ok()
 }
 
 /// The file a generated object is attributed to: the kustomization's.
