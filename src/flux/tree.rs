@@ -1727,6 +1727,32 @@ mod tests {
     }
 
     #[test]
+    fn kustomize_resources_are_named_relative_to_the_wrapper() {
+        assert_eq!(
+            relative(Path::new("/tmp/.tmpX"), Path::new("/work/repo/apps")),
+            Path::new("../../work/repo/apps")
+        );
+        assert_eq!(
+            relative(Path::new("/work/a"), Path::new("/work/a/b")),
+            Path::new("b")
+        );
+    }
+
+    #[test]
+    fn the_origin_annotation_is_taken_out() {
+        let mut body = json!({"metadata": {"name": "x", "annotations": {
+            "config.kubernetes.io/origin": "path: ../repo/apps/hr.yaml\n"}}});
+        assert_eq!(
+            take_origin(&mut body),
+            Some(json!({"path": "../repo/apps/hr.yaml"}))
+        );
+        assert_eq!(body, json!({"metadata": {"name": "x"}}));
+        let mut plain = json!({"metadata": {"name": "x", "annotations": {"a": "b"}}});
+        assert_eq!(take_origin(&mut plain), None);
+        assert_eq!(plain["metadata"]["annotations"], json!({"a": "b"}));
+    }
+
+    #[test]
     fn remote_entries() {
         assert!(is_remote("https://github.com/x/y//deploy?ref=v1"));
         assert!(is_remote("github.com/x/y/deploy?ref=v1"));
