@@ -1210,3 +1210,57 @@ spec:
         messages[0]
     );
 }
+
+/// `diff` with the real engine: right after `apply` nothing would change
+/// (the chart rendered by `helm template` is what `helm get manifest`
+/// stored), and after a values change exactly that value and the one
+/// object it renders into.
+#[test]
+#[cfg_attr(
+    not(real_helm),
+    ignore = "needs helm-python-sdk: python3 -m venv .venv-helm && .venv-helm/bin/pip install helm-python-sdk (then touch build.rs)"
+)]
+fn diff_after_apply_is_empty_and_then_shows_exactly_a_values_change() {
+    let release = |replicas: u32| {
+        format!(
+            "name: coredns\nnamespace: kube-system\nchart: {{ path: CHARTS/coredns }}\nvalues: {{ replicaCount: {replicas} }}\n"
+        )
+    };
+    let root = local_chart_root(&release(2));
+    let cluster = Live::start();
+    cluster.apply(root.path(), &[]);
+
+    let same = cluster.run(root.path(), "diff", &["--exit-code"]);
+    assert_eq!(same.code, 0, "{}\n{}", same.stdout, same.stderr);
+    let doc: Value = serde_json::from_str(&same.stdout).unwrap();
+    assert_eq!(doc["changed"], false, "{doc}");
+    assert_eq!(doc["releases"][0]["change"], "unchanged", "{doc}");
+
+    let changed = release(3).replace("CHARTS", charts().to_str().unwrap());
+    std::fs::write(root.path().join("releases/core.yaml"), changed).unwrap();
+    let diff = cluster.run(root.path(), "diff", &["--exit-code"]);
+    assert_eq!(diff.code, 1, "{}\n{}", diff.stdout, diff.stderr);
+    let doc: Value = serde_json::from_str(&diff.stdout).unwrap();
+    let coredns = &doc["releases"][0];
+    assert_eq!(coredns["change"], "upgrade");
+    assert_eq!(
+        coredns["values"],
+        serde_json::json!([{"path": "replicaCount", "op": "change", "from": 2, "to": 3}])
+    );
+    let objects = coredns["objects"].as_array().unwrap();
+    let changed: Vec<(&str, &str)> = objects
+        .iter()
+        .map(|o| (o["kind"].as_str().unwrap(), o["name"].as_str().unwrap()))
+        .collect();
+    assert_eq!(changed, [("Deployment", "coredns")], "{coredns}");
+    let text = objects[0]["diff"].as_str().unwrap();
+    let lines: Vec<&str> = text
+        .lines()
+        .filter(|l| {
+            (l.starts_with('+') || l.starts_with('-'))
+                && !l.starts_with("+++")
+                && !l.starts_with("---")
+        })
+        .collect();
+    assert_eq!(lines, ["-  replicas: 2", "+  replicas: 3"], "{text}");
+}

@@ -412,7 +412,7 @@ fn plan_says_which_releases_carry_crds() {
         phase,
         [
             "  kube-system/cilium                            cilium 1.18.2                    CRDs: rendered at apply; installed with --skip-crds",
-            "  x/local                                       local                            2 CRD files in crds/, applied here; installed with --skip-crds",
+            "  x/local                                       local 1.0.0                      2 CRD files in crds/, applied here; installed with --skip-crds",
         ]
     );
 }
@@ -462,8 +462,8 @@ fn plan_names_the_crds_the_crd_phase_render_carries() {
         phase,
         [
             "  kube-system/cilium                            cilium 1.18.2                    CRDs: rendered at apply; installed with --skip-crds",
-            "  ops/operator                                  operator                         CRDs: 3 (gadgets.example.com, gizmos.example.com, …); installed with --skip-crds",
-            "  ops/plain                                     plain                            no CRDs",
+            "  ops/operator                                  operator 1.0.0                   CRDs: 3 (gadgets.example.com, gizmos.example.com, …); installed with --skip-crds",
+            "  ops/plain                                     plain 1.0.0                      no CRDs",
         ],
         "{}",
         out.stdout
@@ -508,7 +508,7 @@ fn plan_survives_a_failing_crd_render() {
     let phase: Vec<&str> = out.stdout.lines().skip(4).take(3).collect();
     assert_eq!(
         phase[0],
-        "  ops/operator                                  operator                         CRDs: rendered at apply; installed with --skip-crds"
+        "  ops/operator                                  operator 1.0.0                   CRDs: rendered at apply; installed with --skip-crds"
     );
     assert_eq!(
         phase[1],
@@ -516,7 +516,7 @@ fn plan_survives_a_failing_crd_render() {
     );
     assert_eq!(
         phase[2],
-        "  ops/plain                                     plain                            CRDs: 1 (plains.example.com); installed with --skip-crds"
+        "  ops/plain                                     plain 1.0.0                      CRDs: 1 (plains.example.com); installed with --skip-crds"
     );
 }
 

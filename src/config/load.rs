@@ -671,10 +671,29 @@ fn check_chart(chart: &ChartFile, base: &Path) -> Result<Chart, ChartError> {
     if let Some(v) = &chart.version {
         validate::pinned_version(v).map_err(ChartError::PathVersion)?;
     }
+    // Unpinned, a local chart is the version its Chart.yaml says: what helm
+    // records for the release, so `apply`, `status` and `diff` compare the
+    // deployed version with it (helm ignores `--version` for a directory).
+    let version = chart
+        .version
+        .clone()
+        .or_else(|| chart_yaml_version(&dir.join("Chart.yaml")));
     Ok(Chart {
         source: ChartSource::Path(dir),
-        version: chart.version.clone(),
+        version,
     })
+}
+
+/// The `version:` of a local chart's Chart.yaml (`None` if unreadable:
+/// helm reports that chart itself).
+fn chart_yaml_version(path: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let meta: serde_json::Value = serde_saphyr::from_str(&text).ok()?;
+    match meta.get("version")? {
+        serde_json::Value::String(v) => Some(v.clone()),
+        serde_json::Value::Number(n) => Some(n.to_string()),
+        _ => None,
+    }
 }
 
 fn select(
