@@ -4,12 +4,14 @@
 //!
 //! `cargo bench --bench bootstrap` runs everything; `-- --quick` runs small
 //! sizes once (what .ci/run does to prove the benchmarks still work); other
-//! arguments select sections: `plan`, `flux`, `schedule`, `readiness`, `overhead`.
+//! arguments select sections: `plan`, `flux`, `schedule`, `readiness`, `overhead`,
+//! `fleet`, `display`.
 
 mod alloc;
 mod applyrun;
 mod catalog;
 mod dag;
+mod display;
 mod fleet;
 mod flux_scan;
 mod overhead;
@@ -43,7 +45,15 @@ pub fn verdict(target: &str, met: bool, figure: String) {
     );
 }
 
-const SECTIONS: [&str; 6] = ["plan", "flux", "schedule", "readiness", "overhead", "fleet"];
+const SECTIONS: [&str; 7] = [
+    "plan",
+    "flux",
+    "schedule",
+    "readiness",
+    "overhead",
+    "fleet",
+    "display",
+];
 
 fn main() {
     // `cargo bench` passes `--bench`; anything else unknown is a typo.
@@ -90,6 +100,9 @@ fn main() {
     }
     if wanted("fleet") {
         fleet::run(mode);
+    }
+    if wanted("display") {
+        display::run(mode);
     }
 }
 
