@@ -264,14 +264,19 @@ pub async fn apply_all(
                 &target,
                 ready::crd_established,
                 ESTABLISH_TIMEOUT,
-                |_| {},
+                |_: &str| {},
             )
             .await
             .map_err(|source| CrdError::Establish {
                 crd: crd.name.clone(),
                 release: crd.release.clone(),
                 source,
-            })
+            })?;
+            events.emit(Event::CrdEstablished {
+                release: crd.release.clone(),
+                crd: crd.name.clone(),
+            });
+            Ok(())
         })
         .buffer_unordered(PARALLEL_APPLIES)
         .collect()

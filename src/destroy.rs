@@ -76,6 +76,7 @@ pub async fn run<H: Helm>(
         cluster: plan.cluster.name.clone(),
         releases: order.iter().map(|r| r.id.clone()).collect(),
         dry_run: options.dry_run,
+        needs: Default::default(),
     });
     events.emit(Event::PhaseStarted {
         phase: Phase::Preflight,

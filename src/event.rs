@@ -2,6 +2,7 @@
 //! terminals: it emits these, and a reporter (progress bars, plain lines, JSON
 //! Lines) renders them.
 
+use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
 
 use serde::Serialize;
@@ -122,6 +123,7 @@ impl Outcome {
 }
 
 pub use crate::kube::apply::CrdChange;
+pub use crate::kube::ready::Tally;
 
 /// `destroy --crds`: what happened to one CRD.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -258,6 +260,10 @@ pub enum Event {
         cluster: String,
         releases: Vec<ReleaseId>,
         dry_run: bool,
+        /// `apply`: what each release needs (only releases with needs), so
+        /// a display can tell what a queued release is waiting on.
+        #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+        needs: BTreeMap<ReleaseId, Vec<ReleaseId>>,
     },
     PhaseStarted {
         phase: Phase,
@@ -275,6 +281,12 @@ pub enum Event {
         release: ReleaseId,
         crd: String,
         change: CrdChange,
+    },
+    /// One CRD of the CRD phase is Established (they are waited for in
+    /// parallel, after every `crd_applied`).
+    CrdEstablished {
+        release: ReleaseId,
+        crd: String,
     },
     CrdsEstablished {
         count: usize,
@@ -297,6 +309,9 @@ pub enum Event {
     ReleaseProgress {
         release: ReleaseId,
         message: String,
+        /// How far a rollout is, counted (`rollout DaemonSet/cilium 1/3 ready`).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        tally: Option<Tally>,
     },
     HookFinished {
         release: ReleaseId,

@@ -47,6 +47,11 @@ pub async fn run<H: Helm + 'static>(
         cluster: plan.cluster.name.clone(),
         releases: installed.iter().map(|r| r.id.clone()).collect(),
         dry_run: options.dry_run,
+        needs: installed
+            .iter()
+            .filter(|r| !r.needs.is_empty())
+            .map(|r| (r.id.clone(), r.needs.clone()))
+            .collect(),
     });
     let client = &connection.client;
     let step = |step: String| events.emit(Event::PreflightStep { step });

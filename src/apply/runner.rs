@@ -436,13 +436,9 @@ impl<H: Helm> ReleaseRunner<H> {
             },
         );
         let started = Instant::now();
-        let events = self.events.clone();
-        let id = release.id.clone();
-        let progress = move |message: &str| {
-            events.emit(Event::ReleaseProgress {
-                release: id.clone(),
-                message: message.to_string(),
-            });
+        let progress = Progress {
+            events: &self.events,
+            release: &release.id,
         };
         // A running release keeps its hooks through the grace period; only
         // the hard stop (second Ctrl-C, grace over, --timeout) cuts them short.
@@ -558,5 +554,21 @@ fn interrupted(message: impl Into<String>) -> StepResult {
     StepResult {
         message: Some(message.into()),
         ..StepResult::new(Outcome::Interrupted)
+    }
+}
+
+/// A hook's progress, as `release_progress` events of its release.
+struct Progress<'a> {
+    events: &'a crate::event::Emitter,
+    release: &'a crate::release::ReleaseId,
+}
+
+impl crate::kube::wait::Observer for Progress<'_> {
+    fn pending(&self, reason: &str, tally: Option<&crate::event::Tally>) {
+        self.events.emit(Event::ReleaseProgress {
+            release: self.release.clone(),
+            message: reason.to_string(),
+            tally: tally.cloned(),
+        });
     }
 }

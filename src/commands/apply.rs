@@ -77,6 +77,13 @@ async fn run_async(
             config.json(),
             config.verbosity,
             &slot.streams,
+            slot.screen.as_ref().map(|(screen, boards)| {
+                let index = boards
+                    .iter()
+                    .position(|c| *c == plan.cluster.name)
+                    .unwrap_or(0);
+                (screen, index)
+            }),
         ),
     };
     let events = session.events.clone();

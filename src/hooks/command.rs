@@ -56,7 +56,7 @@ impl HookKind for Command {
         write!(f, "command `{}`", argv.join(" "))
     }
 
-    async fn run<P: Fn(&str) + Send + Sync>(
+    async fn run<P: crate::kube::wait::Observer + Send + Sync>(
         argv: &Vec<String>,
         env: &HookEnv,
         timeout: Duration,
@@ -127,7 +127,7 @@ fn check_files(argv: &[String], root: &Path) -> Result<(), Error> {
 
 /// Runs `argv` (also for `shell:`, as `sh -c`); each output line also goes
 /// to `progress` when `env.stream` is set (`-v`).
-pub(super) async fn run_argv<P: Fn(&str) + Send + Sync>(
+pub(super) async fn run_argv<P: crate::kube::wait::Observer + Send + Sync>(
     argv: &[String],
     env: &HookEnv,
     timeout: Duration,
@@ -165,7 +165,7 @@ pub(super) async fn run_argv<P: Fn(&str) + Send + Sync>(
                 let mut lines = tokio::io::BufReader::new(reader).lines();
                 while let Ok(Some(line)) = lines.next_line().await {
                     if stream {
-                        progress(&line);
+                        progress.pending(&line, None);
                     }
                     if let Ok(mut out) = output.lock() {
                         out.push_str(&line);

@@ -62,7 +62,7 @@ impl HookKind for Condition {
         write!(f, "{} {}={}", action.object, action.type_, action.status)
     }
 
-    async fn run<P: Fn(&str) + Send + Sync>(
+    async fn run<P: crate::kube::wait::Observer + Send + Sync>(
         action: &ObjectCondition,
         env: &HookEnv,
         timeout: Duration,

@@ -45,7 +45,7 @@ impl HookKind for Created {
         write!(f, "{action} exists")
     }
 
-    async fn run<P: Fn(&str) + Send + Sync>(
+    async fn run<P: crate::kube::wait::Observer + Send + Sync>(
         action: &ObjectRef,
         env: &HookEnv,
         timeout: Duration,

@@ -43,7 +43,7 @@ impl HookKind for Job {
         write!(f, "{action} complete")
     }
 
-    async fn run<P: Fn(&str) + Send + Sync>(
+    async fn run<P: crate::kube::wait::Observer + Send + Sync>(
         action: &ObjectRef,
         env: &HookEnv,
         timeout: Duration,

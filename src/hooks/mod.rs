@@ -121,7 +121,7 @@ pub trait HookKind {
 
     /// Runs the hook within `timeout`; on success, command output if any.
     /// `progress` hears the latest readiness detail (or output lines with `-v`).
-    fn run<P: Fn(&str) + Send + Sync>(
+    fn run<P: crate::kube::wait::Observer + Send + Sync>(
         action: &Self::Action,
         env: &HookEnv,
         timeout: Duration,
@@ -234,7 +234,7 @@ pub async fn run(
     action: &HookAction,
     env: &HookEnv,
     timeout: Duration,
-    progress: impl Fn(&str) + Send + Sync,
+    progress: impl crate::kube::wait::Observer + Send + Sync,
 ) -> Result<Option<String>, HookFailure> {
     action.run(env, timeout, &progress).await
 }

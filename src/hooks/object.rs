@@ -116,12 +116,16 @@ pub async fn wait<F, P>(
 ) -> Result<Option<String>, HookFailure>
 where
     F: Fn(Option<&Value>) -> Readiness + Send + Sync,
-    P: Fn(&str) + Send + Sync,
+    P: crate::kube::wait::Observer + Send + Sync,
 {
     let client = client(env)?;
-    let result = wait::wait_for(client.clone(), target, check, timeout, |m: &str| {
-        progress(m)
-    })
+    let result = wait::wait_for(
+        client.clone(),
+        target,
+        check,
+        timeout,
+        wait::Relay(progress),
+    )
     .await;
     finish(client, target, result, diagnose).await
 }
@@ -138,12 +142,16 @@ pub async fn wait_set<F, P>(
 ) -> Result<Option<String>, HookFailure>
 where
     F: Fn(&[Value]) -> Readiness + Send + Sync,
-    P: Fn(&str) + Send + Sync,
+    P: crate::kube::wait::Observer + Send + Sync,
 {
     let client = client(env)?;
-    let result = wait::wait_for_set(client.clone(), target, check, timeout, |m: &str| {
-        progress(m)
-    })
+    let result = wait::wait_for_set(
+        client.clone(),
+        target,
+        check,
+        timeout,
+        wait::Relay(progress),
+    )
     .await;
     finish(client, target, result, diagnose).await
 }

@@ -127,7 +127,7 @@ macro_rules! hook_kinds {
             }
 
             /// Runs the hook within `timeout`.
-            pub async fn run<P: Fn(&str) + Send + Sync>(
+            pub async fn run<P: crate::kube::wait::Observer + Send + Sync>(
                 &self,
                 env: &$crate::hooks::HookEnv,
                 timeout: std::time::Duration,

@@ -66,7 +66,7 @@ impl HookKind for Rollout {
 
     /// Also waits for the workloads `wait: true` finds in a manifest, whose
     /// apiVersion comes from the manifest.
-    async fn run<P: Fn(&str) + Send + Sync>(
+    async fn run<P: crate::kube::wait::Observer + Send + Sync>(
         action: &ObjectRef,
         env: &HookEnv,
         timeout: Duration,

@@ -41,7 +41,7 @@ impl HookKind for Shell {
         write!(f, "shell `{script}`")
     }
 
-    async fn run<P: Fn(&str) + Send + Sync>(
+    async fn run<P: crate::kube::wait::Observer + Send + Sync>(
         script: &String,
         env: &HookEnv,
         timeout: Duration,

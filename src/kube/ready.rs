@@ -23,6 +23,92 @@ pub enum Readiness {
     Failed(String),
 }
 
+/// How far a rollout is, counted for a progress display: `done` of `total`
+/// pods (`unit` `ready`), or completions of a Job (`unit` `complete`).
+/// `subject` names what is counted, `DaemonSet/cilium`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Tally {
+    pub subject: String,
+    pub done: i64,
+    pub total: i64,
+    pub unit: &'static str,
+}
+
+impl Tally {
+    /// `rollout DaemonSet/cilium 1/3 ready`, `Job/migrate 0/1 complete`;
+    /// `rollout DaemonSet/cilium starting` while it wants no pods yet.
+    pub fn label(&self) -> String {
+        let verb = if self.unit == "complete" {
+            ""
+        } else {
+            "rollout "
+        };
+        if self.total == 0 {
+            return format!("{verb}{} starting", self.subject);
+        }
+        format!(
+            "{verb}{} {}/{} {}",
+            self.subject, self.done, self.total, self.unit
+        )
+    }
+}
+
+/// Counts a rollout of `kind` over the selected `objects`: pods of the
+/// current template that are available (Deployment, DaemonSet), ready
+/// (StatefulSet) or Job completions, summed over the objects. `None` when
+/// there is no object; a DaemonSet its controller has not scheduled yet
+/// wants 0 pods so far (the number is unknown until then). A status the controller has not caught up with counts as none done, so a
+/// fresh Deployment of 3 replicas reads `0/3`, not the previous rollout's
+/// figures.
+pub fn tally(kind: &str, objects: &[Value]) -> Option<(i64, i64)> {
+    let int = |o: &Value, path: &str| o.pointer(path).and_then(Value::as_i64);
+    let mut sum = None;
+    for o in objects {
+        let generation = int(o, "/metadata/generation").unwrap_or(1).max(1);
+        let current = int(o, "/status/observedGeneration").is_some_and(|g| g >= generation);
+        let (done, total) = match kind {
+            "Deployment" => (
+                int(o, "/status/updatedReplicas")
+                    .unwrap_or(0)
+                    .min(int(o, "/status/availableReplicas").unwrap_or(0)),
+                int(o, "/spec/replicas").unwrap_or(1),
+            ),
+            "StatefulSet" => (
+                int(o, "/status/readyReplicas").unwrap_or(0),
+                int(o, "/spec/replicas").unwrap_or(1),
+            ),
+            "DaemonSet" => {
+                // Unknown until the controller has scheduled it: 0.
+                let total = int(o, "/status/desiredNumberScheduled").unwrap_or(0);
+                let available = int(o, "/status/numberAvailable").unwrap_or(0);
+                let on_delete = o
+                    .pointer("/spec/updateStrategy/type")
+                    .and_then(Value::as_str)
+                    == Some("OnDelete");
+                let updated = int(o, "/status/updatedNumberScheduled").unwrap_or(0);
+                (
+                    if on_delete {
+                        available
+                    } else {
+                        available.min(updated)
+                    },
+                    total,
+                )
+            }
+            "Job" => (
+                int(o, "/status/succeeded").unwrap_or(0),
+                int(o, "/spec/completions").unwrap_or(1),
+            ),
+            _ => return None,
+        };
+        // A Job has no observedGeneration: its counts are always its own.
+        let done = if current || kind == "Job" { done } else { 0 };
+        let (d, t) = sum.unwrap_or((0, 0));
+        sum = Some((d + done.min(total), t + total));
+    }
+    sum
+}
+
 /// The kinds [`for_kind`] knows how to judge.
 pub const ROLLOUT_KINDS: [&str; 4] = ["Deployment", "DaemonSet", "StatefulSet", "Job"];
 

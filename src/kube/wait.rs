@@ -23,7 +23,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::diagnose::{Diagnosis, PodDiagnosis, pod_selector};
-use super::ready::Readiness;
+use super::ready::{Readiness, Tally, tally};
 pub use resolve::builtin_resource;
 
 /// How long collecting diagnostics may take: it runs after a failure and must
@@ -185,6 +185,7 @@ impl Stop {
 #[derive(Debug, Default)]
 struct Progress {
     pending: Option<String>,
+    tally: Option<Tally>,
     error: Option<String>,
 }
 
@@ -199,22 +200,61 @@ impl Progress {
     }
 }
 
+/// Hears what a wait learns as it goes: each new Pending reason (or
+/// transient API error), with the rollout's [`Tally`] when the target is a
+/// rollout kind with something to count. A plain `Fn(&str)` hears the reason.
+pub trait Observer {
+    fn pending(&self, reason: &str, tally: Option<&Tally>);
+}
+
+impl<F: Fn(&str)> Observer for F {
+    fn pending(&self, reason: &str, _: Option<&Tally>) {
+        self(reason)
+    }
+}
+
+/// Passes everything on to the observer it borrows.
+pub struct Relay<'a, P: ?Sized>(pub &'a P);
+
+impl<P: Observer + ?Sized> Observer for Relay<'_, P> {
+    fn pending(&self, reason: &str, tally: Option<&Tally>) {
+        self.0.pending(reason, tally)
+    }
+}
+
 struct Reporter<'a, P> {
     state: &'a Mutex<Progress>,
     progress: &'a P,
+    target: &'a ObjectTarget,
 }
 
-impl<P: Fn(&str)> Reporter<'_, P> {
+impl<P: Observer> Reporter<'_, P> {
     fn pending(&self, reason: &str) {
+        self.pending_of(reason, &[]);
+    }
+
+    /// A Pending reason about `objects`, counted when the target is a rollout.
+    fn pending_of(&self, reason: &str, objects: &[Value]) {
+        let kind = self.target.kind.as_str();
+        let tally = tally(kind, objects).map(|(done, total)| Tally {
+            subject: match &self.target.selector {
+                Selector::Name(name) => format!("{kind}/{name}"),
+                Selector::Labels(labels) => format!("{kind}s {labels}"),
+            },
+            done,
+            total,
+            unit: if kind == "Job" { "complete" } else { "ready" },
+        });
         let changed = {
             let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
             s.error = None;
-            let changed = s.pending.as_deref() != Some(reason);
+            let changed = s.pending.as_deref() != Some(reason) || s.tally != tally;
             s.pending = Some(reason.to_string());
+            s.tally.clone_from(&tally);
             changed
         };
         if changed {
-            (self.progress)(reason);
+            self.progress.pending(reason, tally.as_ref());
         }
     }
 
@@ -226,7 +266,8 @@ impl<P: Fn(&str)> Reporter<'_, P> {
             changed
         };
         if changed {
-            (self.progress)(&format!("API server error, retrying: {message}"));
+            self.progress
+                .pending(&format!("API server error, retrying: {message}"), None);
         }
     }
 }
@@ -241,7 +282,7 @@ pub async fn wait_for<F>(
     target: &ObjectTarget,
     check: F,
     timeout: Duration,
-    progress: impl Fn(&str) + Send + Sync,
+    progress: impl Observer + Send + Sync,
 ) -> Result<(), WaitError>
 where
     F: Fn(Option<&Value>) -> Readiness + Send + Sync,
@@ -259,7 +300,7 @@ pub async fn wait_for_set<F>(
     target: &ObjectTarget,
     check: F,
     timeout: Duration,
-    progress: impl Fn(&str) + Send + Sync,
+    progress: impl Observer + Send + Sync,
 ) -> Result<(), WaitError>
 where
     F: Fn(&[Value]) -> Readiness + Send + Sync,
@@ -268,6 +309,7 @@ where
     let reporter = Reporter {
         state: &state,
         progress: &progress,
+        target,
     };
     let work = async {
         let (ar, namespaced) = resolve::resolve(&client, target, &reporter).await?;
@@ -359,7 +401,7 @@ async fn drive<S, F, P, R, Fut>(
 where
     S: Stream<Item = Result<watcher::Event<DynamicObject>, watcher::Error>>,
     F: Fn(&[Value]) -> Readiness,
-    P: Fn(&str),
+    P: Observer,
     R: Fn() -> Fut,
     Fut: Future<Output = Option<Vec<Value>>>,
 {
@@ -377,7 +419,7 @@ where
                     match check(&objects) {
                         Readiness::Ready => return Ok(true),
                         Readiness::Failed(reason) => return Err(Stop::Failed(reason)),
-                        Readiness::Pending(reason) => reporter.pending(&reason),
+                        Readiness::Pending(reason) => reporter.pending_of(&reason, &objects),
                     }
                 }
                 continue;
@@ -389,7 +431,7 @@ where
         match check(&tracker.current) {
             Readiness::Ready => return Ok(true),
             Readiness::Failed(reason) => return Err(Stop::Failed(reason)),
-            Readiness::Pending(reason) => reporter.pending(&reason),
+            Readiness::Pending(reason) => reporter.pending_of(&reason, &tracker.current),
         }
     }
     Ok(false)
@@ -512,7 +554,7 @@ fn dynamic_api(
 pub async fn diagnose(client: Client, target: &ObjectTarget) -> Result<Diagnosis, WaitError> {
     let state = Mutex::new(Progress {
         pending: Some("collecting diagnostics".into()),
-        error: None,
+        ..Progress::default()
     });
     let mut diagnosis = None;
     let work = async {

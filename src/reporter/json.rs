@@ -64,6 +64,7 @@ mod tests {
                 cluster: "infra".into(),
                 releases: vec![cilium.clone()],
                 dry_run: false,
+                needs: Default::default(),
             },
             Event::ReleaseStarted {
                 release: cilium.clone(),

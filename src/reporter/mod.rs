@@ -49,6 +49,7 @@ pub(crate) fn hook_label(phase: crate::event::HookPhase, hook: &str) -> String {
 }
 
 pub mod json;
+pub mod layout;
 pub mod plain;
 pub mod progress;
 pub mod summary;
@@ -63,6 +64,9 @@ use crate::release::ReleaseId;
 
 pub trait Reporter: Send {
     fn report(&mut self, event: &Stamped);
+    /// Called every [`progress::TICK`] while the run goes on, events or not
+    /// (the live display redraws its timers).
+    fn tick(&mut self) {}
     /// Called once when no more events will come (the run is over, or the
     /// engine is gone): leave the terminal clean.
     fn finish(&mut self) {}
@@ -160,8 +164,16 @@ pub async fn drive(
     mut rx: tokio::sync::mpsc::UnboundedReceiver<Stamped>,
     mut reporter: Box<dyn Reporter>,
 ) -> Box<dyn Reporter> {
-    while let Some(event) = rx.recv().await {
-        reporter.report(&event);
+    let mut ticks = tokio::time::interval(progress::TICK);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    loop {
+        tokio::select! {
+            event = rx.recv() => match event {
+                Some(event) => reporter.report(&event),
+                None => break,
+            },
+            _ = ticks.tick() => reporter.tick(),
+        }
     }
     reporter.finish();
     reporter

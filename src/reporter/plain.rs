@@ -44,6 +44,7 @@ impl PlainReporter {
                 cluster,
                 releases,
                 dry_run,
+                ..
             } if !quiet => {
                 let dry = if *dry_run {
                     " (dry run: nothing will change)"
@@ -98,7 +99,9 @@ impl PlainReporter {
                 }
                 format!("{release}: {}", step_label(step))
             }
-            Event::ReleaseProgress { release, message } => {
+            Event::ReleaseProgress {
+                release, message, ..
+            } => {
                 if !self.tracker.progress(release, message) || quiet {
                     return None;
                 }
@@ -308,6 +311,7 @@ mod tests {
                     cluster: "infra".into(),
                     releases: vec![cilium(), coredns()],
                     dry_run: false,
+                    needs: Default::default(),
                 },
             ),
             at(
@@ -336,6 +340,7 @@ mod tests {
                 Event::ReleaseProgress {
                     release: cilium(),
                     message: "1 of 3 updated pods available".into(),
+                    tally: None,
                 },
             ),
             at(
@@ -343,6 +348,7 @@ mod tests {
                 Event::ReleaseProgress {
                     release: cilium(),
                     message: "1 of 3 updated pods available".into(),
+                    tally: None,
                 },
             ),
             at(
@@ -350,6 +356,7 @@ mod tests {
                 Event::ReleaseProgress {
                     release: cilium(),
                     message: "2 of 3 updated pods available".into(),
+                    tally: None,
                 },
             ),
             at(
@@ -501,6 +508,7 @@ root failure: kube-system/coredns: rollout timed out
                 Event::ReleaseProgress {
                     release: coredns(),
                     message: "waiting".into(),
+                    tally: None,
                 },
             ),
             at(

@@ -1,46 +1,396 @@
-//! The terminal reporter: a top line with overall progress, one live spinner
-//! line per running release (its step, latest readiness detail and elapsed
-//! time), and a permanent line above the bars for each release that ends.
-//! Multi-line blocks (diagnostics, hook output) go through
-//! `MultiProgress::println`, which clears and redraws the bars around them,
-//! so they never interleave with a half-drawn bar.
+//! The terminal reporter (docs/design.md#the-live-display): a live area at
+//! the bottom of the terminal, redrawn as events come and on every tick,
+//! laid out by [`super::layout`] from a [`Model`] of each cluster's run; a
+//! permanent line above it for each release that ends, each warning and
+//! each failed hook.
+//!
+//! The live area is one indicatif bar whose message is the laid-out lines:
+//! indicatif owns the cursor (clearing and redrawing), the layout owns
+//! every character. Permanent lines go through `ProgressBar::suspend`,
+//! which clears the area, prints, and redraws, so they never interleave
+//! with a half-drawn frame.
+//!
+//! Many clusters in one process share one [`Screen`], one [`Model`] each:
+//! the layout groups them (docs/fleet.md).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use console::Style;
-use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use super::Verbosity;
+use super::layout::{self, Board, Queued, Row};
 use super::summary::{fmt_duration, render_summary};
-use super::{Reporter, Tracker, phase_label, step_label};
-use crate::event::{Event, Outcome, Phase, Stamped};
+use super::{Reporter, Tracker, step_label};
+use crate::event::{Event, Outcome, Phase, Stamped, Step};
 use crate::release::ReleaseId;
 
-const TICK: Duration = Duration::from_millis(120);
+/// How often the live area is redrawn when nothing happens (timers, spinner).
+pub const TICK: Duration = Duration::from_millis(100);
+
+/// What the display knows of one cluster's run.
+#[derive(Debug, Default)]
+pub struct Model {
+    cluster: String,
+    dry_run: bool,
+    /// `run_started` was seen: there is something to show.
+    started: bool,
+    /// When the run started (its events' `elapsed` counts from there).
+    origin: Option<Instant>,
+    /// `(ok, how long)` once the run is over.
+    finished: Option<(bool, Duration)>,
+    /// Every release of the run, in plan order.
+    order: Vec<ReleaseId>,
+    needs: BTreeMap<ReleaseId, Vec<ReleaseId>>,
+    /// Releases that started (absent: queued on their needs).
+    states: HashMap<ReleaseId, State>,
+    /// The preflight or CRD phase while it runs: its detail and start.
+    phase: Option<(Phase, String, Instant)>,
+    crds_applied: usize,
+    crds_established: usize,
+}
+
+#[derive(Debug, Clone)]
+enum State {
+    /// Waiting for a helm slot (`--concurrency`).
+    Slot,
+    Running {
+        since: Instant,
+        /// What it is doing (`installing`, `hook command`).
+        step: String,
+        /// The latest detail of that step, and whether it is a counted
+        /// rollout (which says it all: `rollout DaemonSet/cilium 1/3 ready`).
+        detail: Option<(String, bool)>,
+    },
+    Done,
+    Failed,
+    Skipped,
+}
+
+impl Model {
+    fn new(cluster: &str) -> Model {
+        Model {
+            cluster: cluster.to_string(),
+            ..Model::default()
+        }
+    }
+
+    /// The model after `event`, which happened `elapsed` into the run and
+    /// is seen `now`.
+    fn apply(&mut self, event: &Event, elapsed: Duration, now: Instant) {
+        if self.origin.is_none() {
+            self.origin = Some(now.checked_sub(elapsed).unwrap_or(now));
+        }
+        match event {
+            Event::RunStarted {
+                cluster,
+                releases,
+                dry_run,
+                needs,
+            } => {
+                self.cluster.clone_from(cluster);
+                self.started = true;
+                self.dry_run = *dry_run;
+                self.order.clone_from(releases);
+                self.needs.clone_from(needs);
+            }
+            Event::PhaseStarted { phase } if *phase != Phase::Releases => {
+                self.phase = Some((*phase, String::new(), now));
+            }
+            Event::PhaseFinished { .. } => self.phase = None,
+            Event::PreflightStep { step } => {
+                if let Some((Phase::Preflight, detail, _)) = &mut self.phase {
+                    detail.clone_from(step);
+                }
+            }
+            Event::CrdApplied { .. } => {
+                self.crds_applied += 1;
+                self.crd_detail();
+            }
+            Event::CrdEstablished { .. } => {
+                self.crds_established += 1;
+                self.crd_detail();
+            }
+            Event::ReleaseStarted { release } => {
+                self.states.insert(
+                    release.clone(),
+                    State::Running {
+                        since: now,
+                        step: "starting".into(),
+                        detail: None,
+                    },
+                );
+            }
+            Event::ReleaseStep { release, step } => {
+                let since = match self.states.get(release) {
+                    Some(State::Running { since, .. }) => *since,
+                    _ => now,
+                };
+                let state = match step {
+                    Step::Queued => State::Slot,
+                    step => State::Running {
+                        since,
+                        step: step_label(step),
+                        detail: None,
+                    },
+                };
+                self.states.insert(release.clone(), state);
+            }
+            Event::ReleaseProgress {
+                release,
+                message,
+                tally,
+            } => {
+                if let Some(State::Running { detail, .. }) = self.states.get_mut(release) {
+                    *detail = Some(match tally {
+                        Some(tally) => (tally.label(), true),
+                        None => (message.clone(), false),
+                    });
+                }
+            }
+            Event::ReleaseFinished { result, .. } => {
+                let state = match result.outcome {
+                    Outcome::Failed => State::Failed,
+                    Outcome::Skipped | Outcome::Interrupted => State::Skipped,
+                    _ => State::Done,
+                };
+                self.states.insert(result.release.clone(), state);
+            }
+            Event::RunFinished { summary } => {
+                self.phase = None;
+                self.finished = Some((summary.ok, elapsed));
+            }
+            _ => {}
+        }
+    }
+
+    /// Every CRD is applied before the first wait: `applied` is the total
+    /// while they are waited for.
+    fn crd_detail(&mut self) {
+        if let Some((Phase::Crds, detail, _)) = &mut self.phase {
+            *detail = format!(
+                "CRDs {}/{} Established",
+                self.crds_established, self.crds_applied
+            );
+        }
+    }
+
+    /// What the layout draws, `now`.
+    fn board(&self, now: Instant) -> Board {
+        let elapsed = match (self.finished, self.origin) {
+            (Some((_, took)), _) => took,
+            (None, Some(origin)) => now.saturating_duration_since(origin),
+            (None, None) => Duration::ZERO,
+        };
+        let mut board = Board {
+            cluster: self.cluster.clone(),
+            dry_run: self.dry_run,
+            elapsed,
+            finished: self.finished.map(|(ok, _)| ok),
+            total: self.order.len().max(self.states.len()),
+            ..Board::default()
+        };
+        board.phase = self.phase.as_ref().map(|(phase, detail, since)| Row {
+            name: super::phase_label(*phase).to_string(),
+            step: detail.clone(),
+            elapsed: now.saturating_duration_since(*since),
+        });
+        let mut running = Vec::new();
+        for id in &self.order {
+            match self.states.get(id) {
+                None => {
+                    let waiting_on = self
+                        .needs
+                        .get(id)
+                        .into_iter()
+                        .flatten()
+                        .filter(|n| {
+                            !matches!(
+                                self.states.get(n),
+                                Some(State::Done | State::Failed | State::Skipped)
+                            )
+                        })
+                        .map(|n| n.name.clone())
+                        .collect();
+                    board.queued.push(Queued {
+                        name: id.name.clone(),
+                        waiting_on,
+                    });
+                }
+                Some(State::Slot) => board.slot.push(id.name.clone()),
+                Some(State::Running { .. }) => {}
+                Some(State::Done) => board.done += 1,
+                Some(State::Failed) => board.failed += 1,
+                Some(State::Skipped) => board.skipped += 1,
+            }
+        }
+        // Releases the plan did not announce still count.
+        for (id, state) in &self.states {
+            if let State::Running {
+                since,
+                step,
+                detail,
+            } = state
+            {
+                let step = match detail {
+                    Some((counted, true)) => counted.clone(),
+                    Some((d, false)) => format!("{step}: {d}"),
+                    None => step.clone(),
+                };
+                running.push((
+                    *since,
+                    Row {
+                        name: id.to_string(),
+                        step,
+                        elapsed: now.saturating_duration_since(*since),
+                    },
+                ));
+            } else if !self.order.contains(id) {
+                match state {
+                    State::Done => board.done += 1,
+                    State::Failed => board.failed += 1,
+                    State::Skipped => board.skipped += 1,
+                    _ => {}
+                }
+            }
+        }
+        running.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.name.cmp(&b.1.name)));
+        board.running = running.into_iter().map(|(_, row)| row).collect();
+        board
+    }
+}
+
+/// The live area every cluster of the process draws into.
+pub struct Screen {
+    bar: ProgressBar,
+    models: Vec<Model>,
+    /// Several clusters: grouped layout, permanent lines tagged.
+    fleet: bool,
+    color: bool,
+    frame: usize,
+    last: Option<Instant>,
+}
+
+pub type SharedScreen = Arc<Mutex<Screen>>;
+
+impl Screen {
+    pub fn new(target: ProgressDrawTarget, fleet: bool, color: bool) -> SharedScreen {
+        let style =
+            ProgressStyle::with_template("{msg}").unwrap_or_else(|_| ProgressStyle::default_bar());
+        let bar = ProgressBar::with_draw_target(None, target).with_style(style);
+        Arc::new(Mutex::new(Screen {
+            bar,
+            models: Vec::new(),
+            fleet,
+            color,
+            frame: 0,
+            last: None,
+        }))
+    }
+
+    /// A board for `cluster`; its index. Shown once its run starts; the
+    /// live area stays until every board's run is over (or [`Screen::clear`]).
+    pub fn add(&mut self, cluster: &str) -> usize {
+        self.models.push(Model::new(cluster));
+        self.models.len() - 1
+    }
+
+    fn is_hidden(&self) -> bool {
+        self.bar.is_hidden()
+    }
+
+    /// The lines of the live area at `width` × `height`, `now`.
+    fn lines(&self, width: usize, height: usize, now: Instant) -> Vec<String> {
+        let boards: Vec<Board> = self
+            .models
+            .iter()
+            .filter(|m| m.started)
+            .map(|m| m.board(now))
+            .collect();
+        if self.fleet {
+            layout::fleet(&boards, width, height, self.frame)
+        } else {
+            boards
+                .first()
+                .map(|b| layout::single(b, width, height, self.frame))
+                .unwrap_or_default()
+        }
+    }
+
+    /// Redraws the live area (at most every [`TICK`] unless `force`).
+    fn draw(&mut self, force: bool) {
+        if self.is_hidden() || self.bar.is_finished() {
+            return;
+        }
+        let now = Instant::now();
+        if !force && self.last.is_some_and(|t| now.duration_since(t) < TICK) {
+            return;
+        }
+        self.last = Some(now);
+        self.frame = self.frame.wrapping_add(1);
+        let (height, width) = console::Term::stderr()
+            .size_checked()
+            .map_or((24, 80), |(h, w)| (usize::from(h), usize::from(w)));
+        let lines = self.lines(width, height, now);
+        let bold = Style::new().bold();
+        let text: Vec<String> = lines
+            .iter()
+            .enumerate()
+            .map(|(i, l)| {
+                // Headers are the lines that do not start with a space.
+                if self.color && (i == 0 || !l.starts_with(' ')) {
+                    bold.apply_to(l).force_styling(true).to_string()
+                } else {
+                    l.clone()
+                }
+            })
+            .collect();
+        self.bar.set_message(text.join("\n"));
+    }
+
+    /// Prints `text` above the live area (to `to` directly when hidden).
+    fn print(&mut self, to: &mut dyn Write, text: &str) {
+        if self.is_hidden() || self.bar.is_finished() {
+            let _ = writeln!(to, "{text}");
+            let _ = to.flush();
+        } else {
+            self.bar.suspend(|| {
+                let _ = writeln!(to, "{text}");
+                let _ = to.flush();
+            });
+        }
+    }
+
+    /// Whether every cluster's run is over.
+    fn all_finished(&self) -> bool {
+        self.models.iter().all(|m| m.finished.is_some())
+    }
+
+    /// Removes the live area for good.
+    pub fn clear(&mut self) {
+        if !self.bar.is_finished() {
+            self.bar.finish_and_clear();
+        }
+    }
+}
 
 pub struct ProgressReporter {
-    multi: MultiProgress,
-    top: Option<ProgressBar>,
-    /// The preflight or CRD phase while it runs.
-    phase: Option<ProgressBar>,
-    bars: HashMap<ReleaseId, ProgressBar>,
+    screen: SharedScreen,
+    /// This cluster's model in the screen.
+    index: usize,
     out: Box<dyn Write + Send>,
-    /// Where permanent lines go when the draw target is hidden (stderr is not
-    /// a terminal after all): they must not be lost with the bars.
+    /// Where permanent lines go.
     err: Box<dyn Write + Send>,
     verbosity: Verbosity,
     color: bool,
     tracker: Tracker,
-    cluster: String,
-    dry_run: bool,
-    total: usize,
-    done: usize,
-    crds_applied: usize,
 }
 
 impl ProgressReporter {
+    /// The reporter of a single cluster, drawing on `target`.
     pub fn new(
         verbosity: Verbosity,
         target: ProgressDrawTarget,
@@ -48,21 +398,30 @@ impl ProgressReporter {
         err: Box<dyn Write + Send>,
         color: bool,
     ) -> Self {
+        let screen = Screen::new(target, false, color);
+        let index = lock(&screen).add("");
+        Self::on(screen, index, verbosity, out, err, color)
+    }
+
+    /// The reporter of one cluster among many sharing `screen`, drawing
+    /// board `index` ([`Screen::add`]); `out` and `err` tag their lines with
+    /// the cluster.
+    pub fn on(
+        screen: SharedScreen,
+        index: usize,
+        verbosity: Verbosity,
+        out: Box<dyn Write + Send>,
+        err: Box<dyn Write + Send>,
+        color: bool,
+    ) -> Self {
         ProgressReporter {
-            multi: MultiProgress::with_draw_target(target),
-            top: None,
-            phase: None,
-            bars: HashMap::new(),
+            screen,
+            index,
             out,
             err,
             verbosity,
             color,
             tracker: Tracker::default(),
-            cluster: String::new(),
-            dry_run: false,
-            total: 0,
-            done: 0,
-            crds_applied: 0,
         }
     }
 
@@ -71,14 +430,7 @@ impl ProgressReporter {
     }
 
     fn println(&mut self, text: &str) {
-        if self.multi.is_hidden() {
-            let _ = writeln!(self.err, "{text}");
-        } else {
-            // suspend() clears every bar, prints, then redraws: unlike
-            // MultiProgress::println it leaves no stale copy of the top bar
-            // in the scrollback when bars come and go between draws.
-            self.multi.suspend(|| eprintln!("{text}"));
-        }
+        lock(&self.screen).print(&mut *self.err, text);
     }
 
     /// `line` followed by `block` indented under it.
@@ -91,79 +443,6 @@ impl ProgressReporter {
         self.println(&text);
     }
 
-    fn spinner(&self, template: &str) -> ProgressBar {
-        let style = ProgressStyle::with_template(template)
-            .unwrap_or_else(|_| ProgressStyle::default_spinner());
-        // Hidden until attached: a bar drawn before MultiProgress::add
-        // would paint itself straight onto stderr and leave a stale copy.
-        ProgressBar::with_draw_target(None, ProgressDrawTarget::hidden()).with_style(style)
-    }
-
-    /// Attaches `bar` (at `index`, or last) and starts its spinner.
-    fn attach(&self, bar: ProgressBar, index: Option<usize>) -> ProgressBar {
-        let bar = match index {
-            Some(i) => self.multi.insert(i, bar),
-            None => self.multi.add(bar),
-        };
-        if !self.multi.is_hidden() {
-            bar.enable_steady_tick(TICK);
-        }
-        bar
-    }
-
-    fn update_top(&mut self) {
-        if self.top.is_none() {
-            let bar = self.spinner("{prefix:.bold} {msg} ({elapsed})");
-            self.top = Some(self.attach(bar, Some(0)));
-        }
-        self.total = self.total.max(self.done);
-        let dry = if self.dry_run { " (dry run)" } else { "" };
-        let prefix = format!("{}{dry}", self.cluster);
-        let message = format!(
-            "{} of {} done",
-            self.done,
-            crate::duration::count(self.total, "release")
-        );
-        if let Some(top) = &self.top {
-            top.set_prefix(prefix);
-            top.set_message(message);
-        }
-    }
-
-    fn set_live(&mut self, release: &ReleaseId, message: String) {
-        let bar = match self.bars.get(release) {
-            Some(bar) => bar.clone(),
-            None => {
-                let bar = self.spinner("  {spinner:.cyan} {prefix:.bold} {wide_msg} {elapsed:>4}");
-                bar.set_prefix(release.to_string());
-                let bar = self.attach(bar, None);
-                self.bars.insert(release.clone(), bar.clone());
-                bar
-            }
-        };
-        bar.set_message(message);
-    }
-
-    fn end_phase(&mut self) {
-        if let Some(bar) = self.phase.take() {
-            bar.finish_and_clear();
-            self.multi.remove(&bar);
-        }
-    }
-
-    fn clear_bars(&mut self) {
-        self.end_phase();
-        for (_, bar) in self.bars.drain() {
-            bar.finish_and_clear();
-            self.multi.remove(&bar);
-        }
-        if let Some(top) = self.top.take() {
-            top.finish_and_clear();
-            self.multi.remove(&top);
-        }
-        let _ = self.multi.clear();
-    }
-
     fn release_finished(&mut self, event: &Event) {
         let Event::ReleaseFinished {
             result,
@@ -174,12 +453,6 @@ impl ProgressReporter {
             return;
         };
         self.tracker.finished(&result.release, result.outcome);
-        if let Some(bar) = self.bars.remove(&result.release) {
-            bar.finish_and_clear();
-            self.multi.remove(&bar);
-        }
-        self.done += 1;
-        self.update_top();
         let took = super::summary::took(result);
         let label = result.outcome.label();
         let (mark, style, how) = match result.outcome {
@@ -206,47 +479,17 @@ impl ProgressReporter {
         let block = (!block.is_empty()).then(|| block.join("\n"));
         self.println_block(&line, block.as_deref());
     }
-}
 
-impl Reporter for ProgressReporter {
-    fn report(&mut self, stamped: &Stamped) {
+    /// The permanent lines of an event, if any.
+    fn print_event(&mut self, event: &Event) {
         let verbose = self.verbosity == Verbosity::Verbose;
-        match &stamped.event {
-            Event::RunStarted {
-                cluster,
-                releases,
-                dry_run,
-            } => {
-                self.cluster = cluster.clone();
-                self.dry_run = *dry_run;
-                self.total = releases.len();
-                self.update_top();
-            }
-            Event::PhaseStarted { phase } => {
-                if *phase != Phase::Releases {
-                    self.end_phase();
-                    let bar = self.spinner("  {spinner:.cyan} {wide_msg} {elapsed:>4}");
-                    bar.set_message(phase_label(*phase));
-                    self.phase = Some(self.attach(bar, None));
-                }
-            }
+        match event {
             Event::PhaseFinished { phase, ok } => {
-                if *phase != Phase::Releases {
-                    self.end_phase();
-                }
                 if !ok {
                     let failed = self.paint(Style::new().red().bold(), "failed");
-                    self.println(&format!("✗ {} phase {failed}", phase_label(*phase)));
+                    self.println(&format!("✗ {} phase {failed}", super::phase_label(*phase)));
                 } else if *phase == Phase::Preflight {
                     self.println("✓ preflight checks passed");
-                }
-            }
-            Event::CrdApplied { release, crd, .. } => {
-                self.crds_applied += 1;
-                let message = format!("crds: {} applied ({release}: {crd})", self.crds_applied);
-                match &self.phase {
-                    Some(bar) => bar.set_message(message),
-                    None => self.set_live(release, message),
                 }
             }
             // No line for a CRD phase with nothing in it.
@@ -254,10 +497,6 @@ impl Reporter for ProgressReporter {
             Event::CrdsEstablished { count } => {
                 self.println(&format!("✓ crds: {count} established"));
             }
-            Event::PreflightStep { step } => match &self.phase {
-                Some(bar) => bar.set_message(format!("preflight: {step}")),
-                None => self.println(&format!("  preflight: {step}")),
-            },
             Event::CrdDeleted {
                 release,
                 crd,
@@ -265,19 +504,11 @@ impl Reporter for ProgressReporter {
             } => {
                 self.println(&format!("✓ crd {crd} {change} ({release})"));
             }
-            Event::ReleaseStarted { release } => self.set_live(release, "started".into()),
-            Event::ReleaseStep { release, step } => {
-                self.tracker.step(release, step);
-                self.set_live(release, step_label(step));
-            }
-            Event::ReleaseProgress { release, message } => {
-                if self.tracker.progress(release, message) {
-                    let live = match self.tracker.current_step(release) {
-                        Some(step) => format!("{}: {message}", step_label(step)),
-                        None => message.clone(),
-                    };
-                    self.set_live(release, live);
-                }
+            Event::ReleaseStep { release, step } => self.tracker.step(release, step),
+            Event::ReleaseProgress {
+                release, message, ..
+            } => {
+                self.tracker.progress(release, message);
             }
             Event::HookFinished {
                 release,
@@ -314,26 +545,75 @@ impl Reporter for ProgressReporter {
                 self.println(&text);
             }
             Event::RunFinished { summary } => {
-                self.clear_bars();
                 let table = render_summary(summary, &self.tracker.interrupted_in_helm);
-                let _ = write!(self.out, "\n{table}");
-                let _ = self.out.flush();
+                let mut screen = lock(&self.screen);
+                if screen.all_finished() {
+                    screen.clear();
+                }
+                let out = &mut *self.out;
+                screen.print(out, &format!("\n{}", table.trim_end_matches('\n')));
+            }
+            _ => {}
+        }
+    }
+}
+
+pub fn lock(screen: &SharedScreen) -> std::sync::MutexGuard<'_, Screen> {
+    screen.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Reporter for ProgressReporter {
+    fn report(&mut self, stamped: &Stamped) {
+        {
+            let mut screen = lock(&self.screen);
+            let index = self.index;
+            if let Some(model) = screen.models.get_mut(index) {
+                model.apply(&stamped.event, stamped.elapsed, Instant::now());
             }
         }
+        self.print_event(&stamped.event);
+        lock(&self.screen).draw(false);
+    }
+
+    fn tick(&mut self) {
+        lock(&self.screen).draw(false);
     }
 
     fn finish(&mut self) {
-        self.clear_bars();
+        {
+            let mut screen = lock(&self.screen);
+            if let Some(model) = screen.models.get_mut(self.index)
+                && model.finished.is_none()
+            {
+                // The engine is gone without a summary (an error ended the
+                // run): this cluster has nothing more to show.
+                let took = model.origin.map_or(Duration::ZERO, |o| o.elapsed());
+                model.finished = Some((false, took));
+            }
+            if screen.all_finished() {
+                screen.clear();
+            } else {
+                screen.draw(true);
+            }
+        }
         let _ = self.out.flush();
         let _ = self.err.flush();
     }
 }
 
 impl Drop for ProgressReporter {
-    /// Bars left behind by a reporter that never saw `finish` (a panic in the
-    /// engine) would otherwise stay drawn over the shell prompt.
+    /// A live area left behind by a reporter that never saw `finish` (a
+    /// panic in the engine) would otherwise stay drawn over the shell prompt.
     fn drop(&mut self) {
-        self.clear_bars();
+        let mut screen = lock(&self.screen);
+        if let Some(model) = screen.models.get_mut(self.index)
+            && model.finished.is_none()
+        {
+            model.finished = Some((false, Duration::ZERO));
+        }
+        if screen.all_finished() {
+            screen.clear();
+        }
     }
 }
 
@@ -394,6 +674,7 @@ mod tests {
                 cluster: "infra".into(),
                 releases: vec![id("a"), id("b")],
                 dry_run: true,
+                needs: [(id("b"), vec![id("a")])].into(),
             },
             Event::PhaseStarted {
                 phase: Phase::Preflight,
@@ -441,6 +722,7 @@ mod tests {
                 Event::ReleaseProgress {
                     release: id(name),
                     message: "1 of 3".into(),
+                    tally: None,
                 },
                 Event::HookFinished {
                     release: id(name),
@@ -474,6 +756,7 @@ mod tests {
                 cluster: "infra".into(),
                 releases: vec![id("a"), id("b")],
                 dry_run: false,
+                needs: Default::default(),
             },
             Event::ReleaseStarted { release: id("a") },
             Event::ReleaseStep {
@@ -506,8 +789,97 @@ mod tests {
             "{}",
             out.text()
         );
-        assert_eq!(r.done, 2);
-        assert!(r.bars.is_empty() && r.top.is_none());
+        let screen = lock(&r.screen);
+        let board = screen.models[0].board(Instant::now());
+        assert_eq!((board.done, board.failed, board.total), (1, 1, 2));
+        assert!(screen.all_finished());
+    }
+
+    #[test]
+    fn the_board_says_who_runs_who_waits_for_a_slot_and_who_waits_on_what() {
+        let mut model = Model::default();
+        let t0 = Instant::now();
+        let later = |ms| t0 + Duration::from_millis(ms);
+        let events = [
+            Event::RunStarted {
+                cluster: "infra".into(),
+                releases: vec![id("a"), id("b"), id("c"), id("d"), id("e")],
+                dry_run: false,
+                needs: [
+                    (id("c"), vec![id("a")]),
+                    (id("d"), vec![id("a"), id("c")]),
+                    (id("e"), vec![id("b")]),
+                ]
+                .into(),
+            },
+            Event::ReleaseStarted { release: id("a") },
+            Event::ReleaseStep {
+                release: id("a"),
+                step: Step::Hook {
+                    phase: HookPhase::Postsync,
+                    hook: "rollout of DaemonSet ns/a".into(),
+                },
+            },
+            Event::ReleaseProgress {
+                release: id("a"),
+                message: "1 of 3 updated pods available".into(),
+                tally: Some(crate::event::Tally {
+                    subject: "DaemonSet/a".into(),
+                    done: 1,
+                    total: 3,
+                    unit: "ready",
+                }),
+            },
+            Event::ReleaseStarted { release: id("b") },
+            Event::ReleaseStep {
+                release: id("b"),
+                step: Step::Queued,
+            },
+        ];
+        for (i, event) in events.iter().enumerate() {
+            model.apply(event, Duration::from_millis(i as u64), later(i as u64));
+        }
+        let board = model.board(later(2_000));
+        assert_eq!(board.total, 5);
+        assert_eq!(
+            board.running,
+            [Row {
+                name: "ns/a".into(),
+                step: "rollout DaemonSet/a 1/3 ready".into(),
+                elapsed: Duration::from_millis(1_999),
+            }]
+        );
+        assert_eq!(board.slot, ["b"]);
+        assert_eq!(
+            board.queued,
+            [
+                Queued {
+                    name: "c".into(),
+                    waiting_on: vec!["a".into()]
+                },
+                Queued {
+                    name: "d".into(),
+                    waiting_on: vec!["a".into(), "c".into()]
+                },
+                Queued {
+                    name: "e".into(),
+                    waiting_on: vec!["b".into()]
+                },
+            ]
+        );
+        model.apply(
+            &Event::ReleaseFinished {
+                result: result("a", Outcome::Installed),
+                diagnostics: None,
+                diagnostics_text: None,
+            },
+            Duration::from_secs(3),
+            later(3_000),
+        );
+        let board = model.board(later(3_000));
+        assert_eq!((board.done, board.running.len()), (1, 0));
+        assert_eq!(board.queued[1].waiting_on, ["c"], "a is done");
+        assert_eq!(board.elapsed, Duration::from_secs(3));
     }
 
     #[test]
@@ -520,6 +892,7 @@ mod tests {
             Event::ReleaseProgress {
                 release: id("ghost"),
                 message: "?".into(),
+                tally: None,
             },
         ));
         r.finish();
@@ -537,7 +910,7 @@ mod tests {
                 r.report(&at(i as u64 * 100, pool[pick % pool.len()].clone()));
             }
             r.finish();
-            prop_assert!(r.bars.is_empty());
+            prop_assert!(lock(&r.screen).all_finished());
         }
     }
 }

@@ -7,6 +7,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::event::{Emitter, Event, Summary};
+use crate::reporter::progress::{ProgressReporter, SharedScreen};
 use crate::reporter::{self, Verbosity, tagged};
 use crate::stop::{GRACE, Stop, StopSignal};
 
@@ -50,26 +51,36 @@ impl Session {
     /// One cluster's session among many in one process (docs/fleet.md):
     /// plain lines or JSON Lines, tagged with the cluster, written to the
     /// streams every cluster shares.
+    /// `screen`: the fleet's live display and this cluster's board on it
+    /// (a terminal; else plain lines).
     pub fn for_cluster(
         cluster: &str,
         width: usize,
         json: bool,
         verbosity: Verbosity,
         streams: &Streams,
+        screen: Option<(&SharedScreen, usize)>,
     ) -> Session {
         let kind = if json {
             reporter::ReporterKind::Json
         } else {
             reporter::ReporterKind::Plain
         };
-        let tagged =
-            |out: &tagged::Shared| Box::new(tagged::Tagged::new(cluster, width, json, out.clone()));
-        Session::with_reporter(reporter::make(
-            kind,
-            verbosity,
-            tagged(&streams.out),
-            tagged(&streams.err),
-        ))
+        let tagged = |out: &tagged::Shared| -> Box<tagged::Tagged> {
+            Box::new(tagged::Tagged::new(cluster, width, json, out.clone()))
+        };
+        let reporter: Box<dyn reporter::Reporter> = match screen {
+            Some((screen, index)) if !json => Box::new(ProgressReporter::on(
+                screen.clone(),
+                index,
+                verbosity,
+                tagged(&streams.out),
+                tagged(&streams.err),
+                console::colors_enabled_stderr(),
+            )),
+            _ => reporter::make(kind, verbosity, tagged(&streams.out), tagged(&streams.err)),
+        };
+        Session::with_reporter(reporter)
     }
 
     fn with_reporter(reporter: Box<dyn reporter::Reporter>) -> Session {

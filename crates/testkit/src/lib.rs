@@ -5,11 +5,13 @@
 //!   `bootstrap` binary on it;
 //! - [`cluster::Cluster`] puts a loopback API server ([`kube_loopback`]) and
 //!   the fake helm (crates/fake-helm) behind it;
+//! - [`pty::Pty`] runs it on a pseudo-terminal and keeps the screen it draws;
 //! - [`bootstrap`] and [`fake_helm`] say where those two binaries are.
 
 mod bins;
 pub mod builder;
 pub mod cluster;
 pub mod fleet;
+pub mod pty;
 
 pub use bins::{bootstrap, fake_helm};

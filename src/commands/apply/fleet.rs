@@ -16,6 +16,10 @@ use crate::cli::{ApplyArgs, Config};
 use crate::error::{EXIT_FAILED, EXIT_INTERRUPTED, EXIT_INVALID, EXIT_LOCKED, EXIT_OK, Error};
 use crate::lint;
 use crate::plan::Plan;
+use crate::reporter::{
+    self,
+    progress::{self, Screen, SharedScreen},
+};
 use crate::run::session::Streams;
 
 /// A cluster's place in the fleet's output.
@@ -23,6 +27,9 @@ pub(super) struct Slot {
     /// Width the cluster names are padded to.
     pub width: usize,
     pub streams: Streams,
+    /// On a terminal: the live display every cluster draws its board on,
+    /// and the clusters' names in board order.
+    pub screen: Option<(SharedScreen, Vec<String>)>,
 }
 
 /// How bad an exit code is, for the fleet's own: a config or prerequisite
@@ -58,9 +65,27 @@ pub(super) async fn run(
         .max()
         .unwrap_or(0);
     let streams = Streams::standard();
+    // Grouped live progress on a terminal (docs/design.md#the-live-display);
+    // one board per cluster, in the order they were named.
+    let live = reporter::detect(config.json(), config.global.no_progress)
+        == reporter::ReporterKind::Progress
+        && config.verbosity != reporter::Verbosity::Quiet;
+    let screen = live.then(|| {
+        let screen = Screen::new(
+            indicatif::ProgressDrawTarget::stderr(),
+            true,
+            console::colors_enabled_stderr(),
+        );
+        let names: Vec<String> = linted.iter().map(|(p, _)| p.cluster.name.clone()).collect();
+        for name in &names {
+            progress::lock(&screen).add(name);
+        }
+        (screen, names)
+    });
     let slot = Slot {
         width,
         streams: streams.clone(),
+        screen,
     };
     let slots = Arc::new(Semaphore::new(
         args.cluster_concurrency.unwrap_or(linted.len()).max(1),
@@ -95,6 +120,9 @@ pub(super) async fn run(
     });
     let results = futures::future::join_all(runs).await;
     watcher.abort();
+    if let Some((screen, _)) = &slot.screen {
+        progress::lock(screen).clear();
+    }
 
     let mut failed = Vec::new();
     for (cluster, result) in &results {

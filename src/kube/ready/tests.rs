@@ -331,3 +331,77 @@ fn crd_with_clashing_names_fails_at_once() {
         super::Readiness::Pending(_)
     ));
 }
+
+fn object(name: &str) -> Value {
+    fixture(name)
+}
+
+#[test]
+fn a_rollout_is_counted_in_pods_of_the_current_template() {
+    // 2 pods available, but only 1 runs the new template.
+    assert_eq!(
+        tally("DaemonSet", &[object("daemonset-cilium-mid-rollout.yaml")]),
+        Some((1, 3))
+    );
+    assert_eq!(
+        tally("DaemonSet", &[object("daemonset-cilium-rolled-out.yaml")]),
+        Some((3, 3))
+    );
+    assert_eq!(
+        tally("Deployment", &[object("deployment-coredns-pending.yaml")]),
+        Some((0, 2))
+    );
+    assert_eq!(
+        tally("Job", &[object("job-running.yaml")]).map(|(_, total)| total),
+        Some(1)
+    );
+}
+
+#[test]
+fn a_status_of_an_older_generation_counts_nothing_done() {
+    // Every counter says 3 of 3, for generation 2 of 3.
+    assert_eq!(
+        tally(
+            "DaemonSet",
+            &[object("daemonset-cilium-stale-generation.yaml")]
+        ),
+        Some((0, 3))
+    );
+    // A fresh Deployment without status: 0 of its replicas.
+    let fresh = serde_json::json!({"metadata": {"generation": 1}, "spec": {"replicas": 3}});
+    assert_eq!(tally("Deployment", &[fresh]), Some((0, 3)));
+}
+
+#[test]
+fn nothing_to_count_is_no_tally_or_nothing_wanted_yet() {
+    assert_eq!(tally("Deployment", &[]), None);
+    // A DaemonSet not scheduled yet: how many pods it wants is unknown.
+    let fresh = serde_json::json!({"metadata": {"generation": 1}, "spec": {}});
+    assert_eq!(tally("DaemonSet", &[fresh]), Some((0, 0)));
+    assert_eq!(tally("Service", &[object("job-running.yaml")]), None);
+}
+
+#[test]
+fn a_label_selected_set_is_summed() {
+    let both = [
+        object("daemonset-cilium-mid-rollout.yaml"),
+        object("daemonset-cilium-rolled-out.yaml"),
+    ];
+    assert_eq!(tally("DaemonSet", &both), Some((4, 6)));
+}
+
+#[test]
+fn tallies_read_as_the_display_shows_them() {
+    let tally = |unit| Tally {
+        subject: "DaemonSet/cilium".into(),
+        done: 1,
+        total: 3,
+        unit,
+    };
+    assert_eq!(tally("ready").label(), "rollout DaemonSet/cilium 1/3 ready");
+    assert_eq!(tally("complete").label(), "DaemonSet/cilium 1/3 complete");
+    let mut starting = tally("ready");
+    starting.total = 0;
+    starting.done = 0;
+    assert_eq!(starting.label(), "rollout DaemonSet/cilium starting");
+}

@@ -127,7 +127,7 @@ pub(super) fn is_permanent_watch_error(e: &watcher::Error) -> bool {
 
 /// Resolves the target's resource, re-running discovery until it is served.
 /// Unbounded on its own: the caller's timeout ends it.
-pub(super) async fn resolve<P: Fn(&str)>(
+pub(super) async fn resolve<P: super::Observer>(
     client: &Client,
     target: &ObjectTarget,
     reporter: &Reporter<'_, P>,

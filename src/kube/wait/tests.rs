@@ -39,6 +39,10 @@ fn forbidden() -> watcher::Error {
     )))
 }
 
+fn daemonset_target() -> ObjectTarget {
+    ObjectTarget::new("apps/v1", "DaemonSet", Some("kube-system"), "cilium")
+}
+
 type Item = Result<watcher::Event<DynamicObject>, watcher::Error>;
 
 /// Runs `drive` over a scripted watch, returning its result and what
@@ -50,6 +54,7 @@ async fn run(items: Vec<Item>) -> (Result<bool, Stop>, Vec<String>) {
     let reporter = Reporter {
         state: &state,
         progress: &progress,
+        target: &daemonset_target(),
     };
     let check = each(
         crate::kube::ready::rollout_check("DaemonSet").unwrap(),
@@ -165,6 +170,7 @@ async fn failed_check_ends_the_wait() {
     let reporter = Reporter {
         state: &state,
         progress: &progress,
+        target: &daemonset_target(),
     };
     let check = each(
         crate::kube::ready::rollout_check("Job").unwrap(),
@@ -209,6 +215,7 @@ async fn a_ready_object_is_seen_by_a_direct_read_while_the_watch_fails() {
     let reporter = Reporter {
         state: &state,
         progress: &progress,
+        target: &daemonset_target(),
     };
     let check = each(
         crate::kube::ready::rollout_check("DaemonSet").unwrap(),
@@ -256,6 +263,7 @@ async fn timeout_names_the_target_and_the_last_reason() {
     let reporter = Reporter {
         state: &state,
         progress: &progress,
+        target: &daemonset_target(),
     };
     let check = each(
         crate::kube::ready::rollout_check("DaemonSet").unwrap(),
@@ -287,6 +295,7 @@ async fn timeout_mentions_an_api_error_that_followed_the_last_reason() {
     let reporter = Reporter {
         state: &state,
         progress: &progress,
+        target: &daemonset_target(),
     };
     let check = each(
         crate::kube::ready::rollout_check("DaemonSet").unwrap(),
@@ -459,6 +468,7 @@ async fn a_label_selected_set_is_judged_as_a_whole() {
     let reporter = Reporter {
         state: &state,
         progress: &progress,
+        target: &daemonset_target(),
     };
     let items: Vec<Item> = vec![
         Ok(E::Init),

@@ -1,0 +1,330 @@
+//! The live display as a user sees it (docs/design.md#the-live-display):
+//! the real `bootstrap apply` on a pseudo-terminal of 80 and 200 columns,
+//! against the loopback cluster and a fake helm slow enough for frames to be
+//! seen, its output fed to a terminal emulator whose screen is asserted.
+//! Frames are waited for (never a fixed sleep): timing only decides when
+//! they show up.
+
+use std::time::Duration;
+
+use serde_json::json;
+use testkit::builder::Test;
+use testkit::cluster::{CLUSTER, Cluster, RELEASES, crd, daemonset, deployment};
+use testkit::fleet::{Fleet, fleet_releases};
+use testkit::pty::Pty;
+
+const WAIT: Duration = Duration::from_secs(30);
+
+/// A release name long enough that 80 columns must cut it.
+const LONG: &str = "external-secrets-operator-for-the-whole-fleet";
+
+/// cilium (its DaemonSet reports 1 of 3 pods ready for a while) → coredns
+/// → cert-manager (two CRDs, one slow to be Established), spegel and a
+/// release with a long name; `--concurrency 1` makes the last three queue
+/// for the helm slot.
+fn scenario() -> (Cluster, Test) {
+    let cluster = Cluster::start();
+    let mut ds = daemonset("kube-system", "cilium");
+    ds["metadata"]["generation"] = 1.into();
+    ds["status"] = json!({"observedGeneration": 1, "desiredNumberScheduled": 3,
+        "currentNumberScheduled": 3, "updatedNumberScheduled": 3, "numberReady": 1,
+        "numberAvailable": 1, "numberMisscheduled": 0});
+    // Scripted before the insert, so the controller stand-in leaves the
+    // status above until the test completes the rollout ([`roll_out`]).
+    cluster.api.set_rollout(
+        "DaemonSet",
+        "kube-system",
+        "cilium",
+        kube_loopback::Rollout::Never,
+    );
+    cluster.api.insert(ds);
+    cluster.api.set_crd_establish(
+        "issuers.cert-manager.io",
+        kube_loopback::Rollout::After(Duration::from_millis(1500)),
+    );
+    cluster.script(json!({
+        "*": {"delay_ms": 700},
+        "kube-system/cilium": {"apply_manifests": true, "manifests": [daemonset("kube-system", "cilium")]},
+        "cert-manager/cert-manager": {"crds": [
+            crd("cert-manager.io", "certificates", "Certificate"),
+            crd("cert-manager.io", "issuers", "Issuer")],
+            "manifests": [deployment("cert-manager", "cert-manager")]},
+    }));
+    let releases = format!(
+        "{RELEASES}---\nname: {LONG}\nnamespace: external-secrets-system\nchart: {{ oci: oci://example.com/charts/es, version: 1.0.0 }}\nneeds: [coredns]\n"
+    );
+    let test = Test::new()
+        .file("clusters/infra/cluster.yaml", CLUSTER)
+        .file("releases/core.yaml", &releases);
+    (cluster, test)
+}
+
+/// Every pod of cilium's DaemonSet available, as its controller would say.
+fn roll_out(cluster: &Cluster) {
+    let mut ds = cluster
+        .api
+        .get("apps/v1", "DaemonSet", Some("kube-system"), "cilium")
+        .expect("cilium's DaemonSet");
+    let generation = ds["metadata"]["generation"].clone();
+    ds["status"]["observedGeneration"] = generation;
+    ds["status"]["numberReady"] = 3.into();
+    ds["status"]["numberAvailable"] = 3.into();
+    cluster.api.insert(ds);
+}
+
+fn start(cols: u16) -> (Cluster, Test, Pty) {
+    let (cluster, test) = scenario();
+    let mut cmd = cluster.command(&test, &["apply", "infra", "--concurrency", "1"]);
+    // testkit's default for pipes; a terminal user has colour.
+    cmd.env_remove("NO_COLOR");
+    let pty = Pty::spawn(cmd, 30, cols);
+    (cluster, test, pty)
+}
+
+/// The lines of the live area in a frame: from the header down.
+fn live(frame: &str) -> Vec<&str> {
+    let lines: Vec<&str> = frame.lines().collect();
+    let top = lines
+        .iter()
+        .rposition(|l| l.starts_with("infra · "))
+        .unwrap_or(lines.len());
+    lines[top..]
+        .iter()
+        .copied()
+        .filter(|l| !l.trim().is_empty())
+        .collect()
+}
+
+/// The column where a line's timer (`12.3s`) ends, if it has one.
+fn timer_end(line: &str) -> Option<usize> {
+    let trimmed = line.trim_end();
+    let last = trimmed.rsplit(' ').next()?;
+    let number = last.strip_suffix('s')?;
+    number.parse::<f64>().ok().map(|_| trimmed.chars().count())
+}
+
+#[test]
+fn at_80_columns_the_display_counts_queues_and_cuts_with_an_ellipsis() {
+    let (cluster, _test, pty) = start(80);
+
+    // Preflight over, the CRD phase counts CRDs as they become Established.
+    let frame = pty.wait_for(WAIT, |f| f.contains("CRDs 1/2 Established"));
+    assert!(live(&frame)[0].contains("5 queued · 0/5 done"), "{frame}");
+
+    // cilium runs, everything else is queued behind it, collapsed on one line.
+    let frame = pty.wait_for(WAIT, |f| {
+        f.contains("infra · 1 running · 4 queued · 0/5 done")
+    });
+    let lines = live(&frame);
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.trim_start().starts_with("⠋ kube-system/cilium")
+                || l.contains("kube-system/cilium")),
+        "{frame}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("  queued: coredns, cert-manager")
+                && l.contains("waiting on cilium")),
+        "{frame}"
+    );
+
+    // The rollout, counted in pods rather than in controller generations.
+    let frame = pty.wait_for(WAIT, |f| f.contains("rollout DaemonSet/cilium 1/3 ready"));
+    assert!(!frame.contains("observe generation"), "{frame}");
+    roll_out(&cluster);
+
+    // With one helm slot, two of the three releases after coredns wait for it.
+    let frame = pty.wait_for(WAIT, |f| {
+        f.contains("2 waiting for a helm slot") || f.contains("2 for a slot")
+    });
+    let lines = live(&frame);
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("  waiting for a helm slot: ")),
+        "{frame}"
+    );
+    for line in &lines {
+        assert!(line.chars().count() < 80, "{line:?} in\n{frame}");
+    }
+
+    // The long name is cut, visibly.
+    let frame = pty.wait_for(WAIT, |f| f.contains("external-secrets-system/"));
+    let line = live(&frame)
+        .into_iter()
+        .find(|l| l.contains("external-secrets-system/"))
+        .unwrap()
+        .to_string();
+    assert!(
+        line.contains('…') && !line.contains(LONG),
+        "{line}\n{frame}"
+    );
+
+    let (code, text) = pty.finish(WAIT);
+    assert_eq!(code, 0, "{text}");
+    // What stays: a line per release, then the summary; no live lines.
+    assert!(
+        text.contains("✓ kube-system/cilium installed in "),
+        "{text}"
+    );
+    // (the terminal wraps it at 80 columns)
+    let unwrapped: String = text.lines().collect();
+    assert!(
+        unwrapped.contains(&format!("✓ external-secrets-system/{LONG} installed in ")),
+        "the permanent line keeps the whole name:\n{text}"
+    );
+    assert!(text.contains("5 installed"), "{text}");
+    assert!(!text.contains("infra · "), "the live area is gone:\n{text}");
+    assert!(!text.contains("queued: "), "{text}");
+}
+
+#[test]
+fn at_200_columns_timers_stay_next_to_the_text() {
+    let (cluster, _test, pty) = start(200);
+    let frame = pty.wait_for(WAIT, |f| {
+        f.contains("rollout DaemonSet/cilium 1/3 ready") && f.contains("queued: ")
+    });
+    roll_out(&cluster);
+    let lines = live(&frame);
+    let ends: Vec<usize> = lines.iter().filter_map(|l| timer_end(l)).collect();
+    assert!(ends.len() >= 2, "a header and a release, timed:\n{frame}");
+    assert!(
+        ends.iter().all(|e| *e == ends[0]),
+        "one timer column: {ends:?}\n{frame}"
+    );
+    let longest = lines
+        .iter()
+        .map(|l| {
+            let t = l.trim_end();
+            t[..t.rfind(' ').unwrap_or(0)].trim_end().chars().count()
+        })
+        .max()
+        .unwrap();
+    assert!(
+        ends[0] <= longest + 2 + 6,
+        "the timer column is right after the longest text ({longest}), not at the edge: {ends:?}\n{frame}"
+    );
+    // The long name has room here.
+    let frame = pty.wait_for(WAIT, |f| f.contains(LONG));
+    assert!(
+        live(&frame)
+            .iter()
+            .any(|l| l.contains(LONG) && !l.contains('…')),
+        "{frame}"
+    );
+    let (code, text) = pty.finish(WAIT);
+    assert_eq!(code, 0, "{text}");
+}
+
+#[test]
+fn no_color_gets_plain_lines_even_on_a_terminal() {
+    let (cluster, test) = scenario();
+    let mut cmd = cluster.command(&test, &["apply", "infra"]);
+    cmd.env("NO_COLOR", "1");
+    let pty = Pty::spawn(cmd, 30, 100);
+    pty.wait_for(WAIT, |f| f.contains("1 of 3 updated pods"));
+    roll_out(&cluster);
+    let (code, text) = pty.finish(WAIT);
+    assert_eq!(code, 0, "{text}");
+    assert!(!text.contains("infra · "), "no live area:\n{text}");
+    assert!(!text.contains('\u{1b}'), "no colour:\n{text}");
+    assert!(text.contains("kube-system/cilium: installing"), "{text}");
+}
+
+/// A cluster's live line (its header, or its one line), not one of its
+/// tagged permanent lines: `apps   ▸ 1 running · …`.
+fn is_header(line: &str, cluster: &str) -> bool {
+    line.strip_prefix(cluster)
+        .is_some_and(|rest| rest.trim_start().starts_with("▸ ") && rest.starts_with(' '))
+}
+
+/// `apply` of `names` from one process, on a terminal of 40 rows × `cols`.
+fn fleet_apply(names: &[&str], cols: u16) -> (Fleet, Test, Pty) {
+    let fleet = Fleet::start(names);
+    fleet.script(json!({
+        "*": {"delay_ms": 600},
+        "kube-system/cilium": {"apply_manifests": true, "manifests": [daemonset("kube-system", "cilium")]},
+    }));
+    // The first cluster's cilium takes a while to roll out.
+    let first = names[0];
+    fleet.api(first).set_rollout(
+        "DaemonSet",
+        "kube-system",
+        "cilium",
+        kube_loopback::Rollout::After(Duration::from_millis(2500)),
+    );
+    let test = fleet.config(&fleet_releases());
+    let mut cmd = fleet.command(&test, &["apply", "--all"]);
+    cmd.env_remove("NO_COLOR");
+    let pty = Pty::spawn(cmd, 40, cols);
+    (fleet, test, pty)
+}
+
+#[test]
+fn two_clusters_get_a_block_each_with_their_releases_beneath() {
+    let (_fleet, _test, pty) = fleet_apply(&["apps", "infra"], 100);
+    // Both clusters' headers, each followed by its own running release.
+    let frame = pty.wait_for(WAIT, |f| {
+        let lines: Vec<&str> = f.lines().collect();
+        let header = |name: &str| lines.iter().position(|l| is_header(l, name));
+        match (header("apps"), header("infra")) {
+            (Some(a), Some(i)) => {
+                lines.get(a + 1).is_some_and(|l| l.contains("kube-system/"))
+                    && lines.get(i + 1).is_some_and(|l| l.contains("kube-system/"))
+            }
+            _ => false,
+        }
+    });
+    assert!(frame.contains("/4 done"), "{frame}");
+    let frame = pty.wait_for(WAIT, |f| f.contains("infra  ✓ 4/4 done"));
+    assert!(frame.lines().any(|l| is_header(l, "apps")), "{frame}");
+    let (code, text) = pty.finish(WAIT);
+    assert_eq!(code, 0, "{text}");
+    // The permanent lines are tagged; the live area is gone.
+    assert!(
+        text.contains("infra │ ✓ kube-system/cilium installed in "),
+        "{text}"
+    );
+    assert!(
+        text.contains("apps  │ ✓ kube-system/spegel installed in "),
+        "{text}"
+    );
+    assert!(text.contains("2 of 2 clusters applied"), "{text}");
+    assert!(!text.contains("  ▸ "), "{text}");
+}
+
+#[test]
+fn many_clusters_get_one_line_each() {
+    let names: Vec<String> = (1..=12).map(|i| format!("cluster-{i:02}")).collect();
+    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    let (_fleet, _test, pty) = fleet_apply(&refs, 80);
+    let frame = pty.wait_for(WAIT, |f| {
+        names.iter().all(|n| f.lines().any(|l| is_header(l, n)))
+    });
+    let live: Vec<&str> = frame
+        .lines()
+        .filter(|l| l.starts_with("cluster-") && !l.contains(" │ "))
+        .collect();
+    assert_eq!(live.len(), 12, "one line per cluster:\n{frame}");
+    assert!(
+        !frame
+            .lines()
+            .any(|l| l.starts_with("  ") && l.contains("kube-system/")),
+        "no release lines beneath:\n{frame}"
+    );
+    for line in &live {
+        assert!(line.contains("/4 done"), "{line}");
+        assert!(line.chars().count() < 80, "{line}");
+    }
+    // What the first cluster waits on, in its line.
+    pty.wait_for(WAIT, |f| {
+        f.lines()
+            .any(|l| is_header(l, "cluster-01") && l.contains("rollout DaemonSet/cilium"))
+    });
+    let (code, text) = pty.finish(Duration::from_secs(60));
+    assert_eq!(code, 0, "{text}");
+    assert!(text.contains("12 of 12 clusters applied"), "{text}");
+}
