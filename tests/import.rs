@@ -248,6 +248,46 @@ fn import_flux_style(repo: &str, helmfile_dir: &str, config: &str, apps: &str) {
         apps,
     ));
     assert_eq!(planned(&root, config), expected);
+
+    // Every installed release whose chart and values the helmfile read from
+    // a Flux HelmRelease is read from it with `from:`, handed over to Flux,
+    // and nothing of it is copied.
+    let plan = bootstrap(
+        &root,
+        &["--dir", config, "--output", "json", "plan", "main"],
+    );
+    let plan: Value = serde_json::from_str(&plan.stdout).unwrap();
+    let helmfile = yaml(&root.join(&apps_file));
+    for release in helmfile["releases"].as_array().unwrap() {
+        let id = format!(
+            "{}/{}",
+            release["namespace"].as_str().unwrap(),
+            release["name"].as_str().unwrap()
+        );
+        let planned = plan["releases"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["id"] == id.as_str())
+            .unwrap();
+        if release.get("chart").is_none() {
+            assert_eq!(
+                planned["from"]["file"].as_str(),
+                Some(format!("{apps}/{id}/app/helmrelease.yaml").as_str()),
+                "{id}: {planned}"
+            );
+            assert_eq!(planned["ownership"], "handover", "{id}");
+            let name = release["name"].as_str().unwrap();
+            let copied = root
+                .join(config)
+                .join(format!("releases/values/{name}.yaml"));
+            assert!(!copied.exists(), "{}", copied.display());
+        }
+    }
+    // `check` scans the Flux tree: Flux manages those releases, and they
+    // are bootstrap's to hand over, so that is no error.
+    let check = bootstrap(&root, &["--dir", config, "-q", "check", "main"]);
+    assert_eq!(check.code, 0, "{}{}", check.stdout, check.stderr);
 }
 
 #[test]
@@ -302,10 +342,9 @@ fn jfroy_flatops_repositories_and_plain_values_files() {
     assert_eq!(run.code, 1, "{}{}", run.stdout, run.stderr);
     assert_eq!(
         not_converted(&run.stdout),
-        [
-            format!("kubernetes/bootstrap/helmfile.yaml:7: `helmDefaults.recreatePods: true`: the helm setting `recreatePods` {HELM_FLAGS}"),
-            "kubernetes/bootstrap/helmfile.yaml:35: `secrets: coredns.sops.yaml`: sops-encrypted values are not imported; decrypt them into a values file bootstrap reads, or keep them in a Secret".to_string(),
-        ]
+        [format!(
+            "kubernetes/bootstrap/helmfile.yaml:7: `helmDefaults.recreatePods: true`: the helm setting `recreatePods` {HELM_FLAGS}"
+        )]
     );
     // helmDefaults.force is a helm flag of every install.
     let cluster = std::fs::read_to_string(root.join("config/clusters/main/cluster.yaml")).unwrap();
@@ -332,6 +371,32 @@ fn jfroy_flatops_repositories_and_plain_values_files() {
         release.contains("timeout: 10m  # helmDefaults.timeout\n"),
         "{release}"
     );
+    // `secrets:` (sops) are values files bootstrap decrypts, after the
+    // plain ones as helmfile passes them.
+    assert!(
+        release.contains(
+            "valuesFiles:\n  - ../../kubernetes/apps/kube-system/coredns/app/helm-values.yaml\n  - ../../kubernetes/bootstrap/coredns.sops.yaml\n"
+        ),
+        "{release}"
+    );
+    // Planning needs the repository's age key, which is not here: the
+    // config error names the file and what to do, before anything else.
+    let plan = bootstrap(&root, &["--dir", "config", "plan", "main"]);
+    assert_eq!(plan.code, 2, "{}", plan.stderr);
+    assert!(
+        plan.stderr.starts_with(
+            "error: config/releases/../../kubernetes/bootstrap/coredns.sops.yaml: release `kube-system/coredns`: is encrypted with sops, and sops "
+        ),
+        "{}",
+        plan.stderr
+    );
+    // With the secrets aside, the rest plans as the helmfile declares.
+    let file = root.join("config/releases/helmfile.yaml");
+    std::fs::write(
+        &file,
+        release.replace("  - ../../kubernetes/bootstrap/coredns.sops.yaml\n", ""),
+    )
+    .unwrap();
     let mut expected = declared_flux_style(
         &root,
         &[("kubernetes/bootstrap/helmfile.yaml", true)],
@@ -499,24 +564,19 @@ fn the_release_file_says_where_everything_came_from() {
         r#"# kubernetes/bootstrap/helmfile/apps.yaml:64
 name: onepassword-connect
 namespace: external-secrets
-# chart and version: spec.url and spec.ref.tag of the Flux OCIRepository
-# ../../kubernetes/apps/external-secrets/onepassword-connect/app/ocirepository.yaml, as the helmfile
-# reads them; copied at import time, so keep the two in step
-chart:
-  oci: oci://ghcr.io/1password/connect
-  version: "2.4.1"
+# chart, version and values: the Flux HelmRelease
+# ../../kubernetes/apps/external-secrets/onepassword-connect/app/helmrelease.yaml, as
+# ../../kubernetes/bootstrap/helmfile/templates/values.yaml.gotmpl read its spec.values; Flux adopts
+# the release once bootstrap installed it
+from:
+  helmRelease: kubernetes/apps/external-secrets/onepassword-connect/app/helmrelease.yaml
+ownership: handover
 # helm installs the chart's CRDs, as it did under helmfile; `crds: bootstrap` would apply them in
 # bootstrap's CRD phase before any release
 crds: chart
 needs:
   - external-secrets/external-secrets
 wait: true  # helmDefaults.wait; includes Jobs, like waitForJobs
-valuesFiles:
-  # spec.values of the Flux HelmRelease
-  # ../../kubernetes/apps/external-secrets/onepassword-connect/app/helmrelease.yaml, as
-  # ../../kubernetes/bootstrap/helmfile/templates/values.yaml.gotmpl reads it; copied at import
-  # time, so keep the two in step
-  - values/onepassword-connect.yaml
 hooks:
   postsync:
     # helmfile: kubectl wait --for=create crd/clustersecretstores.external-secrets.io --timeout=2m
@@ -533,6 +593,18 @@ hooks:
         - --force-conflicts
         - --filename=../kubernetes/apps/external-secrets/onepassword-connect/app/clustersecretstore.yaml
 "#
+    );
+    // The Flux tree `from:` reads in: the FluxInstance's sync path, found
+    // from the config root.
+    let cluster =
+        std::fs::read_to_string(root.join("bootstrap/clusters/main/cluster.yaml")).unwrap();
+    assert!(
+        cluster.contains(
+            "# The Flux tree the `from:` releases are read from: the FluxInstance's sync path, from the values of\n\
+             # ../../../kubernetes/apps/flux-system/flux-instance/app/helmrelease.yaml\n\
+             flux:\n  root: \"..\"\n  entrypoint: kubernetes/flux/cluster\n"
+        ),
+        "{cluster}"
     );
 }
 
@@ -746,5 +818,68 @@ fn helmfile_d_files_run_in_name_order_and_later_files_wait_for_earlier_ones() {
             ),
             ("mon/prom-crds".to_string(), json!([]), false, json!([])),
         ]
+    );
+}
+
+/// `secrets:` of helm-secrets are sops files: values files bootstrap
+/// decrypts itself, between the plain values files and `set:` (helmfile's
+/// order); one it cannot decrypt as it stands is listed instead.
+#[test]
+fn sops_secrets_become_values_files_in_helmfiles_order() {
+    const ENCRYPTED: &str = "token: ENC[AES256_GCM,data:x,iv:y,tag:z,type:str]\nsops:\n    age: []\n    mac: ENC[AES256_GCM,data:x]\n    version: 3.11.0\n";
+    let test = testkit::builder::Test::new()
+        .file(
+            "hf/helmfile.yaml",
+            "releases:
+  - name: app
+    namespace: apps
+    chart: oci://ghcr.io/x/app
+    version: 1.0.0
+    values:
+      - values.yaml
+    secrets:
+      - secrets/app.sops.yaml
+      - secrets/by-metadata.yaml
+      - secrets/plain.yaml
+      - secrets/missing.sops.yaml
+    set:
+      - name: replicas
+        value: 2
+",
+        )
+        .file("hf/values.yaml", "image: { tag: v1 }\n")
+        .file("hf/secrets/app.sops.yaml", ENCRYPTED)
+        .file("hf/secrets/by-metadata.yaml", ENCRYPTED)
+        .file("hf/secrets/plain.yaml", "token: hunter2\n");
+    let run = bootstrap(
+        test.path(),
+        &[
+            "--dir",
+            "out",
+            "import",
+            "helmfile",
+            "hf",
+            "--cluster",
+            "lab",
+        ],
+    );
+    assert_eq!(run.code, 1, "{}{}", run.stdout, run.stderr);
+    assert_eq!(
+        not_converted(&run.stdout),
+        [
+            "hf/helmfile.yaml:8: `secrets: secrets/plain.yaml`: is not sops-encrypted as bootstrap recognises it (a `*.sops.yaml` name or a top-level `sops:` key); decrypt it into a values file, or re-encrypt it with sops",
+            "hf/helmfile.yaml:8: `secrets: secrets/missing.sops.yaml`: cannot read it (No such file or directory (os error 2)); helmfile fails too",
+        ]
+    );
+    let release = std::fs::read_to_string(test.path().join("out/releases/helmfile.yaml")).unwrap();
+    assert!(
+        release.contains(
+            "valuesFiles:\n  - ../../hf/values.yaml\n  - ../../hf/secrets/app.sops.yaml\n  - ../../hf/secrets/by-metadata.yaml\n"
+        ),
+        "{release}"
+    );
+    assert!(
+        release.ends_with("  - values/app.yaml\n"),
+        "`set:` stays last: {release}"
     );
 }

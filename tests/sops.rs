@@ -436,6 +436,63 @@ fn check_reads_a_tree_with_sops_secrets_and_a_config_with_sops_values() {
     assert!(!out.stdout.contains("flux-t0ken-5e1d"));
 }
 
+#[test]
+#[cfg_attr(
+    not(sops),
+    ignore = "needs sops and age-keygen (.ci/run installs them)"
+)]
+fn an_imported_helmfiles_secrets_are_decrypted_by_the_plan() {
+    let keys = Keys::new();
+    let home = keys.dir.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let test = Test::new()
+        .file(
+            "hf/helmfile.yaml",
+            "releases:\n  - name: app\n    namespace: apps\n    chart: oci://ghcr.io/x/app\n    version: 1.0.0\n    values:\n      - values.yaml\n    secrets:\n      - app.sops.yaml\n",
+        )
+        .file("hf/values.yaml", "image: { tag: v1 }\ndb: { host: plain-host }\n")
+        .file("hf/app.sops.yaml", &keys.encrypt(PLAINTEXT))
+        .env("BOOTSTRAP_SOPS", sops_bin())
+        .env("SOPS_AGE_KEY_FILE", keys.key_file().to_str().unwrap())
+        .env("HOME", home.to_str().unwrap());
+    let out = run(
+        &test,
+        &[
+            "--dir",
+            "out",
+            "import",
+            "helmfile",
+            "hf",
+            "--cluster",
+            "lab",
+        ],
+    );
+    ok(&out, "import");
+    let out = run(
+        &test,
+        &[
+            "--dir",
+            "out",
+            "template",
+            "lab",
+            "--show-secrets",
+            "--output",
+            "json",
+        ],
+    );
+    ok(&out, "template");
+    let doc: Value = serde_json::from_str(&out.stdout).unwrap();
+    // The secrets override the plain values, as helm-secrets gave them.
+    assert_eq!(
+        doc["releases"][0]["values"],
+        json!({"image": {"tag": "v1"},
+               "db": {"host": "db-h0st-9f3a.internal", "port": 54321, "tls": true},
+               "admins": ["alice-7c2e"]})
+    );
+    let out = run(&test, &["--dir", "out", "template", "lab"]);
+    never_printed(&out, "template");
+}
+
 /// `diff` shows where sops values change, never what they are: added as an
 /// install, changed after `apply`, in the values and in the manifest a
 /// chart rendered them into.

@@ -7,7 +7,7 @@ pub mod file;
 mod load;
 mod origin;
 mod render;
-mod sops;
+pub(crate) mod sops;
 
 pub use load::{cluster_names, load, load_for};
 

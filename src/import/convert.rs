@@ -20,6 +20,8 @@ pub struct Imported {
     pub groups: Vec<Group>,
     /// The kubeconfig context of `helmDefaults.kubeContext`.
     pub context: Option<String>,
+    /// The Flux tree, when the imported values name it.
+    pub flux: Option<FluxOut>,
     pub issues: Vec<Issue>,
 }
 
@@ -52,6 +54,31 @@ pub struct ReleaseOut {
     pub skip_crds: bool,
     /// The release's own helm settings (`helm.*`).
     pub helm: Map<String, Value>,
+    /// The Flux HelmRelease (absolute path) whose chart, version and
+    /// `spec.values` are exactly what the helmfile installs: it becomes
+    /// `from:` when the Flux tree is known ([`Imported::flux`]).
+    pub from_candidate: Option<PathBuf>,
+    /// `from: { helmRelease }` written (relative to the Flux root), with
+    /// `ownership: handover`: chart and values are not written then.
+    pub from: Option<FromOut>,
+}
+
+/// A release read from the Flux tree (docs/design.md#from-a-flux-helmrelease).
+pub struct FromOut {
+    /// The HelmRelease file, absolute.
+    pub helmrelease: PathBuf,
+    /// The template that read its `spec.values`, absolute.
+    pub template: PathBuf,
+}
+
+/// The Flux tree `from:` is resolved in: cluster.yaml `flux:`.
+pub struct FluxOut {
+    /// The directory Flux's GitRepository is rooted at, absolute.
+    pub root: PathBuf,
+    /// `spec.sync.path` of the FluxInstance (flux-instance chart values).
+    pub entrypoint: String,
+    /// The file whose values say so, absolute.
+    pub source: PathBuf,
 }
 
 impl ReleaseOut {
@@ -127,6 +154,7 @@ pub fn import(paths: &[PathBuf], cluster: &str, root: &Path) -> Result<Imported,
         sources: Vec::new(),
         groups: Vec::new(),
         context: None,
+        flux: None,
         issues: Vec::new(),
     };
     let mut files = Vec::new();
@@ -146,6 +174,10 @@ pub fn import(paths: &[PathBuf], cluster: &str, root: &Path) -> Result<Imported,
     }
     resolve_needs(&mut imported.groups, &mut issues);
     order_files(&mut imported.groups);
+    imported.flux = flux_tree(&imported.groups);
+    if let Some(flux) = &imported.flux {
+        read_from_flux(&mut imported.groups, flux);
+    }
     let mut stems: BTreeMap<String, usize> = BTreeMap::new();
     for group in &mut imported.groups {
         let n = stems.entry(group.stem.clone()).or_default();
@@ -613,24 +645,35 @@ fn convert_release(
             }
         }
     }
-    if let Some(set) = set_values(release, state, issues) {
-        values.push(set);
-    }
+    // helmfile gives helm the `secrets:` (decrypted) after `values:` and
+    // before `set:` (helmfile pkg/state/state.go, namespaceAndValuesFlags).
     for entry in spec
         .get("secrets")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
     {
-        let o = at("secrets");
-        issues.push(Issue::new(
-            &o.file,
-            o.line,
-            format!("secrets: {}", short(entry)),
-            "sops-encrypted values are not imported; decrypt them into a values file bootstrap reads, or keep them in a Secret",
-        ));
+        match secrets_file(state, entry) {
+            Ok(path) => values.push(ValuesOut::InPlace(path)),
+            Err(reason) => {
+                let o = at("secrets");
+                issues.push(Issue::new(
+                    &o.file,
+                    o.line,
+                    format!("secrets: {}", short(entry)),
+                    reason,
+                ));
+            }
+        }
+    }
+    if let Some(set) = set_values(release, state, issues) {
+        values.push(set);
     }
     let hooks = convert_hooks(state, release, &namespace, crds_only, root, issues);
+    let from_candidate = match (&chart, crds_only) {
+        (Some(chart), false) => from_candidate(release, &values, chart, &name, &namespace),
+        _ => None,
+    };
     Some(ReleaseOut {
         name,
         namespace,
@@ -646,7 +689,172 @@ fn convert_release(
         installed,
         skip_crds: defaults.skip_crds,
         helm,
+        from_candidate,
+        from: None,
     })
+}
+
+/// The Flux HelmRelease this release can be read from with `from:`, giving
+/// the same install as the helmfile: its only values are the HelmRelease's
+/// `spec.values` (no `valuesFrom`, which the helmfile did not read), it
+/// manages this very release (docs/design.md#release-identity), and its
+/// `chartRef` names an OCIRepository (next to it or read by the template)
+/// with the helmfile's chart URL and version.
+fn from_candidate(
+    release: &HelmfileRelease,
+    values: &[ValuesOut],
+    chart: &Chart,
+    name: &str,
+    namespace: &str,
+) -> Option<PathBuf> {
+    let [
+        ValuesOut::Generated {
+            note: ValuesNote::Flux { helmrelease, .. },
+            ..
+        },
+    ] = values
+    else {
+        return None;
+    };
+    let ChartOut::Oci(url) = &chart.chart else {
+        return None;
+    };
+    let text = std::fs::read_to_string(helmrelease).ok()?;
+    let docs: Vec<Value> = serde_saphyr::from_multiple(&text).ok()?;
+    let hr = docs
+        .iter()
+        .find(|d| d.get("kind").and_then(Value::as_str) == Some("HelmRelease"))?;
+    let str_at = |v: &Value, p: &str| v.pointer(p).and_then(Value::as_str).map(str::to_string);
+    let is = |p: &str, want: &str| str_at(hr, p).is_none_or(|v| v == want);
+    let identity = str_at(hr, "/metadata/name").as_deref() == Some(name)
+        && is("/spec/releaseName", name)
+        && is("/metadata/namespace", namespace)
+        && is("/spec/targetNamespace", namespace)
+        && is("/spec/storageNamespace", namespace);
+    let values_from = hr
+        .pointer("/spec/valuesFrom")
+        .and_then(Value::as_array)
+        .is_some_and(|a| !a.is_empty());
+    if !identity
+        || values_from
+        || str_at(hr, "/spec/chartRef/kind").as_deref() != Some("OCIRepository")
+    {
+        return None;
+    }
+    let repo_name = str_at(hr, "/spec/chartRef/name")?;
+    // The OCIRepository: among what the template read, else beside the HelmRelease.
+    let beside = helmrelease
+        .parent()
+        .and_then(|d| std::fs::read_dir(d).ok())
+        .into_iter()
+        .flatten()
+        .filter_map(|e| std::fs::read_to_string(e.ok()?.path()).ok());
+    let texts: Vec<String> = release
+        .chart_reads
+        .iter()
+        .map(|r| r.text.clone())
+        .chain(beside)
+        .collect();
+    let same_chart = texts.iter().any(|text| {
+        serde_saphyr::from_multiple::<Value>(text)
+            .unwrap_or_default()
+            .iter()
+            .any(|d| {
+                d.get("kind").and_then(Value::as_str) == Some("OCIRepository")
+                    && str_at(d, "/metadata/name").as_deref() == Some(repo_name.as_str())
+                    && str_at(d, "/spec/url").as_deref() == Some(url.as_str())
+                    && str_at(d, "/spec/ref/tag") == chart.version
+                    && d.pointer("/spec/ref/semver").is_none()
+            })
+    });
+    same_chart.then(|| super::gotmpl::normalize(&super::hooks::absolute(helmrelease)))
+}
+
+/// The Flux tree the imported releases come from: the root Kustomization's
+/// path is `spec.sync.path` of the FluxInstance the flux-instance chart
+/// creates (its `instance.sync.path` value), and the root is the directory
+/// above a HelmRelease to read where that path exists (the repository Flux
+/// syncs; flux-operator api/v1/fluxinstance_types.go `Sync.Path`).
+fn flux_tree(groups: &[Group]) -> Option<FluxOut> {
+    let releases = || groups.iter().flat_map(|g| &g.releases);
+    let (entrypoint, source) = releases().find_map(|r| {
+        r.values.iter().find_map(|v| match v {
+            ValuesOut::Generated { values, note } => {
+                let path = values
+                    .get("instance")?
+                    .pointer("/sync/path")?
+                    .as_str()?
+                    .trim()
+                    .trim_start_matches("./")
+                    .trim_end_matches('/')
+                    .to_string();
+                let source = match note {
+                    ValuesNote::Flux { helmrelease, .. } => helmrelease.clone(),
+                    _ => r.source.clone(),
+                };
+                (!path.is_empty() && !path.starts_with('/') && !path.contains(".."))
+                    .then_some((path, source))
+            }
+            ValuesOut::InPlace(_) => None,
+        })
+    })?;
+    let candidate = releases().find_map(|r| r.from_candidate.as_ref())?;
+    let root = candidate
+        .ancestors()
+        .skip(1)
+        .find(|dir| dir.join(&entrypoint).is_dir())?
+        .to_path_buf();
+    Some(FluxOut {
+        root,
+        entrypoint,
+        source,
+    })
+}
+
+/// Every release with a [`from_candidate`] inside the Flux tree is read
+/// from it: `from:` in place of its chart and copied values.
+fn read_from_flux(groups: &mut [Group], flux: &FluxOut) {
+    for release in groups.iter_mut().flat_map(|g| &mut g.releases) {
+        let Some(hr) = release.from_candidate.as_ref() else {
+            continue;
+        };
+        if !hr.starts_with(&flux.root) {
+            continue;
+        }
+        let template = release.values.iter().find_map(|v| match v {
+            ValuesOut::Generated {
+                note: ValuesNote::Flux { template, .. },
+                ..
+            } => Some(template.clone()),
+            _ => None,
+        });
+        let Some(template) = template else { continue };
+        release.from = Some(FromOut {
+            helmrelease: hr.clone(),
+            template,
+        });
+        release.values.clear();
+        release.chart_note = None;
+    }
+}
+
+/// A `secrets:` entry as a values file bootstrap decrypts with sops itself
+/// (docs/design.md#secrets): it must exist and be recognisable as
+/// sops-encrypted, by name or by its `sops:` metadata.
+fn secrets_file(state: &State, entry: &Value) -> Result<PathBuf, String> {
+    let Some(path) = entry.as_str().map(str::trim) else {
+        return Err("a `secrets:` entry that is not a path is not converted".into());
+    };
+    if path.contains("{{") {
+        return Err("a templated `secrets:` path is not converted; write the file's path in the release's `valuesFiles`".into());
+    }
+    let file = super::hooks::absolute(&super::gotmpl::normalize(&state.dir.join(path)));
+    let text = std::fs::read_to_string(&file)
+        .map_err(|e| format!("cannot read it ({e}); helmfile fails too"))?;
+    if !crate::config::sops::named(&file) && !crate::config::sops::has_metadata(&text) {
+        return Err("is not sops-encrypted as bootstrap recognises it (a `*.sops.yaml` name or a top-level `sops:` key); decrypt it into a values file, or re-encrypt it with sops".into());
+    }
+    Ok(file)
 }
 
 /// The chart reference in bootstrap's terms (docs/design.md#release-file).

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use super::convert::{ChartOut, Imported, ReleaseOut, ValuesOut};
+use super::convert::{ChartOut, FluxOut, Imported, ReleaseOut, ValuesOut};
 use super::hooks::{self, Phase};
 use super::relative;
 use crate::error::{Error, Problem};
@@ -94,6 +94,7 @@ pub fn render(imported: &Imported, root: &Path) -> Written {
             }
             text.push_str(&release_text(
                 release,
+                imported.flux.as_ref(),
                 group.crds_only.is_some(),
                 &values_files,
                 &releases_dir,
@@ -110,7 +111,7 @@ pub fn render(imported: &Imported, root: &Path) -> Written {
         PathBuf::from("clusters")
             .join(&imported.cluster)
             .join("cluster.yaml"),
-        cluster_text(imported),
+        cluster_text(imported, &root_abs),
     ));
     Written { files }
 }
@@ -131,6 +132,7 @@ fn shared_helm(imported: &Imported) -> Option<&serde_json::Map<String, Value>> {
 
 fn release_text(
     release: &ReleaseOut,
+    flux: Option<&FluxOut>,
     crds_only: bool,
     values_files: &[(String, Option<String>)],
     releases_dir: &Path,
@@ -148,7 +150,20 @@ fn release_text(
         scalar(&release.name),
         scalar(&release.namespace)
     ));
-    if let Some(chart) = &release.chart {
+    if let (Some(from), Some(flux)) = (&release.from, flux) {
+        t.push_str(&comment(
+            &format!(
+                "chart, version and values: the Flux HelmRelease {}, as {} read its spec.values; Flux adopts the release once bootstrap installed it",
+                relative(releases_dir, &from.helmrelease).display(),
+                relative(releases_dir, &from.template).display()
+            ),
+            "",
+        ));
+        t.push_str(&format!(
+            "from:\n  helmRelease: {}\nownership: handover\n",
+            scalar(&relative(&flux.root, &from.helmrelease).to_string_lossy())
+        ));
+    } else if let Some(chart) = &release.chart {
         if let Some(note) = &release.chart_note {
             t.push_str(&comment(note, ""));
         }
@@ -243,7 +258,8 @@ fn release_text(
     t
 }
 
-fn cluster_text(imported: &Imported) -> String {
+/// cluster.yaml; `root` is the config root, absolute.
+fn cluster_text(imported: &Imported, root: &Path) -> String {
     let mut t = format!(
         "# Cluster `{}`, imported by `bootstrap import helmfile` from:\n",
         imported.cluster
@@ -260,6 +276,27 @@ fn cluster_text(imported: &Imported) -> String {
         t.push_str(&format!(
             "context: {}  # helmDefaults.kubeContext\n",
             scalar(context)
+        ));
+    }
+    if let Some(flux) = imported.flux.as_ref().filter(|_| {
+        imported
+            .groups
+            .iter()
+            .flat_map(|g| &g.releases)
+            .any(|r| r.from.is_some())
+    }) {
+        let dir = root.join("clusters").join(&imported.cluster);
+        t.push_str(&comment(
+            &format!(
+                "The Flux tree the `from:` releases are read from: the FluxInstance's sync path, from the values of {}",
+                relative(&dir, &flux.source).display()
+            ),
+            "",
+        ));
+        t.push_str(&format!(
+            "flux:\n  root: {}\n  entrypoint: {}\n",
+            scalar(&relative(root, &flux.root).to_string_lossy()),
+            scalar(&flux.entrypoint)
         ));
     }
     if let Some(helm) = shared_helm(imported).filter(|h| !h.is_empty()) {

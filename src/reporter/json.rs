@@ -128,6 +128,54 @@ mod tests {
     }
 
     #[test]
+    fn a_counted_rollout_and_the_needs_are_in_the_events() {
+        let out = Shared::default();
+        let mut reporter = JsonReporter::new(Box::new(out.clone()));
+        let cilium = ReleaseId::new("kube-system", "cilium");
+        let coredns = ReleaseId::new("kube-system", "coredns");
+        let events = [
+            Event::RunStarted {
+                cluster: "infra".into(),
+                releases: vec![cilium.clone(), coredns.clone()],
+                dry_run: false,
+                needs: [(coredns.clone(), vec![cilium.clone()])].into(),
+            },
+            Event::ReleaseProgress {
+                release: cilium.clone(),
+                message: "1 of 3 updated pods available".into(),
+                tally: Some(crate::event::Tally {
+                    subject: "DaemonSet/cilium".into(),
+                    done: 1,
+                    total: 3,
+                    unit: "ready",
+                }),
+            },
+            Event::ReleaseProgress {
+                release: cilium.clone(),
+                message: "API server error, retrying: 503".into(),
+                tally: None,
+            },
+        ];
+        for event in events {
+            reporter.report(&at(0, event));
+        }
+        let lines: Vec<Value> = out
+            .text()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(
+            lines[0]["needs"],
+            serde_json::json!({"kube-system/coredns": ["kube-system/cilium"]})
+        );
+        assert_eq!(
+            lines[1]["tally"],
+            serde_json::json!({"subject": "DaemonSet/cilium", "done": 1, "total": 3, "unit": "ready"})
+        );
+        assert!(lines[2].get("tally").is_none(), "{}", lines[2]);
+    }
+
+    #[test]
     fn a_closed_reader_does_not_stop_the_run() {
         struct Broken;
         impl Write for Broken {
