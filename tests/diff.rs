@@ -328,8 +328,7 @@ fn colour_only_on_a_terminal_and_never_with_no_color() {
         let bytes = pty.bytes();
         let (code, _) = pty.finish(std::time::Duration::from_secs(60));
         assert_eq!(code, 0);
-        let written = String::from_utf8_lossy(&bytes.lock().unwrap()).replace("\r\n", "\n");
-        written
+        String::from_utf8_lossy(&bytes.lock().unwrap()).replace("\r\n", "\n")
     };
     let coloured = on_tty(None);
     assert!(
