@@ -242,7 +242,7 @@ fn is_header(line: &str, cluster: &str) -> bool {
 }
 
 /// `apply` of `names` from one process, on a terminal of 40 rows × `cols`.
-fn fleet_apply(names: &[&str], cols: u16) -> (Fleet, Test, Pty) {
+fn fleet_apply(names: &[&str], cols: u16, args: &[&str]) -> (Fleet, Test, Pty) {
     let fleet = Fleet::start(names);
     fleet.script(json!({
         "*": {"delay_ms": 600},
@@ -257,7 +257,7 @@ fn fleet_apply(names: &[&str], cols: u16) -> (Fleet, Test, Pty) {
         kube_loopback::Rollout::After(Duration::from_millis(2500)),
     );
     let test = fleet.config(&fleet_releases());
-    let mut cmd = fleet.command(&test, &["apply", "--all"]);
+    let mut cmd = fleet.command(&test, &[&["apply", "--all"], args].concat());
     cmd.env_remove("NO_COLOR");
     let pty = Pty::spawn(cmd, 40, cols);
     (fleet, test, pty)
@@ -265,7 +265,7 @@ fn fleet_apply(names: &[&str], cols: u16) -> (Fleet, Test, Pty) {
 
 #[test]
 fn two_clusters_get_a_block_each_with_their_releases_beneath() {
-    let (_fleet, _test, pty) = fleet_apply(&["apps", "infra"], 100);
+    let (_fleet, _test, pty) = fleet_apply(&["apps", "infra"], 100, &[]);
     // Both clusters' headers, each followed by its own running release.
     let frame = pty.wait_for(WAIT, |f| {
         let lines: Vec<&str> = f.lines().collect();
@@ -300,7 +300,7 @@ fn two_clusters_get_a_block_each_with_their_releases_beneath() {
 fn many_clusters_get_one_line_each() {
     let names: Vec<String> = (1..=12).map(|i| format!("cluster-{i:02}")).collect();
     let refs: Vec<&str> = names.iter().map(String::as_str).collect();
-    let (_fleet, _test, pty) = fleet_apply(&refs, 80);
+    let (_fleet, _test, pty) = fleet_apply(&refs, 80, &[]);
     let frame = pty.wait_for(WAIT, |f| {
         names.iter().all(|n| f.lines().any(|l| is_header(l, n)))
     });
@@ -327,4 +327,40 @@ fn many_clusters_get_one_line_each() {
     let (code, text) = pty.finish(Duration::from_secs(60));
     assert_eq!(code, 0, "{text}");
     assert!(text.contains("12 of 12 clusters applied"), "{text}");
+}
+
+#[test]
+fn clusters_waiting_for_their_turn_are_named() {
+    let (_fleet, _test, pty) = fleet_apply(
+        &["apps", "edge", "infra"],
+        100,
+        &["--cluster-concurrency", "1"],
+    );
+    let running = |f: &str| {
+        ["apps", "edge", "infra"]
+            .iter()
+            .any(|c| f.lines().any(|l| is_header(l, c)))
+    };
+    let frame = pty.wait_for(WAIT, |f| {
+        running(f)
+            && f.lines()
+                .any(|l| l.starts_with("  waiting for their turn: "))
+    });
+    // One cluster runs; the two others wait, named.
+    let waiting = frame
+        .lines()
+        .find(|l| l.starts_with("  waiting for their turn: "))
+        .unwrap();
+    assert_eq!(waiting.matches(", ").count(), 1, "two clusters: {waiting}");
+    assert_eq!(
+        ["apps", "edge", "infra"]
+            .iter()
+            .filter(|c| frame.lines().any(|l| is_header(l, c)))
+            .count(),
+        1,
+        "{frame}"
+    );
+    let (code, text) = pty.finish(Duration::from_secs(60));
+    assert_eq!(code, 0, "{text}");
+    assert!(!text.contains("waiting for their turn"), "{text}");
 }

@@ -89,10 +89,27 @@ pub fn single(board: &Board, width: usize, height: usize, frame: usize) -> Vec<S
 /// running releases beneath) while they fit in `height - 1` rows and there
 /// are at most [`GROUPED_MAX`] clusters; else one line per cluster
 /// (`infra  ▸ 5/11 done · rollout DaemonSet/cilium 1/3 ready   12.3s`),
-/// the ones still running first when not even those fit.
-pub fn fleet(boards: &[Board], width: usize, height: usize, frame: usize) -> Vec<String> {
+/// the ones still running first when not even those fit. `waiting`: the
+/// clusters not started yet (`--cluster-concurrency`), on a last line.
+pub fn fleet(
+    boards: &[Board],
+    waiting: &[String],
+    width: usize,
+    height: usize,
+    frame: usize,
+) -> Vec<String> {
     let width = usable(width);
-    let budget = height.saturating_sub(1).max(2);
+    let mut budget = height.saturating_sub(1).max(2);
+    let waiting = (!waiting.is_empty()).then(|| {
+        budget = budget.saturating_sub(1).max(2);
+        list("waiting for their turn: ", waiting, "", width)
+    });
+    let mut lines = fleet_lines(boards, width, budget, frame);
+    lines.extend(waiting);
+    fit(lines, width)
+}
+
+fn fleet_lines(boards: &[Board], width: usize, budget: usize, frame: usize) -> Vec<Line> {
     let tag = boards.iter().map(|b| chars(&b.cluster)).max().unwrap_or(0);
     let grouped_len: usize = boards.iter().map(|b| 1 + block_len(b)).sum();
     if boards.len() <= GROUPED_MAX && grouped_len <= budget {
@@ -102,7 +119,7 @@ pub fn fleet(boards: &[Board], width: usize, height: usize, frame: usize) -> Vec
             lines.push(header(board, Some(&pad), width));
             lines.extend(block(board, width, usize::MAX, frame));
         }
-        return fit(lines, width);
+        return lines;
     }
     let mut order: Vec<&Board> = boards.iter().collect();
     let mut lines = Vec::new();
@@ -129,7 +146,7 @@ pub fn fleet(boards: &[Board], width: usize, height: usize, frame: usize) -> Vec
     } else {
         lines.extend(order.iter().map(|b| one_line(b, tag, width)));
     }
-    fit(lines, width)
+    lines
 }
 
 /// `… 3 more clusters: 1 running · 2 done`.

@@ -311,7 +311,13 @@ impl Screen {
             .map(|m| m.board(now))
             .collect();
         if self.fleet {
-            layout::fleet(&boards, width, height, self.frame)
+            let waiting: Vec<String> = self
+                .models
+                .iter()
+                .filter(|m| !m.started && m.finished.is_none())
+                .map(|m| m.cluster.clone())
+                .collect();
+            layout::fleet(&boards, &waiting, width, height, self.frame)
         } else {
             boards
                 .first()
@@ -361,6 +367,17 @@ impl Screen {
                 let _ = writeln!(to, "{text}");
                 let _ = to.flush();
             });
+        }
+    }
+
+    /// Board `index`'s run is over, whether or not it started (a cluster
+    /// whose prerequisites failed never does): no longer waiting.
+    pub fn close(&mut self, index: usize, ok: bool) {
+        if let Some(model) = self.models.get_mut(index)
+            && model.finished.is_none()
+        {
+            let took = model.origin.map_or(Duration::ZERO, |o| o.elapsed());
+            model.finished = Some((ok, took));
         }
     }
 

@@ -115,6 +115,11 @@ pub(super) async fn run(
                 run_async(config, args, plan, notices, begun, Some(slot)).await
             }
             .await;
+            if let Some((screen, names)) = &slot.screen
+                && let Some(index) = names.iter().position(|n| *n == cluster)
+            {
+                progress::lock(screen).close(index, result.is_ok());
+            }
             (cluster, result)
         }
     });

@@ -219,7 +219,7 @@ fn two_clusters_get_a_block_each() {
         ),
     ];
     assert_eq!(
-        fleet(&boards, 100, 30, 0),
+        fleet(&boards, &[], 100, 30, 0),
         [
             "infra    ▸ 1 running · 1/4 done                            5.0s",
             "  ⠋ kube-system/cilium rollout DaemonSet/cilium 1/3 ready  2.0s",
@@ -253,7 +253,7 @@ fn many_clusters_get_one_line_each() {
             b
         })
         .collect();
-    let lines = fleet(&boards, 80, 40, 0);
+    let lines = fleet(&boards, &[], 80, 40, 0);
     assert_eq!(lines.len(), 12);
     assert_eq!(
         lines[0],
@@ -268,7 +268,7 @@ fn many_clusters_get_one_line_each() {
         "cluster-04  ✓ 4/4 done                                                 5.0s"
     );
     // Not enough rows for a line each: the running ones first, the rest counted.
-    let lines = fleet(&boards, 80, 6, 0);
+    let lines = fleet(&boards, &[], 80, 6, 0);
     assert_eq!(lines.len(), 5, "{lines:#?}");
     assert!(lines[..4].iter().all(|l| l.contains('▸')), "{lines:#?}");
     assert_eq!(lines[4], "… 8 more clusters: 7 running · 1 done");
@@ -281,8 +281,8 @@ fn nothing_is_ever_wider_than_the_terminal() {
     for width in [0, 1, 10, 20, 33, 57, 80, 81, 132, 200] {
         for lines in [
             single(&board, width, 30, 0),
-            fleet(&[board.clone(), infra()], width, 30, 0),
-            fleet(&vec![board.clone(); 20], width, 30, 0),
+            fleet(&[board.clone(), infra()], &["x".into()], width, 30, 0),
+            fleet(&vec![board.clone(); 20], &[], width, 30, 0),
         ] {
             for line in &lines {
                 assert!(
@@ -301,4 +301,22 @@ fn truncation_marks_the_cut() {
     // No space before the ellipsis.
     assert_eq!(truncate("rollout of DaemonSet", 9), "rollout…");
     assert_eq!(truncate("abc", 0), "");
+}
+
+#[test]
+fn clusters_waiting_for_their_turn_are_listed_last() {
+    let boards = [fleet_board("apps", 1, vec![row("ns/a", "installing", 1.0)])];
+    let waiting: Vec<String> = (1..=9).map(|i| format!("edge-{i}")).collect();
+    let lines = fleet(&boards, &waiting, 60, 30, 0);
+    assert_eq!(
+        lines.last().unwrap(),
+        "  waiting for their turn: edge-1, edge-2, edge-3 +6 more"
+    );
+    // Its line counts against the rows: 6 rows leave 4 for the clusters.
+    let many: Vec<Board> = (1..=9)
+        .map(|i| fleet_board(&format!("c{i}"), 0, vec![]))
+        .collect();
+    let lines = fleet(&many, &waiting, 60, 6, 0);
+    assert_eq!(lines.len(), 5, "{lines:#?}");
+    assert!(lines[3].starts_with("… 6 more clusters"), "{lines:#?}");
 }
