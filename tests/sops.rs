@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::{Value, json};
-use testkit::builder::{Output, Test};
+use testkit::builder::{Output, Test, copy_dir};
 use testkit::cluster::Cluster;
 
 /// Values whose keys look harmless: only being in a sops file makes them
@@ -359,19 +359,6 @@ fn an_encrypted_file_is_never_a_template() {
     test.args(&["plan", "infra"]).invalid(
         "error: releases/values/secrets.sops.yaml.hbs: release `apps/app`: is encrypted with sops, and an encrypted file is never a template: rename it to secrets.sops.yaml\n",
     );
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let path = entry.unwrap().path();
-        let target = to.join(path.file_name().unwrap());
-        if path.is_dir() {
-            copy_dir(&path, &target);
-        } else {
-            std::fs::copy(&path, &target).unwrap();
-        }
-    }
 }
 
 #[test]
