@@ -10,24 +10,12 @@ use std::process::Command;
 
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
+use testkit::builder::copy_dir;
 
 fn corpus(repo: &str) -> PathBuf {
     testkit::builder::repo_root()
         .join("tests/fixtures/corpus")
         .join(repo)
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).unwrap();
-        }
-    }
 }
 
 struct Run {

@@ -26,6 +26,7 @@ use std::sync::OnceLock;
 
 use kube_loopback::ApiServer;
 use serde_json::Value;
+use testkit::builder::copy_dir;
 
 const INSTALL: &str = "python3 -m venv .venv-helm && .venv-helm/bin/pip install helm-python-sdk (then touch build.rs)";
 
@@ -994,19 +995,6 @@ fn apply_lifecycle_with_the_real_engine() {
         ledger.is_none_or(|l| l["data"].as_object().is_none_or(|d| d.is_empty())),
         "the ledger still has entries"
     );
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).unwrap();
-        }
-    }
 }
 
 /// The front end rejects unknown flags like helm does, from its own copy of

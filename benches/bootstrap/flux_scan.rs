@@ -103,3 +103,82 @@ pub fn run(mode: Mode) {
     }
     println!();
 }
+
+/// `bootstrap check` as a process on a tree whose Flux Kustomization
+/// health-checks workloads of a bootstrap release with a local chart: the
+/// cost of learning them from the chart render (fake helm, no render
+/// delay), of finding helm absent (name-convention inference), and of a
+/// tree without health checks (nothing rendered).
+pub fn check_render(mode: Mode) {
+    let runs = mode.runs(9);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path();
+    write(root, "clusters/infra/cluster.yaml", "name: infra\n");
+    write(
+        root,
+        "releases/core.yaml",
+        "name: webhooks\nnamespace: certs\nchart: { path: ./webhooks }\n",
+    );
+    write(
+        root,
+        "releases/webhooks/Chart.yaml",
+        "name: webhooks\nversion: 1.0.0\n",
+    );
+    write(
+        root,
+        "gitops/clusters/infra/kustomization.yaml",
+        "resources: [ks.yaml]\n",
+    );
+    write(root, "gitops/apps/kustomization.yaml", "resources: []\n");
+    let ks = "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata: { name: certs, namespace: flux-system }\n\
+              spec:\n  interval: 10m\n  path: ./apps\n  prune: true\n  sourceRef: { kind: GitRepository, name: flux-system }\n";
+    let checks = "  healthChecks:\n    - { apiVersion: apps/v1, kind: Deployment, name: webhooks-webhook, namespace: certs }\n";
+    write(
+        root,
+        "script.json",
+        r#"{"certs/webhooks": {"manifests": [{"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "webhooks-webhook"}}]}}"#,
+    );
+    let time = |helm: &str| {
+        let mut times = Vec::new();
+        for _ in 0..runs {
+            let start = Instant::now();
+            let out = std::process::Command::new(env!("CARGO_BIN_EXE_bootstrap"))
+                .args([
+                    "check",
+                    "infra",
+                    "--flux-root",
+                    "gitops",
+                    "--flux-entrypoint",
+                    "clusters/infra",
+                ])
+                .arg("--dir")
+                .arg(root)
+                .args(["--helm", helm])
+                .env("FAKE_HELM_SCRIPT", root.join("script.json"))
+                .env("NO_COLOR", "1")
+                .output()
+                .expect("run bootstrap check");
+            times.push(ms(start.elapsed()));
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        median(&times)
+    };
+    write(
+        root,
+        "gitops/clusters/infra/ks.yaml",
+        &format!("{ks}{checks}"),
+    );
+    let rendered = time(testkit::fake_helm());
+    let absent = time("/nonexistent/helm");
+    write(root, "gitops/clusters/infra/ks.yaml", ks);
+    let unchecked = time("/nonexistent/helm");
+    println!(
+        "check with a health check on a local-chart release's workload: {rendered:.1} ms rendering it (fake helm), \
+         {absent:.1} ms with helm absent (inferred), {unchecked:.1} ms without health checks (median of {runs})"
+    );
+    println!();
+}

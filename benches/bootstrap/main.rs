@@ -88,6 +88,7 @@ fn main() {
     }
     if wanted("flux") {
         flux_scan::run(mode);
+        flux_scan::check_render(mode);
     }
     if wanted("schedule") {
         schedule::run(mode);

@@ -27,6 +27,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::Value;
+use testkit::builder::copy_dir;
 
 use parse::{
     MIN_HELM, Planned, final_outcomes, helm_version, installed_releases, retarget, subcommands,
@@ -442,21 +443,6 @@ fn unique_name() -> String {
         "bootstrap-e2e-{:06x}",
         (nanos ^ std::process::id()) & 0xff_ffff
     )
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).expect("create dir");
-    for entry in std::fs::read_dir(from)
-        .expect("read dir")
-        .map(Result::unwrap)
-    {
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).expect("copy file");
-        }
-    }
 }
 
 fn repo() -> PathBuf {

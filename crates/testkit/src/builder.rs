@@ -101,3 +101,18 @@ impl Test {
 pub fn repo_root() -> PathBuf {
     crate::bins::workspace_root()
 }
+
+/// Copies the directory `from` (with everything below it) to `to`, for
+/// tests that work on a copy of a fixture or example tree.
+pub fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("create dir");
+    for entry in std::fs::read_dir(from).expect("read dir") {
+        let entry = entry.expect("dir entry");
+        let target = to.join(entry.file_name());
+        if entry.file_type().expect("file type").is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).expect("copy file");
+        }
+    }
+}
