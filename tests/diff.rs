@@ -5,6 +5,7 @@
 use serde_json::{Value, json};
 use testkit::builder::Test;
 use testkit::cluster::{CLUSTER, Cluster};
+use testkit::pty::Pty;
 
 /// cilium (its ConfigMap renders `k8sServicePort`, its Secret the relay
 /// password) and coredns.
@@ -318,12 +319,16 @@ fn colour_only_on_a_terminal_and_never_with_no_color() {
 
     let on_tty = |no_color: Option<&str>| {
         let mut cmd = cluster.command(&test, &["diff", "infra"]);
-        cmd.env("TERM", "xterm-256color");
+        // testkit sets NO_COLOR for pipes; a terminal user may not.
         match no_color {
             Some(v) => cmd.env("NO_COLOR", v),
             None => cmd.env_remove("NO_COLOR"),
         };
-        pty::run(cmd)
+        let pty = Pty::spawn(cmd, 40, 120);
+        let bytes = pty.bytes();
+        let (code, _) = pty.finish(std::time::Duration::from_secs(60));
+        assert_eq!(code, 0);
+        String::from_utf8_lossy(&bytes.lock().unwrap()).replace("\r\n", "\n")
     };
     let coloured = on_tty(None);
     assert!(
@@ -337,58 +342,6 @@ fn colour_only_on_a_terminal_and_never_with_no_color() {
     let plain = on_tty(Some("1"));
     assert!(!plain.contains('\u{1b}'), "{plain:?}");
     assert!(plain.contains("+  version: \"1.18.3\""), "{plain:?}");
-}
-
-/// Runs a command with its stdout on a pseudo-terminal (stderr and stdin
-/// stay as they are) and returns what it printed there.
-mod pty {
-    use std::io::Read;
-    use std::os::fd::{FromRawFd, OwnedFd};
-    use std::process::{Command, Stdio};
-
-    pub fn run(mut cmd: Command) -> String {
-        let (mut leader, follower) = open();
-        cmd.stdout(Stdio::from(follower)).stderr(Stdio::null());
-        let mut child = cmd.spawn().expect("run bootstrap");
-        // Drop our copy of the follower (moved into the command) so that
-        // reading ends once the child exits.
-        drop(cmd);
-        let mut out = Vec::new();
-        let mut buf = [0u8; 4096];
-        loop {
-            match leader.read(&mut buf) {
-                Ok(0) => break,
-                Ok(n) => out.extend_from_slice(&buf[..n]),
-                // Linux reports EIO once every follower descriptor is closed.
-                Err(_) => break,
-            }
-        }
-        child.wait().unwrap();
-        // The terminal turns "\n" into "\r\n".
-        String::from_utf8_lossy(&out).replace("\r\n", "\n")
-    }
-
-    fn open() -> (std::fs::File, OwnedFd) {
-        let (mut leader, mut follower) = (0, 0);
-        // SAFETY: openpty writes two new descriptors, owned from here on.
-        let rc = unsafe {
-            libc::openpty(
-                &mut leader,
-                &mut follower,
-                std::ptr::null_mut(),
-                std::ptr::null(),
-                std::ptr::null(),
-            )
-        };
-        assert_eq!(rc, 0, "openpty: {}", std::io::Error::last_os_error());
-        // SAFETY: both descriptors were just opened and are not owned elsewhere.
-        unsafe {
-            (
-                std::fs::File::from_raw_fd(leader),
-                OwnedFd::from_raw_fd(follower),
-            )
-        }
-    }
 }
 
 #[test]

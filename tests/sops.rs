@@ -479,3 +479,55 @@ fn an_imported_helmfiles_secrets_are_decrypted_by_the_plan() {
     let out = run(&test, &["--dir", "out", "template", "lab"]);
     never_printed(&out, "template");
 }
+
+/// `diff` shows where sops values change, never what they are: added as an
+/// install, changed after `apply`, in the values and in the manifest a
+/// chart rendered them into.
+#[test]
+#[cfg_attr(
+    not(sops),
+    ignore = "needs sops and age-keygen (.ci/run installs them)"
+)]
+fn diff_shows_sops_values_changing_but_never_their_values() {
+    let keys = Keys::new();
+    let cluster = Cluster::start();
+    cluster.script(json!({"apps/app": {"manifests": [
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "app", "namespace": "apps"},
+         "data": {"DATABASE_URL": "postgres://{{ .Values.db.host }}:{{ .Values.db.port }}/app"}}
+    ]}}));
+    let test = config(&keys, "secrets.sops.yaml", &keys.key_file());
+    let install = cluster.run(&test, &["diff", "infra"]);
+    ok(&install, "diff before apply");
+    never_printed(&install, "diff before apply");
+    assert!(
+        install.stdout.contains("    + db.host: <redacted>\n")
+            && install.stdout.contains("    + db.tls: <redacted>\n")
+            && install
+                .stdout
+                .contains("+  DATABASE_URL: postgres://<redacted>:<redacted>/app\n"),
+        "{}",
+        install.stdout
+    );
+    ok(&cluster.run(&test, &["apply", "infra"]), "apply");
+
+    let moved = PLAINTEXT.replace("db-h0st-9f3a.internal", "db-n3w-h0st.internal");
+    std::fs::write(
+        test.path().join("releases/values/secrets.sops.yaml"),
+        keys.encrypt(&moved),
+    )
+    .unwrap();
+    for output in ["text", "json"] {
+        let out = cluster.run(&test, &["diff", "infra", "--exit-code", "--output", output]);
+        assert_eq!(out.code, 1, "{}\n{}", out.stdout, out.stderr);
+        never_printed(&out, "diff after a change");
+        assert!(!out.stdout.contains("n3w-h0st"), "{}", out.stdout);
+    }
+    let out = cluster.run(&test, &["diff", "infra"]);
+    assert!(
+        out.stdout.starts_with(
+            "~ apps/app: 1 value changed, 1 object changed\n  values:\n    ~ db.host: <redacted> → <redacted>\n"
+        ),
+        "{}",
+        out.stdout
+    );
+}

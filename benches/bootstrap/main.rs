@@ -5,13 +5,14 @@
 //! `cargo bench --bench bootstrap` runs everything; `-- --quick` runs small
 //! sizes once (what .ci/run does to prove the benchmarks still work); other
 //! arguments select sections: `plan`, `flux`, `schedule`, `readiness`, `overhead`,
-//! `fleet`, `chart-cache`.
+//! `fleet`, `display`, `chart-cache`.
 
 mod alloc;
 mod applyrun;
 mod catalog;
 mod chart_cache;
 mod dag;
+mod display;
 mod fleet;
 mod flux_scan;
 mod overhead;
@@ -45,13 +46,14 @@ pub fn verdict(target: &str, met: bool, figure: String) {
     );
 }
 
-const SECTIONS: [&str; 7] = [
+const SECTIONS: [&str; 8] = [
     "plan",
     "flux",
     "schedule",
     "readiness",
     "overhead",
     "fleet",
+    "display",
     "chart-cache",
 ];
 
@@ -101,6 +103,9 @@ fn main() {
     }
     if wanted("fleet") {
         fleet::run(mode);
+    }
+    if wanted("display") {
+        display::run(mode);
     }
     if wanted("chart-cache") {
         chart_cache::run(mode);

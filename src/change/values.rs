@@ -80,9 +80,19 @@ pub fn diff(deployed: &Value, desired: &Value, secrets: &SecretPaths) -> Vec<Val
     crate::values::diff(deployed, desired)
         .into_iter()
         .map(|d| {
-            let secret = d.path.split('.').any(is_secret_key) || secrets.covers(&d.path);
-            let show =
-                |v: Option<Value>| v.map(|v| if secret { redact_all(&v) } else { redact(&v) });
+            // As `template` shows values: under a secret-looking key
+            // booleans stay (`auth.enabled: true`); a sops file hides all.
+            let sops = secrets.covers(&d.path);
+            let named = d.path.split('.').any(is_secret_key);
+            let show = |v: Option<Value>| {
+                v.map(|v| {
+                    if sops || named {
+                        redact_all(&v, sops)
+                    } else {
+                        redact(&v)
+                    }
+                })
+            };
             let op = match (&d.left, &d.right) {
                 (None, _) => Op::Add,
                 (_, None) => Op::Remove,
@@ -98,14 +108,19 @@ pub fn diff(deployed: &Value, desired: &Value, secrets: &SecretPaths) -> Vec<Val
         .collect()
 }
 
-fn redact_all(value: &Value) -> Value {
+/// Every scalar replaced; booleans and nulls kept unless `booleans`.
+fn redact_all(value: &Value, booleans: bool) -> Value {
     match value {
         Value::Object(map) => Value::Object(
             map.iter()
-                .map(|(k, v)| (k.clone(), redact_all(v)))
+                .map(|(k, v)| (k.clone(), redact_all(v, booleans)))
                 .collect(),
         ),
-        Value::Array(items) => Value::Array(items.iter().map(redact_all).collect()),
+        Value::Array(items) => {
+            Value::Array(items.iter().map(|v| redact_all(v, booleans)).collect())
+        }
+        Value::Null => Value::Null,
+        Value::Bool(_) if !booleans => value.clone(),
         _ => Value::String(REDACTED.to_string()),
     }
 }
@@ -179,6 +194,17 @@ mod tests {
             )[0]
             .line(),
             "~ relay.url: <redacted> → <redacted>"
+        );
+    }
+
+    #[test]
+    fn a_switch_under_a_secret_looking_key_stays_readable() {
+        assert_eq!(
+            lines(
+                json!({}),
+                json!({"auth": {"enabled": true, "token": "abcdef"}})
+            ),
+            ["+ auth.enabled: true", "+ auth.token: <redacted>"]
         );
     }
 

@@ -15,6 +15,8 @@ pub struct Pty {
     screen: Arc<Mutex<vt100::Parser>>,
     /// Every frame seen (the screen's text after each read), in order.
     frames: Arc<Mutex<Vec<String>>>,
+    /// Every byte the command wrote, escape sequences included.
+    bytes: Arc<Mutex<Vec<u8>>>,
     reader: Option<std::thread::JoinHandle<()>>,
 }
 
@@ -70,9 +72,10 @@ impl Pty {
             10_000,
         )));
         let frames = Arc::new(Mutex::new(Vec::new()));
+        let bytes = Arc::new(Mutex::new(Vec::new()));
         let mut master = File::from(master);
         let reader = {
-            let (screen, frames) = (screen.clone(), frames.clone());
+            let (screen, frames, bytes) = (screen.clone(), frames.clone(), bytes.clone());
             std::thread::spawn(move || {
                 let mut buf = [0u8; 8192];
                 // EIO once the child side is closed: the end.
@@ -80,6 +83,7 @@ impl Pty {
                     if n == 0 {
                         break;
                     }
+                    bytes.lock().unwrap().extend_from_slice(&buf[..n]);
                     let mut parser = screen.lock().unwrap();
                     parser.process(&buf[..n]);
                     let text = text_of(parser.screen());
@@ -91,6 +95,7 @@ impl Pty {
             child,
             screen,
             frames,
+            bytes,
             reader: Some(reader),
         }
     }
@@ -165,6 +170,12 @@ impl Pty {
         }
         parser.screen_mut().set_scrollback(0);
         (status.code().unwrap_or(-1), text.join("\n"))
+    }
+
+    /// What the command wrote, escape sequences (colours) included: read it
+    /// after [`Pty::finish`] for everything.
+    pub fn bytes(&self) -> Arc<Mutex<Vec<u8>>> {
+        self.bytes.clone()
     }
 
     /// Every frame seen so far.
