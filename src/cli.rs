@@ -377,9 +377,13 @@ pub enum Clusters {
 }
 
 impl Clusters {
-    fn new(cluster: Option<String>, all: bool) -> Clusters {
-        match cluster {
-            Some(cluster) if !all => Clusters::One(cluster),
+    /// From the `CLUSTER`, `--all` and `--clusters` arguments (clap makes
+    /// them exclusive and requires one; `plan` and `check` have no
+    /// `--clusters`, so they pass none and get `All` without a cluster).
+    fn new(cluster: Option<String>, all: bool, named: Vec<String>) -> Clusters {
+        match (cluster, all) {
+            (Some(cluster), false) => Clusters::One(cluster),
+            (None, false) if !named.is_empty() => Clusters::Named(named),
             _ => Clusters::All,
         }
     }
@@ -470,7 +474,7 @@ impl Arguments {
         };
         let subcommand = match self.command {
             Command::Plan { cluster, all } => Subcommand::Plan {
-                clusters: Clusters::new(cluster, all),
+                clusters: Clusters::new(cluster, all, Vec::new()),
             },
             Command::Graph { cluster, format } => {
                 let json = self.global.output == OutputFormat::Json;
@@ -515,7 +519,7 @@ impl Arguments {
                 flux_root,
                 flux_entrypoint,
             } => Subcommand::Check {
-                clusters: Clusters::new(cluster, all),
+                clusters: Clusters::new(cluster, all, Vec::new()),
                 flux_root,
                 flux_entrypoint,
             },
@@ -534,11 +538,7 @@ impl Arguments {
                 fail_fast,
                 force,
             } => Subcommand::Apply(ApplyArgs {
-                clusters: match (cluster, all) {
-                    (Some(cluster), _) => Clusters::One(cluster),
-                    (None, true) => Clusters::All,
-                    (None, false) => Clusters::Named(clusters),
-                },
+                clusters: Clusters::new(cluster, all, clusters),
                 cluster_concurrency,
                 values,
                 only: {
@@ -579,11 +579,7 @@ impl Arguments {
                 all,
                 clusters,
             } => Subcommand::Status {
-                clusters: match (cluster, all) {
-                    (Some(cluster), _) => Clusters::One(cluster),
-                    (None, true) => Clusters::All,
-                    (None, false) => Clusters::Named(clusters),
-                },
+                clusters: Clusters::new(cluster, all, clusters),
             },
             Command::Destroy {
                 cluster,

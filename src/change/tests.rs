@@ -1,13 +1,12 @@
 use serde_json::json;
 
 use super::*;
-use crate::release::{Chart, ChartSource, CrdPolicy, Hooks, Ownership, Source};
+use crate::release::{Chart, ChartSource, CrdPolicy, Source};
 
 fn release(version: &str, values: Value) -> Release {
     Release {
         id: ReleaseId::new("kube-system", "cilium"),
         file: "releases/core.yaml".into(),
-        line: 1,
         source: Source::Chart(Chart {
             source: ChartSource::Repo {
                 url: "https://helm.cilium.io".into(),
@@ -15,20 +14,8 @@ fn release(version: &str, values: Value) -> Release {
             },
             version: Some(version.into()),
         }),
-        needs: vec![],
-        crds: CrdPolicy::Bootstrap,
         values,
-        crd_values: json!({}),
-        values_sources: Vec::new(),
-        secrets: Default::default(),
-        layers: Vec::new(),
-        from: None,
-        timeout: None,
-        wait: false,
-        hooks: Hooks::default(),
-        ownership: Ownership::Bootstrap,
-        helm: Default::default(),
-        labels: Default::default(),
+        ..Release::fake("cilium", &[], CrdPolicy::Bootstrap)
     }
 }
 

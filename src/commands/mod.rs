@@ -123,21 +123,7 @@ pub(crate) fn linted_with(
             let findings = lint::run(&plan, &fleet);
             return Ok(vec![(plan, findings)]);
         }
-        Clusters::Named(named) => {
-            let mut plans = Vec::new();
-            let mut problems = Vec::new();
-            for name in named {
-                match crate::config::load(dir, name) {
-                    Ok(plan) => plans.push(plan.with_run_values(run)),
-                    Err(Error::Config(mut more)) => problems.append(&mut more),
-                    Err(e) => return Err(e),
-                }
-            }
-            if !problems.is_empty() {
-                return Err(Error::Config(problems));
-            }
-            plans
-        }
+        Clusters::Named(named) => load_every(dir, named, run)?,
         Clusters::All => {
             if names.is_empty() {
                 return Err(Error::config(crate::error::Problem::new(format!(
@@ -145,24 +131,33 @@ pub(crate) fn linted_with(
                     dir.display()
                 ))));
             }
-            let mut plans = Vec::new();
-            let mut problems = Vec::new();
-            for name in &names {
-                match crate::config::load(dir, name) {
-                    Ok(plan) => plans.push(plan.with_run_values(run)),
-                    Err(Error::Config(mut more)) => problems.append(&mut more),
-                    Err(e) => return Err(e),
-                }
-            }
-            if !problems.is_empty() {
-                return Err(Error::Config(problems));
-            }
-            plans
+            load_every(dir, &names, run)?
         }
     };
     let fleet: Vec<&Plan> = plans.iter().collect();
     let findings: Vec<Vec<lint::Finding>> = plans.iter().map(|p| lint::run(p, &fleet)).collect();
     Ok(plans.into_iter().zip(findings).collect())
+}
+
+/// Every named cluster's plan, or every config problem of all of them.
+fn load_every(
+    dir: &Path,
+    names: &[String],
+    run: &crate::plan::RunValues,
+) -> Result<Vec<Plan>, Error> {
+    let mut plans = Vec::new();
+    let mut problems = Vec::new();
+    for name in names {
+        match crate::config::load(dir, name) {
+            Ok(plan) => plans.push(plan.with_run_values(run)),
+            Err(Error::Config(mut more)) => problems.append(&mut more),
+            Err(e) => return Err(e),
+        }
+    }
+    if !problems.is_empty() {
+        return Err(Error::Config(problems));
+    }
+    Ok(plans)
 }
 
 /// The error of a command whose lints found blocking errors (exit 1).

@@ -881,9 +881,9 @@ impl Walker {
             object: None,
             chain,
             message: format!(
-                "{file} uses {}, which this scan does not model; it was built with `kubectl kustomize` instead ({} object(s))",
+                "{file} uses {}, which this scan does not model; it was built with `kubectl kustomize` instead ({})",
                 used.join(", "),
-                objects.len()
+                crate::duration::count(objects.len(), "object")
             ),
         });
         Some(objects)

@@ -2,13 +2,12 @@ use pretty_assertions::assert_eq;
 use serde_json::json;
 
 use super::*;
-use crate::release::{Chart, ChartSource, CrdPolicy, Hook, HookAction, Hooks, Ownership, Source};
+use crate::release::{Chart, ChartSource, CrdPolicy, Hook, HookAction, Hooks, Source};
 
 fn release(values: serde_json::Value) -> Release {
     Release {
         id: ReleaseId::new("kube-system", "cilium"),
         file: "releases/core.yaml".into(),
-        line: 1,
         source: Source::Chart(Chart {
             source: ChartSource::Repo {
                 url: "https://helm.cilium.io".into(),
@@ -16,20 +15,8 @@ fn release(values: serde_json::Value) -> Release {
             },
             version: Some("1.18.2".into()),
         }),
-        needs: vec![],
-        crds: CrdPolicy::Bootstrap,
         values,
-        crd_values: json!({}),
-        values_sources: Vec::new(),
-        secrets: Default::default(),
-        layers: Vec::new(),
-        from: None,
-        timeout: None,
-        wait: false,
-        hooks: Hooks::default(),
-        ownership: Ownership::Bootstrap,
-        helm: Default::default(),
-        labels: Default::default(),
+        ..Release::fake("cilium", &[], CrdPolicy::Bootstrap)
     }
 }
 
