@@ -84,6 +84,11 @@ pub async fn run<H: Helm>(
     let held = crate::run::lock(
         &connection.client,
         "destroy",
+        order
+            .iter()
+            .map(|r| r.budget())
+            .max()
+            .unwrap_or(crate::release::DEFAULT_RELEASE_TIMEOUT),
         options.dry_run,
         events,
         &stop,

@@ -5,6 +5,7 @@
 
 pub mod apply;
 pub mod change;
+pub mod child;
 pub mod cli;
 pub mod commands;
 pub mod config;
@@ -75,13 +76,18 @@ pub fn run<I: IntoIterator<Item = OsString>>(args: I) -> i32 {
     let result = arguments
         .into_config()
         .and_then(|config| commands::execute(&config, &mut std::io::stdout()));
+    // Every child still running (none, unless a path above forgot one).
+    child::terminate_all();
     let code = match &result {
         Ok(()) => EXIT_OK,
         Err(e) => {
-            eprint!("{}", e.render());
+            use std::io::Write;
+            // Written, not printed: after a hangup the terminal is gone and
+            // a failed print would panic.
+            let _ = write!(std::io::stderr(), "{}", e.render());
             // docs/design.md#error-json: scripts read errors where they read results.
             if json && !e.already_reported() {
-                println!("{}", e.to_json());
+                let _ = writeln!(std::io::stdout(), "{}", e.to_json());
             }
             e.exit_code()
         }

@@ -74,7 +74,12 @@ pub async fn run<H: Helm + 'static>(
     events.emit(Event::PhaseStarted {
         phase: Phase::Preflight,
     });
-    let held = crate::run::lock(client, "apply", options.dry_run, events, &stop).await?;
+    let longest = installed
+        .iter()
+        .map(|r| r.budget())
+        .max()
+        .unwrap_or(crate::release::DEFAULT_RELEASE_TIMEOUT);
+    let held = crate::run::lock(client, "apply", longest, options.dry_run, events, &stop).await?;
     step(if options.dry_run {
         "no cluster lock (--dry-run)".to_string()
     } else {
@@ -85,7 +90,7 @@ pub async fn run<H: Helm + 'static>(
     let result = async {
         let owners = interruptible(
             &stop,
-            ownership::live_conflicts(plan, helm.as_ref(), connection, took_over.as_deref()),
+            ownership::live_conflicts(plan, helm.as_ref(), connection, took_over.is_some()),
         )
         .await??;
         step(format!(
@@ -185,6 +190,7 @@ pub async fn run<H: Helm + 'static>(
             force: options.force,
             verbose: options.verbose,
             left_by: took_over.clone(),
+            lock: held.checker(),
         };
         let summary = scheduler::run(
             &plan.cluster.name,

@@ -132,6 +132,7 @@ fn try_install_or_upgrade(ctx: &Ctx, upgrade: bool) -> Result<Outcome, String> {
     let (name, chart_arg) = name_and_chart(ctx, command)?;
     let ns = ctx.namespace();
     let store = Store::from_env()?;
+    let _busy = store.busy(&ns, &name, command);
     let knobs = ctx.script.knobs(&ns, &name);
     let mut values = ctx.user_values()?;
     crate::repos::check_reference(&chart_arg, ctx).map_err(|e| format!("{failed_prefix}: {e}"))?;
@@ -419,6 +420,7 @@ pub fn uninstall(ctx: &Ctx) -> Outcome {
 fn uninstall_one(ctx: &Ctx, name: &str) -> Result<String, String> {
     let ns = ctx.namespace();
     let store = Store::from_env()?;
+    let _busy = store.busy(&ns, name, "uninstall");
     let Some(mut release) = store
         .load(&ns, name)?
         .filter(|r| r.status != state::UNINSTALLED)

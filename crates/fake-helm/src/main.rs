@@ -20,6 +20,9 @@
 //!   values (user values: `-f` files deep-merged in order, then `--set*`),
 //!   labels, updated (RFC 3339), manifest, plus first_deployed, description and
 //!   history. `<namespace>__<name>.attempts` counts install/upgrade attempts.
+//!   `<namespace>__<name>.busy` holds the pid of the process working on the
+//!   release; an install, upgrade or uninstall that finds it held by a live
+//!   process appends `{release, command, pid, overlaps}` to `overlaps.log`.
 //!   Files are replaced atomically, so concurrent processes are safe.
 //! - `FAKE_HELM_LOG` (file): one JSON line per finished invocation:
 //!   {argv (arguments after the program name), pid, start_ms, end_ms (Unix ms),
