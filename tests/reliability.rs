@@ -418,3 +418,49 @@ fn broken_inputs_are_reported_at_their_line() {
         "{stderr}"
     );
 }
+
+/// The API server answers 503 to everything from the middle of the run on,
+/// with `--timeout 6s`: every retry (the ledger write of the release that
+/// was installing included) ends by the deadline, the wait says why it goes
+/// on, and the error is in words. Before, the ledger write alone retried for
+/// about 60 s without a line, and the error carried Rust debug output.
+#[test]
+fn an_api_that_goes_away_mid_run_ends_the_run_by_its_timeout() {
+    let cluster = Cluster::start();
+    // One release without hooks: what follows its helm is the ledger write.
+    let test = Test::with_releases(CILIUM);
+    let tmp = tempfile::tempdir().unwrap();
+    cluster.script(json!({"*": {"delay_ms": 1500}}));
+    let started = Instant::now();
+    let child = cluster
+        .command(&test, &["apply", "infra", "--timeout", "6s"])
+        .env("TMPDIR", tmp.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_until("cilium's helm to start", || {
+        cluster
+            .path()
+            .join("helm-state/kube-system__cilium.json")
+            .exists()
+    });
+    cluster.api.fail_next(usize::MAX / 2, 503);
+    let out = child.wait_with_output().unwrap();
+    let took = started.elapsed();
+    let stderr = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(took < Duration::from_secs(6 + 6), "took {took:?}\n{stderr}");
+    assert!(
+        stderr.contains("waiting for the Kubernetes API server (for "),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains("Status {") && !stderr.contains("ApiError:"),
+        "{stderr}"
+    );
+}
