@@ -170,10 +170,16 @@ pub fn one_line(error: &(dyn std::error::Error + 'static)) -> String {
 /// The chain of causes from `source` on, in words: an API error reads as
 /// the server's message and status code (kube's own text appends the Debug
 /// dump of the whole `Status`), and its own sources are already in it.
+///
+/// A cause that only repeats the one before it is left out (kube's
+/// kubeconfig errors both say and wrap their I/O error).
 pub fn causes(mut source: Option<&(dyn std::error::Error + 'static)>) -> Vec<String> {
-    let mut out = Vec::new();
+    let mut out: Vec<String> = Vec::new();
     while let Some(cause) = source {
-        out.push(words(cause));
+        let text = words(cause);
+        if !out.last().is_some_and(|last| last.contains(&text)) {
+            out.push(text);
+        }
         if cause.downcast_ref::<::kube::Error>().is_some() {
             break;
         }
@@ -291,6 +297,7 @@ impl Error {
         out
     }
 }
+
 
 impl Problem {
     /// docs/design.md#error-json: `{file, line, column, release, message}`,

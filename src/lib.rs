@@ -57,8 +57,7 @@ pub fn run<I: IntoIterator<Item = OsString>>(args: I) -> i32 {
             let _ = e.print();
             if code != EXIT_OK && cli::asks_for_json(&args) {
                 let text = e.render().to_string();
-                let first = text.lines().next().unwrap_or_default();
-                let error = error::Error::Usage(first.trim_start_matches("error: ").to_string());
+                let error = error::Error::Usage(cli::usage_error_line(&text));
                 println!("{}", error.to_json());
             }
             return code;

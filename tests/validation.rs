@@ -472,6 +472,44 @@ fn errors_are_json_on_stdout_with_output_json() {
     assert_eq!(out.code, 2);
     assert_eq!(
         out.stdout,
-        "{\"error\":\"unexpected argument '--bogus' found\",\"exitCode\":2,\"problems\":[],\"causes\":[]}\n"
+        "{\"error\":\"unexpected argument '--bogus' found; tip: to pass '--bogus' as a value, use '-- --bogus'; Usage: bootstrap plan --output <OUTPUT> [CLUSTER]\",\"exitCode\":2,\"problems\":[],\"causes\":[]}\n"
     );
+}
+
+/// A release whose document YAML cannot parse (an unclosed quote) is one
+/// error; what `needs` it is not also told it needs an unknown release.
+#[test]
+fn an_unparsable_release_does_not_cascade_into_false_needs_errors() {
+    let releases = format!(
+        "{CILIUM}---
+name: coredns
+namespace: kube-system
+chart: {{ repo: https://coredns.github.io/helm, name: coredns, version: \"1.44.3 }}
+needs: [cilium]
+---
+name: spegel
+namespace: kube-system
+chart: {{ oci: oci://ghcr.io/spegel-org/helm-charts/spegel, version: 0.3.0 }}
+needs: [coredns]
+---
+name: cert-manager
+namespace: cert-manager
+chart: {{ repo: https://charts.jetstack.io, name: cert-manager, version: v1.18.2 }}
+needs: [kube-system/coredns]
+"
+    );
+    let out = plan(&releases).run();
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    let errors: Vec<&str> = out
+        .stderr
+        .lines()
+        .filter(|l| l.starts_with("error:"))
+        .collect();
+    assert_eq!(errors.len(), 1, "{}", out.stderr);
+    assert!(
+        errors[0].starts_with("error: releases/core.yaml:"),
+        "{}",
+        out.stderr
+    );
+    assert!(!out.stderr.contains("needs"), "{}", out.stderr);
 }

@@ -121,6 +121,9 @@ pub async fn run<H: Helm + 'static>(
             1 => "ledger: 1 entry".to_string(),
             n => format!("ledger: {n} entries"),
         });
+        if !options.force {
+            installed_by_another(plan, &recorded)?;
+        }
         let digest_key = interruptible(&stop, ledger.digest_key(!options.dry_run)).await??;
         let crds = interruptible(&stop, crds::render(helm.as_ref(), plan))
             .await?
@@ -191,6 +194,7 @@ pub async fn run<H: Helm + 'static>(
             verbose: options.verbose,
             left_by: took_over.clone(),
             lock: held.checker(),
+            cluster: plan.cluster.name.clone(),
         };
         let summary = scheduler::run(
             &plan.cluster.name,
@@ -242,6 +246,40 @@ impl<H: Helm> Drop for WarningsUntilDropped<H> {
     fn drop(&mut self) {
         self.0.on_warning(None);
     }
+}
+
+/// The ledger says another cluster config installed releases this one
+/// would now upgrade: most likely the wrong kubeconfig context, and a run
+/// would rewrite their values without a word (docs/design.md#ledger).
+/// `--force` goes ahead.
+fn installed_by_another(
+    plan: &Plan,
+    recorded: &BTreeMap<String, crate::ledger::Entry>,
+) -> Result<(), Error> {
+    let this = plan.cluster.name.as_str();
+    let mut others: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+    for release in &plan.releases {
+        if let Some(entry) = recorded.get(&crate::ledger::key(&release.id))
+            && let Some(other) = entry.cluster.as_deref()
+            && other != this
+        {
+            others
+                .entry(other)
+                .or_default()
+                .push(release.id.to_string());
+        }
+    }
+    if others.is_empty() {
+        return Ok(());
+    }
+    let by: Vec<String> = others
+        .iter()
+        .map(|(cluster, releases)| format!("`{cluster}` ({})", releases.join(", ")))
+        .collect();
+    Err(Error::failed(format!(
+        "apply of cluster `{this}` refused: the ownership ledger of this cluster says its releases were installed by cluster config {}; nothing was changed. Check the kubeconfig context (--context, or `context:` in clusters/{this}/cluster.yaml); pass --force to apply `{this}` over them anyway",
+        by.join(" and ")
+    )))
 }
 
 /// The admission guard: a ValidatingAdmissionPolicy (with its binding) that
