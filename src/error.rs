@@ -298,7 +298,6 @@ impl Error {
     }
 }
 
-
 impl Problem {
     /// docs/design.md#error-json: `{file, line, column, release, message}`,
     /// absent parts `null`.
