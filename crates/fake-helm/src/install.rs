@@ -1,8 +1,13 @@
 //! install, upgrade (--install) and uninstall: the commands that change state.
 //!
 //! A release is saved as pending-* before the scripted delay and finished after
-//! it, so a process killed by SIGTERM/SIGINT (default disposition: no handler is
-//! installed on purpose) leaves a pending release behind, as real helm does.
+//! it. Like helm 3 and 4 (`upgrade`/`install` cancel their context on
+//! SIGINT/SIGTERM, and the action's `failRelease` records the release as
+//! failed: helm's pkg/cmd/upgrade.go, pkg/cmd/install.go,
+//! pkg/action/install.go), a SIGINT/SIGTERM during that delay marks the
+//! release `failed`, prints `Release NAME has been cancelled.` and exits 1
+//! with `Error: … FAILED: context canceled`. Only SIGKILL (or a signal before
+//! the operation started) leaves a pending release behind.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -112,6 +117,38 @@ fn labels(
 fn sleep_ms(ms: Option<u64>) {
     if let Some(ms) = ms.filter(|ms| *ms > 0) {
         std::thread::sleep(Duration::from_millis(ms));
+    }
+}
+
+/// Set by SIGINT/SIGTERM once [`catch_cancel`] ran.
+static CANCELLED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+extern "C" fn on_cancel(_: libc::c_int) {
+    CANCELLED.store(true, std::sync::atomic::Ordering::SeqCst);
+}
+
+/// From here on SIGINT/SIGTERM cancel the operation, as helm's context does.
+fn catch_cancel() {
+    let handler = on_cancel as extern "C" fn(libc::c_int) as libc::sighandler_t;
+    // SAFETY: the handler only stores to an atomic (async-signal-safe).
+    unsafe {
+        libc::signal(libc::SIGTERM, handler);
+        libc::signal(libc::SIGINT, handler);
+    }
+}
+
+/// The scripted working time; `true` when it was cancelled by a signal.
+fn work_ms(ms: Option<u64>) -> bool {
+    let until = std::time::Instant::now() + Duration::from_millis(ms.unwrap_or(0));
+    loop {
+        if CANCELLED.load(std::sync::atomic::Ordering::SeqCst) {
+            return true;
+        }
+        let now = std::time::Instant::now();
+        if now >= until {
+            return false;
+        }
+        std::thread::sleep((until - now).min(Duration::from_millis(10)));
     }
 }
 
@@ -239,14 +276,17 @@ fn try_install_or_upgrade(ctx: &Ctx, upgrade: bool) -> Result<Outcome, String> {
         k.write_release_secret(&release, &release_json(&release, &chart_values))?;
     }
     let attempt = store.next_attempt(&ns, &name)?;
+    catch_cancel();
     store.save(&release)?;
 
-    sleep_ms(knobs.delay_ms);
+    let cancelled = work_ms(knobs.delay_ms);
 
     let scripted_failure = (knobs.fail.is_some() || knobs.fail_times.is_some())
         && knobs.fail_times.is_none_or(|n| attempt <= n);
     let deployed = deployed(release.clone(), is_install);
-    let failure = if scripted_failure {
+    let failure = if cancelled {
+        Some(format!("Error: {failed_prefix}: context canceled"))
+    } else if scripted_failure {
         Some(
             knobs
                 .fail
@@ -278,7 +318,11 @@ fn try_install_or_upgrade(ctx: &Ctx, upgrade: bool) -> Result<Outcome, String> {
             format!("{message}\n")
         };
         return Ok(Outcome {
-            stdout: String::new(),
+            stdout: if cancelled {
+                format!("Release {name} has been cancelled.\n")
+            } else {
+                String::new()
+            },
             stderr,
             code: 1,
         });
