@@ -140,6 +140,11 @@ pub enum Error {
     #[error("{message}")]
     Clusters { message: String, code: i32 },
 
+    /// A run's failure after its `run_finished` event (JSON Lines) already
+    /// carried the summary: said on stderr, not again on stdout.
+    #[error(transparent)]
+    Summarized(Box<Error>),
+
     /// SIGINT/SIGTERM: what was running was stopped and reported.
     #[error(
         "interrupted; what was running was stopped, nothing new was started (run the command again to continue)"
@@ -259,6 +264,7 @@ impl Error {
             Error::Failed { .. } | Error::Findings(_) | Error::Changes(_) => EXIT_FAILED,
             Error::Locked(_) => EXIT_LOCKED,
             Error::Clusters { code, .. } => *code,
+            Error::Summarized(inner) => inner.exit_code(),
             Error::Interrupted => EXIT_INTERRUPTED,
         }
     }
@@ -354,7 +360,7 @@ impl Error {
         // included) is in the command's JSON already.
         matches!(
             self,
-            Error::Findings(_) | Error::Clusters { .. } | Error::Changes(_)
+            Error::Findings(_) | Error::Clusters { .. } | Error::Changes(_) | Error::Summarized(_)
         )
     }
 }

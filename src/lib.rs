@@ -45,6 +45,7 @@ use crate::cli::Arguments;
 use crate::error::{EXIT_INVALID, EXIT_OK};
 
 pub fn run<I: IntoIterator<Item = OsString>>(args: I) -> i32 {
+    let begun = std::time::Instant::now();
     let args: Vec<OsString> = args.into_iter().collect();
     let arguments = match Arguments::try_parse_from(&args) {
         Ok(arguments) => arguments,
@@ -86,7 +87,13 @@ pub fn run<I: IntoIterator<Item = OsString>>(args: I) -> i32 {
             let _ = write!(std::io::stderr(), "{}", e.render());
             // docs/design.md#error-json: scripts read errors where they read results.
             if json && !e.already_reported() {
-                let _ = writeln!(std::io::stdout(), "{}", e.to_json());
+                let mut line = e.to_json();
+                // apply's and destroy's JSON Lines end with an event:
+                // `run_finished`, or this (docs/design.md#run_failed).
+                if matches!(subcommand_name(&args).as_str(), "apply" | "destroy") {
+                    line = run_failed(line, begun.elapsed());
+                }
+                let _ = writeln!(std::io::stdout(), "{line}");
             }
             e.exit_code()
         }
@@ -95,6 +102,29 @@ pub fn run<I: IntoIterator<Item = OsString>>(args: I) -> i32 {
         run::termination::write(&path, &subcommand_name(&args), code, result.err().as_ref());
     }
     code
+}
+
+/// The error JSON as the last event of a JSON Lines run: `time`,
+/// `elapsed_ms` and `event` first, as every event has them.
+fn run_failed(error: serde_json::Value, elapsed: std::time::Duration) -> serde_json::Value {
+    let mut line = serde_json::Map::new();
+    line.insert(
+        "time".into(),
+        humantime::format_rfc3339_millis(std::time::SystemTime::now())
+            .to_string()
+            .into(),
+    );
+    line.insert(
+        "elapsed_ms".into(),
+        u64::try_from(elapsed.as_millis())
+            .unwrap_or(u64::MAX)
+            .into(),
+    );
+    line.insert("event".into(), "run_failed".into());
+    if let serde_json::Value::Object(fields) = error {
+        line.extend(fields);
+    }
+    serde_json::Value::Object(line)
 }
 
 /// The subcommand the command line names (`apply`, `status`, …), for the

@@ -180,9 +180,21 @@ fn a_failing_release_skips_exactly_its_dependents() {
     );
     let out = cluster.run(&test, &["apply", "infra", "--output", "json"]);
     assert_eq!(out.code, 1, "{}\n{}", out.stdout, out.stderr);
-    for line in out.stdout.lines() {
-        serde_json::from_str::<serde_json::Value>(line).expect("every stdout line is JSON");
-    }
+    // JSON Lines: every line an event, `run_started` first, `run_finished`
+    // last and nothing after it (the failure is in its summary and on stderr).
+    let events: Vec<serde_json::Value> = out
+        .stdout
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("every stdout line is JSON"))
+        .collect();
+    assert!(
+        events.iter().all(|e| e["event"].is_string()),
+        "{}",
+        out.stdout
+    );
+    assert_eq!(events[0]["event"], "run_started");
+    assert_eq!(events.last().unwrap()["event"], "run_finished");
+    assert_eq!(events.last().unwrap()["summary"]["ok"], false);
     assert_eq!(
         outcome_of(&out.stdout, "kube-system/cilium").as_deref(),
         Some("installed")
@@ -1445,4 +1457,41 @@ fn apply_of_another_cluster_config_over_recorded_releases_stops() {
     let entry: serde_json::Value =
         serde_json::from_str(cluster.ledger()["kube-system.cilium"].as_str().unwrap()).unwrap();
     assert_eq!(entry["cluster"], "home");
+}
+
+/// A run stopped before its release phase (here: the lock is held) ends its
+/// JSON Lines with a `run_failed` event carrying the error JSON's fields.
+#[test]
+fn a_run_stopped_in_preflight_ends_its_json_lines_with_run_failed() {
+    let cluster = Cluster::start();
+    standard_script(&cluster);
+    cluster.api.insert(json!({
+        "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        "metadata": {"name": "bootstrap-lock", "namespace": "kube-system"},
+        "spec": {"holderIdentity": "job-infra-1 pid 1", "leaseDurationSeconds": 30,
+                 "acquireTime": "2099-01-01T00:00:00.000000Z", "renewTime": "2099-01-01T00:00:00.000000Z"},
+    }));
+    let out = cluster.run(&config(), &["apply", "infra", "-o", "json"]);
+    assert_eq!(out.code, 3, "{}\n{}", out.stdout, out.stderr);
+    let events: Vec<serde_json::Value> = out
+        .stdout
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("every stdout line is JSON"))
+        .collect();
+    assert_eq!(events[0]["event"], "run_started", "{}", out.stdout);
+    let last = events.last().unwrap();
+    assert_eq!(last["event"], "run_failed", "{}", out.stdout);
+    assert_eq!(last["exitCode"], 3);
+    assert!(last["elapsed_ms"].is_u64());
+    assert!(
+        last["error"]
+            .as_str()
+            .unwrap()
+            .contains("another bootstrap run holds the lock on this cluster: job-infra-1 pid 1"),
+        "{last}"
+    );
+    assert_eq!(
+        events.iter().filter(|e| e["event"] == "run_failed").count(),
+        1
+    );
 }

@@ -40,6 +40,7 @@ pub async fn run<H: Helm + 'static>(
     connection: &Connection,
     options: &Options,
     events: &Emitter,
+    earlier: Vec<Event>,
     stop: StopSignal,
 ) -> Result<Summary, Error> {
     let installed: Vec<_> = plan.installed().cloned().collect();
@@ -74,6 +75,10 @@ pub async fn run<H: Helm + 'static>(
     events.emit(Event::PhaseStarted {
         phase: Phase::Preflight,
     });
+    // What the prerequisites found before this run started.
+    for event in earlier {
+        events.emit(event);
+    }
     let longest = installed
         .iter()
         .map(|r| r.budget())

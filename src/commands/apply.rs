@@ -144,19 +144,24 @@ async fn run_async(
         ),
     };
     let events = session.events.clone();
-    // What the prerequisites found, shown once the reporter runs.
-    events.emit(Event::PreflightStep {
-        step: format!("helm {}", version.raw),
-    });
-    events.emit(Event::PreflightStep {
-        step: format!(
-            "API server of context `{}` answers",
-            connection.target.context.as_deref().unwrap_or("(current)")
-        ),
-    });
-    for message in notices {
-        events.emit(Event::Warning { message });
-    }
+    // What the prerequisites found, shown once the run has started
+    // (`run_started` is the first event).
+    let mut earlier = vec![
+        Event::PreflightStep {
+            step: format!("helm {}", version.raw),
+        },
+        Event::PreflightStep {
+            step: format!(
+                "API server of context `{}` answers",
+                connection.target.context.as_deref().unwrap_or("(current)")
+            ),
+        },
+    ];
+    earlier.extend(
+        notices
+            .into_iter()
+            .map(|message| Event::Warning { message }),
+    );
     let timed_out = Arc::new(AtomicBool::new(false));
     let deadline = args.timeout.map(|timeout| {
         let stop_tx = session.stopper();
@@ -196,6 +201,7 @@ async fn run_async(
             &connection,
             &args.options,
             &events,
+            earlier,
             session.stop.clone(),
         ))
         .await
@@ -214,7 +220,8 @@ async fn run_async(
     session.finish(result.as_ref().ok()).await;
 
     match result {
-        Ok(summary) => outcome(&summary, timed_out.load(Ordering::SeqCst), args.timeout),
+        Ok(summary) => outcome(&summary, timed_out.load(Ordering::SeqCst), args.timeout)
+            .map_err(|e| Error::Summarized(Box::new(e))),
         Err(Error::Interrupted) if timed_out.load(Ordering::SeqCst) => Err(Error::failed(format!(
             "--timeout {} reached before any release ran; nothing was changed by releases",
             args.timeout.map(crate::duration::span).unwrap_or_default()

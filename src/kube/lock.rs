@@ -237,7 +237,7 @@ impl Lock {
                         .as_ref()
                         .and_then(|a| a.get("bootstrap/operation"))
                         .cloned()
-                        .unwrap_or_else(|| "a run".into());
+                        .unwrap_or_else(|| "run".into());
                     return Err(LockError::Held {
                         operation,
                         holder: other,
