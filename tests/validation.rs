@@ -163,7 +163,7 @@ fn hook_file_missing_in_repo() {
     plan(&format!(
         "{CILIUM}hooks:\n  postsync:\n    - command: [kubectl, apply, -f, \"{{{{root}}}}/flux/sync.yaml\"]\n"
     ))
-    .invalid("error: releases/core.yaml: release `kube-system/cilium`: hook `kubectl` reads `flux/sync.yaml`, which does not exist in the config root; create it or fix the path\n");
+    .invalid("error: releases/core.yaml:6:7: release `kube-system/cilium`: hook `kubectl` reads `flux/sync.yaml`, which does not exist in the config root; create it or fix the path\n");
 }
 
 fn with_hook(hook: &str) -> Test {
