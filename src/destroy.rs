@@ -156,7 +156,7 @@ pub async fn run<H: Helm>(
     }
     .await;
     let lost = held.lost();
-    held.release().await;
+    held.release(events).await;
     result.map(|summary| summary.with_lock_lost(lost))
 }
 

@@ -538,7 +538,9 @@ impl Scenario {
                     "bootstrap-lock",
                 );
             }
-            Fault::Kill9 => self.let_time_pass(),
+            // A run killed, or one that could not give its lock back to an
+            // API server that was gone: its Lease expires.
+            Fault::Kill9 | Fault::ApiGoneWithTimeout => self.let_time_pass(),
             _ => {}
         }
         let started = Instant::now();

@@ -230,7 +230,7 @@ pub async fn run<H: Helm + 'static>(
     }
     .await;
     let lost = held.lost();
-    held.release().await;
+    held.release(events).await;
     result.map(|summary| summary.with_lock_lost(lost))
 }
 

@@ -315,10 +315,21 @@ impl Lock {
     /// Gives the lock back. Also runs (best effort, detached) on drop.
     /// Bounded: an API server that does not answer leaves the Lease to
     /// expire ([`LEASE_SECONDS`] after the last renewal).
-    pub async fn release(mut self) {
+    /// `Err(why)` when it could not be given back.
+    pub async fn release(mut self) -> Result<(), String> {
         self.renewer.abort();
-        let _ = tokio::time::timeout(RELEASE_WITHIN, release(&self.api, &self.holder)).await;
         self.released = true;
+        match tokio::time::timeout(RELEASE_WITHIN, release(&self.api, &self.holder)).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(format!(
+                "could not give the cluster lock back ({}); it expires {LEASE_SECONDS}s after its last renewal",
+                super::retry::describe(&e)
+            )),
+            Err(_) => Err(format!(
+                "could not give the cluster lock back (no answer within {}); it expires {LEASE_SECONDS}s after its last renewal",
+                crate::duration::span(RELEASE_WITHIN)
+            )),
+        }
     }
 }
 
@@ -331,18 +342,24 @@ impl Drop for Lock {
         let api = self.api.clone();
         let holder = self.holder.clone();
         if let Ok(handle) = tokio::runtime::Handle::try_current() {
-            handle.spawn(async move { release(&api, &holder).await });
+            handle.spawn(async move {
+                let _ = release(&api, &holder).await;
+            });
         }
     }
 }
 
-async fn release(api: &Api<Lease>, holder: &str) {
+async fn release(api: &Api<Lease>, holder: &str) -> Result<(), ::kube::Error> {
     // Only delete our own lease: a takeover may have happened meanwhile.
-    if let Ok(Some(lease)) = api.get_opt(LEASE_NAME).await
+    if let Some(lease) = api.get_opt(LEASE_NAME).await?
         && lease.spec.and_then(|s| s.holder_identity).as_deref() == Some(holder)
     {
-        let _ = api.delete(LEASE_NAME, &DeleteParams::default()).await;
+        match api.delete(LEASE_NAME, &DeleteParams::default()).await {
+            Err(e) if !is_not_found(&e) => return Err(e),
+            _ => {}
+        }
     }
+    Ok(())
 }
 
 /// The check before each step that changes the cluster: is the lock still

@@ -174,12 +174,16 @@ impl Held {
         self.lost.as_ref().and_then(|l| l.borrow().clone())
     }
 
-    pub async fn release(self) {
+    /// Gives the lock back; a failure to is a warning (the Lease then
+    /// expires by itself).
+    pub async fn release(self, events: &Emitter) {
         if let Some(follower) = self.follower {
             follower.abort();
         }
-        if let Some(lock) = self.lock {
-            lock.release().await;
+        if let Some(lock) = self.lock
+            && let Err(message) = lock.release().await
+        {
+            events.emit(Event::Warning { message });
         }
     }
 }
