@@ -185,7 +185,7 @@ fn hook_keys_are_checked_with_suggestions() {
     with_hook("rolout: { kind: DaemonSet, name: cilium }")
         .invalid("error: releases/core.yaml:6:7: release `kube-system/cilium`: unknown key `rolout`; did you mean `rollout`?\n");
     with_hook("wait: x").invalid(
-        "error: releases/core.yaml:6:7: release `kube-system/cilium`: unknown key `wait` (allowed: rollout, condition, created, job, command, shell, timeout)\n",
+        "error: releases/core.yaml:6:7: release `kube-system/cilium`: unknown key `wait` in a `postsync:` entry (allowed: rollout, condition, created, job, command, shell, timeout)\n",
     );
 }
 
@@ -533,4 +533,31 @@ fn a_hook_reading_a_missing_file_names_its_line() {
         "{CILIUM}hooks:\n  postsync:\n    - created: {{ apiVersion: v1, kind: Namespace, name: x }}\n    - command: [kubectl, apply, -f, missing.yaml]\n"
     ))
     .invalid("error: releases/core.yaml:7:7: release `kube-system/cilium`: hook `kubectl` reads `missing.yaml`, which does not exist in the config root; create it or fix the path\n");
+}
+
+/// What the parser says in its own terms is said in the file's.
+#[test]
+fn parser_errors_in_the_files_words() {
+    // A tab: say it is the tab.
+    plan(&format!("{CILIUM}values:\n\tdebug: true\n")).invalid(
+        "error: releases/core.yaml:5:2: release `kube-system/cilium`: a tab indents this line; YAML indents with spaces only: replace the tab with spaces\n",
+    );
+    // A key one level too deep: say which map it is in.
+    plan("name: cilium\nnamespace: kube-system\nchart:\n  repo: https://helm.cilium.io\n  name: cilium\n  version: 1.18.2\n  needs: [x]\n").invalid(
+        "error: releases/core.yaml:7:3: release `kube-system/cilium`: unknown key `needs` in `chart:` (allowed: repo, name, oci, path, version); if `needs` belongs beside `chart:`, not under it, indent it as `chart:` is\n",
+    );
+    // A list where a document belongs.
+    plan("- a\n- b\n").invalid(
+        "error: releases/core.yaml:1:1: this document is not a map of keys to values: a list or a single value was found where `key: value` lines belong\n",
+    );
+}
+
+/// A Kubernetes object dropped into releases/ is one error saying so, not
+/// one per key it has.
+#[test]
+fn a_kubernetes_object_among_the_releases_is_one_error() {
+    plan(&format!(
+        "{CILIUM}---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\ndata:\n  a: b\n"
+    ))
+    .invalid("error: releases/core.yaml:5: is a Kubernetes object (ConfigMap), not a release: release files hold `name`, `namespace` and `chart`; move it out of releases/ (a CustomResourceDefinition file can be listed in a release's `manifests:`, for the CRD phase)\n");
 }

@@ -394,6 +394,18 @@ fn read_releases(
                 }
                 continue;
             }
+            // A Kubernetes object dropped among the release files: one
+            // error saying so, not one per key it has.
+            if let Some((kind, kind_line)) = kubernetes_object(&parsed.text) {
+                problems.push(
+                    Problem::new(format!(
+                        "is a Kubernetes object ({kind}), not a release: release files hold `name`, `namespace` and `chart`; move it out of releases/ (a CustomResourceDefinition file can be listed in a release's `manifests:`, for the CRD phase)"
+                    ))
+                    .file(&shown)
+                    .at(kind_line, 0),
+                );
+                continue;
+            }
             // What the rest of the document says is not checked: keys were
             // taken out of it to read it. Its names are whole.
             if let Some(doc) = &parsed.value {
@@ -426,6 +438,23 @@ fn read_releases(
         }
     }
     Ok(drafts)
+}
+
+/// `kind` of a document that is a Kubernetes object (top-level
+/// `apiVersion:` and `kind:`), read off its lines.
+/// With the 1-based line of its `apiVersion:` (`text` keeps the document at
+/// its place in the file).
+fn kubernetes_object(text: &str) -> Option<(String, u64)> {
+    let top = |key: &str| {
+        text.lines().enumerate().find_map(|(i, line)| {
+            let value = line.strip_prefix(key)?.strip_prefix(':')?;
+            let value = value.split(" #").next().unwrap_or_default().trim();
+            Some((value.to_string(), i as u64 + 1))
+        })
+    };
+    let (_, line) = top("apiVersion")?;
+    let (kind, _) = top("kind").filter(|(k, _)| !k.is_empty())?;
+    Some((kind, line))
 }
 
 /// The top-level `name:` and `namespace:` of a document YAML cannot parse
