@@ -6,6 +6,8 @@
 //! - [`cluster::Cluster`] puts a loopback API server ([`kube_loopback`]) and
 //!   the fake helm (crates/fake-helm) behind it;
 //! - [`pty::Pty`] runs it on a pseudo-terminal and keeps the screen it draws;
+//! - [`realflux`] serves a git repository for Flux over loopback HTTP and
+//!   finds the real flux-operator CLI;
 //! - [`bootstrap`] and [`fake_helm`] say where those two binaries are.
 
 mod bins;
@@ -13,5 +15,6 @@ pub mod builder;
 pub mod cluster;
 pub mod fleet;
 pub mod pty;
+pub mod realflux;
 
 pub use bins::{bootstrap, fake_helm};
