@@ -1,23 +1,245 @@
-//! Flux in the real test environment (docs/design.md#real-environment): a
-//! git server over loopback HTTP for Flux's GitRepository, and the real
-//! flux-operator CLI (tool `flux-operator` of `tools/realenv/build`).
+//! Flux on the real test environment (docs/design.md#real-environment):
+//! the real source-controller, helm-controller and kustomize-controller as
+//! processes against a [`ControlPlane`], a git server over loopback HTTP
+//! for their GitRepository, and the real flux-operator CLI.
+//!
+//! The binaries come from `tools/realenv/build` (tools `flux-controllers`
+//! and `flux-operator`); the controllers' CRDs are their own `config/crd`,
+//! copied from the controllers' Go modules at the pinned versions into the
+//! tool's `share` directory by the same build.
+//!
+//! [`Flux::start`] installs the CRDs, starts the three controllers (no
+//! leader election, metrics and health endpoints on free loopback ports,
+//! source-controller's artifact server on 127.0.0.1) and waits until each
+//! reports ready. Dropping it stops them; their logs go to the control
+//! plane's log directory, which is kept when the test fails.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-/// The flux-operator CLI (`flux-operator build resourceset ...`), as
-/// `tools/realenv/build flux-operator` links it.
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::realenv::{BUILD, ControlPlane, free_port, tail, tool_dir};
+
+/// The tools of this front end (on top of [`crate::realenv::TOOLS`]).
+pub const TOOLS: [&str; 2] = ["flux-controllers", "flux-operator"];
+
+/// The tools of the environment and of [`TOOLS`] not built yet.
+pub fn missing() -> Vec<&'static str> {
+    let mut missing = crate::realenv::missing();
+    missing.extend(TOOLS.iter().copied().filter(|t| !tool_dir(t).is_dir()));
+    missing
+}
+
+/// The flux-operator CLI (`flux-operator build resourceset ...`).
 pub fn flux_operator() -> PathBuf {
-    let path = crate::bins::workspace_root().join("tools/realenv/.bin/flux-operator/cli");
-    assert!(
-        path.is_file(),
-        "{} is missing: build it with `tools/realenv/build flux-operator`",
-        path.display()
-    );
-    path
+    crate::realenv::bin("flux-operator", "cli")
+}
+
+/// The Go modules of the three controllers, as `share` names them.
+const CONTROLLERS: [&str; 3] = [
+    "github.com/fluxcd/source-controller",
+    "github.com/fluxcd/kustomize-controller",
+    "github.com/fluxcd/helm-controller",
+];
+
+/// A controller process, in its own process group.
+struct Proc {
+    name: &'static str,
+    child: Child,
+    log: PathBuf,
+    health: u16,
+}
+
+impl Proc {
+    fn stop(&mut self) {
+        let pgid = self.child.id() as libc::pid_t;
+        // SAFETY: plain syscalls on a process group this struct started.
+        unsafe { libc::kill(-pgid, libc::SIGTERM) };
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        // SAFETY: as above.
+        unsafe { libc::kill(-pgid, libc::SIGKILL) };
+        let _ = self.child.wait();
+    }
+
+    /// Panics with the end of the log when the process has exited.
+    fn check_alive(&mut self) {
+        if let Ok(Some(status)) = self.child.try_wait() {
+            panic!(
+                "{} exited ({status}); the end of its log {}:\n{}",
+                self.name,
+                self.log.display(),
+                tail(&self.log, 40)
+            );
+        }
+    }
+}
+
+/// The three Flux controllers running against a control plane.
+pub struct Flux {
+    procs: Vec<Proc>,
+    /// Their HOME and storage directories.
+    _dir: tempfile::TempDir,
+    /// source-controller's artifact server, `http://127.0.0.1:PORT`.
+    pub artifacts: String,
+}
+
+impl Flux {
+    /// Installs the controllers' CRDs and namespace `flux-system` on
+    /// `plane`, starts the controllers and waits until they are ready.
+    pub fn start(plane: &ControlPlane) -> Flux {
+        let missing = missing();
+        assert!(
+            missing.is_empty(),
+            "the real test environment lacks {missing:?}: build it with `{BUILD}`"
+        );
+        for module in CONTROLLERS {
+            plane.api().install_crds(&crate::realenv::share(
+                "flux-controllers",
+                &format!("{module}/config/crd/bases"),
+            ));
+        }
+        let namespace = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "flux-system"}});
+        match plane.api().create("/api/v1/namespaces", &namespace) {
+            Ok(_) => {}
+            Err(e) if e.code == 409 => {}
+            Err(e) => panic!("creating namespace flux-system: {e}"),
+        }
+
+        let dir = tempfile::Builder::new()
+            .prefix("realflux-")
+            .tempdir()
+            .expect("tempdir");
+        let storage = free_port();
+        let artifacts = format!("http://127.0.0.1:{storage}");
+        let mut flux = Flux {
+            procs: Vec::new(),
+            _dir: dir,
+            artifacts,
+        };
+        let root = flux._dir.path().to_path_buf();
+        let source_args = vec![
+            format!("--storage-path={}", root.join("storage").display()),
+            format!("--storage-addr=127.0.0.1:{storage}"),
+            format!("--storage-adv-addr=127.0.0.1:{storage}"),
+        ];
+        for (name, extra) in [
+            ("source-controller", source_args),
+            ("kustomize-controller", Vec::new()),
+            ("helm-controller", Vec::new()),
+        ] {
+            flux.spawn(plane, name, &root, extra);
+        }
+        for i in 0..flux.procs.len() {
+            let (name, port) = (flux.procs[i].name, flux.procs[i].health);
+            flux.wait(plane, &format!("{name} ready"), Duration::from_secs(120), |_| {
+                http_get(port, "/readyz").filter(|(code, _)| *code == 200)
+            });
+        }
+        flux
+    }
+
+    fn spawn(&mut self, plane: &ControlPlane, name: &'static str, root: &Path, extra: Vec<String>) {
+        use std::os::unix::process::CommandExt;
+        let log = plane.logs().join(format!("{name}.log"));
+        let file = std::fs::File::create(&log).expect("create the log file");
+        let home = root.join(name);
+        std::fs::create_dir_all(&home).expect("the controller's home");
+        let health = free_port();
+        let child = Command::new(crate::realenv::bin("flux-controllers", name))
+            .arg(format!("--metrics-addr=127.0.0.1:{}", free_port()))
+            .arg(format!("--health-addr=127.0.0.1:{health}"))
+            .arg("--enable-leader-election=false")
+            .arg("--log-encoding=console")
+            // Dependencies not ready yet are retried soon, not in 30 s.
+            .arg("--requeue-dependency=2s")
+            .args(extra)
+            .env("KUBECONFIG", &plane.kubeconfig)
+            .env("RUNTIME_NAMESPACE", "flux-system")
+            .env("HOME", &home)
+            .env("TMPDIR", &home)
+            .stdin(Stdio::null())
+            .stdout(file.try_clone().expect("log file"))
+            .stderr(file)
+            .process_group(0)
+            .spawn()
+            .unwrap_or_else(|e| panic!("starting {name}: {e}"));
+        self.procs.push(Proc {
+            name,
+            child,
+            log,
+            health,
+        });
+    }
+
+    /// Polls `probe` every 250 ms until it answers, failing after `timeout`
+    /// or at once when a controller died.
+    pub fn wait<T>(
+        &mut self,
+        plane: &ControlPlane,
+        what: &str,
+        timeout: Duration,
+        mut probe: impl FnMut(&ControlPlane) -> Option<T>,
+    ) -> T {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(value) = probe(plane) {
+                return value;
+            }
+            for proc in &mut self.procs {
+                proc.check_alive();
+            }
+            assert!(
+                Instant::now() < deadline,
+                "timed out after {timeout:?} waiting for {what} (logs: {})",
+                plane.logs().display()
+            );
+            std::thread::sleep(Duration::from_millis(250));
+        }
+    }
+}
+
+impl Drop for Flux {
+    fn drop(&mut self) {
+        for proc in self.procs.iter_mut().rev() {
+            proc.stop();
+        }
+    }
+}
+
+/// The status, reason and message of a Flux object's `Ready` condition.
+pub fn ready(object: &Value) -> Option<(String, String, String)> {
+    let conditions = object["status"]["conditions"].as_array()?;
+    let c = conditions.iter().find(|c| c["type"] == "Ready")?;
+    let text = |k: &str| c[k].as_str().unwrap_or_default().to_string();
+    Some((text("status"), text("reason"), text("message")))
+}
+
+/// A plain HTTP GET on 127.0.0.1:`port`: the status code and body.
+pub fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).ok()?;
+    let code = response.split_whitespace().nth(1)?.parse().ok()?;
+    let body = response.split_once("\r\n\r\n").map(|(_, b)| b.to_string());
+    Some((code, body.unwrap_or_default()))
 }
 
 /// A git repository served over smart HTTP on loopback by `git
@@ -45,18 +267,8 @@ impl GitServer {
         let git = |cwd: &Path, args: &[&str]| {
             let out = Command::new("git")
                 .current_dir(cwd)
-                .args([
-                    "-c",
-                    "user.name=realflux",
-                    "-c",
-                    "user.email=realflux@127.0.0.1",
-                ])
-                .args([
-                    "-c",
-                    "init.defaultBranch=main",
-                    "-c",
-                    "commit.gpgsign=false",
-                ])
+                .args(["-c", "user.name=realflux", "-c", "user.email=realflux@127.0.0.1"])
+                .args(["-c", "init.defaultBranch=main", "-c", "commit.gpgsign=false"])
                 .args(args)
                 .env_remove("GIT_DIR")
                 .env_remove("GIT_WORK_TREE")
@@ -73,10 +285,7 @@ impl GitServer {
         git(&work, &["commit", "-q", "-m", "tree"]);
         let served = dir.path().join("served");
         std::fs::create_dir_all(&served).expect("served dir");
-        git(
-            dir.path(),
-            &["clone", "-q", "--bare", "work", "served/repo.git"],
-        );
+        git(dir.path(), &["clone", "-q", "--bare", "work", "served/repo.git"]);
 
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind the git server");
         let port = listener.local_addr().expect("address").port();
@@ -193,9 +402,7 @@ fn serve_git(stream: TcpStream, root: &Path) {
     }
     let mut stream = stream;
     let Ok(mut child) = cmd.spawn() else {
-        let _ = stream.write_all(
-            b"HTTP/1.1 500 Internal Server Error\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
-        );
+        let _ = stream.write_all(b"HTTP/1.1 500 Internal Server Error\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
         return;
     };
     // The body is written from another thread: the backend may answer
@@ -216,10 +423,7 @@ fn serve_git(stream: TcpStream, root: &Path) {
         .map(|i| (i, 4))
         .or_else(|| find(&output, b"\n\n").map(|i| (i, 2)));
     let (head, body) = match split {
-        Some((i, n)) => (
-            String::from_utf8_lossy(&output[..i]).into_owned(),
-            &output[i + n..],
-        ),
+        Some((i, n)) => (String::from_utf8_lossy(&output[..i]).into_owned(), &output[i + n..]),
         None => (String::new(), &output[..]),
     };
     let mut status = "200 OK".to_string();
@@ -293,11 +497,7 @@ mod tests {
             .env("GIT_TERMINAL_PROMPT", "0")
             .output()
             .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
         let file = std::fs::read_to_string(clone.path().join("repo/kubernetes/apps/a.yaml"));
         assert_eq!(file.unwrap(), "kind: A\n");
     }
