@@ -140,6 +140,11 @@ pub enum Error {
     #[error("{message}")]
     Clusters { message: String, code: i32 },
 
+    /// A run's failure after its `run_finished` event (JSON Lines) already
+    /// carried the summary: said on stderr, not again on stdout.
+    #[error(transparent)]
+    Summarized(Box<Error>),
+
     /// SIGINT/SIGTERM: what was running was stopped and reported.
     #[error(
         "interrupted; what was running was stopped, nothing new was started (run the command again to continue)"
@@ -208,6 +213,7 @@ impl Error {
             Error::Failed { .. } | Error::Findings(_) | Error::Changes(_) => EXIT_FAILED,
             Error::Locked(_) => EXIT_LOCKED,
             Error::Clusters { code, .. } => *code,
+            Error::Summarized(inner) => inner.exit_code(),
             Error::Interrupted => EXIT_INTERRUPTED,
         }
     }
@@ -236,16 +242,31 @@ impl Error {
             }
             other => out.push_str(&format!("error: {other}\n")),
         }
-        let mut source = std::error::Error::source(self);
-        if source.is_some() {
+        let causes = causes(self);
+        if !causes.is_empty() {
             out.push_str("Caused by:\n");
         }
-        while let Some(cause) = source {
+        for cause in causes {
             out.push_str(&format!("    {cause}\n"));
-            source = cause.source();
         }
         out
     }
+}
+
+/// The error's source chain as lines, without a cause that only repeats
+/// the one before it (kube's kubeconfig errors both say and wrap their
+/// I/O error).
+fn causes(error: &dyn std::error::Error) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let text = cause.to_string();
+        if !out.last().is_some_and(|last| last.contains(&text)) {
+            out.push(text);
+        }
+        source = cause.source();
+    }
+    out
 }
 
 impl Problem {
@@ -284,11 +305,11 @@ impl Error {
         {
             causes.extend(one.causes.iter().cloned().map(serde_json::Value::String));
         }
-        let mut source = std::error::Error::source(self);
-        while let Some(cause) = source {
-            causes.push(serde_json::Value::String(cause.to_string()));
-            source = cause.source();
-        }
+        causes.extend(
+            self::causes(self)
+                .into_iter()
+                .map(serde_json::Value::String),
+        );
         serde_json::json!({
             "error": error,
             "exitCode": self.exit_code(),
@@ -304,7 +325,7 @@ impl Error {
         // included) is in the command's JSON already.
         matches!(
             self,
-            Error::Findings(_) | Error::Clusters { .. } | Error::Changes(_)
+            Error::Findings(_) | Error::Clusters { .. } | Error::Changes(_) | Error::Summarized(_)
         )
     }
 }

@@ -70,11 +70,78 @@ fn problem(error: &serde_saphyr::Error, file: &Path, text: &str) -> Problem {
         Some((message, at)) => (message, at),
         None => (raw_message(error), location),
     };
+    let message = in_context(error, message, &lines, location);
     let mut problem = Problem::new(message).file(file);
     if let Some((line, column)) = at {
         problem = problem.at(line, column);
     }
     problem
+}
+
+/// The parser's words made the file's: a key unknown inside a nested map
+/// says which map (and that it may belong further left), a tab says it is
+/// the tab, a document that is no map says what a document must be.
+fn in_context(
+    error: &serde_saphyr::Error,
+    message: String,
+    lines: &[&str],
+    at: Option<(u64, u64)>,
+) -> String {
+    use serde_saphyr::Error as E;
+    if message.contains("tabs disallowed") {
+        return "a tab indents this line; YAML indents with spaces only: replace the tab with spaces".to_string();
+    }
+    match error {
+        // A near miss already says what was meant.
+        E::SerdeUnknownField { .. } if message.contains("did you mean") => message,
+        E::SerdeUnknownField { field, .. } => {
+            let Some((line, _)) = at else { return message };
+            let Some(index) = usize::try_from(line).ok().and_then(|l| l.checked_sub(1)) else {
+                return message;
+            };
+            let Some(text) = lines.get(index) else { return message };
+            let indent = indentation(text);
+            if indent == 0 {
+                return message;
+            }
+            // The map the key was written in: the nearest line above indented less.
+            let parent = (0..index).rev().find_map(|i| {
+                let l = lines[i];
+                let trimmed = l.trim_start();
+                if trimmed.is_empty() || trimmed.starts_with('#') || indentation(l) >= indent {
+                    return None;
+                }
+                last_key(l, l.len(), i)
+            });
+            // `- key:` is a key of a list entry, the list being the parent's.
+            let entry = text.trim_start().starts_with("- ");
+            match parent {
+                Some(parent) if entry => message.replacen(
+                    &format!("unknown key `{field}`"),
+                    &format!("unknown key `{field}` in a `{}:` entry", parent.name),
+                    1,
+                ),
+                Some(parent) => {
+                    let message = message.replacen(
+                        &format!("unknown key `{field}`"),
+                        &format!("unknown key `{field}` in `{}:`", parent.name),
+                        1,
+                    );
+                    format!(
+                        "{message}; if `{field}` belongs beside `{}:`, not under it, indent it as `{}:` is",
+                        parent.name, parent.name
+                    )
+                }
+                None => message,
+            }
+        }
+        E::Unexpected { expected, .. }
+            if *expected == "mapping start" && message.starts_with("expected mapping start") =>
+        {
+            "this document is not a map of keys to values: a list or a single value was found where `key: value` lines belong".to_string()
+        }
+        _ => message,
+    }
 }
 
 /// The parser's own text, for what [`explain`] has no words for.

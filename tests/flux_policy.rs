@@ -320,6 +320,9 @@ fn real_ledger_entries_admit_handover_and_deny_bootstrap() {
         applied_at: "2025-01-01T00:00:00Z".into(),
         tool_version: "0.1.0".into(),
         policy: ownership.as_str().into(),
+        // Written by this version: the guard reads entries with every field.
+        cluster: Some("infra".into()),
+        hooks_digest: Some("hmac-sha256:00".into()),
     };
     let ledger = json!({
         "apiVersion": "v1", "kind": "ConfigMap",

@@ -46,6 +46,8 @@ pub struct ReleaseRunner<H: Helm> {
     pub left_by: Option<String>,
     pub force: bool,
     pub verbose: bool,
+    /// The cluster config being applied, recorded in each ledger entry.
+    pub cluster: String,
 }
 
 enum Change {
@@ -111,34 +113,17 @@ impl<H: Helm> ReleaseRunner<H> {
                     ),
                     ..StepResult::new(Outcome::WouldUpgrade)
                 },
-                Change::Unchanged => StepResult::new(Outcome::Unchanged),
+                Change::Unchanged => StepResult {
+                    message: self
+                        .commands_changed(release)
+                        .then(|| "would run its command hooks again: their definition changed since they last ran".to_string()),
+                    ..StepResult::new(Outcome::Unchanged)
+                },
                 Change::Adopted(by) => adopted(&by),
             };
         }
         if let Change::Unchanged | Change::Adopted(_) = change {
-            // Still wait for readiness, so dependents never start on a sick release.
-            for hook in release.hooks.postsync.iter().filter(|h| !is_command(h)) {
-                if let Err(result) = self
-                    .hook(release, HookPhase::Postsync, hook, deadline, stop.clone())
-                    .await
-                {
-                    return result;
-                }
-            }
-            if let Change::Adopted(by) = &change {
-                // Flux's now: its ledger entry is left as it was.
-                return adopted(by);
-            }
-            // An entry written before digests were keyed is rewritten.
-            if self
-                .recorded
-                .get(&ledger::key(&release.id))
-                .is_some_and(Entry::is_unkeyed)
-                && let Err(result) = self.record(release).await
-            {
-                return result;
-            }
-            return StepResult::new(Outcome::Unchanged);
+            return self.unchanged(release, &change, deadline, stop).await;
         }
 
         for hook in &release.hooks.presync {
@@ -257,6 +242,109 @@ impl<H: Helm> ReleaseRunner<H> {
         })
     }
 
+    /// A release helm leaves alone (docs/design.md#hooks): its readiness
+    /// hooks still verify it, so dependents never start on a sick release;
+    /// its command hooks run again only when their definition changed since
+    /// they last ran (the ledger's hooks digest), and the result says which
+    /// it skipped.
+    async fn unchanged(
+        &self,
+        release: &Release,
+        change: &Change,
+        deadline: Instant,
+        stop: StopSignal,
+    ) -> StepResult {
+        let commands: Vec<&Hook> = release
+            .hooks
+            .presync
+            .iter()
+            .chain(&release.hooks.postsync)
+            .filter(|h| is_command(h))
+            .collect();
+        let rerun = matches!(change, Change::Unchanged) && self.commands_changed(release);
+        let phases = [
+            (HookPhase::Presync, &release.hooks.presync),
+            (HookPhase::Postsync, &release.hooks.postsync),
+        ];
+        let mut verified = 0;
+        for (phase, hooks) in phases {
+            for hook in hooks.iter().filter(|h| rerun || !is_command(h)) {
+                if let Err(result) = self
+                    .hook(release, phase, hook, deadline, stop.clone())
+                    .await
+                {
+                    return result;
+                }
+                verified += usize::from(!is_command(hook));
+            }
+        }
+        if let Change::Adopted(by) = change {
+            // Flux's now: its ledger entry is left as it was.
+            return adopted(by);
+        }
+        // An entry written before digests were keyed is rewritten, and so
+        // is one whose command hooks just ran again.
+        let unkeyed = self
+            .recorded
+            .get(&ledger::key(&release.id))
+            .is_some_and(Entry::is_unkeyed);
+        if (rerun || unkeyed)
+            && let Err(result) = self.record(release).await
+        {
+            return result;
+        }
+        let ready = if verified > 0 { ", ready" } else { "" };
+        let message = if rerun {
+            Some(format!(
+                "unchanged{ready}; ran {} again: {} changed since {} last ran",
+                crate::duration::count(commands.len(), "command hook"),
+                if commands.len() == 1 {
+                    "its definition"
+                } else {
+                    "their definitions"
+                },
+                if commands.len() == 1 { "it" } else { "they" },
+            ))
+        } else if !commands.is_empty() {
+            let names: Vec<String> = commands.iter().map(|h| h.action.to_string()).collect();
+            Some(format!(
+                "unchanged{ready}; skipped {} ({}): neither the release nor {} changed since {} last ran; --force runs {}",
+                crate::duration::count(commands.len(), "command hook"),
+                names.join(", "),
+                if commands.len() == 1 {
+                    "the hook"
+                } else {
+                    "the hooks"
+                },
+                if commands.len() == 1 { "it" } else { "they" },
+                if commands.len() == 1 { "it" } else { "them" },
+            ))
+        } else {
+            (verified > 0).then(|| "unchanged, ready".to_string())
+        };
+        StepResult {
+            message,
+            ..StepResult::new(Outcome::Unchanged)
+        }
+    }
+
+    /// The release's command hooks differ from the ones that last ran (the
+    /// ledger's hooks digest); never for a release without command hooks.
+    fn commands_changed(&self, release: &Release) -> bool {
+        let has_commands = release
+            .hooks
+            .presync
+            .iter()
+            .chain(&release.hooks.postsync)
+            .any(is_command);
+        if !has_commands || self.ledger.is_none() {
+            return false;
+        }
+        self.recorded
+            .get(&ledger::key(&release.id))
+            .is_none_or(|entry| !entry.hooks_match(release, self.digest_key.as_ref()))
+    }
+
     /// Records the release in the ledger (when there is one), warning about
     /// every repair the write made.
     async fn record(&self, release: &Release) -> Result<(), StepResult> {
@@ -269,7 +357,10 @@ impl<H: Helm> ReleaseRunner<H> {
             ));
         };
         let repairs = ledger
-            .record(&Entry::for_release(release, key), &release.id)
+            .record(
+                &Entry::for_release(release, &self.cluster, key),
+                &release.id,
+            )
             .await
             .map_err(|e| StepResult::failed(one_line(&e)))?;
         for repair in repairs {

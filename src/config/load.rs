@@ -7,12 +7,12 @@ use std::path::{Path, PathBuf};
 use serde_saphyr::Spanned;
 
 use super::draft::{Draft, Paths};
-use super::file::{ChartFile, ClusterFile, DefaultsFile, ReleaseFile};
+use super::file::{ChartFile, ClusterFile, DefaultsFile, IgnoreEntry, ReleaseFile};
 use super::render::{Defaults, Readers, render_release};
 use super::{Cluster, Flux};
 use crate::error::{Error, Problem, did_you_mean, suggest};
 use crate::graph::ReleaseGraph;
-use crate::plan::Plan;
+use crate::plan::{Ignore, Plan};
 use crate::release::{Chart, ChartSource, Hooks, ReleaseId, Source};
 use crate::validate;
 use crate::validate::VersionError;
@@ -163,6 +163,7 @@ pub fn load_for(dir: &Path, cluster: &str, context: Option<&str>) -> Result<Plan
         &paths,
         cluster,
         &cluster_file,
+        &resolver,
         &shown_cluster,
         &mut problems,
     );
@@ -375,6 +376,18 @@ fn read_releases(
                 }
                 continue;
             }
+            // A Kubernetes object dropped among the release files: one
+            // error saying so, not one per key it has.
+            if let Some((kind, kind_line)) = kubernetes_object(&parsed.text) {
+                problems.push(
+                    Problem::new(format!(
+                        "is a Kubernetes object ({kind}), not a release: release files hold `name`, `namespace` and `chart`; move it out of releases/ (a CustomResourceDefinition file can be listed in a release's `manifests:`, for the CRD phase)"
+                    ))
+                    .file(&shown)
+                    .at(kind_line, 0),
+                );
+                continue;
+            }
             // What the rest of the document says is not checked: keys were
             // taken out of it to read it. Its names are whole.
             if let Some(doc) = &parsed.value {
@@ -386,7 +399,9 @@ fn read_releases(
                     name: Some(doc.name.value),
                     namespace: Some(doc.namespace.value),
                 }),
-                None => serde_saphyr::from_str::<Identity>(&parsed.text).ok(),
+                None => serde_saphyr::from_str::<Identity>(&parsed.text)
+                    .ok()
+                    .or_else(|| identity_by_lines(&parsed.text)),
             };
             if let Some(Identity {
                 name: Some(name),
@@ -405,6 +420,45 @@ fn read_releases(
         }
     }
     Ok(drafts)
+}
+
+/// `kind` of a document that is a Kubernetes object (top-level
+/// `apiVersion:` and `kind:`), read off its lines.
+/// With the 1-based line of its `apiVersion:` (`text` keeps the document at
+/// its place in the file).
+fn kubernetes_object(text: &str) -> Option<(String, u64)> {
+    let top = |key: &str| {
+        text.lines().enumerate().find_map(|(i, line)| {
+            let value = line.strip_prefix(key)?.strip_prefix(':')?;
+            let value = value.split(" #").next().unwrap_or_default().trim();
+            Some((value.to_string(), i as u64 + 1))
+        })
+    };
+    let (_, line) = top("apiVersion")?;
+    let (kind, _) = top("kind").filter(|(k, _)| !k.is_empty())?;
+    Some((kind, line))
+}
+
+/// The top-level `name:` and `namespace:` of a document YAML cannot parse
+/// (an unclosed quote, a tab): read off its lines, so that what `needs` it
+/// is not reported as needing an unknown release as well.
+fn identity_by_lines(text: &str) -> Option<Identity> {
+    let field = |key: &str| {
+        text.lines().find_map(|line| {
+            let value = line.strip_prefix(key)?.strip_prefix(':')?;
+            let value = value.split(" #").next()?.trim().trim_matches(['"', '\'']);
+            // Only a plain name: what else the line holds is what broke it.
+            let plain = !value.is_empty()
+                && value
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '.');
+            plain.then(|| value.to_string())
+        })
+    };
+    Some(Identity {
+        name: Some(field("name")?),
+        namespace: field("namespace"),
+    })
 }
 
 /// `name` and `namespace` are DNS-1123 labels.
@@ -724,6 +778,7 @@ fn build_cluster(
     paths: &Paths,
     name: &str,
     file: &ClusterFile,
+    resolver: &Resolver,
     shown: &Path,
     problems: &mut Vec<Problem>,
 ) -> Cluster {
@@ -763,28 +818,58 @@ fn build_cluster(
         values: file.values.clone(),
         flux,
         guard: file.guard.unwrap_or(true),
-        lints_ignore: lints_ignore(file, shown, problems),
+        lints_ignore: lints_ignore(file, resolver, shown, problems),
     }
 }
 
-/// `lints.ignore`: every entry must be a lint code (docs/design.md#lints).
-fn lints_ignore(file: &ClusterFile, shown: &Path, problems: &mut Vec<Problem>) -> Vec<String> {
-    let codes: Vec<&str> = crate::lint::RULES.iter().map(|r| r.code).collect();
+/// `lints.ignore` (docs/design.md#lints): a lint code, for every release or
+/// for one; a Flux-scan error code only for one release, since a blanket
+/// ignore of "Flux manages a bootstrap release" would switch the scan off.
+fn lints_ignore(
+    file: &ClusterFile,
+    resolver: &Resolver,
+    shown: &Path,
+    problems: &mut Vec<Problem>,
+) -> Vec<Ignore> {
+    let lint_codes = crate::lint::RULES.iter().map(|r| r.code);
+    let scan_codes = crate::flux::findings::IGNORABLE;
+    let codes: Vec<&str> = lint_codes.chain(scan_codes).collect();
     let mut out = Vec::new();
     for entry in &file.lints.ignore {
-        if codes.contains(&entry.value.as_str()) {
-            out.push(entry.value.clone());
-        } else {
-            problems.push(
-                Problem::new(format!(
-                    "`lints.ignore` lists `{}`, which is not a lint code{}",
-                    entry.value,
-                    did_you_mean(&entry.value, codes.iter().copied())
-                ))
-                .file(shown)
-                .at(entry.referenced.line(), entry.referenced.column()),
-            );
+        let at = (entry.referenced.line(), entry.referenced.column());
+        let problem = |message: String| Problem::new(message).file(shown).at(at.0, at.1);
+        let (code, release) = match &entry.value {
+            IgnoreEntry::Code(code) => (code, None),
+            IgnoreEntry::Release(r) => (&r.code, Some(&r.release)),
+        };
+        if !codes.contains(&code.as_str()) {
+            problems.push(problem(format!(
+                "`lints.ignore` lists `{code}`, which is not a lint code nor an error code of the Flux scan{}",
+                did_you_mean(code, codes.iter().copied())
+            )));
+            continue;
         }
+        let release = match release {
+            None if scan_codes.contains(&code.as_str()) => {
+                problems.push(problem(format!(
+                    "`lints.ignore` lists `{code}` for every release; the Flux scan's errors are ignored one release at a time: write `- {{code: {code}, release: NAMESPACE/NAME}}`"
+                )));
+                continue;
+            }
+            None => None,
+            Some(reference) => match resolver.resolve(reference) {
+                Ok(id) => Some(id),
+                Err(ResolveError::Broken) => continue,
+                Err(message) => {
+                    problems.push(problem(format!("`lints.ignore` names {message}")));
+                    continue;
+                }
+            },
+        };
+        out.push(Ignore {
+            code: code.clone(),
+            release,
+        });
     }
     out
 }

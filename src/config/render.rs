@@ -215,11 +215,30 @@ pub(crate) fn render_release(
         context: &ctx,
         root: &paths.root,
     };
-    for hook in hooks.presync.iter_mut().chain(hooks.postsync.iter_mut()) {
+    // Where each hook is written, in the same order as `hooks`.
+    let written: Vec<(u64, u64)> = draft
+        .doc
+        .hooks
+        .presync
+        .iter()
+        .chain(&draft.doc.hooks.postsync)
+        .map(|h| (h.referenced.line(), h.referenced.column()))
+        .collect();
+    for (i, hook) in hooks
+        .presync
+        .iter_mut()
+        .chain(hooks.postsync.iter_mut())
+        .enumerate()
+    {
         if let Err(e) = hook.render(&templates) {
             let mut p = problem(&shown_release, e.to_string());
             if let crate::hooks::HookError::Template(t) = &e {
                 p = located(p, &draft.file, release_start, t);
+            }
+            if p.line.is_none()
+                && let Some((line, column)) = written.get(i)
+            {
+                p = p.at(*line, *column);
             }
             problems.push(p);
             continue;

@@ -133,7 +133,6 @@ pub(super) async fn run_argv<P: crate::kube::wait::Observer + Send + Sync>(
     timeout: Duration,
     progress: &P,
 ) -> Result<Option<String>, HookFailure> {
-    let shown = argv.join(" ");
     let mut cmd = tokio::process::Command::new(&argv[0]);
     cmd.args(&argv[1..])
         .current_dir(&env.root)
@@ -181,27 +180,50 @@ pub(super) async fn run_argv<P: crate::kube::wait::Observer + Send + Sync>(
         let status = child.wait().await;
         (status, output.into_inner().unwrap_or_default())
     };
+    // The caller names the hook (and so the command): the message says
+    // what happened and what the command last said.
     match tokio::time::timeout(timeout, collect).await {
         Err(_) => Err(HookFailure::new(format!(
-            "command `{shown}` did not finish within {}",
+            "did not finish within {}",
             crate::duration::span(timeout)
         ))),
         Ok((Err(e), output)) => Err(HookFailure {
-            message: format!("command `{shown}` failed: {e}"),
+            message: format!("failed: {e}{}", output_tail(&output)),
             output: Some(output),
             diagnostics: None,
         }),
         Ok((Ok(status), output)) if status.success() => Ok(Some(output)),
         Ok((Ok(status), output)) => Err(HookFailure {
             message: format!(
-                "command `{shown}` exited with {}",
+                "exited with {}{}",
                 status
                     .code()
                     .map(|c| c.to_string())
-                    .unwrap_or_else(|| "a signal".into())
+                    .unwrap_or_else(|| "a signal".into()),
+                output_tail(&output)
             ),
             output: Some(output),
             diagnostics: None,
         }),
     }
+}
+
+/// The last lines a failed command printed (stderr and stdout as they
+/// came), for the one-line failure message: `: line | line`, at most three
+/// lines and 400 characters; empty when it printed nothing.
+fn output_tail(output: &str) -> String {
+    let lines: Vec<&str> = output
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    if lines.is_empty() {
+        return String::new();
+    }
+    let tail = lines[lines.len().saturating_sub(3)..].join(" | ");
+    let mut cut: String = tail.chars().take(400).collect();
+    if cut.len() < tail.len() {
+        cut.push('…');
+    }
+    format!(": {cut}")
 }

@@ -69,9 +69,39 @@ pub struct Lock {
 pub fn holder_identity() -> String {
     let user = std::env::var("USER")
         .or_else(|_| std::env::var("LOGNAME"))
-        .unwrap_or_else(|_| "unknown".into());
+        .ok()
+        .filter(|u| !u.is_empty())
+        .unwrap_or_else(account_name);
     let host = gethostname::gethostname().to_string_lossy().into_owned();
     format!("{user}@{host} pid {}", std::process::id())
+}
+
+/// The effective user's account name from the password database, else
+/// `uid N` (a container's user often has no entry): never a made-up name.
+fn account_name() -> String {
+    // SAFETY: geteuid cannot fail; getpwuid_r writes only into `entry` and
+    // `buffer`, both owned here and sized as passed, and `found` points at
+    // `entry` only when it succeeded.
+    unsafe {
+        let uid = libc::geteuid();
+        let mut entry: libc::passwd = std::mem::zeroed();
+        let mut buffer = vec![0 as libc::c_char; 4096];
+        let mut found: *mut libc::passwd = std::ptr::null_mut();
+        let rc = libc::getpwuid_r(
+            uid,
+            &mut entry,
+            buffer.as_mut_ptr(),
+            buffer.len(),
+            &mut found,
+        );
+        if rc == 0 && !found.is_null() && !entry.pw_name.is_null() {
+            let name = std::ffi::CStr::from_ptr(entry.pw_name).to_string_lossy();
+            if !name.is_empty() {
+                return name.into_owned();
+            }
+        }
+        format!("uid {uid}")
+    }
 }
 
 fn now() -> MicroTime {
@@ -144,7 +174,7 @@ impl Lock {
                         .as_ref()
                         .and_then(|a| a.get("bootstrap/operation"))
                         .cloned()
-                        .unwrap_or_else(|| "a run".into());
+                        .unwrap_or_else(|| "run".into());
                     return Err(LockError::Held {
                         operation,
                         holder: other,
@@ -270,5 +300,25 @@ async fn renew(
         };
         let _ = lost.send(Some(reason));
         return;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// Without $USER (a Job's container, `env -i`), the holder still names
+    /// the real account, as `id -un` does, or its uid.
+    #[test]
+    fn account_name_is_the_effective_users() {
+        let id = std::process::Command::new("id")
+            .arg("-un")
+            .output()
+            .unwrap();
+        let expected = String::from_utf8_lossy(&id.stdout).trim().to_string();
+        if id.status.success() {
+            assert_eq!(super::account_name(), expected);
+        } else {
+            // No entry in the password database: `id` says so; we say `uid N`.
+            assert!(super::account_name().starts_with("uid "));
+        }
     }
 }

@@ -74,6 +74,26 @@ pub fn is_conflict(error: &::kube::Error) -> bool {
 
 /// An API error in a person's words: the server's message and status code,
 /// not the Debug dump of a `Status`.
+/// Why a request did not get an answer, in the words of the innermost
+/// error (`Connection refused (os error 111)`, a DNS or TLS failure), not
+/// the layers of client and service wrappers above it. An answer from the
+/// API server is [`describe`]d.
+pub fn root_cause(e: &::kube::Error) -> String {
+    if let ::kube::Error::Api(_) = e {
+        return describe(e);
+    }
+    let mut innermost = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(cause) = source {
+        let text = cause.to_string();
+        if !text.trim().is_empty() {
+            innermost = text;
+        }
+        source = cause.source();
+    }
+    innermost
+}
+
 pub fn describe(e: &::kube::Error) -> String {
     if let ::kube::Error::Api(s) = e {
         return match (s.message.is_empty(), s.reason.is_empty()) {

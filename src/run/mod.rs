@@ -97,18 +97,32 @@ pub async fn prerequisites(
         .or_else(|| plan.cluster.context.clone());
     let connection = crate::kube::client::connect(target.kubeconfig, context.as_deref()).await?;
     let context = connection.target.context.clone().unwrap_or_default();
+    let server = connection.server.clone();
     let budget = reachability;
-    let mut said = None::<tokio::time::Instant>;
+    let begun = tokio::time::Instant::now();
+    let mut said = None::<(tokio::time::Instant, String)>;
     let say = |e: &::kube::Error, _next: Duration| {
-        // Once, then every 5 s: enough to see the wait is alive and why.
+        // The reason when it changes; the same reason again every 10 s, with
+        // how long it has waited: enough to see the wait is alive and why.
         let now = tokio::time::Instant::now();
-        if said.is_none_or(|at| now - at >= Duration::from_secs(5)) {
-            said = Some(now);
-            eprintln!(
-                "waiting for the Kubernetes API server of context `{context}` (up to {}): {}",
-                crate::duration::span(budget),
-                crate::kube::retry::describe(e)
-            );
+        let why = crate::kube::retry::root_cause(e);
+        match &said {
+            Some((at, last)) if *last == why && now - *at < Duration::from_secs(10) => {}
+            Some((_, last)) if *last == why => {
+                said = Some((now, why));
+                eprintln!(
+                    "still waiting for the Kubernetes API server at {server} ({} of {})",
+                    crate::duration::span(now - begun),
+                    crate::duration::span(budget),
+                );
+            }
+            _ => {
+                eprintln!(
+                    "waiting for the Kubernetes API server of context `{context}` at {server} (up to {}): {why}",
+                    crate::duration::span(budget),
+                );
+                said = Some((now, why));
+            }
         }
     };
     let reachable =
@@ -120,10 +134,11 @@ pub async fn prerequisites(
     if let Err(e) = reachable {
         return Err(Error::failed_with(
             format!(
-                "cannot reach the Kubernetes API server of context `{context}` within {}; nothing was changed",
+                "cannot reach the Kubernetes API server of context `{context}` at {} within {}; nothing was changed. Check that it is up and that the kubeconfig points at it (--kubeconfig, --context), or wait longer with --wait-for-api",
+                connection.server,
                 crate::duration::span(budget)
             ),
-            crate::kube::retry::describe(&e),
+            crate::kube::retry::root_cause(&e),
         ));
     }
     Ok((helm, connection, version))

@@ -36,7 +36,7 @@ fn key() -> DigestKey {
 }
 
 fn entry_for(release: &Release) -> Entry {
-    Entry::for_release(release, &key())
+    Entry::for_release(release, "infra", &key())
 }
 
 fn daemonset() -> ObjectRef {

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use tokio::sync::Semaphore;
 
-use super::{preflight_lints, run_async};
+use super::{preflight, run_async};
 use crate::cli::{ApplyArgs, Config};
 use crate::error::{EXIT_FAILED, EXIT_INTERRUPTED, EXIT_INVALID, EXIT_LOCKED, EXIT_OK, Error};
 use crate::lint;
@@ -102,7 +102,7 @@ pub(super) async fn run(
         async move {
             let cluster = plan.cluster.name.clone();
             let result = async {
-                let notices = preflight_lints(&cluster, &findings)?;
+                let notices = preflight(&plan, &findings)?;
                 let plan = plan.select(&args.only, &args.selector, args.no_needs)?;
                 let _turn = slots
                     .acquire()
