@@ -511,17 +511,31 @@ impl Ledger {
             Err(e) => return Err(e),
         };
         let present = cm.data.unwrap_or_default();
+        self.restore(index, &present, Some(key)).await
+    }
+
+    /// Puts back the entries this run knows in shard `index` that `present`
+    /// (the shard as read) lacks or holds otherwise (rewritten); `except`:
+    /// the entry just written.
+    async fn restore(
+        &self,
+        index: usize,
+        present: &BTreeMap<String, String>,
+        except: Option<&str>,
+    ) -> Result<Option<Repair>, ::kube::Error> {
+        let name = shard_name(index);
         let missing: BTreeMap<String, String> = self
             .known()
             .of_shard(index)
             .into_iter()
-            .filter(|(k, _)| !present.contains_key(k))
+            .filter(|(k, v)| Some(k.as_str()) != except && present.get(k) != Some(v))
             .collect();
         if missing.is_empty() {
             return Ok(None);
         }
         let restore = serde_json::json!({ "data": missing });
         let restore = Patch::Merge(&restore);
+        let params = PatchParams::default();
         retry(API_RETRY_BUDGET, || {
             self.api.patch(&name, &params, &restore)
         })
@@ -556,8 +570,9 @@ impl Ledger {
         }
     }
 
-    /// Recreates known shards other than `written` that were deleted, at
-    /// most every `recheck` ([`OTHER_SHARDS_CHECK`] by default). Most ledgers have one shard, and
+    /// Recreates known shards other than `written` that were deleted, and
+    /// restores the entries of those that were rewritten, at most every
+    /// `recheck` ([`OTHER_SHARDS_CHECK`] by default). Most ledgers have one shard, and
     /// then this costs nothing.
     async fn check_others(&self, written: usize) -> Result<Vec<Repair>, ::kube::Error> {
         let others: Vec<usize> = self
@@ -579,7 +594,10 @@ impl Ledger {
         let present = self.shards().await?;
         let mut repairs = Vec::new();
         for index in others {
-            if present.contains_key(&index) {
+            if let Some(cm) = present.get(&index) {
+                // There, but perhaps rewritten.
+                let data = cm.data.clone().unwrap_or_default();
+                repairs.extend(self.restore(index, &data, None).await?);
                 continue;
             }
             let data = self.known().of_shard(index);

@@ -5,6 +5,7 @@
 
 pub mod apply;
 pub mod change;
+pub mod child;
 pub mod cli;
 pub mod commands;
 pub mod config;
@@ -75,10 +76,15 @@ pub fn run<I: IntoIterator<Item = OsString>>(args: I) -> i32 {
     let result = arguments
         .into_config()
         .and_then(|config| commands::execute(&config, &mut std::io::stdout()));
+    // Every child still running (none, unless a path above forgot one).
+    child::terminate_all();
     let code = match &result {
         Ok(()) => EXIT_OK,
         Err(e) => {
-            eprint!("{}", e.render());
+            use std::io::Write;
+            // Written, not printed: after a hangup the terminal is gone and
+            // a failed print would panic.
+            let _ = write!(std::io::stderr(), "{}", e.render());
             // docs/design.md#error-json: scripts read errors where they read results.
             if json && !e.already_reported() {
                 let mut line = e.to_json();
@@ -87,7 +93,7 @@ pub fn run<I: IntoIterator<Item = OsString>>(args: I) -> i32 {
                 if matches!(subcommand_name(&args).as_str(), "apply" | "destroy") {
                     line = run_failed(line, begun.elapsed());
                 }
-                println!("{line}");
+                let _ = writeln!(std::io::stdout(), "{line}");
             }
             e.exit_code()
         }

@@ -1005,11 +1005,22 @@ fn a_stolen_lock_stops_the_run_and_names_the_new_holder() {
         stderr.contains("the cluster lock was lost (it is now held by thief@elsewhere pid 1)"),
         "{stderr}"
     );
+    // The running helm finished, but without the lock nothing is recorded
+    // (docs/design.md#cluster-lock).
     assert_eq!(
         outcome_of(&stdout, "kube-system/cilium").as_deref(),
-        Some("installed"),
-        "the running helm finished: {stdout}"
+        Some("interrupted"),
+        "{stdout}"
     );
+    assert!(
+        stdout.contains("done, but not recorded in the ledger: the cluster lock may be lost"),
+        "{stdout}"
+    );
+    assert_eq!(
+        cluster.release_state("kube-system", "cilium").unwrap()["status"],
+        "deployed"
+    );
+    assert!(!cluster.ledger().contains_key("kube-system.cilium"));
     assert!(cluster.release_state("kube-system", "coredns").is_none());
     assert_eq!(
         lease(&cluster).unwrap()["spec"]["holderIdentity"],

@@ -79,7 +79,12 @@ pub async fn run<H: Helm + 'static>(
     for event in earlier {
         events.emit(event);
     }
-    let held = crate::run::lock(client, "apply", options.dry_run, events, &stop).await?;
+    let longest = installed
+        .iter()
+        .map(|r| r.budget())
+        .max()
+        .unwrap_or(crate::release::DEFAULT_RELEASE_TIMEOUT);
+    let held = crate::run::lock(client, "apply", longest, options.dry_run, events, &stop).await?;
     step(if options.dry_run {
         "no cluster lock (--dry-run)".to_string()
     } else {
@@ -90,7 +95,7 @@ pub async fn run<H: Helm + 'static>(
     let result = async {
         let owners = interruptible(
             &stop,
-            ownership::live_conflicts(plan, helm.as_ref(), connection, took_over.as_deref()),
+            ownership::live_conflicts(plan, helm.as_ref(), connection, took_over.is_some()),
         )
         .await??;
         step(format!(
@@ -193,6 +198,7 @@ pub async fn run<H: Helm + 'static>(
             force: options.force,
             verbose: options.verbose,
             left_by: took_over.clone(),
+            lock: held.checker(),
             cluster: plan.cluster.name.clone(),
         };
         let summary = scheduler::run(
@@ -224,7 +230,7 @@ pub async fn run<H: Helm + 'static>(
     }
     .await;
     let lost = held.lost();
-    held.release().await;
+    held.release(events).await;
     result.map(|summary| summary.with_lock_lost(lost))
 }
 

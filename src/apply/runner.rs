@@ -12,10 +12,16 @@ use crate::event::{Emitter, Event, HookPhase, Outcome, Step};
 use crate::helm::{DeployedRelease, Helm, HelmError, InstallRequest};
 use crate::hooks::{self, HookEnv};
 use crate::kube::KubeTarget;
+use crate::kube::lock::{LockCheck, Predecessor};
 use crate::ledger::{self, Entry, Ledger};
 use crate::release::{Hook, HookAction, Release, ReleaseId};
 use crate::scheduler::{Runner, StepResult};
 use crate::stop::{Stop, StopSignal, stopped};
+
+/// Added to the helm timeout of a run that died before its release record
+/// counts as abandoned: helm's `--timeout` bounds each of its waits, not the
+/// whole command.
+pub const HELM_SETTLE: std::time::Duration = std::time::Duration::from_secs(60);
 
 pub struct ReleaseRunner<H: Helm> {
     pub helm: Arc<H>,
@@ -41,9 +47,13 @@ pub struct ReleaseRunner<H: Helm> {
     pub dry_run: bool,
     /// `--api-versions` for the dry run's renders: what the CRD phase serves.
     pub api_versions: Arc<Vec<String>>,
-    /// The holder of the expired lock this run took over: a release it left
-    /// `pending-install` is installed afresh (docs/design.md#live-refusal-rules).
-    pub left_by: Option<String>,
+    /// The run whose expired lock this run took over: a release it left
+    /// `pending-install` is installed afresh once no helm of that run can
+    /// still be working on it (docs/design.md#live-refusal-rules).
+    pub left_by: Option<Predecessor>,
+    /// Checked before a release starts and before each ledger write; `None`
+    /// without a lock (a dry run).
+    pub lock: Option<LockCheck>,
     pub force: bool,
     pub verbose: bool,
     /// The cluster config being applied, recorded in each ledger entry.
@@ -88,6 +98,9 @@ impl<H: Helm> ReleaseRunner<H> {
         queued: &mut std::time::Duration,
     ) -> StepResult {
         let deadline = Instant::now() + release.budget();
+        if let Err(result) = self.lock_held("not started").await {
+            return result;
+        }
         self.step_event(release, Step::Checking);
         let change = match self.compare(release).await {
             Ok(change) => change,
@@ -157,6 +170,9 @@ impl<H: Helm> ReleaseRunner<H> {
             }
         };
         *queued = waiting.elapsed();
+        if let Err(result) = self.lock_held("helm not started").await {
+            return result;
+        }
         let upgrading = matches!(change, Change::Upgrade { .. });
         self.step_event(
             release,
@@ -239,6 +255,20 @@ impl<H: Helm> ReleaseRunner<H> {
             Outcome::Upgraded
         } else {
             Outcome::Installed
+        })
+    }
+
+    /// Whether this run still holds the cluster lock
+    /// (docs/design.md#cluster-lock): a run whose lock may be lost starts
+    /// nothing new and writes nothing more.
+    async fn lock_held(&self, what: &str) -> Result<(), StepResult> {
+        let Some(lock) = &self.lock else {
+            return Ok(());
+        };
+        lock.ensure().await.map_err(|why| {
+            interrupted(format!(
+                "{what}: the cluster lock may be lost ({why}); run `bootstrap apply` again"
+            ))
         })
     }
 
@@ -351,6 +381,8 @@ impl<H: Helm> ReleaseRunner<H> {
         let Some(ledger) = &self.ledger else {
             return Ok(());
         };
+        self.lock_held("done, but not recorded in the ledger")
+            .await?;
         let Some(key) = &self.digest_key else {
             return Err(StepResult::failed(
                 "the ledger's digest key was not loaded; nothing was recorded".to_string(),
@@ -431,27 +463,10 @@ impl<H: Helm> ReleaseRunner<H> {
         let Some(deployed) = deployed else {
             return Ok(Change::Install);
         };
-        if deployed.status == "pending-install"
-            && let Some(holder) = &self.left_by
+        if (deployed.status == "pending-install" || deployed.status == "pending-upgrade")
+            && let Some(dead) = &self.left_by
         {
-            // The dead run's first install of this release never finished,
-            // and no other run can be working on it (we hold the lock):
-            // nothing to roll back to, so remove it and install afresh.
-            self.helm
-                .uninstall(&self.target, &release.id, release.budget())
-                .await
-                .map_err(|e| {
-                    StepResult::failed(format!(
-                        "was left pending-install by {holder}, whose expired lock this run took over, and cannot be uninstalled to install it afresh: {e}"
-                    ))
-                })?;
-            self.events.emit(Event::Warning {
-                message: format!(
-                    "{} was left pending-install by {holder}, whose expired lock this run took over; uninstalled it to install it afresh",
-                    release.id
-                ),
-            });
-            return Ok(Change::Install);
+            return self.left_pending(release, &deployed, dead).await;
         }
         if deployed.is_pending() {
             return Err(StepResult::failed(format!(
@@ -515,6 +530,70 @@ impl<H: Helm> ReleaseRunner<H> {
             }),
             None => Ok(Change::Unchanged),
         }
+    }
+
+    /// A release the run whose expired lock this run took over left
+    /// `pending-*`: its helm may still be working on it (an orphan that
+    /// outlived its run) until the release record is older than that run's
+    /// longest helm operation plus [`HELM_SETTLE`]; until then it is
+    /// refused with the time to wait. After that a first install is removed
+    /// and installed afresh; an upgrade is left for `helm rollback`.
+    async fn left_pending(
+        &self,
+        release: &Release,
+        deployed: &DeployedRelease,
+        dead: &Predecessor,
+    ) -> Result<Change, StepResult> {
+        let holder = &dead.holder;
+        let status = &deployed.status;
+        // Unknown (a run before the Lease recorded it): the longest a
+        // release of this run may take, at least the default budget.
+        let bound = dead.helm_timeout.unwrap_or_else(|| {
+            release
+                .budget()
+                .max(crate::release::DEFAULT_RELEASE_TIMEOUT)
+        }) + HELM_SETTLE;
+        let now = std::time::SystemTime::now();
+        let wait = match deployed.updated {
+            Some(started) => (started + bound).duration_since(now).ok(),
+            None => Some(bound),
+        };
+        if let Some(wait) = wait.filter(|w| !w.is_zero()) {
+            let since = deployed
+                .updated
+                .map(|t| format!(" at {}", crate::duration::timestamp(t)))
+                .unwrap_or_default();
+            return Err(StepResult::failed(format!(
+                "was left {status}{since} by {holder}, whose expired lock this run took over; a helm of that run may still be working on it for up to {} more (its helm timeout {} plus {}): run `bootstrap apply` again after that",
+                crate::duration::span(wait.max(std::time::Duration::from_secs(1))),
+                crate::duration::span(bound - HELM_SETTLE),
+                crate::duration::span(HELM_SETTLE),
+            )));
+        }
+        if status != "pending-install" {
+            return Err(StepResult::failed(format!(
+                "was left {status} by {holder}, whose expired lock this run took over, and no helm of that run can still be working on it; recover with {}",
+                deployed.recovery()
+            )));
+        }
+        // The dead run's first install of this release never finished, and
+        // nobody can be working on it any more: nothing to roll back to, so
+        // remove it and install afresh.
+        self.helm
+            .uninstall(&self.target, &release.id, release.budget())
+            .await
+            .map_err(|e| {
+                StepResult::failed(format!(
+                    "was left pending-install by {holder}, whose expired lock this run took over, and cannot be uninstalled to install it afresh: {e}"
+                ))
+            })?;
+        self.events.emit(Event::Warning {
+            message: format!(
+                "{} was left pending-install by {holder}, whose expired lock this run took over; uninstalled it to install it afresh",
+                release.id
+            ),
+        });
+        Ok(Change::Install)
     }
 
     async fn hook(

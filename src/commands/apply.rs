@@ -167,8 +167,10 @@ async fn run_async(
         let stop_tx = session.stopper();
         let timed_out = timed_out.clone();
         let events = events.clone();
+        // From the command's start: loading and the prerequisites count.
+        let left = timeout.saturating_sub(begun.elapsed());
         tokio::spawn(async move {
-            tokio::time::sleep(timeout).await;
+            tokio::time::sleep(left).await;
             timed_out.store(true, Ordering::SeqCst);
             events.emit(Event::Warning {
                 message: format!(
@@ -181,24 +183,36 @@ async fn run_async(
     });
 
     let before = begun.elapsed();
-    let result = apply::run(
-        &plan,
-        Arc::new(helm),
-        &connection,
-        &args.options,
-        &events,
-        earlier,
-        session.stop.clone(),
-    )
-    .await
-    .map(|mut summary| {
-        // Loading, linting and the prerequisites are preflight too.
-        if let Some(phases) = &mut summary.phases {
-            phases.preflight += before;
-        }
-        summary.duration = begun.elapsed();
-        summary
-    });
+    // One deadline (docs/design.md#one-deadline): every API call and retry
+    // of the run ends by `--timeout`, and a wait says why it goes on.
+    let say_events = events.clone();
+    let bounds = crate::stop::Bounds {
+        deadline: args
+            .timeout
+            .map(|t| tokio::time::Instant::now() + t.saturating_sub(before)),
+        say: Some(Arc::new(move |message| {
+            say_events.emit(Event::Warning { message })
+        })),
+    };
+    let result = bounds
+        .scope(apply::run(
+            &plan,
+            Arc::new(helm),
+            &connection,
+            &args.options,
+            &events,
+            earlier,
+            session.stop.clone(),
+        ))
+        .await
+        .map(|mut summary| {
+            // Loading, linting and the prerequisites are preflight too.
+            if let Some(phases) = &mut summary.phases {
+                phases.preflight += before;
+            }
+            summary.duration = begun.elapsed();
+            summary
+        });
     if let Some(deadline) = deadline {
         deadline.abort();
     }

@@ -154,8 +154,17 @@ pub fn load_for(dir: &Path, cluster: &str, context: Option<&str>) -> Result<Plan
                 overrides.insert(id, (key.as_str(), value));
             }
             Err(ResolveError::Broken) => {}
-            Err(message) => problems
-                .push(Problem::new(format!("`overrides` names {message}")).file(&shown_cluster)),
+            Err(message) => {
+                let mut problem =
+                    Problem::new(format!("`overrides` names {message}")).file(&shown_cluster);
+                if let Some(line) = std::fs::read_to_string(&cluster_path)
+                    .ok()
+                    .and_then(|text| yaml::key_line(&text, &["overrides", key]))
+                {
+                    problem = problem.at(line, 3);
+                }
+                problems.push(problem);
+            }
         }
     }
 
@@ -233,6 +242,13 @@ fn read_cluster(
         .join("clusters")
         .join(cluster)
         .join("cluster.yaml");
+    if std::fs::symlink_metadata(&path).is_ok() {
+        // There is something by that name: read it as a config file (a
+        // FIFO, directory or dangling symlink is an error naming it).
+        if let Err(unreadable) = super::read::text(&path) {
+            return Err(Error::config(unreadable.problem(&paths.show(&path))));
+        }
+    }
     let text = match std::fs::read_to_string(&path) {
         Ok(text) => text,
         Err(e) => {
@@ -282,7 +298,14 @@ const DEFAULTS_FILE: &str = "defaults.yaml";
 
 fn read_defaults(paths: &Paths, problems: &mut Vec<Problem>) -> Option<DefaultsFile> {
     let path = paths.root.join("releases").join(DEFAULTS_FILE);
-    let text = std::fs::read_to_string(&path).ok()?;
+    std::fs::symlink_metadata(&path).ok()?;
+    let text = match super::read::text(&path) {
+        Ok(text) => text,
+        Err(unreadable) => {
+            problems.push(unreadable.problem(&paths.show(&path)));
+            return None;
+        }
+    };
     match yaml::document::<Option<DefaultsFile>>(&text, &paths.show(&path)) {
         Ok(doc) => doc,
         Err(mut problem) => {
@@ -326,9 +349,9 @@ fn read_releases(
             .file(paths.show(&dir)),
         )
     })?;
-    // Every `*.yaml`/`*.yml` entry but directories: a symlink that leads
-    // nowhere (dangling, or a loop) is a file the user meant to be read, so
-    // it is reported below, never skipped.
+    // Every `*.yaml`/`*.yml` entry: a symlink that leads nowhere (dangling,
+    // or a loop), a directory, FIFO or socket by such a name is a file the
+    // user meant to be read, so it is reported below, never skipped.
     let mut files: Vec<PathBuf> = Vec::new();
     for entry in entries {
         match entry {
@@ -339,7 +362,7 @@ fn read_releases(
                     Some("yaml" | "yml")
                 );
                 let defaults = path.file_name().is_some_and(|n| n == DEFAULTS_FILE);
-                if yaml && !defaults && !path.is_dir() {
+                if yaml && !defaults {
                     files.push(path);
                 }
             }
@@ -351,15 +374,10 @@ fn read_releases(
     let mut drafts = Vec::new();
     for file in files {
         let shown = paths.show(&file);
-        let text = match std::fs::read_to_string(&file) {
+        let text = match super::read::text(&file) {
             Ok(text) => text,
-            Err(e) => {
-                let hint = if file.is_symlink() {
-                    "; it is a symlink that leads nowhere (dangling, or a loop): fix or remove it"
-                } else {
-                    ""
-                };
-                problems.push(Problem::new(format!("cannot read: {e}{hint}")).file(&shown));
+            Err(unreadable) => {
+                problems.push(unreadable.problem(&shown));
                 continue;
             }
         };
@@ -575,14 +593,27 @@ fn check_release(
     });
 
     for vf in &doc.values_files {
-        if !base.join(&vf.value).is_file() {
-            problems.push(problem(
+        let path = base.join(&vf.value);
+        let at = Some((vf.referenced.line(), vf.referenced.column()));
+        match std::fs::metadata(&path) {
+            Ok(meta) if meta.is_file() => {}
+            // There, but a FIFO, directory or socket: say what it is (the
+            // read would otherwise hang on a FIFO).
+            Ok(meta) => problems.push(problem(
+                format!(
+                    "values file `{}` is {}, not a file: a values file must be a regular file or a symlink to one",
+                    vf.value,
+                    super::read::kind(meta.file_type())
+                ),
+                at,
+            )),
+            Err(_) => problems.push(problem(
                 format!(
                     "values file `{}` does not exist (paths are relative to the release file)",
                     vf.value
                 ),
-                Some((vf.referenced.line(), vf.referenced.column())),
-            ));
+                at,
+            )),
         }
     }
 
@@ -642,6 +673,10 @@ pub(crate) enum ChartError {
         "chart `name: {0}` looks like `repo/chart`; bootstrap does not use `helm repo add`: give the repository URL in `repo` and the bare chart name in `name`"
     )]
     RepoSlashChart(String),
+    #[error(
+        "chart `name: {0}` is not a chart name: it must start with a letter or digit and hold only letters, digits, `.`, `_` and `-` (helm would read a leading `-` as a flag)"
+    )]
+    BadName(String),
     #[error("chart `repo: {0}` is not an http(s) URL; OCI registries go in `oci: oci://...`")]
     RepoNotHttp(String),
     #[error("chart with `oci` takes no `name`; the chart is the last path segment of the URL")]
@@ -689,6 +724,9 @@ fn check_chart(chart: &ChartFile, base: &Path) -> Result<Chart, ChartError> {
             }
             Some(name) if name.contains('/') => {
                 return Err(ChartError::RepoSlashChart(name.clone()));
+            }
+            Some(name) if !validate::chart_name(name) => {
+                return Err(ChartError::BadName(name.clone()));
             }
             Some(name) => name.clone(),
         };

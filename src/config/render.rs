@@ -388,14 +388,10 @@ impl ValuesFiles<'_> {
             sops,
         } = *self;
         let shown = paths.show(path);
-        let text = match std::fs::read_to_string(path) {
+        let text = match super::read::text(path) {
             Ok(text) => text,
-            Err(e) => {
-                problems.push(
-                    Problem::new(format!("cannot read values file: {e}"))
-                        .file(&shown)
-                        .release(id),
-                );
+            Err(unreadable) => {
+                problems.push(unreadable.about("values file").problem(&shown).release(id));
                 return Value::Null;
             }
         };
@@ -457,11 +453,15 @@ impl ValuesFiles<'_> {
         match yaml::document::<Value>(&rendered, &shown) {
             Ok(v @ Value::Object(_)) => v,
             Ok(Value::Null) => Value::Null,
-            Ok(_) => {
+            Ok(other) => {
                 problems.push(
-                    Problem::new("a values file must be a YAML map")
-                        .file(&shown)
-                        .release(id),
+                    Problem::new(format!(
+                        "a values file must be a YAML map, not {}",
+                        crate::yaml::kind_of(&other)
+                    ))
+                    .file(&shown)
+                    .at(crate::yaml::first_content_line(&rendered), 1)
+                    .release(id),
                 );
                 Value::Null
             }

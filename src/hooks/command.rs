@@ -138,8 +138,11 @@ pub(super) async fn run_argv<P: crate::kube::wait::Observer + Send + Sync>(
         .current_dir(&env.root)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
+        .stderr(Stdio::piped());
+    // Its own process group with a parent-death signal, stopped as a whole
+    // when the hook ends early (timeout, the run stopped): nothing a hook
+    // started outlives the run (docs/design.md#children-and-temporary-files).
+    crate::child::guard(&mut cmd);
     // helmfile forgets --kube-context for hooks; we point kubectl (KUBECONFIG
     // with our current-context) and helm (HELM_KUBECONTEXT) at the cluster.
     if let Some(kubeconfig) = &env.kubeconfig {
@@ -149,11 +152,12 @@ pub(super) async fn run_argv<P: crate::kube::wait::Observer + Send + Sync>(
         cmd.env("HELM_KUBECONTEXT", context);
         cmd.env("BOOTSTRAP_CONTEXT", context);
     }
-    let mut child = cmd
+    let child = cmd
         .spawn()
         .map_err(|e| HookFailure::new(format!("cannot run `{}`: {e}", argv[0])))?;
-    let stdout = child.stdout.take();
-    let stderr = child.stderr.take();
+    let mut group = crate::child::Group::new(child);
+    let stdout = group.child().stdout.take();
+    let stderr = group.child().stderr.take();
     let stream = env.stream;
     let collect = async {
         let output = std::sync::Mutex::new(String::new());
@@ -177,12 +181,16 @@ pub(super) async fn run_argv<P: crate::kube::wait::Observer + Send + Sync>(
             pump(stdout.map(|s| Box::new(s) as Box<dyn tokio::io::AsyncRead + Unpin + Send>)),
             pump(stderr.map(|s| Box::new(s) as Box<dyn tokio::io::AsyncRead + Unpin + Send>)),
         );
-        let status = child.wait().await;
+        let status = group.wait().await;
         (status, output.into_inner().unwrap_or_default())
     };
     // The caller names the hook (and so the command): the message says
     // what happened and what the command last said.
-    match tokio::time::timeout(timeout, collect).await {
+    let finished = tokio::time::timeout(timeout, collect).await;
+    if finished.is_err() {
+        group.terminate().await;
+    }
+    match finished {
         Err(_) => Err(HookFailure::new(format!(
             "did not finish within {}",
             crate::duration::span(timeout)

@@ -122,7 +122,7 @@ fn write_hook_kubeconfig(
 ) -> (Option<PathBuf>, Option<tempfile::TempDir>) {
     config.current_context = Some(context.to_string());
     let Ok(dir) = tempfile::Builder::new()
-        .prefix("bootstrap-kubeconfig")
+        .prefix(&crate::child::temp_prefix("kubeconfig"))
         .tempdir()
     else {
         return (None, None);

@@ -187,18 +187,20 @@ fn summary(config: &Config, streams: &Streams, results: &[(String, Result<(), Er
     let _ = out.flush();
 }
 
-/// Sets `interrupted` on the first SIGINT/SIGTERM.
+/// Sets `interrupted` on the first SIGINT/SIGTERM/SIGHUP.
 async fn watch_interrupt(interrupted: Arc<AtomicBool>) {
     use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut int), Ok(mut term)) = (
+    let (Ok(mut int), Ok(mut term), Ok(mut hup)) = (
         signal(SignalKind::interrupt()),
         signal(SignalKind::terminate()),
+        signal(SignalKind::hangup()),
     ) else {
         return;
     };
     tokio::select! {
         _ = int.recv() => {}
         _ = term.recv() => {}
+        _ = hup.recv() => {}
     }
     interrupted.store(true, Ordering::SeqCst);
 }
