@@ -130,6 +130,13 @@ pub async fn run<H: Helm + 'static>(
             installed_by_another(plan, &recorded)?;
         }
         let digest_key = interruptible(&stop, ledger.digest_key(!options.dry_run)).await??;
+        let carriers = plan.crd_releases().count();
+        if carriers > 0 {
+            step(format!(
+                "rendering the CRDs of {}",
+                crate::duration::count(carriers, "release")
+            ));
+        }
         let crds = interruptible(&stop, crds::render(helm.as_ref(), plan))
             .await?
             .map_err(|e| {

@@ -72,7 +72,7 @@ pub(super) async fn run(
         && config.verbosity != reporter::Verbosity::Quiet;
     let screen = live.then(|| {
         let screen = Screen::new(
-            indicatif::ProgressDrawTarget::stderr(),
+            reporter::stderr_target(),
             true,
             console::colors_enabled_stderr(),
         );
