@@ -138,12 +138,15 @@ enum Command {
         /// Also render each chart with `helm template` (needs helm 3.13+, may download charts).
         #[arg(long)]
         manifests: bool,
-        /// Only this release (repeatable); nothing is added for its needs.
+        /// Only this release (repeatable), plus what it needs unless --no-needs (as apply).
         #[arg(long, value_name = "NAME")]
         only: Vec<String>,
         /// Releases whose labels match (helmfile syntax: `key=value`, `key!=value`; comma = AND; repeat for OR).
         #[arg(long, short = 'l', value_name = "SELECTOR", value_parser = parse_selector)]
         selector: Vec<crate::select::Selector>,
+        /// With --only or --selector: exactly those releases, not what they need.
+        #[arg(long)]
+        no_needs: bool,
         #[command(flatten)]
         values: RunValuesArgs,
     },
@@ -205,12 +208,15 @@ enum Command {
         /// Exit 1 when anything would change, 0 when nothing would (like `git diff --exit-code`).
         #[arg(long)]
         exit_code: bool,
-        /// Only this release (repeatable); nothing is added for its needs.
+        /// Only this release (repeatable), plus what it needs unless --no-needs (as apply).
         #[arg(long, value_name = "NAME")]
         only: Vec<String>,
         /// Releases whose labels match (helmfile syntax: `key=value`, `key!=value`; comma = AND; repeat for OR).
         #[arg(long, short = 'l', value_name = "SELECTOR", value_parser = parse_selector)]
         selector: Vec<crate::select::Selector>,
+        /// With --only or --selector: exactly those releases, not what they need.
+        #[arg(long)]
+        no_needs: bool,
         #[command(flatten)]
         values: RunValuesArgs,
     },
@@ -346,12 +352,30 @@ pub struct ApplyArgs {
     pub timeout: Option<Duration>,
 }
 
+/// `--no-needs` narrows what `--only`/`--selector` choose: without either
+/// it means nothing, which is a usage error.
+fn needs_flag(
+    no_needs: bool,
+    only: &[String],
+    selector: &[crate::select::Selector],
+) -> Result<bool, Error> {
+    if no_needs && only.is_empty() && selector.is_empty() {
+        return Err(Error::Usage(
+            "--no-needs runs exactly the releases --only or --selector chooses; add one of them"
+                .into(),
+        ));
+    }
+    Ok(no_needs)
+}
+
 /// `bootstrap diff`'s own arguments.
 #[derive(Debug, Clone)]
 pub struct DiffArgs {
     pub cluster: String,
-    /// `RELEASE…` and `--only`: exactly these (nothing added for their needs).
+    /// `RELEASE…` and `--only`: plus what they need unless `no_needs`
+    /// (always set when releases are named as arguments).
     pub only: Vec<String>,
+    pub no_needs: bool,
     pub selector: Vec<crate::select::Selector>,
     pub values: RunValuesArgs,
     pub exit_code: bool,
@@ -406,6 +430,7 @@ pub enum Subcommand {
         manifests: bool,
         only: Vec<String>,
         selector: Vec<crate::select::Selector>,
+        no_needs: bool,
         values: RunValuesArgs,
     },
     Check {
@@ -516,8 +541,10 @@ impl Arguments {
                 manifests,
                 only,
                 selector,
+                no_needs,
                 values,
             } => Subcommand::Template {
+                no_needs: needs_flag(no_needs, &only, &selector)?,
                 cluster,
                 release,
                 show_secrets,
@@ -555,16 +582,9 @@ impl Arguments {
                 clusters: Clusters::new(cluster, all, clusters),
                 cluster_concurrency,
                 values,
-                only: {
-                    if no_needs && only.is_empty() && selector.is_empty() {
-                        return Err(Error::Usage(
-                            "--no-needs runs exactly the releases --only or --selector chooses; add one of them".into(),
-                        ));
-                    }
-                    only
-                },
+                no_needs: needs_flag(no_needs, &only, &selector)?,
+                only,
                 selector,
-                no_needs,
                 timeout,
                 options: crate::apply::Options {
                     dry_run,
@@ -580,9 +600,12 @@ impl Arguments {
                 exit_code,
                 only,
                 selector,
+                no_needs,
                 values,
             } => Subcommand::Diff(DiffArgs {
                 cluster,
+                // Releases named as arguments are exactly those.
+                no_needs: needs_flag(no_needs, &only, &selector)? || !releases.is_empty(),
                 only: releases.into_iter().chain(only).collect(),
                 selector,
                 values,
