@@ -652,8 +652,89 @@ impl Arguments {
     }
 }
 
+/// The command line as clap declares it, each subcommand's help showing
+/// only the global flags it uses (they are accepted everywhere all the same,
+/// so a script that passes one more is not broken).
 pub fn command() -> clap::Command {
-    <Arguments as clap::CommandFactory>::command()
+    let mut command = <Arguments as clap::CommandFactory>::command();
+    // clap copies each global flag into every subcommand that lacks one of
+    // that id when it builds the command: a hidden copy put there first is
+    // the one that subcommand gets.
+    let globals: Vec<clap::Arg> = command
+        .get_arguments()
+        .filter(|a| a.is_global_set())
+        .cloned()
+        .collect();
+    let names: Vec<String> = command
+        .get_subcommands()
+        .map(|c| c.get_name().to_string())
+        .collect();
+    for name in names {
+        let used = global_flags_of(&name);
+        command = command.mut_subcommand(&name, |mut sub| {
+            for arg in &globals {
+                if !used.contains(&arg.get_id().as_str()) {
+                    sub = sub.arg(arg.clone().hide(true));
+                }
+            }
+            sub
+        });
+    }
+    command
+}
+
+/// The global flags a subcommand uses (docs/design.md#global-flags).
+fn global_flags_of(subcommand: &str) -> &'static [&'static str] {
+    const CLUSTER: &[&str] = &[
+        "dir",
+        "output",
+        "helm",
+        "kubeconfig",
+        "context",
+        "wait_for_api",
+        "termination_log",
+        "cache_dir",
+        "no_chart_cache",
+        "verbose",
+        "quiet",
+    ];
+    match subcommand {
+        "apply" | "destroy" => &[
+            "dir",
+            "output",
+            "helm",
+            "kubeconfig",
+            "context",
+            "no_progress",
+            "wait_for_api",
+            "termination_log",
+            "cache_dir",
+            "no_chart_cache",
+            "verbose",
+            "quiet",
+        ],
+        "diff" | "status" => CLUSTER,
+        "plan" | "check" | "template" => &[
+            "dir",
+            "output",
+            "helm",
+            "context",
+            "cache_dir",
+            "no_chart_cache",
+            "verbose",
+            "quiet",
+        ],
+        "graph" => &["dir", "output", "verbose", "quiet"],
+        "import" => &["dir", "verbose", "quiet"],
+        _ => &[],
+    }
+}
+
+/// Parses `args` with [`command`]'s help.
+pub fn parse(args: &[std::ffi::OsString]) -> Result<Arguments, clap::Error> {
+    use clap::FromArgMatches;
+    let matches = command().try_get_matches_from(args)?;
+    Arguments::from_arg_matches(&matches)
 }
 
 #[cfg(test)]
