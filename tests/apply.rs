@@ -71,14 +71,14 @@ fn applies_crds_then_releases_in_dag_order_and_records_ownership() {
     // and helm installs the archive (docs/design.md#chart-cache).
     assert!(!cm_install.has("--repo"), "{:?}", cm_install.argv);
     assert!(
-        cm_install.argv[6].ends_with(".tgz"),
+        cm_install.positionals()[1].ends_with(".tgz"),
         "{:?}",
         cm_install.argv
     );
     let pull = cluster
         .helm_calls()
         .into_iter()
-        .find(|c| c.argv[0] == "pull" && c.argv[1] == "cert-manager")
+        .find(|c| c.argv[0] == "pull" && c.positionals() == ["cert-manager"])
         .unwrap();
     assert_eq!(pull.flag("--repo"), Some("https://charts.jetstack.io"));
     assert_eq!(cm_install.values_files[0]["mode"], "600");
@@ -1136,11 +1136,11 @@ fn repository_credentials_never_reach_helms_argv() {
         .collect();
     assert_eq!(adds.len(), 1, "added once per run: {adds:?}");
     let add = adds[0];
-    assert_eq!(add.argv[3], "https://charts.jetstack.io");
+    assert_eq!(add.positionals()[1], "https://charts.jetstack.io");
     assert_eq!(add.flag("--username"), Some("robot"));
     assert!(add.has("--password-stdin"));
     let (name, config) = (
-        add.argv[2].clone(),
+        add.positionals()[0].clone(),
         add.flag("--repository-config").unwrap().to_string(),
     );
 
