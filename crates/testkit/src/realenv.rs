@@ -264,10 +264,17 @@ impl ControlPlane {
                 format!("--tls-cert-file={}", file("apiserver.crt")),
                 format!("--tls-private-key-file={}", file("apiserver.key")),
                 format!("--client-ca-file={}", file("ca.crt")),
+                // The front proxy CA the controllers' authentication reads
+                // (none is used; set so they find one).
+                format!("--requestheader-client-ca-file={}", file("ca.crt")),
+                // The kubernetes Service's endpoint would be 127.0.0.1,
+                // which Endpoints reject (loopback).
+                "--endpoint-reconciler-type=none".into(),
                 "--authorization-mode=RBAC".into(),
                 "--service-account-issuer=https://kubernetes.default.svc.cluster.local".into(),
                 format!("--service-account-key-file={}", file("sa.pub")),
                 format!("--service-account-signing-key-file={}", file("sa.key")),
+                // kube-pki's serving certificate names 10.96.0.1.
                 "--service-cluster-ip-range=10.96.0.0/16".into(),
                 // Charts run privileged agents (cilium, spegel).
                 "--allow-privileged=true".into(),

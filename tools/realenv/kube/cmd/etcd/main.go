@@ -42,7 +42,8 @@ func main() {
 	cfg.ListenPeerUrls = []url.URL{*pu}
 	cfg.AdvertisePeerUrls = []url.URL{*pu}
 	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
-	cfg.LogLevel = "warn"
+	// etcd logs every request at warn level; errors only.
+	cfg.LogLevel = "error"
 	// A test store: no fsync per write (the data dir is thrown away).
 	cfg.UnsafeNoFsync = true
 

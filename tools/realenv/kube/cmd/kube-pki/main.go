@@ -3,7 +3,9 @@
 //
 //	ca.crt ca.key            a CA, valid one year
 //	apiserver.crt/.key       serving certificate for 127.0.0.1, localhost and
-//	                         the in-cluster names of the kubernetes Service
+//	                         the in-cluster names and address of the
+//	                         kubernetes Service (10.96.0.1: the service range
+//	                         is 10.96.0.0/16)
 //	admin.crt/.key           client certificate CN=admin, O=system:masters
 //	sa.key sa.pub            the service-account token signing key pair
 //
@@ -85,7 +87,7 @@ func run(dir string) error {
 		Subject:     pkix.Name{CommonName: "kube-apiserver"},
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 		DNSNames:    []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"},
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("10.0.0.1")},
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("10.96.0.1")},
 	}); err != nil {
 		return err
 	}
