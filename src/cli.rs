@@ -297,6 +297,16 @@ enum ImportSource {
         /// Overwrite files that already exist.
         #[arg(long)]
         force: bool,
+        /// The helmfile that renders the state files (default: `helmfile` on PATH when there
+        /// is one; without helmfile the importer evaluates its own template subset).
+        #[arg(long, value_name = "PATH", env = "BOOTSTRAP_HELMFILE")]
+        helmfile: Option<PathBuf>,
+        /// Evaluate the templates with the importer's own subset even when helmfile is installed.
+        #[arg(long, conflicts_with = "helmfile")]
+        no_helmfile: bool,
+        /// helmfile's --environment to render with (needs helmfile).
+        #[arg(long, value_name = "NAME")]
+        environment: Option<String>,
     },
 }
 
@@ -424,8 +434,21 @@ pub enum Subcommand {
         paths: Vec<PathBuf>,
         cluster: String,
         force: bool,
+        helmfile: HelmfileChoice,
+        environment: Option<String>,
     },
     Completions(clap_complete::Shell),
+}
+
+/// Which helmfile renders an import.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HelmfileChoice {
+    /// `helmfile` on PATH, when there is one.
+    Find,
+    /// `--helmfile PATH` / `BOOTSTRAP_HELMFILE`: it must run.
+    At(PathBuf),
+    /// `--no-helmfile`: the importer's own template subset.
+    No,
 }
 
 fn parse_selector(text: &str) -> Result<crate::select::Selector, String> {
@@ -600,10 +623,22 @@ impl Arguments {
                 paths,
                 cluster,
                 force,
+                helmfile,
+                no_helmfile,
+                environment,
             }) => Subcommand::ImportHelmfile {
                 paths,
                 cluster,
                 force,
+                helmfile: if no_helmfile {
+                    HelmfileChoice::No
+                } else {
+                    match helmfile {
+                        Some(p) if !p.as_os_str().is_empty() => HelmfileChoice::At(p),
+                        _ => HelmfileChoice::Find,
+                    }
+                },
+                environment,
             },
             Command::Completions { shell } => Subcommand::Completions(shell),
         };

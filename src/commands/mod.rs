@@ -66,7 +66,17 @@ pub fn execute(config: &Config, out: &mut dyn Write) -> Result<(), Error> {
             paths,
             cluster,
             force,
-        } => import::run(config, paths, cluster, *force, out),
+            helmfile,
+            environment,
+        } => import::run(
+            config,
+            paths,
+            cluster,
+            *force,
+            helmfile,
+            environment.as_deref(),
+            out,
+        ),
         Subcommand::Completions(shell) => {
             clap_complete::generate(*shell, &mut crate::cli::command(), "bootstrap", out);
             Ok(())
