@@ -21,6 +21,10 @@
 //!   `BOOTSTRAP_TEST_HELMFILE`, else `tools/realenv/.bin/helmfile/helmfile`
 //!   (what `tools/realenv/build helmfile` builds); its path reaches the
 //!   tests as `BOOTSTRAP_TEST_HELMFILE_BIN`.
+//! - `cfg(shared_charts)` when the real charts the tests use in place are
+//!   found: `BOOTSTRAP_TEST_CHARTS`, else `../shared/charts` beside the
+//!   repository (a directory of unpacked charts by name); its path reaches
+//!   the tests as `BOOTSTRAP_TEST_CHARTS_DIR`.
 
 use std::path::Path;
 
@@ -87,6 +91,23 @@ fn main() {
             "cargo::rustc-env=BOOTSTRAP_TEST_HELMFILE_BIN={}",
             helmfile.display()
         );
+    }
+
+    println!("cargo::rustc-check-cfg=cfg(shared_charts)");
+    println!("cargo::rerun-if-env-changed=BOOTSTRAP_TEST_CHARTS");
+    let charts = std::env::var_os("BOOTSTRAP_TEST_CHARTS")
+        .filter(|v| !v.is_empty())
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| Path::new("../shared/charts").to_path_buf());
+    if charts.is_dir() {
+        println!("cargo::rerun-if-changed={}", charts.display());
+        if let Ok(charts) = std::path::absolute(&charts) {
+            println!("cargo::rustc-cfg=shared_charts");
+            println!(
+                "cargo::rustc-env=BOOTSTRAP_TEST_CHARTS_DIR={}",
+                charts.display()
+            );
+        }
     }
 
     println!("cargo::rustc-check-cfg=cfg(real_helm)");

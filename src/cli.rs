@@ -15,7 +15,7 @@ pub use crate::reporter::Verbosity;
     version,
     about = "Bring a fresh Kubernetes cluster from \"API server up, no CNI\" to \"Flux owns everything else\".",
     long_about = None,
-    after_help = "Exit codes: 0 success, 1 operation failed (or `check` found an error), 2 invalid input or missing prerequisite (nothing changed), 130 interrupted."
+    after_help = "Exit codes: 0 success, 1 operation failed (or `check` found an error), 2 invalid input or missing prerequisite (nothing changed), 3 another run holds the cluster lock or took it over (retry later), 130 interrupted."
 )]
 pub struct Arguments {
     #[command(flatten)]
@@ -38,7 +38,7 @@ pub struct Global {
     #[arg(long, global = true, default_value = ".", value_name = "DIR")]
     pub dir: PathBuf,
     /// Output format.
-    #[arg(long, global = true, value_enum, default_value_t = OutputFormat::Text)]
+    #[arg(short = 'o', long, global = true, value_enum, default_value_t = OutputFormat::Text)]
     pub output: OutputFormat,
     /// The helm binary (default: `helm` from PATH).
     #[arg(long, global = true, value_name = "PATH", env = "BOOTSTRAP_HELM")]
@@ -472,8 +472,22 @@ fn parse_duration_arg(text: &str) -> Result<Duration, String> {
 pub fn asks_for_json(args: &[std::ffi::OsString]) -> bool {
     args.iter()
         .zip(args.iter().skip(1))
-        .any(|(a, b)| a == "--output" && b == "json")
-        || args.iter().any(|a| a == "--output=json")
+        .any(|(a, b)| (a == "--output" || a == "-o") && b == "json")
+        || args
+            .iter()
+            .any(|a| a == "--output=json" || a == "-ojson" || a == "-o=json")
+}
+
+/// clap's usage error as one line: its message, its tips and the usage
+/// line, without the "For more information" footer.
+pub fn usage_error_line(rendered: &str) -> String {
+    rendered
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with("For more information"))
+        .map(|l| l.trim_start_matches("error: "))
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 impl Arguments {

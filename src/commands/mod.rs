@@ -78,8 +78,10 @@ pub fn execute(config: &Config, out: &mut dyn Write) -> Result<(), Error> {
             out,
         ),
         Subcommand::Completions(shell) => {
-            clap_complete::generate(*shell, &mut crate::cli::command(), "bootstrap", out);
-            Ok(())
+            // clap_complete panics on a write error; `| head` closes the pipe.
+            let mut script = Vec::new();
+            clap_complete::generate(*shell, &mut crate::cli::command(), "bootstrap", &mut script);
+            write(out, &String::from_utf8_lossy(&script))
         }
     }
 }

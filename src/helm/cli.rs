@@ -369,7 +369,7 @@ fn values_file(values: &Value) -> Result<NamedTempFile, HelmError> {
         .map_err(|e| HelmError::Io(format!("cannot write the values as YAML: {e}")))?;
     let io = |e: std::io::Error| HelmError::Io(format!("cannot write the values file: {e}"));
     let mut file = tempfile::Builder::new()
-        .prefix("bootstrap-values-")
+        .prefix(&crate::child::temp_prefix("values"))
         .suffix(".yaml")
         .permissions(std::fs::Permissions::from_mode(0o600))
         .tempfile()

@@ -376,6 +376,10 @@ pub fn unknown_flag(major: u64, command: Command, argv: &[String]) -> Option<Str
     let flags = accepted(major, command);
     let mut args = argv.iter();
     while let Some(arg) = args.next() {
+        if arg == "--" {
+            // Positional arguments only from here on.
+            break;
+        }
         let Some(body) = arg.strip_prefix("--") else {
             continue;
         };

@@ -71,6 +71,9 @@ pub struct DeployedRelease {
     pub chart: String,
     pub version: String,
     pub app_version: String,
+    /// When this revision's operation started (helm's `updated`); `None`
+    /// when helm did not say or it could not be read.
+    pub updated: Option<std::time::SystemTime>,
 }
 
 impl DeployedRelease {
