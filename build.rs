@@ -21,6 +21,13 @@
 //!   `BOOTSTRAP_TEST_HELMFILE`, else `tools/realenv/.bin/helmfile/helmfile`
 //!   (what `tools/realenv/build helmfile` builds); its path reaches the
 //!   tests as `BOOTSTRAP_TEST_HELMFILE_BIN`.
+    }
+
+//! - `cfg(realenv)` when the real test environment is built: every tool
+//!   testkit's real front end needs is linked in `tools/realenv/.bin/`
+//!   (`tools/realenv/build`; docs/design.md#real-environment). The tier of
+//!   tests/real_cluster.rs runs then. Cargo notices the links appear or
+//!   change through the directory they are in.
 //! - `cfg(shared_charts)` when the real charts the tests use in place are
 //!   found: `BOOTSTRAP_TEST_CHARTS`, else `../shared/charts` beside the
 //!   repository (a directory of unpacked charts by name); its path reaches
@@ -31,6 +38,10 @@ use std::path::Path;
 const VENV_PYTHON: &str = ".venv-helm/bin/python";
 const VENV_SOPS: &str = ".venv-helm/bin/sops";
 const REALENV_HELMFILE: &str = "tools/realenv/.bin/helmfile/helmfile";
+/// Where tools/realenv/build links each tool's binaries, and the tools the
+/// real tier needs (testkit::realenv::TOOLS).
+const REALENV_BIN: &str = "tools/realenv/.bin";
+const REALENV_TOOLS: [&str; 5] = ["kube", "kwok", "helm3", "helm4", "flux-crds"];
 
 fn main() {
     println!("cargo::rerun-if-changed=build.rs");
@@ -91,6 +102,19 @@ fn main() {
             "cargo::rustc-env=BOOTSTRAP_TEST_HELMFILE_BIN={}",
             helmfile.display()
         );
+    }
+
+    println!("cargo::rustc-check-cfg=cfg(realenv)");
+    // The directory gains the links when the environment is built: watch it
+    // (or its parent, in the repository, until it exists).
+    let bin = Path::new(REALENV_BIN);
+    if bin.is_dir() {
+        println!("cargo::rerun-if-changed={REALENV_BIN}");
+    } else {
+        println!("cargo::rerun-if-changed=tools/realenv");
+    }
+    if REALENV_TOOLS.iter().all(|tool| bin.join(tool).is_dir()) {
+        println!("cargo::rustc-cfg=realenv");
     }
 
     println!("cargo::rustc-check-cfg=cfg(shared_charts)");

@@ -33,6 +33,7 @@ pub fn execute(config: &Config, out: &mut dyn Write) -> Result<(), Error> {
             manifests,
             only,
             selector,
+            no_needs,
             values,
         } => template::run(
             config,
@@ -42,6 +43,7 @@ pub fn execute(config: &Config, out: &mut dyn Write) -> Result<(), Error> {
                 show_secrets: *show_secrets,
                 crds: *crds,
                 manifests: *manifests,
+                no_needs: *no_needs,
             },
             (only, selector, values),
             out,
