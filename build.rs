@@ -21,8 +21,6 @@
 //!   `BOOTSTRAP_TEST_HELMFILE`, else `tools/realenv/.bin/helmfile/helmfile`
 //!   (what `tools/realenv/build helmfile` builds); its path reaches the
 //!   tests as `BOOTSTRAP_TEST_HELMFILE_BIN`.
-    }
-
 //! - `cfg(realenv)` when the real test environment is built: every tool
 //!   testkit's real front end needs is linked in `tools/realenv/.bin/`
 //!   (`tools/realenv/build`; docs/design.md#real-environment). The tier of
