@@ -236,6 +236,15 @@ enum Command {
             conflicts_with = "context"
         )]
         clusters: Vec<String>,
+        /// Only this release (repeatable), plus what it needs unless --no-needs (as apply).
+        #[arg(long, value_name = "NAME")]
+        only: Vec<String>,
+        /// Releases whose labels match (helmfile syntax: `key=value`, `key!=value`; comma = AND; repeat for OR).
+        #[arg(long, short = 'l', value_name = "SELECTOR", value_parser = parse_selector)]
+        selector: Vec<crate::select::Selector>,
+        /// With --only or --selector: exactly those releases, not what they need.
+        #[arg(long)]
+        no_needs: bool,
     },
     /// Uninstall the releases in reverse DAG order (asks unless --yes); CRDs stay unless --crds.
     Destroy {
@@ -352,6 +361,22 @@ pub struct ApplyArgs {
     pub timeout: Option<Duration>,
 }
 
+/// `--only`, `--selector` and `--no-needs` of a command that reads a
+/// cluster (docs/design.md#selection).
+#[derive(Debug, Clone, Default)]
+pub struct Selection {
+    pub only: Vec<String>,
+    pub selector: Vec<crate::select::Selector>,
+    pub no_needs: bool,
+}
+
+impl Selection {
+    /// `plan` narrowed to the selection (all of it when nothing is chosen).
+    pub fn apply(&self, plan: crate::plan::Plan) -> Result<crate::plan::Plan, Error> {
+        plan.select(&self.only, &self.selector, self.no_needs)
+    }
+}
+
 /// `--no-needs` narrows what `--only`/`--selector` choose: without either
 /// it means nothing, which is a usage error.
 fn needs_flag(
@@ -442,6 +467,7 @@ pub enum Subcommand {
     Diff(DiffArgs),
     Status {
         clusters: Clusters,
+        selection: Selection,
     },
     Destroy(DestroyArgs),
     Schema(SchemaKind),
@@ -615,8 +641,16 @@ impl Arguments {
                 cluster,
                 all,
                 clusters,
+                only,
+                selector,
+                no_needs,
             } => Subcommand::Status {
                 clusters: Clusters::new(cluster, all, clusters),
+                selection: Selection {
+                    no_needs: needs_flag(no_needs, &only, &selector)?,
+                    only,
+                    selector,
+                },
             },
             Command::Destroy {
                 cluster,

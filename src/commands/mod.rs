@@ -61,7 +61,10 @@ pub fn execute(config: &Config, out: &mut dyn Write) -> Result<(), Error> {
         ),
         Subcommand::Apply(args) => apply::run(config, args),
         Subcommand::Diff(args) => diff::run(config, args, out),
-        Subcommand::Status { clusters } => status::run(config, clusters, out),
+        Subcommand::Status {
+            clusters,
+            selection,
+        } => status::run(config, clusters, selection, out),
         Subcommand::Destroy(args) => destroy::run(config, args),
         Subcommand::Schema(kind) => schema::run(*kind, out),
         Subcommand::ImportHelmfile {
