@@ -31,9 +31,7 @@ pub fn execute(config: &Config, out: &mut dyn Write) -> Result<(), Error> {
             show_secrets,
             crds,
             manifests,
-            only,
-            selector,
-            no_needs,
+            selection,
             values,
         } => template::run(
             config,
@@ -43,9 +41,8 @@ pub fn execute(config: &Config, out: &mut dyn Write) -> Result<(), Error> {
                 show_secrets: *show_secrets,
                 crds: *crds,
                 manifests: *manifests,
-                no_needs: *no_needs,
             },
-            (only, selector, values),
+            (selection, values),
             out,
         ),
         Subcommand::Check {
