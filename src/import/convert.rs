@@ -199,17 +199,16 @@ pub fn import(
     for path in paths {
         let listed = helmfile::state_files(path).map_err(|m| Error::config(Problem::new(m)))?;
         if let Some(hf) = &options.helmfile {
-            match super::rendered::build(hf, path, options.environment.as_deref()) {
-                Ok(states) => rendered.extend(states),
-                Err(why) => {
-                    for file in &listed {
-                        issues.push(Issue::new(
-                            file,
-                            0,
-                            "helmfile build",
-                            format!("helmfile could not render it ({why}); the importer's own template subset read it instead: fix what helmfile says (a variable to set, `--environment`) and import again"),
-                        ));
-                    }
+            // One state file at a time: the files are the ones listed here.
+            for file in &listed {
+                match super::rendered::build(hf, file, options.environment.as_deref()) {
+                    Ok(states) => rendered.extend(states),
+                    Err(why) => issues.push(Issue::new(
+                        file,
+                        0,
+                        "helmfile build",
+                        format!("helmfile could not render it ({why}); the importer's own template subset read it instead: fix what helmfile says (a variable to set, `--environment`) and import again"),
+                    )),
                 }
             }
         }
@@ -279,7 +278,11 @@ fn unreadable(
     why: &[Issue],
     issues: &mut Vec<Issue>,
 ) -> Group {
-    let names: Vec<String> = declared.iter().map(|d| d.name.clone()).collect();
+    let names: Vec<String> = declared
+        .iter()
+        .filter(|d| !d.name.contains("{{"))
+        .map(|d| d.name.clone())
+        .collect();
     let mut group = Group {
         source: file.to_path_buf(),
         stem: stem(file),

@@ -39,8 +39,17 @@ impl State {
     pub fn rendered(path: &Path, rendered: super::rendered::RenderedState) -> State {
         let text = std::fs::read_to_string(path).unwrap_or_default();
         let mut doc = rendered.doc;
-        // Inheritance and bases are applied already.
-        for key in ["templates", "defaultInherit", "bases"] {
+        // Inheritance and bases are applied already; the rest is what
+        // helmfile adds to the state it prints (its binaries, the file).
+        for key in [
+            "templates",
+            "defaultInherit",
+            "bases",
+            "filepath",
+            "helmBinary",
+            "kustomizeBinary",
+            "renderedvalues",
+        ] {
             doc.remove(key);
         }
         State {
@@ -517,7 +526,15 @@ fn rendered_releases(state: &State, list: &[Value], embedded: &[Value]) -> Vec<R
     for (i, raw) in list.iter().enumerate() {
         let Value::Object(spec) = raw else { continue };
         let mut spec = spec.clone();
+        // What helmfile adds: where it found a local chart, and the labels
+        // every release carries (bootstrap's releases carry the same).
         spec.remove("inherit");
+        spec.remove("chartPath");
+        if let Some(Value::Object(labels)) = spec.get_mut("labels") {
+            for key in ["name", "namespace", "chart"] {
+                labels.remove(key);
+            }
+        }
         let name = spec.get("name").and_then(Value::as_str).unwrap_or("");
         let line = find_line(&state.text, search_from, &format!("name: {name}"))
             .or_else(|| find_line(&state.text, 1, &format!("name: {name}")))

@@ -74,6 +74,8 @@ fn on_path(name: &str) -> Option<PathBuf> {
 fn version(program: &Path) -> Result<String, String> {
     let out = Command::new(program)
         .args(["version", "-o", "short"])
+        // No upgrade notice: it asks GitHub for the latest release.
+        .env("HELMFILE_UPGRADE_NOTICE_DISABLED", "1")
         .stdin(Stdio::null())
         .output()
         .map_err(|e| e.to_string())?;
