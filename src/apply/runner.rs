@@ -222,9 +222,19 @@ impl<H: Helm> ReleaseRunner<H> {
                 let status = status
                     .map(|s| s.to_string())
                     .unwrap_or_else(|| "a signal".into());
+                // A chart or version the repository lacks: where to fix it.
+                let lacking = stderr.contains("not found") || stderr.contains("no chart version");
+                let at = if lacking {
+                    format!(
+                        " (its chart and version are set at {})",
+                        release.version_at(&self.hooks.root)
+                    )
+                } else {
+                    String::new()
+                };
                 return StepResult {
                     message: Some(format!(
-                        "helm {} exited with {status}: {}",
+                        "helm {} exited with {status}: {}{at}",
                         if upgrading { "upgrade" } else { "install" },
                         stderr.trim()
                     )),
@@ -537,7 +547,8 @@ impl<H: Helm> ReleaseRunner<H> {
     /// outlived its run) until the release record is older than that run's
     /// longest helm operation plus [`HELM_SETTLE`]; until then it is
     /// refused with the time to wait. After that a first install is removed
-    /// and installed afresh; an upgrade is left for `helm rollback`.
+    /// and installed afresh, and an upgrade is rolled back to the revision
+    /// before it and upgraded again.
     async fn left_pending(
         &self,
         release: &Release,
@@ -570,11 +581,27 @@ impl<H: Helm> ReleaseRunner<H> {
                 crate::duration::span(HELM_SETTLE),
             )));
         }
-        if status != "pending-install" {
-            return Err(StepResult::failed(format!(
-                "was left {status} by {holder}, whose expired lock this run took over, and no helm of that run can still be working on it; recover with {}",
-                deployed.recovery()
-            )));
+        if status == "pending-upgrade" {
+            // An upgrade that never finished, and nobody working on it any
+            // more: back to the revision before it, then upgrade as usual.
+            self.helm
+                .rollback(&self.target, &release.id, release.budget())
+                .await
+                .map_err(|e| {
+                    StepResult::failed(format!(
+                        "was left pending-upgrade by {holder}, whose expired lock this run took over, and cannot be rolled back to upgrade it again: {e}"
+                    ))
+                })?;
+            self.events.emit(Event::Warning {
+                message: format!(
+                    "{} was left pending-upgrade by {holder}, whose expired lock this run took over; rolled it back to the revision before to upgrade it again",
+                    release.id
+                ),
+            });
+            return Ok(Change::Upgrade {
+                why: "rolled back from pending-upgrade".into(),
+                content: false,
+            });
         }
         // The dead run's first install of this release never finished, and
         // nobody can be working on it any more: nothing to roll back to, so
