@@ -566,9 +566,10 @@ fn resource_sets_generate_kustomizations_per_input() {
 
 #[test]
 fn the_artifact_leaves_out_ignored_paths_and_symlinks() {
-    // fluxcd/pkg sourceignore: .sourceignore (apps/ignored/) and the default
-    // `.github/`; the archiver skips the symlink apps/kept/link.yaml. Only
-    // apps/kept/hr.yaml is applied.
+    // fluxcd/pkg sourceignore: .sourceignore (apps/ignored/); with a
+    // .sourceignore, source-controller's defaults (`.github/`) are dropped
+    // (artifact/storage SourceIgnoreFilter), so apps/.github/hr.yaml is
+    // applied; the archiver skips the symlink apps/kept/link.yaml.
     let root = fixture("artifact");
     assert!(
         root.join("apps/kept/link.yaml").is_symlink(),
@@ -580,6 +581,8 @@ fn the_artifact_leaves_out_ignored_paths_and_symlinks() {
         [
             "error flux-manages-bootstrap-release kube-system/coredns | HelmRelease kube-system/coredns @apps/kept/hr.yaml | \
              clusters/test/apps.yaml > apps/kept/hr.yaml",
+            "error flux-manages-bootstrap-release kube-system/spegel | HelmRelease kube-system/spegel @apps/.github/hr.yaml | \
+             clusters/test/apps.yaml > apps/.github/hr.yaml",
         ]
     );
 }
