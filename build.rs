@@ -24,6 +24,15 @@
 //!   change to this file.
 //! - `cfg(shared_corpus)` when `../shared/corpus` (the read-only public trees
 //!   beside the checkout) exists.
+//! - `cfg(realenv)` when the real test environment is built: every tool
+//!   testkit's real front end needs is linked in `tools/realenv/.bin/`
+//!   (`tools/realenv/build`; docs/design.md#real-environment). The tier of
+//!   tests/real_cluster.rs runs then. Cargo notices the links appear or
+//!   change through the directory they are in.
+//! - `cfg(shared_charts)` when the real charts the tests use in place are
+//!   found: `BOOTSTRAP_TEST_CHARTS`, else `../shared/charts` beside the
+//!   repository (a directory of unpacked charts by name); its path reaches
+//!   the tests as `BOOTSTRAP_TEST_CHARTS_DIR`.
 
 use std::path::Path;
 
@@ -31,6 +40,10 @@ const VENV_PYTHON: &str = ".venv-helm/bin/python";
 const VENV_SOPS: &str = ".venv-helm/bin/sops";
 const FLUX_ORACLE: &str = "tools/realenv/.bin/flux-oracle/flux-oracle";
 const SHARED_CORPUS: &str = "../shared/corpus";
+/// Where tools/realenv/build links each tool's binaries, and the tools the
+/// real tier needs (testkit::realenv::TOOLS).
+const REALENV_BIN: &str = "tools/realenv/.bin";
+const REALENV_TOOLS: [&str; 5] = ["kube", "kwok", "helm3", "helm4", "flux-crds"];
 
 fn main() {
     println!("cargo::rerun-if-changed=build.rs");
@@ -82,6 +95,36 @@ fn main() {
     println!("cargo::rustc-check-cfg=cfg(shared_corpus)");
     if Path::new(SHARED_CORPUS).is_dir() {
         println!("cargo::rustc-cfg=shared_corpus");
+    }
+
+    println!("cargo::rustc-check-cfg=cfg(realenv)");
+    // The directory gains the links when the environment is built: watch it
+    // (or its parent, in the repository, until it exists).
+    let bin = Path::new(REALENV_BIN);
+    if bin.is_dir() {
+        println!("cargo::rerun-if-changed={REALENV_BIN}");
+    } else {
+        println!("cargo::rerun-if-changed=tools/realenv");
+    }
+    if REALENV_TOOLS.iter().all(|tool| bin.join(tool).is_dir()) {
+        println!("cargo::rustc-cfg=realenv");
+    }
+
+    println!("cargo::rustc-check-cfg=cfg(shared_charts)");
+    println!("cargo::rerun-if-env-changed=BOOTSTRAP_TEST_CHARTS");
+    let charts = std::env::var_os("BOOTSTRAP_TEST_CHARTS")
+        .filter(|v| !v.is_empty())
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| Path::new("../shared/charts").to_path_buf());
+    if charts.is_dir() {
+        println!("cargo::rerun-if-changed={}", charts.display());
+        if let Ok(charts) = std::path::absolute(&charts) {
+            println!("cargo::rustc-cfg=shared_charts");
+            println!(
+                "cargo::rustc-env=BOOTSTRAP_TEST_CHARTS_DIR={}",
+                charts.display()
+            );
+        }
     }
 
     println!("cargo::rustc-check-cfg=cfg(real_helm)");

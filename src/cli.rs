@@ -15,7 +15,7 @@ pub use crate::reporter::Verbosity;
     version,
     about = "Bring a fresh Kubernetes cluster from \"API server up, no CNI\" to \"Flux owns everything else\".",
     long_about = None,
-    after_help = "Exit codes: 0 success, 1 operation failed (or `check` found an error), 2 invalid input or missing prerequisite (nothing changed), 130 interrupted."
+    after_help = "Exit codes: 0 success, 1 operation failed (or `check` found an error), 2 invalid input or missing prerequisite (nothing changed), 3 another run holds the cluster lock or took it over (retry later), 130 interrupted."
 )]
 pub struct Arguments {
     #[command(flatten)]
@@ -38,7 +38,7 @@ pub struct Global {
     #[arg(long, global = true, default_value = ".", value_name = "DIR")]
     pub dir: PathBuf,
     /// Output format.
-    #[arg(long, global = true, value_enum, default_value_t = OutputFormat::Text)]
+    #[arg(short = 'o', long, global = true, value_enum, default_value_t = OutputFormat::Text)]
     pub output: OutputFormat,
     /// The helm binary (default: `helm` from PATH).
     #[arg(long, global = true, value_name = "PATH", env = "BOOTSTRAP_HELM")]
@@ -138,12 +138,15 @@ enum Command {
         /// Also render each chart with `helm template` (needs helm 3.13+, may download charts).
         #[arg(long)]
         manifests: bool,
-        /// Only this release (repeatable); nothing is added for its needs.
+        /// Only this release (repeatable), plus what it needs unless --no-needs (as apply).
         #[arg(long, value_name = "NAME")]
         only: Vec<String>,
         /// Releases whose labels match (helmfile syntax: `key=value`, `key!=value`; comma = AND; repeat for OR).
         #[arg(long, short = 'l', value_name = "SELECTOR", value_parser = parse_selector)]
         selector: Vec<crate::select::Selector>,
+        /// With --only or --selector: exactly those releases, not what they need.
+        #[arg(long)]
+        no_needs: bool,
         #[command(flatten)]
         values: RunValuesArgs,
     },
@@ -205,12 +208,15 @@ enum Command {
         /// Exit 1 when anything would change, 0 when nothing would (like `git diff --exit-code`).
         #[arg(long)]
         exit_code: bool,
-        /// Only this release (repeatable); nothing is added for its needs.
+        /// Only this release (repeatable), plus what it needs unless --no-needs (as apply).
         #[arg(long, value_name = "NAME")]
         only: Vec<String>,
         /// Releases whose labels match (helmfile syntax: `key=value`, `key!=value`; comma = AND; repeat for OR).
         #[arg(long, short = 'l', value_name = "SELECTOR", value_parser = parse_selector)]
         selector: Vec<crate::select::Selector>,
+        /// With --only or --selector: exactly those releases, not what they need.
+        #[arg(long)]
+        no_needs: bool,
         #[command(flatten)]
         values: RunValuesArgs,
     },
@@ -346,12 +352,30 @@ pub struct ApplyArgs {
     pub timeout: Option<Duration>,
 }
 
+/// `--no-needs` narrows what `--only`/`--selector` choose: without either
+/// it means nothing, which is a usage error.
+fn needs_flag(
+    no_needs: bool,
+    only: &[String],
+    selector: &[crate::select::Selector],
+) -> Result<bool, Error> {
+    if no_needs && only.is_empty() && selector.is_empty() {
+        return Err(Error::Usage(
+            "--no-needs runs exactly the releases --only or --selector chooses; add one of them"
+                .into(),
+        ));
+    }
+    Ok(no_needs)
+}
+
 /// `bootstrap diff`'s own arguments.
 #[derive(Debug, Clone)]
 pub struct DiffArgs {
     pub cluster: String,
-    /// `RELEASE…` and `--only`: exactly these (nothing added for their needs).
+    /// `RELEASE…` and `--only`: plus what they need unless `no_needs`
+    /// (always set when releases are named as arguments).
     pub only: Vec<String>,
+    pub no_needs: bool,
     pub selector: Vec<crate::select::Selector>,
     pub values: RunValuesArgs,
     pub exit_code: bool,
@@ -406,6 +430,7 @@ pub enum Subcommand {
         manifests: bool,
         only: Vec<String>,
         selector: Vec<crate::select::Selector>,
+        no_needs: bool,
         values: RunValuesArgs,
     },
     Check {
@@ -449,8 +474,22 @@ fn parse_duration_arg(text: &str) -> Result<Duration, String> {
 pub fn asks_for_json(args: &[std::ffi::OsString]) -> bool {
     args.iter()
         .zip(args.iter().skip(1))
-        .any(|(a, b)| a == "--output" && b == "json")
-        || args.iter().any(|a| a == "--output=json")
+        .any(|(a, b)| (a == "--output" || a == "-o") && b == "json")
+        || args
+            .iter()
+            .any(|a| a == "--output=json" || a == "-ojson" || a == "-o=json")
+}
+
+/// clap's usage error as one line: its message, its tips and the usage
+/// line, without the "For more information" footer.
+pub fn usage_error_line(rendered: &str) -> String {
+    rendered
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with("For more information"))
+        .map(|l| l.trim_start_matches("error: "))
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 impl Arguments {
@@ -502,8 +541,10 @@ impl Arguments {
                 manifests,
                 only,
                 selector,
+                no_needs,
                 values,
             } => Subcommand::Template {
+                no_needs: needs_flag(no_needs, &only, &selector)?,
                 cluster,
                 release,
                 show_secrets,
@@ -541,16 +582,9 @@ impl Arguments {
                 clusters: Clusters::new(cluster, all, clusters),
                 cluster_concurrency,
                 values,
-                only: {
-                    if no_needs && only.is_empty() && selector.is_empty() {
-                        return Err(Error::Usage(
-                            "--no-needs runs exactly the releases --only or --selector chooses; add one of them".into(),
-                        ));
-                    }
-                    only
-                },
+                no_needs: needs_flag(no_needs, &only, &selector)?,
+                only,
                 selector,
-                no_needs,
                 timeout,
                 options: crate::apply::Options {
                     dry_run,
@@ -566,9 +600,12 @@ impl Arguments {
                 exit_code,
                 only,
                 selector,
+                no_needs,
                 values,
             } => Subcommand::Diff(DiffArgs {
                 cluster,
+                // Releases named as arguments are exactly those.
+                no_needs: needs_flag(no_needs, &only, &selector)? || !releases.is_empty(),
                 only: releases.into_iter().chain(only).collect(),
                 selector,
                 values,
@@ -615,8 +652,89 @@ impl Arguments {
     }
 }
 
+/// The command line as clap declares it, each subcommand's help showing
+/// only the global flags it uses (they are accepted everywhere all the same,
+/// so a script that passes one more is not broken).
 pub fn command() -> clap::Command {
-    <Arguments as clap::CommandFactory>::command()
+    let mut command = <Arguments as clap::CommandFactory>::command();
+    // clap copies each global flag into every subcommand that lacks one of
+    // that id when it builds the command: a hidden copy put there first is
+    // the one that subcommand gets.
+    let globals: Vec<clap::Arg> = command
+        .get_arguments()
+        .filter(|a| a.is_global_set())
+        .cloned()
+        .collect();
+    let names: Vec<String> = command
+        .get_subcommands()
+        .map(|c| c.get_name().to_string())
+        .collect();
+    for name in names {
+        let used = global_flags_of(&name);
+        command = command.mut_subcommand(&name, |mut sub| {
+            for arg in &globals {
+                if !used.contains(&arg.get_id().as_str()) {
+                    sub = sub.arg(arg.clone().hide(true));
+                }
+            }
+            sub
+        });
+    }
+    command
+}
+
+/// The global flags a subcommand uses (docs/design.md#global-flags).
+fn global_flags_of(subcommand: &str) -> &'static [&'static str] {
+    const CLUSTER: &[&str] = &[
+        "dir",
+        "output",
+        "helm",
+        "kubeconfig",
+        "context",
+        "wait_for_api",
+        "termination_log",
+        "cache_dir",
+        "no_chart_cache",
+        "verbose",
+        "quiet",
+    ];
+    match subcommand {
+        "apply" | "destroy" => &[
+            "dir",
+            "output",
+            "helm",
+            "kubeconfig",
+            "context",
+            "no_progress",
+            "wait_for_api",
+            "termination_log",
+            "cache_dir",
+            "no_chart_cache",
+            "verbose",
+            "quiet",
+        ],
+        "diff" | "status" => CLUSTER,
+        "plan" | "check" | "template" => &[
+            "dir",
+            "output",
+            "helm",
+            "context",
+            "cache_dir",
+            "no_chart_cache",
+            "verbose",
+            "quiet",
+        ],
+        "graph" => &["dir", "output", "verbose", "quiet"],
+        "import" => &["dir", "verbose", "quiet"],
+        _ => &[],
+    }
+}
+
+/// Parses `args` with [`command`]'s help.
+pub fn parse(args: &[std::ffi::OsString]) -> Result<Arguments, clap::Error> {
+    use clap::FromArgMatches;
+    let matches = command().try_get_matches_from(args)?;
+    Arguments::from_arg_matches(&matches)
 }
 
 #[cfg(test)]

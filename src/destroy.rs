@@ -84,6 +84,11 @@ pub async fn run<H: Helm>(
     let held = crate::run::lock(
         &connection.client,
         "destroy",
+        order
+            .iter()
+            .map(|r| r.budget())
+            .max()
+            .unwrap_or(crate::release::DEFAULT_RELEASE_TIMEOUT),
         options.dry_run,
         events,
         &stop,
@@ -151,7 +156,7 @@ pub async fn run<H: Helm>(
     }
     .await;
     let lost = held.lost();
-    held.release().await;
+    held.release(events).await;
     result.map(|summary| summary.with_lock_lost(lost))
 }
 

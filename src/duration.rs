@@ -28,6 +28,17 @@ pub fn span(d: Duration) -> String {
     }
 }
 
+/// A moment in UTC, to the second: `2026-01-01T00:00:00Z`.
+pub fn timestamp(t: std::time::SystemTime) -> String {
+    let secs = t
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0);
+    k8s_openapi::jiff::Timestamp::from_second(secs)
+        .map(|t| t.to_string())
+        .unwrap_or_else(|_| format!("{secs}s after the Unix epoch"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -49,5 +60,11 @@ mod tests {
         assert_eq!(span(ms(120_000)), "2m");
         assert_eq!(span(ms(3_600_000)), "1h");
         assert_eq!(span(ms(3_720_000)), "1h02m");
+    }
+
+    #[test]
+    fn timestamps_are_utc_to_the_second() {
+        let t = std::time::UNIX_EPOCH + Duration::from_millis(1_767_225_600_900);
+        assert_eq!(timestamp(t), "2026-01-01T00:00:00Z");
     }
 }

@@ -140,6 +140,11 @@ pub enum Error {
     #[error("{message}")]
     Clusters { message: String, code: i32 },
 
+    /// A run's failure after its `run_finished` event (JSON Lines) already
+    /// carried the summary: said on stderr, not again on stdout.
+    #[error(transparent)]
+    Summarized(Box<Error>),
+
     /// SIGINT/SIGTERM: what was running was stopped and reported.
     #[error(
         "interrupted; what was running was stopped, nothing new was started (run the command again to continue)"
@@ -156,15 +161,66 @@ fn problems_summary(problems: &[Problem]) -> String {
 
 /// An error and its causes on one line (`what: why: why`), for the places
 /// that show a failure in one line (a release's result in the summary).
-pub fn one_line(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
+pub fn one_line(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = words(error);
+    if error.downcast_ref::<::kube::Error>().is_none() {
+        for cause in causes(error.source()) {
+            text.push_str(": ");
+            text.push_str(&cause);
+        }
     }
     text
+}
+
+/// The chain of causes from `source` on, in words: an API error reads as
+/// the server's message and status code (kube's own text appends the Debug
+/// dump of the whole `Status`), and its own sources are already in it.
+///
+/// A cause that only repeats the one before it is left out (kube's
+/// kubeconfig errors both say and wrap their I/O error).
+pub fn causes(mut source: Option<&(dyn std::error::Error + 'static)>) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    while let Some(cause) = source {
+        let text = words(cause);
+        if !out.last().is_some_and(|last| last.contains(&text)) {
+            out.push(text);
+        }
+        if cause.downcast_ref::<::kube::Error>().is_some() {
+            break;
+        }
+        source = cause.source();
+    }
+    out
+}
+
+fn words(error: &(dyn std::error::Error + 'static)) -> String {
+    match error.downcast_ref::<::kube::Error>() {
+        Some(e) => describe_kube(e),
+        None => error.to_string(),
+    }
+}
+
+/// An API error in a person's words: the server's message and status code,
+/// not the Debug dump of a `Status`; other errors with their causes.
+pub fn describe_kube(e: &::kube::Error) -> String {
+    if let ::kube::Error::Api(s) = e {
+        return match (s.message.is_empty(), s.reason.is_empty()) {
+            (false, _) => format!("{} ({})", s.message, s.code),
+            (true, false) => format!("{} ({})", s.reason, s.code),
+            (true, true) => format!("HTTP {}", s.code),
+        };
+    }
+    let mut out = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(cause) = source {
+        let text = cause.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        source = cause.source();
+    }
+    out
 }
 
 impl From<crate::stop::Interrupted> for Error {
@@ -208,6 +264,7 @@ impl Error {
             Error::Failed { .. } | Error::Findings(_) | Error::Changes(_) => EXIT_FAILED,
             Error::Locked(_) => EXIT_LOCKED,
             Error::Clusters { code, .. } => *code,
+            Error::Summarized(inner) => inner.exit_code(),
             Error::Interrupted => EXIT_INTERRUPTED,
         }
     }
@@ -236,13 +293,12 @@ impl Error {
             }
             other => out.push_str(&format!("error: {other}\n")),
         }
-        let mut source = std::error::Error::source(self);
-        if source.is_some() {
+        let causes = causes(std::error::Error::source(self));
+        if !causes.is_empty() {
             out.push_str("Caused by:\n");
         }
-        while let Some(cause) = source {
+        for cause in causes {
             out.push_str(&format!("    {cause}\n"));
-            source = cause.source();
         }
         out
     }
@@ -284,11 +340,11 @@ impl Error {
         {
             causes.extend(one.causes.iter().cloned().map(serde_json::Value::String));
         }
-        let mut source = std::error::Error::source(self);
-        while let Some(cause) = source {
-            causes.push(serde_json::Value::String(cause.to_string()));
-            source = cause.source();
-        }
+        causes.extend(
+            self::causes(std::error::Error::source(self))
+                .into_iter()
+                .map(serde_json::Value::String),
+        );
         serde_json::json!({
             "error": error,
             "exitCode": self.exit_code(),
@@ -304,7 +360,7 @@ impl Error {
         // included) is in the command's JSON already.
         matches!(
             self,
-            Error::Findings(_) | Error::Clusters { .. } | Error::Changes(_)
+            Error::Findings(_) | Error::Clusters { .. } | Error::Changes(_) | Error::Summarized(_)
         )
     }
 }
@@ -382,6 +438,36 @@ mod tests {
         );
         let e = Error::failed_with("cannot write output", std::io::Error::other("disk full"));
         assert_eq!(e.to_json()["causes"], serde_json::json!(["disk full"]));
+    }
+
+    #[test]
+    fn api_errors_read_as_words_not_debug_dumps() {
+        let status =
+            ::kube::core::Status::failure("etcdserver: request timed out", "ServiceUnavailable")
+                .with_code(503);
+        let api = ::kube::Error::Api(Box::new(status));
+        let e = Error::failed_with(
+            "cannot record kube-system/cilium in the ownership ledger",
+            api,
+        );
+        assert_eq!(
+            e.render(),
+            "error: cannot record kube-system/cilium in the ownership ledger\nCaused by:\n    etcdserver: request timed out (503)\n"
+        );
+        assert_eq!(
+            e.to_json()["causes"],
+            serde_json::json!(["etcdserver: request timed out (503)"])
+        );
+        let nested = crate::ledger::LedgerError::Record(
+            crate::release::ReleaseId::new("kube-system", "cilium"),
+            ::kube::Error::Api(Box::new(
+                ::kube::core::Status::failure("no", "ServiceUnavailable").with_code(503),
+            )),
+        );
+        assert_eq!(
+            one_line(&nested),
+            "cannot record kube-system/cilium in the ownership ledger: no (503)"
+        );
     }
 
     #[test]

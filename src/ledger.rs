@@ -59,13 +59,21 @@ pub struct Entry {
     /// `bootstrap` (exclusive) or `handover` (docs/design.md#ownership); the
     /// admission guard lets Flux adopt a `handover` entry's release.
     pub policy: String,
+    /// The cluster config (`clusters/NAME`) that installed it; absent in
+    /// entries written before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<String>,
+    /// Keyed digest of the release's command hooks as they last ran
+    /// (docs/design.md#hooks): a changed definition runs them again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hooks_digest: Option<String>,
 }
 
 impl Entry {
     /// Written with the run's [`DigestKey`]: the values digest is keyed, so
     /// the ledger, readable by anyone who may read ConfigMaps in kube-system,
     /// gives away nothing about secret values.
-    pub fn for_release(release: &Release, key: &DigestKey) -> Entry {
+    pub fn for_release(release: &Release, cluster: &str, key: &DigestKey) -> Entry {
         Entry {
             release: release.id.to_string(),
             chart: release.chart_label(),
@@ -74,6 +82,17 @@ impl Entry {
             applied_at: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
             tool_version: env!("CARGO_PKG_VERSION").to_string(),
             policy: release.ownership.as_str().to_string(),
+            cluster: Some(cluster.to_string()),
+            hooks_digest: hooks_digest(release, key),
+        }
+    }
+
+    /// The release's command hooks are the ones that last ran (an entry
+    /// without a hooks digest predates it: they are taken as changed).
+    pub fn hooks_match(&self, release: &Release, key: Option<&DigestKey>) -> bool {
+        match key {
+            Some(key) => self.hooks_digest == hooks_digest(release, key),
+            None => false,
         }
     }
 
@@ -99,6 +118,25 @@ impl Entry {
     pub fn is_unkeyed(&self) -> bool {
         self.values_digest.starts_with("sha256:")
     }
+}
+
+/// Keyed digest of a release's command hooks (presync and postsync, in
+/// order, as bootstrap reads them: command, arguments, timeout); `None` when
+/// it has none. Keyed like the values digest: a command may carry a secret.
+pub fn hooks_digest(release: &Release, key: &DigestKey) -> Option<String> {
+    let commands: Vec<serde_json::Value> = [
+        ("presync", &release.hooks.presync),
+        ("postsync", &release.hooks.postsync),
+    ]
+    .into_iter()
+    .flat_map(|(phase, hooks)| {
+        hooks
+            .iter()
+            .filter(|h| !h.action.is_readiness())
+            .map(move |h| serde_json::json!([phase, format!("{h:?}")]))
+    })
+    .collect();
+    (!commands.is_empty()).then(|| key.digest(&serde_json::Value::Array(commands)))
 }
 
 /// Secret `kube-system/bootstrap-ledger-key`, data key `key`: 32 random
@@ -473,17 +511,31 @@ impl Ledger {
             Err(e) => return Err(e),
         };
         let present = cm.data.unwrap_or_default();
+        self.restore(index, &present, Some(key)).await
+    }
+
+    /// Puts back the entries this run knows in shard `index` that `present`
+    /// (the shard as read) lacks or holds otherwise (rewritten); `except`:
+    /// the entry just written.
+    async fn restore(
+        &self,
+        index: usize,
+        present: &BTreeMap<String, String>,
+        except: Option<&str>,
+    ) -> Result<Option<Repair>, ::kube::Error> {
+        let name = shard_name(index);
         let missing: BTreeMap<String, String> = self
             .known()
             .of_shard(index)
             .into_iter()
-            .filter(|(k, _)| !present.contains_key(k))
+            .filter(|(k, v)| Some(k.as_str()) != except && present.get(k) != Some(v))
             .collect();
         if missing.is_empty() {
             return Ok(None);
         }
         let restore = serde_json::json!({ "data": missing });
         let restore = Patch::Merge(&restore);
+        let params = PatchParams::default();
         retry(API_RETRY_BUDGET, || {
             self.api.patch(&name, &params, &restore)
         })
@@ -518,8 +570,9 @@ impl Ledger {
         }
     }
 
-    /// Recreates known shards other than `written` that were deleted, at
-    /// most every `recheck` ([`OTHER_SHARDS_CHECK`] by default). Most ledgers have one shard, and
+    /// Recreates known shards other than `written` that were deleted, and
+    /// restores the entries of those that were rewritten, at most every
+    /// `recheck` ([`OTHER_SHARDS_CHECK`] by default). Most ledgers have one shard, and
     /// then this costs nothing.
     async fn check_others(&self, written: usize) -> Result<Vec<Repair>, ::kube::Error> {
         let others: Vec<usize> = self
@@ -541,7 +594,10 @@ impl Ledger {
         let present = self.shards().await?;
         let mut repairs = Vec::new();
         for index in others {
-            if present.contains_key(&index) {
+            if let Some(cm) = present.get(&index) {
+                // There, but perhaps rewritten.
+                let data = cm.data.clone().unwrap_or_default();
+                repairs.extend(self.restore(index, &data, None).await?);
                 continue;
             }
             let data = self.known().of_shard(index);

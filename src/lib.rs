@@ -5,6 +5,7 @@
 
 pub mod apply;
 pub mod change;
+pub mod child;
 pub mod cli;
 pub mod commands;
 pub mod config;
@@ -38,14 +39,13 @@ pub mod yaml;
 
 use std::ffi::OsString;
 
-use clap::Parser;
-
 use crate::cli::Arguments;
 use crate::error::{EXIT_INVALID, EXIT_OK};
 
 pub fn run<I: IntoIterator<Item = OsString>>(args: I) -> i32 {
+    let begun = std::time::Instant::now();
     let args: Vec<OsString> = args.into_iter().collect();
-    let arguments = match Arguments::try_parse_from(&args) {
+    let arguments = match cli::parse(&args) {
         Ok(arguments) => arguments,
         Err(e) => {
             let code = if e.use_stderr() {
@@ -56,8 +56,7 @@ pub fn run<I: IntoIterator<Item = OsString>>(args: I) -> i32 {
             let _ = e.print();
             if code != EXIT_OK && cli::asks_for_json(&args) {
                 let text = e.render().to_string();
-                let first = text.lines().next().unwrap_or_default();
-                let error = error::Error::Usage(first.trim_start_matches("error: ").to_string());
+                let error = error::Error::Usage(cli::usage_error_line(&text));
                 println!("{}", error.to_json());
             }
             return code;
@@ -75,13 +74,24 @@ pub fn run<I: IntoIterator<Item = OsString>>(args: I) -> i32 {
     let result = arguments
         .into_config()
         .and_then(|config| commands::execute(&config, &mut std::io::stdout()));
+    // Every child still running (none, unless a path above forgot one).
+    child::terminate_all();
     let code = match &result {
         Ok(()) => EXIT_OK,
         Err(e) => {
-            eprint!("{}", e.render());
+            use std::io::Write;
+            // Written, not printed: after a hangup the terminal is gone and
+            // a failed print would panic.
+            let _ = write!(std::io::stderr(), "{}", e.render());
             // docs/design.md#error-json: scripts read errors where they read results.
             if json && !e.already_reported() {
-                println!("{}", e.to_json());
+                let mut line = e.to_json();
+                // apply's and destroy's JSON Lines end with an event:
+                // `run_finished`, or this (docs/design.md#run_failed).
+                if matches!(subcommand_name(&args).as_str(), "apply" | "destroy") {
+                    line = run_failed(line, begun.elapsed());
+                }
+                let _ = writeln!(std::io::stdout(), "{line}");
             }
             e.exit_code()
         }
@@ -90,6 +100,29 @@ pub fn run<I: IntoIterator<Item = OsString>>(args: I) -> i32 {
         run::termination::write(&path, &subcommand_name(&args), code, result.err().as_ref());
     }
     code
+}
+
+/// The error JSON as the last event of a JSON Lines run: `time`,
+/// `elapsed_ms` and `event` first, as every event has them.
+fn run_failed(error: serde_json::Value, elapsed: std::time::Duration) -> serde_json::Value {
+    let mut line = serde_json::Map::new();
+    line.insert(
+        "time".into(),
+        humantime::format_rfc3339_millis(std::time::SystemTime::now())
+            .to_string()
+            .into(),
+    );
+    line.insert(
+        "elapsed_ms".into(),
+        u64::try_from(elapsed.as_millis())
+            .unwrap_or(u64::MAX)
+            .into(),
+    );
+    line.insert("event".into(), "run_failed".into());
+    if let serde_json::Value::Object(fields) = error {
+        line.extend(fields);
+    }
+    serde_json::Value::Object(line)
 }
 
 /// The subcommand the command line names (`apply`, `status`, …), for the

@@ -301,24 +301,25 @@ pub async fn gather<H: Helm>(
 /// status, with chart and version), so the release steps need not ask Helm
 /// again, and which handover releases Flux has adopted.
 ///
-/// `left_by`: the holder of the expired lock this run took over. A release of
-/// the plan left `pending-install` is then that dead run's interrupted first
-/// install, which nobody else can be running (no other run holds the lock),
-/// so it is no conflict: the release step uninstalls and installs it again.
+/// `took_over`: this run took over the expired lock of a run that died. A
+/// release of the plan left `pending-install` or `pending-upgrade` is then
+/// that dead run's interrupted operation, and no conflict here: the release
+/// step decides, by the release's age, whether a helm of that run could
+/// still be working on it (docs/design.md#live-refusal-rules).
 pub async fn live_conflicts<H: Helm>(
     plan: &Plan,
     helm: &H,
     connection: &Connection,
-    left_by: Option<&str>,
+    took_over: bool,
 ) -> Result<Live, Error> {
     let mut live = gather(plan, helm, connection).await?;
-    if left_by.is_some() {
+    if took_over {
         let listed = &live.listed;
         live.conflicts.retain(|c| {
             c.object != format!("Helm release {}", c.release)
                 || listed
                     .get(&c.release)
-                    .is_none_or(|r| r.status != "pending-install")
+                    .is_none_or(|r| r.status != "pending-install" && r.status != "pending-upgrade")
         });
     }
     if live.conflicts.is_empty() {

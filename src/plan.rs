@@ -20,8 +20,46 @@ pub struct Cluster {
     pub values: Map<String, Value>,
     pub flux: Option<Flux>,
     pub guard: bool,
-    /// Lint codes listed in `lints.ignore` (docs/design.md#lints).
-    pub lints_ignore: Vec<String>,
+    /// What `lints.ignore` lets through (docs/design.md#lints).
+    pub lints_ignore: Vec<Ignore>,
+}
+
+/// One `lints.ignore` entry: a finding code, for every release or for one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ignore {
+    pub code: String,
+    pub release: Option<ReleaseId>,
+}
+
+impl Ignore {
+    pub fn code(code: impl Into<String>) -> Self {
+        Ignore {
+            code: code.into(),
+            release: None,
+        }
+    }
+}
+
+impl std::fmt::Display for Ignore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.release {
+            None => write!(f, "{}", self.code),
+            Some(release) => write!(f, "{} (release {release})", self.code),
+        }
+    }
+}
+
+impl Cluster {
+    /// Whether `lints.ignore` lets an error of `code` about `release`
+    /// (`namespace/name`) through.
+    pub fn ignores(&self, code: &str, release: Option<&str>) -> bool {
+        self.lints_ignore.iter().any(|i| {
+            i.code == code
+                && i.release
+                    .as_ref()
+                    .is_none_or(|r| release == Some(r.to_string().as_str()))
+        })
+    }
 }
 
 /// What `plan` learnt of the CRDs a CRD-phase release carries, from its
@@ -246,7 +284,13 @@ impl Plan {
                 })
             })
             .collect();
-        json!({ "cluster": self.cluster.name, "crds": crds, "releases": releases })
+        let ignore: Vec<Value> = self
+            .cluster
+            .lints_ignore
+            .iter()
+            .map(|i| json!({ "code": i.code, "release": i.release }))
+            .collect();
+        json!({ "cluster": self.cluster.name, "crds": crds, "releases": releases, "lintsIgnore": ignore })
     }
 
     pub fn render_text(&self, carried: &Carried) -> String {
@@ -362,6 +406,18 @@ Phase 2: releases, each as soon as its needs are done
                     }
                 ));
             }
+        }
+        if !self.cluster.lints_ignore.is_empty() {
+            let ignored: Vec<String> = self
+                .cluster
+                .lints_ignore
+                .iter()
+                .map(ToString::to_string)
+                .collect();
+            out.push_str(&format!(
+                "\nlints.ignore (errors reported, not blocking): {}\n",
+                ignored.join(", ")
+            ));
         }
         out
     }

@@ -163,7 +163,9 @@ pub async fn run<R: Runner>(
                 });
                 running_ids.insert(id.clone());
                 let task_release = id.clone();
-                let task = running.spawn(async move {
+                // The run's deadline and wait messages go with the release.
+                let bounds = crate::stop::Bounds::current();
+                let task = running.spawn(bounds.scope(async move {
                     let started = Instant::now();
                     let result = runner.run(release, child_stop).await;
                     Finished {
@@ -173,7 +175,7 @@ pub async fn run<R: Runner>(
                         finished: Instant::now(),
                         origin: run_started,
                     }
-                });
+                }));
                 tasks.insert(task.id(), (task_release, Instant::now()));
             }
         }

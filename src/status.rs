@@ -47,7 +47,10 @@ pub struct ReleaseStatus {
 #[serde(rename_all = "camelCase")]
 pub struct Desired {
     pub version: String,
-    pub values_digest: String,
+    /// The keyed digest the ledger records for these values
+    /// (docs/design.md#ledger); `None` without the ledger's key. Never a
+    /// plain hash, which would let guesses of a secret be tested.
+    pub values_digest: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -167,7 +170,7 @@ pub fn status_of(
         chart: release.chart_label(),
         desired: Desired {
             version: release.version_label(),
-            values_digest: release.values_digest(),
+            values_digest: key.map(|k| k.digest(&release.values)),
         },
         deployed: deployed.map(|d| Deployed {
             version: d.version.clone(),

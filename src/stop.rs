@@ -6,6 +6,7 @@
 //! No project imports: helm, kube and the engines all depend on this module.
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::watch;
@@ -85,6 +86,47 @@ pub async fn until_stopped<T>(
     }
 }
 
+/// Where a wait says why it goes on.
+pub type Say = Arc<dyn Fn(String) + Send + Sync>;
+
+/// What bounds every wait of a run (docs/design.md#one-deadline): the
+/// deadline of `--timeout`, and where a wait says why it goes on. Set for
+/// the whole run with [`Bounds::scope`]; tasks the run spawns carry it on
+/// through [`Bounds::current`].
+#[derive(Clone, Default)]
+pub struct Bounds {
+    pub deadline: Option<Instant>,
+    pub say: Option<Say>,
+}
+
+tokio::task_local! {
+    static BOUNDS: Bounds;
+}
+
+impl Bounds {
+    /// The bounds of the run this task belongs to; none outside a run.
+    pub fn current() -> Bounds {
+        BOUNDS.try_with(Clone::clone).unwrap_or_default()
+    }
+
+    /// Runs `work` under these bounds.
+    pub async fn scope<F: Future>(self, work: F) -> F::Output {
+        BOUNDS.scope(self, work).await
+    }
+
+    /// The earlier of `deadline` and the run's.
+    pub fn clamp(&self, deadline: Instant) -> Instant {
+        self.deadline.map_or(deadline, |d| d.min(deadline))
+    }
+
+    /// Says why a wait goes on (nowhere outside a run).
+    pub fn say(&self, message: String) {
+        if let Some(say) = &self.say {
+            say(message);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::atomic::{AtomicBool, Ordering};
@@ -149,6 +191,26 @@ mod tests {
         let (result, ()) = tokio::join!(until_stopped(work, &rx, GRACE, || {}), stopper);
         assert_eq!(result, Err(Interrupted));
         assert_eq!(started.elapsed(), Duration::from_secs(2));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn bounds_reach_the_work_they_scope_and_clamp_to_the_run() {
+        assert!(Bounds::current().deadline.is_none());
+        let run_ends = Instant::now() + Duration::from_secs(40);
+        let bounds = Bounds {
+            deadline: Some(run_ends),
+            say: None,
+        };
+        let seen = bounds
+            .scope(async {
+                let later = Instant::now() + Duration::from_secs(60);
+                let sooner = Instant::now() + Duration::from_secs(5);
+                let current = Bounds::current();
+                (current.clamp(later), current.clamp(sooner), sooner)
+            })
+            .await;
+        assert_eq!(seen.0, run_ends);
+        assert_eq!(seen.1, seen.2);
     }
 
     #[tokio::test(start_paused = true)]

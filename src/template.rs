@@ -13,7 +13,12 @@ use serde_json::{Value, json};
 /// What went wrong rendering one template, in the user's terms.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TemplateError {
-    UnknownVariable(String),
+    /// `name` is not in the context; `known`: every path it has (what the
+    /// message suggests from and lists).
+    UnknownVariable {
+        name: String,
+        known: Vec<String>,
+    },
     UnsetEnv(String),
     Syntax(String),
 }
@@ -21,10 +26,29 @@ pub enum TemplateError {
 impl std::fmt::Display for TemplateError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            TemplateError::UnknownVariable(name) => write!(
-                f,
-                "template uses `{name}`, which is not defined; available: cluster.name, cluster.context, cluster.values.*, release.name, release.namespace, root"
-            ),
+            TemplateError::UnknownVariable { name, known } => {
+                write!(f, "template uses `{name}`, which is not defined")?;
+                // Never an ancestor of what was asked for (`cluster.values`
+                // for `cluster.values.id`): that is where it is missing.
+                let candidates = known
+                    .iter()
+                    .map(String::as_str)
+                    .filter(|k| !k.ends_with(" (empty)"))
+                    .filter(|k| !name.starts_with(&format!("{k}.")));
+                write!(f, "{}", crate::error::did_you_mean(name, candidates))?;
+                const SHOWN: usize = 12;
+                let mut listed: Vec<&str> = known.iter().take(SHOWN).map(String::as_str).collect();
+                let more = known.len().saturating_sub(SHOWN);
+                let more = if more > 0 {
+                    format!(" and {more} more")
+                } else {
+                    String::new()
+                };
+                if listed.is_empty() {
+                    listed.push("nothing");
+                }
+                write!(f, " (defined: {}{more})", listed.join(", "))
+            }
             TemplateError::UnsetEnv(name) => write!(
                 f,
                 "environment variable `{name}` is not set; set it, or give a default: {{{{env \"{name}\" \"default\"}}}}"
@@ -180,7 +204,7 @@ impl Renderer {
                 RenderErrorReason::TemplateError(t) => t.pos(),
                 _ => None,
             });
-            located(classify(&e), at)
+            located(classify(&e, ctx), at)
         })
     }
 
@@ -226,7 +250,7 @@ impl Renderer {
         match value {
             Value::String(s) => keep(match whole_path(s) {
                 Some(path) => lookup(ctx, path).cloned().ok_or_else(|| Located {
-                    error: TemplateError::UnknownVariable(path.to_string()),
+                    error: unknown(path, ctx),
                     template: s.clone(),
                     at: s.find("{{").map(|offset| line_column(s, offset)),
                 }),
@@ -279,12 +303,48 @@ fn lookup<'a>(ctx: &'a Value, path: &str) -> Option<&'a Value> {
     })
 }
 
-fn classify(error: &RenderError) -> TemplateError {
-    match error.reason() {
-        RenderErrorReason::MissingVariable(Some(path)) => {
-            TemplateError::UnknownVariable(path.clone())
+/// `path` is not in `ctx`: the error, with every path `ctx` does define.
+fn unknown(path: &str, ctx: &Value) -> TemplateError {
+    let mut known = Vec::new();
+    leaf_paths(ctx, "", &mut known);
+    TemplateError::UnknownVariable {
+        name: path.to_string(),
+        known,
+    }
+}
+
+/// The dotted paths of `value`'s leaves (an empty map or list is a leaf).
+fn leaf_paths(value: &Value, prefix: &str, out: &mut Vec<String>) {
+    let join = |key: &str| {
+        if prefix.is_empty() {
+            key.to_string()
+        } else {
+            format!("{prefix}.{key}")
         }
-        RenderErrorReason::MissingVariable(None) => TemplateError::UnknownVariable("?".into()),
+    };
+    match value {
+        Value::Object(map) if !map.is_empty() => {
+            for (key, child) in map {
+                leaf_paths(child, &join(key), out);
+            }
+        }
+        Value::Array(items) if !items.is_empty() => {
+            for (i, child) in items.iter().enumerate() {
+                leaf_paths(child, &join(&i.to_string()), out);
+            }
+        }
+        Value::Object(_) | Value::Array(_) if !prefix.is_empty() => {
+            out.push(format!("{prefix} (empty)"))
+        }
+        _ if !prefix.is_empty() => out.push(prefix.to_string()),
+        _ => {}
+    }
+}
+
+fn classify(error: &RenderError, ctx: &Value) -> TemplateError {
+    match error.reason() {
+        RenderErrorReason::MissingVariable(Some(path)) => unknown(path, ctx),
+        RenderErrorReason::MissingVariable(None) => unknown("?", ctx),
         RenderErrorReason::Other(message) if message.starts_with("env:") => {
             TemplateError::UnsetEnv(message.trim_start_matches("env:").to_string())
         }
@@ -370,15 +430,28 @@ mod tests {
     #[test]
     fn unknown_variable_is_named() {
         let r = Renderer::new();
+        let named = |e: TemplateError| match e {
+            TemplateError::UnknownVariable { name, .. } => name,
+            other => panic!("{other:?}"),
+        };
         assert_eq!(
-            r.render_str("x {{cluster.values.nope}}", &ctx()),
-            Err(TemplateError::UnknownVariable("cluster.values.nope".into()))
+            r.render_str("x {{cluster.values.nope}}", &ctx())
+                .map_err(named),
+            Err("cluster.values.nope".to_string())
         );
         assert_eq!(
             r.render_value(&json!("{{cluster.values.nope}}"), &ctx())
-                .map_err(|l| l[0].error.clone()),
-            Err(TemplateError::UnknownVariable("cluster.values.nope".into()))
+                .map_err(|l| named(l[0].error.clone())),
+            Err("cluster.values.nope".to_string())
         );
+        // A typo: the nearest defined path, and what is defined.
+        let e = r.render_str("{{cluster.nme}}", &ctx()).unwrap_err();
+        let text = e.to_string();
+        assert!(
+            text.starts_with("template uses `cluster.nme`, which is not defined; did you mean `cluster.name`? (defined: "),
+            "{text}"
+        );
+        assert!(text.contains("cluster.values."), "{text}");
     }
 
     #[test]
@@ -453,10 +526,10 @@ mod tests {
         let b = context("apps", None, map, Some(("ns", "b")), "/");
         assert_eq!(r.render_str(template, &a).unwrap(), "infra/a");
         assert_eq!(r.render_str(template, &b).unwrap(), "apps/b");
-        assert_eq!(
+        assert!(matches!(
             r.render_str("{{cluster.values.x}}-", &a),
-            Err(TemplateError::UnknownVariable("cluster.values.x".into()))
-        );
+            Err(TemplateError::UnknownVariable { name, .. }) if name == "cluster.values.x"
+        ));
     }
 
     #[test]

@@ -90,6 +90,17 @@ pub fn duration(text: &str) -> Result<Duration, DurationError> {
     Ok(d)
 }
 
+/// A chart's name in its repository as helm's chart lint accepts it
+/// (letters, digits, `.`, `_`, `-`), and never starting like a flag.
+pub fn chart_name(name: &str) -> bool {
+    name.chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_alphanumeric())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+}
+
 pub fn is_url(text: &str) -> bool {
     text.contains("://")
 }
@@ -97,6 +108,30 @@ pub fn is_url(text: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn chart_names_never_start_like_a_flag() {
+        for ok in [
+            "cilium",
+            "cert-manager",
+            "prometheus-operator-crds",
+            "a.b_c",
+            "0x",
+        ] {
+            assert!(chart_name(ok), "{ok}");
+        }
+        for bad in [
+            "-cilium",
+            "--dry-run",
+            "",
+            ".hidden",
+            "a b",
+            "a=b",
+            "ci/lium",
+        ] {
+            assert!(!chart_name(bad), "{bad}");
+        }
+    }
 
     #[test]
     fn dns_labels() {

@@ -133,10 +133,28 @@ const SECRET_WORDS: &[&str] = &[
     "access_key",
     "auth",
     "kubeconfig",
+    // kubeconfig's credentials (`client-key-data`, `client-certificate-data`;
+    // `token` and `certificate-authority-data` are caught above) and other
+    // common names of keys and credentials.
+    "keydata",
+    "certificatedata",
+    "clientkey",
+    "clientcert",
+    "privkey",
+    "signingkey",
+    "encryptionkey",
+    "sessionkey",
+    "sharedkey",
+    "masterkey",
+    "sshkey",
+    "bearer",
+    "cookie",
+    "connectionstring",
+    "tlskey",
 ];
 
 pub fn is_secret_key(key: &str) -> bool {
-    let key = key.to_ascii_lowercase().replace('-', "");
+    let key = key.to_ascii_lowercase().replace(['-', '_'], "");
     // `existingSecret: name` and `secretName` hold names of Secrets, not secrets.
     if key.ends_with("name") || key.starts_with("existing") || key.ends_with("ref") {
         return false;
@@ -266,8 +284,18 @@ fn redact_at(path: &str, value: &Value, secrets: &SecretPaths) -> Value {
         Value::Array(items) => {
             Value::Array(items.iter().map(|v| redact_at(path, v, secrets)).collect())
         }
+        Value::String(text) if holds_credentials(text) => Value::String(REDACTED.into()),
         other => other.clone(),
     }
+}
+
+/// A string that is a credential whatever its key: a PEM private key, or a
+/// kubeconfig (or a piece of one) carrying a client key or token.
+pub fn holds_credentials(text: &str) -> bool {
+    (text.contains("-----BEGIN") && text.contains("PRIVATE KEY"))
+        || ["client-key-data:", "client-key:", "token:", "password:"]
+            .iter()
+            .any(|k| text.contains(k) && (text.contains("users:") || text.contains("user:")))
 }
 
 /// Every scalar replaced; booleans and nulls kept unless `booleans`.
@@ -422,6 +450,48 @@ mod tests {
         let b: Value = serde_json::from_str(r#"{"b":{"d":3,"c":2},"a":1}"#).unwrap();
         assert_eq!(digest(&a), digest(&b));
         assert_ne!(digest(&a), digest(&json!({"a": 2})));
+    }
+
+    #[test]
+    fn kubeconfig_credentials_and_common_credential_keys_are_secret() {
+        for key in [
+            "client-key-data",
+            "client-certificate-data",
+            "certificate-authority-data",
+            "token",
+            "clientKey",
+            "client_key",
+            "private_key",
+            "signingKey",
+            "bearerToken",
+            "sessionCookie",
+            "connectionString",
+            "sshKey",
+            "tls_key",
+        ] {
+            assert!(is_secret_key(key), "{key}");
+        }
+        for key in [
+            "server",
+            "insecure-skip-tls-verify",
+            "keyName",
+            "secretRef",
+            "tolerations",
+        ] {
+            assert!(!is_secret_key(key), "{key}");
+        }
+        let kubeconfig = json!({"users": [{"name": "admin", "user": {
+            "client-key-data": "LS0tLS1CRUdJTiBQUklWQVRF", "client-certificate-data": "LS0tLS1C"}}]});
+        let shown = redact(&kubeconfig).to_string();
+        assert!(!shown.contains("LS0tLS1C"), "{shown}");
+        // A whole kubeconfig or a PEM key as a string value, under any key.
+        let embedded = json!({"config": "apiVersion: v1\nkind: Config\nusers:\n- name: a\n  user:\n    token: abc.def\n",
+            "pem": "-----BEGIN EC PRIVATE KEY-----\nMHcC\n-----END EC PRIVATE KEY-----\n",
+            "plain": "users: 3"});
+        assert_eq!(
+            redact(&embedded),
+            json!({"config": REDACTED, "pem": REDACTED, "plain": "users: 3"})
+        );
     }
 
     #[test]

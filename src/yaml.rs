@@ -70,11 +70,78 @@ fn problem(error: &serde_saphyr::Error, file: &Path, text: &str) -> Problem {
         Some((message, at)) => (message, at),
         None => (raw_message(error), location),
     };
+    let message = in_context(error, message, &lines, location);
     let mut problem = Problem::new(message).file(file);
     if let Some((line, column)) = at {
         problem = problem.at(line, column);
     }
     problem
+}
+
+/// The parser's words made the file's: a key unknown inside a nested map
+/// says which map (and that it may belong further left), a tab says it is
+/// the tab, a document that is no map says what a document must be.
+fn in_context(
+    error: &serde_saphyr::Error,
+    message: String,
+    lines: &[&str],
+    at: Option<(u64, u64)>,
+) -> String {
+    use serde_saphyr::Error as E;
+    if message.contains("tabs disallowed") {
+        return "a tab indents this line; YAML indents with spaces only: replace the tab with spaces".to_string();
+    }
+    match error {
+        // A near miss already says what was meant.
+        E::SerdeUnknownField { .. } if message.contains("did you mean") => message,
+        E::SerdeUnknownField { field, .. } => {
+            let Some((line, _)) = at else { return message };
+            let Some(index) = usize::try_from(line).ok().and_then(|l| l.checked_sub(1)) else {
+                return message;
+            };
+            let Some(text) = lines.get(index) else { return message };
+            let indent = indentation(text);
+            if indent == 0 {
+                return message;
+            }
+            // The map the key was written in: the nearest line above indented less.
+            let parent = (0..index).rev().find_map(|i| {
+                let l = lines[i];
+                let trimmed = l.trim_start();
+                if trimmed.is_empty() || trimmed.starts_with('#') || indentation(l) >= indent {
+                    return None;
+                }
+                last_key(l, l.len(), i)
+            });
+            // `- key:` is a key of a list entry, the list being the parent's.
+            let entry = text.trim_start().starts_with("- ");
+            match parent {
+                Some(parent) if entry => message.replacen(
+                    &format!("unknown key `{field}`"),
+                    &format!("unknown key `{field}` in a `{}:` entry", parent.name),
+                    1,
+                ),
+                Some(parent) => {
+                    let message = message.replacen(
+                        &format!("unknown key `{field}`"),
+                        &format!("unknown key `{field}` in `{}:`", parent.name),
+                        1,
+                    );
+                    format!(
+                        "{message}; if `{field}` belongs beside `{}:`, not under it, indent it as `{}:` is",
+                        parent.name, parent.name
+                    )
+                }
+                None => message,
+            }
+        }
+        E::Unexpected { expected, .. }
+            if *expected == "mapping start" && message.starts_with("expected mapping start") =>
+        {
+            "this document is not a map of keys to values: a list or a single value was found where `key: value` lines belong".to_string()
+        }
+        _ => message,
+    }
 }
 
 /// The parser's own text, for what [`explain`] has no words for.
@@ -420,9 +487,117 @@ fn repair<T: DeserializeOwned>(lines: &[&str], start: usize, end: usize, file: &
     }
 }
 
+/// How far the key path `keys` is written in lines `start..=end` of
+/// `text` (block-style YAML, searched as text; a flow map on a matched key's
+/// line counts for the rest): the number of keys matched and the line of the
+/// last one matched (`start` when none).
+pub fn find_key(text: &str, keys: &[&str], (start, end): (usize, usize)) -> (usize, u64) {
+    let mut matched = 0;
+    let mut line_of_last = start as u64;
+    // Indentation of the last matched key, and of its children once seen.
+    let mut parent: Option<usize> = None;
+    let mut child: Option<usize> = None;
+    for (i, line) in text.lines().enumerate() {
+        let number = i + 1;
+        if number < start || number > end || matched == keys.len() {
+            continue;
+        }
+        let content = line.trim_start();
+        if content.is_empty() || content.starts_with('#') {
+            continue;
+        }
+        let indent = line.len() - content.len();
+        if let Some(p) = parent
+            && indent <= p
+        {
+            break; // left the block of the last matched key
+        }
+        let level = match (parent, child) {
+            (None, _) => 0,
+            (Some(_), Some(c)) => c,
+            (Some(_), None) => {
+                child = Some(indent);
+                indent
+            }
+        };
+        if indent != level {
+            continue;
+        }
+        let Some(rest) = key_rest(content, keys[matched]) else {
+            continue;
+        };
+        matched += 1;
+        line_of_last = number as u64;
+        parent = Some(indent);
+        child = None;
+        // A flow map on the same line: take its line for the remaining keys.
+        if rest.trim_start().starts_with('{')
+            && keys[matched..]
+                .iter()
+                .all(|k| rest.contains(&format!("{k}:")))
+        {
+            matched = keys.len();
+        }
+    }
+    (matched, line_of_last)
+}
+
+/// `key: rest` (the key plain or quoted): the text after the colon.
+fn key_rest<'a>(content: &'a str, key: &str) -> Option<&'a str> {
+    for quoted in [key.to_string(), format!("\"{key}\""), format!("'{key}'")] {
+        if let Some(rest) = content.strip_prefix(&quoted)
+            && let Some(rest) = rest.strip_prefix(':')
+            && (rest.is_empty() || rest.starts_with(' '))
+        {
+            return Some(rest);
+        }
+    }
+    None
+}
+
+/// The first line holding YAML content (not blank, not a comment, not a
+/// `---`): where a document that is the wrong kind of thing starts.
+pub fn first_content_line(text: &str) -> u64 {
+    text.lines()
+        .position(|l| {
+            let t = l.trim();
+            !t.is_empty() && !t.starts_with('#') && t != "---"
+        })
+        .map_or(1, |i| i as u64 + 1)
+}
+
+/// What a YAML value is, in words: `a list`, `a string`, …
+pub fn kind_of(value: &serde_json::Value) -> &'static str {
+    match value {
+        serde_json::Value::Null => "nothing",
+        serde_json::Value::Bool(_) => "a boolean",
+        serde_json::Value::Number(_) => "a number",
+        serde_json::Value::String(_) => "a string",
+        serde_json::Value::Array(_) => "a list",
+        serde_json::Value::Object(_) => "a map",
+    }
+}
+
+/// The line where the key path `keys` is written in `text`, if it is.
+pub fn key_line(text: &str, keys: &[&str]) -> Option<u64> {
+    let lines = text.lines().count().max(1);
+    let (matched, line) = find_key(text, keys, (1, lines));
+    (matched == keys.len()).then_some(line)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn keys_and_content_are_found_by_line() {
+        let text =
+            "# c\nname: infra\noverrides:\n  cilium:\n    values: {}\n  typo:\n    timeout: 1m\n";
+        assert_eq!(key_line(text, &["overrides", "typo"]), Some(6));
+        assert_eq!(key_line(text, &["overrides", "nope"]), None);
+        assert_eq!(first_content_line("# c\n\n---\n- a\n"), 4);
+        assert_eq!(kind_of(&serde_json::json!([1])), "a list");
+    }
 
     #[test]
     fn limits_read_in_words_and_manifests_may_be_large() {

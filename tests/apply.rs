@@ -71,14 +71,14 @@ fn applies_crds_then_releases_in_dag_order_and_records_ownership() {
     // and helm installs the archive (docs/design.md#chart-cache).
     assert!(!cm_install.has("--repo"), "{:?}", cm_install.argv);
     assert!(
-        cm_install.argv[6].ends_with(".tgz"),
+        cm_install.positionals()[1].ends_with(".tgz"),
         "{:?}",
         cm_install.argv
     );
     let pull = cluster
         .helm_calls()
         .into_iter()
-        .find(|c| c.argv[0] == "pull" && c.argv[1] == "cert-manager")
+        .find(|c| c.argv[0] == "pull" && c.positionals() == ["cert-manager"])
         .unwrap();
     assert_eq!(pull.flag("--repo"), Some("https://charts.jetstack.io"));
     assert_eq!(cm_install.values_files[0]["mode"], "600");
@@ -180,9 +180,21 @@ fn a_failing_release_skips_exactly_its_dependents() {
     );
     let out = cluster.run(&test, &["apply", "infra", "--output", "json"]);
     assert_eq!(out.code, 1, "{}\n{}", out.stdout, out.stderr);
-    for line in out.stdout.lines() {
-        serde_json::from_str::<serde_json::Value>(line).expect("every stdout line is JSON");
-    }
+    // JSON Lines: every line an event, `run_started` first, `run_finished`
+    // last and nothing after it (the failure is in its summary and on stderr).
+    let events: Vec<serde_json::Value> = out
+        .stdout
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("every stdout line is JSON"))
+        .collect();
+    assert!(
+        events.iter().all(|e| e["event"].is_string()),
+        "{}",
+        out.stdout
+    );
+    assert_eq!(events[0]["event"], "run_started");
+    assert_eq!(events.last().unwrap()["event"], "run_finished");
+    assert_eq!(events.last().unwrap()["summary"]["ok"], false);
     assert_eq!(
         outcome_of(&out.stdout, "kube-system/cilium").as_deref(),
         Some("installed")
@@ -843,7 +855,18 @@ fn command_hook_output_is_streamed_with_verbose_and_shown_on_failure() {
         "a failed hook's output is shown:\n{}",
         quiet.stdout
     );
-    assert!(quiet.stdout.contains("exited with 3"));
+    // The failure says what the command said, and names it once.
+    let failed = quiet
+        .stdout
+        .lines()
+        .find(|l| l.contains("exited with 3"))
+        .unwrap_or_default();
+    assert!(
+        failed.contains("exited with 3: why-it-broke"),
+        "{}",
+        quiet.stdout
+    );
+    assert_eq!(failed.matches("exit 3").count(), 1, "{failed}");
     let cluster = Cluster::start();
     let verbose = cluster.run(&test, &["apply", "infra", "-v"]);
     assert!(
@@ -893,12 +916,12 @@ fn an_api_server_answering_503_is_waited_for_visibly_and_within_the_timeout() {
         took < std::time::Duration::from_secs(8),
         "bounded by --timeout: {took:?}"
     );
-    assert!(
-        out.stderr
-            .contains("waiting for the Kubernetes API server of context `admin@infra` (up to 3s)"),
-        "{}",
-        out.stderr
+    // The server is named, and the reason is said once, not every retry.
+    let waiting = format!(
+        "waiting for the Kubernetes API server of context `admin@infra` at {} (up to 3s): ",
+        cluster.api.url().trim_end_matches('/')
     );
+    assert_eq!(out.stderr.matches(&waiting).count(), 1, "{}", out.stderr);
     assert!(
         out.stderr
             .contains("cannot reach the Kubernetes API server"),
@@ -982,11 +1005,22 @@ fn a_stolen_lock_stops_the_run_and_names_the_new_holder() {
         stderr.contains("the cluster lock was lost (it is now held by thief@elsewhere pid 1)"),
         "{stderr}"
     );
+    // The running helm finished, but without the lock nothing is recorded
+    // (docs/design.md#cluster-lock).
     assert_eq!(
         outcome_of(&stdout, "kube-system/cilium").as_deref(),
-        Some("installed"),
-        "the running helm finished: {stdout}"
+        Some("interrupted"),
+        "{stdout}"
     );
+    assert!(
+        stdout.contains("done, but not recorded in the ledger: the cluster lock may be lost"),
+        "{stdout}"
+    );
+    assert_eq!(
+        cluster.release_state("kube-system", "cilium").unwrap()["status"],
+        "deployed"
+    );
+    assert!(!cluster.ledger().contains_key("kube-system.cilium"));
     assert!(cluster.release_state("kube-system", "coredns").is_none());
     assert_eq!(
         lease(&cluster).unwrap()["spec"]["holderIdentity"],
@@ -1102,11 +1136,11 @@ fn repository_credentials_never_reach_helms_argv() {
         .collect();
     assert_eq!(adds.len(), 1, "added once per run: {adds:?}");
     let add = adds[0];
-    assert_eq!(add.argv[3], "https://charts.jetstack.io");
+    assert_eq!(add.positionals()[1], "https://charts.jetstack.io");
     assert_eq!(add.flag("--username"), Some("robot"));
     assert!(add.has("--password-stdin"));
     let (name, config) = (
-        add.argv[2].clone(),
+        add.positionals()[0].clone(),
         add.flag("--repository-config").unwrap().to_string(),
     );
 
@@ -1286,4 +1320,178 @@ fn the_ledger_digest_is_keyed_and_old_entries_are_rewritten() {
     );
     assert_eq!(cluster.installs().len(), 4, "nothing upgraded");
     assert_eq!(entry(&cluster)["valuesDigest"], keyed["valuesDigest"]);
+}
+
+/// `release_finished` messages of a JSON Lines run, by release.
+fn finished(stdout: &str) -> std::collections::BTreeMap<String, (String, String)> {
+    stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|e| e["event"] == "release_finished")
+        .map(|e| {
+            (
+                e["release"].as_str().unwrap_or_default().to_string(),
+                (
+                    e["outcome"].as_str().unwrap_or_default().to_string(),
+                    e["message"].as_str().unwrap_or_default().to_string(),
+                ),
+            )
+        })
+        .collect()
+}
+
+fn hooked(hook: &str) -> Test {
+    Test::new().file("clusters/infra/cluster.yaml", CLUSTER).file(
+        "releases/r.yaml",
+        &format!(
+            "name: a\nnamespace: apps\nchart: {{ oci: oci://example.com/charts/a, version: 1.0.0 }}\nhooks:\n  postsync:\n    - shell: '{hook}'\n---\nname: b\nnamespace: apps\nchart: {{ oci: oci://example.com/charts/b, version: 1.0.0 }}\nhooks:\n  postsync:\n    - created: {{ apiVersion: v1, kind: Namespace, name: apps }}\n"
+        ),
+    )
+}
+
+/// docs/design.md#hooks: an unchanged release's readiness hooks verify it
+/// every run; its command hooks run again only when their definition
+/// changed, and a skip is said, with how to run them anyway.
+#[test]
+fn hooks_of_an_unchanged_release_verify_and_command_hooks_rerun_when_changed() {
+    let cluster = Cluster::start();
+    cluster
+        .api
+        .insert(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "apps"}}));
+    let runs = |test: &Test| {
+        std::fs::read_to_string(test.path().join("ran"))
+            .unwrap_or_default()
+            .lines()
+            .count()
+    };
+    let first = hooked("echo one >> ran");
+    let out = cluster.run(&first, &["apply", "infra", "-o", "json"]);
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    assert_eq!(runs(&first), 1);
+    let entry: serde_json::Value =
+        serde_json::from_str(cluster.ledger()["apps.a"].as_str().unwrap()).unwrap();
+    assert_eq!(entry["cluster"], "infra");
+    assert!(
+        entry["hooksDigest"]
+            .as_str()
+            .unwrap()
+            .starts_with("hmac-sha256:")
+    );
+    assert!(
+        cluster.ledger()["apps.b"]
+            .as_str()
+            .unwrap()
+            .find("hooksDigest")
+            .is_none()
+    );
+
+    // Nothing changed: the command hook is skipped and says so; the
+    // readiness hook verified.
+    let out = cluster.run(&first, &["apply", "infra", "-o", "json"]);
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    assert_eq!(runs(&first), 1, "an unchanged hook did not run again");
+    let found = finished(&out.stdout);
+    assert_eq!(found["apps/a"].0, "unchanged");
+    assert_eq!(
+        found["apps/a"].1,
+        "unchanged; skipped 1 command hook (shell `echo one >> ran`): neither the release nor the hook changed since it last ran; --force runs it"
+    );
+    assert_eq!(
+        found["apps/b"],
+        ("unchanged".to_string(), "unchanged, ready".to_string())
+    );
+
+    // The hook's definition changed, the release did not: the hook runs.
+    let changed = first.file(
+        "releases/r.yaml",
+        &std::fs::read_to_string(hooked("echo two >> ran").path().join("releases/r.yaml")).unwrap(),
+    );
+    let out = cluster.run(&changed, &["apply", "infra", "-o", "json"]);
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    assert_eq!(runs(&changed), 2, "the changed hook ran");
+    let found = finished(&out.stdout);
+    assert_eq!(
+        found["apps/a"],
+        (
+            "unchanged".to_string(),
+            "unchanged; ran 1 command hook again: its definition changed since it last ran"
+                .to_string()
+        )
+    );
+    // And once it ran, it is recorded: the next run skips it again.
+    let out = cluster.run(&changed, &["apply", "infra"]);
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    assert_eq!(runs(&changed), 2);
+}
+
+/// The ledger records which cluster config installed each release: applying
+/// another config to the same cluster (the wrong kubeconfig context) stops
+/// before changing anything, unless `--force`.
+#[test]
+fn apply_of_another_cluster_config_over_recorded_releases_stops() {
+    let cluster = Cluster::start();
+    standard_script(&cluster);
+    assert_eq!(cluster.run(&config(), &["apply", "infra"]).code, 0);
+    let installs = cluster.installs().len();
+    let home = config()
+        .file(
+            "clusters/home/cluster.yaml",
+            "name: home\ncontext: admin@infra\nlints:\n  ignore: [cilium-cluster-id-invalid, cilium-cluster-name-mismatch]\n",
+        );
+    let out = cluster.run(&home, &["apply", "home"]);
+    assert_eq!(out.code, 1, "{}\n{}", out.stdout, out.stderr);
+    assert!(
+        out.stderr.contains("error: apply of cluster `home` refused: the ownership ledger of this cluster says its releases were installed by cluster config `infra` (kube-system/cilium, kube-system/coredns"),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        out.stderr
+            .contains("pass --force to apply `home` over them anyway"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(cluster.installs().len(), installs, "nothing was changed");
+    let out = cluster.run(&home, &["apply", "home", "--force"]);
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    let entry: serde_json::Value =
+        serde_json::from_str(cluster.ledger()["kube-system.cilium"].as_str().unwrap()).unwrap();
+    assert_eq!(entry["cluster"], "home");
+}
+
+/// A run stopped before its release phase (here: the lock is held) ends its
+/// JSON Lines with a `run_failed` event carrying the error JSON's fields.
+#[test]
+fn a_run_stopped_in_preflight_ends_its_json_lines_with_run_failed() {
+    let cluster = Cluster::start();
+    standard_script(&cluster);
+    cluster.api.insert(json!({
+        "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        "metadata": {"name": "bootstrap-lock", "namespace": "kube-system"},
+        "spec": {"holderIdentity": "job-infra-1 pid 1", "leaseDurationSeconds": 30,
+                 "acquireTime": "2099-01-01T00:00:00.000000Z", "renewTime": "2099-01-01T00:00:00.000000Z"},
+    }));
+    let out = cluster.run(&config(), &["apply", "infra", "-o", "json"]);
+    assert_eq!(out.code, 3, "{}\n{}", out.stdout, out.stderr);
+    let events: Vec<serde_json::Value> = out
+        .stdout
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("every stdout line is JSON"))
+        .collect();
+    assert_eq!(events[0]["event"], "run_started", "{}", out.stdout);
+    let last = events.last().unwrap();
+    assert_eq!(last["event"], "run_failed", "{}", out.stdout);
+    assert_eq!(last["exitCode"], 3);
+    assert!(last["elapsed_ms"].is_u64());
+    assert!(
+        last["error"]
+            .as_str()
+            .unwrap()
+            .contains("another bootstrap run holds the lock on this cluster: job-infra-1 pid 1"),
+        "{last}"
+    );
+    assert_eq!(
+        events.iter().filter(|e| e["event"] == "run_failed").count(),
+        1
+    );
 }

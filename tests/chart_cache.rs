@@ -35,32 +35,8 @@ fn pulls(cluster: &Cluster) -> Vec<HelmCall> {
 /// The chart positional of `upgrade --install NAME CHART ...` or
 /// `template NAME CHART ...`.
 fn chart_arg(call: &HelmCall) -> PathBuf {
-    let positionals: Vec<&String> = call
-        .argv
-        .iter()
-        .enumerate()
-        .filter(|(i, a)| !a.starts_with('-') && (*i == 0 || !takes_value(&call.argv[i - 1])))
-        .map(|(_, a)| a)
-        .collect();
-    // The command word, the release name, the chart.
-    PathBuf::from(positionals[2])
-}
-
-fn takes_value(flag: &str) -> bool {
-    matches!(
-        flag,
-        "--namespace"
-            | "--values"
-            | "--timeout"
-            | "--kube-context"
-            | "--kubeconfig"
-            | "--labels"
-            | "--output"
-            | "--version"
-            | "--repo"
-            | "--destination"
-            | "--api-versions"
-    )
+    // After `--`: the release name, the chart.
+    PathBuf::from(&call.positionals()[1])
 }
 
 fn archives(cache: &Path) -> Vec<PathBuf> {
@@ -92,7 +68,10 @@ fn each_chart_is_pulled_once_and_a_second_run_pulls_none() {
     assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
 
     // Four remote charts, four pulls, one archive each in the cache.
-    let mut pulled: Vec<String> = pulls(&cluster).iter().map(|c| c.argv[1].clone()).collect();
+    let mut pulled: Vec<String> = pulls(&cluster)
+        .iter()
+        .map(|c| c.positionals()[0].clone())
+        .collect();
     pulled.sort();
     assert_eq!(
         pulled,
@@ -164,7 +143,7 @@ fn an_archive_that_does_not_match_its_digest_is_pulled_again_with_a_warning() {
     let again = pulls(&cluster).split_off(before);
     assert_eq!(again.len(), 1, "only the damaged chart");
     assert_eq!(
-        again[0].argv[1],
+        again[0].positionals()[0],
         "oci://ghcr.io/spegel-org/helm-charts/spegel"
     );
     assert!(
@@ -268,7 +247,10 @@ fn local_charts_are_used_in_place_and_credentials_never_reach_a_pull() {
     }
     let pulls = pulls(&cluster);
     assert_eq!(pulls.len(), 1, "the local chart is not pulled");
-    assert!(pulls[0].argv[1].starts_with("bootstrap-") && pulls[0].argv[1].ends_with("/demo"));
+    assert!(
+        pulls[0].positionals()[0].starts_with("bootstrap-")
+            && pulls[0].positionals()[0].ends_with("/demo")
+    );
     assert!(pulls[0].has("--repository-config"));
     assert_eq!(
         calls
@@ -309,7 +291,7 @@ fn template_manifests_render_from_the_cache() {
     let coredns = cluster
         .helm_calls()
         .into_iter()
-        .find(|c| c.argv[0] == "template" && c.argv[1] == "coredns")
+        .find(|c| c.argv[0] == "template" && c.positionals()[0] == "coredns")
         .unwrap();
     assert_eq!(chart_arg(&coredns), archive_of(test.cache_dir(), "coredns"));
 }

@@ -37,7 +37,7 @@ fn uninstalls(cluster: &Cluster) -> Vec<HelmCall> {
 }
 
 fn name(call: &HelmCall) -> &str {
-    &call.argv[1]
+    &call.positionals()[0]
 }
 
 fn crd_exists(cluster: &Cluster) -> bool {

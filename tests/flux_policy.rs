@@ -43,8 +43,25 @@ fn guard() -> Guard {
     }
 }
 
-/// `Err(message)` when the policy denies.
+/// `Err(message)` when the policy denies. An UPDATE changes nothing of the
+/// object it updates (see [`admit_update`]).
 fn admit(guard: &Guard, operation: &str, object: &Value, ledger: &Value) -> Result<(), String> {
+    let old = (operation == "UPDATE").then_some(object);
+    admit_change(guard, operation, old, object, ledger)
+}
+
+/// An UPDATE from `old` to `object`.
+fn admit_update(guard: &Guard, old: &Value, object: &Value, ledger: &Value) -> Result<(), String> {
+    admit_change(guard, "UPDATE", Some(old), object, ledger)
+}
+
+fn admit_change(
+    guard: &Guard,
+    operation: &str,
+    old: Option<&Value>,
+    object: &Value,
+    ledger: &Value,
+) -> Result<(), String> {
     let namespace = object["metadata"]["namespace"]
         .as_str()
         .unwrap_or("flux-system");
@@ -57,6 +74,11 @@ fn admit(guard: &Guard, operation: &str, object: &Value, ledger: &Value) -> Resu
     let mut ctx = Context::with_env(guard.env.clone());
     ctx.add_variable("object", cel::to_value(object).unwrap())
         .unwrap();
+    ctx.add_variable(
+        "oldObject",
+        cel::to_value(old.unwrap_or(&Value::Null)).unwrap(),
+    )
+    .unwrap();
     ctx.add_variable("request", cel::to_value(&request).unwrap())
         .unwrap();
     ctx.add_variable("params", cel::to_value(ledger).unwrap())
@@ -276,6 +298,34 @@ fn deletion_and_an_empty_ledger_are_let_through() {
     assert!(admit(&guard, "CREATE", &object, &empty).is_ok());
 }
 
+/// A HelmRelease being deleted may lose its finalizers (metadata only), but
+/// a spec change rides on no deletion: it is judged like any update.
+#[test]
+fn a_terminating_helm_release_may_change_its_metadata_but_not_its_spec() {
+    let guard = guard();
+    let mut old = helm_release(
+        "cilium",
+        Some("kube-system"),
+        json!({"chart": {"spec": {"chart": "cilium"}}}),
+    );
+    old["metadata"]["deletionTimestamp"] = json!("2025-01-01T00:00:00Z");
+    old["metadata"]["finalizers"] = json!(["finalizers.fluxcd.io"]);
+    let mut finalized = old.clone();
+    finalized["metadata"]["finalizers"] = json!([]);
+    assert!(admit_update(&guard, &old, &finalized, &ledger()).is_ok());
+    let mut changed = old.clone();
+    changed["spec"]["values"] = json!({"hubble": {"enabled": false}});
+    let denied = admit_update(&guard, &old, &changed, &ledger()).unwrap_err();
+    assert!(denied.contains("owned by bootstrap"), "{denied}");
+    // Not being deleted: a metadata-only update is judged as always.
+    let mut live = finalized.clone();
+    live["metadata"]
+        .as_object_mut()
+        .unwrap()
+        .remove("deletionTimestamp");
+    assert!(admit_update(&guard, &live, &live, &ledger()).is_err());
+}
+
 #[test]
 fn policy_and_binding_shape() {
     let objects = admission_policy("kube-system", ("bootstrap.dev/ledger", "ownership"));
@@ -320,6 +370,9 @@ fn real_ledger_entries_admit_handover_and_deny_bootstrap() {
         applied_at: "2025-01-01T00:00:00Z".into(),
         tool_version: "0.1.0".into(),
         policy: ownership.as_str().into(),
+        // Written by this version: the guard reads entries with every field.
+        cluster: Some("infra".into()),
+        hooks_digest: Some("hmac-sha256:00".into()),
     };
     let ledger = json!({
         "apiVersion": "v1", "kind": "ConfigMap",

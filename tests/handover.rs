@@ -160,11 +160,11 @@ fn a_handover_release_is_installed_from_its_helmrelease_and_recorded_as_handover
     let pull = cluster
         .helm_calls()
         .into_iter()
-        .find(|c| c.argv[0] == "pull" && c.argv[1] == "oci://quay.io/cilium/charts/cilium")
+        .find(|c| c.argv[0] == "pull" && c.positionals() == ["oci://quay.io/cilium/charts/cilium"])
         .expect("cilium's chart pulled from the OCIRepository");
     assert_eq!(pull.flag("--version"), Some("1.18.2"));
     assert!(
-        cilium.argv[6].starts_with(test.cache_dir().to_str().unwrap()),
+        cilium.positionals()[1].starts_with(test.cache_dir().to_str().unwrap()),
         "{:?}",
         cilium.argv
     );
@@ -550,5 +550,222 @@ fn origin_labels_on_the_release_mark_it_adopted() {
         )),
         "{}",
         out.stdout
+    );
+}
+
+/// CoreDNS owned by bootstrap, and a HelmRelease in the GitOps tree that
+/// manages the same Helm release: the dual management `apply` must refuse by
+/// itself, whether or not `check` was run first.
+const COREDNS_HELMRELEASE: &str = "apiVersion: helm.toolkit.fluxcd.io/v2
+kind: HelmRelease
+metadata:
+  name: coredns
+spec:
+  interval: 1h
+  chart:
+    spec:
+      chart: coredns
+      version: 1.44.3
+      sourceRef: { kind: HelmRepository, name: coredns, namespace: flux-system }
+";
+
+fn dual_managed() -> Test {
+    config().file("gitops/apps/coredns/helmrelease.yaml", COREDNS_HELMRELEASE)
+}
+
+#[test]
+fn apply_refuses_a_release_the_gitops_tree_hands_to_flux_before_touching_anything() {
+    let cluster = Cluster::start();
+    script(&cluster);
+    let out = cluster.run(&dual_managed(), &["apply", "infra"]);
+    assert_eq!(out.code, 1, "{}\n{}", out.stdout, out.stderr);
+    assert!(
+        out.stderr
+            .starts_with("error: apply of cluster `infra` refused: the GitOps tree Flux applies"),
+        "{}",
+        out.stderr
+    );
+    assert!(out.stderr.contains("nothing was changed"), "{}", out.stderr);
+    // The finding, the chain by which Flux reaches it, and the fixes,
+    // handover among them.
+    assert!(out.stderr.contains("error[flux-manages-bootstrap-release]: HelmRelease kube-system/coredns manages Helm release kube-system/coredns"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains(
+            "  reached by:\n    clusters/infra/apps.yaml\n    -> apps/coredns/helmrelease.yaml\n"
+        ),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        out.stderr.contains(
+            "`ownership: handover` with `from: { helmRelease: apps/coredns/helmrelease.yaml }`"
+        ),
+        "{}",
+        out.stderr
+    );
+    // Refused before helm ran at all, and the cluster was never touched.
+    assert!(
+        cluster.helm_calls().is_empty(),
+        "{:?}",
+        cluster.helm_calls()
+    );
+    assert!(cluster.ledger().is_empty());
+}
+
+#[test]
+fn apply_goes_ahead_when_lints_ignore_names_the_finding_and_its_release() {
+    let cluster = Cluster::start();
+    script(&cluster);
+    let test = dual_managed().file(
+        "clusters/infra/cluster.yaml",
+        &format!("{CLUSTER}lints:\n  ignore:\n    - {{code: flux-manages-bootstrap-release, release: kube-system/coredns}}\n"),
+    );
+    let out = cluster.run(&test, &["apply", "infra"]);
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    assert!(
+        out.stdout.contains("flux scan flux-manages-bootstrap-release ignored (listed in lints.ignore): HelmRelease kube-system/coredns"),
+        "{}",
+        out.stdout
+    );
+    // `plan` shows what is let through.
+    let plan = test.command().args(["plan", "infra"]).output().unwrap();
+    let plan = String::from_utf8_lossy(&plan.stdout);
+    assert!(
+        plan.contains("lints.ignore (errors reported, not blocking): flux-manages-bootstrap-release (release kube-system/coredns)"),
+        "{plan}"
+    );
+    // `check` reports it, marked ignored, and does not fail on it.
+    let check = test.command().args(["check", "infra"]).output().unwrap();
+    let text = String::from_utf8_lossy(&check.stdout);
+    assert_eq!(check.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains("error[flux-manages-bootstrap-release] (ignored: listed in lints.ignore):"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_flux_scan_code_is_ignored_only_per_release() {
+    let out = dual_managed()
+        .file(
+            "clusters/infra/cluster.yaml",
+            &format!("{CLUSTER}lints:\n  ignore: [flux-manages-bootstrap-release]\n"),
+        )
+        .args(&["plan", "infra"])
+        .run();
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("`lints.ignore` lists `flux-manages-bootstrap-release` for every release; the Flux scan's errors are ignored one release at a time: write `- {code: flux-manages-bootstrap-release, release: NAMESPACE/NAME}`"),
+        "{}",
+        out.stderr
+    );
+    let out = dual_managed()
+        .file(
+            "clusters/infra/cluster.yaml",
+            &format!("{CLUSTER}lints:\n  ignore:\n    - {{code: flux-manages-bootstrap-release, release: kube-system/cordns}}\n"),
+        )
+        .args(&["plan", "infra"])
+        .run();
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("`lints.ignore` names `kube-system/cordns`, which is not a release"),
+        "{}",
+        out.stderr
+    );
+}
+
+/// `check --flux-root ../gitops` run from the config root: the root is
+/// where the path points (it once resolved to `gitops` under the working
+/// directory, scanned nothing and exited 0).
+#[test]
+fn check_with_a_relative_flux_root_above_the_config_root() {
+    let test = Test::new()
+        .file("infra/clusters/infra/cluster.yaml", "name: infra\n")
+        .file(
+            "infra/releases/core.yaml",
+            RELEASES
+                .replace(
+                    "from: { helmRelease: apps/cilium/helmrelease.yaml }\nownership: handover\n",
+                    "chart: { repo: https://helm.cilium.io, name: cilium, version: 1.18.2 }\n",
+                )
+                .as_str(),
+        )
+        .file("gitops/clusters/infra/apps.yaml", SYNC)
+        .file("gitops/apps/coredns/helmrelease.yaml", COREDNS_HELMRELEASE);
+    let mut cmd = test.command();
+    cmd.current_dir(test.path().join("infra")).args([
+        "check",
+        "infra",
+        "--flux-root",
+        "../gitops",
+        "--flux-entrypoint",
+        "clusters/infra",
+    ]);
+    let out = cmd.output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("error[flux-manages-bootstrap-release]"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("scanned 2 files"), "{stdout}");
+
+    // A root or entrypoint that is not there is an error naming the path
+    // as resolved, never an empty scan.
+    let mut cmd = test.command();
+    cmd.current_dir(test.path().join("infra")).args([
+        "check",
+        "infra",
+        "--flux-root",
+        "../gitopz",
+        "--flux-entrypoint",
+        "clusters/infra",
+    ]);
+    let out = cmd.output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("--flux-root `../gitopz` resolves to `"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("gitopz`"), "{stderr}");
+    let mut cmd = test.command();
+    cmd.current_dir(test.path().join("infra")).args([
+        "check",
+        "infra",
+        "--flux-root",
+        "../gitops",
+        "--flux-entrypoint",
+        "clusters/edge",
+    ]);
+    let out = cmd.output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("the Flux entrypoint `clusters/edge` resolves to `"),
+        "{stderr}"
+    );
+}
+
+/// An entrypoint that holds no file Flux would apply proves nothing: exit 2.
+#[test]
+fn a_flux_tree_in_which_the_scan_reads_no_file_is_an_error() {
+    let test = config().file("gitops/clusters/empty/README.md", "nothing here\n");
+    let out = test
+        .command()
+        .args(["check", "infra", "--flux-entrypoint", "clusters/empty"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("the Flux scan of cluster `infra` read no file at `"),
+        "{stderr}"
     );
 }

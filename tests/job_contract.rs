@@ -107,8 +107,10 @@ fn wait_for_api_bounds_the_wait_for_a_control_plane_that_never_answers() {
     assert_eq!(out.code, 1, "{}\n{}", out.stdout, out.stderr);
     assert!(took < std::time::Duration::from_secs(7), "{took:?}");
     assert!(
-        out.stderr
-            .contains("waiting for the Kubernetes API server of context `admin@infra` (up to 2s)"),
+        out.stderr.contains(&format!(
+            "waiting for the Kubernetes API server of context `admin@infra` at {} (up to 2s)",
+            cluster.api.url()
+        )),
         "{}",
         out.stderr
     );
@@ -123,8 +125,10 @@ fn wait_for_api_waits_for_a_control_plane_coming_up() {
     let out = cluster.run(&config(), &["apply", "infra", "--wait-for-api", "5m"]);
     assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
     assert!(
-        out.stderr
-            .contains("waiting for the Kubernetes API server of context `admin@infra` (up to 5m)"),
+        out.stderr.contains(&format!(
+            "waiting for the Kubernetes API server of context `admin@infra` at {} (up to 5m)",
+            cluster.api.url()
+        )),
         "{}",
         out.stderr
     );

@@ -30,6 +30,10 @@ fn entry(i: usize) -> Entry {
         applied_at: "2026-01-01T00:00:00Z".to_string(),
         tool_version: "0.1.0".to_string(),
         policy: "bootstrap".to_string(),
+        // As entries written before these fields existed (the shard sizes
+        // below are counted for them).
+        cluster: None,
+        hooks_digest: None,
     }
 }
 
@@ -153,6 +157,68 @@ fn a_deleted_or_rewritten_shard_is_put_back() {
         assert_eq!(
             Ledger::new(&client(&api)).entries().await.unwrap().len(),
             22
+        );
+    });
+}
+
+/// A shard rewritten behind the run's back is put back with the warning the
+/// design promises, also when it is not the shard written next, and also
+/// when its entries were changed rather than removed.
+#[test]
+fn a_rewritten_shard_is_restored_with_a_warning_whichever_shard_is_written() {
+    let api = ApiServer::start();
+    runtime().block_on(async {
+        let ledger = Ledger::with_shard_limit(&client(&api), LIMIT).recheck_every(Duration::ZERO);
+        ledger.entries().await.unwrap();
+        for i in 0..20 {
+            ledger.record(&entry(i), &id(i)).await.unwrap();
+        }
+        let all = shards(&api);
+        assert!(all.len() >= 2);
+        // The first shard rewritten: one entry removed, one changed.
+        let mut first = all[0].clone();
+        let keys: Vec<String> = first["data"].as_object().unwrap().keys().cloned().collect();
+        first["data"].as_object_mut().unwrap().remove(&keys[0]);
+        first["data"][&keys[1]] = json!("{\"release\":\"forged\"}");
+        api.insert(first);
+        // The next entry goes to the last shard, not the first.
+        let repairs = ledger.record(&entry(20), &id(20)).await.unwrap();
+        assert_eq!(
+            repairs,
+            vec![Repair::Restored {
+                shard: "bootstrap-ownership".to_string(),
+                entries: 2
+            }]
+        );
+        assert!(
+            repairs[0]
+                .message()
+                .contains("was rewritten during the run")
+        );
+        let read = Ledger::new(&client(&api)).entries().await.unwrap();
+        assert_eq!(read.len(), 21);
+        let n1: usize = keys[1].trim_start_matches("apps.release-").parse().unwrap();
+        assert_eq!(read[&keys[1]], entry(n1));
+
+        // The written shard itself, an entry changed in place.
+        let mut last = shards(&api).pop().unwrap();
+        let name = last["metadata"]["name"].as_str().unwrap().to_string();
+        let key = last["data"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .next()
+            .unwrap()
+            .clone();
+        last["data"][&key] = json!("{}");
+        api.insert(last);
+        let repairs = ledger.record(&entry(21), &id(21)).await.unwrap();
+        assert_eq!(
+            repairs,
+            vec![Repair::Restored {
+                shard: name,
+                entries: 1
+            }]
         );
     });
 }

@@ -108,8 +108,14 @@ fn at_80_columns_the_display_counts_queues_and_cuts_with_an_ellipsis() {
     let (cluster, _test, pty) = start(80);
 
     // Preflight over, the CRD phase counts CRDs as they become Established.
+    // Before the release phase nothing is "queued" behind a release: the
+    // releases wait for the phase.
     let frame = pty.wait_for(WAIT, |f| f.contains("CRDs 1/2 Established"));
-    assert!(live(&frame)[0].contains("5 queued · 0/5 done"), "{frame}");
+    assert!(
+        live(&frame)[0].contains("5 waiting for the CRD phase · 0/5 done"),
+        "{frame}"
+    );
+    assert!(!frame.contains("queued"), "{frame}");
 
     // cilium runs, everything else is queued behind it, collapsed on one line.
     let frame = pty.wait_for(WAIT, |f| {
@@ -163,8 +169,16 @@ fn at_80_columns_the_display_counts_queues_and_cuts_with_an_ellipsis() {
         "{line}\n{frame}"
     );
 
+    let bytes = pty.bytes();
     let (code, text) = pty.finish(WAIT);
     assert_eq!(code, 0, "{text}");
+    // Frames drawn whole (synchronized updates), the cursor hidden while the
+    // live area is up and shown again at the end.
+    let bytes = String::from_utf8_lossy(&bytes.lock().unwrap()).into_owned();
+    assert!(bytes.contains("\x1b[?2026h") && bytes.contains("\x1b[?2026l"));
+    let hidden = bytes.find("\x1b[?25l").expect("the cursor is hidden");
+    let shown = bytes.rfind("\x1b[?25h").expect("the cursor is shown again");
+    assert!(shown > hidden && !bytes[shown..].contains("\x1b[?25l"));
     // What stays: a line per release, then the summary; no live lines.
     assert!(
         text.contains("✓ kube-system/cilium installed in "),

@@ -240,6 +240,25 @@ fn completions_are_generated() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("bootstrap"));
 }
 
+/// `bootstrap completions fish | head -2`: the reader has gone when the
+/// writer writes; it must end quietly, not panic (exit 101).
+#[test]
+fn completions_into_a_closed_pipe_end_quietly() {
+    for shell in ["fish", "bash", "zsh"] {
+        let (reader, writer) = std::io::pipe().unwrap();
+        // The read end closed before bootstrap writes: every write is EPIPE.
+        drop(reader);
+        let out = Command::new(testkit::bootstrap())
+            .args(["completions", shell])
+            .stdout(writer)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{shell}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{shell}: {stderr}");
+    }
+}
+
 #[test]
 fn kind_example_plans() {
     let out = bootstrap(&["plan", "kind", "--dir", "examples/kind", "--output", "json"]);
@@ -302,6 +321,46 @@ fn context_flag_reaches_templates_and_hooks() {
     ]);
     assert!(other.contains("--context=kind-infra"), "{other}");
     assert!(!other.contains("admin@infra"), "{other}");
+}
+
+/// `-o json` is `--output json` (as in kubectl, helm and flux), and a usage
+/// error in JSON keeps clap's tip and usage line, not only its first line.
+#[test]
+fn short_output_flag_and_whole_usage_errors_in_json() {
+    let long = bootstrap(&["plan", "infra", "--output", "json"]);
+    let short = bootstrap(&["plan", "infra", "-o", "json"]);
+    assert_eq!(short.status.code(), Some(0));
+    assert_eq!(short.stdout, long.stdout);
+    let out = bootstrap(&["plan", "infra", "-o", "json", "--colour"]);
+    assert_eq!(out.status.code(), Some(2));
+    let error: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let message = error["error"].as_str().unwrap();
+    assert!(
+        message.starts_with("unexpected argument '--colour' found"),
+        "{message}"
+    );
+    assert!(message.contains("Usage: bootstrap plan"), "{message}");
+    assert!(!message.contains('\n'), "{message}");
+}
+
+/// The exit codes in the top-level help are the ones docs/design.md lists.
+#[test]
+fn help_lists_every_exit_code() {
+    let out = bootstrap(&["--help"]);
+    // Wrapped at the terminal's width: compare words.
+    let help = String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    for code in [
+        "0 success",
+        "1 operation failed",
+        "2 invalid input",
+        "3 another run holds the cluster lock",
+        "130 interrupted",
+    ] {
+        assert!(help.contains(code), "{code}: {help}");
+    }
 }
 
 /// `--output json` means JSON on stdout for `graph` too, never DOT; asking
@@ -459,5 +518,96 @@ fn graph_verbose_labels_each_node_with_its_chart() {
     assert!(
         verbose.contains("prometheus-operator-crds 24.0.1 (CRDs only)"),
         "{verbose}"
+    );
+}
+
+/// Every `-l SELECTOR` the README quotes selects shipped releases: a
+/// selector that matches nothing exits 2, which a newcomer copying the
+/// line would hit first.
+#[test]
+fn readme_selectors_match_shipped_releases() {
+    let readme = std::fs::read_to_string(repo_root().join("README.md")).unwrap();
+    let selectors: Vec<(String, String)> = readme
+        .lines()
+        .filter_map(|line| {
+            let rest = line.trim_start().strip_prefix("bootstrap ")?;
+            let words: Vec<&str> = rest.split_whitespace().collect();
+            let cluster = words.get(1)?.to_string();
+            let at = words
+                .iter()
+                .position(|w| *w == "-l" || *w == "--selector")?;
+            Some((cluster, words.get(at + 1)?.to_string()))
+        })
+        .collect();
+    assert!(!selectors.is_empty(), "the README quotes no -l example");
+    for (cluster, selector) in selectors {
+        let out = bootstrap(&["template", &cluster, "-l", &selector, "-o", "json"]);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "README: `-l {selector}` on {cluster}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            text.contains("\"release\""),
+            "README: `-l {selector}` selected nothing: {text}"
+        );
+    }
+}
+
+/// The README's mermaid graph is what `graph infra --format mermaid` prints.
+#[test]
+fn readme_graph_is_the_commands_output() {
+    let readme = std::fs::read_to_string(repo_root().join("README.md")).unwrap();
+    let start = readme.find("```mermaid\n").expect("a mermaid block") + "```mermaid\n".len();
+    let end = start + readme[start..].find("```\n").unwrap();
+    let out = bootstrap(&["graph", "infra", "--format", "mermaid"]);
+    assert_eq!(String::from_utf8_lossy(&out.stdout), &readme[start..end]);
+}
+
+/// Each subcommand's help lists the global flags it uses, not all of them;
+/// the others are still accepted (a script passing one more keeps working).
+#[test]
+fn subcommand_help_shows_the_global_flags_it_uses() {
+    let help = |args: &[&str]| String::from_utf8_lossy(&bootstrap(args).stdout).into_owned();
+    let schema = help(&["schema", "--help"]);
+    assert!(
+        !schema.contains("--helm") && !schema.contains("--dir"),
+        "{schema}"
+    );
+    let graph = help(&["graph", "--help"]);
+    assert!(
+        !graph.contains("--wait-for-api") && !graph.contains("--kubeconfig"),
+        "{graph}"
+    );
+    assert!(
+        graph.contains("--dir") && graph.contains("--output"),
+        "{graph}"
+    );
+    let apply = help(&["apply", "--help"]);
+    for flag in [
+        "--helm",
+        "--kubeconfig",
+        "--context",
+        "--wait-for-api",
+        "--no-progress",
+        "--termination-log",
+    ] {
+        assert!(apply.contains(flag), "{flag}: {apply}");
+    }
+    let out = bootstrap(&[
+        "schema",
+        "release",
+        "--helm",
+        "/nowhere",
+        "--wait-for-api",
+        "1s",
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
     );
 }

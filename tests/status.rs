@@ -96,12 +96,12 @@ no conflicts
     let cilium = entry(&report, "cilium");
     assert_eq!(cilium["chart"], "cilium");
     assert_eq!(cilium["desired"]["version"], "1.18.2");
-    assert!(
-        cilium["desired"]["valuesDigest"]
-            .as_str()
-            .unwrap()
-            .starts_with("sha256:")
-    );
+    // The ledger's keyed digest, the same as the entry's: never a plain hash.
+    let digest = cilium["desired"]["valuesDigest"].as_str().unwrap();
+    assert!(digest.starts_with("hmac-sha256:"), "{digest}");
+    let recorded: serde_json::Value =
+        serde_json::from_str(cluster.ledger()["kube-system.cilium"].as_str().unwrap()).unwrap();
+    assert_eq!(recorded["valuesDigest"], digest);
     assert_eq!(
         cilium["deployed"],
         json!({"version": "1.18.2", "status": "deployed", "revision": 1})
@@ -170,7 +170,7 @@ no conflicts
     assert!(
         verbose
             .stdout
-            .contains("  kube-system/coredns: values sha256:"),
+            .contains("  kube-system/coredns: values hmac-sha256:"),
         "{}",
         verbose.stdout
     );

@@ -163,7 +163,7 @@ fn hook_file_missing_in_repo() {
     plan(&format!(
         "{CILIUM}hooks:\n  postsync:\n    - command: [kubectl, apply, -f, \"{{{{root}}}}/flux/sync.yaml\"]\n"
     ))
-    .invalid("error: releases/core.yaml: release `kube-system/cilium`: hook `kubectl` reads `flux/sync.yaml`, which does not exist in the config root; create it or fix the path\n");
+    .invalid("error: releases/core.yaml:6:7: release `kube-system/cilium`: hook `kubectl` reads `flux/sync.yaml`, which does not exist in the config root; create it or fix the path\n");
 }
 
 fn with_hook(hook: &str) -> Test {
@@ -185,7 +185,7 @@ fn hook_keys_are_checked_with_suggestions() {
     with_hook("rolout: { kind: DaemonSet, name: cilium }")
         .invalid("error: releases/core.yaml:6:7: release `kube-system/cilium`: unknown key `rolout`; did you mean `rollout`?\n");
     with_hook("wait: x").invalid(
-        "error: releases/core.yaml:6:7: release `kube-system/cilium`: unknown key `wait` (allowed: rollout, condition, created, job, command, shell, timeout)\n",
+        "error: releases/core.yaml:6:7: release `kube-system/cilium`: unknown key `wait` in a `postsync:` entry (allowed: rollout, condition, created, job, command, shell, timeout)\n",
     );
 }
 
@@ -203,14 +203,14 @@ fn hook_kinds_check_their_fields() {
         "error: releases/core.yaml:6:7: release `kube-system/cilium`: postsync hook timeout `0s` is zero; give a positive duration\n",
     );
     with_hook("condition: { apiVersion: v1, kind: ConfigMap, name: \"{{nope}}\", type: Ready }").invalid(
-        "error: releases/core.yaml:6:60: release `kube-system/cilium`: hook: template uses `nope`, which is not defined; available: cluster.name, cluster.context, cluster.values.*, release.name, release.namespace, root\n",
+        "error: releases/core.yaml:6:60: release `kube-system/cilium`: hook: template uses `nope`, which is not defined (defined: cluster.name, cluster.context, cluster.values (empty), root, release.name, release.namespace)\n",
     );
 }
 
 #[test]
 fn template_unknown_variable_is_named() {
     plan(&format!("{CILIUM}values: {{ host: \"{{{{cluster.values.k8sServiceHost}}}}\" }}\n")).invalid(
-        "error: releases/core.yaml:4:18: release `kube-system/cilium`: template uses `cluster.values.k8sServiceHost`, which is not defined; available: cluster.name, cluster.context, cluster.values.*, release.name, release.namespace, root\n",
+        "error: releases/core.yaml:4:18: release `kube-system/cilium`: template uses `cluster.values.k8sServiceHost`, which is not defined (defined: cluster.name, cluster.context, cluster.values (empty), root, release.name, release.namespace)\n",
     );
 }
 
@@ -244,7 +244,7 @@ fn template_errors_in_a_values_file_are_located() {
             "ipam:\n  mode: kubernetes\nk8sServiceHost: {{cluster.values.apiHost}}\n",
         )
         .invalid(
-            "error: releases/values/cilium.yaml.hbs:3:17: release `kube-system/cilium`: template uses `cluster.values.apiHost`, which is not defined; available: cluster.name, cluster.context, cluster.values.*, release.name, release.namespace, root\n",
+            "error: releases/values/cilium.yaml.hbs:3:17: release `kube-system/cilium`: template uses `cluster.values.apiHost`, which is not defined (defined: cluster.name, cluster.context, cluster.values (empty), root, release.name, release.namespace)\n",
         );
 }
 
@@ -262,10 +262,10 @@ fn every_template_error_is_located() {
         )
         .args(&["plan", "infra"])
         .invalid(
-            "error: releases/core.yaml:8:10: release `kube-system/cilium`: template uses `cluster.values.host`, which is not defined; available: cluster.name, cluster.context, cluster.values.*, release.name, release.namespace, root
-error: releases/core.yaml:9:7: release `kube-system/cilium`: template uses `cluster.values.b`, which is not defined; available: cluster.name, cluster.context, cluster.values.*, release.name, release.namespace, root
-error: clusters/infra/cluster.yaml:5:13: release `kube-system/cilium`: template uses `cluster.values.c`, which is not defined; available: cluster.name, cluster.context, cluster.values.*, release.name, release.namespace, root
-error: releases/core.yaml:12:20: release `kube-system/cilium`: hook: template uses `release.nme`, which is not defined; available: cluster.name, cluster.context, cluster.values.*, release.name, release.namespace, root
+            "error: releases/core.yaml:8:10: release `kube-system/cilium`: template uses `cluster.values.host`, which is not defined (defined: cluster.name, cluster.context, cluster.values (empty), root, release.name, release.namespace)
+error: releases/core.yaml:9:7: release `kube-system/cilium`: template uses `cluster.values.b`, which is not defined (defined: cluster.name, cluster.context, cluster.values (empty), root, release.name, release.namespace)
+error: clusters/infra/cluster.yaml:5:13: release `kube-system/cilium`: template uses `cluster.values.c`, which is not defined (defined: cluster.name, cluster.context, cluster.values (empty), root, release.name, release.namespace)
+error: releases/core.yaml:12:20: release `kube-system/cilium`: hook: template uses `release.nme`, which is not defined; did you mean `release.name`? (defined: cluster.name, cluster.context, cluster.values (empty), root, release.name, release.namespace)
 error: 4 problems in the config; nothing was changed
 ",
         );
@@ -440,7 +440,7 @@ fn a_plain_values_file_that_does_not_parse_because_of_braces_says_to_rename_it()
 #[test]
 fn a_template_values_file_reports_template_errors() {
     with_values_file("cilium.yaml.hbs", "cluster:\n  id: {{cluster.values.id}}\n").invalid(
-        "error: releases/values/cilium.yaml.hbs:2:7: release `kube-system/cilium`: template uses `cluster.values.id`, which is not defined; available: cluster.name, cluster.context, cluster.values.*, release.name, release.namespace, root\n",
+        "error: releases/values/cilium.yaml.hbs:2:7: release `kube-system/cilium`: template uses `cluster.values.id`, which is not defined (defined: cluster.name, cluster.context, cluster.values (empty), root, release.name, release.namespace)\n",
     );
 }
 
@@ -456,8 +456,20 @@ fn errors_are_json_on_stdout_with_output_json() {
             .args(&[command, "infra", "--output", "json"])
             .run();
         assert_eq!(out.code, 2, "{command}: {}", out.stderr);
+        // apply's and destroy's JSON Lines end with an event, `run_failed`:
+        // the same fields after `time`, `elapsed_ms` and `event`.
+        let stdout = if matches!(command, "apply" | "destroy") {
+            let (stamp, rest) = out
+                .stdout
+                .split_once(",\"event\":\"run_failed\",")
+                .expect(&out.stdout);
+            assert!(stamp.starts_with("{\"time\":\""), "{stamp}");
+            format!("{{{rest}")
+        } else {
+            out.stdout.clone()
+        };
         assert_eq!(
-            out.stdout,
+            stdout,
             "{\"error\":\"2 problems in the config; nothing was changed\",\"exitCode\":2,\"problems\":[{\"file\":\"releases/core.yaml\",\"line\":4,\"column\":7,\"release\":\"kube-system/cilium\",\"message\":\"`wait: maybe` must be `true` or `false`\",\"causes\":[]},{\"file\":\"releases/core.yaml\",\"line\":5,\"column\":8,\"release\":\"kube-system/cilium\",\"message\":\"`needs` must be a list, like `needs: [coredns]`\",\"causes\":[]}],\"causes\":[]}\n",
             "{command}"
         );
@@ -472,6 +484,80 @@ fn errors_are_json_on_stdout_with_output_json() {
     assert_eq!(out.code, 2);
     assert_eq!(
         out.stdout,
-        "{\"error\":\"unexpected argument '--bogus' found\",\"exitCode\":2,\"problems\":[],\"causes\":[]}\n"
+        "{\"error\":\"unexpected argument '--bogus' found; tip: to pass '--bogus' as a value, use '-- --bogus'; Usage: bootstrap plan --output <OUTPUT> [CLUSTER]\",\"exitCode\":2,\"problems\":[],\"causes\":[]}\n"
     );
+}
+
+/// A release whose document YAML cannot parse (an unclosed quote) is one
+/// error; what `needs` it is not also told it needs an unknown release.
+#[test]
+fn an_unparsable_release_does_not_cascade_into_false_needs_errors() {
+    let releases = format!(
+        "{CILIUM}---
+name: coredns
+namespace: kube-system
+chart: {{ repo: https://coredns.github.io/helm, name: coredns, version: \"1.44.3 }}
+needs: [cilium]
+---
+name: spegel
+namespace: kube-system
+chart: {{ oci: oci://ghcr.io/spegel-org/helm-charts/spegel, version: 0.3.0 }}
+needs: [coredns]
+---
+name: cert-manager
+namespace: cert-manager
+chart: {{ repo: https://charts.jetstack.io, name: cert-manager, version: v1.18.2 }}
+needs: [kube-system/coredns]
+"
+    );
+    let out = plan(&releases).run();
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    let errors: Vec<&str> = out
+        .stderr
+        .lines()
+        .filter(|l| l.starts_with("error:"))
+        .collect();
+    assert_eq!(errors.len(), 1, "{}", out.stderr);
+    assert!(
+        errors[0].starts_with("error: releases/core.yaml:"),
+        "{}",
+        out.stderr
+    );
+    assert!(!out.stderr.contains("needs"), "{}", out.stderr);
+}
+
+/// A hook that reads a file the config root lacks is located at the hook.
+#[test]
+fn a_hook_reading_a_missing_file_names_its_line() {
+    plan(&format!(
+        "{CILIUM}hooks:\n  postsync:\n    - created: {{ apiVersion: v1, kind: Namespace, name: x }}\n    - command: [kubectl, apply, -f, missing.yaml]\n"
+    ))
+    .invalid("error: releases/core.yaml:7:7: release `kube-system/cilium`: hook `kubectl` reads `missing.yaml`, which does not exist in the config root; create it or fix the path\n");
+}
+
+/// What the parser says in its own terms is said in the file's.
+#[test]
+fn parser_errors_in_the_files_words() {
+    // A tab: say it is the tab.
+    plan(&format!("{CILIUM}values:\n\tdebug: true\n")).invalid(
+        "error: releases/core.yaml:5:2: release `kube-system/cilium`: a tab indents this line; YAML indents with spaces only: replace the tab with spaces\n",
+    );
+    // A key one level too deep: say which map it is in.
+    plan("name: cilium\nnamespace: kube-system\nchart:\n  repo: https://helm.cilium.io\n  name: cilium\n  version: 1.18.2\n  needs: [x]\n").invalid(
+        "error: releases/core.yaml:7:3: release `kube-system/cilium`: unknown key `needs` in `chart:` (allowed: repo, name, oci, path, version); if `needs` belongs beside `chart:`, not under it, indent it as `chart:` is\n",
+    );
+    // A list where a document belongs.
+    plan("- a\n- b\n").invalid(
+        "error: releases/core.yaml:1:1: this document is not a map of keys to values: a list or a single value was found where `key: value` lines belong\n",
+    );
+}
+
+/// A Kubernetes object dropped into releases/ is one error saying so, not
+/// one per key it has.
+#[test]
+fn a_kubernetes_object_among_the_releases_is_one_error() {
+    plan(&format!(
+        "{CILIUM}---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\ndata:\n  a: b\n"
+    ))
+    .invalid("error: releases/core.yaml:5: is a Kubernetes object (ConfigMap), not a release: release files hold `name`, `namespace` and `chart`; move it out of releases/ (a CustomResourceDefinition file can be listed in a release's `manifests:`, for the CRD phase)\n");
 }

@@ -40,6 +40,7 @@ pub async fn run<H: Helm + 'static>(
     connection: &Connection,
     options: &Options,
     events: &Emitter,
+    earlier: Vec<Event>,
     stop: StopSignal,
 ) -> Result<Summary, Error> {
     let installed: Vec<_> = plan.installed().cloned().collect();
@@ -74,7 +75,16 @@ pub async fn run<H: Helm + 'static>(
     events.emit(Event::PhaseStarted {
         phase: Phase::Preflight,
     });
-    let held = crate::run::lock(client, "apply", options.dry_run, events, &stop).await?;
+    // What the prerequisites found before this run started.
+    for event in earlier {
+        events.emit(event);
+    }
+    let longest = installed
+        .iter()
+        .map(|r| r.budget())
+        .max()
+        .unwrap_or(crate::release::DEFAULT_RELEASE_TIMEOUT);
+    let held = crate::run::lock(client, "apply", longest, options.dry_run, events, &stop).await?;
     step(if options.dry_run {
         "no cluster lock (--dry-run)".to_string()
     } else {
@@ -85,7 +95,7 @@ pub async fn run<H: Helm + 'static>(
     let result = async {
         let owners = interruptible(
             &stop,
-            ownership::live_conflicts(plan, helm.as_ref(), connection, took_over.as_deref()),
+            ownership::live_conflicts(plan, helm.as_ref(), connection, took_over.is_some()),
         )
         .await??;
         step(format!(
@@ -116,7 +126,17 @@ pub async fn run<H: Helm + 'static>(
             1 => "ledger: 1 entry".to_string(),
             n => format!("ledger: {n} entries"),
         });
+        if !options.force {
+            installed_by_another(plan, &recorded)?;
+        }
         let digest_key = interruptible(&stop, ledger.digest_key(!options.dry_run)).await??;
+        let carriers = plan.crd_releases().count();
+        if carriers > 0 {
+            step(format!(
+                "rendering the CRDs of {}",
+                crate::duration::count(carriers, "release")
+            ));
+        }
         let crds = interruptible(&stop, crds::render(helm.as_ref(), plan))
             .await?
             .map_err(|e| {
@@ -185,6 +205,8 @@ pub async fn run<H: Helm + 'static>(
             force: options.force,
             verbose: options.verbose,
             left_by: took_over.clone(),
+            lock: held.checker(),
+            cluster: plan.cluster.name.clone(),
         };
         let summary = scheduler::run(
             &plan.cluster.name,
@@ -215,7 +237,7 @@ pub async fn run<H: Helm + 'static>(
     }
     .await;
     let lost = held.lost();
-    held.release().await;
+    held.release(events).await;
     result.map(|summary| summary.with_lock_lost(lost))
 }
 
@@ -236,6 +258,40 @@ impl<H: Helm> Drop for WarningsUntilDropped<H> {
     fn drop(&mut self) {
         self.0.on_warning(None);
     }
+}
+
+/// The ledger says another cluster config installed releases this one
+/// would now upgrade: most likely the wrong kubeconfig context, and a run
+/// would rewrite their values without a word (docs/design.md#ledger).
+/// `--force` goes ahead.
+fn installed_by_another(
+    plan: &Plan,
+    recorded: &BTreeMap<String, crate::ledger::Entry>,
+) -> Result<(), Error> {
+    let this = plan.cluster.name.as_str();
+    let mut others: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+    for release in &plan.releases {
+        if let Some(entry) = recorded.get(&crate::ledger::key(&release.id))
+            && let Some(other) = entry.cluster.as_deref()
+            && other != this
+        {
+            others
+                .entry(other)
+                .or_default()
+                .push(release.id.to_string());
+        }
+    }
+    if others.is_empty() {
+        return Ok(());
+    }
+    let by: Vec<String> = others
+        .iter()
+        .map(|(cluster, releases)| format!("`{cluster}` ({})", releases.join(", ")))
+        .collect();
+    Err(Error::failed(format!(
+        "apply of cluster `{this}` refused: the ownership ledger of this cluster says its releases were installed by cluster config {}; nothing was changed. Check the kubeconfig context (--context, or `context:` in clusters/{this}/cluster.yaml); pass --force to apply `{this}` over them anyway",
+        by.join(" and ")
+    )))
 }
 
 /// The admission guard: a ValidatingAdmissionPolicy (with its binding) that

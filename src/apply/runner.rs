@@ -12,10 +12,16 @@ use crate::event::{Emitter, Event, HookPhase, Outcome, Step};
 use crate::helm::{DeployedRelease, Helm, HelmError, InstallRequest};
 use crate::hooks::{self, HookEnv};
 use crate::kube::KubeTarget;
+use crate::kube::lock::{LockCheck, Predecessor};
 use crate::ledger::{self, Entry, Ledger};
 use crate::release::{Hook, HookAction, Release, ReleaseId};
 use crate::scheduler::{Runner, StepResult};
 use crate::stop::{Stop, StopSignal, stopped};
+
+/// Added to the helm timeout of a run that died before its release record
+/// counts as abandoned: helm's `--timeout` bounds each of its waits, not the
+/// whole command.
+pub const HELM_SETTLE: std::time::Duration = std::time::Duration::from_secs(60);
 
 pub struct ReleaseRunner<H: Helm> {
     pub helm: Arc<H>,
@@ -41,11 +47,17 @@ pub struct ReleaseRunner<H: Helm> {
     pub dry_run: bool,
     /// `--api-versions` for the dry run's renders: what the CRD phase serves.
     pub api_versions: Arc<Vec<String>>,
-    /// The holder of the expired lock this run took over: a release it left
-    /// `pending-install` is installed afresh (docs/design.md#live-refusal-rules).
-    pub left_by: Option<String>,
+    /// The run whose expired lock this run took over: a release it left
+    /// `pending-install` is installed afresh once no helm of that run can
+    /// still be working on it (docs/design.md#live-refusal-rules).
+    pub left_by: Option<Predecessor>,
+    /// Checked before a release starts and before each ledger write; `None`
+    /// without a lock (a dry run).
+    pub lock: Option<LockCheck>,
     pub force: bool,
     pub verbose: bool,
+    /// The cluster config being applied, recorded in each ledger entry.
+    pub cluster: String,
 }
 
 enum Change {
@@ -86,6 +98,9 @@ impl<H: Helm> ReleaseRunner<H> {
         queued: &mut std::time::Duration,
     ) -> StepResult {
         let deadline = Instant::now() + release.budget();
+        if let Err(result) = self.lock_held("not started").await {
+            return result;
+        }
         self.step_event(release, Step::Checking);
         let change = match self.compare(release).await {
             Ok(change) => change,
@@ -111,34 +126,17 @@ impl<H: Helm> ReleaseRunner<H> {
                     ),
                     ..StepResult::new(Outcome::WouldUpgrade)
                 },
-                Change::Unchanged => StepResult::new(Outcome::Unchanged),
+                Change::Unchanged => StepResult {
+                    message: self
+                        .commands_changed(release)
+                        .then(|| "would run its command hooks again: their definition changed since they last ran".to_string()),
+                    ..StepResult::new(Outcome::Unchanged)
+                },
                 Change::Adopted(by) => adopted(&by),
             };
         }
         if let Change::Unchanged | Change::Adopted(_) = change {
-            // Still wait for readiness, so dependents never start on a sick release.
-            for hook in release.hooks.postsync.iter().filter(|h| !is_command(h)) {
-                if let Err(result) = self
-                    .hook(release, HookPhase::Postsync, hook, deadline, stop.clone())
-                    .await
-                {
-                    return result;
-                }
-            }
-            if let Change::Adopted(by) = &change {
-                // Flux's now: its ledger entry is left as it was.
-                return adopted(by);
-            }
-            // An entry written before digests were keyed is rewritten.
-            if self
-                .recorded
-                .get(&ledger::key(&release.id))
-                .is_some_and(Entry::is_unkeyed)
-                && let Err(result) = self.record(release).await
-            {
-                return result;
-            }
-            return StepResult::new(Outcome::Unchanged);
+            return self.unchanged(release, &change, deadline, stop).await;
         }
 
         for hook in &release.hooks.presync {
@@ -172,6 +170,9 @@ impl<H: Helm> ReleaseRunner<H> {
             }
         };
         *queued = waiting.elapsed();
+        if let Err(result) = self.lock_held("helm not started").await {
+            return result;
+        }
         let upgrading = matches!(change, Change::Upgrade { .. });
         self.step_event(
             release,
@@ -257,19 +258,141 @@ impl<H: Helm> ReleaseRunner<H> {
         })
     }
 
+    /// Whether this run still holds the cluster lock
+    /// (docs/design.md#cluster-lock): a run whose lock may be lost starts
+    /// nothing new and writes nothing more.
+    async fn lock_held(&self, what: &str) -> Result<(), StepResult> {
+        let Some(lock) = &self.lock else {
+            return Ok(());
+        };
+        lock.ensure().await.map_err(|why| {
+            interrupted(format!(
+                "{what}: the cluster lock may be lost ({why}); run `bootstrap apply` again"
+            ))
+        })
+    }
+
+    /// A release helm leaves alone (docs/design.md#hooks): its readiness
+    /// hooks still verify it, so dependents never start on a sick release;
+    /// its command hooks run again only when their definition changed since
+    /// they last ran (the ledger's hooks digest), and the result says which
+    /// it skipped.
+    async fn unchanged(
+        &self,
+        release: &Release,
+        change: &Change,
+        deadline: Instant,
+        stop: StopSignal,
+    ) -> StepResult {
+        let commands: Vec<&Hook> = release
+            .hooks
+            .presync
+            .iter()
+            .chain(&release.hooks.postsync)
+            .filter(|h| is_command(h))
+            .collect();
+        let rerun = matches!(change, Change::Unchanged) && self.commands_changed(release);
+        let phases = [
+            (HookPhase::Presync, &release.hooks.presync),
+            (HookPhase::Postsync, &release.hooks.postsync),
+        ];
+        let mut verified = 0;
+        for (phase, hooks) in phases {
+            for hook in hooks.iter().filter(|h| rerun || !is_command(h)) {
+                if let Err(result) = self
+                    .hook(release, phase, hook, deadline, stop.clone())
+                    .await
+                {
+                    return result;
+                }
+                verified += usize::from(!is_command(hook));
+            }
+        }
+        if let Change::Adopted(by) = change {
+            // Flux's now: its ledger entry is left as it was.
+            return adopted(by);
+        }
+        // An entry written before digests were keyed is rewritten, and so
+        // is one whose command hooks just ran again.
+        let unkeyed = self
+            .recorded
+            .get(&ledger::key(&release.id))
+            .is_some_and(Entry::is_unkeyed);
+        if (rerun || unkeyed)
+            && let Err(result) = self.record(release).await
+        {
+            return result;
+        }
+        let ready = if verified > 0 { ", ready" } else { "" };
+        let message = if rerun {
+            Some(format!(
+                "unchanged{ready}; ran {} again: {} changed since {} last ran",
+                crate::duration::count(commands.len(), "command hook"),
+                if commands.len() == 1 {
+                    "its definition"
+                } else {
+                    "their definitions"
+                },
+                if commands.len() == 1 { "it" } else { "they" },
+            ))
+        } else if !commands.is_empty() {
+            let names: Vec<String> = commands.iter().map(|h| h.action.to_string()).collect();
+            Some(format!(
+                "unchanged{ready}; skipped {} ({}): neither the release nor {} changed since {} last ran; --force runs {}",
+                crate::duration::count(commands.len(), "command hook"),
+                names.join(", "),
+                if commands.len() == 1 {
+                    "the hook"
+                } else {
+                    "the hooks"
+                },
+                if commands.len() == 1 { "it" } else { "they" },
+                if commands.len() == 1 { "it" } else { "them" },
+            ))
+        } else {
+            (verified > 0).then(|| "unchanged, ready".to_string())
+        };
+        StepResult {
+            message,
+            ..StepResult::new(Outcome::Unchanged)
+        }
+    }
+
+    /// The release's command hooks differ from the ones that last ran (the
+    /// ledger's hooks digest); never for a release without command hooks.
+    fn commands_changed(&self, release: &Release) -> bool {
+        let has_commands = release
+            .hooks
+            .presync
+            .iter()
+            .chain(&release.hooks.postsync)
+            .any(is_command);
+        if !has_commands || self.ledger.is_none() {
+            return false;
+        }
+        self.recorded
+            .get(&ledger::key(&release.id))
+            .is_none_or(|entry| !entry.hooks_match(release, self.digest_key.as_ref()))
+    }
+
     /// Records the release in the ledger (when there is one), warning about
     /// every repair the write made.
     async fn record(&self, release: &Release) -> Result<(), StepResult> {
         let Some(ledger) = &self.ledger else {
             return Ok(());
         };
+        self.lock_held("done, but not recorded in the ledger")
+            .await?;
         let Some(key) = &self.digest_key else {
             return Err(StepResult::failed(
                 "the ledger's digest key was not loaded; nothing was recorded".to_string(),
             ));
         };
         let repairs = ledger
-            .record(&Entry::for_release(release, key), &release.id)
+            .record(
+                &Entry::for_release(release, &self.cluster, key),
+                &release.id,
+            )
             .await
             .map_err(|e| StepResult::failed(one_line(&e)))?;
         for repair in repairs {
@@ -340,27 +463,10 @@ impl<H: Helm> ReleaseRunner<H> {
         let Some(deployed) = deployed else {
             return Ok(Change::Install);
         };
-        if deployed.status == "pending-install"
-            && let Some(holder) = &self.left_by
+        if (deployed.status == "pending-install" || deployed.status == "pending-upgrade")
+            && let Some(dead) = &self.left_by
         {
-            // The dead run's first install of this release never finished,
-            // and no other run can be working on it (we hold the lock):
-            // nothing to roll back to, so remove it and install afresh.
-            self.helm
-                .uninstall(&self.target, &release.id, release.budget())
-                .await
-                .map_err(|e| {
-                    StepResult::failed(format!(
-                        "was left pending-install by {holder}, whose expired lock this run took over, and cannot be uninstalled to install it afresh: {e}"
-                    ))
-                })?;
-            self.events.emit(Event::Warning {
-                message: format!(
-                    "{} was left pending-install by {holder}, whose expired lock this run took over; uninstalled it to install it afresh",
-                    release.id
-                ),
-            });
-            return Ok(Change::Install);
+            return self.left_pending(release, &deployed, dead).await;
         }
         if deployed.is_pending() {
             return Err(StepResult::failed(format!(
@@ -424,6 +530,87 @@ impl<H: Helm> ReleaseRunner<H> {
             }),
             None => Ok(Change::Unchanged),
         }
+    }
+
+    /// A release the run whose expired lock this run took over left
+    /// `pending-*`: its helm may still be working on it (an orphan that
+    /// outlived its run) until the release record is older than that run's
+    /// longest helm operation plus [`HELM_SETTLE`]; until then it is
+    /// refused with the time to wait. After that a first install is removed
+    /// and installed afresh, and an upgrade is rolled back to the revision
+    /// before it and upgraded again.
+    async fn left_pending(
+        &self,
+        release: &Release,
+        deployed: &DeployedRelease,
+        dead: &Predecessor,
+    ) -> Result<Change, StepResult> {
+        let holder = &dead.holder;
+        let status = &deployed.status;
+        // Unknown (a run before the Lease recorded it): the longest a
+        // release of this run may take, at least the default budget.
+        let bound = dead.helm_timeout.unwrap_or_else(|| {
+            release
+                .budget()
+                .max(crate::release::DEFAULT_RELEASE_TIMEOUT)
+        }) + HELM_SETTLE;
+        let now = std::time::SystemTime::now();
+        let wait = match deployed.updated {
+            Some(started) => (started + bound).duration_since(now).ok(),
+            None => Some(bound),
+        };
+        if let Some(wait) = wait.filter(|w| !w.is_zero()) {
+            let since = deployed
+                .updated
+                .map(|t| format!(" at {}", crate::duration::timestamp(t)))
+                .unwrap_or_default();
+            return Err(StepResult::failed(format!(
+                "was left {status}{since} by {holder}, whose expired lock this run took over; a helm of that run may still be working on it for up to {} more (its helm timeout {} plus {}): run `bootstrap apply` again after that",
+                crate::duration::span(wait.max(std::time::Duration::from_secs(1))),
+                crate::duration::span(bound - HELM_SETTLE),
+                crate::duration::span(HELM_SETTLE),
+            )));
+        }
+        if status == "pending-upgrade" {
+            // An upgrade that never finished, and nobody working on it any
+            // more: back to the revision before it, then upgrade as usual.
+            self.helm
+                .rollback(&self.target, &release.id, release.budget())
+                .await
+                .map_err(|e| {
+                    StepResult::failed(format!(
+                        "was left pending-upgrade by {holder}, whose expired lock this run took over, and cannot be rolled back to upgrade it again: {e}"
+                    ))
+                })?;
+            self.events.emit(Event::Warning {
+                message: format!(
+                    "{} was left pending-upgrade by {holder}, whose expired lock this run took over; rolled it back to the revision before to upgrade it again",
+                    release.id
+                ),
+            });
+            return Ok(Change::Upgrade {
+                why: "rolled back from pending-upgrade".into(),
+                content: false,
+            });
+        }
+        // The dead run's first install of this release never finished, and
+        // nobody can be working on it any more: nothing to roll back to, so
+        // remove it and install afresh.
+        self.helm
+            .uninstall(&self.target, &release.id, release.budget())
+            .await
+            .map_err(|e| {
+                StepResult::failed(format!(
+                    "was left pending-install by {holder}, whose expired lock this run took over, and cannot be uninstalled to install it afresh: {e}"
+                ))
+            })?;
+        self.events.emit(Event::Warning {
+            message: format!(
+                "{} was left pending-install by {holder}, whose expired lock this run took over; uninstalled it to install it afresh",
+                release.id
+            ),
+        });
+        Ok(Change::Install)
     }
 
     async fn hook(

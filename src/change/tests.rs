@@ -27,6 +27,7 @@ fn deployed(version: &str) -> DeployedRelease {
         chart: "cilium".into(),
         version: version.into(),
         app_version: version.into(),
+        updated: None,
     }
 }
 

@@ -35,20 +35,77 @@ pub fn run(config: &Config, args: &ApplyArgs) -> Result<(), Error> {
             .into_iter()
             .next()
             .ok_or_else(|| Error::failed(format!("cluster `{cluster}` was not loaded")))?;
-        let notices = preflight_lints(cluster, &findings)?;
+        let notices = preflight(&plan, &findings)?;
         let plan = plan.select(&args.only, &args.selector, args.no_needs)?;
         return run::block_on(run_async(config, args, plan, notices, begun, None));
     }
     run::block_on(fleet::run(config, args, linted))
 }
 
-/// The offline lints of apply's preflight (docs/design.md#lints), on the
-/// whole cluster whatever `--only` selects: an error-level finding that
-/// `lints.ignore` does not list refuses the run before the cluster is even
-/// contacted. Returns the warnings the run shows: the ignored errors and
-/// the warning-level findings.
-fn preflight_lints(cluster: &str, findings: &[lint::Finding]) -> Result<Vec<String>, Error> {
-    lint::preflight(cluster, findings).map_err(Error::failed)
+/// The offline checks of apply's preflight (docs/design.md#phases-of-apply),
+/// on the whole cluster whatever `--only` selects: the lints
+/// (docs/design.md#lints), then, when the cluster has `flux:`, the Flux
+/// ownership scan. An error-level finding that `lints.ignore` does not list
+/// refuses the run before helm or the cluster is touched. Returns the
+/// warnings the run shows: the ignored errors and the warning-level findings.
+fn preflight(plan: &Plan, findings: &[lint::Finding]) -> Result<Vec<String>, Error> {
+    let mut notices = lint::preflight(&plan.cluster.name, findings).map_err(Error::failed)?;
+    notices.extend(flux_preflight(plan)?);
+    Ok(notices)
+}
+
+/// `check`'s Flux scan as a gate: `apply` must not install what the GitOps
+/// tree hands to Flux (two controllers would fight over it). Charts are not
+/// rendered here: that sharpens a warning only.
+fn flux_preflight(plan: &Plan) -> Result<Vec<String>, Error> {
+    let Some(flux) = &plan.cluster.flux else {
+        return Ok(Vec::new());
+    };
+    let cluster = &plan.cluster.name;
+    let tree = super::check::Tree {
+        root: flux.root.clone(),
+        entrypoint: flux.entrypoint.clone(),
+    };
+    let scanned = super::check::scan(None, plan, &tree, false)?;
+    let findings = &scanned.scan.findings;
+    // `handover-drift` is no dual management: Flux is meant to adopt the
+    // release, and its adoption upgrade then changes the values named (a
+    // warning here; `check` fails on it). Once adopted, bootstrap no longer
+    // touches the release at all.
+    let blocking: Vec<&crate::flux::Finding> = super::check::blocking(plan, findings)
+        .filter(|f| f.code != crate::flux::findings::HANDOVER_DRIFT)
+        .collect();
+    if !blocking.is_empty() {
+        let n = blocking.len();
+        let text: String = blocking
+            .iter()
+            .map(|f| super::check::render_finding(plan, f))
+            .collect();
+        return Err(Error::failed(format!(
+            "apply of cluster `{cluster}` refused: the GitOps tree Flux applies ({}, entrypoint {}) conflicts with bootstrap's releases ({n} error-level finding{} of the Flux scan); nothing was changed. Fix {} as said below, or list `{{code: CODE, release: NAMESPACE/NAME}}` in `lints.ignore` in clusters/{cluster}/cluster.yaml to go ahead anyway\n\n{}",
+            flux.root.display(),
+            flux.entrypoint.display(),
+            if n == 1 { "" } else { "s" },
+            if n == 1 { "it" } else { "them" },
+            text.trim_end()
+        )));
+    }
+    Ok(findings
+        .iter()
+        .filter(|f| f.severity != crate::flux::Severity::Info)
+        .map(|f| {
+            if f.code == crate::flux::findings::HANDOVER_DRIFT {
+                format!("flux scan {}: {}", f.code, f.message)
+            } else if f.severity == crate::flux::Severity::Error {
+                format!(
+                    "flux scan {} ignored (listed in lints.ignore): {}",
+                    f.code, f.message
+                )
+            } else {
+                format!("flux scan {}: {}", f.code, f.message)
+            }
+        })
+        .collect())
 }
 
 /// One cluster's apply. `fleet`: its place among many clusters in one
@@ -87,26 +144,33 @@ async fn run_async(
         ),
     };
     let events = session.events.clone();
-    // What the prerequisites found, shown once the reporter runs.
-    events.emit(Event::PreflightStep {
-        step: format!("helm {}", version.raw),
-    });
-    events.emit(Event::PreflightStep {
-        step: format!(
-            "API server of context `{}` answers",
-            connection.target.context.as_deref().unwrap_or("(current)")
-        ),
-    });
-    for message in notices {
-        events.emit(Event::Warning { message });
-    }
+    // What the prerequisites found, shown once the run has started
+    // (`run_started` is the first event).
+    let mut earlier = vec![
+        Event::PreflightStep {
+            step: format!("helm {}", version.raw),
+        },
+        Event::PreflightStep {
+            step: format!(
+                "API server of context `{}` answers",
+                connection.target.context.as_deref().unwrap_or("(current)")
+            ),
+        },
+    ];
+    earlier.extend(
+        notices
+            .into_iter()
+            .map(|message| Event::Warning { message }),
+    );
     let timed_out = Arc::new(AtomicBool::new(false));
     let deadline = args.timeout.map(|timeout| {
         let stop_tx = session.stopper();
         let timed_out = timed_out.clone();
         let events = events.clone();
+        // From the command's start: loading and the prerequisites count.
+        let left = timeout.saturating_sub(begun.elapsed());
         tokio::spawn(async move {
-            tokio::time::sleep(timeout).await;
+            tokio::time::sleep(left).await;
             timed_out.store(true, Ordering::SeqCst);
             events.emit(Event::Warning {
                 message: format!(
@@ -119,23 +183,36 @@ async fn run_async(
     });
 
     let before = begun.elapsed();
-    let result = apply::run(
-        &plan,
-        Arc::new(helm),
-        &connection,
-        &args.options,
-        &events,
-        session.stop.clone(),
-    )
-    .await
-    .map(|mut summary| {
-        // Loading, linting and the prerequisites are preflight too.
-        if let Some(phases) = &mut summary.phases {
-            phases.preflight += before;
-        }
-        summary.duration = begun.elapsed();
-        summary
-    });
+    // One deadline (docs/design.md#one-deadline): every API call and retry
+    // of the run ends by `--timeout`, and a wait says why it goes on.
+    let say_events = events.clone();
+    let bounds = crate::stop::Bounds {
+        deadline: args
+            .timeout
+            .map(|t| tokio::time::Instant::now() + t.saturating_sub(before)),
+        say: Some(Arc::new(move |message| {
+            say_events.emit(Event::Warning { message })
+        })),
+    };
+    let result = bounds
+        .scope(apply::run(
+            &plan,
+            Arc::new(helm),
+            &connection,
+            &args.options,
+            &events,
+            earlier,
+            session.stop.clone(),
+        ))
+        .await
+        .map(|mut summary| {
+            // Loading, linting and the prerequisites are preflight too.
+            if let Some(phases) = &mut summary.phases {
+                phases.preflight += before;
+            }
+            summary.duration = begun.elapsed();
+            summary
+        });
     if let Some(deadline) = deadline {
         deadline.abort();
     }
@@ -143,7 +220,8 @@ async fn run_async(
     session.finish(result.as_ref().ok()).await;
 
     match result {
-        Ok(summary) => outcome(&summary, timed_out.load(Ordering::SeqCst), args.timeout),
+        Ok(summary) => outcome(&summary, timed_out.load(Ordering::SeqCst), args.timeout)
+            .map_err(|e| Error::Summarized(Box::new(e))),
         Err(Error::Interrupted) if timed_out.load(Ordering::SeqCst) => Err(Error::failed(format!(
             "--timeout {} reached before any release ran; nothing was changed by releases",
             args.timeout.map(crate::duration::span).unwrap_or_default()

@@ -65,7 +65,7 @@ pub fn run(
     let mut text = String::new();
     let mut errors = Vec::new();
     for (plan, findings) in &linted {
-        let checked = check(config, plan, findings, flux_root, flux_entrypoint);
+        let checked = check(config, plan, findings, flux_root, flux_entrypoint)?;
         documents.push(checked.json);
         if !text.is_empty() {
             text.push('\n');
@@ -110,14 +110,8 @@ fn check(
     lints: &[lint::Finding],
     flux_root: Option<&PathBuf>,
     flux_entrypoint: Option<&PathBuf>,
-) -> Checked {
+) -> Result<Checked, Error> {
     let cluster = plan.cluster.name.as_str();
-    let root = flux_root
-        .map(|r| config.global.dir.join(r))
-        .or_else(|| plan.cluster.flux.as_ref().map(|f| f.root.clone()));
-    let entrypoint = flux_entrypoint
-        .cloned()
-        .or_else(|| plan.cluster.flux.as_ref().map(|f| f.entrypoint.clone()));
     let lint_errors = lints.iter().filter(|f| f.blocks()).count();
     let quiet = config.verbosity == Verbosity::Quiet;
     // `-q`: only what blocks, then the count lines.
@@ -127,7 +121,7 @@ fn check(
         .cloned()
         .collect();
     let lint_text = lint::render_text(&shown);
-    let (Some(root), Some(entrypoint)) = (root, entrypoint) else {
+    let Some(tree) = tree_of(config, plan, flux_root, flux_entrypoint)? else {
         let message = format!(
             "the config is valid; no GitOps tree was scanned: cluster `{cluster}` has no `flux:` (root, entrypoint) in clusters/{cluster}/cluster.yaml, and no --flux-root/--flux-entrypoint was given"
         );
@@ -138,43 +132,34 @@ fn check(
             text.push_str(&lint::summary(cluster, lints));
         }
         text.push_str(&format!("{message}\n"));
-        return Checked {
+        return Ok(Checked {
             json: json!({ "cluster": cluster, "findings": findings }),
             text,
             errors: lint_errors,
-        };
+        });
     };
-    let mut releases = bootstrap_releases(plan);
-    // kubectl on PATH builds what the scan does not model (docs/design.md#tree-resolution).
-    let kubectl = on_path("kubectl");
-    let tree = crate::flux::tree::resolve_with(&root, &entrypoint, kubectl.as_deref());
-    let notes = render_workloads(config, plan, &tree.objects, &mut releases);
-    let mut scan = crate::flux::scan_resolved(tree, &releases);
-    scan.findings.extend(notes);
-    crate::flux::findings::normalize(&mut scan.findings);
+    let Scanned { scan, releases } = scan(config.global.helm.as_deref(), plan, &tree, true)?;
     // Lint findings and scan findings in one list, in check's order
     // (docs/design.md#check-json): errors, then warnings, then info.
     let mut findings: Vec<((Severity, &str), serde_json::Value)> = lints
         .iter()
         .map(|f| ((f.severity, f.code), json!(f)))
-        .chain(
-            scan.findings
-                .iter()
-                .map(|f| ((f.severity, f.code), json!(f))),
-        )
+        .chain(scan.findings.iter().map(|f| {
+            let mut value = json!(f);
+            if ignored(plan, f) {
+                value["ignored"] = json!(true);
+            }
+            ((f.severity, f.code), value)
+        }))
         .collect();
     // Stable: each list keeps its own order within a code.
     findings.sort_by_key(|(key, _)| *key);
-    let scan_errors = scan
-        .findings
-        .iter()
-        .filter(|f| f.severity == Severity::Error)
-        .count();
+    let scan_errors = blocking(plan, &scan.findings).count();
     let mut text = lint_text;
     text.push_str(&render(
         &scan,
-        cluster,
-        &entrypoint,
+        plan,
+        &tree.entrypoint,
         lints,
         (config.verbosity == Verbosity::Verbose).then(|| render_reached(&scan, &releases)),
         config.verbosity,
@@ -190,11 +175,126 @@ fn check(
         // (docs/design.md#check-json).
         document["builds"] = crate::flux::builds_json(&scan.builds);
     }
-    Checked {
+    Ok(Checked {
         json: document,
         text,
         errors: lint_errors + scan_errors,
+    })
+}
+
+/// Where a cluster's Flux scan starts: the GitRepository's checkout and the
+/// path its root Kustomization builds, both as resolved.
+pub(crate) struct Tree {
+    /// Absolute.
+    pub root: PathBuf,
+    /// Relative to `root`, as given.
+    pub entrypoint: PathBuf,
+}
+
+/// The tree `check` scans: `--flux-root` (relative to `--dir`) and
+/// `--flux-entrypoint` over the cluster's `flux:`; `None` when neither names
+/// one. A root or entrypoint that does not exist is an error naming the
+/// path as resolved, never an empty scan.
+fn tree_of(
+    config: &Config,
+    plan: &Plan,
+    flux_root: Option<&PathBuf>,
+    flux_entrypoint: Option<&PathBuf>,
+) -> Result<Option<Tree>, Error> {
+    let configured = plan.cluster.flux.as_ref();
+    let root = match flux_root {
+        Some(given) => {
+            let joined = config.global.dir.join(given);
+            let resolved = std::path::absolute(&joined).unwrap_or(joined);
+            let Ok(root) = std::fs::canonicalize(&resolved)
+                .map_err(|_| ())
+                .and_then(|r| if r.is_dir() { Ok(r) } else { Err(()) })
+            else {
+                return Err(Error::config(crate::error::Problem::new(format!(
+                    "--flux-root `{}` resolves to `{}` (relative to --dir `{}`), which is not a directory; pass the directory Flux's GitRepository checks out",
+                    given.display(),
+                    resolved.display(),
+                    config.global.dir.display()
+                ))));
+            };
+            Some(root)
+        }
+        None => configured.map(|f| f.root.clone()),
+    };
+    let entrypoint = flux_entrypoint
+        .cloned()
+        .or_else(|| configured.map(|f| f.entrypoint.clone()));
+    let (Some(root), Some(entrypoint)) = (root, entrypoint) else {
+        return Ok(None);
+    };
+    if !root.join(&entrypoint).exists() {
+        return Err(Error::config(crate::error::Problem::new(format!(
+            "the Flux entrypoint `{}` resolves to `{}`, which does not exist; pass --flux-entrypoint (or set `flux.entrypoint`) relative to the Flux root `{}`",
+            entrypoint.display(),
+            root.join(&entrypoint).display(),
+            root.display()
+        ))));
     }
+    Ok(Some(Tree { root, entrypoint }))
+}
+
+/// A cluster's Flux scan and the bootstrap releases it was run against.
+pub(crate) struct Scanned {
+    pub scan: crate::flux::Scan,
+    pub releases: Vec<BootstrapRelease>,
+}
+
+/// The Flux ownership scan of `tree` against `plan`'s releases
+/// (docs/design.md#flux-ownership-scan), as `check` and `apply`'s preflight
+/// run it. `render`: render the charts a health check concerns (`check`);
+/// `apply` leaves that to name inference, as it concerns warnings only. A
+/// tree that yields no file is an error: a scan of nothing proves nothing.
+pub(crate) fn scan(
+    helm: Option<&std::path::Path>,
+    plan: &Plan,
+    tree: &Tree,
+    render: bool,
+) -> Result<Scanned, Error> {
+    let mut releases = bootstrap_releases(plan);
+    // kubectl on PATH builds what the scan does not model (docs/design.md#tree-resolution).
+    let kubectl = on_path("kubectl");
+    let resolved =
+        crate::flux::tree::resolve_with(&tree.root, &tree.entrypoint, kubectl.as_deref());
+    if resolved.files_scanned == 0 {
+        let at = tree.root.join(&tree.entrypoint);
+        return Err(Error::config(crate::error::Problem::new(format!(
+            "the Flux scan of cluster `{}` read no file at `{}`: nothing there is in the GitRepository artifact (no YAML file, or each is a symlink or ignored by .sourceignore, the GitRepository's spec.ignore or source-controller's defaults), so nothing can be said about what Flux manages; point `flux.entrypoint` (or --flux-entrypoint) at the directory Flux's root Kustomization builds",
+            plan.cluster.name,
+            at.display()
+        ))));
+    }
+    let notes = if render {
+        render_workloads(helm, plan, &resolved.objects, &mut releases)
+    } else {
+        Vec::new()
+    };
+    let mut scan = crate::flux::scan_resolved(resolved, &releases);
+    scan.findings.extend(notes);
+    crate::flux::findings::normalize(&mut scan.findings);
+    Ok(Scanned { scan, releases })
+}
+
+/// An error-level scan finding `lints.ignore` lets through.
+fn ignored(plan: &Plan, finding: &Finding) -> bool {
+    finding.severity == Severity::Error
+        && plan
+            .cluster
+            .ignores(finding.code, finding.release.as_deref())
+}
+
+/// The scan's error-level findings that `lints.ignore` does not list.
+pub(crate) fn blocking<'a>(
+    plan: &'a Plan,
+    findings: &'a [Finding],
+) -> impl Iterator<Item = &'a Finding> + 'a {
+    findings
+        .iter()
+        .filter(move |f| f.severity == Severity::Error && !ignored(plan, f))
 }
 
 /// `program` in a PATH directory, as a shell would find it.
@@ -213,7 +313,7 @@ fn on_path(program: &str) -> Option<PathBuf> {
 /// checks. A failing render leaves the release to name-convention inference,
 /// with an info finding saying why.
 fn render_workloads(
-    config: &Config,
+    helm: Option<&std::path::Path>,
     plan: &Plan,
     objects: &[crate::flux::object::Object],
     releases: &mut [BootstrapRelease],
@@ -233,7 +333,7 @@ fn render_workloads(
         .iter()
         .map(|(_, r)| (*r, crate::render::Phase::Install))
         .collect();
-    let outcomes = crate::render::render_blocking(config.global.helm.as_deref(), &requests);
+    let outcomes = crate::render::render_blocking(helm, &requests);
     let mut notes = Vec::new();
     for ((i, release), outcome) in chosen.iter().zip(outcomes) {
         match outcome {
@@ -257,46 +357,27 @@ fn render_workloads(
 
 fn render(
     scan: &crate::flux::Scan,
-    cluster: &str,
+    plan: &Plan,
     entrypoint: &std::path::Path,
     lints: &[lint::Finding],
     reached: Option<String>,
     verbosity: Verbosity,
 ) -> String {
+    let cluster = plan.cluster.name.as_str();
     let mut text = String::new();
     for f in &scan.findings {
-        if verbosity == Verbosity::Quiet && f.severity != Severity::Error {
+        if verbosity == Verbosity::Quiet && (f.severity != Severity::Error || ignored(plan, f)) {
             continue;
         }
-        let severity = match f.severity {
-            Severity::Error => "error",
-            Severity::Warning => "warning",
-            Severity::Info => "info",
-        };
-        text.push_str(&format!("{severity}[{}]: {}\n", f.code, f.message));
-        if let Some(o) = &f.object {
-            text.push_str(&format!(
-                "  object: {} {}{} in {}\n",
-                o.kind,
-                o.namespace
-                    .as_deref()
-                    .map(|n| format!("{n}/"))
-                    .unwrap_or_default(),
-                o.name,
-                o.file
-            ));
-        }
-        if !f.chain.is_empty() {
-            text.push_str("  reached by:\n");
-            for (i, file) in f.chain.iter().enumerate() {
-                text.push_str(&format!("    {}{file}\n", if i == 0 { "" } else { "-> " }));
-            }
-        }
-        text.push('\n');
+        text.push_str(&render_finding(plan, f));
     }
     text.push_str(&reached.unwrap_or_default());
     let count = |s: Severity| {
-        scan.findings.iter().filter(|f| f.severity == s).count() + lint::count(lints, s)
+        scan.findings
+            .iter()
+            .filter(|f| f.severity == s && !ignored(plan, f))
+            .count()
+            + lint::count(lints, s)
     };
     text.push_str(&format!(
         "check {cluster}: {}, {}; scanned {}, {} from {}\n",
@@ -309,6 +390,54 @@ fn render(
     if !lint::ignored_errors(lints).is_empty() {
         text.push_str(&lint::summary(cluster, lints));
     }
+    let ignored: Vec<String> = scan
+        .findings
+        .iter()
+        .filter(|f| ignored(plan, f))
+        .map(|f| format!("{} ({})", f.code, f.release.as_deref().unwrap_or("-")))
+        .collect();
+    if !ignored.is_empty() {
+        text.push_str(&format!(
+            "flux scan {cluster}: ignored by lints.ignore: {}\n",
+            ignored.join(", ")
+        ));
+    }
+    text
+}
+
+/// One scan finding as text: `severity[code]: message`, the object and the
+/// chain of files by which Flux reaches it.
+pub(crate) fn render_finding(plan: &Plan, f: &Finding) -> String {
+    let severity = match f.severity {
+        Severity::Error => "error",
+        Severity::Warning => "warning",
+        Severity::Info => "info",
+    };
+    let mark = if ignored(plan, f) {
+        " (ignored: listed in lints.ignore)"
+    } else {
+        ""
+    };
+    let mut text = format!("{severity}[{}]{mark}: {}\n", f.code, f.message);
+    if let Some(o) = &f.object {
+        text.push_str(&format!(
+            "  object: {} {}{} in {}\n",
+            o.kind,
+            o.namespace
+                .as_deref()
+                .map(|n| format!("{n}/"))
+                .unwrap_or_default(),
+            o.name,
+            o.file
+        ));
+    }
+    if !f.chain.is_empty() {
+        text.push_str("  reached by:\n");
+        for (i, file) in f.chain.iter().enumerate() {
+            text.push_str(&format!("    {}{file}\n", if i == 0 { "" } else { "-> " }));
+        }
+    }
+    text.push('\n');
     text
 }
 

@@ -94,7 +94,7 @@ async fn run_async(
     .await;
     drop(events);
     session.finish(result.as_ref().ok()).await;
-    outcome(&result?)
+    outcome(&result?).map_err(|e| Error::Summarized(Box::new(e)))
 }
 
 fn question(plan: &Plan, context: Option<&str>, args: &DestroyArgs) -> String {

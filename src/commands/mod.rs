@@ -33,6 +33,7 @@ pub fn execute(config: &Config, out: &mut dyn Write) -> Result<(), Error> {
             manifests,
             only,
             selector,
+            no_needs,
             values,
         } => template::run(
             config,
@@ -42,6 +43,7 @@ pub fn execute(config: &Config, out: &mut dyn Write) -> Result<(), Error> {
                 show_secrets: *show_secrets,
                 crds: *crds,
                 manifests: *manifests,
+                no_needs: *no_needs,
             },
             (only, selector, values),
             out,
@@ -68,8 +70,10 @@ pub fn execute(config: &Config, out: &mut dyn Write) -> Result<(), Error> {
             force,
         } => import::run(config, paths, cluster, *force, out),
         Subcommand::Completions(shell) => {
-            clap_complete::generate(*shell, &mut crate::cli::command(), "bootstrap", out);
-            Ok(())
+            // clap_complete panics on a write error; `| head` closes the pipe.
+            let mut script = Vec::new();
+            clap_complete::generate(*shell, &mut crate::cli::command(), "bootstrap", &mut script);
+            write(out, &String::from_utf8_lossy(&script))
         }
     }
 }

@@ -238,7 +238,10 @@ pub fn render(report: &Report, verbosity: Verbosity) -> String {
             text.push_str(&format!(
                 "  {}: values {}{}\n",
                 r.release,
-                r.desired.values_digest,
+                r.desired
+                    .values_digest
+                    .as_deref()
+                    .unwrap_or("digest unknown (no ledger key)"),
                 r.deployed
                     .as_ref()
                     .map(|d| format!(", revision {}", d.revision))
@@ -291,7 +294,7 @@ mod tests {
             chart: name.into(),
             desired: Desired {
                 version: "1.0.0".into(),
-                values_digest: "sha256:x".into(),
+                values_digest: Some("hmac-sha256:x".into()),
             },
             deployed: deployed.map(|(version, status)| Deployed {
                 version: version.into(),
@@ -397,7 +400,7 @@ no conflicts
         assert!(
             text.contains(
                 "details:
-  kube-system/cilium: values sha256:x, revision 2
+  kube-system/cilium: values hmac-sha256:x, revision 2
     DaemonSet kube-system/cilium: ready
     Deployment kube-system/cilium-operator: 1/2 pods ready
 "

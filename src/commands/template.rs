@@ -24,6 +24,8 @@ pub struct Options {
     pub crds: bool,
     /// Also render the chart with `helm template`.
     pub manifests: bool,
+    /// `--only`/`--selector` choose exactly those, not what they need.
+    pub no_needs: bool,
 }
 
 pub fn run(
@@ -44,7 +46,7 @@ pub fn run(
         cluster,
         config.global.context.as_deref(),
     )?
-    .select(only, selectors, true)?
+    .select(only, selectors, options.no_needs)?
     .with_run_values(&run);
     let chosen = choose(&plan.releases, cluster, release)?;
     let rendered = if options.manifests {

@@ -88,11 +88,31 @@ pub struct HelmFile {
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct LintsFile {
-    /// Lint codes whose error-level findings do not stop `apply`, `check` or `plan`
-    /// on this cluster; they are still reported, marked ignored.
+    /// Finding codes whose error-level findings do not stop `apply`, `check`
+    /// or `plan` on this cluster; they are still reported, marked ignored. A
+    /// code alone ignores it everywhere; `{code, release}` only for one
+    /// release (the only form the Flux scan's codes take).
     #[serde(default)]
-    #[schemars(with = "Vec<String>")]
-    pub ignore: Vec<Spanned<String>>,
+    #[schemars(with = "Vec<IgnoreEntry>")]
+    pub ignore: Vec<Spanned<IgnoreEntry>>,
+}
+
+/// One entry of `lints.ignore` (docs/design.md#lints).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum IgnoreEntry {
+    /// `- cilium-kpr-without-api-host`: the code, for every release.
+    Code(String),
+    /// `- {code: flux-manages-bootstrap-release, release: kube-system/cilium}`.
+    Release(ReleaseIgnore),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReleaseIgnore {
+    pub code: String,
+    /// `namespace/name`, or a name that is unique among the releases.
+    pub release: String,
 }
 
 #[derive(Debug, Default, Deserialize, JsonSchema)]

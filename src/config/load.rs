@@ -7,12 +7,12 @@ use std::path::{Path, PathBuf};
 use serde_saphyr::Spanned;
 
 use super::draft::{Draft, Paths};
-use super::file::{ChartFile, ClusterFile, DefaultsFile, ReleaseFile};
+use super::file::{ChartFile, ClusterFile, DefaultsFile, IgnoreEntry, ReleaseFile};
 use super::render::{Defaults, Readers, render_release};
 use super::{Cluster, Flux};
 use crate::error::{Error, Problem, did_you_mean, suggest};
 use crate::graph::ReleaseGraph;
-use crate::plan::Plan;
+use crate::plan::{Ignore, Plan};
 use crate::release::{Chart, ChartSource, Hooks, ReleaseId, Source};
 use crate::validate;
 use crate::validate::VersionError;
@@ -154,8 +154,17 @@ pub fn load_for(dir: &Path, cluster: &str, context: Option<&str>) -> Result<Plan
                 overrides.insert(id, (key.as_str(), value));
             }
             Err(ResolveError::Broken) => {}
-            Err(message) => problems
-                .push(Problem::new(format!("`overrides` names {message}")).file(&shown_cluster)),
+            Err(message) => {
+                let mut problem =
+                    Problem::new(format!("`overrides` names {message}")).file(&shown_cluster);
+                if let Some(line) = std::fs::read_to_string(&cluster_path)
+                    .ok()
+                    .and_then(|text| yaml::key_line(&text, &["overrides", key]))
+                {
+                    problem = problem.at(line, 3);
+                }
+                problems.push(problem);
+            }
         }
     }
 
@@ -163,6 +172,7 @@ pub fn load_for(dir: &Path, cluster: &str, context: Option<&str>) -> Result<Plan
         &paths,
         cluster,
         &cluster_file,
+        &resolver,
         &shown_cluster,
         &mut problems,
     );
@@ -232,6 +242,13 @@ fn read_cluster(
         .join("clusters")
         .join(cluster)
         .join("cluster.yaml");
+    if std::fs::symlink_metadata(&path).is_ok() {
+        // There is something by that name: read it as a config file (a
+        // FIFO, directory or dangling symlink is an error naming it).
+        if let Err(unreadable) = super::read::text(&path) {
+            return Err(Error::config(unreadable.problem(&paths.show(&path))));
+        }
+    }
     let text = match std::fs::read_to_string(&path) {
         Ok(text) => text,
         Err(e) => {
@@ -281,7 +298,14 @@ const DEFAULTS_FILE: &str = "defaults.yaml";
 
 fn read_defaults(paths: &Paths, problems: &mut Vec<Problem>) -> Option<DefaultsFile> {
     let path = paths.root.join("releases").join(DEFAULTS_FILE);
-    let text = std::fs::read_to_string(&path).ok()?;
+    std::fs::symlink_metadata(&path).ok()?;
+    let text = match super::read::text(&path) {
+        Ok(text) => text,
+        Err(unreadable) => {
+            problems.push(unreadable.problem(&paths.show(&path)));
+            return None;
+        }
+    };
     match yaml::document::<Option<DefaultsFile>>(&text, &paths.show(&path)) {
         Ok(doc) => doc,
         Err(mut problem) => {
@@ -325,9 +349,9 @@ fn read_releases(
             .file(paths.show(&dir)),
         )
     })?;
-    // Every `*.yaml`/`*.yml` entry but directories: a symlink that leads
-    // nowhere (dangling, or a loop) is a file the user meant to be read, so
-    // it is reported below, never skipped.
+    // Every `*.yaml`/`*.yml` entry: a symlink that leads nowhere (dangling,
+    // or a loop), a directory, FIFO or socket by such a name is a file the
+    // user meant to be read, so it is reported below, never skipped.
     let mut files: Vec<PathBuf> = Vec::new();
     for entry in entries {
         match entry {
@@ -338,7 +362,7 @@ fn read_releases(
                     Some("yaml" | "yml")
                 );
                 let defaults = path.file_name().is_some_and(|n| n == DEFAULTS_FILE);
-                if yaml && !defaults && !path.is_dir() {
+                if yaml && !defaults {
                     files.push(path);
                 }
             }
@@ -350,15 +374,10 @@ fn read_releases(
     let mut drafts = Vec::new();
     for file in files {
         let shown = paths.show(&file);
-        let text = match std::fs::read_to_string(&file) {
+        let text = match super::read::text(&file) {
             Ok(text) => text,
-            Err(e) => {
-                let hint = if file.is_symlink() {
-                    "; it is a symlink that leads nowhere (dangling, or a loop): fix or remove it"
-                } else {
-                    ""
-                };
-                problems.push(Problem::new(format!("cannot read: {e}{hint}")).file(&shown));
+            Err(unreadable) => {
+                problems.push(unreadable.problem(&shown));
                 continue;
             }
         };
@@ -375,6 +394,18 @@ fn read_releases(
                 }
                 continue;
             }
+            // A Kubernetes object dropped among the release files: one
+            // error saying so, not one per key it has.
+            if let Some((kind, kind_line)) = kubernetes_object(&parsed.text) {
+                problems.push(
+                    Problem::new(format!(
+                        "is a Kubernetes object ({kind}), not a release: release files hold `name`, `namespace` and `chart`; move it out of releases/ (a CustomResourceDefinition file can be listed in a release's `manifests:`, for the CRD phase)"
+                    ))
+                    .file(&shown)
+                    .at(kind_line, 0),
+                );
+                continue;
+            }
             // What the rest of the document says is not checked: keys were
             // taken out of it to read it. Its names are whole.
             if let Some(doc) = &parsed.value {
@@ -386,7 +417,9 @@ fn read_releases(
                     name: Some(doc.name.value),
                     namespace: Some(doc.namespace.value),
                 }),
-                None => serde_saphyr::from_str::<Identity>(&parsed.text).ok(),
+                None => serde_saphyr::from_str::<Identity>(&parsed.text)
+                    .ok()
+                    .or_else(|| identity_by_lines(&parsed.text)),
             };
             if let Some(Identity {
                 name: Some(name),
@@ -405,6 +438,45 @@ fn read_releases(
         }
     }
     Ok(drafts)
+}
+
+/// `kind` of a document that is a Kubernetes object (top-level
+/// `apiVersion:` and `kind:`), read off its lines.
+/// With the 1-based line of its `apiVersion:` (`text` keeps the document at
+/// its place in the file).
+fn kubernetes_object(text: &str) -> Option<(String, u64)> {
+    let top = |key: &str| {
+        text.lines().enumerate().find_map(|(i, line)| {
+            let value = line.strip_prefix(key)?.strip_prefix(':')?;
+            let value = value.split(" #").next().unwrap_or_default().trim();
+            Some((value.to_string(), i as u64 + 1))
+        })
+    };
+    let (_, line) = top("apiVersion")?;
+    let (kind, _) = top("kind").filter(|(k, _)| !k.is_empty())?;
+    Some((kind, line))
+}
+
+/// The top-level `name:` and `namespace:` of a document YAML cannot parse
+/// (an unclosed quote, a tab): read off its lines, so that what `needs` it
+/// is not reported as needing an unknown release as well.
+fn identity_by_lines(text: &str) -> Option<Identity> {
+    let field = |key: &str| {
+        text.lines().find_map(|line| {
+            let value = line.strip_prefix(key)?.strip_prefix(':')?;
+            let value = value.split(" #").next()?.trim().trim_matches(['"', '\'']);
+            // Only a plain name: what else the line holds is what broke it.
+            let plain = !value.is_empty()
+                && value
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '.');
+            plain.then(|| value.to_string())
+        })
+    };
+    Some(Identity {
+        name: Some(field("name")?),
+        namespace: field("namespace"),
+    })
 }
 
 /// `name` and `namespace` are DNS-1123 labels.
@@ -521,14 +593,27 @@ fn check_release(
     });
 
     for vf in &doc.values_files {
-        if !base.join(&vf.value).is_file() {
-            problems.push(problem(
+        let path = base.join(&vf.value);
+        let at = Some((vf.referenced.line(), vf.referenced.column()));
+        match std::fs::metadata(&path) {
+            Ok(meta) if meta.is_file() => {}
+            // There, but a FIFO, directory or socket: say what it is (the
+            // read would otherwise hang on a FIFO).
+            Ok(meta) => problems.push(problem(
+                format!(
+                    "values file `{}` is {}, not a file: a values file must be a regular file or a symlink to one",
+                    vf.value,
+                    super::read::kind(meta.file_type())
+                ),
+                at,
+            )),
+            Err(_) => problems.push(problem(
                 format!(
                     "values file `{}` does not exist (paths are relative to the release file)",
                     vf.value
                 ),
-                Some((vf.referenced.line(), vf.referenced.column())),
-            ));
+                at,
+            )),
         }
     }
 
@@ -588,6 +673,10 @@ pub(crate) enum ChartError {
         "chart `name: {0}` looks like `repo/chart`; bootstrap does not use `helm repo add`: give the repository URL in `repo` and the bare chart name in `name`"
     )]
     RepoSlashChart(String),
+    #[error(
+        "chart `name: {0}` is not a chart name: it must start with a letter or digit and hold only letters, digits, `.`, `_` and `-` (helm would read a leading `-` as a flag)"
+    )]
+    BadName(String),
     #[error("chart `repo: {0}` is not an http(s) URL; OCI registries go in `oci: oci://...`")]
     RepoNotHttp(String),
     #[error("chart with `oci` takes no `name`; the chart is the last path segment of the URL")]
@@ -635,6 +724,9 @@ fn check_chart(chart: &ChartFile, base: &Path) -> Result<Chart, ChartError> {
             }
             Some(name) if name.contains('/') => {
                 return Err(ChartError::RepoSlashChart(name.clone()));
+            }
+            Some(name) if !validate::chart_name(name) => {
+                return Err(ChartError::BadName(name.clone()));
             }
             Some(name) => name.clone(),
         };
@@ -724,6 +816,7 @@ fn build_cluster(
     paths: &Paths,
     name: &str,
     file: &ClusterFile,
+    resolver: &Resolver,
     shown: &Path,
     problems: &mut Vec<Problem>,
 ) -> Cluster {
@@ -763,28 +856,58 @@ fn build_cluster(
         values: file.values.clone(),
         flux,
         guard: file.guard.unwrap_or(true),
-        lints_ignore: lints_ignore(file, shown, problems),
+        lints_ignore: lints_ignore(file, resolver, shown, problems),
     }
 }
 
-/// `lints.ignore`: every entry must be a lint code (docs/design.md#lints).
-fn lints_ignore(file: &ClusterFile, shown: &Path, problems: &mut Vec<Problem>) -> Vec<String> {
-    let codes: Vec<&str> = crate::lint::RULES.iter().map(|r| r.code).collect();
+/// `lints.ignore` (docs/design.md#lints): a lint code, for every release or
+/// for one; a Flux-scan error code only for one release, since a blanket
+/// ignore of "Flux manages a bootstrap release" would switch the scan off.
+fn lints_ignore(
+    file: &ClusterFile,
+    resolver: &Resolver,
+    shown: &Path,
+    problems: &mut Vec<Problem>,
+) -> Vec<Ignore> {
+    let lint_codes = crate::lint::RULES.iter().map(|r| r.code);
+    let scan_codes = crate::flux::findings::IGNORABLE;
+    let codes: Vec<&str> = lint_codes.chain(scan_codes).collect();
     let mut out = Vec::new();
     for entry in &file.lints.ignore {
-        if codes.contains(&entry.value.as_str()) {
-            out.push(entry.value.clone());
-        } else {
-            problems.push(
-                Problem::new(format!(
-                    "`lints.ignore` lists `{}`, which is not a lint code{}",
-                    entry.value,
-                    did_you_mean(&entry.value, codes.iter().copied())
-                ))
-                .file(shown)
-                .at(entry.referenced.line(), entry.referenced.column()),
-            );
+        let at = (entry.referenced.line(), entry.referenced.column());
+        let problem = |message: String| Problem::new(message).file(shown).at(at.0, at.1);
+        let (code, release) = match &entry.value {
+            IgnoreEntry::Code(code) => (code, None),
+            IgnoreEntry::Release(r) => (&r.code, Some(&r.release)),
+        };
+        if !codes.contains(&code.as_str()) {
+            problems.push(problem(format!(
+                "`lints.ignore` lists `{code}`, which is not a lint code nor an error code of the Flux scan{}",
+                did_you_mean(code, codes.iter().copied())
+            )));
+            continue;
         }
+        let release = match release {
+            None if scan_codes.contains(&code.as_str()) => {
+                problems.push(problem(format!(
+                    "`lints.ignore` lists `{code}` for every release; the Flux scan's errors are ignored one release at a time: write `- {{code: {code}, release: NAMESPACE/NAME}}`"
+                )));
+                continue;
+            }
+            None => None,
+            Some(reference) => match resolver.resolve(reference) {
+                Ok(id) => Some(id),
+                Err(ResolveError::Broken) => continue,
+                Err(message) => {
+                    problems.push(problem(format!("`lints.ignore` names {message}")));
+                    continue;
+                }
+            },
+        };
+        out.push(Ignore {
+            code: code.clone(),
+            release,
+        });
     }
     out
 }

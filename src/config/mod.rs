@@ -6,6 +6,7 @@ mod draft;
 pub mod file;
 mod load;
 mod origin;
+pub(crate) mod read;
 mod render;
 pub(crate) mod sops;
 
@@ -31,11 +32,10 @@ pub fn run_values(files: &[PathBuf], sets: &[String]) -> Result<RunValues, Error
     let mut secrets = crate::values::SecretPaths::default();
     let sops = sops::Sops::from_env();
     for file in files {
-        let text = match std::fs::read_to_string(file) {
+        let text = match read::text(file) {
             Ok(text) => text,
-            Err(e) => {
-                problems
-                    .push(Problem::new(format!("cannot read the --values file: {e}")).file(file));
+            Err(unreadable) => {
+                problems.push(unreadable.about("--values file").problem(file));
                 continue;
             }
         };
@@ -50,7 +50,14 @@ pub fn run_values(files: &[PathBuf], sets: &[String]) -> Result<RunValues, Error
         match read {
             Ok(v @ Value::Object(_)) => crate::values::merge(&mut overlay, v),
             Ok(Value::Null) => {}
-            Ok(_) => problems.push(Problem::new("a --values file must be a YAML map").file(file)),
+            Ok(other) => problems.push(
+                Problem::new(format!(
+                    "a --values file must be a YAML map, not {}",
+                    crate::yaml::kind_of(&other)
+                ))
+                .file(file)
+                .at(crate::yaml::first_content_line(&text), 1),
+            ),
             Err(p) => problems.push(p),
         }
         sources.push(ValuesSource {

@@ -215,11 +215,30 @@ pub(crate) fn render_release(
         context: &ctx,
         root: &paths.root,
     };
-    for hook in hooks.presync.iter_mut().chain(hooks.postsync.iter_mut()) {
+    // Where each hook is written, in the same order as `hooks`.
+    let written: Vec<(u64, u64)> = draft
+        .doc
+        .hooks
+        .presync
+        .iter()
+        .chain(&draft.doc.hooks.postsync)
+        .map(|h| (h.referenced.line(), h.referenced.column()))
+        .collect();
+    for (i, hook) in hooks
+        .presync
+        .iter_mut()
+        .chain(hooks.postsync.iter_mut())
+        .enumerate()
+    {
         if let Err(e) = hook.render(&templates) {
             let mut p = problem(&shown_release, e.to_string());
             if let crate::hooks::HookError::Template(t) = &e {
                 p = located(p, &draft.file, release_start, t);
+            }
+            if p.line.is_none()
+                && let Some((line, column)) = written.get(i)
+            {
+                p = p.at(*line, *column);
             }
             problems.push(p);
             continue;
@@ -369,14 +388,10 @@ impl ValuesFiles<'_> {
             sops,
         } = *self;
         let shown = paths.show(path);
-        let text = match std::fs::read_to_string(path) {
+        let text = match super::read::text(path) {
             Ok(text) => text,
-            Err(e) => {
-                problems.push(
-                    Problem::new(format!("cannot read values file: {e}"))
-                        .file(&shown)
-                        .release(id),
-                );
+            Err(unreadable) => {
+                problems.push(unreadable.about("values file").problem(&shown).release(id));
                 return Value::Null;
             }
         };
@@ -438,11 +453,15 @@ impl ValuesFiles<'_> {
         match yaml::document::<Value>(&rendered, &shown) {
             Ok(v @ Value::Object(_)) => v,
             Ok(Value::Null) => Value::Null,
-            Ok(_) => {
+            Ok(other) => {
                 problems.push(
-                    Problem::new("a values file must be a YAML map")
-                        .file(&shown)
-                        .release(id),
+                    Problem::new(format!(
+                        "a values file must be a YAML map, not {}",
+                        crate::yaml::kind_of(&other)
+                    ))
+                    .file(&shown)
+                    .at(crate::yaml::first_content_line(&rendered), 1)
+                    .release(id),
                 );
                 Value::Null
             }

@@ -26,6 +26,15 @@ pub const HANDOVER_MANAGED_TWICE: &str = "handover-managed-twice";
 pub const HANDOVER_DRIFT: &str = "handover-drift";
 pub const HANDOVER_VALUES_UNKNOWN: &str = "handover-values-unknown";
 
+/// The scan's error codes, which `lints.ignore` may list per release
+/// (docs/design.md#lints).
+pub const IGNORABLE: [&str; 4] = [
+    MANAGES_BOOTSTRAP_RELEASE,
+    DUPLICATES_BOOTSTRAP_CHART,
+    HANDOVER_MANAGED_TWICE,
+    HANDOVER_DRIFT,
+];
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Severity {
@@ -97,14 +106,17 @@ pub fn helm_release_conflicts(objects: &[Object], releases: &[BootstrapRelease])
                     chain: hr.chain.clone(),
                     message: format!(
                         "HelmRelease {}/{} manages Helm release {} (release name `{}`, storage namespace `{}`), which bootstrap installs and owns; \
-                         two controllers would fight over it. Remove the HelmRelease from the Flux tree (or the reference in `{}` that pulls it in), \
-                         or drop `{}` from the bootstrap releases if Flux should own it",
+                         two controllers would fight over it. Remove the HelmRelease from the Flux tree (or the reference in `{}` that pulls it in); \
+                         or, to install it now and let Flux own it afterwards, set `ownership: handover` with `from: {{ helmRelease: {} }}` on `{}` (chart, version and values then come from the HelmRelease, so its adoption changes nothing); \
+                         or drop `{}` from the bootstrap releases if Flux alone should install it",
                         ns_display(hr.namespace.as_deref()),
                         hr.name,
                         release_id(release),
                         id.release_name,
                         release.namespace,
                         referrer(&hr.chain),
+                        hr.reference().file,
+                        release_id(release),
                         release_id(release),
                     ),
                 });

@@ -32,9 +32,9 @@
 //! the hash. That errs on the side of denying, and bootstrap release names are
 //! written by hand, so it never matters in practice.
 //!
-//! Updates of a HelmRelease that is being deleted are allowed, so that
-//! helm-controller can remove its finalizer and an old conflicting object can
-//! be cleaned up.
+//! Updates of a HelmRelease that is being deleted are allowed when its spec
+//! is unchanged, so that helm-controller can remove its finalizer and an old
+//! conflicting object can be cleaned up; a spec change is judged as usual.
 
 use serde_json::{Value, json};
 
@@ -61,7 +61,17 @@ const STORAGE_NAMESPACE: &str = "has(object.spec.storageNamespace) && object.spe
 
 const LEDGER_KEY: &str = "variables.storageNamespace + '.' + variables.releaseName";
 
-const OWNED: &str = "!has(object.metadata.deletionTimestamp) && has(params.data) && ( \
+/// An update of a HelmRelease that is being deleted which leaves its spec as
+/// it was (helm-controller removing its finalizer): let through. Any other
+/// update of it is judged like any update, so a spec change cannot slip in
+/// while the object waits for its finalizers.
+const TERMINATING_UNCHANGED: &str = "has(object.metadata.deletionTimestamp) \
+     && request.operation == 'UPDATE' && oldObject != null \
+     && (has(object.spec) \
+         ? (has(oldObject.spec) && oldObject.spec == object.spec) \
+         : !has(oldObject.spec))";
+
+const OWNED: &str = "!variables.terminatingUnchanged && has(params.data) && ( \
        (variables.releaseName.size() <= 53 \
         && variables.ledgerKey in params.data \
         && !params.data[variables.ledgerKey].contains('\"policy\":\"handover\"')) \
@@ -100,6 +110,7 @@ pub fn admission_policy(ledger_namespace: &str, shard_label: (&str, &str)) -> Ve
                 { "name": "releaseName", "expression": RELEASE_NAME },
                 { "name": "storageNamespace", "expression": STORAGE_NAMESPACE },
                 { "name": "ledgerKey", "expression": LEDGER_KEY },
+                { "name": "terminatingUnchanged", "expression": TERMINATING_UNCHANGED },
                 { "name": "owned", "expression": OWNED },
             ],
             "validations": [{

@@ -11,13 +11,32 @@ use super::{InstallRequest, TemplateRequest};
 use crate::kube::KubeTarget;
 use crate::release::{Chart, ChartSource, HelmFlags, ReleaseId};
 
-/// An argv under construction (without the program name).
+/// An argv under construction (without the program name). Positional
+/// arguments (release names, chart references, repository names and URLs)
+/// are kept apart and passed after `--`, so none can ever be read as a flag
+/// (docs/design.md#file-formats validates them too).
 #[derive(Debug, Default)]
-struct Argv(Vec<String>);
+struct Argv(Vec<String>, Vec<String>);
 
 impl Argv {
     fn new(words: &[&str]) -> Argv {
-        Argv(words.iter().map(|w| w.to_string()).collect())
+        Argv(words.iter().map(|w| w.to_string()).collect(), Vec::new())
+    }
+
+    fn positional(mut self, value: impl Into<String>) -> Argv {
+        self.1.push(value.into());
+        self
+    }
+
+    /// The whole argv: command words and flags, then `--` and the
+    /// positional arguments.
+    fn finish(self) -> Vec<String> {
+        let Argv(mut args, positionals) = self;
+        if !positionals.is_empty() {
+            args.push("--".into());
+            args.extend(positionals);
+        }
+        args
     }
 
     fn arg(mut self, value: impl Into<String>) -> Argv {
@@ -51,7 +70,7 @@ impl Argv {
     }
 
     fn release(self, release: &ReleaseId) -> Argv {
-        self.arg(release.name.clone())
+        self.positional(release.name.clone())
             .opt("--namespace", release.namespace.clone())
     }
 
@@ -60,24 +79,24 @@ impl Argv {
     /// is named by `NAME/CHART` in that repository config, never by URL.
     fn chart(self, chart: ChartArg<'_>) -> Argv {
         let (chart, local) = match chart {
-            ChartArg::Local(path) => return self.arg(path_arg(path)),
+            ChartArg::Local(path) => return self.positional(path_arg(path)),
             ChartArg::Remote(chart, local) => (chart, local),
         };
         match &chart.source {
             ChartSource::Repo { name, .. } if let Some(local) = local => self
-                .arg(format!("{}/{name}", local.name))
+                .positional(format!("{}/{name}", local.name))
                 .opt_some("--version", chart.version.clone())
                 .opt("--repository-config", path_arg(&local.config))
                 .opt("--repository-cache", path_arg(&local.cache)),
             ChartSource::Repo { url, name } => self
-                .arg(name.clone())
+                .positional(name.clone())
                 .opt("--repo", url.clone())
                 .opt_some("--version", chart.version.clone()),
             ChartSource::Oci(url) => self
-                .arg(url.clone())
+                .positional(url.clone())
                 .opt_some("--version", chart.version.clone()),
             // A local chart is whatever is in the directory; helm ignores --version.
-            ChartSource::Path(path) => self.arg(path_arg(path)),
+            ChartSource::Path(path) => self.positional(path_arg(path)),
         }
     }
 }
@@ -106,7 +125,7 @@ pub fn go_duration(duration: Duration) -> String {
 }
 
 pub fn version() -> Vec<String> {
-    Argv::new(&["version", "--short"]).0
+    Argv::new(&["version", "--short"]).finish()
 }
 
 /// `helm upgrade --install`. No `--wait`: bootstrap's hooks do the waiting, with
@@ -142,7 +161,7 @@ pub fn upgrade_install(
                 .flat_map(|(_, argv)| argv),
         )
         .opt("--output", "json")
-        .0
+        .finish()
 }
 
 /// The helm flags of a release's `helm:` keys (docs/design.md#defaults) on
@@ -215,7 +234,7 @@ pub fn template(
     for api_version in request.api_versions {
         argv = argv.opt("--api-versions", api_version.as_str());
     }
-    argv.0
+    argv.finish()
 }
 
 /// `helm pull` of a remote chart into `destination` (a directory of the
@@ -227,20 +246,20 @@ pub fn pull(chart: &Chart, local: Option<&LocalRepo>, destination: &Path) -> Vec
     Argv::new(&["pull"])
         .chart(ChartArg::Remote(chart, local))
         .opt("--destination", path_arg(destination))
-        .0
+        .finish()
 }
 
 /// `helm repo add` of a credentialed repository into `local`'s private
 /// repository config; the password goes to helm's stdin (`--password-stdin`).
 pub fn repo_add(repo: &Credentialed, local: &LocalRepo) -> Vec<String> {
     Argv::new(&["repo", "add"])
-        .arg(local.name.clone())
-        .arg(repo.url.clone())
+        .positional(local.name.clone())
+        .positional(repo.url.clone())
         .opt("--username", repo.username.clone())
         .arg("--password-stdin")
         .opt("--repository-config", path_arg(&local.config))
         .opt("--repository-cache", path_arg(&local.cache))
-        .0
+        .finish()
 }
 
 /// The latest revision of a release: `helm history --max 1`. Not `helm
@@ -253,7 +272,7 @@ pub fn history(target: &KubeTarget, release: &ReleaseId) -> Vec<String> {
         .opt("--max", "1")
         .target(target)
         .opt("--output", "json")
-        .0
+        .finish()
 }
 
 /// Every release in every namespace and state; `--max 0` lifts helm's default
@@ -266,7 +285,7 @@ pub fn list(target: &KubeTarget, helm_major: u64) -> Vec<String> {
         .opt("--max", "0")
         .target(target)
         .opt("--output", "json")
-        .0
+        .finish()
 }
 
 pub fn get_values(target: &KubeTarget, release: &ReleaseId) -> Vec<String> {
@@ -274,7 +293,7 @@ pub fn get_values(target: &KubeTarget, release: &ReleaseId) -> Vec<String> {
         .release(release)
         .target(target)
         .opt("--output", "json")
-        .0
+        .finish()
 }
 
 /// `helm get manifest` has no `-o`: it prints the manifest as YAML.
@@ -282,7 +301,17 @@ pub fn get_manifest(target: &KubeTarget, release: &ReleaseId) -> Vec<String> {
     Argv::new(&["get", "manifest"])
         .release(release)
         .target(target)
-        .0
+        .finish()
+}
+
+/// `helm rollback NAME`: back to the revision before the latest (helm's
+/// default), which recovers a release left `pending-upgrade`.
+pub fn rollback(target: &KubeTarget, release: &ReleaseId, timeout: Duration) -> Vec<String> {
+    Argv::new(&["rollback"])
+        .release(release)
+        .opt("--timeout", go_duration(timeout))
+        .target(target)
+        .finish()
 }
 
 pub fn uninstall(target: &KubeTarget, release: &ReleaseId, timeout: Duration) -> Vec<String> {
@@ -290,7 +319,7 @@ pub fn uninstall(target: &KubeTarget, release: &ReleaseId, timeout: Duration) ->
         .release(release)
         .opt("--timeout", go_duration(timeout))
         .target(target)
-        .0
+        .finish()
 }
 
 #[cfg(test)]
@@ -371,11 +400,11 @@ mod tests {
                 &[("bootstrap.io/owner", "bootstrap"), ("a", "b")]
             ),
             words(
-                "upgrade --install cilium --namespace kube-system --create-namespace \
-                 cilium --repo https://helm.cilium.io --version 1.18.2 --values /tmp/v.yaml \
-                 --skip-crds --timeout 300s --kube-context admin@infra \
-                 --kubeconfig /home/me/.kube/infra --labels a=b,bootstrap.io/owner=bootstrap \
-                 --output json"
+                "upgrade --install --namespace kube-system --create-namespace --repo \
+                 https://helm.cilium.io --version 1.18.2 --values /tmp/v.yaml \
+                 --skip-crds --timeout 300s --kube-context admin@infra --kubeconfig \
+                 /home/me/.kube/infra --labels a=b,bootstrap.io/owner=bootstrap \
+                 --output json -- cilium cilium"
             )
         );
     }
@@ -390,10 +419,10 @@ mod tests {
         assert_eq!(
             argv,
             words(
-                "upgrade --install cilium --namespace kube-system --create-namespace \
-                 oci://ghcr.io/spegel-org/helm-charts/spegel --version 0.3.0 \
-                 --values /tmp/v.yaml --timeout 300s --kube-context admin@infra \
-                 --kubeconfig /home/me/.kube/infra --output json"
+                "upgrade --install --namespace kube-system --create-namespace --version \
+                 0.3.0 --values /tmp/v.yaml --timeout 300s --kube-context admin@infra \
+                 --kubeconfig /home/me/.kube/infra --output json -- cilium \
+                 oci://ghcr.io/spegel-org/helm-charts/spegel"
             )
         );
     }
@@ -407,9 +436,9 @@ mod tests {
         assert_eq!(
             install_argv(chart, false, &[]),
             words(
-                "upgrade --install cilium --namespace kube-system --create-namespace \
-                 /repo/charts/coredns --values /tmp/v.yaml --timeout 300s \
-                 --kube-context admin@infra --kubeconfig /home/me/.kube/infra --output json"
+                "upgrade --install --namespace kube-system --create-namespace --values \
+                 /tmp/v.yaml --timeout 300s --kube-context admin@infra --kubeconfig \
+                 /home/me/.kube/infra --output json -- cilium /repo/charts/coredns"
             )
         );
     }
@@ -442,8 +471,9 @@ mod tests {
         assert_eq!(
             argv,
             words(
-                "upgrade --install flux-operator --namespace flux-system --create-namespace \
-                 oci://ghcr.io/x/flux-operator --values /v --timeout 2s --output json"
+                "upgrade --install --namespace flux-system --create-namespace --values \
+                 /v --timeout 2s --output json -- flux-operator \
+                 oci://ghcr.io/x/flux-operator"
             )
         );
     }
@@ -474,9 +504,9 @@ mod tests {
                 ChartArg::Remote(request.chart, None)
             ),
             words(
-                "template cert-manager --namespace cert-manager cert-manager \
-                 --repo https://charts.jetstack.io --version v1.19.0 --values /tmp/v.yaml \
-                 --include-crds --skip-tests --no-hooks"
+                "template --namespace cert-manager --repo https://charts.jetstack.io \
+                 --version v1.19.0 --values /tmp/v.yaml --include-crds --skip-tests \
+                 --no-hooks -- cert-manager cert-manager"
             )
         );
         let request = TemplateRequest {
@@ -508,7 +538,8 @@ mod tests {
             )
             .ends_with(&words(
                 "--skip-tests --no-hooks --api-versions gateway.networking.k8s.io/v1 \
-             --api-versions gateway.networking.k8s.io/v1/GatewayClass"
+             --api-versions gateway.networking.k8s.io/v1/GatewayClass -- cert-manager \
+             cert-manager"
             ))
         );
     }
@@ -521,7 +552,7 @@ mod tests {
         assert_eq!(
             history(&t, &id),
             words(&format!(
-                "history coredns --namespace kube-system --max 1 {kube} --output json"
+                "history --namespace kube-system --max 1 {kube} --output json -- coredns"
             ))
         );
         assert_eq!(
@@ -539,19 +570,25 @@ mod tests {
         assert_eq!(
             get_values(&t, &id),
             words(&format!(
-                "get values coredns --namespace kube-system {kube} --output json"
+                "get values --namespace kube-system {kube} --output json -- coredns"
             ))
         );
         assert_eq!(
             get_manifest(&t, &id),
             words(&format!(
-                "get manifest coredns --namespace kube-system {kube}"
+                "get manifest --namespace kube-system {kube} -- coredns"
+            ))
+        );
+        assert_eq!(
+            rollback(&t, &id, Duration::from_secs(120)),
+            words(&format!(
+                "rollback --namespace kube-system --timeout 120s {kube} -- coredns"
             ))
         );
         assert_eq!(
             uninstall(&t, &id, Duration::from_secs(120)),
             words(&format!(
-                "uninstall coredns --namespace kube-system --timeout 120s {kube}"
+                "uninstall --namespace kube-system --timeout 120s {kube} -- coredns"
             ))
         );
     }
@@ -570,9 +607,9 @@ mod tests {
         assert_eq!(
             repo_add(&repo, &local),
             words(
-                "repo add bootstrap-0123 https://charts.example.com/stable --username robot \
-                 --password-stdin --repository-config /tmp/r/repositories.yaml \
-                 --repository-cache /tmp/r/cache"
+                "repo add --username robot --password-stdin --repository-config \
+                 /tmp/r/repositories.yaml --repository-cache /tmp/r/cache -- \
+                 bootstrap-0123 https://charts.example.com/stable"
             )
         );
         let id = ReleaseId::new("apps", "demo");
@@ -600,9 +637,9 @@ mod tests {
         assert_eq!(
             argv,
             words(
-                "template demo --namespace apps bootstrap-0123/demo --version 1.2.3 \
-                 --repository-config /tmp/r/repositories.yaml --repository-cache /tmp/r/cache \
-                 --values /v --skip-tests --no-hooks"
+                "template --namespace apps --version 1.2.3 --repository-config \
+                 /tmp/r/repositories.yaml --repository-cache /tmp/r/cache --values /v \
+                 --skip-tests --no-hooks -- demo bootstrap-0123/demo"
             )
         );
         assert!(!argv.iter().any(|a| a.contains("s3cr3t")));
@@ -619,8 +656,8 @@ mod tests {
         assert_eq!(
             pull(&chart, None, Path::new("/cache/tmp/pull-1")),
             words(
-                "pull oci://ghcr.io/spegel-org/helm-charts/spegel --version 0.4.0 \
-                 --destination /cache/tmp/pull-1"
+                "pull --version 0.4.0 --destination /cache/tmp/pull-1 -- \
+                 oci://ghcr.io/spegel-org/helm-charts/spegel"
             )
         );
         let url = "https://robot:s3cr3t-t0ken@charts.example.com/stable";
@@ -640,8 +677,9 @@ mod tests {
         assert_eq!(
             argv,
             words(
-                "pull bootstrap-0123/demo --version 1.2.3 --repository-config \
-                 /tmp/r/repositories.yaml --repository-cache /tmp/r/cache --destination /d"
+                "pull --version 1.2.3 --repository-config /tmp/r/repositories.yaml \
+                 --repository-cache /tmp/r/cache --destination /d -- \
+                 bootstrap-0123/demo"
             )
         );
         assert!(!argv.iter().any(|a| a.contains("s3cr3t")));
@@ -650,9 +688,9 @@ mod tests {
         assert_eq!(
             argv,
             words(
-                "upgrade --install cilium --namespace kube-system --create-namespace \
-                 /cache/sha256/ab.tgz --values /tmp/v.yaml --timeout 300s \
-                 --kube-context admin@infra --kubeconfig /home/me/.kube/infra --output json"
+                "upgrade --install --namespace kube-system --create-namespace --values \
+                 /tmp/v.yaml --timeout 300s --kube-context admin@infra --kubeconfig \
+                 /home/me/.kube/infra --output json -- cilium /cache/sha256/ab.tgz"
             )
         );
         let id = ReleaseId::new("kube-system", "spegel");
@@ -668,8 +706,8 @@ mod tests {
         assert_eq!(
             template(&request, Path::new("/v"), ChartArg::Local(archive)),
             words(
-                "template spegel --namespace kube-system /cache/sha256/ab.tgz --values /v \
-                 --include-crds --skip-tests --no-hooks"
+                "template --namespace kube-system --values /v --include-crds \
+                 --skip-tests --no-hooks -- spegel /cache/sha256/ab.tgz"
             )
         );
     }

@@ -369,7 +369,7 @@ fn values_file(values: &Value) -> Result<NamedTempFile, HelmError> {
         .map_err(|e| HelmError::Io(format!("cannot write the values as YAML: {e}")))?;
     let io = |e: std::io::Error| HelmError::Io(format!("cannot write the values file: {e}"));
     let mut file = tempfile::Builder::new()
-        .prefix("bootstrap-values-")
+        .prefix(&crate::child::temp_prefix("values"))
         .suffix(".yaml")
         .permissions(std::fs::Permissions::from_mode(0o600))
         .tempfile()
@@ -478,6 +478,16 @@ impl Helm for HelmCli {
         let argv = args::get_manifest(target, release);
         let finished = self.exec_read(argv.clone()).await?;
         Ok(finished.stdout)
+    }
+
+    async fn rollback(
+        &self,
+        target: &KubeTarget,
+        release: &ReleaseId,
+        timeout: Duration,
+    ) -> Result<(), HelmError> {
+        let argv = args::rollback(target, release, timeout);
+        self.exec(argv, timeout, None, None).await.map(|_| ())
     }
 
     async fn uninstall(

@@ -71,6 +71,9 @@ pub struct DeployedRelease {
     pub chart: String,
     pub version: String,
     pub app_version: String,
+    /// When this revision's operation started (helm's `updated`); `None`
+    /// when helm did not say or it could not be read.
+    pub updated: Option<std::time::SystemTime>,
 }
 
 impl DeployedRelease {
@@ -175,6 +178,14 @@ pub trait Helm: Send + Sync {
         release: &ReleaseId,
     ) -> impl Future<Output = Result<String, HelmError>> + Send;
     fn uninstall(
+        &self,
+        target: &KubeTarget,
+        release: &ReleaseId,
+        timeout: Duration,
+    ) -> impl Future<Output = Result<(), HelmError>> + Send;
+    /// `helm rollback`: the release back to the revision before its latest
+    /// (how a release left `pending-upgrade` is recovered).
+    fn rollback(
         &self,
         target: &KubeTarget,
         release: &ReleaseId,

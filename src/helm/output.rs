@@ -38,6 +38,8 @@ struct ListElement {
     chart: String,
     #[serde(default)]
     app_version: String,
+    #[serde(default)]
+    updated: String,
 }
 
 /// helm printed something other than what its own code writes.
@@ -77,9 +79,29 @@ pub fn list(stdout: &str) -> Result<Vec<DeployedRelease>, OutputError> {
                 chart: chart.to_string(),
                 version: version.to_string(),
                 app_version: e.app_version,
+                updated: time(&e.updated),
             })
         })
         .collect()
+}
+
+/// helm's `updated`: Go's `time.Time` text in `list`
+/// (`2025-10-02 10:11:12.123456789 +0000 UTC`), RFC 3339 in `history`.
+pub fn time(text: &str) -> Option<std::time::SystemTime> {
+    use k8s_openapi::jiff::{Timestamp, fmt::strtime};
+    let text = text.trim();
+    let timestamp = text.parse::<Timestamp>().ok().or_else(|| {
+        // The zone's abbreviation after the offset says nothing more.
+        let mut words: Vec<&str> = text.split_whitespace().collect();
+        if words.len() == 4 {
+            words.pop();
+        }
+        strtime::parse("%Y-%m-%d %H:%M:%S%.f %z", words.join(" "))
+            .ok()?
+            .to_timestamp()
+            .ok()
+    })?;
+    Some(std::time::SystemTime::from(timestamp))
 }
 
 /// Splits helm's `name-version` at the first `-` that starts a semantic version
@@ -112,6 +134,8 @@ struct HistoryElement {
     chart: String,
     #[serde(default)]
     app_version: String,
+    #[serde(default)]
+    updated: String,
 }
 
 /// `helm history --max 1 -o json`: the latest revision of `id`.
@@ -126,6 +150,7 @@ pub fn history(stdout: &str, id: &ReleaseId) -> Result<Option<DeployedRelease>, 
             chart: chart.to_string(),
             version: version.to_string(),
             app_version: e.app_version,
+            updated: time(&e.updated),
         }
     }))
 }
@@ -220,13 +245,35 @@ mod tests {
                 chart: "cert-manager".into(),
                 version: "v1.19.0".into(),
                 app_version: "v1.19.0".into(),
+                updated: time("2025-10-02T10:11:12.123456789Z"),
             }
         );
+        assert!(releases[0].updated.is_some());
         assert!(releases[2].is_pending());
         assert_eq!(
             (releases[2].chart.as_str(), releases[2].version.as_str()),
             ("flux-operator", "0.32.0")
         );
+    }
+
+    #[test]
+    fn helm_times_read_in_both_forms() {
+        let unix =
+            |t: std::time::SystemTime| t.duration_since(std::time::UNIX_EPOCH).unwrap().as_millis();
+        assert_eq!(
+            time("2025-10-02 10:01:02.5 +0000 UTC").map(unix),
+            Some(1_759_399_262_500)
+        );
+        assert_eq!(
+            time("2025-10-02 12:01:02 +0200 CEST").map(unix),
+            Some(1_759_399_262_000)
+        );
+        assert_eq!(
+            time("2025-10-02T10:01:02.5Z").map(unix),
+            Some(1_759_399_262_500)
+        );
+        assert_eq!(time(""), None);
+        assert_eq!(time("yesterday"), None);
     }
 
     #[test]
@@ -261,6 +308,7 @@ mod tests {
                 chart: "cilium".into(),
                 version: "1.18.2".into(),
                 app_version: "1.18.2".into(),
+                updated: time("2025-10-02 10:01:02.5 +0000 UTC"),
             })
         );
         assert_eq!(history("[]", &id).unwrap(), None);

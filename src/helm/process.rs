@@ -12,14 +12,15 @@ use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 
 use tokio::io::AsyncReadExt;
-use tokio::process::{Child, Command};
+use tokio::process::Command;
 use tokio::task::JoinHandle;
 use tokio::time::{Instant, sleep_until, timeout};
 
 use crate::stop::{Stop, StopSignal, stopped};
 
-/// How long a SIGTERMed helm gets before SIGKILL.
-const KILL_AFTER: Duration = Duration::from_secs(5);
+#[cfg(test)]
+use crate::child::KILL_AFTER;
+use crate::child::{self, Group};
 /// How long to wait for the output pipes once helm has exited; a grandchild
 /// (plugin, post-renderer) could otherwise keep them open forever.
 const DRAIN: Duration = Duration::from_secs(5);
@@ -75,7 +76,13 @@ pub async fn run(invocation: Invocation<'_>) -> Result<Finished, RunError> {
             return Err(RunError::NotStarted);
         }
     }
-    let mut child = Command::new(invocation.program)
+    let mut command = Command::new(invocation.program);
+    // Its own process group: a Ctrl-C on the terminal goes to the whole
+    // foreground group and would abort helm at once, defeating the grace
+    // period; bootstrap relays stops itself. And a parent-death signal, so
+    // helm never outlives a killed bootstrap.
+    child::guard(&mut command);
+    let mut child = command
         .args(invocation.args)
         .envs(invocation.env.iter().map(|(k, v)| (k, v)))
         .stdin(if invocation.stdin.is_some() {
@@ -85,10 +92,6 @@ pub async fn run(invocation: Invocation<'_>) -> Result<Finished, RunError> {
         })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        // Its own process group: a Ctrl-C on the terminal goes to the whole
-        // foreground group and would abort helm at once, defeating the grace
-        // period; bootstrap relays stops itself.
-        .process_group(0)
         .spawn()
         .map_err(RunError::Spawn)?;
     if let (Some(mut pipe), Some(input)) = (child.stdin.take(), invocation.stdin) {
@@ -148,57 +151,6 @@ async fn sleep_until_some(deadline: Option<Instant>) {
     match deadline {
         Some(deadline) => sleep_until(deadline).await,
         None => std::future::pending().await,
-    }
-}
-
-/// helm's process group, signalled as a whole so plugins and post-renderers
-/// stop with it. Dropped while helm still runs (the caller's future was
-/// cancelled), it sends SIGTERM rather than tokio's SIGKILL, for the same reason
-/// as above; tokio reaps the process in the background.
-struct Group {
-    child: Child,
-    /// Also the group id; `None` once the process has been reaped, so a
-    /// recycled pid is never signalled.
-    pid: Option<libc::pid_t>,
-}
-
-impl Group {
-    fn new(child: Child) -> Group {
-        let pid = child.id().and_then(|pid| libc::pid_t::try_from(pid).ok());
-        Group { child, pid }
-    }
-
-    async fn wait(&mut self) -> std::io::Result<ExitStatus> {
-        let status = self.child.wait().await;
-        if status.is_ok() {
-            self.pid = None;
-        }
-        status
-    }
-
-    fn signal(&self, signal: libc::c_int) {
-        if let Some(pid) = self.pid {
-            // SAFETY: kill(2) touches no memory of ours. The group is led by our
-            // own unreaped child, so its id cannot belong to anyone else.
-            unsafe {
-                libc::kill(-pid, signal);
-            }
-        }
-    }
-
-    /// SIGTERM, then SIGKILL after [`KILL_AFTER`]; returns once helm is reaped.
-    async fn terminate(&mut self) {
-        self.signal(libc::SIGTERM);
-        if timeout(KILL_AFTER, self.wait()).await.is_err() {
-            self.signal(libc::SIGKILL);
-            let _ = self.wait().await;
-        }
-    }
-}
-
-impl Drop for Group {
-    fn drop(&mut self) {
-        self.signal(libc::SIGTERM);
     }
 }
 

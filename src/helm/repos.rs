@@ -86,7 +86,7 @@ impl RepoDir {
     pub fn new() -> std::io::Result<RepoDir> {
         use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::Builder::new()
-            .prefix("bootstrap-helm-repos-")
+            .prefix(&crate::child::temp_prefix("helm-repos"))
             .permissions(std::fs::Permissions::from_mode(0o700))
             .tempdir()?;
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700))?;

@@ -133,14 +133,16 @@ pub(super) async fn run_argv<P: crate::kube::wait::Observer + Send + Sync>(
     timeout: Duration,
     progress: &P,
 ) -> Result<Option<String>, HookFailure> {
-    let shown = argv.join(" ");
     let mut cmd = tokio::process::Command::new(&argv[0]);
     cmd.args(&argv[1..])
         .current_dir(&env.root)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
+        .stderr(Stdio::piped());
+    // Its own process group with a parent-death signal, stopped as a whole
+    // when the hook ends early (timeout, the run stopped): nothing a hook
+    // started outlives the run (docs/design.md#children-and-temporary-files).
+    crate::child::guard(&mut cmd);
     // helmfile forgets --kube-context for hooks; we point kubectl (KUBECONFIG
     // with our current-context) and helm (HELM_KUBECONTEXT) at the cluster.
     if let Some(kubeconfig) = &env.kubeconfig {
@@ -150,11 +152,12 @@ pub(super) async fn run_argv<P: crate::kube::wait::Observer + Send + Sync>(
         cmd.env("HELM_KUBECONTEXT", context);
         cmd.env("BOOTSTRAP_CONTEXT", context);
     }
-    let mut child = cmd
+    let child = cmd
         .spawn()
         .map_err(|e| HookFailure::new(format!("cannot run `{}`: {e}", argv[0])))?;
-    let stdout = child.stdout.take();
-    let stderr = child.stderr.take();
+    let mut group = crate::child::Group::new(child);
+    let stdout = group.child().stdout.take();
+    let stderr = group.child().stderr.take();
     let stream = env.stream;
     let collect = async {
         let output = std::sync::Mutex::new(String::new());
@@ -178,30 +181,57 @@ pub(super) async fn run_argv<P: crate::kube::wait::Observer + Send + Sync>(
             pump(stdout.map(|s| Box::new(s) as Box<dyn tokio::io::AsyncRead + Unpin + Send>)),
             pump(stderr.map(|s| Box::new(s) as Box<dyn tokio::io::AsyncRead + Unpin + Send>)),
         );
-        let status = child.wait().await;
+        let status = group.wait().await;
         (status, output.into_inner().unwrap_or_default())
     };
-    match tokio::time::timeout(timeout, collect).await {
+    // The caller names the hook (and so the command): the message says
+    // what happened and what the command last said.
+    let finished = tokio::time::timeout(timeout, collect).await;
+    if finished.is_err() {
+        group.terminate().await;
+    }
+    match finished {
         Err(_) => Err(HookFailure::new(format!(
-            "command `{shown}` did not finish within {}",
+            "did not finish within {}",
             crate::duration::span(timeout)
         ))),
         Ok((Err(e), output)) => Err(HookFailure {
-            message: format!("command `{shown}` failed: {e}"),
+            message: format!("failed: {e}{}", output_tail(&output)),
             output: Some(output),
             diagnostics: None,
         }),
         Ok((Ok(status), output)) if status.success() => Ok(Some(output)),
         Ok((Ok(status), output)) => Err(HookFailure {
             message: format!(
-                "command `{shown}` exited with {}",
+                "exited with {}{}",
                 status
                     .code()
                     .map(|c| c.to_string())
-                    .unwrap_or_else(|| "a signal".into())
+                    .unwrap_or_else(|| "a signal".into()),
+                output_tail(&output)
             ),
             output: Some(output),
             diagnostics: None,
         }),
     }
+}
+
+/// The last lines a failed command printed (stderr and stdout as they
+/// came), for the one-line failure message: `: line | line`, at most three
+/// lines and 400 characters; empty when it printed nothing.
+fn output_tail(output: &str) -> String {
+    let lines: Vec<&str> = output
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    if lines.is_empty() {
+        return String::new();
+    }
+    let tail = lines[lines.len().saturating_sub(3)..].join(" | ");
+    let mut cut: String = tail.chars().take(400).collect();
+    if cut.len() < tail.len() {
+        cut.push('…');
+    }
+    format!(": {cut}")
 }

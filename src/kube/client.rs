@@ -24,6 +24,8 @@ pub struct Connection {
     /// written for command hooks (kubectl has no env var for a context).
     pub hook_kubeconfig: Option<PathBuf>,
     _hook_kubeconfig_dir: Option<std::sync::Arc<tempfile::TempDir>>,
+    /// The API server's URL, as the context names it (for messages).
+    pub server: String,
 }
 
 pub async fn connect(
@@ -84,6 +86,11 @@ pub async fn connect(
             message: format!("kubeconfig context `{context}` is not usable"),
             source: Some(Box::new(e)),
         })?;
+    let server = config
+        .cluster_url
+        .to_string()
+        .trim_end_matches('/')
+        .to_string();
     config.connect_timeout = Some(Duration::from_secs(10));
     config.read_timeout = Some(Duration::from_secs(60));
     // kube's own retry layer retries 429/503/504 with growing gaps and no
@@ -105,6 +112,7 @@ pub async fn connect(
         },
         hook_kubeconfig,
         _hook_kubeconfig_dir: dir.map(std::sync::Arc::new),
+        server,
     })
 }
 
@@ -114,7 +122,7 @@ fn write_hook_kubeconfig(
 ) -> (Option<PathBuf>, Option<tempfile::TempDir>) {
     config.current_context = Some(context.to_string());
     let Ok(dir) = tempfile::Builder::new()
-        .prefix("bootstrap-kubeconfig")
+        .prefix(&crate::child::temp_prefix("kubeconfig"))
         .tempdir()
     else {
         return (None, None);

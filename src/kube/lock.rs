@@ -2,7 +2,10 @@
 //! `bootstrap-lock` in kube-system, renewed while the run lasts and released
 //! on every exit path.
 
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
+
+use tokio::time::Instant;
 
 use ::kube::api::{Api, DeleteParams, PostParams};
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
@@ -51,27 +54,104 @@ const LEASE_SECONDS: i32 = 30;
 /// Six renewals per lease duration: a lost lock is noticed within 5 s, and
 /// a few failed renewals in a row still keep it.
 const RENEW_EVERY: Duration = Duration::from_secs(5);
+/// How long giving the lock back may take at the end of a run.
+const RELEASE_WITHIN: Duration = Duration::from_secs(5);
 
 pub struct Lock {
     api: Api<Lease>,
     holder: String,
     renewer: tokio::task::JoinHandle<()>,
-    /// Set by the renewer when the lock is no longer ours, with the reason.
+    /// What the renewer and [`Lock::check`] share.
+    shared: Arc<Shared>,
+    /// Set when the lock is no longer ours (or may not be), with the reason.
     lost: tokio::sync::watch::Receiver<Option<String>>,
     /// Set by [`Lock::release`], so dropping it afterwards does not release twice.
     released: bool,
-    /// The holder of the expired lock this run took over: a run that died
-    /// without releasing it (docs/design.md#cluster-lock).
-    took_over: Option<String>,
+    /// The run that held the expired lock this run took over: a run that
+    /// died without releasing it (docs/design.md#cluster-lock).
+    took_over: Option<Predecessor>,
+}
+
+/// The run whose expired lock this run took over.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Predecessor {
+    pub holder: String,
+    /// The longest a helm operation of that run could last, as it recorded
+    /// in the Lease; `None` for a run that did not record it.
+    pub helm_timeout: Option<Duration>,
+}
+
+/// Recorded in the Lease: the longest a helm operation of the holder's run
+/// may last (its longest release budget), in seconds.
+const HELM_TIMEOUT_ANNOTATION: &str = "bootstrap/helm-timeout-seconds";
+
+/// Taken off the Lease's duration for the local "valid until": room for the
+/// time a renewal takes to reach the API server and for clocks that differ.
+const VALID_MARGIN: Duration = Duration::from_secs(5);
+
+/// A check younger than this trusts the last renewal; an older one renews
+/// first, so a Lease deleted or taken over is noticed before the next step.
+const CONFIRM_AFTER: Duration = Duration::from_millis(500);
+
+struct Shared {
+    /// The Lease as our last write left it (its resourceVersion makes the
+    /// next renewal conditional); the mutex serialises renewals.
+    held: tokio::sync::Mutex<Held>,
+    lost: tokio::sync::watch::Sender<Option<String>>,
+    holder: String,
+}
+
+struct Held {
+    lease: Lease,
+    /// When the last successful renewal was sent.
+    renewed: Instant,
+}
+
+impl Held {
+    /// Nobody else can take the lock before this: the Lease's duration from
+    /// the moment our last successful renewal was sent, less a margin.
+    fn valid_until(&self) -> Instant {
+        self.renewed + Duration::from_secs(LEASE_SECONDS as u64) - VALID_MARGIN
+    }
 }
 
 /// `user@host pid N` — what a second run prints about the first.
 pub fn holder_identity() -> String {
     let user = std::env::var("USER")
         .or_else(|_| std::env::var("LOGNAME"))
-        .unwrap_or_else(|_| "unknown".into());
+        .ok()
+        .filter(|u| !u.is_empty())
+        .unwrap_or_else(account_name);
     let host = gethostname::gethostname().to_string_lossy().into_owned();
     format!("{user}@{host} pid {}", std::process::id())
+}
+
+/// The effective user's account name from the password database, else
+/// `uid N` (a container's user often has no entry): never a made-up name.
+fn account_name() -> String {
+    // SAFETY: geteuid cannot fail; getpwuid_r writes only into `entry` and
+    // `buffer`, both owned here and sized as passed, and `found` points at
+    // `entry` only when it succeeded.
+    unsafe {
+        let uid = libc::geteuid();
+        let mut entry: libc::passwd = std::mem::zeroed();
+        let mut buffer = vec![0 as libc::c_char; 4096];
+        let mut found: *mut libc::passwd = std::ptr::null_mut();
+        let rc = libc::getpwuid_r(
+            uid,
+            &mut entry,
+            buffer.as_mut_ptr(),
+            buffer.len(),
+            &mut found,
+        );
+        if rc == 0 && !found.is_null() && !entry.pw_name.is_null() {
+            let name = std::ffi::CStr::from_ptr(entry.pw_name).to_string_lossy();
+            if !name.is_empty() {
+                return name.into_owned();
+            }
+        }
+        format!("uid {uid}")
+    }
 }
 
 fn now() -> MicroTime {
@@ -93,10 +173,13 @@ fn expired(lease: &Lease) -> bool {
 }
 
 impl Lock {
-    /// Takes the lock or fails (exit 1) naming who holds it.
+    /// Takes the lock or fails (exit 3) naming who holds it. `helm_timeout`:
+    /// the longest a helm operation of this run may last, recorded in the
+    /// Lease for a run that takes it over after this one died.
     pub async fn acquire(
         client: &::kube::Client,
         operation: &str,
+        helm_timeout: Duration,
         on_takeover: impl FnOnce(String),
     ) -> Result<Lock, LockError> {
         let api: Api<Lease> = Api::namespaced(client.clone(), LEASE_NAMESPACE);
@@ -108,7 +191,14 @@ impl Lock {
                 namespace: Some(LEASE_NAMESPACE.into()),
                 resource_version: rv,
                 annotations: Some(
-                    [("bootstrap/operation".to_string(), operation.to_string())].into(),
+                    [
+                        ("bootstrap/operation".to_string(), operation.to_string()),
+                        (
+                            HELM_TIMEOUT_ANNOTATION.to_string(),
+                            helm_timeout.as_secs().to_string(),
+                        ),
+                    ]
+                    .into(),
                 ),
                 ..ObjectMeta::default()
             },
@@ -124,6 +214,9 @@ impl Lock {
             .await
             .map_err(LockError::Read)?;
         let mut took_over = None;
+        // Before the write: "valid until" counts from no later than the
+        // moment the Lease's renewTime was set.
+        let sent = Instant::now();
         let result = match existing {
             None => {
                 let lease = fresh(None);
@@ -144,7 +237,7 @@ impl Lock {
                         .as_ref()
                         .and_then(|a| a.get("bootstrap/operation"))
                         .cloned()
-                        .unwrap_or_else(|| "a run".into());
+                        .unwrap_or_else(|| "run".into());
                     return Err(LockError::Held {
                         operation,
                         holder: other,
@@ -155,7 +248,17 @@ impl Lock {
                     on_takeover(format!(
                         "took over the expired bootstrap lock of {other}; that run is presumed dead"
                     ));
-                    took_over = Some(other.clone());
+                    let helm_timeout = lease
+                        .metadata
+                        .annotations
+                        .as_ref()
+                        .and_then(|a| a.get(HELM_TIMEOUT_ANNOTATION))
+                        .and_then(|s| s.parse::<u64>().ok())
+                        .map(Duration::from_secs);
+                    took_over = Some(Predecessor {
+                        holder: other.clone(),
+                        helm_timeout,
+                    });
                 }
                 let taken = fresh(lease.metadata.resource_version.clone());
                 let params = PostParams::default();
@@ -168,15 +271,33 @@ impl Lock {
             Err(e) => return Err(LockError::Take(e)),
         };
         let (lost_tx, lost) = tokio::sync::watch::channel(None);
-        let renewer = tokio::spawn(renew(api.clone(), holder.clone(), held, lost_tx));
+        let shared = Arc::new(Shared {
+            held: tokio::sync::Mutex::new(Held {
+                lease: held,
+                renewed: sent,
+            }),
+            lost: lost_tx,
+            holder: holder.clone(),
+        });
+        let renewer = tokio::spawn(renew(api.clone(), shared.clone()));
         Ok(Lock {
             api,
             holder,
             renewer,
+            shared,
             lost,
             released: false,
             took_over,
         })
+    }
+
+    /// What a run checks before it starts a release or writes the ledger
+    /// (docs/design.md#cluster-lock).
+    pub fn checker(&self) -> LockCheck {
+        LockCheck {
+            api: self.api.clone(),
+            shared: self.shared.clone(),
+        }
     }
 
     /// Resolves with the reason once the lock is lost (deleted, taken by
@@ -186,16 +307,29 @@ impl Lock {
         self.lost.clone()
     }
 
-    /// The holder of the expired lock this run took over, if it did.
-    pub fn took_over(&self) -> Option<&str> {
-        self.took_over.as_deref()
+    /// The run whose expired lock this run took over, if it did.
+    pub fn took_over(&self) -> Option<&Predecessor> {
+        self.took_over.as_ref()
     }
 
     /// Gives the lock back. Also runs (best effort, detached) on drop.
-    pub async fn release(mut self) {
+    /// Bounded: an API server that does not answer leaves the Lease to
+    /// expire ([`LEASE_SECONDS`] after the last renewal).
+    /// `Err(why)` when it could not be given back.
+    pub async fn release(mut self) -> Result<(), String> {
         self.renewer.abort();
-        release(&self.api, &self.holder).await;
         self.released = true;
+        match tokio::time::timeout(RELEASE_WITHIN, release(&self.api, &self.holder)).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(format!(
+                "could not give the cluster lock back ({}); it expires {LEASE_SECONDS}s after its last renewal",
+                super::retry::describe(&e)
+            )),
+            Err(_) => Err(format!(
+                "could not give the cluster lock back (no answer within {}); it expires {LEASE_SECONDS}s after its last renewal",
+                crate::duration::span(RELEASE_WITHIN)
+            )),
+        }
     }
 }
 
@@ -208,67 +342,168 @@ impl Drop for Lock {
         let api = self.api.clone();
         let holder = self.holder.clone();
         if let Ok(handle) = tokio::runtime::Handle::try_current() {
-            handle.spawn(async move { release(&api, &holder).await });
+            handle.spawn(async move {
+                let _ = release(&api, &holder).await;
+            });
         }
     }
 }
 
-async fn release(api: &Api<Lease>, holder: &str) {
+async fn release(api: &Api<Lease>, holder: &str) -> Result<(), ::kube::Error> {
     // Only delete our own lease: a takeover may have happened meanwhile.
-    if let Ok(Some(lease)) = api.get_opt(LEASE_NAME).await
+    if let Some(lease) = api.get_opt(LEASE_NAME).await?
         && lease.spec.and_then(|s| s.holder_identity).as_deref() == Some(holder)
     {
-        let _ = api.delete(LEASE_NAME, &DeleteParams::default()).await;
+        match api.delete(LEASE_NAME, &DeleteParams::default()).await {
+            Err(e) if !is_not_found(&e) => return Err(e),
+            _ => {}
+        }
     }
+    Ok(())
+}
+
+/// The check before each step that changes the cluster: is the lock still
+/// ours? Cheap when the last renewal is fresh; otherwise it renews now.
+#[derive(Clone)]
+pub struct LockCheck {
+    api: Api<Lease>,
+    shared: Arc<Shared>,
+}
+
+impl LockCheck {
+    /// `Err(why)` when the lock is lost or may be: deleted or taken over
+    /// (found by renewing now), or not renewed successfully for so long
+    /// that another run may have taken it. A failure is also reported as
+    /// the lock being lost, so the run starts nothing new.
+    pub async fn ensure(&self) -> Result<(), String> {
+        if let Some(why) = self.shared.lost.borrow().clone() {
+            return Err(why);
+        }
+        let mut held = self.shared.held.lock().await;
+        if held.renewed.elapsed() < CONFIRM_AFTER {
+            return Ok(());
+        }
+        let outcome = renew_once(&self.api, &self.shared.holder, &mut held).await;
+        match outcome {
+            Renewal::Renewed => Ok(()),
+            Renewal::Lost(why) => {
+                let _ = self.shared.lost.send(Some(why.clone()));
+                Err(why)
+            }
+            Renewal::Failed(_) if Instant::now() < held.valid_until() => Ok(()),
+            Renewal::Failed(e) => {
+                let why = unrenewed(&held, &e);
+                let _ = self.shared.lost.send(Some(why.clone()));
+                Err(why)
+            }
+        }
+    }
+}
+
+enum Renewal {
+    Renewed,
+    /// Deleted or taken over: not ours any more.
+    Lost(String),
+    /// Could not be renewed this time (the API server did not answer).
+    Failed(::kube::Error),
 }
 
 /// Renews the lease with the resourceVersion of our last write, so a lease
 /// that was deleted, replaced or taken over in between is never silently
-/// overwritten (or recreated): the renewal fails, and the lock is lost.
-async fn renew(
-    api: Api<Lease>,
-    holder: String,
-    mut held: Lease,
-    lost: tokio::sync::watch::Sender<Option<String>>,
-) {
-    let mut renewed = tokio::time::Instant::now();
+/// overwritten (or recreated).
+async fn renew_once(api: &Api<Lease>, holder: &str, held: &mut Held) -> Renewal {
+    let sent = Instant::now();
+    held.lease
+        .spec
+        .get_or_insert_with(LeaseSpec::default)
+        .renew_time = Some(now());
+    // One attempt, bounded: the next check or renewal tries again.
+    let attempt = tokio::time::timeout(
+        RENEW_EVERY,
+        api.replace(LEASE_NAME, &PostParams::default(), &held.lease),
+    )
+    .await
+    .unwrap_or_else(|_| {
+        Err(::kube::Error::Service(
+            format!("no answer within {}", crate::duration::span(RENEW_EVERY)).into(),
+        ))
+    });
+    match attempt {
+        Ok(lease) => {
+            held.lease = lease;
+            held.renewed = sent;
+            Renewal::Renewed
+        }
+        Err(e) if is_not_found(&e) => {
+            Renewal::Lost("the Lease kube-system/bootstrap-lock was deleted".to_string())
+        }
+        Err(e) if is_conflict(&e) => match api.get_opt(LEASE_NAME).await {
+            Ok(Some(lease)) => {
+                let other = lease
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.holder_identity.clone())
+                    .unwrap_or_default();
+                if other == holder {
+                    // Our own lease, changed by someone (an annotation):
+                    // still ours, renew on top of what is there now.
+                    held.lease = lease;
+                    Box::pin(renew_once(api, holder, held)).await
+                } else {
+                    Renewal::Lost(format!("it is now held by {other}"))
+                }
+            }
+            Ok(None) => {
+                Renewal::Lost("the Lease kube-system/bootstrap-lock was deleted".to_string())
+            }
+            Err(e) => Renewal::Failed(e),
+        },
+        Err(e) => Renewal::Failed(e),
+    }
+}
+
+fn unrenewed(held: &Held, e: &::kube::Error) -> String {
+    format!(
+        "it could not be renewed for {} ({}), so another run may take it",
+        crate::duration::span(held.renewed.elapsed()),
+        super::retry::describe(e)
+    )
+}
+
+/// Renews every [`RENEW_EVERY`]; reports the lock lost when it was deleted
+/// or taken over, or once its local "valid until" has passed without a
+/// successful renewal.
+async fn renew(api: Api<Lease>, shared: Arc<Shared>) {
     loop {
         tokio::time::sleep(RENEW_EVERY).await;
-        held.spec.get_or_insert_with(LeaseSpec::default).renew_time = Some(now());
-        let reason = match api.replace(LEASE_NAME, &PostParams::default(), &held).await {
-            Ok(lease) => {
-                held = lease;
-                renewed = tokio::time::Instant::now();
-                continue;
-            }
-            Err(e) if is_not_found(&e) => {
-                "the Lease kube-system/bootstrap-lock was deleted".to_string()
-            }
-            Err(e) if is_conflict(&e) => match api.get_opt(LEASE_NAME).await {
-                Ok(Some(lease)) => {
-                    let other = lease
-                        .spec
-                        .as_ref()
-                        .and_then(|s| s.holder_identity.clone())
-                        .unwrap_or_default();
-                    if other == holder {
-                        // Our own lease, changed by someone (an annotation):
-                        // still ours, renew on top of what is there now.
-                        held = lease;
-                        continue;
-                    }
-                    format!("it is now held by {other}")
-                }
-                Ok(None) => "the Lease kube-system/bootstrap-lock was deleted".to_string(),
-                Err(_) => continue,
-            },
-            Err(_) if renewed.elapsed() < Duration::from_secs(LEASE_SECONDS as u64) => continue,
-            Err(e) => format!(
-                "it could not be renewed for {LEASE_SECONDS}s ({}), so another run may take it",
-                super::retry::describe(&e)
-            ),
+        let mut held = shared.held.lock().await;
+        let why = match renew_once(&api, &shared.holder, &mut held).await {
+            Renewal::Renewed => continue,
+            Renewal::Failed(_) if Instant::now() < held.valid_until() => continue,
+            Renewal::Failed(e) => unrenewed(&held, &e),
+            Renewal::Lost(why) => why,
         };
-        let _ = lost.send(Some(reason));
+        let _ = shared.lost.send(Some(why));
         return;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// Without $USER (a Job's container, `env -i`), the holder still names
+    /// the real account, as `id -un` does, or its uid.
+    #[test]
+    fn account_name_is_the_effective_users() {
+        let id = std::process::Command::new("id")
+            .arg("-un")
+            .output()
+            .unwrap();
+        let expected = String::from_utf8_lossy(&id.stdout).trim().to_string();
+        if id.status.success() {
+            assert_eq!(super::account_name(), expected);
+        } else {
+            // No entry in the password database: `id` says so; we say `uid N`.
+            assert!(super::account_name().starts_with("uid "));
+        }
     }
 }

@@ -12,6 +12,7 @@
 use std::path::PathBuf;
 
 use crate::release::{Release, ValuesSource};
+use crate::yaml::find_key as find;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Location {
@@ -80,70 +81,6 @@ fn document(text: &str, source: &ValuesSource) -> (usize, usize) {
 }
 
 /// How many keys of `keys` were found in order, and the line of the last one.
-fn find(text: &str, keys: &[&str], (start, end): (usize, usize)) -> (usize, u64) {
-    let mut matched = 0;
-    let mut line_of_last = start as u64;
-    // Indentation of the last matched key, and of its children once seen.
-    let mut parent: Option<usize> = None;
-    let mut child: Option<usize> = None;
-    for (i, line) in text.lines().enumerate() {
-        let number = i + 1;
-        if number < start || number > end || matched == keys.len() {
-            continue;
-        }
-        let content = line.trim_start();
-        if content.is_empty() || content.starts_with('#') {
-            continue;
-        }
-        let indent = line.len() - content.len();
-        if let Some(p) = parent
-            && indent <= p
-        {
-            break; // left the block of the last matched key
-        }
-        let level = match (parent, child) {
-            (None, _) => 0,
-            (Some(_), Some(c)) => c,
-            (Some(_), None) => {
-                child = Some(indent);
-                indent
-            }
-        };
-        if indent != level {
-            continue;
-        }
-        let Some(rest) = key_rest(content, keys[matched]) else {
-            continue;
-        };
-        matched += 1;
-        line_of_last = number as u64;
-        parent = Some(indent);
-        child = None;
-        // A flow map on the same line: take its line for the remaining keys.
-        if rest.trim_start().starts_with('{')
-            && keys[matched..]
-                .iter()
-                .all(|k| rest.contains(&format!("{k}:")))
-        {
-            matched = keys.len();
-        }
-    }
-    (matched, line_of_last)
-}
-
-/// `key: rest` (the key plain or quoted): the text after the colon.
-fn key_rest<'a>(content: &'a str, key: &str) -> Option<&'a str> {
-    for quoted in [key.to_string(), format!("\"{key}\""), format!("'{key}'")] {
-        if let Some(rest) = content.strip_prefix(&quoted)
-            && let Some(rest) = rest.strip_prefix(':')
-            && (rest.is_empty() || rest.starts_with(' '))
-        {
-            return Some(rest);
-        }
-    }
-    None
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

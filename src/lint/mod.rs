@@ -232,17 +232,20 @@ fn findings<'a>(
     rule: &'a Rule,
     hits: Vec<Hit>,
 ) -> impl Iterator<Item = Finding> + 'a {
-    hits.into_iter().map(move |hit| Finding {
-        severity: rule.severity,
-        code: rule.code,
-        release: hit.release.map(|r| r.to_string()),
-        object: None,
-        chain: Vec::new(),
-        message: hit.message,
-        file: hit.at.as_ref().map(|a| a.file.clone()),
-        line: hit.at.as_ref().map(|a| a.line),
-        fix: hit.fix,
-        ignored: plan.cluster.lints_ignore.iter().any(|c| c == rule.code),
+    hits.into_iter().map(move |hit| {
+        let release = hit.release.map(|r| r.to_string());
+        Finding {
+            severity: rule.severity,
+            code: rule.code,
+            ignored: plan.cluster.ignores(rule.code, release.as_deref()),
+            release,
+            object: None,
+            chain: Vec::new(),
+            message: hit.message,
+            file: hit.at.as_ref().map(|a| a.file.clone()),
+            line: hit.at.as_ref().map(|a| a.line),
+            fix: hit.fix,
+        }
     })
 }
 

@@ -248,7 +248,7 @@ fn ignored_findings_do_not_block() {
         vec![cilium("1.18.2", json!({"kubeProxyReplacement": true}))],
     );
     assert!(run(&p, &[]).iter().any(Finding::blocks));
-    p.cluster.lints_ignore = vec![cilium::KPR_WITHOUT_API_HOST.into()];
+    p.cluster.lints_ignore = vec![crate::plan::Ignore::code(cilium::KPR_WITHOUT_API_HOST)];
     let findings = run(&p, &[]);
     assert!(!findings.iter().any(Finding::blocks));
     assert_eq!(
@@ -297,11 +297,13 @@ fn docs_name_every_code() {
     }
 }
 
-/// The real charts shared for tests (never copied into the project).
+/// The real charts shared for tests (never copied into the project):
+/// build.rs sets `cfg(shared_charts)` where they are.
 fn shared_chart(name: &str) -> Release {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/charts")
-        .join(name);
+    let Some(charts) = option_env!("BOOTSTRAP_TEST_CHARTS_DIR") else {
+        panic!("{SHARED_CHARTS}")
+    };
+    let dir = std::path::Path::new(charts).join(name);
     assert!(
         dir.join("Chart.yaml").is_file(),
         "{} missing",
@@ -315,7 +317,14 @@ fn shared_chart(name: &str) -> Release {
     r
 }
 
+/// Why a test that needs the real charts is ignored, and how to get them.
+const SHARED_CHARTS: &str = "needs the real charts: ../shared/charts beside the repository, or BOOTSTRAP_TEST_CHARTS=DIR (unpacked charts by name)";
+
 #[test]
+#[cfg_attr(
+    not(shared_charts),
+    ignore = "needs the real charts: ../shared/charts beside the repository, or BOOTSTRAP_TEST_CHARTS=DIR (unpacked charts by name)"
+)]
 fn values_unknown_key_by_the_charts_schema() {
     let mut cm = shared_chart("cert-manager");
     cm.values = json!({"crds": {"enabled": false}, "global": {"leaderElection": {"namespace": "x"}}, "replicaCount": 2});
@@ -336,6 +345,10 @@ fn values_unknown_key_by_the_charts_schema() {
 }
 
 #[test]
+#[cfg_attr(
+    not(shared_charts),
+    ignore = "needs the real charts: ../shared/charts beside the repository, or BOOTSTRAP_TEST_CHARTS=DIR (unpacked charts by name)"
+)]
 fn values_unknown_key_without_a_schema_uses_the_default_values() {
     let mut coredns = shared_chart("coredns");
     coredns.values = json!({"replicaCount": 2, "servers": [], "zoneFiles": []});

@@ -45,6 +45,9 @@ pub struct Board {
     pub slot: Vec<String>,
     /// Waiting for the releases they need.
     pub queued: Vec<Queued>,
+    /// Not started because the preflight or CRD phase still runs: counted,
+    /// not listed as queued (nothing waits on a release yet).
+    pub pending: usize,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -189,6 +192,17 @@ fn counts(board: &Board, short: bool) -> Vec<String> {
     let mut parts = Vec::new();
     parts.extend(counted(board.running.len(), "running"));
     parts.extend(counted(board.queued.len(), "queued"));
+    if board.pending > 0 {
+        let phase = match board.phase.as_ref().map(|p| p.name.as_str()) {
+            Some("crds") => "the CRD phase",
+            _ => "preflight",
+        };
+        parts.push(if short {
+            format!("{} pending", board.pending)
+        } else {
+            format!("{} waiting for {phase}", board.pending)
+        });
+    }
     let slot = if short {
         "for a slot"
     } else {

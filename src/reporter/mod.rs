@@ -52,6 +52,8 @@ pub mod json;
 pub mod layout;
 pub mod plain;
 pub mod progress;
+mod terminal;
+pub use terminal::stderr_target;
 pub mod summary;
 pub mod tagged;
 
@@ -145,7 +147,7 @@ pub fn make(
         ReporterKind::Progress if verbosity != Verbosity::Quiet => {
             Box::new(progress::ProgressReporter::new(
                 verbosity,
-                indicatif::ProgressDrawTarget::stderr(),
+                terminal::stderr_target(),
                 out,
                 err,
                 console::colors_enabled_stderr(),

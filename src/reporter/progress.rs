@@ -199,8 +199,12 @@ impl Model {
             elapsed: now.saturating_duration_since(*since),
         });
         let mut running = Vec::new();
+        // Before the release phase nothing is queued behind a release: the
+        // run itself is still in preflight or the CRD phase.
+        let before_releases = self.phase.is_some() && self.states.is_empty();
         for id in &self.order {
             match self.states.get(id) {
+                None if before_releases => board.pending += 1,
                 None => {
                     let waiting_on = self
                         .needs
@@ -337,9 +341,13 @@ impl Screen {
         }
         self.last = Some(now);
         self.frame = self.frame.wrapping_add(1);
+        // One column short of the terminal: a line as wide as the terminal
+        // puts the cursor past its end, and the echo of ^C there wraps,
+        // leaving the next redraw one row off.
         let (height, width) = console::Term::stderr()
             .size_checked()
             .map_or((24, 80), |(h, w)| (usize::from(h), usize::from(w)));
+        let width = width.saturating_sub(1).max(1);
         let lines = self.lines(width, height, now);
         let bold = Style::new().bold();
         let text: Vec<String> = lines
@@ -390,6 +398,9 @@ impl Screen {
     pub fn clear(&mut self) {
         if !self.bar.is_finished() {
             self.bar.finish_and_clear();
+            if !self.bar.is_hidden() {
+                super::terminal::show_cursor();
+            }
         }
     }
 }
@@ -581,11 +592,25 @@ pub fn lock(screen: &SharedScreen) -> std::sync::MutexGuard<'_, Screen> {
 
 impl Reporter for ProgressReporter {
     fn report(&mut self, stamped: &Stamped) {
+        // An event that moves a release or a phase is drawn before its
+        // line is printed: the line and the live area change together,
+        // never a frame with a release both done and still rolling out.
+        let moves = matches!(
+            stamped.event,
+            Event::ReleaseStarted { .. }
+                | Event::ReleaseFinished { .. }
+                | Event::PhaseStarted { .. }
+                | Event::PhaseFinished { .. }
+                | Event::RunFinished { .. }
+        );
         {
             let mut screen = lock(&self.screen);
             let index = self.index;
             if let Some(model) = screen.models.get_mut(index) {
                 model.apply(&stamped.event, stamped.elapsed, Instant::now());
+            }
+            if moves {
+                screen.draw(true);
             }
         }
         self.print_event(&stamped.event);

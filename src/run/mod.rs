@@ -16,7 +16,7 @@ use crate::helm::Helm;
 use crate::helm::cache::ChartCache;
 use crate::helm::cli::HelmCli;
 use crate::kube::client::Connection;
-use crate::kube::lock::Lock;
+use crate::kube::lock::{Lock, LockCheck, Predecessor};
 use crate::plan::Plan;
 use crate::stop::{GRACE, Stop, StopSignal, interruptible};
 
@@ -86,6 +86,8 @@ pub async fn prerequisites(
     plan: &Plan,
     reachability: Duration,
 ) -> Result<(HelmCli, Connection, crate::helm::HelmVersion), Error> {
+    // What runs killed before this one left (docs/design.md#children-and-temporary-files).
+    crate::child::sweep_stale();
     let helm = target.helm().with_grace(GRACE);
     let version = helm
         .version()
@@ -97,18 +99,32 @@ pub async fn prerequisites(
         .or_else(|| plan.cluster.context.clone());
     let connection = crate::kube::client::connect(target.kubeconfig, context.as_deref()).await?;
     let context = connection.target.context.clone().unwrap_or_default();
+    let server = connection.server.clone();
     let budget = reachability;
-    let mut said = None::<tokio::time::Instant>;
+    let begun = tokio::time::Instant::now();
+    let mut said = None::<(tokio::time::Instant, String)>;
     let say = |e: &::kube::Error, _next: Duration| {
-        // Once, then every 5 s: enough to see the wait is alive and why.
+        // The reason when it changes; the same reason again every 10 s, with
+        // how long it has waited: enough to see the wait is alive and why.
         let now = tokio::time::Instant::now();
-        if said.is_none_or(|at| now - at >= Duration::from_secs(5)) {
-            said = Some(now);
-            eprintln!(
-                "waiting for the Kubernetes API server of context `{context}` (up to {}): {}",
-                crate::duration::span(budget),
-                crate::kube::retry::describe(e)
-            );
+        let why = crate::kube::retry::root_cause(e);
+        match &said {
+            Some((at, last)) if *last == why && now - *at < Duration::from_secs(10) => {}
+            Some((_, last)) if *last == why => {
+                said = Some((now, why));
+                eprintln!(
+                    "still waiting for the Kubernetes API server at {server} ({} of {})",
+                    crate::duration::span(now - begun),
+                    crate::duration::span(budget),
+                );
+            }
+            _ => {
+                eprintln!(
+                    "waiting for the Kubernetes API server of context `{context}` at {server} (up to {}): {why}",
+                    crate::duration::span(budget),
+                );
+                said = Some((now, why));
+            }
         }
     };
     let reachable =
@@ -120,10 +136,11 @@ pub async fn prerequisites(
     if let Err(e) = reachable {
         return Err(Error::failed_with(
             format!(
-                "cannot reach the Kubernetes API server of context `{context}` within {}; nothing was changed",
+                "cannot reach the Kubernetes API server of context `{context}` at {} within {}; nothing was changed. Check that it is up and that the kubeconfig points at it (--kubeconfig, --context), or wait longer with --wait-for-api",
+                connection.server,
                 crate::duration::span(budget)
             ),
-            crate::kube::retry::describe(&e),
+            crate::kube::retry::root_cause(&e),
         ));
     }
     Ok((helm, connection, version))
@@ -141,12 +158,15 @@ pub struct Held {
 }
 
 impl Held {
-    /// The holder of the expired lock this run took over, if it did: its
-    /// helm operations died with it.
-    pub fn took_over(&self) -> Option<String> {
-        self.lock
-            .as_ref()
-            .and_then(|l| l.took_over().map(str::to_string))
+    /// The run whose expired lock this run took over, if it did.
+    pub fn took_over(&self) -> Option<Predecessor> {
+        self.lock.as_ref().and_then(|l| l.took_over().cloned())
+    }
+
+    /// The check before each step that changes the cluster; `None` without
+    /// a lock (a dry run).
+    pub fn checker(&self) -> Option<LockCheck> {
+        self.lock.as_ref().map(Lock::checker)
     }
 
     /// Why the lock was lost, if it was.
@@ -154,21 +174,27 @@ impl Held {
         self.lost.as_ref().and_then(|l| l.borrow().clone())
     }
 
-    pub async fn release(self) {
+    /// Gives the lock back; a failure to is a warning (the Lease then
+    /// expires by itself).
+    pub async fn release(self, events: &Emitter) {
         if let Some(follower) = self.follower {
             follower.abort();
         }
-        if let Some(lock) = self.lock {
-            lock.release().await;
+        if let Some(lock) = self.lock
+            && let Err(message) = lock.release().await
+        {
+            events.emit(Event::Warning { message });
         }
     }
 }
 
 /// Takes the cluster lock (not for a dry run, which changes nothing);
-/// taking over an expired lock is a warning.
+/// taking over an expired lock is a warning. `helm_timeout`: the longest a
+/// helm operation of this run may last (its longest release budget).
 pub async fn lock(
     client: &::kube::Client,
     operation: &str,
+    helm_timeout: Duration,
     dry_run: bool,
     events: &Emitter,
     stop: &StopSignal,
@@ -182,7 +208,7 @@ pub async fn lock(
         });
     }
     let warn = |message: String| events.emit(Event::Warning { message });
-    let lock = interruptible(stop, Lock::acquire(client, operation, warn)).await??;
+    let lock = interruptible(stop, Lock::acquire(client, operation, helm_timeout, warn)).await??;
     let lost = lock.lost();
     let (tx, inner) = tokio::sync::watch::channel(*stop.borrow());
     let follower = tokio::spawn(follow(

@@ -118,14 +118,16 @@ impl Session {
     }
 }
 
-/// First SIGINT/SIGTERM: start nothing new and give running work the grace
-/// period (the engine announces what is running), then stop it. Second:
-/// stop now.
+/// First SIGINT/SIGTERM/SIGHUP: start nothing new and give running work the
+/// grace period (the engine announces what is running), then stop it.
+/// Second: stop now. A hangup (the terminal closed, ssh dropped) is a stop
+/// like any other, so the lock is released and nothing is left running.
 async fn watch_signals(stop: Arc<watch::Sender<Stop>>, events: Emitter) {
     use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut int), Ok(mut term)) = (
+    let (Ok(mut int), Ok(mut term), Ok(mut hup)) = (
         signal(SignalKind::interrupt()),
         signal(SignalKind::terminate()),
+        signal(SignalKind::hangup()),
     ) else {
         return;
     };
@@ -133,6 +135,7 @@ async fn watch_signals(stop: Arc<watch::Sender<Stop>>, events: Emitter) {
         tokio::select! {
             _ = int.recv() => {}
             _ = term.recv() => {}
+            _ = hup.recv() => {}
         }
         if next == Stop::Now {
             events.emit(Event::Warning {

@@ -28,6 +28,7 @@ fn deployed(version: &str, status: &str) -> DeployedRelease {
         chart: "cilium".into(),
         version: version.into(),
         app_version: version.into(),
+        updated: None,
     }
 }
 
@@ -36,7 +37,7 @@ fn key() -> DigestKey {
 }
 
 fn entry_for(release: &Release) -> Entry {
-    Entry::for_release(release, &key())
+    Entry::for_release(release, "infra", &key())
 }
 
 fn daemonset() -> ObjectRef {
@@ -222,4 +223,25 @@ fn an_entry_from_before_keyed_digests_still_compares() {
     assert!(e.is_unkeyed());
     let up = deployed("1.18.2", "deployed");
     assert_eq!(drift(&r, Some(&up), Some(&e), None), "up to date");
+}
+
+/// The digest status shows is the ledger's keyed one (or none without the
+/// key), never a plain SHA-256 of values that may hold secrets.
+#[test]
+fn the_desired_digest_is_keyed_or_none() {
+    let r = release(json!({"users": [{"user": {"client-key-data": "c2VjcmV0"}}]}));
+    let keyed = status_of(&r, None, None, Some(&key()), ready(), vec![]);
+    let digest = keyed.desired.values_digest.unwrap();
+    assert!(digest.starts_with("hmac-sha256:"), "{digest}");
+    assert_eq!(Some(digest), Some(key().digest(&r.values)));
+    let unkeyed = status_of(&r, None, None, None, ready(), vec![]);
+    assert_eq!(unkeyed.desired.values_digest, None);
+}
+
+fn ready() -> Ready {
+    Ready {
+        ok: true,
+        message: "ready".into(),
+        workloads: vec![],
+    }
 }

@@ -58,6 +58,7 @@ pub enum Cmd {
     History,
     Pull,
     RepoAdd,
+    Rollback,
 }
 
 /// The helm version this fake impersonates: `FAKE_HELM_VERSION`, default the
@@ -95,6 +96,7 @@ pub fn resolve(words: &[String], major: u64) -> Result<(Cmd, Vec<Flag>), String>
         "status" => Cmd::Status,
         "history" | "hist" => Cmd::History,
         "pull" | "fetch" => Cmd::Pull,
+        "rollback" => Cmd::Rollback,
         "get" => match words.get(1).map(String::as_str) {
             Some("values") => Cmd::GetValues,
             Some("manifest") => Cmd::GetManifest,
@@ -128,6 +130,7 @@ pub fn resolve(words: &[String], major: u64) -> Result<(Cmd, Vec<Flag>), String>
         Cmd::History => Command::History,
         Cmd::Pull => Command::Pull,
         Cmd::RepoAdd => Command::RepoAdd,
+        Cmd::Rollback => Command::Rollback,
     };
     Ok((cmd, flags::accepted(major, command)))
 }
@@ -172,6 +175,7 @@ pub fn run(cmd: Cmd, ctx: &Ctx) -> Outcome {
         Cmd::Install => crate::install::install_or_upgrade(ctx, false),
         Cmd::Upgrade => crate::install::install_or_upgrade(ctx, true),
         Cmd::Uninstall => crate::install::uninstall(ctx),
+        Cmd::Rollback => crate::install::rollback(ctx),
         Cmd::Template => template(ctx).into(),
         Cmd::List => list(ctx).into(),
         Cmd::Status => status(ctx).into(),

@@ -1,8 +1,13 @@
 //! install, upgrade (--install) and uninstall: the commands that change state.
 //!
 //! A release is saved as pending-* before the scripted delay and finished after
-//! it, so a process killed by SIGTERM/SIGINT (default disposition: no handler is
-//! installed on purpose) leaves a pending release behind, as real helm does.
+//! it. Like helm 3 and 4 (`upgrade`/`install` cancel their context on
+//! SIGINT/SIGTERM, and the action's `failRelease` records the release as
+//! failed: helm's pkg/cmd/upgrade.go, pkg/cmd/install.go,
+//! pkg/action/install.go), a SIGINT/SIGTERM during that delay marks the
+//! release `failed`, prints `Release NAME has been cancelled.` and exits 1
+//! with `Error: … FAILED: context canceled`. Only SIGKILL (or a signal before
+//! the operation started) leaves a pending release behind.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -115,6 +120,38 @@ fn sleep_ms(ms: Option<u64>) {
     }
 }
 
+/// Set by SIGINT/SIGTERM once [`catch_cancel`] ran.
+static CANCELLED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+extern "C" fn on_cancel(_: libc::c_int) {
+    CANCELLED.store(true, std::sync::atomic::Ordering::SeqCst);
+}
+
+/// From here on SIGINT/SIGTERM cancel the operation, as helm's context does.
+fn catch_cancel() {
+    let handler = on_cancel as extern "C" fn(libc::c_int) as libc::sighandler_t;
+    // SAFETY: the handler only stores to an atomic (async-signal-safe).
+    unsafe {
+        libc::signal(libc::SIGTERM, handler);
+        libc::signal(libc::SIGINT, handler);
+    }
+}
+
+/// The scripted working time; `true` when it was cancelled by a signal.
+fn work_ms(ms: Option<u64>) -> bool {
+    let until = std::time::Instant::now() + Duration::from_millis(ms.unwrap_or(0));
+    loop {
+        if CANCELLED.load(std::sync::atomic::Ordering::SeqCst) {
+            return true;
+        }
+        let now = std::time::Instant::now();
+        if now >= until {
+            return false;
+        }
+        std::thread::sleep((until - now).min(Duration::from_millis(10)));
+    }
+}
+
 pub fn install_or_upgrade(ctx: &Ctx, upgrade: bool) -> Outcome {
     match try_install_or_upgrade(ctx, upgrade) {
         Ok(outcome) => outcome,
@@ -132,6 +169,7 @@ fn try_install_or_upgrade(ctx: &Ctx, upgrade: bool) -> Result<Outcome, String> {
     let (name, chart_arg) = name_and_chart(ctx, command)?;
     let ns = ctx.namespace();
     let store = Store::from_env()?;
+    let _busy = store.busy(&ns, &name, command);
     let knobs = ctx.script.knobs(&ns, &name);
     let mut values = ctx.user_values()?;
     crate::repos::check_reference(&chart_arg, ctx).map_err(|e| format!("{failed_prefix}: {e}"))?;
@@ -238,14 +276,17 @@ fn try_install_or_upgrade(ctx: &Ctx, upgrade: bool) -> Result<Outcome, String> {
         k.write_release_secret(&release, &release_json(&release, &chart_values))?;
     }
     let attempt = store.next_attempt(&ns, &name)?;
+    catch_cancel();
     store.save(&release)?;
 
-    sleep_ms(knobs.delay_ms);
+    let cancelled = work_ms(knobs.delay_ms);
 
     let scripted_failure = (knobs.fail.is_some() || knobs.fail_times.is_some())
         && knobs.fail_times.is_none_or(|n| attempt <= n);
     let deployed = deployed(release.clone(), is_install);
-    let failure = if scripted_failure {
+    let failure = if cancelled {
+        Some(format!("Error: {failed_prefix}: context canceled"))
+    } else if scripted_failure {
         Some(
             knobs
                 .fail
@@ -277,7 +318,11 @@ fn try_install_or_upgrade(ctx: &Ctx, upgrade: bool) -> Result<Outcome, String> {
             format!("{message}\n")
         };
         return Ok(Outcome {
-            stdout: String::new(),
+            stdout: if cancelled {
+                format!("Release {name} has been cancelled.\n")
+            } else {
+                String::new()
+            },
             stderr,
             code: 1,
         });
@@ -419,6 +464,7 @@ pub fn uninstall(ctx: &Ctx) -> Outcome {
 fn uninstall_one(ctx: &Ctx, name: &str) -> Result<String, String> {
     let ns = ctx.namespace();
     let store = Store::from_env()?;
+    let _busy = store.busy(&ns, name, "uninstall");
     let Some(mut release) = store
         .load(&ns, name)?
         .filter(|r| r.status != state::UNINSTALLED)
@@ -462,4 +508,54 @@ fn uninstall_one(ctx: &Ctx, name: &str) -> Result<String, String> {
         store.remove(&ns, name)?;
     }
     Ok(format!("release \"{name}\" uninstalled\n"))
+}
+
+/// `rollback NAME`: back to the revision before the latest, as a new
+/// deployed revision (helm's default target). The fake keeps no values per
+/// revision, so the chart and version are the earlier revision's and the
+/// values stay as they are. Like helm, a pending latest revision is no
+/// obstacle: this is how one is recovered.
+pub fn rollback(ctx: &Ctx) -> Outcome {
+    match rollback_one(ctx) {
+        Ok(stdout) => Outcome::ok(stdout),
+        Err(message) => Outcome::error(message),
+    }
+}
+
+fn rollback_one(ctx: &Ctx) -> Result<String, String> {
+    let Some(name) = ctx.args.positionals.first() else {
+        return Err("\"helm rollback\" requires at least 1 argument".into());
+    };
+    let ns = ctx.namespace();
+    let store = Store::from_env()?;
+    let _busy = store.busy(&ns, name, "rollback");
+    let Some(mut release) = store
+        .load(&ns, name)?
+        .filter(|r| r.status != state::UNINSTALLED)
+    else {
+        return Err("release: not found".into());
+    };
+    let Some(previous) = release.history.last().cloned() else {
+        return Err(format!(
+            "release has no {} version",
+            release.revision.saturating_sub(1)
+        ));
+    };
+    let mut current = release.as_revision();
+    current.status = state::SUPERSEDED.into();
+    release.history.push(current);
+    for h in &mut release.history {
+        if h.status == state::DEPLOYED {
+            h.status = state::SUPERSEDED.into();
+        }
+    }
+    release.revision += 1;
+    release.status = state::DEPLOYED.into();
+    release.chart = previous.chart.clone();
+    release.version = previous.version.clone();
+    release.app_version = previous.app_version.clone();
+    release.description = format!("Rollback to {}", previous.revision);
+    release.updated = state::now_rfc3339();
+    store.save(&release)?;
+    Ok("Rollback was a success! Happy Helming!\n".into())
 }

@@ -3,7 +3,8 @@
 //! does (same stdout shapes, "Error: ..." on stderr, exit 1), keeping releases in
 //! a state directory instead of a cluster.
 //!
-//! Commands: `version`, `install`, `upgrade [--install]`, `uninstall`, `template`,
+//! Commands: `version`, `install`, `upgrade [--install]`, `uninstall`,
+//! `rollback` (to the revision before the latest; values kept), `template`,
 //! `list`, `status`, `get values`, `get manifest`, `history`, `pull` (a real
 //! `NAME-VERSION.tgz` with the chart's `Chart.yaml`, which install and
 //! template read back when given the archive's path), `repo add`
@@ -20,12 +21,17 @@
 //!   values (user values: `-f` files deep-merged in order, then `--set*`),
 //!   labels, updated (RFC 3339), manifest, plus first_deployed, description and
 //!   history. `<namespace>__<name>.attempts` counts install/upgrade attempts.
+//!   `<namespace>__<name>.busy` holds the pid of the process working on the
+//!   release; an install, upgrade or uninstall that finds it held by a live
+//!   process appends `{release, command, pid, overlaps}` to `overlaps.log`.
 //!   Files are replaced atomically, so concurrent processes are safe.
 //! - `FAKE_HELM_LOG` (file): one JSON line per finished invocation:
 //!   {argv (arguments after the program name), pid, start_ms, end_ms (Unix ms),
 //!   exit_code, values_files: [{path, mode ("600"), content (parsed YAML)}]}.
-//!   Values files are read before any work starts. A process killed by a signal
-//!   writes no line (its release stays pending-* in the state).
+//!   Values files are read before any work starts. SIGINT/SIGTERM during an
+//!   install or upgrade mark the release failed, as helm does (exit 1, a
+//!   line is written); a process killed by SIGKILL writes no line (its
+//!   release stays pending-* in the state).
 //! - `FAKE_HELM_SCRIPT` (JSON file): knobs per release under "namespace/name",
 //!   "name" or "*" (layered, most specific wins): delay_ms, template_delay_ms,
 //!   template_fail (`template` fails: `Error: <it>`), fail (stderr text

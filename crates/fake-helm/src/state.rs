@@ -157,6 +157,35 @@ impl Store {
         Ok(out)
     }
 
+    /// Marks the release as being worked on by this process until the
+    /// returned guard drops. A mark left by a process that is still alive
+    /// means two helm operations on one release overlap: that is appended
+    /// to `overlaps.log` in the state directory (a test's invariant; real
+    /// helm's only guard is the `pending-*` status, which a takeover may
+    /// clear). A mark left by a process that is gone (killed) is taken over.
+    pub fn busy(&self, namespace: &str, name: &str, command: &str) -> Busy {
+        let path = self.path(namespace, name, "busy");
+        let me = std::process::id();
+        if let Some(other) = std::fs::read_to_string(&path)
+            .ok()
+            .and_then(|s| s.split_whitespace().next()?.parse::<u32>().ok())
+            && other != me
+            && std::path::Path::new(&format!("/proc/{other}")).exists()
+            && !is_zombie(other)
+        {
+            let line = format!(
+                "{{\"release\":\"{namespace}/{name}\",\"command\":\"{command}\",\"pid\":{me},\"overlaps\":{other}}}\n"
+            );
+            let _ = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(self.dir.join("overlaps.log"))
+                .and_then(|mut f| f.write_all(line.as_bytes()));
+        }
+        let _ = self.write_atomic(&path, format!("{me} {command}\n").as_bytes());
+        Busy { path, pid: me }
+    }
+
     /// Counts install/upgrade attempts of a release across processes; returns this attempt's number.
     pub fn next_attempt(&self, namespace: &str, name: &str) -> Result<u64, String> {
         let path = self.path(namespace, name, "attempts");
@@ -179,6 +208,35 @@ impl Store {
         tmp.persist(path).map_err(|e| fail(e.error))?;
         Ok(())
     }
+}
+
+/// A release marked busy by this process; the mark is removed on drop
+/// (a killed process leaves it, and the next operation takes it over).
+pub struct Busy {
+    path: PathBuf,
+    pid: u32,
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        let ours = std::fs::read_to_string(&self.path)
+            .ok()
+            .and_then(|s| s.split_whitespace().next()?.parse::<u32>().ok())
+            == Some(self.pid);
+        if ours {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
+
+fn is_zombie(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rsplit_once(')')
+                .map(|(_, rest)| rest.trim_start().starts_with('Z'))
+        })
+        .unwrap_or(true)
 }
 
 fn read_release(path: &Path) -> Result<Option<Release>, String> {

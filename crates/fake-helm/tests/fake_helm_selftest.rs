@@ -426,13 +426,13 @@ fn atomic_install_failure_leaves_no_release() {
     assert_eq!(fake.state("kube-system", "cilium"), None);
 }
 
-#[test]
-fn sigterm_during_delay_leaves_pending_install_that_blocks_the_next_upgrade() {
-    let fake = Fake::new().with_script(json!({"cilium": {"delay_ms": 60_000}}));
-    let mut child = fake
+/// Starts `upgrade --install cilium` working for a minute; returns once the
+/// release is pending-install.
+fn working(fake: &Fake) -> std::process::Child {
+    let child = fake
         .command(&upgrade("cilium", &[]))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -446,13 +446,41 @@ fn sigterm_during_delay_leaves_pending_install_that_blocks_the_next_upgrade() {
         );
         std::thread::sleep(Duration::from_millis(10));
     }
+    child
+}
+
+/// helm 3 and 4 cancel the operation on SIGTERM and record the release as
+/// failed (pkg/cmd/install.go's signal handler, pkg/action's failRelease).
+#[test]
+fn sigterm_during_the_operation_marks_the_release_failed_like_helm() {
+    let fake = Fake::new().with_script(json!({"cilium": {"delay_ms": 60_000}}));
+    let child = working(&fake);
     let killed = Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
         .status()
         .unwrap();
     assert!(killed.success());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "Release cilium has been cancelled.\n"
+    );
+    assert_eq!(stderr(&out), "Error: UPGRADE FAILED: context canceled\n");
+    assert_eq!(
+        fake.state("kube-system", "cilium").unwrap()["status"],
+        "failed"
+    );
+}
+
+/// SIGKILL leaves the release pending, and that blocks the next upgrade.
+#[test]
+fn sigkill_during_the_operation_leaves_pending_install_that_blocks_the_next_upgrade() {
+    let fake = Fake::new().with_script(json!({"cilium": {"delay_ms": 60_000}}));
+    let mut child = working(&fake);
+    child.kill().unwrap();
     let status = child.wait().unwrap();
-    assert_eq!(status.signal(), Some(15), "killed by SIGTERM like helm");
+    assert_eq!(status.signal(), Some(9));
     assert_eq!(
         fake.state("kube-system", "cilium").unwrap()["status"],
         "pending-install"

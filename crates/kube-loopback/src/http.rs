@@ -112,6 +112,7 @@ async fn handle(
         path: uri.path().to_string(),
         query: uri.query().unwrap_or_default().to_string(),
         content_type: content_type.clone(),
+        body: body.clone(),
     };
     if let Some(code) = shared.admit(request) {
         return error_response(&ApiError::injected(code));

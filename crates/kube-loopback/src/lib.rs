@@ -45,6 +45,8 @@ pub struct Request {
     pub path: String,
     pub query: String,
     pub content_type: Option<String>,
+    /// What the client sent (tests look for secrets in it).
+    pub body: axum::body::Bytes,
 }
 
 impl Request {
@@ -386,6 +388,11 @@ impl ApiServer {
     /// `path?query` contains `target`.
     pub fn fail_next_matching(&self, n: usize, code: u16, target: &str) {
         self.push_fault(n, code, Some(target.to_string()));
+    }
+
+    /// Forgets every injected failure not yet served.
+    pub fn clear_faults(&self) {
+        self.shared.lock().faults.clear();
     }
 
     fn push_fault(&self, n: usize, code: u16, target_contains: Option<String>) {

@@ -27,25 +27,33 @@ pub struct HelmCall {
 }
 
 impl HelmCall {
+    /// The command words and the positional arguments (`uninstall coredns`,
+    /// `upgrade cilium /path/cilium-1.18.2.tgz`): bootstrap passes the
+    /// positionals after `--`.
     pub fn command(&self) -> String {
         self.argv
             .iter()
             .take_while(|a| !a.starts_with('-'))
+            .chain(self.positionals())
             .cloned()
             .collect::<Vec<_>>()
             .join(" ")
     }
 
+    /// The arguments after `--`.
+    pub fn positionals(&self) -> &[String] {
+        match self.argv.iter().position(|a| a == "--") {
+            Some(at) => &self.argv[at + 1..],
+            None => &[],
+        }
+    }
+
     /// The release name of `upgrade --install NAME ...`.
     pub fn release(&self) -> Option<&str> {
-        let pos = self
-            .argv
-            .iter()
-            .position(|a| a == "--install" || a == "upgrade")?;
-        self.argv[pos + 1..]
-            .iter()
-            .find(|a| !a.starts_with('-') && *a != "--install")
-            .map(String::as_str)
+        if self.argv.first().map(String::as_str) != Some("upgrade") {
+            return None;
+        }
+        self.positionals().first().map(String::as_str)
     }
 
     pub fn flag(&self, name: &str) -> Option<&str> {

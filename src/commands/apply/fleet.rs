@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use tokio::sync::Semaphore;
 
-use super::{preflight_lints, run_async};
+use super::{preflight, run_async};
 use crate::cli::{ApplyArgs, Config};
 use crate::error::{EXIT_FAILED, EXIT_INTERRUPTED, EXIT_INVALID, EXIT_LOCKED, EXIT_OK, Error};
 use crate::lint;
@@ -72,7 +72,7 @@ pub(super) async fn run(
         && config.verbosity != reporter::Verbosity::Quiet;
     let screen = live.then(|| {
         let screen = Screen::new(
-            indicatif::ProgressDrawTarget::stderr(),
+            reporter::stderr_target(),
             true,
             console::colors_enabled_stderr(),
         );
@@ -102,7 +102,7 @@ pub(super) async fn run(
         async move {
             let cluster = plan.cluster.name.clone();
             let result = async {
-                let notices = preflight_lints(&cluster, &findings)?;
+                let notices = preflight(&plan, &findings)?;
                 let plan = plan.select(&args.only, &args.selector, args.no_needs)?;
                 let _turn = slots
                     .acquire()
@@ -187,18 +187,20 @@ fn summary(config: &Config, streams: &Streams, results: &[(String, Result<(), Er
     let _ = out.flush();
 }
 
-/// Sets `interrupted` on the first SIGINT/SIGTERM.
+/// Sets `interrupted` on the first SIGINT/SIGTERM/SIGHUP.
 async fn watch_interrupt(interrupted: Arc<AtomicBool>) {
     use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut int), Ok(mut term)) = (
+    let (Ok(mut int), Ok(mut term), Ok(mut hup)) = (
         signal(SignalKind::interrupt()),
         signal(SignalKind::terminate()),
+        signal(SignalKind::hangup()),
     ) else {
         return;
     };
     tokio::select! {
         _ = int.recv() => {}
         _ = term.recv() => {}
+        _ = hup.recv() => {}
     }
     interrupted.store(true, Ordering::SeqCst);
 }

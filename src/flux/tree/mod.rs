@@ -165,7 +165,7 @@ impl Walker {
 /// kustomization when `dir` has none), without following Flux objects: what
 /// the differential tests compare with `kubectl kustomize`.
 pub fn build(root: &Path, dir: &Path) -> Tree {
-    let root = normalize(root);
+    let root = absolute_root(root);
     let mut walker = Walker::new(root.clone(), false);
     walker.start(Build {
         dir: normalize(&root.join(dir)),
@@ -260,7 +260,7 @@ const BUILD_FIELDS: [&str; 8] = [
 /// substitution included, without following the Flux objects it holds: what
 /// the differential tests compare with kustomize-controller's build.
 pub fn build_flux_kustomization(root: &Path, ks: Value) -> Tree {
-    let root = normalize(root);
+    let root = absolute_root(root);
     let mut walker = Walker::new(root.clone(), false);
     let Some(ks) = object(ks, "", &[]) else {
         return walker.tree;
@@ -279,7 +279,7 @@ pub fn build_flux_kustomization(root: &Path, ks: Value) -> Tree {
 
 fn resolve_from(root: &Path, entrypoint: &Path, resolution: Resolution) -> Tree {
     let root_path = root;
-    let root = normalize(root);
+    let root = absolute_root(root);
     let entry_dir = normalize(&root.join(entrypoint));
     let rebuilt = resolution.entry_ks.is_some();
     let mut walker = Walker::with_ignore(root.clone(), true, resolution.ignore.as_deref());
@@ -761,23 +761,48 @@ fn is_remote(entry: &str) -> bool {
 
 /// Lexical normalization: `..` applies to the path as written, as kustomize
 /// and Flux do, not to where a symlink points.
+/// `path` with `.` and `..` resolved lexically. A relative path keeps its
+/// leading `..` (`../gitops` stays `../gitops`, never `gitops`); above the
+/// root of an absolute path `..` stays at the root, as the kernel does.
 fn normalize(path: &Path) -> PathBuf {
     let mut out = PathBuf::new();
     for component in path.components() {
         match component {
             Component::CurDir => {}
-            Component::ParentDir => {
-                out.pop();
-            }
+            Component::ParentDir => match out.components().next_back() {
+                Some(Component::Normal(_)) => {
+                    out.pop();
+                }
+                Some(Component::RootDir | Component::Prefix(_)) => {}
+                _ => out.push(".."),
+            },
             other => out.push(other.as_os_str()),
         }
     }
     out
 }
 
+/// The root a walk starts from: absolute, so that every path derived from
+/// it (and every `..` in a reference) resolves against the real directory,
+/// whatever the working directory of the command.
+fn absolute_root(root: &Path) -> PathBuf {
+    normalize(&std::path::absolute(root).unwrap_or_else(|_| root.to_path_buf()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn normalize_keeps_leading_parent_dirs_of_a_relative_path() {
+        assert_eq!(
+            normalize(Path::new("../../gitops")),
+            Path::new("../../gitops")
+        );
+        assert_eq!(normalize(Path::new("a/../../b/./c")), Path::new("../b/c"));
+        assert_eq!(normalize(Path::new("/a/../../b")), Path::new("/b"));
+        assert_eq!(normalize(Path::new("a/b/..")), Path::new("a"));
+    }
 
     #[test]
     fn remote_entries() {

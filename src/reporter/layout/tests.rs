@@ -320,3 +320,28 @@ fn clusters_waiting_for_their_turn_are_listed_last() {
     assert_eq!(lines.len(), 5, "{lines:#?}");
     assert!(lines[3].starts_with("… 6 more clusters"), "{lines:#?}");
 }
+
+/// Before the release phase the releases wait for the phase, not in a
+/// queue behind a release.
+#[test]
+fn releases_before_the_release_phase_wait_for_the_phase() {
+    let board = Board {
+        cluster: "infra".into(),
+        elapsed: secs(1.0),
+        total: 7,
+        pending: 7,
+        phase: Some(row("crds", "CRDs 1/2 Established", 0.4)),
+        ..Board::default()
+    };
+    let lines = single(&board, 80, 24, 0);
+    assert!(
+        lines[0].starts_with("infra · 7 waiting for the CRD phase · 0/7 done"),
+        "{lines:?}"
+    );
+    assert!(!lines.iter().any(|l| l.contains("queued")), "{lines:?}");
+    let board = Board {
+        phase: Some(row("preflight", "ledger: 7 entries", 0.4)),
+        ..board
+    };
+    assert!(single(&board, 80, 24, 0)[0].contains("7 waiting for preflight"));
+}

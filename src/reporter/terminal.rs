@@ -1,0 +1,128 @@
+//! The live display's terminal: stderr, with each frame in a synchronized
+//! update (DEC private mode 2026: the terminal shows the frame whole, never
+//! half drawn; terminals without it ignore the sequence) and the cursor
+//! hidden while the live area is up.
+
+use std::io::{self, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use console::Term;
+use indicatif::{ProgressDrawTarget, TermLike};
+
+const BEGIN_SYNC: &str = "\x1b[?2026h";
+const END_SYNC: &str = "\x1b[?2026l";
+const HIDE_CURSOR: &str = "\x1b[?25l";
+const SHOW_CURSOR: &str = "\x1b[?25h";
+
+/// Where the live display draws: stderr when it is a terminal.
+pub fn stderr_target() -> ProgressDrawTarget {
+    let term = Term::stderr();
+    if !term.is_term() {
+        return ProgressDrawTarget::hidden();
+    }
+    ProgressDrawTarget::term_like_with_hz(Box::new(Synchronized::new(term)), 20)
+}
+
+#[derive(Debug)]
+struct Synchronized {
+    term: Term,
+    /// A frame is being written: its end marker is due at `flush`.
+    open: AtomicBool,
+    /// The cursor was hidden and must be shown again.
+    hidden: AtomicBool,
+}
+
+impl Synchronized {
+    fn new(term: Term) -> Self {
+        Synchronized {
+            term,
+            open: AtomicBool::new(false),
+            hidden: AtomicBool::new(false),
+        }
+    }
+
+    /// Before anything of a frame: open it (and hide the cursor once).
+    fn begin(&self) -> io::Result<()> {
+        if !self.hidden.swap(true, Ordering::SeqCst) {
+            (&self.term).write_all(HIDE_CURSOR.as_bytes())?;
+        }
+        if !self.open.swap(true, Ordering::SeqCst) {
+            (&self.term).write_all(BEGIN_SYNC.as_bytes())?;
+        }
+        Ok(())
+    }
+}
+
+impl TermLike for Synchronized {
+    fn width(&self) -> u16 {
+        self.term.size().1
+    }
+
+    fn height(&self) -> u16 {
+        self.term.size().0
+    }
+
+    fn move_cursor_up(&self, n: usize) -> io::Result<()> {
+        self.begin()?;
+        self.term.move_cursor_up(n)
+    }
+
+    fn move_cursor_down(&self, n: usize) -> io::Result<()> {
+        self.begin()?;
+        self.term.move_cursor_down(n)
+    }
+
+    fn move_cursor_right(&self, n: usize) -> io::Result<()> {
+        self.begin()?;
+        self.term.move_cursor_right(n)
+    }
+
+    fn move_cursor_left(&self, n: usize) -> io::Result<()> {
+        self.begin()?;
+        self.term.move_cursor_left(n)
+    }
+
+    fn write_line(&self, s: &str) -> io::Result<()> {
+        self.begin()?;
+        self.term.write_line(s)
+    }
+
+    fn write_str(&self, s: &str) -> io::Result<()> {
+        self.begin()?;
+        self.term.write_str(s)
+    }
+
+    fn clear_line(&self) -> io::Result<()> {
+        self.begin()?;
+        self.term.clear_line()
+    }
+
+    fn flush(&self) -> io::Result<()> {
+        if self.open.swap(false, Ordering::SeqCst) {
+            (&self.term).write_all(END_SYNC.as_bytes())?;
+        }
+        self.term.flush()
+    }
+}
+
+impl Drop for Synchronized {
+    /// The cursor comes back with the shell prompt, however the run ended.
+    fn drop(&mut self) {
+        if self.open.swap(false, Ordering::SeqCst) {
+            let _ = (&self.term).write_all(END_SYNC.as_bytes());
+        }
+        if self.hidden.swap(false, Ordering::SeqCst) {
+            let _ = (&self.term).write_all(SHOW_CURSOR.as_bytes());
+        }
+        let _ = self.term.flush();
+    }
+}
+
+/// Shows the cursor again (the live area is gone for good).
+pub fn show_cursor() {
+    let term = Term::stderr();
+    if term.is_term() {
+        let _ = (&term).write_all(SHOW_CURSOR.as_bytes());
+        let _ = term.flush();
+    }
+}

@@ -1,0 +1,519 @@
+//! Nothing outlives a dead run, the lock is checked before each step, and a
+//! takeover never races a helm that may still be working
+//! (docs/design.md#children-and-temporary-files, #cluster-lock,
+//! #live-refusal-rules): the real binary against the loopback API server and
+//! the fake helm.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use testkit::builder::Test;
+use testkit::cluster::{CLUSTER, Cluster, RELEASES, daemonset, lease};
+
+fn config() -> Test {
+    Test::new()
+        .file("clusters/infra/cluster.yaml", CLUSTER)
+        .file("releases/core.yaml", RELEASES)
+}
+
+/// `apply infra --output json` with cilium's helm taking `cilium_ms` and
+/// the temporary directory in `tmp`; returns once cilium's helm runs.
+fn apply_while_cilium_installs(
+    cluster: &Cluster,
+    test: &Test,
+    tmp: &Path,
+    cilium_ms: u64,
+) -> Child {
+    cluster.script(json!({
+        "*": {"delay_ms": 20},
+        "kube-system/cilium": {"delay_ms": cilium_ms, "apply_manifests": true, "manifests": [daemonset("kube-system", "cilium")]},
+    }));
+    let child = cluster
+        .command(test, &["apply", "infra", "--output", "json"])
+        .env("TMPDIR", tmp)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_until("cilium's helm to start", || {
+        cluster
+            .path()
+            .join("helm-state/kube-system__cilium.json")
+            .exists()
+    });
+    child
+}
+
+fn wait_until(what: &str, done: impl Fn() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn signal(child: &Child, name: &str) {
+    let status = std::process::Command::new("kill")
+        .args([&format!("-{name}"), &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+/// Processes (not zombies) whose environment names this cluster's fake-helm
+/// state: the fake helms of this test.
+fn fake_helms(cluster: &Cluster) -> Vec<u32> {
+    let needle = format!(
+        "FAKE_HELM_STATE={}",
+        cluster.path().join("helm-state").display()
+    );
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(environ) = std::fs::read(entry.path().join("environ")) else {
+            continue;
+        };
+        let named = environ
+            .split(|b| *b == 0)
+            .any(|var| var == needle.as_bytes());
+        let zombie = std::fs::read_to_string(entry.path().join("stat"))
+            .ok()
+            .and_then(|s| {
+                s.rsplit_once(')')
+                    .map(|(_, rest)| rest.trim_start().starts_with('Z'))
+            })
+            .unwrap_or(true);
+        // bootstrap itself carries the variable too: only fake helms count.
+        let exe = std::fs::read_link(entry.path().join("exe")).unwrap_or_default();
+        let fake = std::fs::canonicalize(testkit::fake_helm()).unwrap_or_default();
+        if named && !zombie && exe == fake {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+/// The values files of bootstrap runs in `tmp`.
+fn values_files(tmp: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(tmp)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("bootstrap-") && n.contains(".values-"))
+        })
+        .collect()
+}
+
+fn the_lease(cluster: &Cluster) -> Option<Value> {
+    cluster.api.get(
+        "coordination.k8s.io/v1",
+        "Lease",
+        Some("kube-system"),
+        "bootstrap-lock",
+    )
+}
+
+fn outcome_of(stdout: &str, release: &str) -> Option<String> {
+    stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|e| e["event"] == "run_finished")
+        .and_then(|e| {
+            e["summary"]["releases"]
+                .as_array()?
+                .iter()
+                .find(|r| r["release"] == release)
+                .map(|r| r["outcome"].as_str().unwrap_or_default().to_string())
+        })
+}
+
+/// kill -9 of bootstrap mid-install: its helm gets the parent-death signal
+/// and stops instead of working on as an orphan, and the values file the
+/// killed run could not remove (it holds secrets) is removed by the next run.
+#[test]
+fn helm_dies_with_a_killed_run_and_the_next_run_sweeps_its_values_file() {
+    let cluster = Cluster::start();
+    let test = config();
+    let tmp = tempfile::tempdir().unwrap();
+    let mut child = apply_while_cilium_installs(&cluster, &test, tmp.path(), 20_000);
+    wait_until("cilium's values file", || {
+        !values_files(tmp.path()).is_empty()
+    });
+    assert!(!fake_helms(&cluster).is_empty(), "helm runs");
+    signal(&child, "KILL");
+    child.wait().unwrap();
+    let killed = Instant::now();
+    wait_until("the orphaned helm to stop", || {
+        fake_helms(&cluster).is_empty()
+    });
+    assert!(killed.elapsed() < Duration::from_secs(10));
+    // The parent-death signal is SIGTERM: helm cancels its operation and
+    // records the release failed, so the next run can upgrade it.
+    assert_eq!(
+        cluster.release_state("kube-system", "cilium").unwrap()["status"],
+        "failed"
+    );
+    assert_eq!(values_files(tmp.path()).len(), 1, "left by the killed run");
+
+    // The Lease is still held (nobody released it): this run stops at the
+    // lock, after its prerequisites swept the dead run's files.
+    let out = cluster.run(
+        &test.env("TMPDIR", &tmp.path().display().to_string()),
+        &["apply", "infra"],
+    );
+    assert_eq!(out.code, 3, "{}\n{}", out.stdout, out.stderr);
+    assert_eq!(values_files(tmp.path()), Vec::<PathBuf>::new());
+}
+
+/// A closed terminal (SIGHUP) stops the run like SIGTERM: running helm gets
+/// its grace period, nothing new starts, the lock is released, no values
+/// file is left, exit 130.
+#[test]
+fn sighup_stops_the_run_like_sigterm() {
+    let cluster = Cluster::start();
+    let test = config();
+    let tmp = tempfile::tempdir().unwrap();
+    let child = apply_while_cilium_installs(&cluster, &test, tmp.path(), 1500);
+    signal(&child, "HUP");
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{stdout}\n{stderr}");
+    assert_eq!(
+        outcome_of(&stdout, "kube-system/cilium").as_deref(),
+        Some("installed"),
+        "{stdout}"
+    );
+    assert_eq!(
+        outcome_of(&stdout, "kube-system/coredns").as_deref(),
+        Some("interrupted")
+    );
+    assert!(the_lease(&cluster).is_none(), "lock released");
+    assert_eq!(values_files(tmp.path()), Vec::<PathBuf>::new());
+    assert!(fake_helms(&cluster).is_empty());
+}
+
+/// Another run takes the Lease while cilium installs. The next step (the
+/// ledger write of cilium, the start of coredns) checks the lock first and
+/// finds it gone, so nothing more is written or started: before, the run
+/// noticed only at its next renewal, up to 5 s later, and went on.
+#[test]
+fn a_lost_lock_is_found_before_the_next_ledger_write_and_release() {
+    let cluster = Cluster::start();
+    let test = config();
+    let tmp = tempfile::tempdir().unwrap();
+    let child = apply_while_cilium_installs(&cluster, &test, tmp.path(), 1500);
+    wait_until("the lock", || the_lease(&cluster).is_some());
+    cluster.api.insert(lease(
+        "thief@elsewhere pid 1",
+        "2099-01-01T00:00:00.000000Z",
+    ));
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("it is now held by thief@elsewhere pid 1"),
+        "{stderr}"
+    );
+    assert!(
+        !cluster.ledger().contains_key("kube-system.cilium"),
+        "no ledger write without the lock"
+    );
+    assert!(
+        cluster.release_state("kube-system", "coredns").is_none(),
+        "nothing new started"
+    );
+}
+
+/// A takeover finds a release the dead run left `pending-install` only
+/// seconds ago: a helm of that run could still be working on it, so it is
+/// refused with the time to wait, and nothing is uninstalled.
+#[test]
+fn a_takeover_refuses_a_pending_install_a_helm_may_still_be_working_on() {
+    let cluster = Cluster::start();
+    cluster.script(json!({
+        "*": {"delay_ms": 20},
+        "kube-system/cilium": {"apply_manifests": true, "manifests": [daemonset("kube-system", "cilium")]},
+    }));
+    let started = k8s_now_minus(10);
+    std::fs::write(
+        cluster.path().join("helm-state/kube-system__coredns.json"),
+        serde_json::to_string(&json!({"name": "coredns", "namespace": "kube-system", "revision": 1,
+            "status": "pending-install", "chart": "coredns", "version": "1.44.3", "app_version": "1.12.0",
+            "values": {}, "labels": {}, "updated": started, "manifest": ""}))
+        .unwrap(),
+    )
+    .unwrap();
+    let mut dead = lease("job-infra-1 pid 1", "2020-01-01T00:00:00.000000Z");
+    dead["metadata"]["annotations"]["bootstrap/helm-timeout-seconds"] = json!("600");
+    cluster.api.insert(dead);
+    let out = cluster.run(&config(), &["apply", "infra", "--timeout", "60s"]);
+    assert_eq!(out.code, 1, "{}\n{}", out.stdout, out.stderr);
+    let said = format!("{}{}", out.stdout, out.stderr);
+    assert!(
+        said.contains("was left pending-install at ")
+            && said.contains(
+                "by job-infra-1 pid 1, whose expired lock this run took over; a helm of that run may still be working on it for up to 10m"
+            )
+            && said.contains("(its helm timeout 10m plus 1m): run `bootstrap apply` again after that"),
+        "{said}"
+    );
+    assert!(
+        !cluster
+            .helm_calls()
+            .iter()
+            .any(|c| c.command() == "uninstall coredns"),
+        "nothing uninstalled"
+    );
+    assert_eq!(
+        cluster.release_state("kube-system", "coredns").unwrap()["status"],
+        "pending-install"
+    );
+}
+
+/// A takeover finds a release the dead run left `pending-upgrade` long ago
+/// (older than its helm timeout plus the margin): no helm can be working on
+/// it, so it is rolled back to the revision before and upgraded again, and
+/// the run converges. Before, it was refused until someone ran
+/// `helm rollback` by hand.
+#[test]
+fn a_takeover_rolls_back_an_abandoned_pending_upgrade_and_upgrades_it() {
+    let cluster = Cluster::start();
+    cluster.script(json!({
+        "*": {"delay_ms": 20},
+        "kube-system/cilium": {"apply_manifests": true, "manifests": [daemonset("kube-system", "cilium")]},
+    }));
+    std::fs::write(
+        cluster.path().join("helm-state/kube-system__coredns.json"),
+        serde_json::to_string(&json!({"name": "coredns", "namespace": "kube-system", "revision": 2,
+            "status": "pending-upgrade", "chart": "coredns", "version": "1.44.3", "app_version": "1.12.0",
+            "values": {}, "labels": {}, "updated": k8s_now_minus(3600), "manifest": "",
+            "history": [{"revision": 1, "updated": k8s_now_minus(7200), "status": "deployed",
+                         "chart": "coredns", "version": "1.44.2", "app_version": "1.12.0",
+                         "description": "Install complete"}]}))
+        .unwrap(),
+    )
+    .unwrap();
+    let mut dead = lease("job-infra-1 pid 1", "2020-01-01T00:00:00.000000Z");
+    dead["metadata"]["annotations"]["bootstrap/helm-timeout-seconds"] = json!("600");
+    cluster.api.insert(dead);
+    let out = cluster.run(&config(), &["apply", "infra", "--timeout", "60s"]);
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    let said = format!("{}{}", out.stdout, out.stderr);
+    assert!(
+        said.contains(
+            "kube-system/coredns was left pending-upgrade by job-infra-1 pid 1, whose expired lock this run took over; rolled it back to the revision before to upgrade it again"
+        ),
+        "{said}"
+    );
+    let commands: Vec<String> = cluster.helm_calls().iter().map(|c| c.command()).collect();
+    let rollback = commands
+        .iter()
+        .position(|c| c == "rollback coredns")
+        .expect("rolled back");
+    assert!(
+        commands[rollback..]
+            .iter()
+            .any(|c| c.starts_with("upgrade coredns")),
+        "{commands:?}"
+    );
+    let state = cluster.release_state("kube-system", "coredns").unwrap();
+    assert_eq!(state["status"], "deployed");
+    assert_eq!(state["revision"], 4, "rollback, then the upgrade");
+    assert!(cluster.ledger().contains_key("kube-system.coredns"));
+}
+
+/// RFC 3339 for `secs` seconds ago.
+fn k8s_now_minus(secs: u64) -> String {
+    let t = std::time::SystemTime::now() - Duration::from_secs(secs);
+    bootstrap::duration::timestamp(t)
+}
+
+const CILIUM: &str = "name: cilium
+namespace: kube-system
+chart: { repo: https://helm.cilium.io, name: cilium, version: 1.18.2 }
+";
+
+/// Runs `plan infra` in `test`, killed (and failed) if it takes 20 s.
+fn plan_bounded(test: &Test) -> (i32, String) {
+    let mut child = test
+        .command()
+        .args(["plan", "infra"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if started.elapsed() > Duration::from_secs(20) {
+            let _ = child.kill();
+            panic!("plan hung");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn mkfifo(path: &Path) {
+    let status = std::process::Command::new("mkfifo")
+        .arg(path)
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+/// A FIFO named like a release file used to hang every command (reading it
+/// waits for a writer), and a directory by such a name was skipped
+/// silently: both are config errors naming the file, exit 2, at once.
+#[test]
+fn a_fifo_or_directory_named_like_a_release_file_is_an_error_not_a_hang() {
+    let test = Test::with_releases(CILIUM);
+    mkfifo(&test.path().join("releases/x.yaml"));
+    std::fs::create_dir(test.path().join("releases/d.yaml")).unwrap();
+    let (code, stderr) = plan_bounded(&test);
+    assert_eq!(code, 2, "{stderr}");
+    assert_eq!(
+        stderr,
+        "error: releases/d.yaml: is a directory, not a file: a config file must be a regular file or a symlink to one\n\
+         error: releases/x.yaml: is a FIFO (named pipe), not a file: a config file must be a regular file or a symlink to one\n\
+         error: 2 problems in the config; nothing was changed\n"
+    );
+    // A FIFO as a values file, and as cluster.yaml.
+    let test = Test::with_releases(&format!("{CILIUM}valuesFiles: [values/v.yaml]\n"))
+        .file("releases/values/keep", "");
+    mkfifo(&test.path().join("releases/values/v.yaml"));
+    let (code, stderr) = plan_bounded(&test);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains("releases/core.yaml:4:15: release `kube-system/cilium`: values file `values/v.yaml` is a FIFO (named pipe), not a file"),
+        "{stderr}"
+    );
+    let test = Test::new().file("releases/core.yaml", CILIUM);
+    std::fs::create_dir_all(test.path().join("clusters/infra")).unwrap();
+    mkfifo(&test.path().join("clusters/infra/cluster.yaml"));
+    let (code, stderr) = plan_bounded(&test);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains("clusters/infra/cluster.yaml: is a FIFO"),
+        "{stderr}"
+    );
+}
+
+/// A chart `name` beginning with `-` would reach helm's argv as a flag
+/// (`--dry-run` was seen): it is refused, at its line.
+#[test]
+fn a_chart_name_that_looks_like_a_flag_is_refused() {
+    let test = Test::with_releases(
+        "name: cilium\nnamespace: kube-system\nchart: { repo: https://helm.cilium.io, name: --dry-run, version: 1.18.2 }\n",
+    );
+    let (code, stderr) = plan_bounded(&test);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.starts_with("error: releases/core.yaml:3:")
+            && stderr.contains("chart `name: --dry-run` is not a chart name"),
+        "{stderr}"
+    );
+}
+
+/// Broken inputs are reported at their line: text that is not UTF-8,
+/// `overrides` naming an unknown release, a values file that is not a map.
+#[test]
+fn broken_inputs_are_reported_at_their_line() {
+    let test = Test::new()
+        .file("clusters/infra/cluster.yaml", "name: infra\n")
+        .file("releases/core.yaml", CILIUM);
+    std::fs::write(
+        test.path().join("releases/bin.yaml"),
+        b"name: x\nnamespace: y\n\x00\xff\xfe garbage\n",
+    )
+    .unwrap();
+    let (_, stderr) = plan_bounded(&test);
+    assert!(
+        stderr.contains(
+            "error: releases/bin.yaml:3:2: is not UTF-8 text (byte 0xff at line 3, column 2)"
+        ),
+        "{stderr}"
+    );
+
+    let test = Test::new()
+        .file(
+            "clusters/infra/cluster.yaml",
+            "name: infra\noverrides:\n  cilium:\n    timeout: 1m\n  ciliun:\n    timeout: 2m\n",
+        )
+        .file("releases/core.yaml", CILIUM);
+    let (code, stderr) = plan_bounded(&test);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.starts_with("error: clusters/infra/cluster.yaml:5:3: `overrides` names"),
+        "{stderr}"
+    );
+
+    let test = Test::with_releases(&format!("{CILIUM}valuesFiles: [values/v.yaml]\n"))
+        .file("releases/values/v.yaml", "# a list, not a map\n- a\n- b\n");
+    let (code, stderr) = plan_bounded(&test);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains(
+            "error: releases/values/v.yaml:2:1: release `kube-system/cilium`: a values file must be a YAML map, not a list"
+        ),
+        "{stderr}"
+    );
+}
+
+/// The API server answers 503 to everything from the middle of the run on,
+/// with `--timeout 6s`: every retry (the ledger write of the release that
+/// was installing included) ends by the deadline, the wait says why it goes
+/// on, and the error is in words. Before, the ledger write alone retried for
+/// about 60 s without a line, and the error carried Rust debug output.
+#[test]
+fn an_api_that_goes_away_mid_run_ends_the_run_by_its_timeout() {
+    let cluster = Cluster::start();
+    // One release without hooks: what follows its helm is the ledger write.
+    let test = Test::with_releases(CILIUM);
+    let tmp = tempfile::tempdir().unwrap();
+    cluster.script(json!({"*": {"delay_ms": 1500}}));
+    let started = Instant::now();
+    let child = cluster
+        .command(&test, &["apply", "infra", "--timeout", "6s"])
+        .env("TMPDIR", tmp.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_until("cilium's helm to start", || {
+        cluster
+            .path()
+            .join("helm-state/kube-system__cilium.json")
+            .exists()
+    });
+    cluster.api.fail_next(usize::MAX / 2, 503);
+    let out = child.wait_with_output().unwrap();
+    let took = started.elapsed();
+    let stderr = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(took < Duration::from_secs(6 + 6), "took {took:?}\n{stderr}");
+    assert!(
+        stderr.contains("waiting for the Kubernetes API server (for "),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains("Status {") && !stderr.contains("ApiError:"),
+        "{stderr}"
+    );
+}
