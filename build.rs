@@ -22,8 +22,9 @@
 //!   scan against Flux's own code (tests/flux_oracle.rs). Like the venv, a
 //!   binary built after the last build of the tests is noticed on the next
 //!   change to this file.
-//! - `cfg(shared_corpus)` when `../shared/corpus` (the read-only public trees
-//!   beside the checkout) exists.
+//! - `cfg(shared_corpus)` when the read-only public GitOps trees are found:
+//!   `BOOTSTRAP_TEST_CORPUS`, else `../shared/corpus` beside the repository;
+//!   its path reaches the tests as `BOOTSTRAP_TEST_CORPUS_DIR`.
 //! - `cfg(realenv)` when the real test environment is built: every tool
 //!   testkit's real front end needs is linked in `tools/realenv/.bin/`
 //!   (`tools/realenv/build`; docs/design.md#real-environment). The tier of
@@ -93,8 +94,19 @@ fn main() {
     }
 
     println!("cargo::rustc-check-cfg=cfg(shared_corpus)");
-    if Path::new(SHARED_CORPUS).is_dir() {
+    println!("cargo::rerun-if-env-changed=BOOTSTRAP_TEST_CORPUS");
+    let corpus = std::env::var_os("BOOTSTRAP_TEST_CORPUS")
+        .filter(|v| !v.is_empty())
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| Path::new(SHARED_CORPUS).to_path_buf());
+    if corpus.is_dir()
+        && let Ok(corpus) = std::path::absolute(&corpus)
+    {
         println!("cargo::rustc-cfg=shared_corpus");
+        println!(
+            "cargo::rustc-env=BOOTSTRAP_TEST_CORPUS_DIR={}",
+            corpus.display()
+        );
     }
 
     println!("cargo::rustc-check-cfg=cfg(realenv)");

@@ -247,9 +247,8 @@ pub fn sync(obj: &mut Object) {
     if let Some(kind) = text("/kind") {
         obj.kind = kind;
     }
-    if let Some(name) = text("/metadata/name") {
-        obj.name = name;
-    }
+    // A substitution can leave it empty or null.
+    obj.name = text("/metadata/name").unwrap_or_default();
     obj.namespace = text("/metadata/namespace").filter(|n| !n.is_empty());
     if (&obj.name, &obj.namespace) != (&before.0, &before.1) && !obj.previous_ids.contains(&before)
     {

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use super::{KUSTOMIZATION_FILES, MAX_DEPTH, Walker, is_remote, normalize, object};
 use crate::flux::findings::{
-    NOT_MODELLED, PATH_NOT_FOUND, REMOTE_RESOURCE_NOT_FOLLOWED, YAML_INVALID,
+    BUILD_FAILS, NOT_MODELLED, PATH_NOT_FOUND, REMOTE_RESOURCE_NOT_FOLLOWED, YAML_INVALID,
 };
 use crate::flux::object::Object;
 
@@ -153,8 +153,13 @@ impl Walker {
         let mut chain = chain.to_vec();
         let label = match kfile {
             Some(kfile) => {
-                // kustomize rejects cycles; stopping here is enough to never loop.
+                // kustomize rejects cycles (and so Flux fails the build).
                 if stack.len() >= MAX_DEPTH || stack.iter().any(|p| p == kfile) {
+                    let message = format!(
+                        "{} includes itself through its resources (a cycle); kustomize fails the build",
+                        self.rel(kfile)
+                    );
+                    self.warn(BUILD_FAILS, None, &chain, message);
                     return acc;
                 }
                 stack.push(kfile.to_path_buf());
@@ -328,7 +333,23 @@ impl Walker {
                 }
                 _ => vec![body],
             };
-            out.extend(items.into_iter().filter_map(|b| object(b, &file, &chain)));
+            for body in items {
+                let is_object = body.is_object();
+                match object(body, &file, &chain) {
+                    Some(obj) => out.push(obj),
+                    None => {
+                        let what = if is_object {
+                            "a document without kind or metadata.name"
+                        } else {
+                            "a document that is not a mapping"
+                        };
+                        let message = format!(
+                            "{file} holds {what}, which is not a Kubernetes object; kustomize (and Flux's generated kustomization) fail the build; the other documents are checked"
+                        );
+                        self.warn(BUILD_FAILS, None, &chain, message);
+                    }
+                }
+            }
         }
         out
     }

@@ -91,6 +91,8 @@ struct Build {
     chain: Vec<String>,
     raw_path: String,
     deferrals: usize,
+    /// The entrypoint's build (even when a Kustomization's fields shape it).
+    entry: bool,
 }
 
 impl Build {
@@ -173,6 +175,7 @@ pub fn build(root: &Path, dir: &Path) -> Tree {
         chain: Vec::new(),
         raw_path: dir.display().to_string(),
         deferrals: 0,
+        entry: false,
     });
     walker.tree.files_scanned = walker.files.len();
     walker.tree
@@ -272,6 +275,7 @@ pub fn build_flux_kustomization(root: &Path, ks: Value) -> Tree {
         chain: Vec::new(),
         raw_path: raw,
         deferrals: 0,
+        entry: false,
     });
     walker.tree.files_scanned = walker.files.len();
     walker.tree
@@ -290,6 +294,7 @@ fn resolve_from(root: &Path, entrypoint: &Path, resolution: Resolution) -> Tree 
         chain: Vec::new(),
         raw_path: entrypoint.display().to_string(),
         deferrals: 0,
+        entry: true,
     });
     let mut first = true;
     // Breadth-first, so an object reached along several Kustomizations keeps
@@ -464,6 +469,7 @@ impl Walker {
     }
 
     fn start(&mut self, build: Build) {
+        let entry = build.entry;
         let Build {
             dir,
             ks,
@@ -472,7 +478,7 @@ impl Walker {
             ..
         } = build;
         let origin = ks.as_ref().map(Object::reference);
-        let by = ks.as_ref().map(|ks| {
+        let by = ks.as_ref().filter(|_| !entry).map(|ks| {
             format!(
                 "Kustomization/{}/{}",
                 ks.namespace.as_deref().unwrap_or_default(),
@@ -720,6 +726,7 @@ impl Walker {
             chain: ks.chain.clone(),
             raw_path: raw.to_string(),
             deferrals: 0,
+            entry: false,
         });
     }
 }

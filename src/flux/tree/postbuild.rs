@@ -139,14 +139,11 @@ impl Walker {
                 );
             }
         }
-        // kustomize-controller refuses an object left without kind or name.
-        if let Some(obj) = objects
-            .iter()
-            .find(|o| o.name.is_empty() || o.kind.is_empty())
-        {
-            failed = true;
+        // kustomize-controller checks names before it substitutes: an object
+        // left without one is built, and the apply fails.
+        if let Some(obj) = objects.iter().find(|o| o.name.is_empty()) {
             let message = format!(
-                "{ks_name}: a {} in {} has no name after substitution; kustomize-controller fails the build and applies none of its objects",
+                "{ks_name}: a {} in {} has no name after substitution; the API server rejects it, so Flux's apply fails",
                 obj.kind, obj.file
             );
             self.warn(

@@ -72,6 +72,18 @@ impl Walker {
         if !prefix.is_empty() || !suffix.is_empty() {
             kustomize::add_prefix_suffix(objects, prefix, suffix);
         }
+        // kustomize records previous names and namespaces comma-separated
+        // (`config.kubernetes.io/previousNames`): a renamed object whose
+        // name holds a comma makes the build fail.
+        if let Some(obj) = objects.iter().find(|o| {
+            !o.previous_ids.is_empty() && o.previous_ids.iter().any(|(n, _)| n.contains(','))
+        }) {
+            let message = format!(
+                "{label}: {} `{}` has a comma in its name and is renamed; kustomize fails the build (it keeps previous names comma-separated)",
+                obj.kind, obj.name
+            );
+            self.warn(BUILD_FAILS, Some(obj.reference()), chain, message);
+        }
         for entry in entries("patchesJson6902") {
             let patches = match (
                 entry.get("patch"),
