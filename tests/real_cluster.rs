@@ -1183,6 +1183,7 @@ fn the_fleet_job_is_accepted_and_completes() {
             chain: Vec::new(),
             body: body.clone(),
             previous_ids: Vec::new(),
+            applier: None,
         }
     };
     let fleet = documents("flux-operator/resourceset.yaml");
