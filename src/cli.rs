@@ -138,15 +138,8 @@ enum Command {
         /// Also render each chart with `helm template` (needs helm 3.13+, may download charts).
         #[arg(long)]
         manifests: bool,
-        /// Only this release (repeatable), plus what it needs unless --no-needs (as apply).
-        #[arg(long, value_name = "NAME")]
-        only: Vec<String>,
-        /// Releases whose labels match (helmfile syntax: `key=value`, `key!=value`; comma = AND; repeat for OR).
-        #[arg(long, short = 'l', value_name = "SELECTOR", value_parser = parse_selector)]
-        selector: Vec<crate::select::Selector>,
-        /// With --only or --selector: exactly those releases, not what they need.
-        #[arg(long)]
-        no_needs: bool,
+        #[command(flatten)]
+        selection: Selection,
         #[command(flatten)]
         values: RunValuesArgs,
     },
@@ -173,15 +166,8 @@ enum Command {
         /// Do everything except change the cluster; say what would change.
         #[arg(long)]
         dry_run: bool,
-        /// Only this release (repeatable), plus what it needs unless --no-needs.
-        #[arg(long, value_name = "NAME")]
-        only: Vec<String>,
-        /// Releases whose labels match (helmfile syntax: `key=value`, `key!=value`; comma = AND; repeat for OR).
-        #[arg(long, short = 'l', value_name = "SELECTOR", value_parser = parse_selector)]
-        selector: Vec<crate::select::Selector>,
-        /// With --only or --selector: run exactly those releases, not what they need.
-        #[arg(long)]
-        no_needs: bool,
+        #[command(flatten)]
+        selection: Selection,
         #[command(flatten)]
         values: RunValuesArgs,
         /// Parallel helm operations.
@@ -208,15 +194,8 @@ enum Command {
         /// Exit 1 when anything would change, 0 when nothing would (like `git diff --exit-code`).
         #[arg(long)]
         exit_code: bool,
-        /// Only this release (repeatable), plus what it needs unless --no-needs (as apply).
-        #[arg(long, value_name = "NAME")]
-        only: Vec<String>,
-        /// Releases whose labels match (helmfile syntax: `key=value`, `key!=value`; comma = AND; repeat for OR).
-        #[arg(long, short = 'l', value_name = "SELECTOR", value_parser = parse_selector)]
-        selector: Vec<crate::select::Selector>,
-        /// With --only or --selector: exactly those releases, not what they need.
-        #[arg(long)]
-        no_needs: bool,
+        #[command(flatten)]
+        selection: Selection,
         #[command(flatten)]
         values: RunValuesArgs,
     },
@@ -236,6 +215,8 @@ enum Command {
             conflicts_with = "context"
         )]
         clusters: Vec<String>,
+        #[command(flatten)]
+        selection: Selection,
     },
     /// Uninstall the releases in reverse DAG order (asks unless --yes); CRDs stay unless --crds.
     Destroy {
@@ -303,6 +284,16 @@ enum ImportSource {
         /// Overwrite files that already exist.
         #[arg(long)]
         force: bool,
+        /// The helmfile that renders the state files (default: `helmfile` on PATH when there
+        /// is one; without helmfile the importer evaluates its own template subset).
+        #[arg(long, value_name = "PATH", env = "BOOTSTRAP_HELMFILE")]
+        helmfile: Option<PathBuf>,
+        /// Evaluate the templates with the importer's own subset even when helmfile is installed.
+        #[arg(long, conflicts_with = "helmfile")]
+        no_helmfile: bool,
+        /// helmfile's --environment to render with (needs helmfile).
+        #[arg(long, value_name = "NAME")]
+        environment: Option<String>,
     },
 }
 
@@ -345,11 +336,38 @@ pub struct ApplyArgs {
     /// How many clusters run at once (`None`: all).
     pub cluster_concurrency: Option<usize>,
     pub values: RunValuesArgs,
-    pub only: Vec<String>,
-    pub selector: Vec<crate::select::Selector>,
-    pub no_needs: bool,
+    pub selection: Selection,
     pub options: crate::apply::Options,
     pub timeout: Option<Duration>,
+}
+
+/// `--only`, `--selector` and `--no-needs` of apply, diff, template and
+/// status, declared once (docs/design.md#selection).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct Selection {
+    /// Only this release (repeatable), plus what it needs unless --no-needs.
+    #[arg(long, value_name = "NAME")]
+    pub only: Vec<String>,
+    /// Releases whose labels match (helmfile syntax: `key=value`, `key!=value`; comma = AND; repeat for OR).
+    #[arg(long, short = 'l', value_name = "SELECTOR", value_parser = parse_selector)]
+    pub selector: Vec<crate::select::Selector>,
+    /// With --only or --selector: exactly those releases, not what they need.
+    #[arg(long)]
+    pub no_needs: bool,
+}
+
+impl Selection {
+    /// `--no-needs` narrows what `--only`/`--selector` choose: alone it
+    /// means nothing, which is a usage error.
+    fn checked(self) -> Result<Selection, Error> {
+        needs_flag(self.no_needs, &self.only, &self.selector)?;
+        Ok(self)
+    }
+
+    /// `plan` narrowed to the selection (all of it when nothing is chosen).
+    pub fn apply(&self, plan: crate::plan::Plan) -> Result<crate::plan::Plan, Error> {
+        plan.select(&self.only, &self.selector, self.no_needs)
+    }
 }
 
 /// `--no-needs` narrows what `--only`/`--selector` choose: without either
@@ -374,9 +392,7 @@ pub struct DiffArgs {
     pub cluster: String,
     /// `RELEASE…` and `--only`: plus what they need unless `no_needs`
     /// (always set when releases are named as arguments).
-    pub only: Vec<String>,
-    pub no_needs: bool,
-    pub selector: Vec<crate::select::Selector>,
+    pub selection: Selection,
     pub values: RunValuesArgs,
     pub exit_code: bool,
 }
@@ -428,9 +444,7 @@ pub enum Subcommand {
         show_secrets: bool,
         crds: bool,
         manifests: bool,
-        only: Vec<String>,
-        selector: Vec<crate::select::Selector>,
-        no_needs: bool,
+        selection: Selection,
         values: RunValuesArgs,
     },
     Check {
@@ -442,6 +456,7 @@ pub enum Subcommand {
     Diff(DiffArgs),
     Status {
         clusters: Clusters,
+        selection: Selection,
     },
     Destroy(DestroyArgs),
     Schema(SchemaKind),
@@ -449,8 +464,21 @@ pub enum Subcommand {
         paths: Vec<PathBuf>,
         cluster: String,
         force: bool,
+        helmfile: HelmfileChoice,
+        environment: Option<String>,
     },
     Completions(clap_complete::Shell),
+}
+
+/// Which helmfile renders an import.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HelmfileChoice {
+    /// `helmfile` on PATH, when there is one.
+    Find,
+    /// `--helmfile PATH` / `BOOTSTRAP_HELMFILE`: it must run.
+    At(PathBuf),
+    /// `--no-helmfile`: the importer's own template subset.
+    No,
 }
 
 fn parse_selector(text: &str) -> Result<crate::select::Selector, String> {
@@ -539,19 +567,15 @@ impl Arguments {
                 show_secrets,
                 crds,
                 manifests,
-                only,
-                selector,
-                no_needs,
+                selection,
                 values,
             } => Subcommand::Template {
-                no_needs: needs_flag(no_needs, &only, &selector)?,
+                selection: selection.checked()?,
                 cluster,
                 release,
                 show_secrets,
                 crds,
                 manifests,
-                only,
-                selector,
                 values,
             },
             Command::Check {
@@ -570,9 +594,7 @@ impl Arguments {
                 clusters,
                 cluster_concurrency,
                 dry_run,
-                only,
-                selector,
-                no_needs,
+                selection,
                 values,
                 concurrency,
                 timeout,
@@ -582,9 +604,7 @@ impl Arguments {
                 clusters: Clusters::new(cluster, all, clusters),
                 cluster_concurrency,
                 values,
-                no_needs: needs_flag(no_needs, &only, &selector)?,
-                only,
-                selector,
+                selection: selection.checked()?,
                 timeout,
                 options: crate::apply::Options {
                     dry_run,
@@ -598,25 +618,30 @@ impl Arguments {
                 cluster,
                 releases,
                 exit_code,
-                only,
-                selector,
-                no_needs,
+                selection,
                 values,
-            } => Subcommand::Diff(DiffArgs {
-                cluster,
-                // Releases named as arguments are exactly those.
-                no_needs: needs_flag(no_needs, &only, &selector)? || !releases.is_empty(),
-                only: releases.into_iter().chain(only).collect(),
-                selector,
-                values,
-                exit_code,
-            }),
+            } => {
+                let selection = selection.checked()?;
+                Subcommand::Diff(DiffArgs {
+                    cluster,
+                    selection: Selection {
+                        // Releases named as arguments are exactly those.
+                        no_needs: selection.no_needs || !releases.is_empty(),
+                        only: releases.into_iter().chain(selection.only).collect(),
+                        selector: selection.selector,
+                    },
+                    values,
+                    exit_code,
+                })
+            }
             Command::Status {
                 cluster,
                 all,
                 clusters,
+                selection,
             } => Subcommand::Status {
                 clusters: Clusters::new(cluster, all, clusters),
+                selection: selection.checked()?,
             },
             Command::Destroy {
                 cluster,
@@ -637,10 +662,22 @@ impl Arguments {
                 paths,
                 cluster,
                 force,
+                helmfile,
+                no_helmfile,
+                environment,
             }) => Subcommand::ImportHelmfile {
                 paths,
                 cluster,
                 force,
+                helmfile: if no_helmfile {
+                    HelmfileChoice::No
+                } else {
+                    match helmfile {
+                        Some(p) if !p.as_os_str().is_empty() => HelmfileChoice::At(p),
+                        _ => HelmfileChoice::Find,
+                    }
+                },
+                environment,
             },
             Command::Completions { shell } => Subcommand::Completions(shell),
         };

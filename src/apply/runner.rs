@@ -228,9 +228,19 @@ impl<H: Helm> ReleaseRunner<H> {
                 let status = status
                     .map(|s| s.to_string())
                     .unwrap_or_else(|| "a signal".into());
+                // A chart or version the repository lacks: where to fix it.
+                let lacking = stderr.contains("not found") || stderr.contains("no chart version");
+                let at = if lacking {
+                    format!(
+                        " (its chart and version are set at {})",
+                        release.version_at(&self.hooks.root)
+                    )
+                } else {
+                    String::new()
+                };
                 return StepResult {
                     message: Some(format!(
-                        "helm {} exited with {status}{}{recovered}",
+                        "helm {} exited with {status}{}{at}{recovered}",
                         if upgrading { "upgrade" } else { "install" },
                         match stderr.trim() {
                             "" => String::new(),

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::commands::{Ctx, Outcome, empty, name_and_chart};
+use crate::ctx::{Ctx, Outcome, empty, name_and_chart};
 use crate::kube::Kube;
 use crate::output::{self, release_json};
 use crate::script::Knobs;

@@ -55,6 +55,7 @@
 mod args;
 mod chart;
 mod commands;
+mod ctx;
 mod install;
 mod kube;
 mod log;
@@ -66,7 +67,7 @@ mod values;
 
 use std::io::Write;
 
-use commands::{Ctx, Outcome};
+use ctx::{Ctx, Outcome};
 
 /// Exit code for a broken test setup, distinct from anything helm returns.
 const MISCONFIGURED: i32 = 97;
