@@ -148,6 +148,12 @@ fn main() {
     if REALENV_TOOLS.iter().all(|tool| bin.join(tool).is_dir()) {
         println!("cargo::rustc-cfg=realenv");
     }
+    // The real helm 3 CLI alone (tests/real_helm_signals.rs runs it against
+    // the loopback API server; no control plane needed).
+    println!("cargo::rustc-check-cfg=cfg(realenv_helm3)");
+    if bin.join("helm3").is_dir() {
+        println!("cargo::rustc-cfg=realenv_helm3");
+    }
 
     println!("cargo::rustc-check-cfg=cfg(shared_charts)");
     println!("cargo::rerun-if-env-changed=BOOTSTRAP_TEST_CHARTS");

@@ -517,3 +517,40 @@ fn an_api_that_goes_away_mid_run_ends_the_run_by_its_timeout() {
         "{stderr}"
     );
 }
+
+/// helm killed outright mid-install (the OOM killer, say) leaves its
+/// release pending-install. This run holds the lock and its helm is gone,
+/// so nobody can be working on the release: it is uninstalled at once, the
+/// release fails saying so, and the next run installs it. Before, every
+/// later run refused it until someone ran `helm uninstall` by hand.
+#[test]
+fn a_release_whose_helm_was_killed_is_recovered_for_the_next_run() {
+    let cluster = Cluster::start();
+    let test = config();
+    let tmp = tempfile::tempdir().unwrap();
+    let child = apply_while_cilium_installs(&cluster, &test, tmp.path(), 5_000);
+    for pid in fake_helms(&cluster) {
+        let status = std::process::Command::new("kill")
+            .args(["-KILL", &pid.to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(
+        stdout.contains(
+            "helm install exited with a signal; the release was left pending-install and no helm is working on it any more: uninstalled it, so the next run installs it afresh"
+        ),
+        "{stdout}"
+    );
+    assert!(cluster.release_state("kube-system", "cilium").is_none());
+
+    cluster.script(json!({
+        "*": {"delay_ms": 20},
+        "kube-system/cilium": {"apply_manifests": true, "manifests": [daemonset("kube-system", "cilium")]},
+    }));
+    let out = cluster.run(&test, &["apply", "infra"]);
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+}

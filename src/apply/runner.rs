@@ -218,6 +218,12 @@ impl<H: Helm> ReleaseRunner<H> {
                 status,
                 stderr,
             }) => {
+                // killed (by the OOM killer, say): its release may be left
+                // pending-*, and nobody but this run can be working on it.
+                let recovered = match status {
+                    None => self.recover_killed(release).await,
+                    Some(_) => String::new(),
+                };
                 // The summary gets helm's own words; the full command goes under the release.
                 let status = status
                     .map(|s| s.to_string())
@@ -234,9 +240,12 @@ impl<H: Helm> ReleaseRunner<H> {
                 };
                 return StepResult {
                     message: Some(format!(
-                        "helm {} exited with {status}: {}{at}",
+                        "helm {} exited with {status}{}{at}{recovered}",
                         if upgrading { "upgrade" } else { "install" },
-                        stderr.trim()
+                        match stderr.trim() {
+                            "" => String::new(),
+                            said => format!(": {said}"),
+                        }
                     )),
                     diagnostics_text: Some(format!("command: {}", argv.join(" "))),
                     ..StepResult::new(Outcome::Failed)
@@ -539,6 +548,50 @@ impl<H: Helm> ReleaseRunner<H> {
                 content: false,
             }),
             None => Ok(Change::Unchanged),
+        }
+    }
+
+    /// After this run's helm was killed by a signal mid-operation: the
+    /// release may be left `pending-*`, which would block every later run.
+    /// Provably nobody is working on it (that helm is reaped, its process
+    /// group signalled, and this run holds the lock: checked first), so a
+    /// first install is uninstalled and an upgrade rolled back, and the next
+    /// run installs or upgrades it as usual. Says what was done (or why
+    /// not), to go after helm's message.
+    async fn recover_killed(&self, release: &Release) -> String {
+        if self.lock_held("not recovered").await.is_err() {
+            return "; the cluster lock may be lost, so the release was not recovered".into();
+        }
+        let deployed = match self.helm.status(&self.target, &release.id).await {
+            Ok(Some(deployed)) if deployed.is_pending() => deployed,
+            Ok(_) => return String::new(),
+            Err(e) => return format!("; cannot read the release to recover it: {e}"),
+        };
+        let (done, result) = match deployed.status.as_str() {
+            "pending-install" => (
+                "uninstalled it, so the next run installs it afresh",
+                self.helm
+                    .uninstall(&self.target, &release.id, release.budget())
+                    .await,
+            ),
+            "pending-upgrade" => (
+                "rolled it back to the revision before, so the next run upgrades it again",
+                self.helm
+                    .rollback(&self.target, &release.id, release.budget())
+                    .await,
+            ),
+            _ => return String::new(),
+        };
+        match result {
+            Ok(()) => format!(
+                "; the release was left {} and no helm is working on it any more: {done}",
+                deployed.status
+            ),
+            Err(e) => format!(
+                "; the release is left {} and could not be recovered: {e}; recover with {}",
+                deployed.status,
+                deployed.recovery()
+            ),
         }
     }
 
