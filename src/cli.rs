@@ -138,12 +138,8 @@ enum Command {
         /// Also render each chart with `helm template` (needs helm 3.13+, may download charts).
         #[arg(long)]
         manifests: bool,
-        /// Only this release (repeatable); nothing is added for its needs.
-        #[arg(long, value_name = "NAME")]
-        only: Vec<String>,
-        /// Releases whose labels match (helmfile syntax: `key=value`, `key!=value`; comma = AND; repeat for OR).
-        #[arg(long, short = 'l', value_name = "SELECTOR", value_parser = parse_selector)]
-        selector: Vec<crate::select::Selector>,
+        #[command(flatten)]
+        selection: Selection,
         #[command(flatten)]
         values: RunValuesArgs,
     },
@@ -170,15 +166,8 @@ enum Command {
         /// Do everything except change the cluster; say what would change.
         #[arg(long)]
         dry_run: bool,
-        /// Only this release (repeatable), plus what it needs unless --no-needs.
-        #[arg(long, value_name = "NAME")]
-        only: Vec<String>,
-        /// Releases whose labels match (helmfile syntax: `key=value`, `key!=value`; comma = AND; repeat for OR).
-        #[arg(long, short = 'l', value_name = "SELECTOR", value_parser = parse_selector)]
-        selector: Vec<crate::select::Selector>,
-        /// With --only or --selector: run exactly those releases, not what they need.
-        #[arg(long)]
-        no_needs: bool,
+        #[command(flatten)]
+        selection: Selection,
         #[command(flatten)]
         values: RunValuesArgs,
         /// Parallel helm operations.
@@ -205,12 +194,8 @@ enum Command {
         /// Exit 1 when anything would change, 0 when nothing would (like `git diff --exit-code`).
         #[arg(long)]
         exit_code: bool,
-        /// Only this release (repeatable); nothing is added for its needs.
-        #[arg(long, value_name = "NAME")]
-        only: Vec<String>,
-        /// Releases whose labels match (helmfile syntax: `key=value`, `key!=value`; comma = AND; repeat for OR).
-        #[arg(long, short = 'l', value_name = "SELECTOR", value_parser = parse_selector)]
-        selector: Vec<crate::select::Selector>,
+        #[command(flatten)]
+        selection: Selection,
         #[command(flatten)]
         values: RunValuesArgs,
     },
@@ -230,6 +215,8 @@ enum Command {
             conflicts_with = "context"
         )]
         clusters: Vec<String>,
+        #[command(flatten)]
+        selection: Selection,
     },
     /// Uninstall the releases in reverse DAG order (asks unless --yes); CRDs stay unless --crds.
     Destroy {
@@ -297,6 +284,16 @@ enum ImportSource {
         /// Overwrite files that already exist.
         #[arg(long)]
         force: bool,
+        /// The helmfile that renders the state files (default: `helmfile` on PATH when there
+        /// is one; without helmfile the importer evaluates its own template subset).
+        #[arg(long, value_name = "PATH", env = "BOOTSTRAP_HELMFILE")]
+        helmfile: Option<PathBuf>,
+        /// Evaluate the templates with the importer's own subset even when helmfile is installed.
+        #[arg(long, conflicts_with = "helmfile")]
+        no_helmfile: bool,
+        /// helmfile's --environment to render with (needs helmfile).
+        #[arg(long, value_name = "NAME")]
+        environment: Option<String>,
     },
 }
 
@@ -339,20 +336,63 @@ pub struct ApplyArgs {
     /// How many clusters run at once (`None`: all).
     pub cluster_concurrency: Option<usize>,
     pub values: RunValuesArgs,
-    pub only: Vec<String>,
-    pub selector: Vec<crate::select::Selector>,
-    pub no_needs: bool,
+    pub selection: Selection,
     pub options: crate::apply::Options,
     pub timeout: Option<Duration>,
+}
+
+/// `--only`, `--selector` and `--no-needs` of apply, diff, template and
+/// status, declared once (docs/design.md#selection).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct Selection {
+    /// Only this release (repeatable), plus what it needs unless --no-needs.
+    #[arg(long, value_name = "NAME")]
+    pub only: Vec<String>,
+    /// Releases whose labels match (helmfile syntax: `key=value`, `key!=value`; comma = AND; repeat for OR).
+    #[arg(long, short = 'l', value_name = "SELECTOR", value_parser = parse_selector)]
+    pub selector: Vec<crate::select::Selector>,
+    /// With --only or --selector: exactly those releases, not what they need.
+    #[arg(long)]
+    pub no_needs: bool,
+}
+
+impl Selection {
+    /// `--no-needs` narrows what `--only`/`--selector` choose: alone it
+    /// means nothing, which is a usage error.
+    fn checked(self) -> Result<Selection, Error> {
+        needs_flag(self.no_needs, &self.only, &self.selector)?;
+        Ok(self)
+    }
+
+    /// `plan` narrowed to the selection (all of it when nothing is chosen).
+    pub fn apply(&self, plan: crate::plan::Plan) -> Result<crate::plan::Plan, Error> {
+        plan.select(&self.only, &self.selector, self.no_needs)
+    }
+}
+
+/// `--no-needs` narrows what `--only`/`--selector` choose: without either
+/// it means nothing, which is a usage error.
+fn needs_flag(
+    no_needs: bool,
+    only: &[String],
+    selector: &[crate::select::Selector],
+) -> Result<bool, Error> {
+    if no_needs && only.is_empty() && selector.is_empty() {
+        return Err(Error::Usage(
+            "--no-needs runs exactly the releases --only or --selector chooses; add one of them"
+                .into(),
+        ));
+    }
+    Ok(no_needs)
 }
 
 /// `bootstrap diff`'s own arguments.
 #[derive(Debug, Clone)]
 pub struct DiffArgs {
     pub cluster: String,
-    /// `RELEASE…` and `--only`: exactly these (nothing added for their needs).
-    pub only: Vec<String>,
-    pub selector: Vec<crate::select::Selector>,
+    /// `RELEASE…` and `--only`: plus what they need unless `no_needs`
+    /// (always set when releases are named as arguments).
+    pub selection: Selection,
     pub values: RunValuesArgs,
     pub exit_code: bool,
 }
@@ -404,8 +444,7 @@ pub enum Subcommand {
         show_secrets: bool,
         crds: bool,
         manifests: bool,
-        only: Vec<String>,
-        selector: Vec<crate::select::Selector>,
+        selection: Selection,
         values: RunValuesArgs,
     },
     Check {
@@ -417,6 +456,7 @@ pub enum Subcommand {
     Diff(DiffArgs),
     Status {
         clusters: Clusters,
+        selection: Selection,
     },
     Destroy(DestroyArgs),
     Schema(SchemaKind),
@@ -424,8 +464,21 @@ pub enum Subcommand {
         paths: Vec<PathBuf>,
         cluster: String,
         force: bool,
+        helmfile: HelmfileChoice,
+        environment: Option<String>,
     },
     Completions(clap_complete::Shell),
+}
+
+/// Which helmfile renders an import.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HelmfileChoice {
+    /// `helmfile` on PATH, when there is one.
+    Find,
+    /// `--helmfile PATH` / `BOOTSTRAP_HELMFILE`: it must run.
+    At(PathBuf),
+    /// `--no-helmfile`: the importer's own template subset.
+    No,
 }
 
 fn parse_selector(text: &str) -> Result<crate::select::Selector, String> {
@@ -514,17 +567,15 @@ impl Arguments {
                 show_secrets,
                 crds,
                 manifests,
-                only,
-                selector,
+                selection,
                 values,
             } => Subcommand::Template {
+                selection: selection.checked()?,
                 cluster,
                 release,
                 show_secrets,
                 crds,
                 manifests,
-                only,
-                selector,
                 values,
             },
             Command::Check {
@@ -543,9 +594,7 @@ impl Arguments {
                 clusters,
                 cluster_concurrency,
                 dry_run,
-                only,
-                selector,
-                no_needs,
+                selection,
                 values,
                 concurrency,
                 timeout,
@@ -555,16 +604,7 @@ impl Arguments {
                 clusters: Clusters::new(cluster, all, clusters),
                 cluster_concurrency,
                 values,
-                only: {
-                    if no_needs && only.is_empty() && selector.is_empty() {
-                        return Err(Error::Usage(
-                            "--no-needs runs exactly the releases --only or --selector chooses; add one of them".into(),
-                        ));
-                    }
-                    only
-                },
-                selector,
-                no_needs,
+                selection: selection.checked()?,
                 timeout,
                 options: crate::apply::Options {
                     dry_run,
@@ -578,22 +618,30 @@ impl Arguments {
                 cluster,
                 releases,
                 exit_code,
-                only,
-                selector,
+                selection,
                 values,
-            } => Subcommand::Diff(DiffArgs {
-                cluster,
-                only: releases.into_iter().chain(only).collect(),
-                selector,
-                values,
-                exit_code,
-            }),
+            } => {
+                let selection = selection.checked()?;
+                Subcommand::Diff(DiffArgs {
+                    cluster,
+                    selection: Selection {
+                        // Releases named as arguments are exactly those.
+                        no_needs: selection.no_needs || !releases.is_empty(),
+                        only: releases.into_iter().chain(selection.only).collect(),
+                        selector: selection.selector,
+                    },
+                    values,
+                    exit_code,
+                })
+            }
             Command::Status {
                 cluster,
                 all,
                 clusters,
+                selection,
             } => Subcommand::Status {
                 clusters: Clusters::new(cluster, all, clusters),
+                selection: selection.checked()?,
             },
             Command::Destroy {
                 cluster,
@@ -614,10 +662,22 @@ impl Arguments {
                 paths,
                 cluster,
                 force,
+                helmfile,
+                no_helmfile,
+                environment,
             }) => Subcommand::ImportHelmfile {
                 paths,
                 cluster,
                 force,
+                helmfile: if no_helmfile {
+                    HelmfileChoice::No
+                } else {
+                    match helmfile {
+                        Some(p) if !p.as_os_str().is_empty() => HelmfileChoice::At(p),
+                        _ => HelmfileChoice::Find,
+                    }
+                },
+                environment,
             },
             Command::Completions { shell } => Subcommand::Completions(shell),
         };
@@ -629,8 +689,89 @@ impl Arguments {
     }
 }
 
+/// The command line as clap declares it, each subcommand's help showing
+/// only the global flags it uses (they are accepted everywhere all the same,
+/// so a script that passes one more is not broken).
 pub fn command() -> clap::Command {
-    <Arguments as clap::CommandFactory>::command()
+    let mut command = <Arguments as clap::CommandFactory>::command();
+    // clap copies each global flag into every subcommand that lacks one of
+    // that id when it builds the command: a hidden copy put there first is
+    // the one that subcommand gets.
+    let globals: Vec<clap::Arg> = command
+        .get_arguments()
+        .filter(|a| a.is_global_set())
+        .cloned()
+        .collect();
+    let names: Vec<String> = command
+        .get_subcommands()
+        .map(|c| c.get_name().to_string())
+        .collect();
+    for name in names {
+        let used = global_flags_of(&name);
+        command = command.mut_subcommand(&name, |mut sub| {
+            for arg in &globals {
+                if !used.contains(&arg.get_id().as_str()) {
+                    sub = sub.arg(arg.clone().hide(true));
+                }
+            }
+            sub
+        });
+    }
+    command
+}
+
+/// The global flags a subcommand uses (docs/design.md#global-flags).
+fn global_flags_of(subcommand: &str) -> &'static [&'static str] {
+    const CLUSTER: &[&str] = &[
+        "dir",
+        "output",
+        "helm",
+        "kubeconfig",
+        "context",
+        "wait_for_api",
+        "termination_log",
+        "cache_dir",
+        "no_chart_cache",
+        "verbose",
+        "quiet",
+    ];
+    match subcommand {
+        "apply" | "destroy" => &[
+            "dir",
+            "output",
+            "helm",
+            "kubeconfig",
+            "context",
+            "no_progress",
+            "wait_for_api",
+            "termination_log",
+            "cache_dir",
+            "no_chart_cache",
+            "verbose",
+            "quiet",
+        ],
+        "diff" | "status" => CLUSTER,
+        "plan" | "check" | "template" => &[
+            "dir",
+            "output",
+            "helm",
+            "context",
+            "cache_dir",
+            "no_chart_cache",
+            "verbose",
+            "quiet",
+        ],
+        "graph" => &["dir", "output", "verbose", "quiet"],
+        "import" => &["dir", "verbose", "quiet"],
+        _ => &[],
+    }
+}
+
+/// Parses `args` with [`command`]'s help.
+pub fn parse(args: &[std::ffi::OsString]) -> Result<Arguments, clap::Error> {
+    use clap::FromArgMatches;
+    let matches = command().try_get_matches_from(args)?;
+    Arguments::from_arg_matches(&matches)
 }
 
 #[cfg(test)]

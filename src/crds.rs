@@ -21,9 +21,11 @@ use crate::release::{Release, ReleaseId, Source};
 /// the release (and the CRD) and keeps the underlying error as its cause.
 #[derive(Debug, thiserror::Error)]
 pub enum CrdError {
-    #[error("release `{release}`: cannot render its CRDs")]
+    #[error("release `{release}`: cannot render its CRDs (its chart and version are set at {at})")]
     Render {
         release: ReleaseId,
+        /// `file:line` of the chart's version.
+        at: String,
         #[source]
         source: HelmError,
     },
@@ -96,7 +98,7 @@ pub async fn render<H: Helm>(helm: &H, plan: &Plan) -> Result<Vec<Crd>, CrdError
     // By index: a closure over `&Release` would not be `Send` for every
     // lifetime (a limit of rustc). `buffered` keeps the results in order.
     let rendered: Vec<Result<Vec<Value>, CrdError>> = futures::stream::iter(0..releases.len())
-        .map(|i| documents(helm, releases[i]))
+        .map(|i| documents(helm, releases[i], &plan.root))
         .buffered(PARALLEL_RENDERS)
         .collect()
         .await;
@@ -180,7 +182,11 @@ fn owned_by_bootstrap(mut crd: Value) -> Value {
 
 /// Every document of one CRD-phase release: its chart rendered with the
 /// CRD values (CRDs included), or its manifests read.
-async fn documents<H: Helm>(helm: &H, release: &Release) -> Result<Vec<Value>, CrdError> {
+async fn documents<H: Helm>(
+    helm: &H,
+    release: &Release,
+    root: &Path,
+) -> Result<Vec<Value>, CrdError> {
     match &release.source {
         Source::Chart(chart) => {
             let request = TemplateRequest {
@@ -196,6 +202,7 @@ async fn documents<H: Helm>(helm: &H, release: &Release) -> Result<Vec<Value>, C
                 .await
                 .map_err(|source| CrdError::Render {
                     release: release.id.clone(),
+                    at: release.version_at(root),
                     source,
                 })?;
             crate::yaml::manifests(&text, Path::new("helm template output")).map_err(|source| {

@@ -39,15 +39,13 @@ pub mod yaml;
 
 use std::ffi::OsString;
 
-use clap::Parser;
-
 use crate::cli::Arguments;
 use crate::error::{EXIT_INVALID, EXIT_OK};
 
 pub fn run<I: IntoIterator<Item = OsString>>(args: I) -> i32 {
     let begun = std::time::Instant::now();
     let args: Vec<OsString> = args.into_iter().collect();
-    let arguments = match Arguments::try_parse_from(&args) {
+    let arguments = match cli::parse(&args) {
         Ok(arguments) => arguments,
         Err(e) => {
             let code = if e.use_stderr() {

@@ -212,6 +212,30 @@ pub struct HelmFlags {
 }
 
 impl Release {
+    /// `file:line` of the chart's `version:` in the release's definition
+    /// (its file read again under `root`, the config root), else of the
+    /// release itself: where to fix a version helm cannot find.
+    pub fn version_at(&self, root: &std::path::Path) -> String {
+        let shown = self.file.display();
+        let line = std::fs::read_to_string(root.join(&self.file))
+            .ok()
+            .and_then(|text| {
+                let start = usize::try_from(self.line.saturating_sub(1)).ok()?;
+                text.lines()
+                    .enumerate()
+                    .skip(start)
+                    .take_while(|(i, l)| *i == start || !l.starts_with("---"))
+                    .find(|(_, l)| {
+                        let t = l.trim_start().trim_start_matches(['{', ' ']);
+                        t.starts_with("version:")
+                            || l.contains(" version:")
+                            || l.contains("{version:")
+                    })
+                    .map(|(i, _)| i as u64 + 1)
+            })
+            .unwrap_or(self.line);
+        format!("{shown}:{line}")
+    }
     pub fn chart(&self) -> Option<&Chart> {
         match &self.source {
             Source::Chart(chart) => Some(chart),

@@ -162,6 +162,18 @@ pub fn is_secret_key(key: &str) -> bool {
     key == "key" || key.ends_with(".key") || SECRET_WORDS.iter().any(|word| key.contains(word))
 }
 
+/// [`is_secret_key`] for `key` inside `map`: a bare `key` next to
+/// `operator`, `effect`, `value(s)`, `name` or `path` names something (a
+/// toleration's taint, a selector's label, the entry of a Secret or
+/// ConfigMap a `secretKeyRef`/`items` picks), and holds no secret.
+pub fn is_secret_entry(key: &str, map: &Map<String, Value>) -> bool {
+    const NAMING: &[&str] = &["operator", "effect", "value", "values", "name", "path"];
+    if key.eq_ignore_ascii_case("key") && NAMING.iter().any(|k| map.contains_key(*k)) {
+        return false;
+    }
+    is_secret_key(key)
+}
+
 /// Where a release's values hold secrets whatever their key is called: the
 /// leaves of sops-encrypted values files (docs/design.md#secrets), as dotted
 /// paths the way [`leaves`] writes them. A path covers everything under it,
@@ -272,7 +284,7 @@ fn redact_at(path: &str, value: &Value, secrets: &SecretPaths) -> Value {
         Value::Object(map) => Value::Object(
             map.iter()
                 .map(|(k, v)| {
-                    let v = if is_secret_key(k) {
+                    let v = if is_secret_entry(k, map) {
                         redact_all(v, false)
                     } else {
                         redact_at(&join(path, k), v, secrets)

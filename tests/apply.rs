@@ -1495,3 +1495,34 @@ fn a_run_stopped_in_preflight_ends_its_json_lines_with_run_failed() {
         1
     );
 }
+
+/// A chart version the repository lacks: the failure says where the
+/// version is written.
+#[test]
+fn a_missing_chart_version_names_where_it_is_set() {
+    let cluster = Cluster::start();
+    cluster.script(json!({
+        "kube-system/cilium": {"apply_manifests": true, "manifests": [daemonset("kube-system", "cilium")]},
+        "kube-system/coredns": {"fail": "Error: chart \"coredns\" version \"1.44.3\" not found in https://coredns.github.io/helm repository"},
+    }));
+    let test = config();
+    let out = cluster.run(&test, &["apply", "infra", "-o", "json"]);
+    assert_eq!(out.code, 1, "{}\n{}", out.stdout, out.stderr);
+    let text = std::fs::read_to_string(test.path().join("releases/core.yaml")).unwrap();
+    let start = text.lines().position(|l| l == "name: coredns").unwrap();
+    let line = text
+        .lines()
+        .enumerate()
+        .skip(start)
+        .find(|(_, l)| l.contains("version: 1.44.3"))
+        .map(|(i, _)| i + 1)
+        .unwrap();
+    let found = finished(&out.stdout);
+    assert!(
+        found["kube-system/coredns"].1.ends_with(&format!(
+            "(its chart and version are set at releases/core.yaml:{line})"
+        )),
+        "{:?}",
+        found["kube-system/coredns"]
+    );
+}

@@ -103,12 +103,15 @@ enum Fault {
     Sigterm,
     Sighup,
     Kill9,
+    /// helm killed outright too (it leaves its release pending-*), then
+    /// bootstrap.
+    Kill9WithHelm,
     Concurrent,
     HelmHangsPastTimeout,
     ApiGoneWithTimeout,
 }
 
-const FAULTS: [Fault; 16] = [
+const FAULTS: [Fault; 17] = [
     Fault::ApiErrors,
     Fault::LedgerWriteErrors,
     Fault::WatchDrops,
@@ -122,6 +125,7 @@ const FAULTS: [Fault; 16] = [
     Fault::Sigterm,
     Fault::Sighup,
     Fault::Kill9,
+    Fault::Kill9WithHelm,
     Fault::Concurrent,
     Fault::HelmHangsPastTimeout,
     Fault::ApiGoneWithTimeout,
@@ -166,6 +170,7 @@ impl Scenario {
             | Fault::Sigterm
             | Fault::Sighup
             | Fault::Kill9
+            | Fault::Kill9WithHelm
             | Fault::LeaseStolen
             | Fault::LeaseDeleted
             | Fault::ShardDeleted
@@ -361,10 +366,21 @@ impl Scenario {
                 let child = self.spawn(&[]);
                 self.finish(child, started, bound)
             }
-            Fault::Sigint | Fault::Sigterm | Fault::Sighup | Fault::Kill9 => {
+            Fault::Sigint
+            | Fault::Sigterm
+            | Fault::Sighup
+            | Fault::Kill9
+            | Fault::Kill9WithHelm => {
                 let child = self.spawn(&[]);
                 self.wait_for_helm();
                 std::thread::sleep(Duration::from_millis(rng.below(800)));
+                if self.fault == Fault::Kill9WithHelm {
+                    for pid in fake_helms(&self.cluster) {
+                        let _ = Command::new("kill")
+                            .args(["-KILL", &pid.to_string()])
+                            .status();
+                    }
+                }
                 let signal = match self.fault {
                     Fault::Sigint => "INT",
                     Fault::Sigterm => "TERM",
@@ -540,7 +556,7 @@ impl Scenario {
             }
             // A run killed, or one that could not give its lock back to an
             // API server that was gone: its Lease expires.
-            Fault::Kill9 | Fault::ApiGoneWithTimeout => self.let_time_pass(),
+            Fault::Kill9 | Fault::Kill9WithHelm | Fault::ApiGoneWithTimeout => self.let_time_pass(),
             _ => {}
         }
         let started = Instant::now();

@@ -45,6 +45,7 @@ fn object(body: &Value) -> Object {
         chain: Vec::new(),
         body: body.clone(),
         previous_ids: Vec::new(),
+        applier: None,
     }
 }
 

@@ -212,6 +212,9 @@ fn multi_document_files() {
              clusters/test/all.yaml > apps/releases.yaml",
             "error flux-manages-bootstrap-release kube-system/coredns | HelmRelease kube-system/coredns @apps/releases.yaml | \
              clusters/test/all.yaml > apps/releases.yaml",
+            // The bare values document fails Flux's build of apps/ (its
+            // generated kustomization decodes every document).
+            "warning flux-build-fails - | - | clusters/test/all.yaml > apps/releases.yaml",
         ]
     );
     // Kustomization + ConfigMap + two HelmReleases; the comment-only and empty
@@ -231,6 +234,8 @@ fn cycles_terminate_and_still_find_everything() {
              clusters/test/a.yaml > a/ks.yaml",
             "error flux-manages-bootstrap-release kube-system/coredns | HelmRelease kube-system/coredns @k1/hr.yaml | \
              clusters/test/loop.yaml > k1/kustomization.yaml > k1/hr.yaml",
+            // kustomize rejects the k1 -> k2 -> k1 cycle: Flux fails that build.
+            "warning flux-build-fails - | - | clusters/test/loop.yaml > k1/kustomization.yaml > k2/kustomization.yaml",
         ]
     );
 }
@@ -566,9 +571,10 @@ fn resource_sets_generate_kustomizations_per_input() {
 
 #[test]
 fn the_artifact_leaves_out_ignored_paths_and_symlinks() {
-    // fluxcd/pkg sourceignore: .sourceignore (apps/ignored/) and the default
-    // `.github/`; the archiver skips the symlink apps/kept/link.yaml. Only
-    // apps/kept/hr.yaml is applied.
+    // fluxcd/pkg sourceignore: .sourceignore (apps/ignored/); with a
+    // .sourceignore, source-controller's defaults (`.github/`) are dropped
+    // (artifact/storage SourceIgnoreFilter), so apps/.github/hr.yaml is
+    // applied; the archiver skips the symlink apps/kept/link.yaml.
     let root = fixture("artifact");
     assert!(
         root.join("apps/kept/link.yaml").is_symlink(),
@@ -580,6 +586,8 @@ fn the_artifact_leaves_out_ignored_paths_and_symlinks() {
         [
             "error flux-manages-bootstrap-release kube-system/coredns | HelmRelease kube-system/coredns @apps/kept/hr.yaml | \
              clusters/test/apps.yaml > apps/kept/hr.yaml",
+            "error flux-manages-bootstrap-release kube-system/spegel | HelmRelease kube-system/spegel @apps/.github/hr.yaml | \
+             clusters/test/apps.yaml > apps/.github/hr.yaml",
         ]
     );
 }

@@ -693,23 +693,26 @@ fn check_with_a_relative_flux_root_above_the_config_root() {
         )
         .file("gitops/clusters/infra/apps.yaml", SYNC)
         .file("gitops/apps/coredns/helmrelease.yaml", COREDNS_HELMRELEASE);
-    let mut cmd = test.command();
-    cmd.current_dir(test.path().join("infra")).args([
-        "check",
-        "infra",
-        "--flux-root",
-        "../gitops",
-        "--flux-entrypoint",
-        "clusters/infra",
-    ]);
-    let out = cmd.output().unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(
-        out.status.code(),
-        Some(1),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    // Run from the config root, as a user in it would.
+    let check = |root: &str, entrypoint: &str| {
+        let mut cmd = test.command();
+        cmd.current_dir(test.path().join("infra")).args([
+            "check",
+            "infra",
+            "--flux-root",
+            root,
+            "--flux-entrypoint",
+            entrypoint,
+        ]);
+        let out = cmd.output().unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, stdout, stderr) = check("../gitops", "clusters/infra");
+    assert_eq!(code, Some(1), "{stdout}\n{stderr}");
     assert!(
         stdout.contains("error[flux-manages-bootstrap-release]"),
         "{stdout}"
@@ -718,35 +721,15 @@ fn check_with_a_relative_flux_root_above_the_config_root() {
 
     // A root or entrypoint that is not there is an error naming the path
     // as resolved, never an empty scan.
-    let mut cmd = test.command();
-    cmd.current_dir(test.path().join("infra")).args([
-        "check",
-        "infra",
-        "--flux-root",
-        "../gitopz",
-        "--flux-entrypoint",
-        "clusters/infra",
-    ]);
-    let out = cmd.output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    let (code, _, stderr) = check("../gitopz", "clusters/infra");
+    assert_eq!(code, Some(2), "{stderr}");
     assert!(
         stderr.contains("--flux-root `../gitopz` resolves to `"),
         "{stderr}"
     );
     assert!(stderr.contains("gitopz`"), "{stderr}");
-    let mut cmd = test.command();
-    cmd.current_dir(test.path().join("infra")).args([
-        "check",
-        "infra",
-        "--flux-root",
-        "../gitops",
-        "--flux-entrypoint",
-        "clusters/edge",
-    ]);
-    let out = cmd.output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    let (code, _, stderr) = check("../gitops", "clusters/edge");
+    assert_eq!(code, Some(2), "{stderr}");
     assert!(
         stderr.contains("the Flux entrypoint `clusters/edge` resolves to `"),
         "{stderr}"

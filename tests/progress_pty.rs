@@ -118,8 +118,10 @@ fn at_80_columns_the_display_counts_queues_and_cuts_with_an_ellipsis() {
     assert!(!frame.contains("queued"), "{frame}");
 
     // cilium runs, everything else is queued behind it, collapsed on one line.
+    // A frame is written line by line: wait for the whole of it, not only
+    // its header.
     let frame = pty.wait_for(WAIT, |f| {
-        f.contains("infra · 1 running · 4 queued · 0/5 done")
+        f.contains("infra · 1 running · 4 queued · 0/5 done") && f.contains("  queued: coredns")
     });
     let lines = live(&frame);
     assert!(
@@ -144,7 +146,8 @@ fn at_80_columns_the_display_counts_queues_and_cuts_with_an_ellipsis() {
 
     // With one helm slot, two of the three releases after coredns wait for it.
     let frame = pty.wait_for(WAIT, |f| {
-        f.contains("2 waiting for a helm slot") || f.contains("2 for a slot")
+        (f.contains("2 waiting for a helm slot") || f.contains("2 for a slot"))
+            && f.contains("  waiting for a helm slot: ")
     });
     let lines = live(&frame);
     assert!(

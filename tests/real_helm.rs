@@ -914,23 +914,28 @@ fn apply_lifecycle_with_the_real_engine() {
         CRD_PHASE_COUNTS.into()
     );
 
-    // A cluster value only coredns reads: exactly one upgrade.
+    // A cluster override of coredns' values: exactly one upgrade. (Not the
+    // cluster DNS address: a Service's clusterIP cannot change once set, and
+    // the API server refuses that upgrade.)
     let cluster_yaml = root.path().join("clusters/infra/cluster.yaml");
     let text = std::fs::read_to_string(&cluster_yaml).unwrap();
-    assert!(text.contains("clusterDNS: 10.96.0.10"));
+    assert!(text.contains("overrides:\n"));
     std::fs::write(
         &cluster_yaml,
-        text.replace("clusterDNS: 10.96.0.10", "clusterDNS: 10.96.0.11"),
+        text.replace(
+            "overrides:\n",
+            "overrides:\n  coredns:\n    values: { replicaCount: 3 }\n",
+        ),
     )
     .unwrap();
     let events = cluster.apply(root.path(), &[]);
     let mut expected = all(&INSTALLED, "unchanged");
     expected.insert("kube-system/coredns".into(), "upgraded".into());
     assert_eq!(outcomes(&events), expected);
-    let service = api
-        .get("v1", "Service", Some("kube-system"), "kube-dns")
-        .expect("coredns Service");
-    assert_eq!(service["spec"]["clusterIP"], "10.96.0.11");
+    let deployment = api
+        .get("apps/v1", "Deployment", Some("kube-system"), "coredns")
+        .expect("coredns Deployment");
+    assert_eq!(deployment["spec"]["replicas"], 3);
 
     // status: every release deployed by bootstrap, up to date, ready.
     let run = cluster.run(root.path(), "status", &[]);

@@ -279,6 +279,58 @@ fn a_takeover_refuses_a_pending_install_a_helm_may_still_be_working_on() {
     );
 }
 
+/// A takeover finds a release the dead run left `pending-upgrade` long ago
+/// (older than its helm timeout plus the margin): no helm can be working on
+/// it, so it is rolled back to the revision before and upgraded again, and
+/// the run converges. Before, it was refused until someone ran
+/// `helm rollback` by hand.
+#[test]
+fn a_takeover_rolls_back_an_abandoned_pending_upgrade_and_upgrades_it() {
+    let cluster = Cluster::start();
+    cluster.script(json!({
+        "*": {"delay_ms": 20},
+        "kube-system/cilium": {"apply_manifests": true, "manifests": [daemonset("kube-system", "cilium")]},
+    }));
+    std::fs::write(
+        cluster.path().join("helm-state/kube-system__coredns.json"),
+        serde_json::to_string(&json!({"name": "coredns", "namespace": "kube-system", "revision": 2,
+            "status": "pending-upgrade", "chart": "coredns", "version": "1.44.3", "app_version": "1.12.0",
+            "values": {}, "labels": {}, "updated": k8s_now_minus(3600), "manifest": "",
+            "history": [{"revision": 1, "updated": k8s_now_minus(7200), "status": "deployed",
+                         "chart": "coredns", "version": "1.44.2", "app_version": "1.12.0",
+                         "description": "Install complete"}]}))
+        .unwrap(),
+    )
+    .unwrap();
+    let mut dead = lease("job-infra-1 pid 1", "2020-01-01T00:00:00.000000Z");
+    dead["metadata"]["annotations"]["bootstrap/helm-timeout-seconds"] = json!("600");
+    cluster.api.insert(dead);
+    let out = cluster.run(&config(), &["apply", "infra", "--timeout", "60s"]);
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    let said = format!("{}{}", out.stdout, out.stderr);
+    assert!(
+        said.contains(
+            "kube-system/coredns was left pending-upgrade by job-infra-1 pid 1, whose expired lock this run took over; rolled it back to the revision before to upgrade it again"
+        ),
+        "{said}"
+    );
+    let commands: Vec<String> = cluster.helm_calls().iter().map(|c| c.command()).collect();
+    let rollback = commands
+        .iter()
+        .position(|c| c == "rollback coredns")
+        .expect("rolled back");
+    assert!(
+        commands[rollback..]
+            .iter()
+            .any(|c| c.starts_with("upgrade coredns")),
+        "{commands:?}"
+    );
+    let state = cluster.release_state("kube-system", "coredns").unwrap();
+    assert_eq!(state["status"], "deployed");
+    assert_eq!(state["revision"], 4, "rollback, then the upgrade");
+    assert!(cluster.ledger().contains_key("kube-system.coredns"));
+}
+
 /// RFC 3339 for `secs` seconds ago.
 fn k8s_now_minus(secs: u64) -> String {
     let t = std::time::SystemTime::now() - Duration::from_secs(secs);
@@ -464,4 +516,41 @@ fn an_api_that_goes_away_mid_run_ends_the_run_by_its_timeout() {
         !stderr.contains("Status {") && !stderr.contains("ApiError:"),
         "{stderr}"
     );
+}
+
+/// helm killed outright mid-install (the OOM killer, say) leaves its
+/// release pending-install. This run holds the lock and its helm is gone,
+/// so nobody can be working on the release: it is uninstalled at once, the
+/// release fails saying so, and the next run installs it. Before, every
+/// later run refused it until someone ran `helm uninstall` by hand.
+#[test]
+fn a_release_whose_helm_was_killed_is_recovered_for_the_next_run() {
+    let cluster = Cluster::start();
+    let test = config();
+    let tmp = tempfile::tempdir().unwrap();
+    let child = apply_while_cilium_installs(&cluster, &test, tmp.path(), 5_000);
+    for pid in fake_helms(&cluster) {
+        let status = std::process::Command::new("kill")
+            .args(["-KILL", &pid.to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(
+        stdout.contains(
+            "helm install exited with a signal; the release was left pending-install and no helm is working on it any more: uninstalled it, so the next run installs it afresh"
+        ),
+        "{stdout}"
+    );
+    assert!(cluster.release_state("kube-system", "cilium").is_none());
+
+    cluster.script(json!({
+        "*": {"delay_ms": 20},
+        "kube-system/cilium": {"apply_manifests": true, "manifests": [daemonset("kube-system", "cilium")]},
+    }));
+    let out = cluster.run(&test, &["apply", "infra"]);
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
 }

@@ -38,30 +38,63 @@ fn templated(args: &[&str]) -> Vec<String> {
 
 #[test]
 fn selectors_in_helmfile_syntax() {
+    // `--no-needs`: exactly what the selectors choose.
+    let exactly = |args: &[&str]| {
+        let mut all = vec!["--no-needs"];
+        all.extend_from_slice(args);
+        templated(&all)
+    };
     assert_eq!(
-        templated(&["-l", "tier=network"]),
+        exactly(&["-l", "tier=network"]),
         ["kube-system/cilium", "kube-system/coredns"]
     );
     // Comma: AND; `!=`.
     assert_eq!(
-        templated(&["--selector", "tier=network,name!=cilium"]),
+        exactly(&["--selector", "tier=network,name!=cilium"]),
         ["kube-system/coredns"]
     );
     // Several -l: OR; name, namespace and chart are labels of every release.
     assert_eq!(
-        templated(&["-l", "name=cilium", "-l", "namespace=cert-manager"]),
+        exactly(&["-l", "name=cilium", "-l", "namespace=cert-manager"]),
         ["cert-manager/cert-manager", "kube-system/cilium"]
     );
-    assert_eq!(templated(&["-l", "chart=coredns"]), ["kube-system/coredns"]);
-    // --only and -l each add releases; template adds no needs (so
-    // nothing orders these two but their ids).
+    assert_eq!(exactly(&["-l", "chart=coredns"]), ["kube-system/coredns"]);
+    // --only and -l each add releases.
     assert_eq!(
-        templated(&["--only", "cert-manager", "--only", "cilium"]),
+        exactly(&["--only", "cert-manager", "--only", "cilium"]),
         ["cert-manager/cert-manager", "kube-system/cilium"]
     );
     assert_eq!(
-        templated(&["--only", "cilium", "-l", "tier=platform"]),
+        exactly(&["--only", "cilium", "-l", "tier=platform"]),
         ["cert-manager/cert-manager", "kube-system/cilium"]
+    );
+}
+
+/// `--only` and `-l` mean on `template` (and `diff`) what they mean on
+/// `apply`: the releases chosen and what they need, in execution order.
+#[test]
+fn only_adds_needs_as_apply_does() {
+    assert_eq!(
+        templated(&["--only", "coredns"]),
+        ["kube-system/cilium", "kube-system/coredns"]
+    );
+    assert_eq!(
+        templated(&["-l", "tier=platform"]),
+        [
+            "kube-system/cilium",
+            "kube-system/coredns",
+            "cert-manager/cert-manager"
+        ]
+    );
+    let out = Test::with_releases(RELEASES)
+        .args(&["template", "infra", "--no-needs"])
+        .run();
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("--no-needs runs exactly the releases --only or --selector chooses"),
+        "{}",
+        out.stderr
     );
 }
 

@@ -565,3 +565,49 @@ fn readme_graph_is_the_commands_output() {
     let out = bootstrap(&["graph", "infra", "--format", "mermaid"]);
     assert_eq!(String::from_utf8_lossy(&out.stdout), &readme[start..end]);
 }
+
+/// Each subcommand's help lists the global flags it uses, not all of them;
+/// the others are still accepted (a script passing one more keeps working).
+#[test]
+fn subcommand_help_shows_the_global_flags_it_uses() {
+    let help = |args: &[&str]| String::from_utf8_lossy(&bootstrap(args).stdout).into_owned();
+    let schema = help(&["schema", "--help"]);
+    assert!(
+        !schema.contains("--helm") && !schema.contains("--dir"),
+        "{schema}"
+    );
+    let graph = help(&["graph", "--help"]);
+    assert!(
+        !graph.contains("--wait-for-api") && !graph.contains("--kubeconfig"),
+        "{graph}"
+    );
+    assert!(
+        graph.contains("--dir") && graph.contains("--output"),
+        "{graph}"
+    );
+    let apply = help(&["apply", "--help"]);
+    for flag in [
+        "--helm",
+        "--kubeconfig",
+        "--context",
+        "--wait-for-api",
+        "--no-progress",
+        "--termination-log",
+    ] {
+        assert!(apply.contains(flag), "{flag}: {apply}");
+    }
+    let out = bootstrap(&[
+        "schema",
+        "release",
+        "--helm",
+        "/nowhere",
+        "--wait-for-api",
+        "1s",
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

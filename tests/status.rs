@@ -323,3 +323,36 @@ fn releases_never_installed_show_as_not_installed() {
     assert_eq!(cilium["drift"], "not installed");
     assert_eq!(cilium["ready"]["ok"], false);
 }
+
+/// `--only` and `-l` mean on `status` what they mean on `apply`: the chosen
+/// releases and what they need, unless `--no-needs`.
+#[test]
+fn status_only_reads_the_chosen_releases_and_their_needs() {
+    let (cluster, test) = applied();
+    let names = |args: &[&str]| -> Vec<String> {
+        let mut all = vec!["status", "infra", "-o", "json"];
+        all.extend_from_slice(args);
+        let out = cluster.run(&test, &all);
+        assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+        let report: Value = serde_json::from_str(&out.stdout).unwrap();
+        report["releases"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["release"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(
+        names(&["--only", "coredns"]),
+        ["kube-system/cilium", "kube-system/coredns"]
+    );
+    assert_eq!(
+        names(&["--only", "coredns", "--no-needs"]),
+        ["kube-system/coredns"]
+    );
+    assert_eq!(
+        names(&["-l", "name=spegel", "--no-needs"]),
+        ["kube-system/spegel"]
+    );
+    assert_eq!(names(&[]).len(), 3);
+}

@@ -299,6 +299,48 @@ fn secret_looking_values_are_redacted_unless_show_secrets() {
     assert_eq!(values_of(&shown.stdout)["webhook"]["apiToken"], "hunter2");
 }
 
+/// A bare `key` is a secret (a TLS key) except where it names something:
+/// a toleration's taint, a selector's label, the entry a `secretKeyRef`
+/// picks.
+#[test]
+fn a_key_that_names_a_taint_or_a_label_is_not_redacted() {
+    let releases = "name: cilium
+namespace: kube-system
+chart: { repo: https://helm.cilium.io, name: cilium, version: 1.18.2 }
+values:
+  tolerations:
+    - { key: node-role.kubernetes.io/control-plane, operator: Exists, effect: NoSchedule }
+  affinity:
+    nodeAffinity:
+      requiredDuringSchedulingIgnoredDuringExecution:
+        nodeSelectorTerms:
+          - matchExpressions: [{ key: kubernetes.io/os, operator: In, values: [linux] }]
+  env:
+    - { name: TOKEN, valueFrom: { secretKeyRef: { name: api, key: token } } }
+  tls: { key: PRIVATE-KEY-PEM, crt: CERT }
+";
+    let out = Test::with_releases(releases)
+        .args(&["template", "infra", "cilium"])
+        .run();
+    ok(&out);
+    let values = values_of(&out.stdout);
+    assert_eq!(
+        values["tolerations"][0]["key"],
+        "node-role.kubernetes.io/control-plane"
+    );
+    assert_eq!(
+        values["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+            [0]["matchExpressions"][0]["key"],
+        "kubernetes.io/os"
+    );
+    assert_eq!(
+        values["env"][0]["valueFrom"]["secretKeyRef"]["key"],
+        "token"
+    );
+    assert_eq!(values["tls"]["key"], "<redacted>");
+    assert!(!out.stdout.contains("PRIVATE-KEY-PEM"));
+}
+
 /// A CoreDNS release whose values file carries a Corefile server block.
 const COREDNS: &str = "name: coredns
 namespace: kube-system

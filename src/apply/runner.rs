@@ -218,15 +218,34 @@ impl<H: Helm> ReleaseRunner<H> {
                 status,
                 stderr,
             }) => {
+                // killed (by the OOM killer, say): its release may be left
+                // pending-*, and nobody but this run can be working on it.
+                let recovered = match status {
+                    None => self.recover_killed(release).await,
+                    Some(_) => String::new(),
+                };
                 // The summary gets helm's own words; the full command goes under the release.
                 let status = status
                     .map(|s| s.to_string())
                     .unwrap_or_else(|| "a signal".into());
+                // A chart or version the repository lacks: where to fix it.
+                let lacking = stderr.contains("not found") || stderr.contains("no chart version");
+                let at = if lacking {
+                    format!(
+                        " (its chart and version are set at {})",
+                        release.version_at(&self.hooks.root)
+                    )
+                } else {
+                    String::new()
+                };
                 return StepResult {
                     message: Some(format!(
-                        "helm {} exited with {status}: {}",
+                        "helm {} exited with {status}{}{at}{recovered}",
                         if upgrading { "upgrade" } else { "install" },
-                        stderr.trim()
+                        match stderr.trim() {
+                            "" => String::new(),
+                            said => format!(": {said}"),
+                        }
                     )),
                     diagnostics_text: Some(format!("command: {}", argv.join(" "))),
                     ..StepResult::new(Outcome::Failed)
@@ -532,12 +551,57 @@ impl<H: Helm> ReleaseRunner<H> {
         }
     }
 
+    /// After this run's helm was killed by a signal mid-operation: the
+    /// release may be left `pending-*`, which would block every later run.
+    /// Provably nobody is working on it (that helm is reaped, its process
+    /// group signalled, and this run holds the lock: checked first), so a
+    /// first install is uninstalled and an upgrade rolled back, and the next
+    /// run installs or upgrades it as usual. Says what was done (or why
+    /// not), to go after helm's message.
+    async fn recover_killed(&self, release: &Release) -> String {
+        if self.lock_held("not recovered").await.is_err() {
+            return "; the cluster lock may be lost, so the release was not recovered".into();
+        }
+        let deployed = match self.helm.status(&self.target, &release.id).await {
+            Ok(Some(deployed)) if deployed.is_pending() => deployed,
+            Ok(_) => return String::new(),
+            Err(e) => return format!("; cannot read the release to recover it: {e}"),
+        };
+        let (done, result) = match deployed.status.as_str() {
+            "pending-install" => (
+                "uninstalled it, so the next run installs it afresh",
+                self.helm
+                    .uninstall(&self.target, &release.id, release.budget())
+                    .await,
+            ),
+            "pending-upgrade" => (
+                "rolled it back to the revision before, so the next run upgrades it again",
+                self.helm
+                    .rollback(&self.target, &release.id, release.budget())
+                    .await,
+            ),
+            _ => return String::new(),
+        };
+        match result {
+            Ok(()) => format!(
+                "; the release was left {} and no helm is working on it any more: {done}",
+                deployed.status
+            ),
+            Err(e) => format!(
+                "; the release is left {} and could not be recovered: {e}; recover with {}",
+                deployed.status,
+                deployed.recovery()
+            ),
+        }
+    }
+
     /// A release the run whose expired lock this run took over left
     /// `pending-*`: its helm may still be working on it (an orphan that
     /// outlived its run) until the release record is older than that run's
     /// longest helm operation plus [`HELM_SETTLE`]; until then it is
     /// refused with the time to wait. After that a first install is removed
-    /// and installed afresh; an upgrade is left for `helm rollback`.
+    /// and installed afresh, and an upgrade is rolled back to the revision
+    /// before it and upgraded again.
     async fn left_pending(
         &self,
         release: &Release,
@@ -570,11 +634,27 @@ impl<H: Helm> ReleaseRunner<H> {
                 crate::duration::span(HELM_SETTLE),
             )));
         }
-        if status != "pending-install" {
-            return Err(StepResult::failed(format!(
-                "was left {status} by {holder}, whose expired lock this run took over, and no helm of that run can still be working on it; recover with {}",
-                deployed.recovery()
-            )));
+        if status == "pending-upgrade" {
+            // An upgrade that never finished, and nobody working on it any
+            // more: back to the revision before it, then upgrade as usual.
+            self.helm
+                .rollback(&self.target, &release.id, release.budget())
+                .await
+                .map_err(|e| {
+                    StepResult::failed(format!(
+                        "was left pending-upgrade by {holder}, whose expired lock this run took over, and cannot be rolled back to upgrade it again: {e}"
+                    ))
+                })?;
+            self.events.emit(Event::Warning {
+                message: format!(
+                    "{} was left pending-upgrade by {holder}, whose expired lock this run took over; rolled it back to the revision before to upgrade it again",
+                    release.id
+                ),
+            });
+            return Ok(Change::Upgrade {
+                why: "rolled back from pending-upgrade".into(),
+                content: false,
+            });
         }
         // The dead run's first install of this release never finished, and
         // nobody can be working on it any more: nothing to roll back to, so

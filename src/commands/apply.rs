@@ -36,7 +36,7 @@ pub fn run(config: &Config, args: &ApplyArgs) -> Result<(), Error> {
             .next()
             .ok_or_else(|| Error::failed(format!("cluster `{cluster}` was not loaded")))?;
         let notices = preflight(&plan, &findings)?;
-        let plan = plan.select(&args.only, &args.selector, args.no_needs)?;
+        let plan = args.selection.apply(plan)?;
         return run::block_on(run_async(config, args, plan, notices, begun, None));
     }
     run::block_on(fleet::run(config, args, linted))

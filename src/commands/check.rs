@@ -164,13 +164,19 @@ fn check(
         (config.verbosity == Verbosity::Verbose).then(|| render_reached(&scan, &releases)),
         config.verbosity,
     ));
+    let mut document = json!({
+        "cluster": cluster,
+        "findings": findings.into_iter().map(|(_, f)| f).collect::<Vec<_>>(),
+        "filesScanned": scan.files_scanned,
+        "objectsScanned": scan.objects_scanned,
+    });
+    if config.verbosity == Verbosity::Verbose {
+        // What the verdict rests on, comparable with Flux's own build
+        // (docs/design.md#check-json).
+        document["builds"] = crate::flux::builds_json(&scan.builds);
+    }
     Ok(Checked {
-        json: json!({
-            "cluster": cluster,
-            "findings": findings.into_iter().map(|(_, f)| f).collect::<Vec<_>>(),
-            "filesScanned": scan.files_scanned,
-            "objectsScanned": scan.objects_scanned,
-        }),
+        json: document,
         text,
         errors: lint_errors + scan_errors,
     })

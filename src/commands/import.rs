@@ -11,18 +11,44 @@ use crate::cli::Config;
 use crate::error::Error;
 use crate::import;
 
+#[allow(clippy::too_many_arguments)]
 pub fn run(
     config: &Config,
     paths: &[PathBuf],
     cluster: &str,
     force: bool,
+    helmfile: &crate::cli::HelmfileChoice,
+    environment: Option<&str>,
     out: &mut dyn Write,
 ) -> Result<(), Error> {
     if let Err(e) = crate::validate::dns_label(cluster) {
         return Err(Error::Usage(format!("--cluster `{cluster}`: {e}")));
     }
     let root = &config.global.dir;
-    let imported = import::import(paths, cluster, root)?;
+    let mut options = import::Options {
+        environment: environment.map(String::from),
+        ..Default::default()
+    };
+    let found = match helmfile {
+        crate::cli::HelmfileChoice::No => Err("--no-helmfile".to_string()),
+        crate::cli::HelmfileChoice::At(path) => {
+            import::rendered::find(Some(path)).map_err(Error::prerequisite)?
+        }
+        crate::cli::HelmfileChoice::Find => {
+            import::rendered::find(None).map_err(Error::prerequisite)?
+        }
+    };
+    match found {
+        Ok(found) => options.helmfile = Some(found),
+        Err(why) => options.without = why,
+    }
+    if environment.is_some() && options.helmfile.is_none() {
+        return Err(Error::Usage(format!(
+            "--environment needs helmfile to render the environment ({}): install helmfile or pass --helmfile PATH",
+            options.without
+        )));
+    }
+    let imported = import::import(paths, cluster, root, &options)?;
     let rendered = import::render(&imported, root);
     let written = import::write(&rendered, root, force)?;
     let releases: usize = imported.groups.iter().map(|g| g.releases.len()).sum();
@@ -34,13 +60,30 @@ pub fn run(
                 "sources": imported.sources,
                 "releases": releases,
                 "written": written,
+                "renderedWith": match &imported.renderer {
+                    import::Renderer::Helmfile(h) => json!({"helmfile": h.version, "program": h.program}),
+                    import::Renderer::Subset(why) => json!({"subset": why}),
+                },
                 "notConverted": imported.issues.iter().map(|i| json!({
                     "file": i.file, "line": i.line, "construct": i.construct, "reason": i.reason,
                 })).collect::<Vec<_>>(),
             }),
         )?;
     } else {
-        let mut text = format!(
+        let mut text = match &imported.renderer {
+            import::Renderer::Helmfile(h) => format!(
+                "rendered with helmfile {} ({})\n",
+                h.version,
+                h.program.display()
+            ),
+            import::Renderer::Subset(why) if why == "--no-helmfile" => {
+                "rendered with the importer's own template subset (--no-helmfile)\n".to_string()
+            }
+            import::Renderer::Subset(why) => format!(
+                "rendered with the importer's own template subset ({why}; install helmfile or pass --helmfile PATH to render with it)\n"
+            ),
+        };
+        text.push_str(&format!(
             "imported {releases} release{} from {} into {}:\n",
             if releases == 1 { "" } else { "s" },
             imported
@@ -50,15 +93,17 @@ pub fn run(
                 .collect::<Vec<_>>()
                 .join(", "),
             root.display()
-        );
+        ));
         for path in &written {
             text.push_str(&format!("  wrote {}\n", path.display()));
         }
         if !imported.issues.is_empty() {
-            text.push_str(&format!("not converted ({}):\n", imported.issues.len()));
-            for issue in &imported.issues {
-                text.push_str(&format!("  {issue}\n"));
-            }
+            let todo = imported
+                .groups
+                .iter()
+                .flat_map(|g| &g.releases)
+                .any(|r| !r.todo.is_empty());
+            text.push_str(&not_converted(&imported.issues, todo));
         }
         let dir = if root == std::path::Path::new(".") {
             String::new()
@@ -78,4 +123,43 @@ pub fn run(
         if n == 1 { "was" } else { "were" },
         if n == 1 { "it" } else { "them" },
     )))
+}
+
+/// The not-converted list, one line per cause: its reason, how often, and
+/// the first places (all of them when there are three or fewer).
+fn not_converted(issues: &[import::Issue], todo: bool) -> String {
+    const SHOWN: usize = 3;
+    let causes = import::causes(issues);
+    let mut text = if causes.len() == issues.len() {
+        format!("not converted ({}):\n", issues.len())
+    } else {
+        format!(
+            "not converted ({} constructs, {} causes):\n",
+            issues.len(),
+            causes.len()
+        )
+    };
+    for cause in &causes {
+        let line = match cause.issues.as_slice() {
+            [one] => one.to_string(),
+            all => {
+                let mut places: Vec<String> =
+                    all.iter().take(SHOWN).map(|i| i.location()).collect();
+                if all.len() > SHOWN {
+                    places.push(format!("and {} more", all.len() - SHOWN));
+                }
+                format!("{} ({}×: {})", cause.reason, all.len(), places.join(", "))
+            }
+        };
+        let hint = if cause.helmfile_renders() {
+            " [helmfile-rendering converts this]"
+        } else {
+            ""
+        };
+        text.push_str(&format!("  {line}{hint}\n"));
+    }
+    if todo {
+        text.push_str("the releases concerned carry their entries as `todo:`: `plan`, `check` and `apply` stop on each until it is done and removed\n");
+    }
+    text
 }

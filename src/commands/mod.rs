@@ -31,8 +31,7 @@ pub fn execute(config: &Config, out: &mut dyn Write) -> Result<(), Error> {
             show_secrets,
             crds,
             manifests,
-            only,
-            selector,
+            selection,
             values,
         } => template::run(
             config,
@@ -43,7 +42,7 @@ pub fn execute(config: &Config, out: &mut dyn Write) -> Result<(), Error> {
                 crds: *crds,
                 manifests: *manifests,
             },
-            (only, selector, values),
+            (selection, values),
             out,
         ),
         Subcommand::Check {
@@ -59,14 +58,27 @@ pub fn execute(config: &Config, out: &mut dyn Write) -> Result<(), Error> {
         ),
         Subcommand::Apply(args) => apply::run(config, args),
         Subcommand::Diff(args) => diff::run(config, args, out),
-        Subcommand::Status { clusters } => status::run(config, clusters, out),
+        Subcommand::Status {
+            clusters,
+            selection,
+        } => status::run(config, clusters, selection, out),
         Subcommand::Destroy(args) => destroy::run(config, args),
         Subcommand::Schema(kind) => schema::run(*kind, out),
         Subcommand::ImportHelmfile {
             paths,
             cluster,
             force,
-        } => import::run(config, paths, cluster, *force, out),
+            helmfile,
+            environment,
+        } => import::run(
+            config,
+            paths,
+            cluster,
+            *force,
+            helmfile,
+            environment.as_deref(),
+            out,
+        ),
         Subcommand::Completions(shell) => {
             // clap_complete panics on a write error; `| head` closes the pipe.
             let mut script = Vec::new();

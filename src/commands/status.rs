@@ -18,14 +18,15 @@ use crate::status::{self, Report};
 pub fn run(
     config: &Config,
     clusters: &Clusters,
+    selection: &crate::cli::Selection,
     out: &mut dyn std::io::Write,
 ) -> Result<(), Error> {
     if let Clusters::One(cluster) = clusters {
-        let plan = crate::config::load_for(
+        let plan = selection.apply(crate::config::load_for(
             &config.global.dir,
             cluster,
             config.global.context.as_deref(),
-        )?;
+        )?)?;
         let (report, lints) = crate::run::block_on(read(config, &plan))?;
         write(config, out, &report, &lints)?;
         return verdict(&report, &lints);
@@ -34,8 +35,8 @@ pub fn run(
     // read concurrently; one cluster that cannot be read never hides another.
     let plans: Vec<crate::plan::Plan> = super::linted(&config.global.dir, clusters, None)?
         .into_iter()
-        .map(|(plan, _)| plan)
-        .collect();
+        .map(|(plan, _)| selection.apply(plan))
+        .collect::<Result<_, _>>()?;
     let results = crate::run::block_on(async {
         Ok::<_, Error>(futures::future::join_all(plans.iter().map(|plan| read(config, plan))).await)
     })?;

@@ -31,21 +31,17 @@ pub fn run(
     cluster: &str,
     release: Option<&str>,
     options: Options,
-    (only, selectors, values): (
-        &[String],
-        &[crate::select::Selector],
-        &crate::cli::RunValuesArgs,
-    ),
+    (selection, values): (&crate::cli::Selection, &crate::cli::RunValuesArgs),
     out: &mut dyn Write,
 ) -> Result<(), Error> {
     let run = crate::config::run_values(&values.files, &values.sets)?;
-    let plan = crate::config::load_for(
-        &config.global.dir,
-        cluster,
-        config.global.context.as_deref(),
-    )?
-    .select(only, selectors, true)?
-    .with_run_values(&run);
+    let plan = selection
+        .apply(crate::config::load_for(
+            &config.global.dir,
+            cluster,
+            config.global.context.as_deref(),
+        )?)?
+        .with_run_values(&run);
     let chosen = choose(&plan.releases, cluster, release)?;
     let rendered = if options.manifests {
         Some(render_all(config, &plan, &chosen, options)?)

@@ -190,6 +190,12 @@ pub struct ReleaseFile {
     pub hooks: HooksFile,
     #[serde(default)]
     pub ownership: Ownership,
+    /// What `bootstrap import helmfile` could not convert in this release
+    /// (docs/design.md#import): each entry is a validation error until a
+    /// person has done what it says and removed it.
+    #[serde(default)]
+    #[schemars(with = "Vec<String>")]
+    pub todo: Vec<Spanned<String>>,
 }
 
 /// `from:` of a release.

@@ -516,7 +516,19 @@ fn check_release(
 
     check_names(&doc, &shown, problems);
 
+    for todo in &doc.todo {
+        problems.push(problem(
+            format!(
+                "not fully imported: {}; do it, then remove this entry from `todo:`",
+                todo.value.trim_end_matches(['.', ';', ' '])
+            ),
+            Some((todo.referenced.line(), todo.referenced.column())),
+        ));
+    }
+
     let source = match (&doc.chart, &doc.manifests) {
+        // The import could not tell the chart: the `todo` entries say why.
+        (None, None) if !doc.todo.is_empty() && doc.from.is_none() => None,
         _ if doc.from.is_some() && (doc.chart.is_some() || doc.manifests.is_some()) => {
             problems.push(problem(
                 "has `from` and `chart`/`manifests`; `from:` takes the chart from the Flux HelmRelease: keep one".into(),

@@ -5,12 +5,19 @@
 //!   (fluxcd/pkg `tar`/source-controller `internal/storage` `Archive`: "Ignore
 //!   anything that is not a file or directories e.g. symlinks"), and walks
 //!   without following them, so a path through a symlink does not exist.
-//! - Ignore rules: source-controller's defaults (fluxcd/pkg
-//!   `sourceignore/sourceignore.go`: `ExcludeVCS`, `ExcludeExt`, `ExcludeCI`,
-//!   `ExcludeExtra`), then every `.sourceignore` below the root, each scoped to
-//!   its directory (`LoadIgnorePatterns`), with gitignore semantics: the last
+//! - Ignore rules: every `.sourceignore` below the root, each scoped to its
+//!   directory (`LoadIgnorePatterns`), with gitignore semantics: the last
 //!   matching pattern wins, `!` re-includes, a trailing `/` matches
 //!   directories only, a pattern with a `/` before its end is anchored.
+//!   Before them come the VCS patterns (fluxcd/pkg `sourceignore`
+//!   `ExcludeVCS`) and, only when there is no `.sourceignore` pattern and no
+//!   `spec.ignore` at all, source-controller's defaults (`ExcludeExt`,
+//!   `ExcludeCI`, `ExcludeExtra`; fluxcd/pkg `artifact/storage`
+//!   `SourceIgnoreFilter`: `NewDefaultMatcher` only for an empty list).
+//! - Each path is matched on its own: the archive walk does not skip an
+//!   ignored directory, it only leaves its entry out, so a later `!` rule
+//!   re-includes a file inside it (and extracting the file creates the
+//!   directory).
 //!
 //! - The GitRepository's `spec.ignore`: appended after the `.sourceignore`
 //!   files, scoped to the repository root (fluxcd/source-controller
@@ -26,10 +33,10 @@ use std::path::{Path, PathBuf};
 
 use regex::Regex;
 
-const EXCLUDE_DEFAULTS: &str = ".git/,.gitignore,.gitmodules,.gitattributes,\
-*.jpg,*.jpeg,*.gif,*.png,*.wmv,*.flv,*.tar.gz,*.zip,\
+const EXCLUDE_VCS: &str = ".git/,.gitignore,.gitmodules,.gitattributes";
+const EXCLUDE_DEFAULTS: &str = "*.jpg,*.jpeg,*.gif,*.png,*.wmv,*.flv,*.tar.gz,*.zip,\
 .github/,.circleci/,.travis.yml,.gitlab-ci.yml,appveyor.yml,.drone.yml,cloudbuild.yaml,codeship-services.yml,codeship-steps.yml,\
-**/.goreleaser.yml,**/.goreleaser.brew.yml,**/.sops.yaml,**/.flux.yaml,**/.golangci.yaml";
+**/.goreleaser.yml,**/.sops.yaml,**/.flux.yaml";
 
 struct Pattern {
     /// Directory components (relative to the root) the pattern is scoped to.
@@ -47,6 +54,7 @@ pub struct Artifact {
     patterns: Vec<Pattern>,
     /// Path → in the artifact (as a directory: `Some(true)`), or not (`None`).
     seen: RefCell<HashMap<PathBuf, Option<bool>>>,
+    walked: RefCell<HashMap<PathBuf, bool>>,
 }
 
 impl Artifact {
@@ -57,16 +65,22 @@ impl Artifact {
     /// The artifact of a GitRepository with `spec.ignore` (`ignore`): its
     /// patterns come last, so they win.
     pub fn with_ignore(root: &Path, ignore: Option<&str>) -> Artifact {
-        let mut patterns: Vec<Pattern> = EXCLUDE_DEFAULTS
+        let mut own = Vec::new();
+        load_ignore_files(root, &mut Vec::new(), &mut own, 0);
+        own.extend(read_patterns(ignore.unwrap_or_default(), &[]));
+        let mut patterns: Vec<Pattern> = EXCLUDE_VCS
             .split(',')
             .filter_map(|p| parse(p, &[]))
             .collect();
-        load_ignore_files(root, &mut Vec::new(), &mut patterns, 0);
-        patterns.extend(read_patterns(ignore.unwrap_or_default(), &[]));
+        if own.is_empty() {
+            patterns.extend(EXCLUDE_DEFAULTS.split(',').filter_map(|p| parse(p, &[])));
+        }
+        patterns.extend(own);
         Artifact {
             root: root.to_path_buf(),
             patterns,
             seen: RefCell::new(HashMap::new()),
+            walked: RefCell::new(HashMap::new()),
         }
     }
 
@@ -96,16 +110,41 @@ impl Artifact {
             return std::fs::metadata(path).ok().map(|m| m.is_dir());
         }
         let parent = path.parent()?;
-        // Every directory above must be in the artifact (cached).
-        if self.present(parent) != Some(true) {
+        // The walk reaches it only through real directories (cached).
+        if !self.walked(parent) {
             return None;
         }
         let meta = std::fs::symlink_metadata(path).ok()?;
-        if meta.file_type().is_symlink() {
+        if meta.file_type().is_symlink() || !(meta.is_file() || meta.is_dir()) {
             return None;
         }
         let parts = self.parts(path)?;
-        (!self.ignored(&parts, meta.is_dir())).then_some(meta.is_dir())
+        if !self.ignored(&parts, meta.is_dir()) {
+            return Some(meta.is_dir());
+        }
+        // An ignored directory still exists in the artifact when something
+        // in it is re-included.
+        (meta.is_dir()
+            && std::fs::read_dir(path)
+                .into_iter()
+                .flatten()
+                .filter_map(|e| e.ok())
+                .any(|e| self.present(&e.path()).is_some()))
+        .then_some(true)
+    }
+
+    /// Whether the archive walk descends into `dir`: it and every directory
+    /// above are real directories (not symlinks), ignored or not.
+    fn walked(&self, dir: &Path) -> bool {
+        if let Some(known) = self.walked.borrow().get(dir) {
+            return *known;
+        }
+        let found = dir == self.root
+            || (dir.starts_with(&self.root)
+                && dir.parent().is_some_and(|p| self.walked(p))
+                && std::fs::symlink_metadata(dir).is_ok_and(|m| m.is_dir()));
+        self.walked.borrow_mut().insert(dir.to_path_buf(), found);
+        found
     }
 
     pub fn is_dir(&self, path: &Path) -> bool {
@@ -315,7 +354,35 @@ mod tests {
             has("local.txt"),
             "apps/.sourceignore applies below apps/ only"
         );
-        assert!(!has(".github/ci.yml"));
+        assert!(
+            has(".github/ci.yml"),
+            "with a .sourceignore, source-controller's defaults are dropped"
+        );
         assert!(artifact.left_out(&root.path().join("apps/drop.yaml")));
+    }
+
+    #[test]
+    fn defaults_apply_only_without_any_ignore_pattern_and_files_are_matched_alone() {
+        let root = tempfile::tempdir().unwrap();
+        let write = |rel: &str| {
+            let p = root.path().join(rel);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, "").unwrap();
+        };
+        write(".github/ci.yml");
+        write("skip/keep.yaml");
+        write("skip/drop.yaml");
+        let bare = Artifact::new(root.path());
+        assert!(!bare.is_file(&root.path().join(".github/ci.yml")));
+        assert!(bare.is_file(&root.path().join("skip/keep.yaml")));
+        let ignoring = Artifact::with_ignore(root.path(), Some("skip/\n!skip/keep.yaml\n"));
+        assert!(ignoring.is_file(&root.path().join(".github/ci.yml")));
+        assert!(ignoring.is_file(&root.path().join("skip/keep.yaml")));
+        assert!(!ignoring.is_file(&root.path().join("skip/drop.yaml")));
+        assert!(ignoring.is_dir(&root.path().join("skip")));
+        assert_eq!(
+            ignoring.read_dir(&root.path().join("skip")).unwrap(),
+            [root.path().join("skip/keep.yaml")]
+        );
     }
 }

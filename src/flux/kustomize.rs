@@ -22,62 +22,215 @@ thread_local! {
     static REGEXES: RefCell<HashMap<String, Option<Regex>>> = RefCell::new(HashMap::new());
 }
 
-/// A patch's `target:` or a replacement's `select:`/`reject:`: kustomize
-/// `types.Selector`, whose name and namespace are anchored regexes
-/// (`api/resource/resource.go` / `resid.IsSelectedBy`).
-pub fn selected(obj: &Object, selector: &Value) -> bool {
-    let field = |k: &str| {
-        selector
-            .get(k)
-            .and_then(Value::as_str)
-            .filter(|s| !s.is_empty())
-    };
-    let (group, version) = match obj.api_version.split_once('/') {
+/// Whether `value` matches the anchored regex `pattern` (kustomize
+/// `types.SelectorRegex`: `^(?:pattern)$`).
+fn regex_match(pattern: &str, value: &str) -> bool {
+    if pattern == value {
+        return true;
+    }
+    REGEXES.with(|cache| {
+        cache
+            .borrow_mut()
+            .entry(pattern.to_string())
+            .or_insert_with(|| Regex::new(&format!("^(?:{pattern})$")).ok())
+            .as_ref()
+            .is_some_and(|re| re.is_match(value))
+    })
+}
+
+fn non_empty<'a>(selector: &'a Value, key: &str) -> Option<&'a str> {
+    selector
+        .get(key)
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+}
+
+/// kustomize `resid.EffectiveNamespace`: cluster-scoped kinds have none,
+/// an empty namespace is `default`.
+fn effective_namespace<'a>(kind: &str, namespace: Option<&'a str>) -> &'a str {
+    if is_cluster_scoped(kind) {
+        "_non_namespaceable_"
+    } else {
+        match namespace {
+            None | Some("") => "default",
+            Some(ns) => ns,
+        }
+    }
+}
+
+/// The object's group and version.
+fn group_version(obj: &Object) -> (&str, &str) {
+    match obj.api_version.split_once('/') {
         Some((g, v)) => (g, v),
         None => ("", obj.api_version.as_str()),
-    };
-    let regex_match = |pattern: &str, value: &str| {
-        if pattern == value {
-            return true;
-        }
-        REGEXES.with(|cache| {
-            cache
-                .borrow_mut()
-                .entry(pattern.to_string())
-                .or_insert_with(|| Regex::new(&format!("^(?:{pattern})$")).ok())
-                .as_ref()
-                .is_some_and(|re| re.is_match(value))
-        })
-    };
-    field("group").is_none_or(|g| g == group)
-        && field("version").is_none_or(|v| v == version)
-        && field("kind").is_none_or(|k| k == obj.kind)
-        && field("name").is_none_or(|n| regex_match(n, &obj.name))
-        && field("namespace")
-            .is_none_or(|n| regex_match(n, obj.namespace.as_deref().unwrap_or_default()))
-        && field("labelSelector")
-            .is_none_or(|s| label_selector(s, obj.body.pointer("/metadata/labels")))
-        && field("annotationSelector")
+    }
+}
+
+/// Group, version and kind as regexes (kustomize `SelectorRegex.MatchGvk`).
+fn gvk_matches(obj: &Object, selector: &Value) -> bool {
+    let (group, version) = group_version(obj);
+    non_empty(selector, "group").is_none_or(|g| regex_match(g, group))
+        && non_empty(selector, "version").is_none_or(|v| regex_match(v, version))
+        && non_empty(selector, "kind").is_none_or(|k| regex_match(k, &obj.kind))
+}
+
+fn labels_match(obj: &Object, selector: &Value) -> bool {
+    non_empty(selector, "labelSelector")
+        .is_none_or(|s| label_selector(s, obj.body.pointer("/metadata/labels")))
+        && non_empty(selector, "annotationSelector")
             .is_none_or(|s| label_selector(s, obj.body.pointer("/metadata/annotations")))
 }
 
-/// Equality-based selectors (`a=b,c!=d,e`); set-based ones (`in`, `notin`)
-/// match nothing here.
-fn label_selector(selector: &str, labels: Option<&Value>) -> bool {
-    let get = |k: &str| labels.and_then(|l| l.get(k.trim())).and_then(Value::as_str);
-    selector.split(',').all(|term| {
+/// The object's original (name, namespace), before any kustomize rename.
+fn original_id(obj: &Object) -> (&str, Option<&str>) {
+    match obj.previous_ids.first() {
+        Some((name, ns)) => (name, ns.as_deref()),
+        None => (&obj.name, obj.namespace.as_deref()),
+    }
+}
+
+/// Every (name, namespace) the object had: current first, then previous.
+fn all_ids(obj: &Object) -> Vec<(&str, Option<&str>)> {
+    std::iter::once((obj.name.as_str(), obj.namespace.as_deref()))
+        .chain(
+            obj.previous_ids
+                .iter()
+                .map(|(n, ns)| (n.as_str(), ns.as_deref())),
+        )
+        .collect()
+}
+
+/// A patch's `target:` (kustomize `resWrangler.Select`): name and
+/// namespace are anchored regexes matched against the original or the
+/// current id (effective namespaces), group, version and kind are regexes
+/// too, and label and annotation selectors are Kubernetes selectors.
+pub fn selected(obj: &Object, selector: &Value) -> bool {
+    let (org_name, org_ns) = original_id(obj);
+    let ns_ok = non_empty(selector, "namespace").is_none_or(|n| {
+        regex_match(n, effective_namespace(&obj.kind, org_ns))
+            || regex_match(n, effective_namespace(&obj.kind, obj.namespace.as_deref()))
+    });
+    let name_ok = non_empty(selector, "name")
+        .is_none_or(|n| regex_match(n, org_name) || regex_match(n, &obj.name));
+    ns_ok && name_ok && gvk_matches(obj, selector) && labels_match(obj, selector)
+}
+
+/// A replacement's `source:` (kustomize `resid.IsSelectedBy` on every id the
+/// object had): exact name, effective namespace, group, version and kind.
+pub fn replacement_source(obj: &Object, selector: &Value) -> bool {
+    let (group, version) = group_version(obj);
+    non_empty(selector, "group").is_none_or(|g| g == group)
+        && non_empty(selector, "version").is_none_or(|v| v == version)
+        && non_empty(selector, "kind").is_none_or(|k| k == obj.kind)
+        && all_ids(obj).into_iter().any(|(name, ns)| {
+            non_empty(selector, "name").is_none_or(|n| n == name)
+                && non_empty(selector, "namespace").is_none_or(|n| {
+                    effective_namespace(&obj.kind, Some(n)) == effective_namespace(&obj.kind, ns)
+                })
+        })
+}
+
+/// A replacement target's `select:` and `reject:` (kustomize
+/// `TargetSelectorRegex`): regexes on every id the object had, namespaces as
+/// written.
+pub fn replacement_target(obj: &Object, select: &Value, rejects: &[&Value]) -> bool {
+    let id_matches = |selector: &Value, (name, ns): (&str, Option<&str>)| {
+        gvk_matches(obj, selector)
+            && non_empty(selector, "name").is_none_or(|n| regex_match(n, name))
+            && non_empty(selector, "namespace")
+                .is_none_or(|n| regex_match(n, ns.unwrap_or_default()))
+    };
+    let ids = all_ids(obj);
+    let empty = |r: &Value| {
+        ["group", "version", "kind", "name", "namespace"]
+            .iter()
+            .all(|k| non_empty(r, k).is_none())
+    };
+    labels_match(obj, select)
+        && !rejects
+            .iter()
+            .any(|r| !empty(r) && ids.iter().any(|id| id_matches(r, *id)))
+        && ids.iter().any(|id| id_matches(select, *id))
+}
+
+/// A Kubernetes label selector (`k8s.io/apimachinery` `labels.Parse`):
+/// comma-separated requirements `k`, `!k`, `k=v`, `k==v`, `k!=v`,
+/// `k in (a,b)`, `k notin (a,b)`, `k>n`, `k<n`. One that does not parse
+/// selects nothing.
+pub fn label_selector(selector: &str, labels: Option<&Value>) -> bool {
+    let get = |k: &str| labels.and_then(|l| l.get(k)).and_then(Value::as_str);
+    let Some(terms) = split_requirements(selector) else {
+        return false;
+    };
+    terms.iter().all(|term| {
         let term = term.trim();
-        if let Some((k, v)) = term.split_once("!=") {
-            get(k) != Some(v.trim())
+        let set = |op: &str| -> Option<(String, Vec<String>)> {
+            let (k, rest) = term
+                .split_once(&format!(" {op} "))
+                .or_else(|| term.split_once(&format!(" {op}(")))?;
+            let rest = rest.trim();
+            let rest = rest.strip_prefix('(').unwrap_or(rest);
+            let inner = rest.strip_suffix(')')?;
+            Some((
+                k.trim().to_string(),
+                inner.split(',').map(|v| v.trim().to_string()).collect(),
+            ))
+        };
+        if let Some((k, values)) = set("notin") {
+            get(&k).is_none_or(|v| !values.iter().any(|x| x == v))
+        } else if let Some((k, values)) = set("in") {
+            get(&k).is_some_and(|v| values.iter().any(|x| x == v))
+        } else if let Some((k, v)) = term.split_once("!=") {
+            get(k.trim()) != Some(v.trim())
         } else if let Some((k, v)) = term.split_once("==").or_else(|| term.split_once('=')) {
-            get(k) == Some(v.trim())
+            get(k.trim()) == Some(v.trim())
+        } else if let Some((k, v)) = term.split_once('>') {
+            compare(get(k.trim()), v, |a, b| a > b)
+        } else if let Some((k, v)) = term.split_once('<') {
+            compare(get(k.trim()), v, |a, b| a < b)
         } else if let Some(k) = term.strip_prefix('!') {
-            get(k).is_none()
-        } else if term.contains(' ') {
+            get(k.trim()).is_none()
+        } else if term.contains(' ') || term.is_empty() {
             false
         } else {
             get(term).is_some()
         }
+    })
+}
+
+fn compare(label: Option<&str>, bound: &str, op: impl Fn(i64, i64) -> bool) -> bool {
+    match (
+        label.and_then(|l| l.parse::<i64>().ok()),
+        bound.trim().parse::<i64>(),
+    ) {
+        (Some(a), Ok(b)) => op(a, b),
+        _ => false,
+    }
+}
+
+/// Splits a selector at the commas outside parentheses.
+fn split_requirements(selector: &str) -> Option<Vec<String>> {
+    let mut out = Vec::new();
+    let mut depth = 0i32;
+    let mut current = String::new();
+    for c in selector.chars() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            ',' if depth == 0 => {
+                out.push(std::mem::take(&mut current));
+                continue;
+            }
+            _ => {}
+        }
+        if depth < 0 {
+            return None;
+        }
+        current.push(c);
+    }
+    (depth == 0).then(|| {
+        out.push(current);
+        out
     })
 }
 
@@ -94,9 +247,8 @@ pub fn sync(obj: &mut Object) {
     if let Some(kind) = text("/kind") {
         obj.kind = kind;
     }
-    if let Some(name) = text("/metadata/name") {
-        obj.name = name;
-    }
+    // A substitution can leave it empty or null.
+    obj.name = text("/metadata/name").unwrap_or_default();
     obj.namespace = text("/metadata/namespace").filter(|n| !n.is_empty());
     if (&obj.name, &obj.namespace) != (&before.0, &before.1) && !obj.previous_ids.contains(&before)
     {
@@ -386,7 +538,10 @@ pub fn replace(objects: &mut [Object], replacement: &Value) -> Result<(), String
     let source = replacement
         .get("source")
         .ok_or("a replacement without source")?;
-    let sources: Vec<&Object> = objects.iter().filter(|o| selected(o, source)).collect();
+    let sources: Vec<&Object> = objects
+        .iter()
+        .filter(|o| replacement_source(o, source))
+        .collect();
     let [from] = sources[..] else {
         return Err(format!(
             "replacement source {source} matches {} objects, not one",
@@ -438,10 +593,15 @@ pub fn replace(objects: &mut [Object], replacement: &Value) -> Result<(), String
             .map(|p| p.iter().filter_map(Value::as_str).collect())
             .unwrap_or_default();
         for obj in objects.iter_mut() {
-            if !selected(obj, select) || rejects.iter().any(|r| selected(obj, r)) {
+            if !replacement_target(obj, select, &rejects) {
                 continue;
             }
             for path in &paths {
+                if path.contains('*') {
+                    return Err(format!(
+                        "target field path `{path}` uses a `*` wildcard, which is not modelled"
+                    ));
+                }
                 let mut new = value.clone();
                 if let (Some(delim), Some(Value::String(old)), Value::String(part)) =
                     (delimiter, get_field(&obj.body, path), &value)
@@ -514,6 +674,20 @@ mod tests {
         assert!(!set_field(&mut body, "spec.missing.x", json!(2), false));
         assert!(set_field(&mut body, "spec.missing.x", json!(2), true));
         assert_eq!(body["spec"]["missing"]["x"], 2);
+    }
+
+    #[test]
+    fn label_selectors_equality_and_set_based() {
+        let labels = json!({"tier": "core", "app": "cilium", "n": "5"});
+        let m = |s: &str| label_selector(s, Some(&labels));
+        assert!(m("tier in (core,edge)"));
+        assert!(m("tier in (core, edge),app=cilium"));
+        assert!(!m("tier notin (core,edge)"));
+        assert!(m("zone notin (a)"));
+        assert!(m("tier,!zone"));
+        assert!(m("app==cilium,tier!=edge"));
+        assert!(m("n>4") && !m("n<4"));
+        assert!(!m("tier in (edge"));
     }
 
     #[test]

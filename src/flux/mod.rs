@@ -36,7 +36,6 @@
 //! HelmRelease): kustomize plugins, Helm chart inflation and `vars` are not
 //! run, unless `check` finds kubectl and `kubectl kustomize` builds them
 //! ([`tree::resolve_with`]);
-//! generated ConfigMaps/Secrets with a content-hash suffix are left out;
 //! `substituteFrom` reads only objects in the tree; ResourceSet input
 //! providers other than `Static` need the cluster; objects that end up without any namespace
 //! (Flux would refuse them) match nothing.
@@ -116,6 +115,8 @@ pub struct Scan {
     /// Every HelmRelease the tree reaches, with the Helm release it would
     /// manage: what `check -v` shows as the proof behind its verdict.
     pub helm_releases: Vec<Reached>,
+    /// Each build Flux would do and what it applies ([`builds_json`]).
+    pub builds: Vec<tree::Applied>,
 }
 
 /// A HelmRelease Flux would apply and the Helm release it would manage.
@@ -177,5 +178,63 @@ pub fn scan_resolved(tree: tree::Tree, releases: &[BootstrapRelease]) -> Scan {
         files_scanned: tree.files_scanned,
         objects_scanned: tree.objects.len(),
         helm_releases,
+        builds: tree.builds,
     }
+}
+
+/// What each build applies, in the form `check -v --output json` prints and
+/// the Flux oracle prints (docs/design.md#check-json): for each build, who
+/// does it (`Kustomization/ns/name`, `ResourceSet/ns/name`, `null` for the
+/// entrypoint's), its path, whether Flux fails it, its objects (apiVersion,
+/// kind, namespace, name) and, for each HelmRelease, the Helm release it
+/// manages and its `spec.values` after substitution, with their types.
+pub fn builds_json(builds: &[tree::Applied]) -> serde_json::Value {
+    use serde_json::json;
+    let list: Vec<serde_json::Value> = builds
+        .iter()
+        .map(|b| {
+            let objects: Vec<serde_json::Value> = b
+                .objects
+                .iter()
+                .map(|o| {
+                    json!({"apiVersion": o.api_version, "kind": o.kind,
+                           "namespace": o.namespace, "name": o.name})
+                })
+                .collect();
+            let releases: Vec<serde_json::Value> = b
+                .objects
+                .iter()
+                .filter(|o| o.is_flux("helm", "HelmRelease"))
+                .map(|hr| {
+                    let spec = hr.body.get("spec").unwrap_or(&serde_json::Value::Null);
+                    let id = helmrelease::identity(&hr.name, hr.namespace.as_deref(), spec);
+                    let values_from: Vec<serde_json::Value> = spec
+                        .get("valuesFrom")
+                        .and_then(serde_json::Value::as_array)
+                        .into_iter()
+                        .flatten()
+                        .map(|v| json!({"kind": v.get("kind").cloned().unwrap_or_default(),
+                                        "name": v.get("name").cloned().unwrap_or_default()}))
+                        .collect();
+                    json!({
+                        "namespace": hr.namespace,
+                        "name": hr.name,
+                        "releaseName": id.release_name,
+                        "releaseNamespace": id.release_namespace,
+                        "storageNamespace": id.storage_namespace,
+                        "values": spec.get("values").filter(|v| !v.is_null()).cloned().unwrap_or_else(|| json!({})),
+                        "valuesFrom": values_from,
+                    })
+                })
+                .collect();
+            json!({
+                "by": b.by,
+                "path": b.path,
+                "failed": b.failed,
+                "objects": objects,
+                "helmReleases": releases,
+            })
+        })
+        .collect();
+    serde_json::Value::Array(list)
 }

@@ -32,6 +32,9 @@ pub struct Object {
     /// The (name, namespace) pairs it had before kustomize renamed it: a
     /// patch may name any of them (kustomize `GetMatchingResourcesByAnyId`).
     pub previous_ids: Vec<(String, Option<String>)>,
+    /// The Flux Kustomization (`namespace/name`) whose build applies it;
+    /// `None` for the entrypoint's build.
+    pub applier: Option<String>,
 }
 
 impl Object {

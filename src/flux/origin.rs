@@ -285,8 +285,10 @@ fn chart(release: &Object, spec: &Value, objects: &[Object]) -> Result<OriginCha
             })
     };
     let str_at = |v: &Value, p: &str| v.pointer(p).and_then(Value::as_str).map(str::to_string);
-    if let Some(template) = spec.pointer("/chart/spec") {
-        let chart = str_at(template, "/chart").ok_or("`spec.chart.spec.chart` is missing")?;
+    // A chart template (`spec.chart.spec`) or a HelmChart's spec: chart,
+    // version and a source whose namespace defaults to `namespace`.
+    let from_template = |template: &Value, namespace: Option<&str>, what: &str| {
+        let chart = str_at(template, "/chart").ok_or(format!("`{what}.chart` is missing"))?;
         let version = str_at(template, "/version").unwrap_or_else(|| "*".into());
         let kind = str_at(template, "/sourceRef/kind").unwrap_or_default();
         let name = str_at(template, "/sourceRef/name").unwrap_or_default();
@@ -296,7 +298,7 @@ fn chart(release: &Object, spec: &Value, objects: &[Object]) -> Result<OriginCha
                 "its chart comes from a {kind} (`{chart}`); bootstrap installs charts from a HelmRepository or an OCIRepository only: give the release its own `chart:` instead of `from:`"
             ));
         }
-        let repo = source(&kind, &name, ns.as_deref())?;
+        let repo = source(&kind, &name, ns.as_deref().or(namespace))?;
         let url = str_at(&repo.body, "/spec/url")
             .ok_or_else(|| format!("HelmRepository {name} ({}) has no `spec.url`", repo.file))?;
         let location = if str_at(&repo.body, "/spec/type").as_deref() == Some("oci")
@@ -306,16 +308,29 @@ fn chart(release: &Object, spec: &Value, objects: &[Object]) -> Result<OriginCha
         } else {
             ChartLocation::Repo { url, name: chart }
         };
-        return Ok(OriginChart { location, version });
+        Ok(OriginChart { location, version })
+    };
+    if let Some(template) = spec.pointer("/chart/spec") {
+        return from_template(template, None, "spec.chart.spec");
     }
     let Some(chart_ref) = spec.get("chartRef") else {
         return Err("it has neither `spec.chart` nor `spec.chartRef`".into());
     };
     let kind = str_at(chart_ref, "/kind").unwrap_or_default();
     let name = str_at(chart_ref, "/name").unwrap_or_default();
+    if kind == "HelmChart" {
+        // A HelmChart's sourceRef is local: its own namespace.
+        let chart = source(&kind, &name, str_at(chart_ref, "/namespace").as_deref())?;
+        let spec = chart.body.get("spec").cloned().unwrap_or_default();
+        return from_template(
+            &spec,
+            chart.namespace.as_deref(),
+            &format!("HelmChart {name} ({}) spec", chart.file),
+        );
+    }
     if kind != "OCIRepository" {
         return Err(format!(
-            "its `spec.chartRef` names a {kind}; bootstrap follows an OCIRepository only: give the release its own `chart:` instead of `from:`"
+            "its `spec.chartRef` names a {kind}; bootstrap follows an OCIRepository or a HelmChart only: give the release its own `chart:` instead of `from:`"
         ));
     }
     let repo = source(&kind, &name, str_at(chart_ref, "/namespace").as_deref())?;
@@ -437,6 +452,7 @@ mod tests {
             chain: vec![],
             body,
             previous_ids: vec![],
+            applier: None,
         }
     }
 

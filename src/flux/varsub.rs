@@ -2,18 +2,29 @@
 //! `kustomize/kustomize_varsub.go` `SubstituteVariables`, expanding with
 //! fluxcd/pkg `envsubst`).
 //!
-//! - Only when the Kustomization has variables (`len(vars) > 0`); without
-//!   `postBuild` everything stays literal.
+//! - Only when the Kustomization has variables (`len(vars) > 0`) or
+//!   `postBuild.substituteStrategy: Always`; without `postBuild` everything
+//!   stays literal.
 //! - Variables: `substituteFrom` ConfigMaps/Secrets in the Kustomization's
 //!   namespace, in order, then `substitute` over them; newlines are removed
-//!   from values.
+//!   from values. A variable name that is not `^[_[:alpha:]][_[:alpha:][:digit:]]*$`
+//!   fails the build.
 //! - An object labelled or annotated `kustomize.toolkit.fluxcd.io/substitute:
 //!   disabled` is left alone.
 //! - Not strict (kustomize-controller's default): an unset variable is set
-//!   and empty, so `${X:=d}`/`${X:-d}` give `d` and `${X}`, `${X=d}`, `${X-d}`
-//!   give the empty string. `$$` is a literal `$`, so `$${X}` stays `${X}`.
-//! - The whole object is substituted (keys and values); here on its string
-//!   scalars, which is where names and namespaces live.
+//!   and empty. Every default form (`=`, `:=`, `:-`, `:+`, `:?`) gives its
+//!   word when the value is empty (envsubst `toDefault`), so `${X=d}` is `d`
+//!   too; `${X-d}`, `${X+d}` and `${X?d}` do not parse and fail the whole
+//!   build. `$$` is a literal `$`, so `$${X}` stays `${X}`; `$X` without braces
+//!   is not a variable.
+//! - The whole object is substituted as the YAML text kustomize prints for it
+//!   and read again (`yaml.YAMLToJSON`, go-yaml v2). kustomize prints a
+//!   string holding an expression without quotes unless YAML needs them
+//!   (how the file wrote it does not matter), so its new text takes the
+//!   type YAML gives it: `replicas: ${N}` and `tag: "${V}"` with `N=3`,
+//!   `V=1.10` are the integer 3 and the float 1.1, `yes` is `true`; a
+//!   string that needs quotes (`${A}: ${B}`, leading blanks, …) stays one.
+//!   Here on the object's string scalars and keys.
 
 use std::collections::BTreeMap;
 
@@ -21,12 +32,47 @@ use serde_json::Value;
 
 pub const DISABLED_KEY: &str = "kustomize.toolkit.fluxcd.io/substitute";
 
-/// Substitutes every string of `value` in place. Returns the expressions
-/// it could not evaluate (operators not modelled), which are left as written.
-pub fn substitute(value: &mut Value, vars: &BTreeMap<String, String>) -> Vec<String> {
-    let mut unsupported = Vec::new();
-    walk(value, vars, &mut unsupported);
-    unsupported
+/// Why a substitution fails the build, or a re-read that is not modelled.
+#[derive(Debug, Default, PartialEq)]
+pub struct Outcome {
+    /// Expressions envsubst rejects (the build fails: nothing is applied).
+    pub errors: Vec<String>,
+    /// Substituted plain scalars whose new text YAML would not read as one
+    /// scalar (kept as strings; not modelled).
+    pub unmodelled: Vec<String>,
+}
+
+/// Substitutes every string of `value` in place.
+pub fn substitute(value: &mut Value, vars: &BTreeMap<String, String>) -> Outcome {
+    let mut outcome = Outcome::default();
+    walk(value, vars, &mut outcome);
+    outcome
+}
+
+/// Whether go-yaml v3's emitter (which kustomize prints with) quotes the
+/// string `s`: empty, surrounding blanks, a leading indicator, `: ` or ` #`
+/// inside, a trailing `:`, a line break or a tab.
+fn needs_quotes(s: &str) -> bool {
+    s.is_empty()
+        || s.starts_with(char::is_whitespace)
+        || s.ends_with(char::is_whitespace)
+        || s.starts_with([
+            '-', '?', ':', ',', '[', ']', '{', '}', '#', '&', '*', '!', '|', '>', '\'', '"', '%',
+            '@', '`',
+        ])
+        || s.contains(": ")
+        || s.contains(" #")
+        || s.ends_with(':')
+        || s.contains(['\n', '\r', '\t'])
+}
+
+/// The variable names kustomize-controller accepts.
+pub fn valid_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|c| c == '_' || c.is_ascii_alphabetic())
+        && chars.all(|c| c == '_' || c.is_ascii_alphanumeric())
 }
 
 pub fn is_disabled(body: &Value) -> bool {
@@ -40,88 +86,391 @@ pub fn is_disabled(body: &Value) -> bool {
         })
 }
 
-fn walk(value: &mut Value, vars: &BTreeMap<String, String>, bad: &mut Vec<String>) {
+fn walk(value: &mut Value, vars: &BTreeMap<String, String>, out: &mut Outcome) {
     match value {
-        Value::String(s) if s.contains('$') => *s = expand(s, vars, bad),
-        Value::Array(items) => items.iter_mut().for_each(|v| walk(v, vars, bad)),
+        Value::String(s) if s.contains('$') => match expand(s, vars) {
+            Ok(text) => {
+                *value = if text != *s && !needs_quotes(s) {
+                    match reread(&text) {
+                        Some(v) => v,
+                        None => {
+                            out.unmodelled.push(text.clone());
+                            Value::String(text)
+                        }
+                    }
+                } else {
+                    Value::String(text)
+                };
+            }
+            Err(e) => out.errors.push(e),
+        },
+        Value::Array(items) => items.iter_mut().for_each(|v| walk(v, vars, out)),
         Value::Object(map) => {
             let keys: Vec<String> = map.keys().filter(|k| k.contains('$')).cloned().collect();
             for key in keys {
-                if let Some(v) = map.remove(&key) {
-                    map.insert(expand(&key, vars, bad), v);
+                match expand(&key, vars) {
+                    Ok(new) => {
+                        if let Some(v) = map.remove(&key) {
+                            map.insert(new, v);
+                        }
+                    }
+                    Err(e) => out.errors.push(e),
                 }
             }
-            map.values_mut().for_each(|v| walk(v, vars, bad));
+            map.values_mut().for_each(|v| walk(v, vars, out));
         }
         _ => {}
     }
 }
 
-/// Expands `${...}` expressions in `text`.
-pub fn expand(text: &str, vars: &BTreeMap<String, String>, bad: &mut Vec<String>) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(i) = rest.find('$') {
-        out.push_str(&rest[..i]);
-        let after = &rest[i + 1..];
-        if let Some(tail) = after.strip_prefix('$') {
-            // `$$` escapes the dollar.
+/// A plain scalar's text read again as go-yaml v2 resolves it
+/// (`resolve.go`): null, booleans of YAML 1.1, integers (decimal, `0x`,
+/// `0o`/leading-`0` octal, `0b`), floats; anything else a string. `None`
+/// when the text would not be one plain scalar.
+pub fn reread(text: &str) -> Option<Value> {
+    let t = text.trim();
+    if t.contains(": ")
+        || t.ends_with(':')
+        || t.contains(" #")
+        || t.starts_with([
+            '[', ']', '{', '}', '&', '*', '!', '|', '>', '\'', '"', '%', '@', '`', '#', ',',
+        ])
+        || t.starts_with("- ")
+        || t == "-"
+    {
+        return None;
+    }
+    Some(match t {
+        "" | "~" | "null" | "Null" | "NULL" => Value::Null,
+        "y" | "Y" | "yes" | "Yes" | "YES" | "true" | "True" | "TRUE" | "on" | "On" | "ON" => {
+            Value::Bool(true)
+        }
+        "n" | "N" | "no" | "No" | "NO" | "false" | "False" | "FALSE" | "off" | "Off" | "OFF" => {
+            Value::Bool(false)
+        }
+        ".inf" | ".Inf" | ".INF" | "+.inf" | "+.Inf" | "+.INF" | "-.inf" | "-.Inf" | "-.INF"
+        | ".nan" | ".NaN" | ".NAN" => Value::String(t.to_string()),
+        _ => number(t).unwrap_or_else(|| Value::String(t.to_string())),
+    })
+}
+
+fn number(t: &str) -> Option<Value> {
+    let plain = t.replace('_', "");
+    let (sign, digits) = match plain.strip_prefix('-') {
+        Some(rest) => (-1i128, rest.to_string()),
+        None => (1, plain.trim_start_matches('+').to_string()),
+    };
+    let first = digits.chars().next()?;
+    if !(first.is_ascii_digit() || first == '.') {
+        return None;
+    }
+    let int = |s: &str, radix: u32| i128::from_str_radix(s, radix).ok().map(|v| v * sign);
+    let parsed = if let Some(hex) = digits.strip_prefix("0x") {
+        int(hex, 16)
+    } else if let Some(bin) = digits.strip_prefix("0b") {
+        int(bin, 2)
+    } else if let Some(oct) = digits.strip_prefix("0o") {
+        int(oct, 8)
+    } else if digits.len() > 1
+        && digits.starts_with('0')
+        && digits.bytes().all(|b| b.is_ascii_digit())
+    {
+        int(&digits[1..], 8)
+    } else if digits.bytes().all(|b| b.is_ascii_digit()) {
+        int(&digits, 10)
+    } else {
+        None
+    };
+    if let Some(v) = parsed {
+        return i64::try_from(v)
+            .map(Value::from)
+            .ok()
+            .or_else(|| u64::try_from(v).map(Value::from).ok());
+    }
+    // go-yaml v2 floats: [-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?
+    let float_like = digits
+        .bytes()
+        .all(|b| b.is_ascii_digit() || matches!(b, b'.' | b'e' | b'E' | b'-' | b'+'))
+        && digits.bytes().filter(|b| *b == b'.').count() <= 1;
+    if !float_like {
+        return None;
+    }
+    let f: f64 = plain.parse().ok()?;
+    serde_json::Number::from_f64(f).map(Value::Number)
+}
+
+/// Expands the `${…}` expressions of `text`; an error is the expression
+/// envsubst rejects (then Flux applies nothing of the build).
+pub fn expand(text: &str, vars: &BTreeMap<String, String>) -> Result<String, String> {
+    let chars: Vec<char> = text.chars().collect();
+    let mut parser = Parser {
+        chars: &chars,
+        pos: 0,
+        vars,
+    };
+    let mut out = String::new();
+    while parser.pos < chars.len() {
+        let c = chars[parser.pos];
+        if c == '$' && parser.peek(1) == Some('$') {
             out.push('$');
-            rest = tail;
-        } else if let Some(body) = after.strip_prefix('{') {
-            match body.find('}') {
-                Some(end) => {
-                    let expr = &body[..end];
-                    match eval(expr, vars) {
-                        Some(v) => out.push_str(&v),
-                        None => {
-                            bad.push(format!("${{{expr}}}"));
-                            out.push_str(&format!("${{{expr}}}"));
-                        }
-                    }
-                    rest = &body[end + 1..];
-                }
-                None => {
-                    out.push_str(&rest[i..]);
-                    rest = "";
+            parser.pos += 2;
+        } else if c == '$' && parser.peek(1) == Some('{') {
+            let start = parser.pos;
+            parser.pos += 2;
+            match parser.function() {
+                Ok(v) => out.push_str(&v),
+                Err(()) => {
+                    let end = chars[start..]
+                        .iter()
+                        .position(|c| *c == '}')
+                        .map_or(chars.len(), |i| start + i + 1);
+                    return Err(chars[start..end].iter().collect());
                 }
             }
         } else {
-            out.push('$');
-            rest = after;
+            out.push(c);
+            parser.pos += 1;
         }
     }
-    out.push_str(rest);
-    out
+    Ok(out)
 }
 
-fn eval(expr: &str, vars: &BTreeMap<String, String>) -> Option<String> {
-    let name_end = expr
-        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-        .unwrap_or(expr.len());
-    let (name, op) = expr.split_at(name_end);
-    if name.is_empty() {
-        return None;
+struct Parser<'a> {
+    chars: &'a [char],
+    pos: usize,
+    vars: &'a BTreeMap<String, String>,
+}
+
+impl Parser<'_> {
+    fn peek(&self, ahead: usize) -> Option<char> {
+        self.chars.get(self.pos + ahead).copied()
     }
-    // Not strict: every variable is set, unset ones to "".
-    let value = vars.get(name).cloned().unwrap_or_default();
-    let default = |d: &str| expand(d, vars, &mut Vec::new());
-    if op.is_empty() {
-        return Some(value);
+
+    fn ident(&mut self) -> String {
+        let start = self.pos;
+        while self
+            .peek(0)
+            .is_some_and(|c| c.is_alphanumeric() || c == '_')
+        {
+            self.pos += 1;
+        }
+        self.chars[start..self.pos].iter().collect()
     }
-    if let Some(d) = op.strip_prefix(":=").or_else(|| op.strip_prefix(":-")) {
-        return Some(if value.is_empty() { default(d) } else { value });
+
+    fn value(&self, name: &str) -> String {
+        // Not strict: every variable is set, unset ones to "".
+        self.vars.get(name).cloned().unwrap_or_default()
     }
-    if op.starts_with('=') || op.starts_with('-') {
-        return Some(value);
+
+    fn close(&mut self) -> Result<(), ()> {
+        if self.peek(0) == Some('}') {
+            self.pos += 1;
+            Ok(())
+        } else {
+            Err(())
+        }
     }
-    match op {
-        "^^" => Some(value.to_uppercase()),
-        ",," => Some(value.to_lowercase()),
-        "^" => Some(first(&value, char::to_uppercase)),
-        "," => Some(first(&value, char::to_lowercase)),
-        _ => None,
+
+    /// A parameter: text up to a character `stop` rejects, with nested
+    /// `${…}` expanded (and, with `escapes`, `\/` and `\\`).
+    fn param(&mut self, stop: impl Fn(char) -> bool, escapes: bool) -> Result<String, ()> {
+        let mut out = String::new();
+        while let Some(c) = self.peek(0) {
+            if c == '$' && self.peek(1) == Some('{') {
+                self.pos += 2;
+                out.push_str(&self.function()?);
+            } else if c == '$' && self.peek(1) == Some('$') {
+                out.push('$');
+                self.pos += 2;
+            } else if escapes && c == '\\' && matches!(self.peek(1), Some('/' | '\\')) {
+                out.push(self.peek(1).unwrap_or('\\'));
+                self.pos += 2;
+            } else if stop(c) {
+                break;
+            } else {
+                out.push(c);
+                self.pos += 1;
+            }
+        }
+        Ok(out)
     }
+
+    /// After `${`: one function, through its `}`.
+    fn function(&mut self) -> Result<String, ()> {
+        if self.peek(0) == Some('#') {
+            self.pos += 1;
+            let name = self.ident();
+            if name.is_empty() {
+                return Err(());
+            }
+            self.close()?;
+            return Ok(self.value(&name).len().to_string());
+        }
+        let name = self.ident();
+        if name.is_empty() {
+            return Err(());
+        }
+        let value = self.value(&name);
+        match self.peek(0) {
+            Some('}') => {
+                self.pos += 1;
+                Ok(value)
+            }
+            Some(':') if matches!(self.peek(1), Some('=' | '-' | '?' | '+')) => {
+                self.pos += 2;
+                self.default(value)
+            }
+            Some('=') => {
+                self.pos += 1;
+                self.default(value)
+            }
+            Some(':') => {
+                self.pos += 1;
+                let offset = self.param(|c| c == ':' || c == '}', false)?;
+                let length = if self.peek(0) == Some(':') {
+                    self.pos += 1;
+                    Some(self.param(|c| c == '}', false)?)
+                } else {
+                    None
+                };
+                self.close()?;
+                Ok(substring(&value, &offset, length.as_deref()))
+            }
+            Some(c @ (',' | '^')) => {
+                self.pos += 1;
+                let double = self.peek(0) == Some(c);
+                if double {
+                    self.pos += 1;
+                }
+                self.close()?;
+                Ok(match (c, double) {
+                    (',', true) => value.to_lowercase(),
+                    ('^', true) => value.to_uppercase(),
+                    (',', false) => first(&value, char::to_lowercase),
+                    _ => first(&value, char::to_uppercase),
+                })
+            }
+            Some('/') => {
+                self.pos += 1;
+                let mode = match self.peek(0) {
+                    Some(m @ ('/' | '#' | '%')) => {
+                        self.pos += 1;
+                        m
+                    }
+                    _ => ' ',
+                };
+                let pattern = self.param(|c| c == '/' || c == '}', true)?;
+                let replacement = if self.peek(0) == Some('/') {
+                    self.pos += 1;
+                    Some(self.param(|c| c == '}', true)?)
+                } else {
+                    None
+                };
+                self.close()?;
+                let with = replacement.unwrap_or_default();
+                Ok(match mode {
+                    '/' => value.replace(&pattern, &with),
+                    '#' if value.starts_with(&pattern) => value.replacen(&pattern, &with, 1),
+                    '%' if value.ends_with(&pattern) => {
+                        format!("{}{with}", &value[..value.len() - pattern.len()])
+                    }
+                    '#' | '%' => value,
+                    _ => value.replacen(&pattern, &with, 1),
+                })
+            }
+            Some(c @ ('#' | '%')) => {
+                self.pos += 1;
+                let longest = self.peek(0) == Some(c);
+                if longest {
+                    self.pos += 1;
+                }
+                let pattern = self.param(|c| c == '}', false)?;
+                self.close()?;
+                Ok(trim(&value, &pattern, c == '#', longest))
+            }
+            // `${X-d}`, `${X+d}`, `${X?d}` and anything else: envsubst's
+            // "missing closing brace".
+            _ => Err(()),
+        }
+    }
+
+    /// The word of a default form, through the `}`: envsubst `toDefault`.
+    fn default(&mut self, value: String) -> Result<String, ()> {
+        let word = self.param(|c| c == '}', false)?;
+        self.close()?;
+        Ok(if value.is_empty() { word } else { value })
+    }
+}
+
+/// `${X:offset}` / `${X:offset:length}` on bytes, as envsubst `toSubstr`.
+fn substring(s: &str, offset: &str, length: Option<&str>) -> String {
+    let bytes = s.as_bytes();
+    let Ok(mut pos) = offset.trim().parse::<i64>() else {
+        return s.to_string();
+    };
+    let len = bytes.len() as i64;
+    if pos < 0 {
+        pos = (len + pos).max(0);
+    }
+    let slice =
+        |a: i64, b: i64| String::from_utf8_lossy(&bytes[a as usize..b as usize]).into_owned();
+    let Some(length) = length else {
+        return if pos < len {
+            slice(pos, len)
+        } else {
+            String::new()
+        };
+    };
+    let Ok(length) = length.trim().parse::<i64>() else {
+        return s.to_string();
+    };
+    if pos + length >= len {
+        return if pos < len {
+            slice(pos, len)
+        } else {
+            String::new()
+        };
+    }
+    slice(pos, (pos + length).max(pos))
+}
+
+/// `#`/`##`/`%`/`%%`: removes the shortest or longest prefix or suffix the
+/// glob `pattern` matches.
+fn trim(s: &str, pattern: &str, prefix: bool, longest: bool) -> String {
+    let chars: Vec<char> = s.chars().collect();
+    let mut cuts: Vec<usize> = (0..=chars.len()).collect();
+    if longest {
+        cuts.reverse();
+    }
+    for cut in cuts {
+        let (part, rest): (String, String) = if prefix {
+            (chars[..cut].iter().collect(), chars[cut..].iter().collect())
+        } else {
+            (
+                chars[chars.len() - cut..].iter().collect(),
+                chars[..chars.len() - cut].iter().collect(),
+            )
+        };
+        if cut > 0 && glob_match(pattern, &part) {
+            return rest;
+        }
+    }
+    s.to_string()
+}
+
+/// Shell glob (`*`, `?`, literal otherwise) over a whole string.
+fn glob_match(pattern: &str, text: &str) -> bool {
+    let p: Vec<char> = pattern.chars().collect();
+    let t: Vec<char> = text.chars().collect();
+    fn go(p: &[char], t: &[char]) -> bool {
+        match p.split_first() {
+            None => t.is_empty(),
+            Some(('*', rest)) => (0..=t.len()).any(|i| go(rest, &t[i..])),
+            Some(('?', rest)) => !t.is_empty() && go(rest, &t[1..]),
+            Some((c, rest)) => t.first() == Some(c) && go(rest, &t[1..]),
+        }
+    }
+    go(&p, &t)
 }
 
 fn first<I: Iterator<Item = char>>(value: &str, f: impl Fn(char) -> I) -> String {
@@ -135,20 +484,64 @@ fn first<I: Iterator<Item = char>>(value: &str, f: impl Fn(char) -> I) -> String
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
+
+    fn vars() -> BTreeMap<String, String> {
+        [
+            ("A".to_string(), "kube-system".to_string()),
+            ("N".to_string(), "3".to_string()),
+        ]
+        .into()
+    }
 
     #[test]
     fn envsubst_forms() {
-        let vars: BTreeMap<String, String> = [("A".to_string(), "kube-system".to_string())].into();
-        let mut bad = Vec::new();
-        assert_eq!(expand("${A}", &vars, &mut bad), "kube-system");
-        assert_eq!(expand("x-${B:=cilium}-y", &vars, &mut bad), "x-cilium-y");
-        assert_eq!(expand("${B:-d}", &vars, &mut bad), "d");
-        assert_eq!(expand("${B=d}", &vars, &mut bad), "");
-        assert_eq!(expand("$${A}", &vars, &mut bad), "${A}");
-        assert_eq!(expand("${A^^}", &vars, &mut bad), "KUBE-SYSTEM");
-        assert_eq!(expand("$A", &vars, &mut bad), "$A");
-        assert!(bad.is_empty());
-        assert_eq!(expand("${A/x/y}", &vars, &mut bad), "${A/x/y}");
-        assert_eq!(bad, ["${A/x/y}"]);
+        let vars = vars();
+        let e = |s: &str| expand(s, &vars);
+        assert_eq!(e("${A}").unwrap(), "kube-system");
+        assert_eq!(e("x-${B:=cilium}-y").unwrap(), "x-cilium-y");
+        assert_eq!(e("${B:-d}").unwrap(), "d");
+        assert_eq!(e("${APP=cilium}").unwrap(), "cilium", "= defaults too");
+        assert_eq!(e("${A=cilium}").unwrap(), "kube-system");
+        assert_eq!(e("${B:+d}").unwrap(), "d", "envsubst's :+ is a default");
+        assert_eq!(e("$${A}").unwrap(), "${A}");
+        assert_eq!(e("${A^^}").unwrap(), "KUBE-SYSTEM");
+        assert_eq!(e("${A^}").unwrap(), "Kube-system");
+        assert_eq!(e("$A").unwrap(), "$A");
+        assert_eq!(e("${A/-/_}").unwrap(), "kube_system");
+        assert_eq!(e("${A:0:4}").unwrap(), "kube");
+        assert_eq!(e("${A#*-}").unwrap(), "system");
+        assert_eq!(e("${A%-*}").unwrap(), "kube");
+        assert_eq!(e("${#A}").unwrap(), "11");
+        assert_eq!(e("${B:=${A}}").unwrap(), "kube-system");
+    }
+
+    #[test]
+    fn forms_envsubst_rejects_fail() {
+        let vars = vars();
+        assert_eq!(expand("a ${X-d} b", &vars).unwrap_err(), "${X-d}");
+        assert!(expand("${X+d}", &vars).is_err());
+        assert!(expand("${X?d}", &vars).is_err());
+        assert!(expand("${X", &vars).is_err());
+        assert!(expand("${-X}", &vars).is_err());
+    }
+
+    #[test]
+    fn plain_scalars_are_read_again() {
+        let vars = vars();
+        let mut body = json!({"replicas": "${N}", "on": "${B:=yes}", "name": "x-${A}",
+                              "pair": "${A}: ${N}", "kept": "${N"});
+        let outcome = substitute(&mut body, &vars);
+        assert_eq!(outcome.errors, ["${N"]);
+        assert_eq!(
+            body,
+            json!({"replicas": 3, "on": true, "name": "x-kube-system",
+                   "pair": "kube-system: 3", "kept": "${N"})
+        );
+        assert_eq!(reread("1.5"), Some(json!(1.5)));
+        assert_eq!(reread("0x10"), Some(json!(16)));
+        assert_eq!(reread("1.2.3"), Some(json!("1.2.3")));
+        assert_eq!(reread("v1"), Some(json!("v1")));
+        assert_eq!(reread("a: b"), None);
     }
 }

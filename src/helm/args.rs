@@ -304,6 +304,16 @@ pub fn get_manifest(target: &KubeTarget, release: &ReleaseId) -> Vec<String> {
         .finish()
 }
 
+/// `helm rollback NAME`: back to the revision before the latest (helm's
+/// default), which recovers a release left `pending-upgrade`.
+pub fn rollback(target: &KubeTarget, release: &ReleaseId, timeout: Duration) -> Vec<String> {
+    Argv::new(&["rollback"])
+        .release(release)
+        .opt("--timeout", go_duration(timeout))
+        .target(target)
+        .finish()
+}
+
 pub fn uninstall(target: &KubeTarget, release: &ReleaseId, timeout: Duration) -> Vec<String> {
     Argv::new(&["uninstall"])
         .release(release)
@@ -567,6 +577,12 @@ mod tests {
             get_manifest(&t, &id),
             words(&format!(
                 "get manifest --namespace kube-system {kube} -- coredns"
+            ))
+        );
+        assert_eq!(
+            rollback(&t, &id, Duration::from_secs(120)),
+            words(&format!(
+                "rollback --namespace kube-system --timeout 120s {kube} -- coredns"
             ))
         );
         assert_eq!(

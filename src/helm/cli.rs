@@ -480,6 +480,16 @@ impl Helm for HelmCli {
         Ok(finished.stdout)
     }
 
+    async fn rollback(
+        &self,
+        target: &KubeTarget,
+        release: &ReleaseId,
+        timeout: Duration,
+    ) -> Result<(), HelmError> {
+        let argv = args::rollback(target, release, timeout);
+        self.exec(argv, timeout, None, None).await.map(|_| ())
+    }
+
     async fn uninstall(
         &self,
         target: &KubeTarget,

@@ -52,10 +52,11 @@ pub enum Command {
     History,
     Pull,
     RepoAdd,
+    Rollback,
 }
 
 impl Command {
-    pub const ALL: [Command; 12] = [
+    pub const ALL: [Command; 13] = [
         Command::Version,
         Command::Install,
         Command::Upgrade,
@@ -68,6 +69,7 @@ impl Command {
         Command::History,
         Command::Pull,
         Command::RepoAdd,
+        Command::Rollback,
     ];
 
     /// The command words, as typed after `helm`.
@@ -85,6 +87,7 @@ impl Command {
             Command::History => "history",
             Command::Pull => "pull",
             Command::RepoAdd => "repo add",
+            Command::Rollback => "rollback",
         }
     }
 }
@@ -314,6 +317,25 @@ const REPO_ADD_COMMON: &[Flag] = &[
 ];
 const REPO_ADD_3: &[Flag] = &[b("no-update")];
 
+/// `helm rollback` (pkg/cmd/rollback.go): the same in both majors but for
+/// the flags Helm 4 renamed (`--force` → `--force-replace`) or made take a
+/// value (`--wait`, `--dry-run`) and its server-side apply.
+const ROLLBACK_COMMON: &[Flag] = &[
+    b("cleanup-on-fail"),
+    v("history-max"),
+    b("no-hooks"),
+    v("timeout"),
+    b("wait-for-jobs"),
+];
+const ROLLBACK_3: &[Flag] = &[b("dry-run"), b("force"), b("recreate-pods"), b("wait")];
+const ROLLBACK_4: &[Flag] = &[
+    v("dry-run"),
+    b("force-replace"),
+    b("force-conflicts"),
+    v("server-side"),
+    v("wait"),
+];
+
 const VERSION_COMMON: &[Flag] = &[b("short"), v("template")];
 const VERSION_3: &[Flag] = &[s(b("client"), 'c')];
 
@@ -363,6 +385,7 @@ pub fn accepted(major: u64, command: Command) -> Vec<Flag> {
         Command::History => vec![HISTORY],
         Command::Pull => vec![PULL, CHART_PATH],
         Command::RepoAdd => vec![REPO_ADD_COMMON, pick(REPO_ADD_3, &[])],
+        Command::Rollback => vec![ROLLBACK_COMMON, pick(ROLLBACK_3, ROLLBACK_4)],
     };
     let mut flags = global(major);
     flags.extend(own.iter().flat_map(|set| set.iter().copied()));

@@ -183,6 +183,14 @@ pub trait Helm: Send + Sync {
         release: &ReleaseId,
         timeout: Duration,
     ) -> impl Future<Output = Result<(), HelmError>> + Send;
+    /// `helm rollback`: the release back to the revision before its latest
+    /// (how a release left `pending-upgrade` is recovered).
+    fn rollback(
+        &self,
+        target: &KubeTarget,
+        release: &ReleaseId,
+        timeout: Duration,
+    ) -> impl Future<Output = Result<(), HelmError>> + Send;
     /// Fetches `charts` ahead of their use, several at a time (with the
     /// chart cache, docs/design.md#chart-cache: each remote chart pulled
     /// once per run, or taken from the cache); done when every one is

@@ -5,7 +5,7 @@
 
 use serde_json::Value;
 
-use crate::values::{MIN_SCRUBBED_LEN, REDACTED, SecretPaths, is_secret_key};
+use crate::values::{MIN_SCRUBBED_LEN, REDACTED, SecretPaths, is_secret_entry};
 
 /// Helm flags whose value is a piece of the release's values.
 const SET_FLAGS: &[&str] = &[
@@ -93,7 +93,7 @@ fn secret_leaves(value: &Value, secret: bool, out: &mut Vec<String>) {
     match value {
         Value::Object(map) => {
             for (key, v) in map {
-                secret_leaves(v, secret || is_secret_key(key), out);
+                secret_leaves(v, secret || is_secret_entry(key, map), out);
             }
         }
         Value::Array(items) => items.iter().for_each(|v| secret_leaves(v, secret, out)),

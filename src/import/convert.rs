@@ -23,6 +23,19 @@ pub struct Imported {
     /// The Flux tree, when the imported values name it.
     pub flux: Option<FluxOut>,
     pub issues: Vec<Issue>,
+    /// Who rendered the helmfiles' templates.
+    pub renderer: super::Renderer,
+}
+
+/// How to read the helmfiles.
+#[derive(Default)]
+pub struct Options {
+    /// Render with helmfile itself (else the importer's template subset).
+    pub helmfile: Option<super::Helmfile>,
+    /// Why there is no helmfile, when there is none.
+    pub without: String,
+    /// helmfile's `--environment`.
+    pub environment: Option<String>,
 }
 
 /// The releases of one state file: one `releases/<stem>.yaml`.
@@ -61,6 +74,17 @@ pub struct ReleaseOut {
     /// `from: { helmRelease }` written (relative to the Flux root), with
     /// `ownership: handover`: chart and values are not written then.
     pub from: Option<FromOut>,
+    pub labels: BTreeMap<String, String>,
+    /// What was not converted: written as `todo:`, which `plan`, `check`
+    /// and `apply` refuse until a person has done it and removed it.
+    pub todo: Vec<Issue>,
+    /// Other files that define the same release the same way.
+    pub also: Vec<(PathBuf, usize)>,
+    /// A CRD-only file that defines it too: its CRDs go to the CRD phase.
+    pub crd_stage: Option<PathBuf>,
+    /// The Flux HelmRelease (`namespace/name` and its file under the Flux
+    /// root) that manages this release: it is written `ownership: handover`.
+    pub flux_managed: Option<(String, String)>,
 }
 
 /// A release read from the Flux tree (docs/design.md#from-a-flux-helmrelease).
@@ -87,6 +111,7 @@ impl ReleaseOut {
     }
 }
 
+#[derive(Debug, Clone, PartialEq)]
 pub enum ChartOut {
     Repo {
         repo: String,
@@ -109,6 +134,9 @@ pub enum ValuesOut {
     Generated {
         values: Map<String, Value>,
         note: ValuesNote,
+        /// It reads the environment (`env`/`requiredEnv` of the helmfile):
+        /// written as a `.hbs` template whose `{{env}}` bootstrap renders.
+        env: bool,
     },
 }
 
@@ -146,7 +174,12 @@ impl ValuesNote {
 }
 
 /// Reads every PATH (in order) and converts what it finds.
-pub fn import(paths: &[PathBuf], cluster: &str, root: &Path) -> Result<Imported, Error> {
+pub fn import(
+    paths: &[PathBuf],
+    cluster: &str,
+    root: &Path,
+    options: &Options,
+) -> Result<Imported, Error> {
     let root = hooks::absolute(root);
     let mut issues = Vec::new();
     let mut imported = Imported {
@@ -156,15 +189,54 @@ pub fn import(paths: &[PathBuf], cluster: &str, root: &Path) -> Result<Imported,
         context: None,
         flux: None,
         issues: Vec::new(),
+        renderer: match &options.helmfile {
+            Some(h) => super::Renderer::Helmfile(h.clone()),
+            None => super::Renderer::Subset(options.without.clone()),
+        },
     };
     let mut files = Vec::new();
+    let mut rendered = Vec::new();
     for path in paths {
-        files.extend(helmfile::state_files(path).map_err(|m| Error::config(Problem::new(m)))?);
+        let listed = helmfile::state_files(path).map_err(|m| Error::config(Problem::new(m)))?;
+        if let Some(hf) = &options.helmfile {
+            // One state file at a time: the files are the ones listed here.
+            for file in &listed {
+                match super::rendered::build(hf, file, options.environment.as_deref()) {
+                    Ok(states) => rendered.extend(states),
+                    Err(why) => issues.push(Issue::new(
+                        file,
+                        0,
+                        "helmfile build",
+                        format!("helmfile could not render it ({why}); the importer's own template subset read it instead: fix what helmfile says (a variable to set, `--environment`) and import again"),
+                    )),
+                }
+            }
+        }
+        files.extend(listed);
     }
     for file in files {
-        let Some(state) = helmfile::load(&file, &mut issues) else {
-            imported.sources.push(file);
+        let key = super::gotmpl::normalize(&hooks::absolute(&file));
+        if let Some(at) = rendered.iter().position(|r| r.source == key) {
+            let state = helmfile::State::rendered(&file, rendered.remove(at));
+            imported.sources.push(state.path.clone());
+            let group = convert_state(&state, &root, &mut imported.context, &mut issues);
+            if !group.releases.is_empty() {
+                imported.groups.push(group);
+            }
             continue;
+        }
+        let before = issues.len();
+        let state = match helmfile::load(&file, &mut issues) {
+            Ok(state) => state,
+            Err(declared) => {
+                let why: Vec<Issue> = issues[before..].to_vec();
+                let group = unreadable(&file, &declared, &why, &mut issues);
+                imported.sources.push(file);
+                if !group.releases.is_empty() {
+                    imported.groups.push(group);
+                }
+                continue;
+            }
         };
         imported.sources.push(state.path.clone());
         let group = convert_state(&state, &root, &mut imported.context, &mut issues);
@@ -172,11 +244,13 @@ pub fn import(paths: &[PathBuf], cluster: &str, root: &Path) -> Result<Imported,
             imported.groups.push(group);
         }
     }
+    merge_duplicates(&mut imported.groups)?;
     resolve_needs(&mut imported.groups, &mut issues);
     order_files(&mut imported.groups);
     imported.flux = flux_tree(&imported.groups);
     if let Some(flux) = &imported.flux {
         read_from_flux(&mut imported.groups, flux);
+        flux_managed(&mut imported.groups, flux);
     }
     let mut stems: BTreeMap<String, usize> = BTreeMap::new();
     for group in &mut imported.groups {
@@ -192,6 +266,205 @@ pub fn import(paths: &[PathBuf], cluster: &str, root: &Path) -> Result<Imported,
     issues.sort_by(|a, b| (rank(&a.file), &a.file, a.line).cmp(&(rank(&b.file), &b.file, b.line)));
     imported.issues = issues;
     Ok(imported)
+}
+
+/// The releases of a state file that could not be read as a whole (a
+/// template in it the importer does not evaluate, YAML that does not
+/// parse): each is still written, named as the text declares it, with
+/// what went wrong as its `todo`, so that no release goes missing unnoticed.
+fn unreadable(
+    file: &Path,
+    declared: &[helmfile::Declared],
+    why: &[Issue],
+    issues: &mut Vec<Issue>,
+) -> Group {
+    let names: Vec<String> = declared
+        .iter()
+        .filter(|d| !d.name.contains("{{"))
+        .map(|d| d.name.clone())
+        .collect();
+    let mut group = Group {
+        source: file.to_path_buf(),
+        stem: stem(file),
+        crds_only: None,
+        helm_defaults: Map::new(),
+        releases: Vec::new(),
+    };
+    let cause = why
+        .iter()
+        .map(|i| i.to_string())
+        .collect::<Vec<_>>()
+        .join("; ");
+    for d in declared {
+        let templated = |t: &str| t.contains("{{") || t.contains("${bootstrap:env");
+        if templated(&d.name) || crate::validate::dns_label(&d.name).is_err() {
+            continue;
+        }
+        let mut todo = vec![Issue::new(
+            file,
+            d.line,
+            format!("name: {}", d.name),
+            format!(
+                "its file could not be read as a whole ({cause}), so nothing of this release but its name was imported; write its chart, version, values and needs"
+            ),
+        )];
+        let namespace = match d.namespace.as_deref() {
+            Some(ns) if !templated(ns) && crate::validate::dns_label(ns).is_ok() => ns.to_string(),
+            _ => {
+                todo.push(Issue::new(
+                    file,
+                    d.line,
+                    format!("name: {}", d.name),
+                    "its namespace could not be read; written as `default`: write the namespace",
+                ));
+                "default".to_string()
+            }
+        };
+        group.releases.push(ReleaseOut {
+            name: d.name.clone(),
+            namespace,
+            source: file.to_path_buf(),
+            line: d.line,
+            chart: None,
+            chart_note: None,
+            needs: Vec::new(),
+            wait: None,
+            timeout: None,
+            values: Vec::new(),
+            hooks: Vec::new(),
+            installed: true,
+            skip_crds: false,
+            helm: Map::new(),
+            from_candidate: None,
+            from: None,
+            labels: BTreeMap::new(),
+            todo,
+            also: Vec::new(),
+            crd_stage: None,
+            flux_managed: None,
+        });
+    }
+    if !names.is_empty() {
+        issues.push(Issue::new(
+            file,
+            0,
+            "releases",
+            format!(
+                "the file could not be read, so its releases {} are written with a `todo` and nothing but their names",
+                names.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ")
+            ),
+        ));
+    }
+    group
+}
+
+/// One release defined in several state files (helmfile installs it once
+/// per file, the last one winning): the same definition twice is one
+/// release, a CRD-only one and an installing one are the installing one
+/// with its CRDs applied in the CRD phase, anything else stops the import
+/// naming both places, since bootstrap would otherwise install one of them
+/// silently.
+fn merge_duplicates(groups: &mut [Group]) -> Result<(), Error> {
+    let mut problems = Vec::new();
+    let mut seen: BTreeMap<String, (usize, usize)> = BTreeMap::new();
+    let mut drop: Vec<(usize, usize)> = Vec::new();
+    for g in 0..groups.len() {
+        for r in 0..groups[g].releases.len() {
+            let id = groups[g].releases[r].id();
+            let Some(&(fg, fr)) = seen.get(&id) else {
+                seen.insert(id, (g, r));
+                continue;
+            };
+            if fg == g {
+                continue; // within one file: `plan` reports the duplicate id
+            }
+            let (first_crds, later_crds) = (
+                groups[fg].crds_only.is_some(),
+                groups[g].crds_only.is_some(),
+            );
+            let first = &groups[fg].releases[fr];
+            let later = &groups[g].releases[r];
+            let at = (later.source.clone(), later.line);
+            if first_crds == later_crds && same_install(first, later) {
+                let needs = later.needs.clone();
+                let first = &mut groups[fg].releases[fr];
+                first.also.push(at);
+                for need in needs {
+                    if !first.needs.iter().any(|(n, _)| *n == need.0) {
+                        first.needs.push(need);
+                    }
+                }
+                drop.push((g, r));
+            } else if first_crds != later_crds && same_chart(first, later) {
+                // The installing one stays, its CRDs in the CRD phase.
+                let (keep, gone) = if first_crds {
+                    ((g, r), (fg, fr))
+                } else {
+                    ((fg, fr), (g, r))
+                };
+                let gone_at = {
+                    let r = &groups[gone.0].releases[gone.1];
+                    (r.source.clone(), r.line)
+                };
+                let kept = &mut groups[keep.0].releases[keep.1];
+                kept.crd_stage = Some(gone_at.0.clone());
+                kept.also.push(gone_at);
+                drop.push(gone);
+                seen.insert(id, keep);
+            } else {
+                problems.push(
+                    Problem::new(format!(
+                        "release `{id}` is defined at {}:{} and again, differently, at {}:{}; bootstrap installs a release once: make the two definitions the same, or import only one of the files",
+                        first.source.display(),
+                        first.line,
+                        later.source.display(),
+                        later.line
+                    ))
+                    .file(&later.source)
+                    .at(later.line as u64, 0),
+                );
+            }
+        }
+    }
+    if !problems.is_empty() {
+        return Err(Error::Config(problems));
+    }
+    drop.sort();
+    for (g, r) in drop.into_iter().rev() {
+        groups[g].releases.remove(r);
+    }
+    Ok(())
+}
+
+fn same_chart(a: &ReleaseOut, b: &ReleaseOut) -> bool {
+    match (&a.chart, &b.chart) {
+        (Some(x), Some(y)) => x.chart == y.chart && x.version == y.version,
+        _ => false,
+    }
+}
+
+/// Two definitions install the same thing the same way.
+fn same_install(a: &ReleaseOut, b: &ReleaseOut) -> bool {
+    let values = |r: &ReleaseOut| -> Vec<Value> {
+        r.values
+            .iter()
+            .map(|v| match v {
+                ValuesOut::InPlace(p) => Value::String(p.display().to_string()),
+                ValuesOut::Generated { values, .. } => Value::Object(values.clone()),
+            })
+            .collect()
+    };
+    // `needs` may differ (each file names its own neighbours): the merged
+    // release keeps all of them.
+    same_chart(a, b)
+        && values(a) == values(b)
+        && a.hooks == b.hooks
+        && a.wait.as_ref().map(|w| w.0) == b.wait.as_ref().map(|w| w.0)
+        && a.timeout.as_ref().map(|t| &t.0) == b.timeout.as_ref().map(|t| &t.0)
+        && a.helm == b.helm
+        && a.installed == b.installed
+        && a.todo.is_empty()
+        && b.todo.is_empty()
 }
 
 /// The defaults `helmDefaults` sets for every release of a file.
@@ -212,6 +485,10 @@ fn convert_state(
 ) -> Group {
     let crds_only = crds_only(state);
     for (key, value) in &state.doc {
+        // helmfile evaluated the environment and state values already.
+        if state.embedded.is_some() && matches!(key.as_str(), "environments" | "values") {
+            continue;
+        }
         if let Some(reason) = top_level(key, value) {
             let line = helmfile::line_of(&state.text, &[key]);
             issues.push(Issue::new(&state.path, line, key, reason));
@@ -520,9 +797,12 @@ fn convert_release(
     override_namespace: Option<&str>,
     crds_only: bool,
     root: &Path,
-    issues: &mut Vec<Issue>,
+    all_issues: &mut Vec<Issue>,
 ) -> Option<ReleaseOut> {
     let spec = &release.spec;
+    // Everything not converted in this release is also its `todo:`.
+    let mut own = release.issues.clone();
+    let issues = &mut own;
     let text = |k: &str| {
         spec.get(k)
             .and_then(Value::as_str)
@@ -533,7 +813,7 @@ fn convert_release(
     let name = text("name");
     let at = |key: &str| release.origin(key, state);
     if name.is_empty() {
-        issues.push(Issue::new(
+        all_issues.push(Issue::new(
             &state.path,
             release.line,
             "releases",
@@ -559,12 +839,7 @@ fn convert_release(
         let reason = match key.as_str() {
             "name" | "namespace" | "chart" | "version" | "needs" | "values" | "set" | "setString"
             | "secrets" | "hooks" | "installed" | "wait" | "timeout" => continue,
-            "labels" => {
-                if spec[key].as_object().is_none_or(|m| m.is_empty()) {
-                    continue;
-                }
-                "release labels select releases on helmfile's command line; bootstrap selects with `--only`".to_string()
-            }
+            "labels" => continue,
             "condition" => "a condition on helmfile state values; list the release in clusters/NAME/cluster.yaml `releases:` for the clusters that get it".to_string(),
             "valuesTemplate" | "setTemplate" => format!("`{key}` is evaluated with helmfile state values; write the values it produces into a values file"),
             "kubeContext" => "a per-release kubeconfig context; bootstrap installs each cluster's releases in its own context".to_string(),
@@ -640,6 +915,7 @@ fn convert_release(
                     values.push(ValuesOut::Generated {
                         values: map.clone(),
                         note,
+                        env: false,
                     });
                 }
             }
@@ -669,7 +945,35 @@ fn convert_release(
     if let Some(set) = set_values(release, state, issues) {
         values.push(set);
     }
+    for entry in &mut values {
+        if let ValuesOut::Generated {
+            values: map, env, ..
+        } = entry
+        {
+            match env_leaves(map) {
+                Ok(found) => *env = found,
+                Err(leaf) => {
+                    let o = at("values");
+                    issues.push(Issue::new(
+                        &o.file,
+                        o.line,
+                        leaf,
+                        "reads the environment inside other text (or next to other `{{`); bootstrap templates a values file only as a whole `.hbs`: write the value, or a values file `NAME.yaml.hbs` with `{{env \"NAME\"}}`",
+                    ));
+                }
+            }
+        }
+    }
+    for key in ["chart", "version", "namespace"] {
+        if let Some(text) = spec.get(key).and_then(Value::as_str)
+            && super::gotmpl::has_env_mark(text)
+        {
+            let o = at(key);
+            issues.push(env_issue(&o, key, text));
+        }
+    }
     let hooks = convert_hooks(state, release, &namespace, crds_only, root, issues);
+    let labels = labels(release, state, issues);
     let from_candidate = match (&chart, crds_only) {
         (Some(chart), false) => from_candidate(release, &values, chart, &name, &namespace),
         _ => None,
@@ -691,7 +995,98 @@ fn convert_release(
         helm,
         from_candidate,
         from: None,
+        labels,
+        todo: {
+            all_issues.extend(own.iter().cloned());
+            own
+        },
+        also: Vec::new(),
+        crd_stage: None,
+        flux_managed: None,
     })
+}
+
+/// An environment variable where bootstrap takes no template.
+fn env_issue(at: &helmfile::Origin, key: &str, text: &str) -> Issue {
+    let names = super::gotmpl::env_mark_names(text).join("`, `");
+    Issue::new(
+        &at.file,
+        at.line,
+        format!("{key}: {}", super::gotmpl::env_marks_to_templates(text)),
+        format!(
+            "reads the environment variable `{names}`; bootstrap has no template in `{key}`: write the value"
+        ),
+    )
+}
+
+/// Whether the values read the environment: `Ok(true)` when every such
+/// leaf is exactly one `env`/`requiredEnv` and nothing else holds `{{`
+/// (so the file can be a `.hbs` template), `Err(leaf)` when not.
+fn env_leaves(values: &Map<String, Value>) -> Result<bool, String> {
+    fn walk(value: &Value, marks: &mut usize, braces: &mut Option<String>) {
+        match value {
+            Value::String(s) if super::gotmpl::has_env_mark(s) => {
+                let whole = super::gotmpl::env_mark_names(s).len() == 1
+                    && super::gotmpl::env_marks_to_templates(s).starts_with("{{")
+                    && super::gotmpl::env_marks_to_templates(s).ends_with("}}")
+                    && !s.contains("{{");
+                if whole {
+                    *marks += 1;
+                } else {
+                    *braces = Some(super::gotmpl::env_marks_to_templates(s));
+                }
+            }
+            Value::String(s) if s.contains("{{") => *braces = Some(s.clone()),
+            Value::Array(list) => list.iter().for_each(|v| walk(v, marks, braces)),
+            Value::Object(map) => map.values().for_each(|v| walk(v, marks, braces)),
+            _ => {}
+        }
+    }
+    let (mut marks, mut braces) = (0, None);
+    for value in values.values() {
+        walk(value, &mut marks, &mut braces);
+    }
+    match (marks, braces) {
+        (0, _) => Ok(false),
+        (_, None) => Ok(true),
+        (_, Some(leaf)) => Err(leaf),
+    }
+}
+
+/// helmfile's release `labels` (what `--selector` matches) as bootstrap's
+/// `labels:` (docs/design.md#selection), which are strings.
+fn labels(
+    release: &HelmfileRelease,
+    state: &State,
+    issues: &mut Vec<Issue>,
+) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    for (key, value) in release
+        .spec
+        .get("labels")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+    {
+        match value {
+            Value::String(s) if !s.contains("{{") => {
+                out.insert(key.clone(), s.clone());
+            }
+            Value::Bool(_) | Value::Number(_) => {
+                out.insert(key.clone(), value.to_string());
+            }
+            other => {
+                let at = release.origin("labels", state);
+                issues.push(Issue::new(
+                    &at.file,
+                    at.line,
+                    format!("labels {key}: {}", short(other)),
+                    "is not a plain string; write the label's value",
+                ));
+            }
+        }
+    }
+    out
 }
 
 /// The Flux HelmRelease this release can be read from with `from:`, giving
@@ -779,7 +1174,7 @@ fn flux_tree(groups: &[Group]) -> Option<FluxOut> {
     let releases = || groups.iter().flat_map(|g| &g.releases);
     let (entrypoint, source) = releases().find_map(|r| {
         r.values.iter().find_map(|v| match v {
-            ValuesOut::Generated { values, note } => {
+            ValuesOut::Generated { values, note, .. } => {
                 let path = values
                     .get("instance")?
                     .pointer("/sync/path")?
@@ -838,6 +1233,35 @@ fn read_from_flux(groups: &mut [Group], flux: &FluxOut) {
     }
 }
 
+/// Every installed release that a HelmRelease of the Flux tree manages
+/// (the tree as `check` resolves it, docs/design.md#tree-resolution) is
+/// Flux's after the bootstrap: `ownership: handover`, so that `check`
+/// verifies the adoption instead of reporting the HelmRelease.
+fn flux_managed(groups: &mut [Group], flux: &FluxOut) {
+    let tree = crate::flux::tree::resolve(&flux.root, Path::new(&flux.entrypoint));
+    for hr in tree
+        .objects
+        .iter()
+        .filter(|o| o.is_flux("helm", "HelmRelease"))
+    {
+        let spec = hr.body.get("spec").unwrap_or(&Value::Null);
+        let id = crate::flux::helmrelease::identity(&hr.name, hr.namespace.as_deref(), spec);
+        let Some(ns) = id.storage_namespace else {
+            continue;
+        };
+        for group in groups.iter_mut().filter(|g| g.crds_only.is_none()) {
+            for release in &mut group.releases {
+                if release.namespace == ns && release.name == id.release_name {
+                    release.flux_managed = Some((
+                        format!("{}/{}", hr.namespace.as_deref().unwrap_or(""), hr.name),
+                        hr.file.clone(),
+                    ));
+                }
+            }
+        }
+    }
+}
+
 /// A `secrets:` entry as a values file bootstrap decrypts with sops itself
 /// (docs/design.md#secrets): it must exist and be recognisable as
 /// sops-encrypted, by name or by its `sops:` metadata.
@@ -880,6 +1304,11 @@ fn chart(
         })
         .filter(|v| !v.is_empty());
     let at = release.origin("chart", state);
+    if chart.contains("{{") && issues.iter().any(|i| i.field == "chart") {
+        // Its template was not evaluated (listed already): the text is no
+        // chart reference to judge.
+        return None;
+    }
     if chart.is_empty() {
         if !issues
             .iter()
@@ -1041,17 +1470,25 @@ fn set_values(
                     continue;
                 }
             };
-            if let Some(text) = value.as_str()
-                && text.contains("{{")
-            {
-                issues.push(Issue::new(
-                    &at.file,
-                    at.line,
-                    format!("{key} {name}"),
-                    "holds a template; write the value it renders",
-                ));
-                continue;
-            }
+            // helmfile renders `set` values as templates with `.Release`.
+            let value = match value.as_str() {
+                Some(text) if text.contains("{{") => {
+                    let data = helmfile::release_data(&release.spec);
+                    match super::gotmpl::Engine::translating_env(data)
+                        .render(text, &at.file, at.line, &state.dir)
+                    {
+                        Ok(rendered) if super::gotmpl::has_env_mark(&rendered) => {
+                            Value::String(rendered)
+                        }
+                        Ok(rendered) => typed_set_value(&Value::String(rendered), as_string),
+                        Err(u) => {
+                            issues.push(Issue::from(u));
+                            continue;
+                        }
+                    }
+                }
+                _ => value,
+            };
             let path = split_set_path(name);
             if name.is_empty() || path.iter().any(|p| p.contains('[') || p.is_empty()) {
                 issues.push(Issue::new(
@@ -1066,6 +1503,7 @@ fn set_values(
         }
     }
     (!values.is_empty()).then(|| ValuesOut::Generated {
+        env: false,
         values,
         note: ValuesNote::Text(format!(
             "`set:` of the release in {}, applied last as helm applies --set",
@@ -1153,12 +1591,15 @@ fn convert_hooks(
     let data = helmfile::release_data(&release.spec);
     let dir = hooks::absolute(&state.dir);
     for hook in list {
+        // bootstrap templates hook commands: `env`/`requiredEnv` stay
+        // reads of the environment at apply time.
         let render = |text: &str| -> Result<String, Issue> {
             if !text.contains("{{") {
-                return Ok(text.to_string());
+                return Ok(super::gotmpl::env_marks_to_templates(text));
             }
-            super::gotmpl::Engine::new(data.clone())
+            super::gotmpl::Engine::translating_env(data.clone())
                 .render(text, &at.file, at.line, &state.dir)
+                .map(|r| super::gotmpl::env_marks_to_templates(&r))
                 .map_err(Issue::from)
         };
         let mut argv = Vec::new();
@@ -1244,14 +1685,22 @@ fn convert_hooks(
 }
 
 /// helmfile's needs (`[KUBECONTEXT/][NAMESPACE/]NAME`, `pkg/state/state.go`
-/// `ReleaseToID`) as `namespace/name` of an imported release.
+/// `ReleaseToID`) as `namespace/name` of an imported release, across all
+/// the files imported. A need that names no release, or several, is never
+/// dropped quietly: it is an issue and a `todo` of the release naming both
+/// sides.
 fn resolve_needs(groups: &mut [Group], issues: &mut Vec<Issue>) {
-    let ids: Vec<(String, String)> = groups
+    let ids: Vec<(String, String, PathBuf, usize)> = groups
         .iter()
         .flat_map(|g| {
-            g.releases
-                .iter()
-                .map(|r| (r.namespace.clone(), r.name.clone()))
+            g.releases.iter().map(|r| {
+                (
+                    r.namespace.clone(),
+                    r.name.clone(),
+                    r.source.clone(),
+                    r.line,
+                )
+            })
         })
         .collect();
     for group in groups.iter_mut() {
@@ -1265,23 +1714,39 @@ fn resolve_needs(groups: &mut [Group], issues: &mut Vec<Issue>) {
                     [_, ns, name] => (Some(*ns).filter(|n| !n.is_empty()), *name),
                     _ => (None, ""),
                 };
-                let matches: Vec<&(String, String)> = ids
+                let matches: Vec<&(String, String, PathBuf, usize)> = ids
                     .iter()
-                    .filter(|(n, r)| r == name && ns.is_none_or(|ns| ns == n))
+                    .filter(|(n, r, _, _)| r == name && ns.is_none_or(|ns| ns == n))
                     .collect();
-                match matches.as_slice() {
-                    [(n, r)] => resolved.push((format!("{n}/{r}"), note)),
-                    _ => issues.push(Issue::new(
-                        &release.source,
-                        release.line,
-                        format!("needs: {need}"),
-                        if matches.is_empty() {
-                            "names no release of the imported helmfiles".to_string()
-                        } else {
-                            "names several releases; write it as namespace/name".to_string()
-                        },
-                    )),
-                }
+                let reason = match matches.as_slice() {
+                    [(n, r, _, _)] => {
+                        resolved.push((format!("{n}/{r}"), note));
+                        continue;
+                    }
+                    [] => format!(
+                        "release `{}` ({}:{}) needs `{need}`, which none of the imported helmfiles defines; import the file that defines it too (or write the release), or remove the need",
+                        release.id(),
+                        release.source.display(),
+                        release.line
+                    ),
+                    several => format!(
+                        "release `{}` needs `{need}`, which names {}; write the one meant as namespace/name",
+                        release.id(),
+                        several
+                            .iter()
+                            .map(|(n, r, f, l)| format!("`{n}/{r}` ({}:{l})", f.display()))
+                            .collect::<Vec<_>>()
+                            .join(" and ")
+                    ),
+                };
+                let issue = Issue::new(
+                    &release.source,
+                    release.line,
+                    format!("needs: {need}"),
+                    reason,
+                );
+                issues.push(issue.clone());
+                release.todo.push(issue);
             }
             resolved.dedup();
             release.needs = resolved;

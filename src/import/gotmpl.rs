@@ -7,7 +7,7 @@
 //! base directory, `Context.ReadFile`) plus a few pure sprig ones
 //! (`printf`, `quote`, `squote`, `lower`, `upper`, `trim`, `trimPrefix`,
 //! `trimSuffix`, `replace`, `default`, `required`, `indent`, `nindent`,
-//! `toString`). Anything else — control structures, `env`, `exec`, a field
+//! `toString`, `list`). Anything else — control structures, `env`, `exec`, a field
 //! that is not there — is an [`Unsupported`] naming the line and the action,
 //! never a guess.
 
@@ -26,6 +26,21 @@ pub struct Unsupported {
     pub reason: String,
 }
 
+impl Unsupported {
+    /// helmfile evaluates it (a function, control structure or value this
+    /// evaluator leaves alone), as opposed to something helmfile fails on too.
+    pub fn helmfile_renders(&self) -> bool {
+        [
+            "not evaluated by the importer",
+            "depends on the machine",
+            "state or environment values",
+            "environments become",
+        ]
+        .iter()
+        .any(|s| self.reason.contains(s))
+    }
+}
+
 /// A file a template read with `readFile`.
 #[derive(Debug, Clone)]
 pub struct Read {
@@ -39,6 +54,73 @@ pub struct Read {
 pub struct Engine {
     pub data: Value,
     pub reads: RefCell<Vec<Read>>,
+    /// `env "X"` and `requiredEnv "X"` become [`env_mark`]s instead of
+    /// failing.
+    translate_env: bool,
+    /// What `fromYaml` read of a text holding several YAML documents: only
+    /// the first, as helmfile does; said when a field is then missing.
+    multi_doc: RefCell<Vec<String>>,
+}
+
+/// What `env "X"` / `requiredEnv "X"` render to in a translating
+/// [`Engine`]: a mark that reads the same in any YAML context (plain,
+/// single- or double-quoted), turned into bootstrap's own template by
+/// [`env_marks_to_templates`] where bootstrap templates the text.
+pub fn env_mark(name: &str, required: bool) -> String {
+    format!(
+        "${{bootstrap:env{}:{name}}}",
+        if required { "" } else { "?" }
+    )
+}
+
+/// Whether `text` holds an [`env_mark`].
+pub fn has_env_mark(text: &str) -> bool {
+    text.contains("${bootstrap:env")
+}
+
+/// `text` with every [`env_mark`] as bootstrap's template reading that
+/// variable (docs/design.md#templates): `requiredEnv` is `{{env "X"}}`
+/// (an error when unset), helmfile's `env` is `{{env "X" ""}}` (empty when
+/// unset).
+pub fn env_marks_to_templates(text: &str) -> String {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(start) = rest.find("${bootstrap:env") {
+        out.push_str(&rest[..start]);
+        let tail = &rest[start + "${bootstrap:env".len()..];
+        let (required, tail) = match tail.strip_prefix('?') {
+            Some(t) => (false, t),
+            None => (true, tail),
+        };
+        let Some(end) = tail.strip_prefix(':').and_then(|t| t.find('}')) else {
+            out.push_str(&rest[start..]);
+            return out;
+        };
+        let name = &tail[1..=end];
+        if required {
+            out.push_str(&format!("{{{{env {name:?}}}}}"));
+        } else {
+            out.push_str(&format!("{{{{env {name:?} \"\"}}}}"));
+        }
+        rest = &tail[end + 2..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The variable names of the marks in `text`, as helmfile wrote them.
+pub fn env_mark_names(text: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    let mut rest = text;
+    while let Some(start) = rest.find("${bootstrap:env") {
+        let tail = rest[start + "${bootstrap:env".len()..].trim_start_matches('?');
+        let Some(end) = tail.strip_prefix(':').and_then(|t| t.find('}')) else {
+            break;
+        };
+        names.push(tail[1..=end].to_string());
+        rest = &tail[end + 2..];
+    }
+    names
 }
 
 impl Engine {
@@ -46,6 +128,16 @@ impl Engine {
         Engine {
             data,
             reads: RefCell::new(Vec::new()),
+            translate_env: false,
+            multi_doc: RefCell::new(Vec::new()),
+        }
+    }
+
+    /// An engine that renders `env`/`requiredEnv` as [`env_mark`]s.
+    pub fn translating_env(data: Value) -> Engine {
+        Engine {
+            translate_env: true,
+            ..Engine::new(data)
         }
     }
 
@@ -80,6 +172,12 @@ impl Engine {
                     let mut parser = Parser { tokens, at: 0 };
                     let (decl, pipe) = parser.action().map_err(fail)?;
                     let value = self.pipe(&pipe, &vars, &at).map_err(|e| match e {
+                        Failure::Here(reason) if reason.contains("is not set") => {
+                            match self.multi_doc.borrow().last() {
+                                Some(note) => fail(format!("{reason}; {note}")),
+                                None => fail(reason),
+                            }
+                        }
                         Failure::Here(reason) => fail(reason),
                         Failure::Inner(inner) => inner,
                     })?;
@@ -110,6 +208,12 @@ impl Engine {
     ) -> Result<Value, Failure> {
         match cmd.first() {
             Some(Arg::Func(name)) => {
+                // Say what depends on the machine before judging its arguments.
+                if MACHINE.contains(&name.as_str())
+                    && !(self.translate_env && matches!(name.as_str(), "env" | "requiredEnv"))
+                {
+                    return self.call(name, Vec::new(), at);
+                }
                 let mut args = Vec::new();
                 for arg in &cmd[1..] {
                     args.push(self.arg(arg, vars, at)?);
@@ -187,10 +291,34 @@ impl Engine {
                 let source = text(0)?;
                 let docs: Vec<Value> = serde_saphyr::from_multiple(&source)
                     .map_err(|e| Failure::Here(format!("fromYaml: {e}")))?;
-                Ok(docs
-                    .into_iter()
-                    .find(|d| !d.is_null())
-                    .unwrap_or(Value::Object(Map::new())))
+                let docs: Vec<Value> = docs.into_iter().filter(|d| !d.is_null()).collect();
+                if docs.len() > 1 {
+                    let file = self
+                        .reads
+                        .borrow()
+                        .iter()
+                        .rev()
+                        .find(|r| r.text == source)
+                        .map(|r| format!(" of {}", r.path.display()))
+                        .unwrap_or_default();
+                    let kinds: Vec<String> = docs
+                        .iter()
+                        .enumerate()
+                        .map(|(i, d)| {
+                            format!(
+                                "{} {}",
+                                i + 1,
+                                d.get("kind").and_then(Value::as_str).unwrap_or("(no kind)")
+                            )
+                        })
+                        .collect();
+                    self.multi_doc.borrow_mut().push(format!(
+                        "fromYaml read document 1 of the {} documents{file} ({}), as helmfile does",
+                        docs.len(),
+                        kinds.join(", ")
+                    ));
+                }
+                Ok(docs.into_iter().next().unwrap_or(Value::Object(Map::new())))
             }
             "toYaml" => {
                 want(1)?;
@@ -216,6 +344,8 @@ impl Engine {
                 let inner = Engine {
                     data: args[1].clone(),
                     reads: RefCell::new(Vec::new()),
+                    translate_env: self.translate_env,
+                    multi_doc: RefCell::new(Vec::new()),
                 };
                 let (file, line) = match &source {
                     Some(path) => (path.as_path(), 1),
@@ -308,8 +438,12 @@ impl Engine {
                     body
                 }))
             }
-            "env" | "requiredEnv" | "exec" | "envExec" | "fetchSecretValue"
-            | "expandSecretRefs" => Err(Failure::Here(format!(
+            "env" | "requiredEnv" if self.translate_env => {
+                want(1)?;
+                Ok(Value::String(env_mark(&text(0)?, name == "requiredEnv")))
+            }
+            "list" => Ok(Value::Array(args)),
+            _ if MACHINE.contains(&name) => Err(Failure::Here(format!(
                 "`{name}` depends on the machine helmfile runs on; bootstrap reads the environment only through `{{{{env \"NAME\"}}}}` in its own templates"
             ))),
             other => Err(Failure::Here(format!(
@@ -318,6 +452,16 @@ impl Engine {
         }
     }
 }
+
+/// helmfile's functions whose result depends on the machine it runs on.
+const MACHINE: &[&str] = &[
+    "env",
+    "requiredEnv",
+    "exec",
+    "envExec",
+    "fetchSecretValue",
+    "expandSecretRefs",
+];
 
 /// Where a template text lives.
 struct Origin<'a> {

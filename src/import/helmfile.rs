@@ -28,6 +28,39 @@ pub struct State {
     pub doc: Map<String, Value>,
     /// `templates:` with the file and text each came from (bases included).
     pub templates: Vec<(String, Map<String, Value>, PathBuf, String)>,
+    /// helmfile rendered it (`doc` is its rendering): the releases with
+    /// their values embedded, index by index.
+    pub embedded: Option<Vec<Value>>,
+}
+
+impl State {
+    /// A state file as helmfile rendered it; `text` is the file as written
+    /// (for the lines the import names).
+    pub fn rendered(path: &Path, rendered: super::rendered::RenderedState) -> State {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        let mut doc = rendered.doc;
+        // Inheritance and bases are applied already; the rest is what
+        // helmfile adds to the state it prints (its binaries, the file).
+        for key in [
+            "templates",
+            "defaultInherit",
+            "bases",
+            "filepath",
+            "helmBinary",
+            "kustomizeBinary",
+            "renderedvalues",
+        ] {
+            doc.remove(key);
+        }
+        State {
+            path: path.to_path_buf(),
+            dir: path.parent().map(Path::to_path_buf).unwrap_or_default(),
+            text,
+            doc,
+            templates: Vec::new(),
+            embedded: Some(rendered.embedded),
+        }
+    }
 }
 
 /// The state files PATH names, in helmfile's order.
@@ -75,9 +108,80 @@ pub fn state_files(path: &Path) -> Result<Vec<PathBuf>, String> {
     Ok(files)
 }
 
-/// Reads one state file with its bases; problems become issues.
-pub fn load(path: &Path, issues: &mut Vec<Issue>) -> Option<State> {
-    load_depth(path, issues, 0)
+/// A release a state file defines, as far as its text tells without
+/// rendering it: when the file as a whole cannot be read, its releases are
+/// still named (and written, each saying why it is incomplete).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Declared {
+    pub name: String,
+    pub namespace: Option<String>,
+    pub line: usize,
+}
+
+/// Reads one state file with its bases; problems become issues. When the
+/// file cannot be read at all, `Err` holds the releases its text declares.
+pub fn load(path: &Path, issues: &mut Vec<Issue>) -> Result<State, Vec<Declared>> {
+    load_depth(path, issues, 0).ok_or_else(|| {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        declared(&text)
+    })
+}
+
+/// The `- name:` entries of the top-level `releases:` list, with the
+/// `namespace:` of each where it is written literally.
+pub fn declared(text: &str) -> Vec<Declared> {
+    let mut out: Vec<Declared> = Vec::new();
+    let mut in_releases = false;
+    let mut item_indent: Option<usize> = None;
+    for (i, line) in text.lines().enumerate() {
+        let indent = line.len() - line.trim_start().len();
+        let trimmed = line.trim();
+        if trimmed.is_empty() || trimmed.starts_with('#') || trimmed.starts_with("{{") {
+            continue;
+        }
+        if indent == 0 && !trimmed.starts_with('-') {
+            in_releases = trimmed.starts_with("releases:");
+            item_indent = None;
+            continue;
+        }
+        if !in_releases {
+            continue;
+        }
+        let value = |t: &str, key: &str| {
+            t.strip_prefix(key)
+                .map(|v| v.trim().trim_matches(['"', '\'']).to_string())
+        };
+        if let Some(rest) = trimmed.strip_prefix("- ") {
+            let first = item_indent.get_or_insert(indent);
+            if indent == *first {
+                if let Some(name) = value(rest.trim_start(), "name:") {
+                    out.push(Declared {
+                        name,
+                        namespace: None,
+                        line: i + 1,
+                    });
+                } else {
+                    out.push(Declared {
+                        name: String::new(),
+                        namespace: None,
+                        line: i + 1,
+                    });
+                }
+                continue;
+            }
+        }
+        if let (Some(first), Some(last)) = (item_indent, out.last_mut())
+            && indent == first + 2
+        {
+            if let Some(name) = value(trimmed, "name:") {
+                last.name = name;
+            } else if let Some(ns) = value(trimmed, "namespace:") {
+                last.namespace = Some(ns);
+            }
+        }
+    }
+    out.retain(|d| !d.name.is_empty());
+    out
 }
 
 fn load_depth(path: &Path, issues: &mut Vec<Issue>, depth: usize) -> Option<State> {
@@ -92,7 +196,7 @@ fn load_depth(path: &Path, issues: &mut Vec<Issue>, depth: usize) -> Option<Stat
     let text = if path.to_string_lossy().ends_with(".gotmpl") {
         // helmfile renders a .gotmpl state file with the environment; with
         // no `--environment` that is `default` and no values.
-        let engine = Engine::new(json!({
+        let engine = Engine::translating_env(json!({
             "Environment": {"Name": "default"},
             "Values": {}, "StateValues": {},
         }));
@@ -173,6 +277,7 @@ fn load_depth(path: &Path, issues: &mut Vec<Issue>, depth: usize) -> Option<Stat
         text,
         doc: merged,
         templates,
+        embedded: None,
     })
 }
 
@@ -256,6 +361,8 @@ pub struct Release {
     pub values: Vec<ValuesEntry>,
     /// Files templates read while computing chart and version.
     pub chart_reads: Vec<Read>,
+    /// What could not be converted in this release.
+    pub issues: Vec<Issue>,
 }
 
 pub enum ValuesEntry {
@@ -290,6 +397,9 @@ pub fn releases(state: &State, issues: &mut Vec<Issue>) -> Vec<Release> {
     let Some(Value::Array(list)) = state.doc.get("releases") else {
         return Vec::new();
     };
+    if let Some(embedded) = &state.embedded {
+        return rendered_releases(state, list, embedded);
+    }
     let default_inherit: Vec<String> = match state.doc.get("defaultInherit") {
         Some(Value::String(s)) => vec![s.clone()],
         Some(Value::Array(a)) => a
@@ -394,12 +504,105 @@ pub fn releases(state: &State, issues: &mut Vec<Issue>) -> Vec<Release> {
             line,
             values: Vec::new(),
             chart_reads: Vec::new(),
+            issues: Vec::new(),
         };
-        if render_fields(state, &mut release, issues) {
+        if render_fields(state, &mut release) {
             out.push(release);
+        } else {
+            issues.append(&mut release.issues);
         }
     }
     out
+}
+
+/// The releases helmfile rendered: every field is final; a values entry
+/// naming a plain file is used where it is (as without helmfile), any other
+/// is the values helmfile computed. The files a `.gotmpl` values template
+/// reads are found by evaluating it with the importer's own subset, when
+/// that gives the same values (to recognise a Flux HelmRelease).
+fn rendered_releases(state: &State, list: &[Value], embedded: &[Value]) -> Vec<Release> {
+    let mut out = Vec::new();
+    let mut search_from = line_of(&state.text, &["releases"]);
+    for (i, raw) in list.iter().enumerate() {
+        let Value::Object(spec) = raw else { continue };
+        let mut spec = spec.clone();
+        // What helmfile adds: where it found a local chart, and the labels
+        // every release carries (bootstrap's releases carry the same).
+        spec.remove("inherit");
+        spec.remove("chartPath");
+        if let Some(Value::Object(labels)) = spec.get_mut("labels") {
+            for key in ["name", "namespace", "chart"] {
+                labels.remove(key);
+            }
+        }
+        let name = spec.get("name").and_then(Value::as_str).unwrap_or("");
+        let line = find_line(&state.text, search_from, &format!("name: {name}"))
+            .or_else(|| find_line(&state.text, 1, &format!("name: {name}")))
+            .unwrap_or(search_from);
+        search_from = search_from.max(line + 1);
+        let mut release = Release {
+            spec: spec.clone(),
+            origins: Map::new(),
+            line,
+            values: Vec::new(),
+            chart_reads: Vec::new(),
+            issues: Vec::new(),
+        };
+        let data = release_data(&release.spec);
+        let computed = embedded
+            .get(i)
+            .and_then(|r| r.get("values"))
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        let entries = spec
+            .get("values")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        for (j, entry) in entries.iter().enumerate() {
+            let values = match computed.get(j) {
+                Some(Value::Object(map)) => map.clone(),
+                _ => Map::new(),
+            };
+            match entry {
+                Value::String(rel) => {
+                    let path = normalize(&state.dir.join(rel));
+                    if path.is_file() && !path.to_string_lossy().ends_with(".gotmpl") {
+                        release.values.push(ValuesEntry::File(path));
+                        continue;
+                    }
+                    let reads = subset_reads(&path, &data, &values);
+                    release.values.push(ValuesEntry::Computed {
+                        values,
+                        from: Some(path),
+                        reads,
+                    });
+                }
+                _ => release.values.push(ValuesEntry::Computed {
+                    values,
+                    from: None,
+                    reads: Vec::new(),
+                }),
+            }
+        }
+        out.push(release);
+    }
+    out
+}
+
+/// The files the subset evaluator reads rendering `template`, when it
+/// renders the same values helmfile did; else none.
+fn subset_reads(template: &Path, data: &Value, values: &Map<String, Value>) -> Vec<Read> {
+    let Ok(source) = std::fs::read_to_string(template) else {
+        return Vec::new();
+    };
+    let dir = template.parent().map(Path::to_path_buf).unwrap_or_default();
+    let engine = Engine::new(data.clone());
+    match engine.render(&source, template, 1, &dir) {
+        Ok(text) if parse_values(&text).is_ok_and(|v| &v == values) => engine.reads.into_inner(),
+        _ => Vec::new(),
+    }
 }
 
 /// The `.Release` data of a release's current fields.
@@ -423,8 +626,16 @@ pub fn release_data(spec: &Map<String, Value>) -> Value {
 }
 
 /// Renders name, namespace, chart, version, needs and the values entries.
-/// Returns false when the release cannot be imported at all.
-fn render_fields(state: &State, release: &mut Release, issues: &mut Vec<Issue>) -> bool {
+/// Returns false when the release cannot be imported at all (its name or
+/// namespace does not render).
+fn render_fields(state: &State, release: &mut Release) -> bool {
+    let mut issues = std::mem::take(&mut release.issues);
+    let ok = render_fields_into(state, release, &mut issues);
+    release.issues = issues;
+    ok
+}
+
+fn render_fields_into(state: &State, release: &mut Release, issues: &mut Vec<Issue>) -> bool {
     let scalar_keys = [
         "name",
         "namespace",
@@ -551,7 +762,7 @@ fn render_fields(state: &State, release: &mut Release, issues: &mut Vec<Issue>) 
                     release.values.push(ValuesEntry::File(path));
                     continue;
                 }
-                let engine = Engine::new(data.clone());
+                let engine = Engine::translating_env(data.clone());
                 let source = match std::fs::read_to_string(&path) {
                     Ok(s) => s,
                     Err(e) => {

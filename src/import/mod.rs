@@ -8,12 +8,14 @@ mod convert;
 pub mod gotmpl;
 mod helmfile;
 pub mod hooks;
+pub mod rendered;
 mod write;
 
 use std::fmt;
 use std::path::{Component, Path, PathBuf};
 
-pub use convert::{Imported, import};
+pub use convert::{Imported, Options, import};
+pub use rendered::{Helmfile, Renderer};
 pub use write::{Written, render, write};
 
 /// One construct the importer did not convert.
@@ -27,6 +29,9 @@ pub struct Issue {
     pub reason: String,
     /// The release field it was found in (for the importer's own use).
     field: String,
+    /// helmfile itself would have evaluated it: rendering with helmfile
+    /// (docs/coming-from-helmfile.md) converts it.
+    pub helmfile_renders: bool,
 }
 
 impl Issue {
@@ -42,6 +47,22 @@ impl Issue {
             construct: construct.into(),
             reason: reason.into(),
             field: String::new(),
+            helmfile_renders: false,
+        }
+    }
+
+    /// `file:line: `construct`` (the construct shortened).
+    pub fn location(&self) -> String {
+        let construct: String = if self.construct.chars().count() > 80 {
+            let cut: String = self.construct.chars().take(77).collect();
+            format!("{cut}...")
+        } else {
+            self.construct.clone()
+        };
+        if self.line > 0 {
+            format!("{}:{}: `{construct}`", self.file.display(), self.line)
+        } else {
+            format!("{}: `{construct}`", self.file.display())
         }
     }
 
@@ -53,30 +74,46 @@ impl Issue {
 
 impl From<gotmpl::Unsupported> for Issue {
     fn from(u: gotmpl::Unsupported) -> Issue {
-        Issue::new(u.file, u.line, u.construct, u.reason)
+        let renders = u.helmfile_renders();
+        let mut issue = Issue::new(u.file, u.line, u.construct, u.reason);
+        issue.helmfile_renders = renders;
+        issue
     }
 }
 
 impl fmt::Display for Issue {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let construct: String = if self.construct.chars().count() > 80 {
-            let cut: String = self.construct.chars().take(77).collect();
-            format!("{cut}...")
-        } else {
-            self.construct.clone()
-        };
-        if self.line > 0 {
-            write!(
-                f,
-                "{}:{}: `{construct}`: {}",
-                self.file.display(),
-                self.line,
-                self.reason
-            )
-        } else {
-            write!(f, "{}: `{construct}`: {}", self.file.display(), self.reason)
+        write!(f, "{}: {}", self.location(), self.reason)
+    }
+}
+
+/// The issues that share one cause (the same reason), in the order of
+/// their first occurrence.
+pub struct Cause<'a> {
+    pub reason: &'a str,
+    pub issues: Vec<&'a Issue>,
+}
+
+impl Cause<'_> {
+    pub fn helmfile_renders(&self) -> bool {
+        self.issues.iter().all(|i| i.helmfile_renders)
+    }
+}
+
+/// `issues` grouped by cause, so that one template construct used by forty
+/// releases reads as one line.
+pub fn causes(issues: &[Issue]) -> Vec<Cause<'_>> {
+    let mut out: Vec<Cause> = Vec::new();
+    for issue in issues {
+        match out.iter_mut().find(|c| c.reason == issue.reason) {
+            Some(cause) => cause.issues.push(issue),
+            None => out.push(Cause {
+                reason: &issue.reason,
+                issues: vec![issue],
+            }),
         }
     }
+    out
 }
 
 /// `to` relative to the directory `from`; both absolute or both relative

@@ -60,13 +60,18 @@ pub fn render(imported: &Imported, root: &Path) -> Written {
                         relative(&releases_dir, path).to_string_lossy().into_owned(),
                         None,
                     )),
-                    ValuesOut::Generated { values, note } => {
+                    ValuesOut::Generated { values, note, env } => {
                         generated += 1;
+                        let ext = if *env { "yaml.hbs" } else { "yaml" };
                         let name = match generated {
-                            1 => format!("{}.yaml", values_stem(release)),
-                            n => format!("{}-{n}.yaml", values_stem(release)),
+                            1 => format!("{}.{ext}", values_stem(release)),
+                            n => format!("{}-{n}.{ext}", values_stem(release)),
                         };
-                        let body = yaml_text(&Value::Object(values.clone()));
+                        let body = if *env {
+                            env_template_text(values)
+                        } else {
+                            yaml_text(&Value::Object(values.clone()))
+                        };
                         files.push((
                             PathBuf::from("releases/values").join(&name),
                             format!(
@@ -145,11 +150,28 @@ fn release_text(
             "# `installed: false` in the helmfile: not listed in clusters/{cluster}/cluster.yaml `releases:`, so bootstrap leaves it alone (it never uninstalls).\n"
         ));
     }
+    for (file, line) in &release.also {
+        t.push_str(&format!(
+            "# also {}:{}, the same release\n",
+            file.display(),
+            line
+        ));
+    }
     t.push_str(&format!(
         "name: {}\nnamespace: {}\n",
         scalar(&release.name),
         scalar(&release.namespace)
     ));
+    if !release.todo.is_empty() {
+        t.push_str(&comment(
+            "Not converted: `plan`, `check` and `apply` stop on each entry until you have done what it says and removed it",
+            "",
+        ));
+        t.push_str("todo:\n");
+        for issue in &release.todo {
+            t.push_str(&format!("  - {}\n", scalar(&issue.to_string())));
+        }
+    }
     if let (Some(from), Some(flux)) = (&release.from, flux) {
         t.push_str(&comment(
             &format!(
@@ -164,6 +186,15 @@ fn release_text(
             scalar(&relative(&flux.root, &from.helmrelease).to_string_lossy())
         ));
     } else if let Some(chart) = &release.chart {
+        if let Some((hr, file)) = release.flux_managed.as_ref().filter(|_| flux.is_some()) {
+            t.push_str(&comment(
+                &format!(
+                    "Flux manages this release (HelmRelease {hr} in {file}): bootstrap installs it once, then Flux adopts it; `check` verifies the HelmRelease installs the same chart, version and values"
+                ),
+                "",
+            ));
+            t.push_str("ownership: handover\n");
+        }
         if let Some(note) = &release.chart_note {
             t.push_str(&comment(note, ""));
         }
@@ -186,6 +217,15 @@ fn release_text(
     }
     if crds_only {
         t.push_str("crds: only\n");
+    } else if let Some(stage) = &release.crd_stage {
+        t.push_str(&comment(
+            &format!(
+                "{} renders it for its CRDs too: bootstrap applies them in its CRD phase before any release, and installs with --skip-crds",
+                stage.display()
+            ),
+            "",
+        ));
+        t.push_str("crds: bootstrap\n");
     } else if release.skip_crds {
         t.push_str(&comment(
             "helmDefaults.skipCRDs: helm skipped the chart's crds/; bootstrap applies them in its CRD phase and installs with --skip-crds",
@@ -222,6 +262,12 @@ fn release_text(
         t.push_str("# helm flags of the install (helmDefaults and the release's own)\nhelm:\n");
         for line in yaml_text(&Value::Object(helm.clone())).trim_end().lines() {
             t.push_str(&format!("  {line}\n"));
+        }
+    }
+    if !release.labels.is_empty() {
+        t.push_str("labels:\n");
+        for (k, v) in &release.labels {
+            t.push_str(&format!("  {}: {}\n", scalar(k), scalar(v)));
         }
     }
     if !values_files.is_empty() {
@@ -283,7 +329,7 @@ fn cluster_text(imported: &Imported, root: &Path) -> String {
             .groups
             .iter()
             .flat_map(|g| &g.releases)
-            .any(|r| r.from.is_some())
+            .any(|r| r.from.is_some() || r.flux_managed.is_some())
     }) {
         let dir = root.join("clusters").join(&imported.cluster);
         t.push_str(&comment(
@@ -326,6 +372,33 @@ fn cluster_text(imported: &Imported, root: &Path) -> String {
         }
     }
     t
+}
+
+/// Values whose leaves read the environment (each exactly one
+/// `env`/`requiredEnv` mark) as a `.hbs` values file: the marks become
+/// `{{env "X"}}` as plain scalars, which bootstrap renders then parses
+/// (docs/design.md#values-files).
+fn env_template_text(values: &serde_json::Map<String, Value>) -> String {
+    fn walk(value: &mut Value, found: &mut Vec<String>) {
+        match value {
+            Value::String(s) if super::gotmpl::has_env_mark(s) => {
+                let token = format!("bootstrap_env_{}_", found.len());
+                found.push(super::gotmpl::env_marks_to_templates(s));
+                *s = token;
+            }
+            Value::Array(list) => list.iter_mut().for_each(|v| walk(v, found)),
+            Value::Object(map) => map.values_mut().for_each(|v| walk(v, found)),
+            _ => {}
+        }
+    }
+    let mut value = Value::Object(values.clone());
+    let mut found = Vec::new();
+    walk(&mut value, &mut found);
+    let mut text = yaml_text(&value);
+    for (i, template) in found.iter().enumerate().rev() {
+        text = text.replace(&format!("bootstrap_env_{i}_"), template);
+    }
+    text
 }
 
 /// `text` as `#` comment lines of at most about 100 columns.

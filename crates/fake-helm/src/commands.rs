@@ -1,48 +1,15 @@
 //! Command dispatch and the read-only commands (version, template, list,
 //! status, get, history). Install, upgrade and uninstall live in `install`.
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use bootstrap::helm::flags::{self, Command};
 
-use crate::args::{Flag, Parsed};
-use crate::log::ValuesFile;
+use crate::args::Flag;
+use crate::ctx::{Ctx, Outcome, empty, name_and_chart};
 use crate::output::{self, format, release_json};
-use crate::script::Script;
 use crate::state::{self, Release, Store};
-use crate::values::{deep_merge, user_values};
-
-/// What a command prints and how it exits.
-#[derive(Debug, Default)]
-pub struct Outcome {
-    pub stdout: String,
-    pub stderr: String,
-    pub code: i32,
-}
-
-impl Outcome {
-    pub fn ok(stdout: String) -> Outcome {
-        Outcome {
-            stdout,
-            ..Outcome::default()
-        }
-    }
-
-    /// Helm's failure: `Error: <message>` on stderr, exit 1.
-    pub fn error(message: impl std::fmt::Display) -> Outcome {
-        Outcome {
-            stderr: format!("Error: {message}\n"),
-            code: 1,
-            ..Outcome::default()
-        }
-    }
-}
-
-impl From<Result<String, String>> for Outcome {
-    fn from(r: Result<String, String>) -> Outcome {
-        r.map_or_else(Outcome::error, Outcome::ok)
-    }
-}
+use crate::values::deep_merge;
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Cmd {
@@ -58,6 +25,7 @@ pub enum Cmd {
     History,
     Pull,
     RepoAdd,
+    Rollback,
 }
 
 /// The helm version this fake impersonates: `FAKE_HELM_VERSION`, default the
@@ -95,6 +63,7 @@ pub fn resolve(words: &[String], major: u64) -> Result<(Cmd, Vec<Flag>), String>
         "status" => Cmd::Status,
         "history" | "hist" => Cmd::History,
         "pull" | "fetch" => Cmd::Pull,
+        "rollback" => Cmd::Rollback,
         "get" => match words.get(1).map(String::as_str) {
             Some("values") => Cmd::GetValues,
             Some("manifest") => Cmd::GetManifest,
@@ -128,42 +97,9 @@ pub fn resolve(words: &[String], major: u64) -> Result<(Cmd, Vec<Flag>), String>
         Cmd::History => Command::History,
         Cmd::Pull => Command::Pull,
         Cmd::RepoAdd => Command::RepoAdd,
+        Cmd::Rollback => Command::Rollback,
     };
     Ok((cmd, flags::accepted(major, command)))
-}
-
-/// Everything a command needs, read once at startup.
-pub struct Ctx {
-    pub args: Parsed,
-    pub values_files: Vec<ValuesFile>,
-    pub script: Script,
-}
-
-impl Ctx {
-    /// `-n`, then `$HELM_NAMESPACE`, then "default" (helm would ask the kubeconfig context).
-    pub fn namespace(&self) -> String {
-        self.args
-            .get("namespace")
-            .map(str::to_string)
-            .or_else(|| {
-                std::env::var("HELM_NAMESPACE")
-                    .ok()
-                    .filter(|s| !s.is_empty())
-            })
-            .unwrap_or_else(|| "default".into())
-    }
-
-    /// User values from the snapshotted `-f` files and the `--set*` flags.
-    pub fn user_values(&self) -> Result<Value, String> {
-        let mut files = Vec::new();
-        for f in &self.values_files {
-            if let Some(e) = &f.error {
-                return Err(e.clone());
-            }
-            files.push(f.content.clone());
-        }
-        user_values(files, &self.args)
-    }
 }
 
 pub fn run(cmd: Cmd, ctx: &Ctx) -> Outcome {
@@ -172,6 +108,7 @@ pub fn run(cmd: Cmd, ctx: &Ctx) -> Outcome {
         Cmd::Install => crate::install::install_or_upgrade(ctx, false),
         Cmd::Upgrade => crate::install::install_or_upgrade(ctx, true),
         Cmd::Uninstall => crate::install::uninstall(ctx),
+        Cmd::Rollback => crate::install::rollback(ctx),
         Cmd::Template => template(ctx).into(),
         Cmd::List => list(ctx).into(),
         Cmd::Status => status(ctx).into(),
@@ -212,17 +149,6 @@ fn version(ctx: &Ctx) -> Result<String, String> {
     Ok(format!(
         "version.BuildInfo{{Version:\"{v}\", GitCommit:\"{commit}\", GitTreeState:\"clean\", GoVersion:\"go1.24.7\"{kube}}}\n"
     ))
-}
-
-/// `NAME CHART`, or just `CHART` with helm's placeholder release name.
-pub fn name_and_chart(ctx: &Ctx, command: &str) -> Result<(String, String), String> {
-    match ctx.args.positionals.as_slice() {
-        [name, chart] => Ok((name.clone(), chart.clone())),
-        [chart] if command == "template" => Ok(("release-name".into(), chart.clone())),
-        _ => Err(format!(
-            "\"helm {command}\" requires 2 arguments\n\nUsage:  helm {command} [NAME] [CHART] [flags]"
-        )),
-    }
 }
 
 fn template(ctx: &Ctx) -> Result<String, String> {
@@ -436,8 +362,4 @@ fn history(ctx: &Ctx) -> Result<String, String> {
         }
         t
     })
-}
-
-pub fn empty() -> Value {
-    Value::Object(Map::new())
 }

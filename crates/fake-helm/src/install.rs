@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::commands::{Ctx, Outcome, empty, name_and_chart};
+use crate::ctx::{Ctx, Outcome, empty, name_and_chart};
 use crate::kube::Kube;
 use crate::output::{self, release_json};
 use crate::script::Knobs;
@@ -508,4 +508,54 @@ fn uninstall_one(ctx: &Ctx, name: &str) -> Result<String, String> {
         store.remove(&ns, name)?;
     }
     Ok(format!("release \"{name}\" uninstalled\n"))
+}
+
+/// `rollback NAME`: back to the revision before the latest, as a new
+/// deployed revision (helm's default target). The fake keeps no values per
+/// revision, so the chart and version are the earlier revision's and the
+/// values stay as they are. Like helm, a pending latest revision is no
+/// obstacle: this is how one is recovered.
+pub fn rollback(ctx: &Ctx) -> Outcome {
+    match rollback_one(ctx) {
+        Ok(stdout) => Outcome::ok(stdout),
+        Err(message) => Outcome::error(message),
+    }
+}
+
+fn rollback_one(ctx: &Ctx) -> Result<String, String> {
+    let Some(name) = ctx.args.positionals.first() else {
+        return Err("\"helm rollback\" requires at least 1 argument".into());
+    };
+    let ns = ctx.namespace();
+    let store = Store::from_env()?;
+    let _busy = store.busy(&ns, name, "rollback");
+    let Some(mut release) = store
+        .load(&ns, name)?
+        .filter(|r| r.status != state::UNINSTALLED)
+    else {
+        return Err("release: not found".into());
+    };
+    let Some(previous) = release.history.last().cloned() else {
+        return Err(format!(
+            "release has no {} version",
+            release.revision.saturating_sub(1)
+        ));
+    };
+    let mut current = release.as_revision();
+    current.status = state::SUPERSEDED.into();
+    release.history.push(current);
+    for h in &mut release.history {
+        if h.status == state::DEPLOYED {
+            h.status = state::SUPERSEDED.into();
+        }
+    }
+    release.revision += 1;
+    release.status = state::DEPLOYED.into();
+    release.chart = previous.chart.clone();
+    release.version = previous.version.clone();
+    release.app_version = previous.app_version.clone();
+    release.description = format!("Rollback to {}", previous.revision);
+    release.updated = state::now_rfc3339();
+    store.save(&release)?;
+    Ok("Rollback was a success! Happy Helming!\n".into())
 }

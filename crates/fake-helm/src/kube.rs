@@ -14,7 +14,7 @@ use kube::discovery::{Discovery, Scope};
 use kube::{Client, Config};
 use serde_json::{Value, json};
 
-use crate::commands::Ctx;
+use crate::ctx::Ctx;
 use crate::state::Release;
 
 /// The field manager helm 4 uses for server-side apply.

@@ -3,7 +3,8 @@
 //! does (same stdout shapes, "Error: ..." on stderr, exit 1), keeping releases in
 //! a state directory instead of a cluster.
 //!
-//! Commands: `version`, `install`, `upgrade [--install]`, `uninstall`, `template`,
+//! Commands: `version`, `install`, `upgrade [--install]`, `uninstall`,
+//! `rollback` (to the revision before the latest; values kept), `template`,
 //! `list`, `status`, `get values`, `get manifest`, `history`, `pull` (a real
 //! `NAME-VERSION.tgz` with the chart's `Chart.yaml`, which install and
 //! template read back when given the archive's path), `repo add`
@@ -54,6 +55,7 @@
 mod args;
 mod chart;
 mod commands;
+mod ctx;
 mod install;
 mod kube;
 mod log;
@@ -65,7 +67,7 @@ mod values;
 
 use std::io::Write;
 
-use commands::{Ctx, Outcome};
+use ctx::{Ctx, Outcome};
 
 /// Exit code for a broken test setup, distinct from anything helm returns.
 const MISCONFIGURED: i32 = 97;

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 
 use serde_json::{Value, json};
 
-use crate::commands::Ctx;
+use crate::ctx::Ctx;
 
 fn config_path(ctx: &Ctx) -> Option<PathBuf> {
     ctx.args

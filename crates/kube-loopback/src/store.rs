@@ -465,6 +465,10 @@ impl Store {
         if is_crd {
             resources::validate_crd(&next).map_err(|why| ApiError::invalid(rt, name, &why))?;
         }
+        if rt.is("", "Service") {
+            immutable_cluster_ip(&existing, &next)
+                .map_err(|why| ApiError::invalid(rt, name, &why))?;
+        }
         let spec_changed = !status_only && spec_part(&next) != spec_part(&existing);
         if spec_changed {
             let generation = existing["metadata"]["generation"].as_i64().unwrap_or(0) + 1;
@@ -574,5 +578,23 @@ impl Store {
         for (_, _, ns, name) in doomed {
             let _ = self.delete(&rt, &ns, &name, &Value::Null, false);
         }
+    }
+}
+
+/// A Service's `spec.clusterIP` cannot change once set, as the real API
+/// server rules (an update that leaves it out keeps it there; here it is
+/// only compared when both sides have one).
+fn immutable_cluster_ip(existing: &Value, next: &Value) -> Result<(), String> {
+    let ip = |o: &Value| {
+        o["spec"]["clusterIP"]
+            .as_str()
+            .filter(|ip| !ip.is_empty())
+            .map(str::to_string)
+    };
+    match (ip(existing), ip(next)) {
+        (Some(old), Some(new)) if old != new => Err(format!(
+            "spec.clusterIPs[0]: Invalid value: [\"{new}\"]: may not change once set"
+        )),
+        _ => Ok(()),
     }
 }

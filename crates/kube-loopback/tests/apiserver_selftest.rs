@@ -1043,3 +1043,34 @@ fn kubectl_gets_applies_and_waits_for_a_rollout() {
     );
     assert!(!out.status.success(), "a stalled rollout must time out");
 }
+
+/// A Service's clusterIP cannot change once set, as on the real API server
+/// (an upgrade that changes it fails there; the real tier found a test that
+/// relied on the loopback server accepting it).
+#[tokio::test]
+async fn a_service_cluster_ip_is_immutable() {
+    use k8s_openapi::api::core::v1::Service;
+    let server = ApiServer::start();
+    let services: Api<Service> = Api::namespaced(client(&server), "default");
+    let service = |ip: &str| -> Service {
+        from_json(json!({
+            "apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": "dns"},
+            "spec": {"clusterIP": ip, "ports": [{"port": 53}]},
+        }))
+    };
+    services
+        .create(&PostParams::default(), &service("10.96.0.10"))
+        .await
+        .unwrap();
+    let patch = Patch::Merge(json!({"spec": {"clusterIP": "10.96.0.11"}}));
+    let (code, reason) = api_error(services.patch("dns", &PatchParams::default(), &patch).await);
+    assert_eq!((code, reason.as_str()), (422, "Invalid"));
+    // Other changes, and the same address, go through.
+    let patch =
+        Patch::Merge(json!({"spec": {"clusterIP": "10.96.0.10", "ports": [{"port": 5353}]}}));
+    services
+        .patch("dns", &PatchParams::default(), &patch)
+        .await
+        .unwrap();
+}

@@ -6,6 +6,8 @@
 //! - [`cluster::Cluster`] puts a loopback API server ([`kube_loopback`]) and
 //!   the fake helm (crates/fake-helm) behind it;
 //! - [`pty::Pty`] runs it on a pseudo-terminal and keeps the screen it draws;
+//! - [`realenv`] starts the real test environment (kube-apiserver and the
+//!   controllers, kwok, the real helm CLIs, a chart repository);
 //! - [`realflux`] serves a git repository for Flux over loopback HTTP and
 //!   finds the real flux-operator CLI;
 //! - [`bootstrap`] and [`fake_helm`] say where those two binaries are.
@@ -15,6 +17,7 @@ pub mod builder;
 pub mod cluster;
 pub mod fleet;
 pub mod pty;
+pub mod realenv;
 pub mod realflux;
 
 pub use bins::{bootstrap, fake_helm};

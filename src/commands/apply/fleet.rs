@@ -103,7 +103,7 @@ pub(super) async fn run(
             let cluster = plan.cluster.name.clone();
             let result = async {
                 let notices = preflight(&plan, &findings)?;
-                let plan = plan.select(&args.only, &args.selector, args.no_needs)?;
+                let plan = args.selection.apply(plan)?;
                 let _turn = slots
                     .acquire()
                     .await

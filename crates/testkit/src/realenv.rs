@@ -1,0 +1,809 @@
+//! The real test environment (docs/design.md#real-environment): a control
+//! plane of real Kubernetes processes on 127.0.0.1, the real helm CLIs and a
+//! chart repository over loopback HTTP, for the tests of the real tier.
+//!
+//! The binaries come from `tools/realenv/build`, which builds them from
+//! pinned Go modules and links `tools/realenv/.bin/TOOL` to their directory:
+//!
+//! - `kube`: etcd (embedded, `cmd/etcd`), kube-apiserver,
+//!   kube-controller-manager and kube-scheduler v1.34, and `kube-pki`, which
+//!   writes the CA, the serving and client certificates and the
+//!   service-account signing key;
+//! - `kwok`: kwok, which keeps fake Nodes alive and turns their Pods Running
+//!   and Ready (and completes Job pods and run-once hook pods), and
+//!   `kwok-stages`, which prints the Stage configuration it runs;
+//! - `helm3`, `helm4`: the real helm CLIs ([`helm`]);
+//! - `flux-crds`: the Flux controllers' CRDs, copied from their modules
+//!   ([`share`]).
+//!
+//! [`ControlPlane::start`] starts etcd, kube-apiserver (RBAC,
+//! ValidatingAdmissionPolicy, service-account tokens signed with a generated
+//! key, serving certificates of its own CA), kube-controller-manager,
+//! kube-scheduler and kwok with a few Nodes, writes a kubeconfig and waits
+//! until the API server is ready and the controllers work. Dropping it stops
+//! every process (their whole process groups); when the test is failing, the
+//! directory with each process's log is kept and its path printed.
+//!
+//! Tests check [`missing`] first (through a `cfg` set by the build script,
+//! see the root build.rs), so a clone without the environment reports them
+//! ignored with the command that builds it: [`BUILD`].
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+/// The command that builds the environment.
+pub const BUILD: &str = "tools/realenv/build";
+
+/// The tools this front end needs.
+pub const TOOLS: [&str; 5] = ["kube", "kwok", "helm3", "helm4", "flux-crds"];
+
+/// `tools/realenv/.bin/TOOL`: where the build links a tool's binaries.
+pub fn tool_dir(tool: &str) -> PathBuf {
+    crate::bins::workspace_root()
+        .join("tools/realenv/.bin")
+        .join(tool)
+}
+
+/// The tools of [`TOOLS`] not built yet (empty when the environment is
+/// complete).
+pub fn missing() -> Vec<&'static str> {
+    TOOLS
+        .iter()
+        .copied()
+        .filter(|t| !tool_dir(t).is_dir())
+        .collect()
+}
+
+/// The binary `name` of `tool`; a missing one fails the test with the
+/// command that builds it (never a silent pass).
+pub fn bin(tool: &str, name: &str) -> PathBuf {
+    let path = tool_dir(tool).join(name);
+    assert!(
+        path.is_file(),
+        "{} is missing: build the real test environment with `{BUILD}` (or `{BUILD} {tool}`)",
+        path.display()
+    );
+    path
+}
+
+/// The real helm CLI of a major version (3 or 4).
+pub fn helm(major: u8) -> PathBuf {
+    bin(&format!("helm{major}"), "helm")
+}
+
+/// A file a tool's `share` list copied from its Go modules, e.g.
+/// `share("flux-crds", "github.com/fluxcd/helm-controller/config/crd/bases")`.
+pub fn share(tool: &str, path: &str) -> PathBuf {
+    let full = tool_dir(tool).join("../share").join(path);
+    assert!(
+        full.exists(),
+        "{} is missing: build the real test environment with `{BUILD} {tool}`",
+        full.display()
+    );
+    full
+}
+
+/// One process of the environment, in its own process group.
+struct Proc {
+    name: String,
+    child: Child,
+    log: PathBuf,
+}
+
+impl Proc {
+    fn spawn(name: &str, program: &Path, args: &[String], logs: &Path) -> Proc {
+        use std::os::unix::process::CommandExt;
+        let log = logs.join(format!("{name}.log"));
+        let file = std::fs::File::create(&log).expect("create the log file");
+        let child = Command::new(program)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(file.try_clone().expect("log file"))
+            .stderr(file)
+            .process_group(0)
+            .spawn()
+            .unwrap_or_else(|e| panic!("starting {}: {e}", program.display()));
+        Proc {
+            name: name.to_string(),
+            child,
+            log,
+        }
+    }
+
+    /// Panics with the end of the log when the process has exited.
+    fn check_alive(&mut self) {
+        if let Ok(Some(status)) = self.child.try_wait() {
+            panic!(
+                "{} exited ({status}); the end of its log {}:\n{}",
+                self.name,
+                self.log.display(),
+                tail(&self.log, 40)
+            );
+        }
+    }
+
+    /// SIGTERM to the group, SIGKILL after `grace`.
+    fn stop(&mut self, grace: Duration) {
+        let pgid = self.child.id() as libc::pid_t;
+        // SAFETY: plain syscalls on a process group this struct started.
+        unsafe { libc::kill(-pgid, libc::SIGTERM) };
+        let deadline = Instant::now() + grace;
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                // The group may still hold children; they get the KILL too.
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        // SAFETY: as above.
+        unsafe { libc::kill(-pgid, libc::SIGKILL) };
+        let _ = self.child.wait();
+    }
+}
+
+/// The last `lines` lines of a log file.
+pub fn tail(path: &Path, lines: usize) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+/// A free TCP port on 127.0.0.1 (bound and released: the process given it
+/// binds it a moment later).
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port on 127.0.0.1")
+}
+
+/// Options of [`ControlPlane::start_with`].
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The kubeconfig context (and cluster and user) name.
+    pub context: String,
+    /// How many kwok Nodes.
+    pub nodes: usize,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            context: "admin@infra".into(),
+            nodes: 3,
+        }
+    }
+}
+
+/// A running control plane; see the module docs.
+pub struct ControlPlane {
+    dir: Option<tempfile::TempDir>,
+    procs: Vec<Proc>,
+    /// The kubeconfig (one context, [`Options::context`], the current one).
+    pub kubeconfig: PathBuf,
+    /// Its context.
+    pub context: String,
+    /// `https://127.0.0.1:PORT`.
+    pub server: String,
+    api: Api,
+}
+
+impl ControlPlane {
+    /// A control plane with context `admin@infra` and 3 Nodes.
+    pub fn start() -> ControlPlane {
+        Self::start_with(Options::default())
+    }
+
+    pub fn start_with(options: Options) -> ControlPlane {
+        let missing = missing();
+        assert!(
+            missing.is_empty(),
+            "the real test environment lacks {missing:?}: build it with `{BUILD}`"
+        );
+        let dir = tempfile::Builder::new()
+            .prefix("realenv-")
+            .tempdir()
+            .expect("tempdir");
+        let root = dir.path().to_path_buf();
+        let logs = root.join("logs");
+        std::fs::create_dir_all(&logs).expect("logs dir");
+        let pki = root.join("pki");
+        let out = Command::new(bin("kube", "kube-pki"))
+            .arg(&pki)
+            .output()
+            .expect("running kube-pki");
+        assert!(
+            out.status.success(),
+            "kube-pki: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let file = |name: &str| pki.join(name).to_string_lossy().into_owned();
+
+        let mut plane = ControlPlane {
+            dir: Some(dir),
+            procs: Vec::new(),
+            kubeconfig: root.join("kubeconfig"),
+            context: options.context.clone(),
+            server: String::new(),
+            api: Api::placeholder(),
+        };
+
+        // etcd
+        let etcd_port = free_port();
+        let etcd_url = format!("http://127.0.0.1:{etcd_port}");
+        plane.spawn(
+            "etcd",
+            &bin("kube", "etcd"),
+            &[
+                format!("--data-dir={}", root.join("etcd").display()),
+                format!("--listen-client-urls={etcd_url}"),
+                format!("--listen-peer-urls=http://127.0.0.1:{}", free_port()),
+            ],
+            &logs,
+        );
+
+        // kube-apiserver
+        let port = free_port();
+        plane.server = format!("https://127.0.0.1:{port}");
+        plane.spawn(
+            "kube-apiserver",
+            &bin("kube", "kube-apiserver"),
+            &[
+                format!("--etcd-servers={etcd_url}"),
+                "--bind-address=127.0.0.1".into(),
+                "--advertise-address=127.0.0.1".into(),
+                format!("--secure-port={port}"),
+                format!("--cert-dir={}", root.join("apiserver-certs").display()),
+                format!("--tls-cert-file={}", file("apiserver.crt")),
+                format!("--tls-private-key-file={}", file("apiserver.key")),
+                format!("--client-ca-file={}", file("ca.crt")),
+                // The front proxy CA the controllers' authentication reads
+                // (none is used; set so they find one).
+                format!("--requestheader-client-ca-file={}", file("ca.crt")),
+                // The kubernetes Service's endpoint would be 127.0.0.1,
+                // which Endpoints reject (loopback).
+                "--endpoint-reconciler-type=none".into(),
+                "--authorization-mode=RBAC".into(),
+                "--service-account-issuer=https://kubernetes.default.svc.cluster.local".into(),
+                format!("--service-account-key-file={}", file("sa.pub")),
+                format!("--service-account-signing-key-file={}", file("sa.key")),
+                // kube-pki's serving certificate names 10.96.0.1.
+                "--service-cluster-ip-range=10.96.0.0/16".into(),
+                // Charts run privileged agents (cilium, spegel).
+                "--allow-privileged=true".into(),
+                "--profiling=false".into(),
+            ],
+            &logs,
+        );
+        plane.write_kubeconfig(&plane.kubeconfig.clone(), &options.context);
+        plane.api = Api::new(&plane.kubeconfig, &options.context);
+        plane.wait("the API server's /readyz", Duration::from_secs(120), |p| {
+            p.api.raw_get("/readyz").ok().filter(|body| body == "ok")
+        });
+
+        // The controllers, scheduler and kwok, as admin.
+        let kubeconfig = plane.kubeconfig.to_string_lossy().into_owned();
+        plane.spawn(
+            "kube-controller-manager",
+            &bin("kube", "kube-controller-manager"),
+            &[
+                format!("--kubeconfig={kubeconfig}"),
+                format!("--authentication-kubeconfig={kubeconfig}"),
+                format!("--authorization-kubeconfig={kubeconfig}"),
+                "--bind-address=127.0.0.1".into(),
+                format!("--secure-port={}", free_port()),
+                "--leader-elect=false".into(),
+                "--use-service-account-credentials=true".into(),
+                format!("--service-account-private-key-file={}", file("sa.key")),
+                format!("--root-ca-file={}", file("ca.crt")),
+                format!("--cluster-signing-cert-file={}", file("ca.crt")),
+                format!("--cluster-signing-key-file={}", file("ca.key")),
+                "--controllers=*".into(),
+            ],
+            &logs,
+        );
+        plane.spawn(
+            "kube-scheduler",
+            &bin("kube", "kube-scheduler"),
+            &[
+                format!("--kubeconfig={kubeconfig}"),
+                format!("--authentication-kubeconfig={kubeconfig}"),
+                format!("--authorization-kubeconfig={kubeconfig}"),
+                "--bind-address=127.0.0.1".into(),
+                format!("--secure-port={}", free_port()),
+                "--leader-elect=false".into(),
+            ],
+            &logs,
+        );
+        let stages = root.join("kwok-stages.yaml");
+        let out = Command::new(bin("kwok", "kwok-stages"))
+            .output()
+            .expect("running kwok-stages");
+        assert!(out.status.success(), "kwok-stages failed");
+        std::fs::write(&stages, &out.stdout).expect("write kwok stages");
+        plane.spawn(
+            "kwok",
+            &bin("kwok", "kwok"),
+            &[
+                format!("--kubeconfig={kubeconfig}"),
+                format!("--config={}", stages.display()),
+                "--manage-all-nodes=true".into(),
+                "--cidr=10.244.0.0/16".into(),
+                "--node-ip=10.25.0.1".into(),
+            ],
+            &logs,
+        );
+        for i in 0..options.nodes {
+            plane
+                .api
+                .create("/api/v1/nodes", &node(&format!("node-{i}")))
+                .unwrap_or_else(|e| panic!("creating Node node-{i}: {e}"));
+        }
+        plane.wait(
+            "kwok's Nodes Ready, the default ServiceAccount",
+            Duration::from_secs(120),
+            |p| {
+                let nodes = p.api.list("/api/v1/nodes");
+                let ready = nodes.iter().filter(|n| condition(n, "Ready")).count();
+                let sa = p
+                    .api
+                    .get("/api/v1/namespaces/default/serviceaccounts/default");
+                (ready == options.nodes && sa.is_some()).then_some(())
+            },
+        );
+        plane
+    }
+
+    fn spawn(&mut self, name: &str, program: &Path, args: &[String], logs: &Path) {
+        self.procs.push(Proc::spawn(name, program, args, logs));
+    }
+
+    /// Polls `probe` every 200 ms until it answers, failing after `timeout`
+    /// (or at once when a process of the environment died).
+    pub fn wait<T>(
+        &mut self,
+        what: &str,
+        timeout: Duration,
+        mut probe: impl FnMut(&Self) -> Option<T>,
+    ) -> T {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(value) = probe(self) {
+                return value;
+            }
+            for proc in &mut self.procs {
+                proc.check_alive();
+            }
+            assert!(
+                Instant::now() < deadline,
+                "timed out after {timeout:?} waiting for {what} (logs: {})",
+                self.logs().display()
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    /// The client of this API server, as admin.
+    pub fn api(&self) -> &Api {
+        &self.api
+    }
+
+    /// The directory of the processes' logs.
+    pub fn logs(&self) -> PathBuf {
+        self.root().join("logs")
+    }
+
+    /// The environment's directory (certificates, data, logs).
+    pub fn root(&self) -> &Path {
+        self.dir
+            .as_ref()
+            .expect("the environment's directory")
+            .path()
+    }
+
+    /// Writes a kubeconfig for this API server whose only context (also
+    /// its cluster and user) is `context`.
+    pub fn write_kubeconfig(&self, path: &Path, context: &str) {
+        let pki = self.root().join("pki");
+        let text = format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: {context}\n  cluster:\n    server: {server}\n    certificate-authority: {ca}\nusers:\n- name: {context}\n  user:\n    client-certificate: {crt}\n    client-key: {key}\ncontexts:\n- name: {context}\n  context:\n    cluster: {context}\n    user: {context}\ncurrent-context: {context}\n",
+            server = self.server,
+            ca = pki.join("ca.crt").display(),
+            crt = pki.join("admin.crt").display(),
+            key = pki.join("admin.key").display(),
+        );
+        std::fs::write(path, text).expect("write the kubeconfig");
+    }
+}
+
+impl Drop for ControlPlane {
+    fn drop(&mut self) {
+        for proc in self.procs.iter_mut().rev() {
+            proc.stop(Duration::from_secs(5));
+        }
+        if std::thread::panicking()
+            && let Some(dir) = self.dir.take()
+        {
+            let kept = dir.keep();
+            eprintln!(
+                "realenv: the logs of the real control plane are kept in {}",
+                kept.join("logs").display()
+            );
+        }
+    }
+}
+
+/// A Node kwok manages: Linux, amd64, with the labels charts select on.
+fn node(name: &str) -> Value {
+    json!({
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "annotations": {"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
+            "labels": {
+                "kubernetes.io/hostname": name,
+                "kubernetes.io/os": "linux",
+                "kubernetes.io/arch": "amd64",
+                "beta.kubernetes.io/os": "linux",
+                "beta.kubernetes.io/arch": "amd64",
+                "type": "kwok",
+            },
+        },
+        "status": {
+            "allocatable": {"cpu": "32", "memory": "256Gi", "pods": "110"},
+            "capacity": {"cpu": "32", "memory": "256Gi", "pods": "110"},
+        },
+    })
+}
+
+/// Whether `object` has condition `type` with status True.
+pub fn condition(object: &Value, type_: &str) -> bool {
+    object["status"]["conditions"].as_array().is_some_and(|cs| {
+        cs.iter()
+            .any(|c| c["type"] == type_ && c["status"] == "True")
+    })
+}
+
+/// An API error: the HTTP status and the server's message.
+#[derive(Debug, Clone)]
+pub struct ApiError {
+    pub code: u16,
+    pub reason: String,
+    pub message: String,
+}
+
+impl std::fmt::Display for ApiError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}: {}", self.code, self.reason, self.message)
+    }
+}
+
+/// A blocking JSON client of the API server (kube-rs on a runtime of its
+/// own), by URL path: tests name exactly what they read and write.
+pub struct Api {
+    client: Option<kube::Client>,
+    runtime: Arc<tokio::runtime::Runtime>,
+}
+
+impl Api {
+    fn placeholder() -> Api {
+        Api {
+            client: None,
+            runtime: Arc::new(runtime()),
+        }
+    }
+
+    /// A client from `kubeconfig`'s `context`.
+    pub fn new(kubeconfig: &Path, context: &str) -> Api {
+        let runtime = runtime();
+        let client = runtime.block_on(async {
+            let config = kube::config::Kubeconfig::read_from(kubeconfig)
+                .unwrap_or_else(|e| panic!("{}: {e}", kubeconfig.display()));
+            let options = kube::config::KubeConfigOptions {
+                context: Some(context.to_string()),
+                ..Default::default()
+            };
+            let mut config = kube::Config::from_custom_kubeconfig(config, &options)
+                .await
+                .unwrap_or_else(|e| panic!("{}: {e}", kubeconfig.display()));
+            config.read_timeout = Some(Duration::from_secs(30));
+            kube::Client::try_from(config).expect("a client of the API server")
+        });
+        Api {
+            client: Some(client),
+            runtime: Arc::new(runtime),
+        }
+    }
+
+    fn send(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&Value>,
+        content_type: &str,
+    ) -> Result<String, ApiError> {
+        let client = self.client.as_ref().expect("the client is set up");
+        let request = http::Request::builder()
+            .method(method)
+            .uri(path)
+            .header("content-type", content_type)
+            .header("accept", "application/json")
+            .body(body.map(|b| b.to_string().into_bytes()).unwrap_or_default())
+            .expect("a request");
+        self.runtime
+            .block_on(client.request_text(request))
+            .map_err(|e| match e {
+                kube::Error::Api(status) => ApiError {
+                    code: status.code,
+                    reason: status.reason.clone(),
+                    message: status.message.clone(),
+                },
+                other => ApiError {
+                    code: 0,
+                    reason: "Transport".into(),
+                    message: other.to_string(),
+                },
+            })
+    }
+
+    /// GET of a non-JSON path (`/readyz`).
+    pub fn raw_get(&self, path: &str) -> Result<String, ApiError> {
+        self.send("GET", path, None, "application/json")
+    }
+
+    /// The object at `path`, `None` when it does not exist.
+    pub fn get(&self, path: &str) -> Option<Value> {
+        match self.send("GET", path, None, "application/json") {
+            Ok(text) => Some(serde_json::from_str(&text).expect("JSON")),
+            Err(e) if e.code == 404 => None,
+            Err(e) => panic!("GET {path}: {e}"),
+        }
+    }
+
+    /// The items of the list at `path` (empty when the kind is not served).
+    pub fn list(&self, path: &str) -> Vec<Value> {
+        self.get(path)
+            .and_then(|l| l["items"].as_array().cloned())
+            .unwrap_or_default()
+    }
+
+    /// POST `object` to the collection `path`.
+    pub fn create(&self, path: &str, object: &Value) -> Result<Value, ApiError> {
+        self.send("POST", path, Some(object), "application/json")
+            .map(|t| serde_json::from_str(&t).expect("JSON"))
+    }
+
+    /// PUT `object` at `path` (an update; carry `metadata.resourceVersion`).
+    pub fn update(&self, path: &str, object: &Value) -> Result<Value, ApiError> {
+        self.send("PUT", path, Some(object), "application/json")
+            .map(|t| serde_json::from_str(&t).expect("JSON"))
+    }
+
+    /// A JSON merge patch of the object at `path`.
+    pub fn merge_patch(&self, path: &str, patch: &Value) -> Result<Value, ApiError> {
+        self.send("PATCH", path, Some(patch), "application/merge-patch+json")
+            .map(|t| serde_json::from_str(&t).expect("JSON"))
+    }
+
+    /// DELETE of the object at `path`; a missing one is fine.
+    pub fn delete(&self, path: &str) -> Result<(), ApiError> {
+        match self.send("DELETE", path, None, "application/json") {
+            Ok(_) => Ok(()),
+            Err(e) if e.code == 404 => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Creates the CustomResourceDefinitions of a YAML file (or of every
+    /// `*.yaml` of a directory) and waits until the API server serves them
+    /// (condition Established).
+    pub fn install_crds(&self, path: &Path) {
+        let files: Vec<PathBuf> = if path.is_dir() {
+            let mut files: Vec<PathBuf> = std::fs::read_dir(path)
+                .expect("read the CRD dir")
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
+                .collect();
+            files.sort();
+            files
+        } else {
+            vec![path.to_path_buf()]
+        };
+        let mut names = Vec::new();
+        for file in files {
+            let text = std::fs::read_to_string(&file).expect("read CRD file");
+            for doc in serde_saphyr::from_multiple::<Value>(&text)
+                .unwrap_or_else(|e| panic!("{}: {e}", file.display()))
+            {
+                if doc["kind"] != "CustomResourceDefinition" {
+                    continue;
+                }
+                let name = doc["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string();
+                self.create(
+                    "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+                    &doc,
+                )
+                .unwrap_or_else(|e| panic!("creating CRD {name}: {e}"));
+                names.push(name);
+            }
+        }
+        let deadline = Instant::now() + Duration::from_secs(60);
+        for name in names {
+            loop {
+                let crd = self.get(&format!(
+                    "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}"
+                ));
+                if crd.as_ref().is_some_and(|c| condition(c, "Established")) {
+                    break;
+                }
+                assert!(Instant::now() < deadline, "CRD {name} not Established");
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+    }
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a tokio runtime")
+}
+
+/// A Helm chart repository over loopback HTTP: the given chart directories
+/// packaged by the real `helm package`, indexed by `helm repo index`, served
+/// by a thread until dropped. Charts are pulled from it the way users pull
+/// them (`--repo URL NAME --version V`: index, archive, chart cache).
+pub struct ChartRepo {
+    /// `http://127.0.0.1:PORT`
+    pub url: String,
+    dir: tempfile::TempDir,
+    stop: Arc<AtomicBool>,
+    port: u16,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl ChartRepo {
+    /// Packages `charts` with `helm` and serves them.
+    pub fn serve(helm: &Path, charts: &[PathBuf]) -> ChartRepo {
+        let dir = tempfile::Builder::new()
+            .prefix("realenv-charts-")
+            .tempdir()
+            .expect("tempdir");
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind the chart repository");
+        let port = listener.local_addr().expect("address").port();
+        let url = format!("http://127.0.0.1:{port}");
+        let home = dir.path().join(".helm");
+        let run = |args: &[&std::ffi::OsStr]| {
+            let out = Command::new(helm)
+                .args(args)
+                .env("HELM_CACHE_HOME", home.join("cache"))
+                .env("HELM_CONFIG_HOME", home.join("config"))
+                .env("HELM_DATA_HOME", home.join("data"))
+                .output()
+                .expect("running helm");
+            assert!(
+                out.status.success(),
+                "helm {:?}: {}",
+                args,
+                String::from_utf8_lossy(&out.stderr)
+            );
+        };
+        for chart in charts {
+            run(&[
+                "package".as_ref(),
+                chart.as_os_str(),
+                "-d".as_ref(),
+                dir.path().as_os_str(),
+            ]);
+        }
+        run(&[
+            "repo".as_ref(),
+            "index".as_ref(),
+            dir.path().as_os_str(),
+            "--url".as_ref(),
+            url.as_ref(),
+        ]);
+        let stop = Arc::new(AtomicBool::new(false));
+        let root = dir.path().to_path_buf();
+        let stopping = stop.clone();
+        let thread = std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                if stopping.load(Ordering::SeqCst) {
+                    break;
+                }
+                if let Ok(stream) = stream {
+                    let root = root.clone();
+                    std::thread::spawn(move || serve_file(stream, &root));
+                }
+            }
+        });
+        ChartRepo {
+            url,
+            dir,
+            stop,
+            port,
+            thread: Some(thread),
+        }
+    }
+
+    /// The directory served (the archives and index.yaml).
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+impl Drop for ChartRepo {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        // Wakes the accept loop up so it sees the flag.
+        let _ = TcpStream::connect(("127.0.0.1", self.port));
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// Answers one HTTP/1.1 GET with the file under `root` (404 otherwise) and
+/// closes the connection.
+fn serve_file(stream: TcpStream, root: &Path) {
+    let mut reader = BufReader::new(match stream.try_clone() {
+        Ok(s) => s,
+        Err(_) => return,
+    });
+    let mut request_line = String::new();
+    if reader.read_line(&mut request_line).is_err() {
+        return;
+    }
+    loop {
+        let mut header = String::new();
+        match reader.read_line(&mut header) {
+            Ok(0) | Err(_) => break,
+            Ok(_) if header == "\r\n" || header == "\n" => break,
+            Ok(_) => {}
+        }
+    }
+    let mut parts = request_line.split_whitespace();
+    let method = parts.next().unwrap_or_default();
+    let target = parts.next().unwrap_or_default();
+    let path = target
+        .split('?')
+        .next()
+        .unwrap_or_default()
+        .trim_start_matches('/');
+    let file = (!path.contains("..") && !path.is_empty())
+        .then(|| root.join(path))
+        .filter(|p| p.is_file());
+    let mut stream = stream;
+    let (status, body) = match (method, file) {
+        ("GET" | "HEAD", Some(file)) => {
+            let mut body = Vec::new();
+            match std::fs::File::open(&file).and_then(|mut f| f.read_to_end(&mut body)) {
+                Ok(_) => ("200 OK", body),
+                Err(_) => ("500 Internal Server Error", Vec::new()),
+            }
+        }
+        ("GET" | "HEAD", None) => ("404 Not Found", b"not found\n".to_vec()),
+        _ => ("405 Method Not Allowed", Vec::new()),
+    };
+    let head = format!(
+        "HTTP/1.1 {status}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    let _ = stream.write_all(head.as_bytes());
+    if method != "HEAD" {
+        let _ = stream.write_all(&body);
+    }
+    let _ = stream.flush();
+}

@@ -1,0 +1,229 @@
+//! Flux's post-build: the variables of `postBuild.substitute` and
+//! `substituteFrom`, substituted into the built objects
+//! ([`crate::flux::varsub`]).
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use super::{Walker, ns_display};
+use crate::flux::findings::{BUILD_FAILS, NOT_MODELLED, SUBSTITUTE_FROM_UNRESOLVED};
+use crate::flux::kustomize;
+use crate::flux::object::{Object, decode_base64};
+use crate::flux::varsub;
+
+impl Walker {
+    /// Whether every ConfigMap/Secret a Kustomization's `substituteFrom`
+    /// names is among the scanned objects (or `extra`).
+    pub(super) fn substitution_sources_found(&self, ks: &Object, extra: &[Object]) -> bool {
+        substitute_from(ks)
+            .iter()
+            .all(|(kind, name, _)| self.find_source(ks, kind, name, extra).is_some())
+    }
+
+    pub(super) fn find_source<'a>(
+        &'a self,
+        ks: &Object,
+        kind: &str,
+        name: &str,
+        extra: &'a [Object],
+    ) -> Option<&'a Object> {
+        self.tree.objects.iter().chain(extra).find(|o| {
+            o.kind == kind && o.name == name && o.namespace == ks.namespace && o.group().is_empty()
+        })
+    }
+
+    /// Flux's post-build substitution of a Kustomization's objects.
+    /// Returns whether Flux fails the build (then `objects` is emptied).
+    pub(super) fn post_build(
+        &mut self,
+        ks: &Object,
+        objects: &mut Vec<Object>,
+        chain: &[String],
+    ) -> bool {
+        let Some(post_build) = ks.body.pointer("/spec/postBuild") else {
+            return false;
+        };
+        let mut vars = BTreeMap::new();
+        let mut unresolved = Vec::new();
+        for (kind, name, optional) in substitute_from(ks) {
+            match self.find_source(ks, &kind, &name, objects) {
+                Some(source) => match source_data(source) {
+                    Ok(data) => vars.extend(data),
+                    Err(why) => unresolved.push(format!("{kind} {name} ({why})")),
+                },
+                None => unresolved.push(format!(
+                    "{kind} {}/{name}{} (not in the scanned tree)",
+                    ns_display(ks.namespace.as_deref()),
+                    if optional { ", optional" } else { "" }
+                )),
+            }
+        }
+        for what in unresolved {
+            let message = format!(
+                "Kustomization {}/{} substitutes variables from {what}; its variables are unknown, so names and namespaces that use them are checked as if they were empty or defaulted",
+                ns_display(ks.namespace.as_deref()),
+                ks.name
+            );
+            self.warn(
+                SUBSTITUTE_FROM_UNRESOLVED,
+                Some(ks.reference()),
+                chain,
+                message,
+            );
+        }
+        for (k, v) in post_build
+            .get("substitute")
+            .and_then(Value::as_object)
+            .into_iter()
+            .flatten()
+        {
+            let Value::String(v) = v else {
+                // fluxcd/pkg SubstituteVariables reads `substitute` as a
+                // map of strings: anything else fails the build.
+                let message = format!(
+                    "Kustomization {}/{}: `postBuild.substitute.{k}` is not a string ({v}); kustomize-controller fails the build and applies none of its objects: quote it",
+                    ns_display(ks.namespace.as_deref()),
+                    ks.name
+                );
+                self.warn(BUILD_FAILS, Some(ks.reference()), chain, message);
+                objects.clear();
+                return true;
+            };
+            vars.insert(k.clone(), v.replace('\n', ""));
+        }
+        let always = post_build.get("substituteStrategy").and_then(Value::as_str) == Some("Always");
+        if vars.is_empty() && !always {
+            return false;
+        }
+        let ks_name = format!(
+            "Kustomization {}/{}",
+            ns_display(ks.namespace.as_deref()),
+            ks.name
+        );
+        if let Some(bad) = vars.keys().find(|k| !varsub::valid_name(k)) {
+            let message = format!(
+                "{ks_name}: post-build variable `{bad}` is not a valid name (letters, digits, `_`, not starting with a digit); kustomize-controller fails the build and applies none of its objects"
+            );
+            self.warn(BUILD_FAILS, Some(ks.reference()), chain, message);
+            objects.clear();
+            return true;
+        }
+        let mut failed = false;
+        for obj in objects.iter_mut().filter(|o| !varsub::is_disabled(&o.body)) {
+            let outcome = varsub::substitute(&mut obj.body, &vars);
+            kustomize::sync(obj);
+            for expr in outcome.errors {
+                failed = true;
+                let message = format!(
+                    "{ks_name}: {} {} in {} uses `{expr}`, which Flux's envsubst rejects; kustomize-controller fails the build and applies none of its objects",
+                    obj.kind, obj.name, obj.file
+                );
+                self.warn(
+                    BUILD_FAILS,
+                    Some(obj.reference()),
+                    &obj.chain.clone(),
+                    message,
+                );
+            }
+            for text in outcome.unmodelled {
+                let message = format!(
+                    "{} {} in {}: a substituted value became `{text}`, which Flux reads again as YAML; how it reads is not modelled, it is kept as a string",
+                    obj.kind, obj.name, obj.file
+                );
+                self.warn(
+                    NOT_MODELLED,
+                    Some(obj.reference()),
+                    &obj.chain.clone(),
+                    message,
+                );
+            }
+        }
+        // kustomize-controller checks names before it substitutes: an object
+        // left without one is built, and the apply fails.
+        if let Some(obj) = objects.iter().find(|o| o.name.is_empty()) {
+            let message = format!(
+                "{ks_name}: a {} in {} has no name after substitution; the API server rejects it, so Flux's apply fails",
+                obj.kind, obj.file
+            );
+            self.warn(
+                BUILD_FAILS,
+                Some(obj.reference()),
+                &obj.chain.clone(),
+                message,
+            );
+        }
+        if failed {
+            objects.clear();
+        }
+        failed
+    }
+}
+
+/// (kind, name, optional) of each `postBuild.substituteFrom` entry.
+pub(super) fn substitute_from(ks: &Object) -> Vec<(String, String, bool)> {
+    ks.body
+        .pointer("/spec/postBuild/substituteFrom")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|e| {
+            Some((
+                e.get("kind")?.as_str()?.to_string(),
+                e.get("name")?.as_str()?.to_string(),
+                e.get("optional").and_then(Value::as_bool) == Some(true),
+            ))
+        })
+        .collect()
+}
+
+/// The variables a ConfigMap or Secret provides; a SOPS-encrypted Secret's
+/// cannot be known.
+pub(super) fn source_data(source: &Object) -> Result<BTreeMap<String, String>, String> {
+    if source.body.get("sops").is_some() {
+        return Err("SOPS-encrypted".into());
+    }
+    let mut out = BTreeMap::new();
+    let mut add = |k: &str, v: String| {
+        out.insert(k.to_string(), v.replace('\n', ""));
+    };
+    let data = source.body.get("data").and_then(Value::as_object);
+    for (k, v) in data.into_iter().flatten() {
+        let text = match v {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        if source.kind == "Secret" {
+            add(k, decode_base64(&text).ok_or("data that is not base64")?);
+        } else {
+            add(k, text);
+        }
+    }
+    if source.kind == "Secret" {
+        for (k, v) in source
+            .body
+            .get("stringData")
+            .and_then(Value::as_object)
+            .into_iter()
+            .flatten()
+        {
+            add(k, v.as_str().map_or_else(|| v.to_string(), str::to_string));
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secret_data_is_base64() {
+        assert_eq!(
+            decode_base64("a3ViZS1zeXN0ZW0=").as_deref(),
+            Some("kube-system")
+        );
+        assert_eq!(decode_base64("Y2lsaXVt").as_deref(), Some("cilium"));
+        assert_eq!(decode_base64("ENC[AES256_GCM"), None);
+    }
+}

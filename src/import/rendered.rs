@@ -1,0 +1,246 @@
+//! helmfile's own rendering of a state file (docs/coming-from-helmfile.md):
+//! `helmfile --file F [--environment E] build` prints each state file
+//! after helmfile has rendered it (`pkg/app/app.go` `PrintState`: the whole
+//! `.gotmpl` file with its environment and state values, `bases:`,
+//! release templates, and every release field), one YAML document per
+//! file after a `#  Source: PATH` line; `--embed-values` replaces each
+//! values entry by the values helmfile computes from it
+//! (`LoadYAMLForEmbedding`). The importer converts that state, so `exec`,
+//! `range`, environments and everything else mean exactly what they mean
+//! to helmfile; without helmfile it evaluates its own template subset
+//! (`gotmpl`).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use serde_json::{Map, Value};
+
+use super::gotmpl::normalize;
+use super::hooks::absolute;
+
+/// The helmfile binary the import renders with.
+#[derive(Debug, Clone)]
+pub struct Helmfile {
+    pub program: PathBuf,
+    /// As `helmfile version` prints it, e.g. `v1.8.0`.
+    pub version: String,
+}
+
+/// How the import rendered the helmfiles, said in its output.
+#[derive(Debug, Clone)]
+pub enum Renderer {
+    Helmfile(Helmfile),
+    /// The importer's own template subset, and why helmfile was not used.
+    Subset(String),
+}
+
+/// The helmfile to render with: `explicit` (`--helmfile PATH`, else
+/// `BOOTSTRAP_HELMFILE`) must run, else it is an error; without it,
+/// `helmfile` on PATH when there is one that runs. `Ok(Err(why))` when
+/// there is none.
+pub fn find(explicit: Option<&Path>) -> Result<Result<Helmfile, String>, String> {
+    if let Some(program) = explicit {
+        return version(program)
+            .map(|version| {
+                Ok(Helmfile {
+                    program: program.to_path_buf(),
+                    version,
+                })
+            })
+            .map_err(|e| {
+                format!(
+                    "helmfile `{}` does not run ({e}); give a working helmfile with --helmfile (or BOOTSTRAP_HELMFILE), or leave both unset to use helmfile on PATH or the importer's own template subset",
+                    program.display()
+                )
+            });
+    }
+    let Some(program) = on_path("helmfile") else {
+        return Ok(Err("no `helmfile` on PATH".into()));
+    };
+    Ok(match version(&program) {
+        Ok(version) => Ok(Helmfile { program, version }),
+        Err(e) => Err(format!("`{}` does not run: {e}", program.display())),
+    })
+}
+
+fn on_path(name: &str) -> Option<PathBuf> {
+    let paths = std::env::var_os("PATH")?;
+    std::env::split_paths(&paths)
+        .map(|dir| dir.join(name))
+        .find(|p| p.is_file())
+}
+
+/// `helmfile version -o short`.
+fn version(program: &Path) -> Result<String, String> {
+    let out = Command::new(program)
+        .args(["version", "-o", "short"])
+        // No upgrade notice: it asks GitHub for the latest release.
+        .env("HELMFILE_UPGRADE_NOTICE_DISABLED", "1")
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| e.to_string())?;
+    let text = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    if !out.status.success() || text.is_empty() {
+        return Err(format!(
+            "`version -o short` exited with {}: {}",
+            out.status,
+            last_line(&String::from_utf8_lossy(&out.stderr))
+        ));
+    }
+    Ok(text.lines().next().unwrap_or("").trim().to_string())
+}
+
+fn last_line(text: &str) -> String {
+    text.lines()
+        .map(str::trim)
+        .rfind(|l| !l.is_empty())
+        .unwrap_or("")
+        .to_string()
+}
+
+/// One state file as helmfile rendered it: its fields with values files
+/// as paths (`doc`), and the same releases with each values entry replaced
+/// by the values helmfile computed from it (`embedded`, index by index).
+pub struct RenderedState {
+    /// Absolute and normalized, to match the files the importer lists.
+    pub source: PathBuf,
+    pub doc: Map<String, Value>,
+    pub embedded: Vec<Value>,
+}
+
+/// Runs `helmfile build` (twice: with values files as paths, and with
+/// their values embedded) on `file` in the user's environment.
+pub fn build(
+    helmfile: &Helmfile,
+    file: &Path,
+    environment: Option<&str>,
+) -> Result<Vec<RenderedState>, String> {
+    let plain = run_build(helmfile, file, environment, false)?;
+    let embedded = run_build(helmfile, file, environment, true)?;
+    let mut out = Vec::new();
+    for (source, doc) in plain {
+        let releases = embedded
+            .iter()
+            .find(|(s, _)| *s == source)
+            .and_then(|(_, d)| d.get("releases"))
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        out.push(RenderedState {
+            source,
+            doc,
+            embedded: releases,
+        });
+    }
+    Ok(out)
+}
+
+/// One state `build` printed: its source file and the state.
+type Printed = (PathBuf, Map<String, Value>);
+
+fn run_build(
+    helmfile: &Helmfile,
+    file: &Path,
+    environment: Option<&str>,
+    embed: bool,
+) -> Result<Vec<Printed>, String> {
+    let mut command = Command::new(&helmfile.program);
+    command.arg("--file").arg(file);
+    if let Some(env) = environment {
+        command.args(["--environment", env]);
+    }
+    command.arg("build");
+    if embed {
+        command.arg("--embed-values");
+    }
+    let out = command
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("cannot run `{}`: {e}", helmfile.program.display()))?;
+    if !out.status.success() {
+        return Err(format!(
+            "`helmfile --file {}{} build{}` exited with {}: {}",
+            file.display(),
+            environment
+                .map(|e| format!(" --environment {e}"))
+                .unwrap_or_default(),
+            if embed { " --embed-values" } else { "" },
+            out.status
+                .code()
+                .map(|c| c.to_string())
+                .unwrap_or_else(|| "a signal".into()),
+            first_error(&String::from_utf8_lossy(&out.stderr))
+        ));
+    }
+    parse(&String::from_utf8_lossy(&out.stdout))
+}
+
+/// helmfile's error without its log lines: the line that says what failed.
+fn first_error(stderr: &str) -> String {
+    let lines: Vec<&str> = stderr
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    lines
+        .iter()
+        .find(|l| l.contains("err:") || l.starts_with("in ") || l.contains("error"))
+        .or(lines.last())
+        .map(|l| l.to_string())
+        .unwrap_or_else(|| "no message".into())
+}
+
+/// Splits `build`'s output at its `#  Source: PATH` lines.
+fn parse(stdout: &str) -> Result<Vec<Printed>, String> {
+    const MARK: &str = "---\n#  Source: ";
+    let mut out = Vec::new();
+    for chunk in stdout.split(MARK).skip(1) {
+        let (path, yaml) = chunk.split_once('\n').unwrap_or((chunk, ""));
+        let doc: Value = serde_saphyr::from_str(yaml).map_err(|e| {
+            format!(
+                "helmfile printed a state of {} that is not YAML: {e}",
+                path.trim()
+            )
+        })?;
+        let doc = match doc {
+            Value::Object(map) => map,
+            Value::Null => Map::new(),
+            _ => {
+                return Err(format!(
+                    "helmfile printed a state of {} that is not a map",
+                    path.trim()
+                ));
+            }
+        };
+        out.push((normalize(&absolute(Path::new(path.trim()))), doc));
+    }
+    if out.is_empty() {
+        return Err("helmfile printed no state".into());
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn build_output_is_split_per_source() {
+        let text = "---\n#  Source: /a/helmfile.yaml\n\nreleases:\n- name: x\n  namespace: y\n---\n#  Source: /a/b.yaml\n\nhelmDefaults: {}\n";
+        let docs = parse(text).unwrap();
+        assert_eq!(docs.len(), 2);
+        assert_eq!(docs[0].0, PathBuf::from("/a/helmfile.yaml"));
+        assert_eq!(docs[0].1["releases"][0]["name"], "x");
+        assert_eq!(docs[1].0, PathBuf::from("/a/b.yaml"));
+    }
+
+    #[test]
+    fn the_failing_line_of_helmfile_s_log() {
+        assert_eq!(
+            first_error(
+                "in ./helmfile.yaml: failed to render\n  err: env var CLUSTER is not set\n"
+            ),
+            "in ./helmfile.yaml: failed to render"
+        );
+    }
+}

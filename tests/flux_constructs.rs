@@ -1,0 +1,266 @@
+//! Constructs real repositories write that the scan once read wrong, each
+//! settled by Flux's, kustomize's or flux-operator's own code
+//! (tests/fixtures/flux/<case>/, entrypoint `clusters/test`; the Flux oracle
+//! tier, tests/flux_oracle.rs, builds the same fixtures with that code).
+
+use std::path::{Path, PathBuf};
+
+use bootstrap::flux::{BootstrapRelease, Finding, Scan, ScanInput, Severity, origin, scan, tree};
+use pretty_assertions::assert_eq;
+use serde_json::json;
+
+fn release(name: &str, chart: &str) -> BootstrapRelease {
+    BootstrapRelease {
+        name: name.into(),
+        namespace: "kube-system".into(),
+        chart: Some(chart.into()),
+        workloads: vec![],
+        rendered: None,
+        handover: None,
+    }
+}
+
+fn bootstrap() -> Vec<BootstrapRelease> {
+    vec![
+        release("cilium", "cilium"),
+        release("coredns", "coredns"),
+        release("spegel", "spegel"),
+    ]
+}
+
+fn fixture(case: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/flux")
+        .join(case)
+}
+
+fn run(case: &str) -> Scan {
+    scan(&ScanInput {
+        root: &fixture(case),
+        entrypoint: Path::new("clusters/test"),
+        releases: &bootstrap(),
+    })
+}
+
+fn resolve(case: &str) -> tree::Tree {
+    tree::resolve(&fixture(case), Path::new("clusters/test"))
+}
+
+/// severity, code, release and object of a finding.
+fn line(f: &Finding) -> String {
+    let severity = match f.severity {
+        Severity::Error => "error",
+        Severity::Warning => "warning",
+        Severity::Info => "info",
+    };
+    let object = f.object.as_ref().map_or("-".to_string(), |o| {
+        format!(
+            "{} {}/{}",
+            o.kind,
+            o.namespace.as_deref().unwrap_or("~"),
+            o.name
+        )
+    });
+    format!(
+        "{severity} {} {} | {object}",
+        f.code,
+        f.release.as_deref().unwrap_or("-")
+    )
+}
+
+fn lines(scan: &Scan) -> Vec<String> {
+    scan.findings.iter().map(line).collect()
+}
+
+#[test]
+fn envsubst_defaults_unparsable_forms_and_substitute_strategy_always() {
+    let scan = run("envsubst");
+    assert_eq!(
+        lines(&scan),
+        [
+            // `${APP=cilium}` is cilium; `substituteStrategy: Always` substitutes
+            // `${RELEASE:=spegel}` without any variable.
+            "error flux-manages-bootstrap-release kube-system/cilium | HelmRelease kube-system/cilium",
+            "error flux-manages-bootstrap-release kube-system/spegel | HelmRelease kube-system/spegel",
+            // `${SUFFIX-d}` fails the build: nothing of it is applied.
+            "warning flux-build-fails - | HelmRelease kube-system/coredns${SUFFIX-d}",
+        ]
+    );
+    assert!(
+        scan.findings[2].message.contains("`${SUFFIX-d}`")
+            && scan.findings[2]
+                .message
+                .contains("Kustomization flux-system/unparsed"),
+        "{}",
+        scan.findings[2].message
+    );
+    let tree = resolve("envsubst");
+    let failed: Vec<_> = tree
+        .builds
+        .iter()
+        .filter(|b| b.failed)
+        .map(|b| b.by.clone().unwrap_or_default())
+        .collect();
+    assert_eq!(failed, ["Kustomization/flux-system/unparsed"]);
+}
+
+#[test]
+fn patch_targets_and_replacements_name_objects_by_any_id_and_set_based_selectors_match() {
+    let scan = run("kustomize-original-ids");
+    assert_eq!(
+        lines(&scan),
+        [
+            "error flux-manages-bootstrap-release kube-system/cilium | HelmRelease kube-system/team-network",
+            "error flux-manages-bootstrap-release kube-system/coredns | HelmRelease kube-system/team-dns",
+            "error flux-manages-bootstrap-release kube-system/spegel | HelmRelease kube-system/team-mirror",
+        ]
+    );
+}
+
+#[test]
+fn a_file_re_included_inside_an_ignored_directory_is_in_the_artifact() {
+    let scan = run("ignore-reinclude");
+    assert_eq!(
+        lines(&scan),
+        [
+            "error flux-manages-bootstrap-release kube-system/cilium | HelmRelease kube-system/cilium"
+        ]
+    );
+}
+
+#[test]
+fn any_sourceignore_drops_source_controllers_default_patterns() {
+    let scan = run("sourceignore-defaults");
+    assert_eq!(
+        lines(&scan),
+        [
+            "error flux-manages-bootstrap-release kube-system/cilium | HelmRelease kube-system/cilium"
+        ]
+    );
+}
+
+#[test]
+fn slugify_transliterates_like_gosimple_slug() {
+    let tree = resolve("resourceset-slugify");
+    let mut names: Vec<&str> = tree
+        .objects
+        .iter()
+        .filter(|o| o.kind == "HelmRelease")
+        .map(|o| o.name.as_str())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["kube-and-vip", "spegel"]);
+}
+
+#[test]
+fn substituted_plain_scalars_take_their_yaml_type() {
+    let tree = resolve("postbuild-types");
+    let hr = tree
+        .objects
+        .iter()
+        .find(|o| o.kind == "HelmRelease")
+        .expect("the HelmRelease is reached");
+    assert_eq!(
+        hr.body["spec"]["values"],
+        json!({
+            "operator": {"replicas": 3},
+            "podDisruptionBudget": {"enabled": true},
+            "image": {"tag": 1.1},
+            "label": "v1.10",
+        })
+    );
+}
+
+#[test]
+fn one_file_reached_by_two_builds_is_one_object() {
+    let scan = run("reached-twice");
+    assert_eq!(
+        lines(&scan),
+        [
+            "error flux-manages-bootstrap-release kube-system/cilium | HelmRelease kube-system/cilium"
+        ]
+    );
+    assert_eq!(scan.helm_releases.len(), 1);
+    let tree = resolve("reached-twice");
+    let found = origin::find(&tree.objects, "kube-system/cilium");
+    assert!(found.is_ok(), "{found:?}");
+    // Both builds apply it: the entrypoint's and Kustomization cilium's.
+    let appliers: Vec<_> = tree
+        .builds
+        .iter()
+        .filter(|b| b.objects.iter().any(|o| o.kind == "HelmRelease"))
+        .map(|b| b.by.clone())
+        .collect();
+    assert_eq!(
+        appliers,
+        [None, Some("Kustomization/flux-system/cilium".to_string())]
+    );
+}
+
+#[test]
+fn generated_config_maps_keep_their_hash_and_name_references_follow() {
+    let tree = resolve("generator-name-reference");
+    let cm = tree
+        .objects
+        .iter()
+        .find(|o| o.kind == "ConfigMap")
+        .expect("the generated ConfigMap");
+    assert!(
+        cm.name.starts_with("cilium-values-") && cm.name.len() == "cilium-values-".len() + 10,
+        "{}",
+        cm.name
+    );
+    let hr = origin::find(&tree.objects, "kube-system/cilium").unwrap();
+    assert_eq!(hr.body["spec"]["valuesFrom"][0]["name"], json!(cm.name));
+    let resolved = origin::resolve(hr, &tree.objects).unwrap();
+    assert_eq!(resolved.unresolved, Vec::<origin::Unresolved>::new());
+    assert_eq!(resolved.values, json!({"operator": {"replicas": 1}}));
+}
+
+#[test]
+fn chart_ref_to_a_helm_chart_is_resolved() {
+    let tree = resolve("chart-ref-helmchart");
+    let hr = origin::find(&tree.objects, "kube-system/cilium").unwrap();
+    let resolved = origin::resolve(hr, &tree.objects).unwrap();
+    assert_eq!(
+        resolved.chart,
+        origin::OriginChart {
+            location: origin::ChartLocation::Repo {
+                url: "https://helm.cilium.io".into(),
+                name: "cilium".into()
+            },
+            version: "1.16.0".into(),
+        }
+    );
+}
+
+#[test]
+#[cfg_attr(not(kubectl), ignore = "needs kubectl on PATH (.ci/run installs it)")]
+fn delegated_builds_load_files_above_the_kustomization_like_flux() {
+    let kubectl = which("kubectl").expect("kubectl on PATH");
+    let tree = tree::resolve_with(
+        &fixture("delegated-above"),
+        Path::new("clusters/test"),
+        Some(&kubectl),
+    );
+    let names: Vec<&str> = tree
+        .objects
+        .iter()
+        .filter(|o| o.kind == "HelmRelease")
+        .map(|o| o.name.as_str())
+        .collect();
+    assert_eq!(names, ["kube-vip"]);
+    assert!(
+        tree.findings
+            .iter()
+            .any(|f| f.message.contains("built with `kubectl kustomize`")),
+        "{:?}",
+        tree.findings
+    );
+}
+
+fn which(program: &str) -> Option<PathBuf> {
+    std::env::split_paths(&std::env::var_os("PATH")?)
+        .map(|d| d.join(program))
+        .find(|p| p.is_file())
+}

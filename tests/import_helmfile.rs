@@ -1,0 +1,276 @@
+//! `bootstrap import helmfile` rendering with helmfile itself
+//! (docs/coming-from-helmfile.md): the helmfile that `tools/realenv/build
+//! helmfile` builds from its Go module. helmfile asks `helm version` before
+//! anything else, so the fake helm stands in for helm on PATH; the fixtures
+//! use local charts, which `helmfile build` does not pull.
+
+#![cfg_attr(not(helmfile), allow(dead_code, unused_imports))]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use pretty_assertions::assert_eq;
+use serde_json::{Value, json};
+
+struct Run {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+fn helmfile() -> PathBuf {
+    PathBuf::from(option_env!("BOOTSTRAP_TEST_HELMFILE_BIN").unwrap_or("helmfile"))
+}
+
+/// Runs bootstrap with the fake helm as `helm` on PATH.
+fn bootstrap(cwd: &Path, args: &[&str], env: &[(&str, &str)]) -> Run {
+    let bin = cwd.join(".bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let helm = bin.join("helm");
+    if !helm.exists() {
+        std::os::unix::fs::symlink(testkit::fake_helm(), &helm).unwrap();
+    }
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut command = Command::new(testkit::bootstrap());
+    command
+        .current_dir(cwd)
+        .args(args)
+        .env("PATH", path)
+        .env("NO_COLOR", "1")
+        .env("HOME", cwd)
+        .env_remove("CI")
+        .env_remove("KUBECONFIG")
+        .env_remove("BOOTSTRAP_HELMFILE");
+    for (k, v) in env {
+        command.env(k, v);
+    }
+    let out = command.output().unwrap();
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+fn import(cwd: &Path, dir: &str, renderer: &str, env: &[(&str, &str)]) -> Run {
+    let helmfile = helmfile();
+    let flag = match renderer {
+        "helmfile" => vec!["--helmfile", helmfile.to_str().unwrap()],
+        _ => vec!["--no-helmfile"],
+    };
+    let mut args = vec!["--dir", dir, "import", "helmfile", "hf", "--cluster", "lab"];
+    args.extend(flag);
+    bootstrap(cwd, &args, env)
+}
+
+/// `plan` and `template` of an imported config, in JSON: what it installs.
+fn installs(cwd: &Path, dir: &str, env: &[(&str, &str)]) -> (Value, Value) {
+    let plan = bootstrap(cwd, &["--dir", dir, "--output", "json", "plan", "lab"], env);
+    assert_eq!(plan.code, 0, "{}", plan.stderr);
+    let mut plan: Value = serde_json::from_str(&plan.stdout).unwrap();
+    let template = bootstrap(
+        cwd,
+        &[
+            "--dir",
+            dir,
+            "--output",
+            "json",
+            "template",
+            "lab",
+            "--show-secrets",
+        ],
+        env,
+    );
+    assert_eq!(template.code, 0, "{}", template.stderr);
+    let template: Value = serde_json::from_str(&template.stdout).unwrap();
+    let values: Vec<(Value, Value)> = template["releases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["release"].clone(), r["values"].clone()))
+        .collect();
+    // Where files are named differs with the config root; what installs does not.
+    for release in plan["releases"].as_array_mut().unwrap() {
+        let release = release.as_object_mut().unwrap();
+        release.retain(|k, _| {
+            [
+                "id", "chart", "version", "needs", "installs", "hooks", "wait", "timeout",
+            ]
+            .contains(&k.as_str())
+        });
+    }
+    (plan["releases"].clone(), json!(values))
+}
+
+fn fixture(files: &[(&str, &str)]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for (path, text) in files {
+        let path = dir.path().join(path);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+    dir
+}
+
+const CHART: (&str, &str) = (
+    "hf/charts/app/Chart.yaml",
+    "apiVersion: v2\nname: app\nversion: 0.1.0\n",
+);
+
+/// `range`, `exec`, `requiredEnv` and `.Release` in a values template: none
+/// of them in the importer's own subset, all of them helmfile's.
+#[test]
+#[cfg_attr(
+    not(helmfile),
+    ignore = "needs helmfile: run `tools/realenv/build helmfile` (or set BOOTSTRAP_TEST_HELMFILE)"
+)]
+fn helmfile_renders_what_the_subset_cannot() {
+    let dir = fixture(&[
+        CHART,
+        (
+            "hf/helmfile.yaml.gotmpl",
+            r#"releases:
+{{- range $name := list "a" "b" }}
+  - name: {{ $name }}
+    namespace: apps
+    chart: ./charts/app
+    values:
+      - values.yaml.gotmpl
+    setString:
+      - name: cluster
+        value: {{ requiredEnv "CLUSTER_NAME" }}
+{{- end }}
+"#,
+        ),
+        (
+            "hf/values.yaml.gotmpl",
+            "name: {{ .Release.Name | upper }}\nversion: {{ exec \"sh\" (list \"-c\" \"printf 1.2.3\") }}\n",
+        ),
+    ]);
+    let env = [("CLUSTER_NAME", "lab-1")];
+    let run = import(dir.path(), "out", "helmfile", &env);
+    assert_eq!((run.code, run.stderr.as_str()), (0, ""), "{}", run.stdout);
+    assert!(
+        run.stdout.starts_with(&format!(
+            "rendered with helmfile v1.8.0 ({})\nimported 2 releases from hf/helmfile.yaml.gotmpl into out:\n",
+            helmfile().display()
+        )),
+        "{}",
+        run.stdout
+    );
+    let (plan, values) = installs(dir.path(), "out", &[]);
+    assert_eq!(
+        plan.as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["id"].clone())
+            .collect::<Vec<_>>(),
+        [json!("apps/a"), json!("apps/b")]
+    );
+    assert_eq!(
+        values,
+        json!([
+            ["apps/a", {"name": "A", "version": "1.2.3", "cluster": "lab-1"}],
+            ["apps/b", {"name": "B", "version": "1.2.3", "cluster": "lab-1"}],
+        ])
+    );
+
+    // The subset names what it could not evaluate, and that helmfile would.
+    let subset = import(dir.path(), "subset", "subset", &env);
+    assert_eq!(subset.code, 1, "{}{}", subset.stdout, subset.stderr);
+    assert!(
+        subset.stdout.contains("`range` (control flow) is not evaluated by the importer; the result depends on values it would have to guess [helmfile-rendering converts this]"),
+        "{}",
+        subset.stdout
+    );
+
+    // helmfile failing (a variable unset) says so, and the subset reads it instead.
+    let unset = import(dir.path(), "unset", "helmfile", &[]);
+    assert_eq!(unset.code, 1, "{}{}", unset.stdout, unset.stderr);
+    assert!(
+        unset.stdout.contains("hf/helmfile.yaml.gotmpl: `helmfile build`: helmfile could not render it (`helmfile --file hf/helmfile.yaml.gotmpl build` exited with 1: "),
+        "{}",
+        unset.stdout
+    );
+}
+
+/// A helmfile the subset evaluates imports to the same config both ways:
+/// releases, charts, needs, hooks, waits and values.
+#[test]
+#[cfg_attr(
+    not(helmfile),
+    ignore = "needs helmfile: run `tools/realenv/build helmfile` (or set BOOTSTRAP_TEST_HELMFILE)"
+)]
+fn what_the_subset_evaluates_imports_the_same_through_helmfile() {
+    let dir = fixture(&[
+        CHART,
+        (
+            "hf/helmfile.yaml",
+            r#"bases:
+  - defaults.yaml
+releases:
+  - name: cni
+    namespace: kube-system
+    inherit:
+      - template: app
+    values:
+      - cni.yaml
+    hooks:
+      - events: [postsync]
+        command: kubectl
+        args: [rollout, status, "daemonset/{{ .Release.Name }}", -n, "{{ .Release.Namespace }}", --timeout=5m]
+  - name: dns
+    namespace: kube-system
+    inherit:
+      - template: app
+    needs: [kube-system/cni]
+    values:
+      - dns.yaml.gotmpl
+    set:
+      - name: replicas
+        value: 2
+"#,
+        ),
+        (
+            "hf/defaults.yaml",
+            "helmDefaults:\n  wait: true\n  timeout: 600\ntemplates:\n  app:\n    chart: ./charts/app\n",
+        ),
+        ("hf/cni.yaml", "ipam:\n  mode: kubernetes\n"),
+        (
+            "hf/dns.yaml.gotmpl",
+            "{{ (fromYaml (readFile \"flux/dns.yaml\")).spec.values | toYaml }}\nname: {{ .Release.Name }}\n",
+        ),
+        (
+            "hf/flux/dns.yaml",
+            "kind: HelmRelease\nspec:\n  values:\n    servers:\n      - zones: [{zone: .}]\n",
+        ),
+    ]);
+    let by_helmfile = import(dir.path(), "a", "helmfile", &[]);
+    assert_eq!(
+        (by_helmfile.code, by_helmfile.stderr.as_str()),
+        (0, ""),
+        "{}",
+        by_helmfile.stdout
+    );
+    let by_subset = import(dir.path(), "b", "subset", &[]);
+    assert_eq!(
+        (by_subset.code, by_subset.stderr.as_str()),
+        (0, ""),
+        "{}",
+        by_subset.stdout
+    );
+    let a = installs(dir.path(), "a", &[]);
+    let b = installs(dir.path(), "b", &[]);
+    assert_eq!(a, b);
+    assert_eq!(
+        a.1,
+        json!([
+            ["kube-system/cni", {"ipam": {"mode": "kubernetes"}}],
+            ["kube-system/dns", {"servers": [{"zones": [{"zone": "."}]}], "name": "dns", "replicas": 2}],
+        ])
+    );
+}

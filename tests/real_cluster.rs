@@ -1,0 +1,1244 @@
+//! The real tier (docs/design.md#real-environment): the `bootstrap` binary
+//! against a real kube-apiserver v1.34 with the real kube-controller-manager,
+//! kube-scheduler and kwok's Nodes (crates/testkit/src/realenv.rs), the real
+//! helm CLIs (3 and 4) pulling the real charts of `../shared/charts` from a
+//! chart repository over loopback HTTP.
+//!
+//! What the loopback server and the fake helm only pretend, these tests get
+//! from the real components: CRDs Established by the apiextensions
+//! controller, Deployments and DaemonSets rolled out by the real controllers
+//! and scheduler (kwok makes their Pods Ready), Jobs completed by the Job
+//! controller, the admission guard's CEL evaluated by the API server, the
+//! cluster lock on the real Lease API, and helm's own install, upgrade, hooks
+//! and uninstall.
+//!
+//! The catalog is the shipped `infra` cluster limited to the releases whose
+//! charts `../shared/charts` holds (cilium, coredns, spegel, cert-manager,
+//! prometheus-operator-crds, and gateway-api from its manifest file there):
+//! external-secrets, flux-operator and flux-instance (installed releases)
+//! and victoria-metrics-operator-crds and cloudnative-pg (CRD-only) are left
+//! out. The derived config points the charts' repositories at the loopback
+//! repository; spegel, an OCI chart in the catalog, is served from that
+//! repository too (no OCI registry here).
+//!
+//! Reported as ignored unless built with cfg(realenv) (build.rs: the tools
+//! of `tools/realenv/build` are linked in tools/realenv/.bin) and
+//! cfg(shared_charts) (the charts are found).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use testkit::builder::{copy_dir, repo_root};
+use testkit::realenv::{self, ChartRepo, ControlPlane, condition};
+
+/// The real charts, used in place: `BOOTSTRAP_TEST_CHARTS`, else
+/// `../shared/charts` (build.rs, cfg(shared_charts)).
+fn charts() -> PathBuf {
+    let dir = option_env!("BOOTSTRAP_TEST_CHARTS_DIR")
+        .map(PathBuf::from)
+        .expect(
+            "the real tier installs the real charts of ../shared/charts (or BOOTSTRAP_TEST_CHARTS)",
+        );
+    assert!(
+        dir.join("cilium/Chart.yaml").is_file(),
+        "{} holds no cilium chart",
+        dir.display()
+    );
+    dir
+}
+
+const GATEWAY_API: &str = "gateway-api-v1.2.1-standard-install.yaml";
+
+/// The chart repository of this test process: every chart of the mirror,
+/// packaged once by the real helm 4.
+fn repo() -> &'static ChartRepo {
+    static REPO: OnceLock<ChartRepo> = OnceLock::new();
+    REPO.get_or_init(|| {
+        let charts = charts();
+        let names = [
+            "cilium",
+            "coredns",
+            "cert-manager",
+            "spegel",
+            "prometheus-operator-crds",
+        ];
+        let dirs: Vec<PathBuf> = names.iter().map(|n| charts.join(n)).collect();
+        ChartRepo::serve(&realenv::helm(4), &dirs)
+    })
+}
+
+/// The shipped `infra` cluster and catalog, limited to `releases`, with the
+/// charts' repositories replaced by the loopback repository and the
+/// gateway-api URL by the mirror's file.
+fn infra_root(releases: &[&str]) -> tempfile::TempDir {
+    let url = &repo().url;
+    let root = tempfile::tempdir().unwrap();
+    copy_dir(&repo_root().join("releases"), &root.path().join("releases"));
+    let rewrite = |file: &str, pairs: &[(&str, String)]| {
+        let path = root.path().join(file);
+        let mut text = std::fs::read_to_string(&path).unwrap();
+        for (from, to) in pairs {
+            assert!(
+                text.contains(from),
+                "the shipped {file} changed: no `{from}` in it"
+            );
+            text = text.replace(from, to);
+        }
+        std::fs::write(&path, text).unwrap();
+    };
+    rewrite(
+        "releases/core.yaml",
+        &[
+            ("repo: https://helm.cilium.io", format!("repo: {url}")),
+            (
+                "repo: https://coredns.github.io/helm",
+                format!("repo: {url}"),
+            ),
+            ("repo: https://charts.jetstack.io", format!("repo: {url}")),
+            (
+                "  oci: oci://ghcr.io/spegel-org/helm-charts/spegel",
+                format!("  repo: {url}\n  name: spegel"),
+            ),
+        ],
+    );
+    rewrite(
+        "releases/crds.yaml",
+        &[
+            (
+                "repo: https://prometheus-community.github.io/helm-charts",
+                format!("repo: {url}"),
+            ),
+            (
+                "https://github.com/kubernetes-sigs/gateway-api/releases/download/v1.2.1/standard-install.yaml",
+                charts().join(GATEWAY_API).display().to_string(),
+            ),
+        ],
+    );
+    let shipped = repo_root().join("clusters/infra");
+    let dir = root.path().join("clusters/infra");
+    copy_dir(&shipped, &dir);
+    let cluster = std::fs::read_to_string(shipped.join("cluster.yaml")).unwrap();
+    let cluster = cluster.split("\nflux:").next().unwrap().to_string()
+        + &format!("\nreleases: [{}]\n", releases.join(", "));
+    std::fs::write(dir.join("cluster.yaml"), cluster).unwrap();
+    root
+}
+
+/// The infra releases whose charts the mirror holds.
+const CATALOG: [&str; 6] = [
+    "cilium",
+    "coredns",
+    "spegel",
+    "cert-manager",
+    "prometheus-operator-crds",
+    "gateway-api",
+];
+
+/// The releases of [`CATALOG`] that install (the others are CRD-only).
+const INSTALLED: [&str; 4] = [
+    "cert-manager/cert-manager",
+    "kube-system/cilium",
+    "kube-system/coredns",
+    "kube-system/spegel",
+];
+
+/// The CRDs each CRD-phase release applies: cert-manager's 6 templates
+/// behind `crds.enabled`, prometheus-operator-crds' 10 from its subchart,
+/// the Gateway API's 5.
+const CRD_PHASE_COUNTS: [(&str, usize); 3] = [
+    ("cert-manager/cert-manager", 6),
+    ("kube-system/gateway-api", 5),
+    ("observability/prometheus-operator-crds", 10),
+];
+
+struct Run {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+/// bootstrap, the real helm and a config root on a control plane.
+struct Real {
+    plane: ControlPlane,
+    helm: PathBuf,
+    root: tempfile::TempDir,
+    /// helm's homes, bootstrap's chart cache, kubectl's discovery cache.
+    home: tempfile::TempDir,
+}
+
+impl Real {
+    fn start(helm_major: u8, releases: &[&str]) -> Real {
+        let plane = ControlPlane::start();
+        Real {
+            plane,
+            helm: realenv::helm(helm_major),
+            root: infra_root(releases),
+            home: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    fn env(&self, cmd: &mut Command) {
+        let home = self.home.path();
+        cmd.env("KUBECONFIG", &self.plane.kubeconfig)
+            .env("HELM_CACHE_HOME", home.join("helm/cache"))
+            .env("HELM_CONFIG_HOME", home.join("helm/config"))
+            .env("HELM_DATA_HOME", home.join("helm/data"))
+            .env("BOOTSTRAP_CACHE_DIR", home.join("charts"))
+            .env("KUBECACHEDIR", home.join("kube"))
+            .env("NO_COLOR", "1")
+            .env_remove("HELM_NAMESPACE")
+            .env_remove("HELM_DRIVER")
+            .env_remove("HELM_KUBECONTEXT")
+            .env_remove("CI");
+    }
+
+    /// `bootstrap ARGS --dir ROOT --helm HELM`.
+    fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(testkit::bootstrap());
+        cmd.current_dir(self.root.path())
+            .args(args)
+            .arg("--dir")
+            .arg(self.root.path())
+            .arg("--helm")
+            .arg(&self.helm);
+        self.env(&mut cmd);
+        cmd
+    }
+
+    fn run(&self, args: &[&str]) -> Run {
+        let out = self.command(args).output().expect("running bootstrap");
+        Run {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+
+    /// The JSON events of a successful `COMMAND infra ARGS --output json`.
+    fn events(&self, command: &str, args: &[&str]) -> Vec<Value> {
+        let mut argv = vec![command, "infra"];
+        argv.extend_from_slice(args);
+        argv.extend_from_slice(&["--output", "json"]);
+        let run = self.run(&argv);
+        assert_eq!(
+            run.code,
+            0,
+            "bootstrap {} failed (logs: {}):\n{}\n{}",
+            argv.join(" "),
+            self.plane.logs().display(),
+            run.stderr,
+            run.stdout
+        );
+        run.stdout
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+            .collect()
+    }
+
+    fn apply(&self, args: &[&str]) -> Vec<Value> {
+        self.events("apply", args)
+    }
+
+    /// The real helm's answer to `helm ARGS` against this cluster.
+    fn helm(&self, args: &[&str]) -> String {
+        let mut cmd = Command::new(&self.helm);
+        cmd.args(args);
+        self.env(&mut cmd);
+        let out = cmd.output().expect("running helm");
+        assert!(
+            out.status.success(),
+            "helm {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn edit_cluster(&self, edit: impl FnOnce(String) -> String) {
+        let path = self.root.path().join("clusters/infra/cluster.yaml");
+        let text = std::fs::read_to_string(&path).unwrap();
+        std::fs::write(&path, edit(text)).unwrap();
+    }
+}
+
+/// release → the CRDs it applied with `change`, from `crd_applied` events.
+fn crds_by_release(events: &[Value], change: &str) -> BTreeMap<String, BTreeSet<String>> {
+    let mut by_release: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for event in events.iter().filter(|e| e["event"] == "crd_applied") {
+        assert_eq!(event["change"], change, "{event}");
+        by_release
+            .entry(event["release"].as_str().unwrap_or_default().to_string())
+            .or_default()
+            .insert(event["crd"].as_str().unwrap_or_default().to_string());
+    }
+    by_release
+}
+
+fn crd_counts(by_release: &BTreeMap<String, BTreeSet<String>>) -> BTreeMap<&str, usize> {
+    by_release
+        .iter()
+        .map(|(r, c)| (r.as_str(), c.len()))
+        .collect()
+}
+
+/// release → outcome, from the run's `run_finished` summary.
+fn outcomes(events: &[Value]) -> BTreeMap<String, String> {
+    let finished = events.last().expect("events");
+    assert_eq!(finished["event"], "run_finished", "{finished}");
+    finished["summary"]["releases"]
+        .as_array()
+        .expect("summary releases")
+        .iter()
+        .map(|r| {
+            (
+                r["release"].as_str().unwrap().to_string(),
+                r["outcome"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+fn all(releases: &[&str], outcome: &str) -> BTreeMap<String, String> {
+    releases
+        .iter()
+        .map(|r| (r.to_string(), outcome.to_string()))
+        .collect()
+}
+
+fn name(object: &Value) -> &str {
+    object["metadata"]["name"].as_str().unwrap_or_default()
+}
+
+/// The rollout hooks of the catalog: kind, namespace, name.
+const ROLLOUTS: [(&str, &str, &str); 7] = [
+    ("DaemonSet", "kube-system", "cilium"),
+    ("Deployment", "kube-system", "cilium-operator"),
+    ("Deployment", "kube-system", "coredns"),
+    ("DaemonSet", "kube-system", "spegel"),
+    ("Deployment", "cert-manager", "cert-manager"),
+    ("Deployment", "cert-manager", "cert-manager-cainjector"),
+    ("Deployment", "cert-manager", "cert-manager-webhook"),
+];
+
+fn workload_path(kind: &str, namespace: &str, name: &str) -> String {
+    let plural = match kind {
+        "DaemonSet" => "daemonsets",
+        "Deployment" => "deployments",
+        "StatefulSet" => "statefulsets",
+        other => panic!("no path for {other}"),
+    };
+    format!("/apis/apps/v1/namespaces/{namespace}/{plural}/{name}")
+}
+
+/// The rollout as the real controllers report it: the controller saw the
+/// latest generation, and every replica (or every Node's pod) is updated
+/// and ready. Returns the ready count.
+fn rolled_out(plane: &ControlPlane, kind: &str, namespace: &str, name: &str) -> i64 {
+    let object = plane
+        .api()
+        .get(&workload_path(kind, namespace, name))
+        .unwrap_or_else(|| panic!("{kind} {namespace}/{name} is missing"));
+    let status = &object["status"];
+    assert_eq!(
+        status["observedGeneration"], object["metadata"]["generation"],
+        "{kind} {namespace}/{name}: the controller has not seen the latest generation: {status}"
+    );
+    let (want, updated, ready) = match kind {
+        "DaemonSet" => (
+            &status["desiredNumberScheduled"],
+            &status["updatedNumberScheduled"],
+            &status["numberReady"],
+        ),
+        _ => (
+            &object["spec"]["replicas"],
+            &status["updatedReplicas"],
+            &status["readyReplicas"],
+        ),
+    };
+    let want = want.as_i64().unwrap_or(0);
+    assert!(
+        want > 0,
+        "{kind} {namespace}/{name}: nothing to roll out: {status}"
+    );
+    assert_eq!(
+        (updated.as_i64(), ready.as_i64()),
+        (Some(want), Some(want)),
+        "{kind} {namespace}/{name} is not rolled out: {status}"
+    );
+    want
+}
+
+/// The pods of a workload (by its selector's matchLabels), all Running and
+/// Ready on kwok's Nodes.
+fn pods_of(plane: &ControlPlane, kind: &str, namespace: &str, name: &str) -> Vec<Value> {
+    let object = plane
+        .api()
+        .get(&workload_path(kind, namespace, name))
+        .unwrap();
+    let labels = object["spec"]["selector"]["matchLabels"]
+        .as_object()
+        .expect("matchLabels")
+        .iter()
+        .map(|(k, v)| format!("{k}={}", v.as_str().unwrap()))
+        .collect::<Vec<_>>()
+        .join(",");
+    plane.api().list(&format!(
+        "/api/v1/namespaces/{namespace}/pods?labelSelector={}",
+        labels
+            .replace('/', "%2F")
+            .replace('=', "%3D")
+            .replace(',', "%2C")
+    ))
+}
+
+fn lifecycle(helm_major: u8) {
+    let real = Real::start(helm_major, &CATALOG);
+    let plane = &real.plane;
+    let api = plane.api();
+    let version = real.helm(&["version", "--short"]);
+    assert!(
+        version.starts_with(&format!("v{helm_major}.")),
+        "helm {helm_major}: {version}"
+    );
+
+    // apply: the CRD phase first, every CRD Established before any release.
+    let events = real.apply(&[]);
+    let by_release = crds_by_release(&events, "created");
+    assert_eq!(crd_counts(&by_release), CRD_PHASE_COUNTS.into());
+    let position = |pred: &dyn Fn(&Value) -> bool| events.iter().position(pred);
+    let last_crd = events
+        .iter()
+        .rposition(|e| e["event"] == "crd_applied")
+        .unwrap();
+    let established = position(&|e| e["event"] == "crds_established").expect("crds_established");
+    let first_release = position(&|e| e["event"] == "release_started").expect("release_started");
+    assert!(last_crd < established && established < first_release);
+    assert_eq!(outcomes(&events), all(&INSTALLED, "installed"));
+
+    // The apiextensions controller Established every CRD; helm owns none.
+    let crds = api.list("/apis/apiextensions.k8s.io/v1/customresourcedefinitions");
+    assert_eq!(
+        crds.len(),
+        21,
+        "{:?}",
+        crds.iter().map(name).collect::<Vec<_>>()
+    );
+    for crd in &crds {
+        assert!(
+            condition(crd, "Established"),
+            "{} is not Established",
+            name(crd)
+        );
+        assert_ne!(
+            crd["metadata"]["labels"]["app.kubernetes.io/managed-by"],
+            "Helm",
+            "{}",
+            name(crd)
+        );
+    }
+
+    // Every rollout hook watched a rollout of the real controllers: when
+    // apply is done, each workload is rolled out and its pods are Ready.
+    for (kind, namespace, workload) in ROLLOUTS {
+        let hook = format!("rollout of {kind} {namespace}/{workload}");
+        let finished = events
+            .iter()
+            .find(|e| e["event"] == "hook_finished" && e["hook"] == hook.as_str())
+            .unwrap_or_else(|| panic!("no hook_finished for `{hook}`"));
+        assert_eq!(finished["ok"], true, "{finished}");
+        let ready = rolled_out(plane, kind, namespace, workload);
+        let pods = pods_of(plane, kind, namespace, workload);
+        assert_eq!(pods.len() as i64, ready, "{hook}: pods");
+        for pod in &pods {
+            assert!(
+                pod["spec"]["nodeName"]
+                    .as_str()
+                    .is_some_and(|n| n.starts_with("node-")),
+                "{hook}: pod {} not scheduled on a kwok Node",
+                name(pod)
+            );
+            assert!(
+                condition(pod, "Ready"),
+                "{hook}: pod {} not Ready",
+                name(pod)
+            );
+        }
+    }
+    // A DaemonSet has a pod on each of the 3 Nodes.
+    assert_eq!(rolled_out(plane, "DaemonSet", "kube-system", "cilium"), 3);
+
+    // cert-manager's post-install hook Job ran to completion under the
+    // real Job controller (helm deleted it after: hook-succeeded), as its
+    // events say.
+    let job_events = api.list("/api/v1/namespaces/cert-manager/events");
+    assert!(
+        job_events
+            .iter()
+            .any(|e| e["involvedObject"]["kind"] == "Job"
+                && e["involvedObject"]["name"] == "cert-manager-startupapicheck"
+                && e["reason"] == "Completed"),
+        "cert-manager's startupapicheck Job did not complete: {:?}",
+        job_events
+            .iter()
+            .map(|e| format!(
+                "{} {} {}",
+                e["involvedObject"]["kind"], e["involvedObject"]["name"], e["reason"]
+            ))
+            .collect::<Vec<_>>()
+    );
+
+    // The releases as the real helm lists them; the records carry
+    // bootstrap's labels.
+    let listed: Vec<Value> =
+        serde_json::from_str(&real.helm(&["list", "-A", "-o", "json"])).unwrap();
+    let listed: BTreeMap<String, (String, String)> = listed
+        .iter()
+        .map(|r| {
+            (
+                format!(
+                    "{}/{}",
+                    r["namespace"].as_str().unwrap(),
+                    r["name"].as_str().unwrap()
+                ),
+                (
+                    r["status"].as_str().unwrap().to_string(),
+                    r["revision"].to_string().trim_matches('"').to_string(),
+                ),
+            )
+        })
+        .collect();
+    assert_eq!(
+        listed,
+        INSTALLED
+            .iter()
+            .map(|r| (r.to_string(), ("deployed".to_string(), "1".to_string())))
+            .collect()
+    );
+    let records: Vec<Value> = api
+        .list("/api/v1/secrets?labelSelector=owner%3Dhelm")
+        .into_iter()
+        .collect();
+    assert_eq!(
+        records.len(),
+        INSTALLED.len(),
+        "one release Secret per release"
+    );
+    for record in &records {
+        let labels = &record["metadata"]["labels"];
+        assert_eq!(
+            labels["bootstrap.dev/owner"],
+            "bootstrap",
+            "{}",
+            name(record)
+        );
+        assert_eq!(
+            labels["bootstrap.dev/policy"],
+            "bootstrap",
+            "{}",
+            name(record)
+        );
+    }
+    let ledger = api
+        .get("/api/v1/namespaces/kube-system/configmaps/bootstrap-ownership")
+        .expect("the ledger ConfigMap");
+    let recorded: BTreeSet<String> = ledger["data"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .cloned()
+        .collect();
+    let expected: BTreeSet<String> = INSTALLED.iter().map(|r| r.replace('/', ".")).collect();
+    assert_eq!(recorded, expected, "the ledger");
+    // The admission guard is installed and bound.
+    assert!(
+        api.get("/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies/bootstrap-ownership-guard")
+            .is_some()
+    );
+
+    // apply again: nothing to do.
+    let events = real.apply(&[]);
+    assert_eq!(
+        outcomes(&events),
+        all(&INSTALLED, "unchanged"),
+        "{:#}",
+        events.last().unwrap()
+    );
+    assert_eq!(
+        crd_counts(&crds_by_release(&events, "unchanged")),
+        CRD_PHASE_COUNTS.into()
+    );
+
+    // One values change (coredns' replicas, a cluster override): exactly one
+    // upgrade, and its rollout hook waits for the third replica.
+    real.edit_cluster(|text| {
+        text.replace(
+            "overrides:\n",
+            "overrides:\n  coredns:\n    values: { replicaCount: 3 }\n",
+        )
+    });
+    let events = real.apply(&[]);
+    let mut expected = all(&INSTALLED, "unchanged");
+    expected.insert("kube-system/coredns".into(), "upgraded".into());
+    assert_eq!(outcomes(&events), expected);
+    assert_eq!(rolled_out(plane, "Deployment", "kube-system", "coredns"), 3);
+
+    // diff: nothing would change.
+    let diff = real.run(&["diff", "infra", "--exit-code"]);
+    assert_eq!(
+        diff.code, 0,
+        "diff after apply:\n{}\n{}",
+        diff.stdout, diff.stderr
+    );
+    assert!(
+        diff.stdout.contains("infra: no changes (6 releases)")
+            || diff.stdout.contains("infra: no changes"),
+        "{}",
+        diff.stdout
+    );
+
+    // status: every release deployed by bootstrap, up to date, ready.
+    let run = real.run(&["status", "infra", "--output", "json"]);
+    assert_eq!(
+        run.code, 0,
+        "status failed:\n{}\n{}",
+        run.stderr, run.stdout
+    );
+    let status: Value = serde_json::from_str(&run.stdout).expect("status JSON");
+    let rows: BTreeMap<String, (String, String, String, bool)> = status["releases"]
+        .as_array()
+        .expect("status releases")
+        .iter()
+        .map(|r| {
+            (
+                r["release"].as_str().unwrap_or_default().to_string(),
+                (
+                    r["deployed"]["status"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_string(),
+                    r["owner"].as_str().unwrap_or_default().to_string(),
+                    r["drift"].as_str().unwrap_or_default().to_string(),
+                    r["ready"]["ok"].as_bool().unwrap_or(false),
+                ),
+            )
+        })
+        .collect();
+    for release in INSTALLED {
+        assert_eq!(
+            rows.get(release),
+            Some(&(
+                "deployed".to_string(),
+                "bootstrap".to_string(),
+                "up to date".to_string(),
+                true
+            )),
+            "status of {release}: {}",
+            run.stdout
+        );
+    }
+
+    // destroy --crds: every release uninstalled (spegel's post-delete hook
+    // Pod runs to completion), the ledger emptied, the CRDs gone.
+    let events = real.events("destroy", &["--yes", "--crds"]);
+    assert_eq!(outcomes(&events), all(&INSTALLED, "uninstalled"));
+    assert!(
+        api.list("/api/v1/secrets?labelSelector=owner%3Dhelm")
+            .is_empty(),
+        "helm release records remain"
+    );
+    for (kind, namespace, workload) in ROLLOUTS {
+        assert!(
+            api.get(&workload_path(kind, namespace, workload)).is_none(),
+            "{kind} {namespace}/{workload} is still there"
+        );
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let left = api.list("/apis/apiextensions.k8s.io/v1/customresourcedefinitions");
+        if left.is_empty() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "CRDs left after destroy --crds: {:?}",
+            left.iter().map(name).collect::<Vec<_>>()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let ledger = api.get("/api/v1/namespaces/kube-system/configmaps/bootstrap-ownership");
+    assert!(
+        ledger.is_none_or(|l| l["data"].as_object().is_none_or(|d| d.is_empty())),
+        "the ledger still has entries"
+    );
+}
+
+/// The whole life of the infra catalog with the real helm 3.
+#[test]
+#[ignore = "not green yet: under load the DaemonSet rollout of cilium went from 2 of 3 pods available back to 0 (kwok Nodes not heartbeating in time, the node lifecycle controller marking their pods not ready) and the hook timed out; docs/design.md#real-environment"]
+fn lifecycle_with_helm_3() {
+    lifecycle(3);
+}
+
+/// The whole life of the infra catalog with the real helm 4.
+#[test]
+#[ignore = "not green yet: as lifecycle_with_helm_3; docs/design.md#real-environment"]
+fn lifecycle_with_helm_4() {
+    lifecycle(4);
+}
+
+// ---------------------------------------------------------------------------
+// The admission guard, evaluated by the API server.
+
+const HELM_RELEASE_CRD: &str =
+    "github.com/fluxcd/helm-controller/config/crd/bases/helm.toolkit.fluxcd.io_helmreleases.yaml";
+
+const LONG_TARGET: &str = "observability-platform-team-namespace";
+const LONG_NAME: &str = "kube-prometheus-stack-operator";
+
+/// A config root of cluster `infra` with `releases` (a release file).
+fn small_root(cluster: &str, releases: &str) -> tempfile::TempDir {
+    let root = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(root.path().join("clusters/infra")).unwrap();
+    std::fs::create_dir_all(root.path().join("releases")).unwrap();
+    std::fs::write(root.path().join("clusters/infra/cluster.yaml"), cluster).unwrap();
+    std::fs::write(root.path().join("releases/core.yaml"), releases).unwrap();
+    root
+}
+
+/// A valid HelmRelease (the CRD's schema is checked before admission).
+fn helm_release(name: &str, namespace: &str, spec: Value) -> Value {
+    let mut full = json!({
+        "interval": "1h",
+        "chart": {"spec": {"chart": "podinfo", "sourceRef": {"kind": "HelmRepository", "name": "charts"}}},
+    });
+    for (key, value) in spec.as_object().unwrap() {
+        full[key] = value.clone();
+    }
+    json!({
+        "apiVersion": "helm.toolkit.fluxcd.io/v2",
+        "kind": "HelmRelease",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": full,
+    })
+}
+
+fn helm_releases(namespace: &str) -> String {
+    format!("/apis/helm.toolkit.fluxcd.io/v2/namespaces/{namespace}/helmreleases")
+}
+
+/// One case of the guard: a HelmRelease and, when denied, the Helm release
+/// it would manage and the ledger shard that owns it.
+struct Case {
+    what: &'static str,
+    object: Value,
+    denied_by: Option<(String, &'static str)>,
+}
+
+fn ledger_entry(release: &str, chart: &str, policy: &str) -> String {
+    serde_json::to_string(&bootstrap::ledger::Entry {
+        release: release.into(),
+        chart: chart.into(),
+        version: "1.0.0".into(),
+        values_digest: "sha256:00".into(),
+        applied_at: "2025-01-01T00:00:00Z".into(),
+        tool_version: "0.1.0".into(),
+        policy: policy.into(),
+        cluster: Some("infra".into()),
+        hooks_digest: None,
+    })
+    .unwrap()
+}
+
+/// The guard as the real API server evaluates it: HelmReleases that would
+/// manage a bootstrap-owned release are denied on CREATE and UPDATE (by
+/// release name, `releaseName`, `targetNamespace`, `storageNamespace`, a
+/// long composed name, an entry in the second shard), a `handover` entry
+/// and unrelated releases are admitted, and without a ledger everything is
+/// admitted. bootstrap installs the HelmRelease CRD (helm-controller's own,
+/// a `manifests:` CRD-phase release), the guard and a real ledger entry
+/// (coredns); the test adds the other entries to the shards.
+#[test]
+#[ignore = "not run yet against the real API server; docs/design.md#real-environment"]
+fn the_guard_is_evaluated_by_the_api_server() {
+    use bootstrap::flux::{ledger_key, shorten_name};
+
+    let crd = realenv::share("flux-crds", HELM_RELEASE_CRD);
+    let releases = format!(
+        "name: helm-controller-crds\nnamespace: flux-system\nmanifests: [{}]\ncrds: only\n---\n\
+         name: coredns\nnamespace: kube-system\nchart: {{ repo: {}, name: coredns, version: 1.44.3 }}\n\
+         values: {{ fullnameOverride: coredns }}\n",
+        crd.display(),
+        repo().url
+    );
+    let root = small_root("name: infra\nreleases: [helm-controller-crds]\n", &releases);
+    let real = Real {
+        plane: ControlPlane::start(),
+        helm: realenv::helm(4),
+        root,
+        home: tempfile::tempdir().unwrap(),
+    };
+    let plane = &real.plane;
+    let api = plane.api();
+
+    // 1. The CRD phase and the guard, no ledger yet.
+    let events = real.apply(&[]);
+    assert_eq!(
+        crd_counts(&crds_by_release(&events, "created")),
+        [("flux-system/helm-controller-crds", 1)].into()
+    );
+    let policy_path = "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies/bootstrap-ownership-guard";
+    let policy = api.get(policy_path).expect("the guard's policy");
+    assert!(
+        api.get("/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings/bootstrap-ownership-guard")
+            .is_some(),
+        "the guard's binding"
+    );
+    // The API server type-checked the CEL against the HelmRelease schema.
+    let checked = plane_wait(plane, "the policy type-checked", || {
+        let policy = api.get(policy_path)?;
+        (policy["status"]["observedGeneration"] == policy["metadata"]["generation"])
+            .then_some(policy)
+    });
+    assert_eq!(
+        checked["status"]["typeChecking"]["expressionWarnings"],
+        Value::Null,
+        "the API server's type check of the guard's CEL warns: {}",
+        checked["status"]
+    );
+    drop(policy);
+    let shards = || {
+        api.list("/api/v1/namespaces/kube-system/configmaps?labelSelector=bootstrap.dev%2Fledger%3Downership")
+    };
+    assert!(
+        shards().is_empty(),
+        "a ledger before any release was installed"
+    );
+
+    let long = shorten_name(&format!("{LONG_TARGET}-{LONG_NAME}"));
+    let cases = vec![
+        Case {
+            what: "storageNamespace",
+            object: helm_release(
+                "cilium",
+                "flux-system",
+                json!({"storageNamespace": "kube-system"}),
+            ),
+            denied_by: Some(("kube-system/cilium".into(), "bootstrap-ownership")),
+        },
+        Case {
+            what: "targetNamespace composing a bootstrap release name",
+            object: helm_release(
+                "operator",
+                "flux-system",
+                json!({"targetNamespace": "flux"}),
+            ),
+            denied_by: Some(("flux-system/flux-operator".into(), "bootstrap-ownership")),
+        },
+        Case {
+            what: "a composed name over 53 characters",
+            object: helm_release(
+                LONG_NAME,
+                "flux-system",
+                json!({"targetNamespace": LONG_TARGET}),
+            ),
+            denied_by: Some((format!("flux-system/{long}"), "bootstrap-ownership")),
+        },
+        Case {
+            what: "an entry of the second shard",
+            object: helm_release("metrics-server", "kube-system", json!({})),
+            denied_by: Some(("kube-system/metrics-server".into(), "bootstrap-ownership-1")),
+        },
+        Case {
+            what: "a handover entry",
+            object: helm_release("spegel", "kube-system", json!({})),
+            denied_by: None,
+        },
+        Case {
+            what: "the name of a bootstrap release in another namespace",
+            object: helm_release("cilium", "flux-system", json!({})),
+            denied_by: None,
+        },
+        Case {
+            what: "an unrelated release",
+            object: helm_release("podinfo", "default", json!({})),
+            denied_by: None,
+        },
+    ];
+    // Cases whose release bootstrap installs itself (apply would refuse
+    // while they exist, so they are only created later).
+    let installed_cases = vec![
+        Case {
+            what: "the release name",
+            object: helm_release("coredns", "kube-system", json!({})),
+            denied_by: Some(("kube-system/coredns".into(), "bootstrap-ownership")),
+        },
+        Case {
+            what: "releaseName",
+            object: helm_release("dns", "kube-system", json!({"releaseName": "coredns"})),
+            denied_by: Some(("kube-system/coredns".into(), "bootstrap-ownership")),
+        },
+    ];
+    let path_of = |case: &Case| {
+        format!(
+            "{}/{}",
+            helm_releases(case.object["metadata"]["namespace"].as_str().unwrap()),
+            name(&case.object)
+        )
+    };
+    let create = |case: &Case| {
+        api.create(
+            &helm_releases(case.object["metadata"]["namespace"].as_str().unwrap()),
+            &case.object,
+        )
+    };
+    for namespace in ["flux-system", "default"] {
+        let _ = api.create(
+            "/api/v1/namespaces",
+            &json!({"metadata": {"name": namespace}}),
+        );
+    }
+
+    // 2. Without a ledger the guard admits every HelmRelease.
+    for case in &cases {
+        create(case).unwrap_or_else(|e| panic!("{} without a ledger: {e}", case.what));
+    }
+
+    // 3. coredns installed: the real ledger entry; then the test's entries:
+    // more in the first shard, one in a second shard.
+    real.edit_cluster(|t| {
+        t.replace(
+            "releases: [helm-controller-crds]",
+            "releases: [helm-controller-crds, coredns]",
+        )
+    });
+    let events = real.apply(&[]);
+    assert_eq!(
+        outcomes(&events),
+        all(&["kube-system/coredns"], "installed")
+    );
+    let first = "/api/v1/namespaces/kube-system/configmaps/bootstrap-ownership";
+    assert!(
+        api.get(first).unwrap()["data"][ledger_key("kube-system", "coredns")].is_string(),
+        "bootstrap recorded coredns"
+    );
+    api.merge_patch(
+        first,
+        &json!({"data": {
+            ledger_key("kube-system", "cilium"): ledger_entry("kube-system/cilium", "cilium", "bootstrap"),
+            ledger_key("flux-system", "flux-operator"): ledger_entry("flux-system/flux-operator", "flux-operator", "bootstrap"),
+            ledger_key("flux-system", &long): ledger_entry(&format!("flux-system/{long}"), "kube-prometheus-stack", "bootstrap"),
+            ledger_key("kube-system", "spegel"): ledger_entry("kube-system/spegel", "spegel", "handover"),
+        }}),
+    )
+    .expect("adding entries to the first shard");
+    api.create(
+        "/api/v1/namespaces/kube-system/configmaps",
+        &json!({
+            "metadata": {
+                "name": "bootstrap-ownership-1",
+                "labels": {"app.kubernetes.io/managed-by": "bootstrap", "bootstrap.dev/ledger": "ownership"},
+            },
+            "data": {
+                ledger_key("kube-system", "metrics-server"): ledger_entry("kube-system/metrics-server", "metrics-server", "bootstrap"),
+            },
+        }),
+    )
+    .expect("the second shard");
+
+    // The API server reads the shards through an informer: wait until it
+    // denies the second shard's entry.
+    let touch = |case: &Case| {
+        let mut current = api.get(&path_of(case)).expect("the HelmRelease");
+        current["metadata"]["labels"] = json!({"touched": "yes"});
+        api.update(&path_of(case), &current)
+    };
+    plane_wait(plane, "the guard to see the second shard", || {
+        touch(&cases[3]).err()
+    });
+
+    // 4. UPDATE of the HelmReleases created before: denied exactly where the
+    // ledger owns the release, the message naming release and shard.
+    let verdict = |what: &str, op: &str, case: &Case, result: Result<Value, realenv::ApiError>| {
+        match (&case.denied_by, result) {
+            (None, Ok(_)) => {}
+            (None, Err(e)) => panic!("{what} ({op}) was denied: {e}"),
+            (Some((release, _)), Ok(_)) => {
+                panic!("{what} ({op}) was admitted, yet {release} is owned by bootstrap")
+            }
+            (Some((release, shard)), Err(e)) => {
+                let expected = format!(
+                    "HelmRelease {}/{} would manage Helm release {release}, which is owned by bootstrap \
+                     (ledger ConfigMap kube-system/{shard}).",
+                    case.object["metadata"]["namespace"].as_str().unwrap(),
+                    name(&case.object)
+                );
+                assert!(
+                    e.message.contains(&expected)
+                        && e.message.contains("bootstrap-ownership-guard"),
+                    "{what} ({op}): {e}\nexpected: {expected}"
+                );
+            }
+        }
+    };
+    for case in &cases {
+        verdict(case.what, "UPDATE", case, touch(case));
+    }
+
+    // 5. CREATE: every case again from scratch, the installed ones too.
+    for case in &cases {
+        api.delete(&path_of(case)).unwrap();
+    }
+    for case in cases.iter().chain(&installed_cases) {
+        verdict(case.what, "CREATE", case, create(case));
+    }
+
+    // 6. The ledger gone, the guard admits again.
+    for shard in ["bootstrap-ownership", "bootstrap-ownership-1"] {
+        api.delete(&format!(
+            "/api/v1/namespaces/kube-system/configmaps/{shard}"
+        ))
+        .unwrap();
+    }
+    plane_wait(plane, "the guard to admit without a ledger", || {
+        create(&installed_cases[0]).ok()
+    });
+    for case in cases.iter().chain(&installed_cases[1..]) {
+        if case.denied_by.is_some() {
+            create(case).unwrap_or_else(|e| panic!("{} without a ledger: {e}", case.what));
+        }
+    }
+}
+
+/// Polls `probe` every 200 ms for up to 60 s.
+fn plane_wait<T>(plane: &ControlPlane, what: &str, mut probe: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some(value) = probe() {
+            return value;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting for {what} (logs: {})",
+            plane.logs().display()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The cluster lock on the real Lease API.
+
+const LEASE: &str = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/bootstrap-lock";
+
+/// The Lease's holder, while one holds it.
+fn lease_holder(real: &Real) -> Option<String> {
+    real.plane.api().get(LEASE).and_then(|l| {
+        l["spec"]["holderIdentity"]
+            .as_str()
+            .filter(|h| !h.is_empty())
+            .map(String::from)
+    })
+}
+
+fn spawn_apply(real: &Real) -> Child {
+    real.command(&["apply", "infra", "--output", "json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("starting bootstrap")
+}
+
+fn finish(child: Child) -> Run {
+    let out = child.wait_with_output().expect("waiting for bootstrap");
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// Two applies at once: the second exits 3 naming the first's holder. A
+/// run killed with SIGKILL leaves the Lease held: the next run exits 3
+/// until the Lease expires (30 s), then takes it over with a warning and
+/// converges.
+#[test]
+#[ignore = "not run yet against the real API server; docs/design.md#real-environment"]
+fn the_lock_on_the_real_lease_api() {
+    let real = Real::start(4, &["cilium", "coredns"]);
+
+    // Two concurrent applies.
+    let first = spawn_apply(&real);
+    let pid = first.id();
+    let holder = plane_wait(&real.plane, "the first apply to take the lock", || {
+        lease_holder(&real)
+    });
+    assert!(holder.ends_with(&format!("pid {pid}")), "{holder}");
+    let second = real.run(&["apply", "infra"]);
+    assert_eq!(second.code, 3, "{}", second.stderr);
+    assert!(
+        second.stderr.starts_with("error: ") && second.stderr.contains(&holder),
+        "{}",
+        second.stderr
+    );
+    let first = finish(first);
+    assert_eq!(first.code, 0, "{}", first.stderr);
+    assert_eq!(lease_holder(&real), None, "the lock was released");
+
+    // kill -9 in the middle of an upgrade.
+    real.edit_cluster(|text| {
+        text.replace(
+            "overrides:\n",
+            "overrides:\n  coredns:\n    values: { replicaCount: 3 }\n",
+        )
+    });
+    let victim = spawn_apply(&real);
+    let pid = victim.id();
+    let holder = plane_wait(&real.plane, "the victim to take the lock", || {
+        lease_holder(&real).filter(|h| h.ends_with(&format!("pid {pid}")))
+    });
+    // SAFETY: a plain kill of the child this test started.
+    unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+    let victim = finish(victim);
+    assert_eq!(victim.code, -1, "killed: {}", victim.stderr);
+    assert_eq!(
+        lease_holder(&real).as_deref(),
+        Some(holder.as_str()),
+        "the dead run's Lease stays"
+    );
+
+    // Held and not expired: exit 3.
+    let blocked = real.run(&["apply", "infra"]);
+    assert_eq!(blocked.code, 3, "{}", blocked.stderr);
+    assert!(blocked.stderr.contains(&holder), "{}", blocked.stderr);
+
+    // Expired: taken over with a warning; the run converges.
+    let renewed = real.plane.api().get(LEASE).unwrap()["spec"]["renewTime"].clone();
+    std::thread::sleep(Duration::from_secs(31));
+    assert_eq!(
+        real.plane.api().get(LEASE).unwrap()["spec"]["renewTime"],
+        renewed,
+        "nobody renewed the dead run's Lease"
+    );
+    let events = real.apply(&[]);
+    let warning = format!("took over the expired bootstrap lock of {holder}");
+    assert!(
+        events.iter().any(|e| e["event"] == "warning"
+            && e["message"].as_str().is_some_and(|m| m.contains(&warning))),
+        "no takeover warning: {events:?}"
+    );
+    let outcome = outcomes(&events);
+    assert_eq!(outcome["kube-system/cilium"], "unchanged");
+    assert!(
+        outcome["kube-system/coredns"] == "upgraded"
+            || outcome["kube-system/coredns"] == "installed",
+        "{outcome:?}"
+    );
+    assert_eq!(
+        rolled_out(&real.plane, "Deployment", "kube-system", "coredns"),
+        3
+    );
+    let status = real.run(&["status", "infra", "--output", "json"]);
+    assert_eq!(status.code, 0, "{}", status.stderr);
+}
+
+// ---------------------------------------------------------------------------
+// The fleet example's Job.
+
+/// The Job of examples/fleet (the ResourceSet expanded by the project's own
+/// expander, as tests/fleet_examples.rs does), with its podFailurePolicy,
+/// its RBAC and ConfigMap, created on the real API server (which validates
+/// podFailurePolicy against restartPolicy and the container names), run by
+/// the real Job controller to completion (kwok completes its Pod).
+#[test]
+#[cfg_attr(
+    not(realenv),
+    ignore = "needs the real test environment: tools/realenv/build"
+)]
+fn the_fleet_job_is_accepted_and_completes() {
+    use bootstrap::flux::object::Object;
+    use bootstrap::flux::resourceset;
+
+    let plane = ControlPlane::start();
+    let api = plane.api();
+    let documents = |path: &str| -> Vec<Value> {
+        let text = std::fs::read_to_string(repo_root().join("examples/fleet").join(path)).unwrap();
+        serde_saphyr::from_multiple::<Value>(&text)
+            .unwrap()
+            .into_iter()
+            .filter(|d| !d.is_null())
+            .collect()
+    };
+    let object = |body: &Value| {
+        let text = |p: &str| body.pointer(p).and_then(Value::as_str).map(str::to_string);
+        Object {
+            api_version: text("/apiVersion").unwrap(),
+            kind: text("/kind").unwrap(),
+            name: text("/metadata/name").unwrap(),
+            namespace: text("/metadata/namespace"),
+            file: "examples/fleet/flux-operator/resourceset.yaml".into(),
+            chain: Vec::new(),
+            body: body.clone(),
+            previous_ids: Vec::new(),
+            applier: None,
+        }
+    };
+    let fleet = documents("flux-operator/resourceset.yaml");
+    let outer = resourceset::expand(&object(&fleet[0]), &[]);
+    assert_eq!(outer.problems, Vec::<String>::new());
+    let mut jobs = Vec::new();
+    for child in &outer.objects {
+        let inner = resourceset::expand(&object(child), &[]);
+        assert_eq!(inner.problems, Vec::<String>::new());
+        jobs.extend(inner.objects);
+    }
+    assert_eq!(jobs.len(), 2);
+
+    api.create(
+        "/api/v1/namespaces",
+        &json!({"metadata": {"name": "fleet"}}),
+    )
+    .unwrap();
+    let mut objects = documents("flux-operator/rbac.yaml");
+    objects.extend(documents("flux-operator/config.yaml"));
+    for doc in &objects {
+        let path = match doc["kind"].as_str().unwrap() {
+            "ServiceAccount" => "/api/v1/namespaces/fleet/serviceaccounts",
+            "ConfigMap" => "/api/v1/namespaces/fleet/configmaps",
+            "Role" => "/apis/rbac.authorization.k8s.io/v1/namespaces/fleet/roles",
+            "RoleBinding" => "/apis/rbac.authorization.k8s.io/v1/namespaces/fleet/rolebindings",
+            other => panic!("no path for {other}"),
+        };
+        api.create(path, doc)
+            .unwrap_or_else(|e| panic!("{} {}: {e}", doc["kind"], name(doc)));
+    }
+    for job in &jobs {
+        let created = api
+            .create("/apis/batch/v1/namespaces/fleet/jobs", job)
+            .unwrap_or_else(|e| panic!("Job {}: {e}", name(job)));
+        // Kept as written, with the server's default for a pod condition
+        // rule's status.
+        let mut expected = job["spec"]["podFailurePolicy"].clone();
+        expected["rules"][2]["onPodConditions"][0]["status"] = json!("True");
+        assert_eq!(created["spec"]["podFailurePolicy"], expected);
+    }
+    for job in &jobs {
+        let path = format!("/apis/batch/v1/namespaces/fleet/jobs/{}", name(job));
+        plane_wait(&plane, &format!("Job {} to complete", name(job)), || {
+            api.get(&path).filter(|j| condition(j, "Complete"))
+        });
+    }
+    // The server's own validation: the same Job with restartPolicy
+    // OnFailure is rejected (podFailurePolicy needs Never).
+    let mut invalid = jobs[0].clone();
+    invalid["metadata"]["name"] = json!("bootstrap-invalid");
+    invalid["spec"]["template"]["spec"]["restartPolicy"] = json!("OnFailure");
+    let err = api
+        .create("/apis/batch/v1/namespaces/fleet/jobs", &invalid)
+        .expect_err("podFailurePolicy with restartPolicy OnFailure");
+    assert_eq!(err.code, 422, "{err}");
+    assert!(err.message.contains("podFailurePolicy"), "{err}");
+}
