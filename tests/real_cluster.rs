@@ -762,7 +762,10 @@ fn ledger_entry(release: &str, chart: &str, policy: &str) -> String {
 /// a `manifests:` CRD-phase release), the guard and a real ledger entry
 /// (coredns); the test adds the other entries to the shards.
 #[test]
-#[ignore = "not run yet against the real API server; docs/design.md#real-environment"]
+#[cfg_attr(
+    not(all(realenv, shared_charts)),
+    ignore = "needs the real test environment (`tools/realenv/build`) and the charts of ../shared/charts (or BOOTSTRAP_TEST_CHARTS)"
+)]
 fn the_guard_is_evaluated_by_the_api_server() {
     use bootstrap::flux::{ledger_key, shorten_name};
 
@@ -803,6 +806,11 @@ fn the_guard_is_evaluated_by_the_api_server() {
         (policy["status"]["observedGeneration"] == policy["metadata"]["generation"])
             .then_some(policy)
     });
+    assert!(
+        checked["status"]["typeChecking"].is_object(),
+        "the API server did not type-check the guard: {}",
+        checked["status"]
+    );
     assert_eq!(
         checked["status"]["typeChecking"]["expressionWarnings"],
         Value::Null,
@@ -859,7 +867,7 @@ fn the_guard_is_evaluated_by_the_api_server() {
         },
         Case {
             what: "the name of a bootstrap release in another namespace",
-            object: helm_release("cilium", "flux-system", json!({})),
+            object: helm_release("cilium", "default", json!({})),
             denied_by: None,
         },
         Case {
@@ -1066,9 +1074,13 @@ fn finish(child: Child) -> Run {
 /// until the Lease expires (30 s), then takes it over with a warning and
 /// converges.
 #[test]
-#[ignore = "not run yet against the real API server; docs/design.md#real-environment"]
+#[cfg_attr(
+    not(all(realenv, shared_charts)),
+    ignore = "needs the real test environment (`tools/realenv/build`) and the charts of ../shared/charts (or BOOTSTRAP_TEST_CHARTS)"
+)]
 fn the_lock_on_the_real_lease_api() {
-    let real = Real::start(4, &["cilium", "coredns"]);
+    // cilium's values create ServiceMonitors: their CRD comes first.
+    let real = Real::start(4, &["prometheus-operator-crds", "cilium", "coredns"]);
 
     // Two concurrent applies.
     let first = spawn_apply(&real);
@@ -1085,7 +1097,14 @@ fn the_lock_on_the_real_lease_api() {
         second.stderr
     );
     let first = finish(first);
-    assert_eq!(first.code, 0, "{}", first.stderr);
+    assert_eq!(
+        first.code,
+        0,
+        "{}\n{}\n(logs: {})",
+        first.stderr,
+        first.stdout,
+        real.plane.logs().display()
+    );
     assert_eq!(lease_holder(&real), None, "the lock was released");
 
     // kill -9 in the middle of an upgrade.

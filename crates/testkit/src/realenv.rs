@@ -335,6 +335,15 @@ impl ControlPlane {
                 format!("--kubeconfig={kubeconfig}"),
                 format!("--config={}", stages.display()),
                 "--manage-all-nodes=true".into(),
+                // Keep a Lease per Node in kube-node-lease, renewed every
+                // quarter of its duration, as a kubelet does (kwokctl's
+                // default). Without it kwok (whose default is no Lease)
+                // refreshes a Node's conditions only every 10 to 20
+                // minutes (its heartbeat stage counts on the Lease), so the
+                // node lifecycle controller, seeing no heartbeat for its
+                // grace period (50 s), marked every Node NotReady and every
+                // Pod on them not ready: rollouts went back to 0 ready.
+                "--node-lease-duration-seconds=40".into(),
                 "--cidr=10.244.0.0/16".into(),
                 "--node-ip=10.25.0.1".into(),
             ],
