@@ -396,6 +396,7 @@ fn pods_of(plane: &ControlPlane, kind: &str, namespace: &str, name: &str) -> Vec
 }
 
 fn lifecycle(helm_major: u8) {
+    let _slot = realenv::one_at_a_time();
     let real = Real::start(helm_major, &CATALOG);
     let plane = &real.plane;
     let api = plane.api();
@@ -767,6 +768,7 @@ fn ledger_entry(release: &str, chart: &str, policy: &str) -> String {
     ignore = "needs the real test environment (`tools/realenv/build`) and the charts of ../shared/charts (or BOOTSTRAP_TEST_CHARTS)"
 )]
 fn the_guard_is_evaluated_by_the_api_server() {
+    let _slot = realenv::one_at_a_time();
     use bootstrap::flux::{ledger_key, shorten_name};
 
     let crd = realenv::share("flux-crds", HELM_RELEASE_CRD);
@@ -1079,6 +1081,7 @@ fn finish(child: Child) -> Run {
     ignore = "needs the real test environment (`tools/realenv/build`) and the charts of ../shared/charts (or BOOTSTRAP_TEST_CHARTS)"
 )]
 fn the_lock_on_the_real_lease_api() {
+    let _slot = realenv::one_at_a_time();
     // cilium's values create ServiceMonitors: their CRD comes first.
     let real = Real::start(4, &["prometheus-operator-crds", "cilium", "coredns"]);
 
@@ -1178,6 +1181,7 @@ fn the_lock_on_the_real_lease_api() {
     ignore = "needs the real test environment: tools/realenv/build"
 )]
 fn the_fleet_job_is_accepted_and_completes() {
+    let _slot = realenv::one_at_a_time();
     use bootstrap::flux::object::Object;
     use bootstrap::flux::resourceset;
 

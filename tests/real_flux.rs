@@ -131,7 +131,9 @@ impl Real {
         );
         if command == "status" {
             // One document (apply and destroy print one event a line).
-            return vec![serde_json::from_str(&run.stdout).unwrap_or_else(|e| panic!("{e}: {}", run.stdout))];
+            return vec![
+                serde_json::from_str(&run.stdout).unwrap_or_else(|e| panic!("{e}: {}", run.stdout)),
+            ];
         }
         run.stdout
             .lines()
@@ -384,7 +386,10 @@ fn workloads(plane: &ControlPlane) -> BTreeMap<String, (Felt, Value)> {
                 for pod in owned_by(&child["metadata"]["uid"], &pods) {
                     own_pods.insert((
                         pod["metadata"]["uid"].as_str().unwrap().to_string(),
-                        pod["metadata"]["labels"][hash].as_str().unwrap_or_default().to_string(),
+                        pod["metadata"]["labels"][hash]
+                            .as_str()
+                            .unwrap_or_default()
+                            .to_string(),
                     ));
                 }
             }
@@ -398,7 +403,10 @@ fn workloads(plane: &ControlPlane) -> BTreeMap<String, (Felt, Value)> {
                     .collect(),
             };
             let name = object["metadata"]["name"].as_str().unwrap();
-            out.insert(format!("{kind}/{name}"), (felt, object["metadata"]["labels"].clone()));
+            out.insert(
+                format!("{kind}/{name}"),
+                (felt, object["metadata"]["labels"].clone()),
+            );
         }
     }
     out
@@ -412,7 +420,8 @@ fn release_objects(real: &Real, release: &str) -> BTreeMap<String, Value> {
     let file = real.home.path().join(format!("{release}.manifest.yaml"));
     std::fs::write(&file, manifest).unwrap();
     let mut cmd = Command::new("kubectl");
-    cmd.args(["get", "-n", "kube-system", "-o", "json", "-f"]).arg(&file);
+    cmd.args(["get", "-n", "kube-system", "-o", "json", "-f"])
+        .arg(&file);
     real.env(&mut cmd);
     let out = cmd.output().expect("running kubectl");
     assert!(
@@ -439,7 +448,10 @@ fn release_objects(real: &Real, release: &str) -> BTreeMap<String, Value> {
                 map.remove("status");
                 map.remove("metadata");
             }
-            (key, json!({"labels": o["metadata"]["labels"], "body": body}))
+            (
+                key,
+                json!({"labels": o["metadata"]["labels"], "body": body}),
+            )
         })
         .collect()
 }
@@ -519,6 +531,7 @@ fn sync_tree(real: &mut Real) {
 #[test]
 #[ignore = "not run yet against the real Flux controllers; docs/design.md#real-environment"]
 fn helm_controller_adopts_a_handover_release_without_a_workload_noticing() {
+    let _slot = realenv::one_at_a_time();
     let mut real = Real::start(handover_root("      replicaCount: 2\n"));
 
     // The tree is consistent: check proves both adoptions change nothing.
@@ -553,7 +566,8 @@ fn helm_controller_adopts_a_handover_release_without_a_workload_noticing() {
     // entries) and the real helm-controller adopts both releases.
     sync_tree(&mut real);
     for name in ["cilium", "coredns"] {
-        let path = format!("/apis/helm.toolkit.fluxcd.io/v2/namespaces/kube-system/helmreleases/{name}");
+        let path =
+            format!("/apis/helm.toolkit.fluxcd.io/v2/namespaces/kube-system/helmreleases/{name}");
         let hr = real.wait_ready(&path, "True", Duration::from_secs(300));
         let history = hr["status"]["history"].as_array().expect("status.history");
         assert_eq!(history[0]["name"], name, "{hr}");
@@ -574,7 +588,11 @@ fn helm_controller_adopts_a_handover_release_without_a_workload_noticing() {
         assert_eq!(felt, felt_after, "{key} felt the adoption");
         let (added, changed) = added_labels(labels, labels_after);
         assert_eq!(changed, Vec::<String>::new(), "{key}");
-        let release = if key.contains("coredns") { "coredns" } else { "cilium" };
+        let release = if key.contains("coredns") {
+            "coredns"
+        } else {
+            "cilium"
+        };
         assert_eq!(added, origin_labels(release), "{key}");
     }
     // Every object of both releases: only the origin labels added.
@@ -627,6 +645,7 @@ fn helm_controller_adopts_a_handover_release_without_a_workload_noticing() {
 #[test]
 #[ignore = "not run yet against the real Flux controllers; docs/design.md#real-environment"]
 fn a_drifted_value_makes_helm_controller_roll_the_workload() {
+    let _slot = realenv::one_at_a_time();
     // bootstrap installs coredns with other resources than the HelmRelease.
     let mut real = Real::start(handover_root(
         "      replicaCount: 2\n      resources:\n        limits:\n          memory: 256Mi\n",
@@ -660,7 +679,10 @@ fn a_drifted_value_makes_helm_controller_roll_the_workload() {
         },
     );
     let memory = template["spec"]["containers"][0]["resources"]["limits"]["memory"].clone();
-    assert_eq!(memory, "128Mi", "the chart's default, the HelmRelease's value");
+    assert_eq!(
+        memory, "128Mi",
+        "the chart's default, the HelmRelease's value"
+    );
     // cilium had no drift: untouched.
     let after = workloads(&real.plane);
     assert_eq!(before["DaemonSet/cilium"].0, after["DaemonSet/cilium"].0);
@@ -690,12 +712,15 @@ fn fixed_root() -> tempfile::TempDir {
     root
 }
 
-const HELMRELEASE: &str = "/apis/helm.toolkit.fluxcd.io/v2/namespaces/kube-system/helmreleases/cilium";
-const KS_CILIUM: &str = "/apis/kustomize.toolkit.fluxcd.io/v1/namespaces/flux-system/kustomizations/cilium";
+const HELMRELEASE: &str =
+    "/apis/helm.toolkit.fluxcd.io/v2/namespaces/kube-system/helmreleases/cilium";
+const KS_CILIUM: &str =
+    "/apis/kustomize.toolkit.fluxcd.io/v1/namespaces/flux-system/kustomizations/cilium";
 
 #[test]
 #[ignore = "not run yet against the real Flux controllers; docs/design.md#real-environment"]
 fn the_dual_management_outage_is_denied_by_the_guard_and_refused_without_it() {
+    let _slot = realenv::one_at_a_time();
     // bootstrap applies the fixed tree; the broken one is what Flux gets
     // (the base listed again after bootstrap ran, check not run on it).
     let mut real = Real::start(fixed_root());
@@ -811,7 +836,11 @@ fn the_fleet_resourceset_renders_as_the_project_expands_it() {
                 let name = labels.remove("resourceset.fluxcd.controlplane.io/name");
                 let namespace = labels.remove("resourceset.fluxcd.controlplane.io/namespace");
                 let empty = labels.is_empty();
-                assert_eq!((name, namespace), (Some(json!(parent)), Some(json!("fleet"))), "{object}");
+                assert_eq!(
+                    (name, namespace),
+                    (Some(json!(parent)), Some(json!("fleet"))),
+                    "{object}"
+                );
                 if empty {
                     object["metadata"].as_object_mut().unwrap().remove("labels");
                 }

@@ -61,6 +61,17 @@ pub fn missing() -> Vec<&'static str> {
         .collect()
 }
 
+/// Holds the process's one real-tier slot: a test takes it before it starts
+/// a control plane, so the tests of one binary (which cargo runs in
+/// parallel) run their control planes one after the other. Each plane is
+/// several processes busy for minutes; on a small machine, two or more at
+/// once starved kwok's Node heartbeats and the controllers.
+pub fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static SLOT: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    // A test that failed while holding it poisons it; the slot is free.
+    SLOT.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 /// The binary `name` of `tool`; a missing one fails the test with the
 /// command that builds it (never a silent pass).
 pub fn bin(tool: &str, name: &str) -> PathBuf {

@@ -110,7 +110,8 @@ impl Flux {
                 &format!("{module}/config/crd/bases"),
             ));
         }
-        let namespace = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "flux-system"}});
+        let namespace =
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "flux-system"}});
         match plane.api().create("/api/v1/namespaces", &namespace) {
             Ok(_) => {}
             Err(e) if e.code == 409 => {}
@@ -143,9 +144,12 @@ impl Flux {
         }
         for i in 0..flux.procs.len() {
             let (name, port) = (flux.procs[i].name, flux.procs[i].health);
-            flux.wait(plane, &format!("{name} ready"), Duration::from_secs(120), |_| {
-                http_get(port, "/readyz").filter(|(code, _)| *code == 200)
-            });
+            flux.wait(
+                plane,
+                &format!("{name} ready"),
+                Duration::from_secs(120),
+                |_| http_get(port, "/readyz").filter(|(code, _)| *code == 200),
+            );
         }
         flux
     }
@@ -267,8 +271,18 @@ impl GitServer {
         let git = |cwd: &Path, args: &[&str]| {
             let out = Command::new("git")
                 .current_dir(cwd)
-                .args(["-c", "user.name=realflux", "-c", "user.email=realflux@127.0.0.1"])
-                .args(["-c", "init.defaultBranch=main", "-c", "commit.gpgsign=false"])
+                .args([
+                    "-c",
+                    "user.name=realflux",
+                    "-c",
+                    "user.email=realflux@127.0.0.1",
+                ])
+                .args([
+                    "-c",
+                    "init.defaultBranch=main",
+                    "-c",
+                    "commit.gpgsign=false",
+                ])
                 .args(args)
                 .env_remove("GIT_DIR")
                 .env_remove("GIT_WORK_TREE")
@@ -285,7 +299,10 @@ impl GitServer {
         git(&work, &["commit", "-q", "-m", "tree"]);
         let served = dir.path().join("served");
         std::fs::create_dir_all(&served).expect("served dir");
-        git(dir.path(), &["clone", "-q", "--bare", "work", "served/repo.git"]);
+        git(
+            dir.path(),
+            &["clone", "-q", "--bare", "work", "served/repo.git"],
+        );
 
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind the git server");
         let port = listener.local_addr().expect("address").port();
@@ -402,7 +419,9 @@ fn serve_git(stream: TcpStream, root: &Path) {
     }
     let mut stream = stream;
     let Ok(mut child) = cmd.spawn() else {
-        let _ = stream.write_all(b"HTTP/1.1 500 Internal Server Error\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+        let _ = stream.write_all(
+            b"HTTP/1.1 500 Internal Server Error\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+        );
         return;
     };
     // The body is written from another thread: the backend may answer
@@ -423,7 +442,10 @@ fn serve_git(stream: TcpStream, root: &Path) {
         .map(|i| (i, 4))
         .or_else(|| find(&output, b"\n\n").map(|i| (i, 2)));
     let (head, body) = match split {
-        Some((i, n)) => (String::from_utf8_lossy(&output[..i]).into_owned(), &output[i + n..]),
+        Some((i, n)) => (
+            String::from_utf8_lossy(&output[..i]).into_owned(),
+            &output[i + n..],
+        ),
         None => (String::new(), &output[..]),
     };
     let mut status = "200 OK".to_string();
@@ -497,7 +519,11 @@ mod tests {
             .env("GIT_TERMINAL_PROMPT", "0")
             .output()
             .unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         let file = std::fs::read_to_string(clone.path().join("repo/kubernetes/apps/a.yaml"));
         assert_eq!(file.unwrap(), "kind: A\n");
     }
