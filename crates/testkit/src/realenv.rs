@@ -574,6 +574,24 @@ impl Api {
             })
     }
 
+    /// A GET, tried again (5 times in all, a second apart) when the server
+    /// failed to answer: on a loaded machine the API server's handlers time
+    /// out now and then (`http: Handler timeout`, a 500), which says
+    /// nothing about what a test reads.
+    fn read(&self, path: &str) -> Result<String, ApiError> {
+        let mut attempt = 1;
+        loop {
+            match self.send("GET", path, None, "application/json") {
+                Err(e) if attempt < 5 && matches!(e.code, 0 | 429 | 500 | 503 | 504) => {
+                    eprintln!("realenv: GET {path} failed ({e}); trying again");
+                    attempt += 1;
+                    std::thread::sleep(Duration::from_secs(1));
+                }
+                other => return other,
+            }
+        }
+    }
+
     /// GET of a non-JSON path (`/readyz`).
     pub fn raw_get(&self, path: &str) -> Result<String, ApiError> {
         self.send("GET", path, None, "application/json")
@@ -581,7 +599,7 @@ impl Api {
 
     /// The object at `path`, `None` when it does not exist.
     pub fn get(&self, path: &str) -> Option<Value> {
-        match self.send("GET", path, None, "application/json") {
+        match self.read(path) {
             Ok(text) => Some(serde_json::from_str(&text).expect("JSON")),
             Err(e) if e.code == 404 => None,
             Err(e) => panic!("GET {path}: {e}"),
