@@ -37,8 +37,9 @@
 //!   change through the directory they are in.
 //! - `cfg(shared_charts)` when the real charts the tests use in place are
 //!   found: `BOOTSTRAP_TEST_CHARTS`, else `../shared/charts` beside the
-//!   repository (a directory of unpacked charts by name); its path reaches
-//!   the tests as `BOOTSTRAP_TEST_CHARTS_DIR`.
+//!   repository, else `.test-charts` (what `scripts/pull-test-charts`
+//!   pulls): a directory of unpacked charts by name; its path reaches the
+//!   tests as `BOOTSTRAP_TEST_CHARTS_DIR`.
 
 use std::path::Path;
 
@@ -160,8 +161,14 @@ fn main() {
     let charts = std::env::var_os("BOOTSTRAP_TEST_CHARTS")
         .filter(|v| !v.is_empty())
         .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| Path::new("../shared/charts").to_path_buf());
-    if charts.is_dir() {
+        .or_else(|| {
+            ["../shared/charts", ".test-charts"]
+                .into_iter()
+                .map(std::path::PathBuf::from)
+                .find(|dir| dir.is_dir())
+        });
+    println!("cargo::rerun-if-changed=.test-charts");
+    if let Some(charts) = charts.filter(|dir| dir.is_dir()) {
         println!("cargo::rerun-if-changed={}", charts.display());
         if let Ok(charts) = std::path::absolute(&charts) {
             println!("cargo::rustc-cfg=shared_charts");
