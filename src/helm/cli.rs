@@ -119,6 +119,9 @@ impl HelmCli {
                 cache.dir().display()
             ))
         };
+        // Another cluster of this process pulling the same chart: wait for
+        // it, then find its archive.
+        let _turn = cache.turn(key).await;
         let found = {
             let (cache, key) = (cache.clone(), key.clone());
             tokio::task::spawn_blocking(move || cache.lookup(&key))

@@ -318,12 +318,12 @@ fn shared_chart(name: &str) -> Release {
 }
 
 /// Why a test that needs the real charts is ignored, and how to get them.
-const SHARED_CHARTS: &str = "needs the real charts: ../shared/charts beside the repository, or BOOTSTRAP_TEST_CHARTS=DIR (unpacked charts by name)";
+const SHARED_CHARTS: &str = "needs the real charts: ../shared/charts beside the repository, BOOTSTRAP_TEST_CHARTS=DIR (unpacked charts by name), or scripts/pull-test-charts";
 
 #[test]
 #[cfg_attr(
     not(shared_charts),
-    ignore = "needs the real charts: ../shared/charts beside the repository, or BOOTSTRAP_TEST_CHARTS=DIR (unpacked charts by name)"
+    ignore = "needs the real charts: ../shared/charts beside the repository, BOOTSTRAP_TEST_CHARTS=DIR (unpacked charts by name), or scripts/pull-test-charts"
 )]
 fn values_unknown_key_by_the_charts_schema() {
     let mut cm = shared_chart("cert-manager");
@@ -347,7 +347,7 @@ fn values_unknown_key_by_the_charts_schema() {
 #[test]
 #[cfg_attr(
     not(shared_charts),
-    ignore = "needs the real charts: ../shared/charts beside the repository, or BOOTSTRAP_TEST_CHARTS=DIR (unpacked charts by name)"
+    ignore = "needs the real charts: ../shared/charts beside the repository, BOOTSTRAP_TEST_CHARTS=DIR (unpacked charts by name), or scripts/pull-test-charts"
 )]
 fn values_unknown_key_without_a_schema_uses_the_default_values() {
     let mut coredns = shared_chart("coredns");

@@ -341,13 +341,12 @@ impl Screen {
         }
         self.last = Some(now);
         self.frame = self.frame.wrapping_add(1);
-        // One column short of the terminal: a line as wide as the terminal
-        // puts the cursor past its end, and the echo of ^C there wraps,
-        // leaving the next redraw one row off.
+        // As wide as the draw target says (three columns short of the
+        // terminal: see `terminal::Synchronized::width`).
         let (height, width) = console::Term::stderr()
             .size_checked()
             .map_or((24, 80), |(h, w)| (usize::from(h), usize::from(w)));
-        let width = width.saturating_sub(1).max(1);
+        let width = width.saturating_sub(3).max(1);
         let lines = self.lines(width, height, now);
         let bold = Style::new().bold();
         let text: Vec<String> = lines

@@ -1,7 +1,8 @@
 //! The live display's terminal: stderr, with each frame in a synchronized
 //! update (DEC private mode 2026: the terminal shows the frame whole, never
 //! half drawn; terminals without it ignore the sequence) and the cursor
-//! hidden while the live area is up.
+//! hidden while the live area is up, and a typed Ctrl-C not echoed as `^C`
+//! there (see [`QuietCtrlC`]).
 
 use std::io::{self, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -23,9 +24,65 @@ pub fn stderr_target() -> ProgressDrawTarget {
     ProgressDrawTarget::term_like_with_hz(Box::new(Synchronized::new(term)), 20)
 }
 
+/// While the live area is up, the terminal does not echo control
+/// characters as `^C`: indicatif leaves the cursor after the last column of
+/// the area's last line (so that anything printed goes below it), where the
+/// two characters of the echo would wrap onto a new row; every redraw after
+/// that would start one row too low and leave a stale header in the
+/// scrollback. The interrupt is still delivered, and the display says
+/// "interrupting" itself. The terminal's setting comes back when the
+/// display ends (`stty sane` restores it after a `kill -9`).
+#[derive(Debug)]
+struct QuietCtrlC;
+
+/// The terminal's settings before [`QuietCtrlC`] changed them.
+static SAVED: std::sync::Mutex<Option<libc::termios>> = std::sync::Mutex::new(None);
+
+impl QuietCtrlC {
+    /// On stderr's terminal (the one the display draws on).
+    fn new() -> QuietCtrlC {
+        let mut saved = std::mem::MaybeUninit::<libc::termios>::uninit();
+        // SAFETY: tcgetattr fills the struct when it returns 0; fd 2 stays
+        // open for the process's life.
+        let saved = unsafe {
+            if libc::tcgetattr(2, saved.as_mut_ptr()) != 0 {
+                return QuietCtrlC;
+            }
+            saved.assume_init()
+        };
+        if saved.c_lflag & libc::ECHOCTL == 0 {
+            return QuietCtrlC;
+        }
+        let mut quiet = saved;
+        quiet.c_lflag &= !libc::ECHOCTL;
+        let mut slot = SAVED.lock().unwrap_or_else(|e| e.into_inner());
+        // SAFETY: a valid termios for the same terminal.
+        if slot.is_none() && unsafe { libc::tcsetattr(2, libc::TCSANOW, &quiet) } == 0 {
+            *slot = Some(saved);
+        }
+        QuietCtrlC
+    }
+}
+
+impl Drop for QuietCtrlC {
+    fn drop(&mut self) {
+        restore_echo();
+    }
+}
+
+/// Gives the terminal back its echo of control characters (a no-op when
+/// [`QuietCtrlC`] changed nothing).
+fn restore_echo() {
+    if let Some(saved) = SAVED.lock().unwrap_or_else(|e| e.into_inner()).take() {
+        // SAFETY: the settings read from this terminal in `QuietCtrlC::new`.
+        unsafe { libc::tcsetattr(2, libc::TCSANOW, &saved) };
+    }
+}
+
 #[derive(Debug)]
 struct Synchronized {
     term: Term,
+    _quiet: QuietCtrlC,
     /// A frame is being written: its end marker is due at `flush`.
     open: AtomicBool,
     /// The cursor was hidden and must be shown again.
@@ -36,6 +93,7 @@ impl Synchronized {
     fn new(term: Term) -> Self {
         Synchronized {
             term,
+            _quiet: QuietCtrlC::new(),
             open: AtomicBool::new(false),
             hidden: AtomicBool::new(false),
         }
@@ -118,8 +176,10 @@ impl Drop for Synchronized {
     }
 }
 
-/// Shows the cursor again (the live area is gone for good).
+/// Shows the cursor again and gives the terminal back its echo of `^C` (the
+/// live area is gone for good).
 pub fn show_cursor() {
+    restore_echo();
     let term = Term::stderr();
     if term.is_term() {
         let _ = (&term).write_all(SHOW_CURSOR.as_bytes());

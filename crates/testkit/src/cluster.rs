@@ -107,22 +107,7 @@ impl Cluster {
     }
 
     pub fn helm_calls(&self) -> Vec<HelmCall> {
-        let text = std::fs::read_to_string(self.dir.path().join("helm.log")).unwrap_or_default();
-        text.lines()
-            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-            .map(|v| HelmCall {
-                argv: v["argv"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .map(|a| a.as_str().unwrap().to_string())
-                    .collect(),
-                start_ms: v["start_ms"].as_u64().unwrap(),
-                end_ms: v["end_ms"].as_u64().unwrap(),
-                exit_code: v["exit_code"].as_i64().unwrap() as i32,
-                values_files: v["values_files"].as_array().cloned().unwrap_or_default(),
-            })
-            .collect()
+        helm_calls_in(self.dir.path())
     }
 
     /// Completed `upgrade --install` calls, in start order.
@@ -184,6 +169,26 @@ impl Cluster {
 
 /// `bootstrap ARGS` in `test`'s config root with the fake helm and
 /// `kubeconfig`, the fake helm's state, log, script and kube cache in `dir`.
+/// The fake helm's calls logged in `dir` (its `FAKE_HELM_LOG`), in order.
+pub(crate) fn helm_calls_in(dir: &Path) -> Vec<HelmCall> {
+    let text = std::fs::read_to_string(dir.join("helm.log")).unwrap_or_default();
+    text.lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .map(|v| HelmCall {
+            argv: v["argv"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|a| a.as_str().unwrap().to_string())
+                .collect(),
+            start_ms: v["start_ms"].as_u64().unwrap(),
+            end_ms: v["end_ms"].as_u64().unwrap(),
+            exit_code: v["exit_code"].as_i64().unwrap() as i32,
+            values_files: v["values_files"].as_array().cloned().unwrap_or_default(),
+        })
+        .collect()
+}
+
 pub(crate) fn behind_fake_helm(
     test: &Test,
     args: &[&str],

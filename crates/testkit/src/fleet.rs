@@ -92,6 +92,11 @@ impl Fleet {
         crate::cluster::output(self.command(test, args))
     }
 
+    /// Every cluster's helm calls (one fake helm serves them all), in order.
+    pub fn helm_calls(&self) -> Vec<crate::cluster::HelmCall> {
+        crate::cluster::helm_calls_in(self.dir.path())
+    }
+
     /// The fake helm's state of a release in one cluster.
     pub fn release_state(&self, cluster: &str, namespace: &str, name: &str) -> Option<Value> {
         let text = std::fs::read_to_string(

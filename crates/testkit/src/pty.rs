@@ -4,8 +4,9 @@
 //! the final scrollback) rather than the bytes that drew it.
 
 use std::fs::File;
-use std::io::Read;
+use std::io::{Read, Write};
 use std::os::fd::{FromRawFd, OwnedFd};
+use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -18,6 +19,8 @@ pub struct Pty {
     /// Every byte the command wrote, escape sequences included.
     bytes: Arc<Mutex<Vec<u8>>>,
     reader: Option<std::thread::JoinHandle<()>>,
+    /// The master side, for what the user types ([`Pty::press`]).
+    keyboard: File,
 }
 
 /// The pair of a new pseudo-terminal of `rows` × `cols`: (master, slave).
@@ -48,7 +51,9 @@ fn open(rows: u16, cols: u16) -> (OwnedFd, OwnedFd) {
 impl Pty {
     /// Starts `cmd` with its stdin, stdout and stderr on a new terminal of
     /// `rows` × `cols` (`TERM=xterm-256color`; `CI` and `NO_COLOR` unset
-    /// unless set on `cmd`).
+    /// unless set on `cmd`). The terminal is the command's controlling
+    /// terminal and its process group the foreground one, as in a shell: a
+    /// Ctrl-C typed there ([`Pty::press`]) is echoed and signals the group.
     pub fn spawn(mut cmd: Command, rows: u16, cols: u16) -> Pty {
         let (master, slave) = open(rows, cols);
         cmd.stdin(Stdio::from(slave.try_clone().unwrap()))
@@ -62,6 +67,21 @@ impl Pty {
                 cmd.env_remove(key);
             }
         }
+        // SAFETY: setsid and ioctl are async-signal-safe; nothing else runs
+        // between fork and exec.
+        unsafe {
+            cmd.pre_exec(|| {
+                if libc::setsid() == -1 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                // stdin is the slave side by now: make it the session's
+                // controlling terminal.
+                if libc::ioctl(0, libc::TIOCSCTTY, 0) == -1 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
         let child = cmd.spawn().expect("start the command on the terminal");
         // The child holds the slave now; with ours closed (dropped with
         // `cmd`'s Stdio), reads end when the child's last copy closes.
@@ -74,6 +94,7 @@ impl Pty {
         let frames = Arc::new(Mutex::new(Vec::new()));
         let bytes = Arc::new(Mutex::new(Vec::new()));
         let mut master = File::from(master);
+        let keyboard = master.try_clone().expect("a second handle on the terminal");
         let reader = {
             let (screen, frames, bytes) = (screen.clone(), frames.clone(), bytes.clone());
             std::thread::spawn(move || {
@@ -97,7 +118,20 @@ impl Pty {
             frames,
             bytes,
             reader: Some(reader),
+            keyboard,
         }
+    }
+
+    /// The terminal's local modes now (`termios.c_lflag`: `ECHO`,
+    /// `ECHOCTL`…), as the command set them.
+    pub fn local_modes(&self) -> TerminalModes {
+        TerminalModes(self.keyboard.try_clone().expect("a handle on the terminal"))
+    }
+
+    /// Types `keys` on the terminal, as a user would: `b"\x03"` is Ctrl-C
+    /// (the terminal echoes `^C` and sends SIGINT to the foreground group).
+    pub fn press(&mut self, keys: &[u8]) {
+        self.keyboard.write_all(keys).expect("type on the terminal");
     }
 
     /// The text on the screen now.
@@ -181,6 +215,27 @@ impl Pty {
     /// Every frame seen so far.
     pub fn frames(&self) -> Vec<String> {
         self.frames.lock().unwrap().clone()
+    }
+}
+
+/// Reads a terminal's local modes, also after its command ended.
+pub struct TerminalModes(File);
+
+impl TerminalModes {
+    pub fn get(&self) -> libc::tcflag_t {
+        use std::os::fd::AsRawFd;
+        let mut modes = std::mem::MaybeUninit::<libc::termios>::uninit();
+        // SAFETY: tcgetattr fills the struct when it returns 0 (on Linux, the
+        // master side reads the terminal's settings).
+        unsafe {
+            assert_eq!(
+                libc::tcgetattr(self.0.as_raw_fd(), modes.as_mut_ptr()),
+                0,
+                "tcgetattr: {}",
+                std::io::Error::last_os_error()
+            );
+            modes.assume_init().c_lflag
+        }
     }
 }
 

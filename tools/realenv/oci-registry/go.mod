@@ -1,5 +1,5 @@
 // An OCI registry for the tests that pull charts by oci:// without the
-// network (tests/import_corpus.rs): distribution, the registry the CNCF
+// network (tests/it/import_corpus.rs): distribution, the registry the CNCF
 // distribution project ships, at the newest v3 release the module proxy
 // serves, served over TLS on the loopback by cmd/oci-registry.
 module bootstrap.test/realenv/oci-registry

@@ -105,7 +105,7 @@ fn per_cluster_values_differ() {
 /// installs it and runs the ignored tests too, so the count never claims a
 /// pass that did not happen.
 #[test]
-#[ignore = "needs graphviz's `dot`: cargo test --test shipped_config -- --ignored"]
+#[ignore = "needs graphviz's `dot`: cargo test --test it shipped_config:: -- --ignored"]
 fn graph_dot_renders_with_graphviz() {
     let out = bootstrap(&["graph", "infra", "--format", "dot"]);
     assert_eq!(out.status.code(), Some(0));
@@ -604,6 +604,112 @@ fn subcommand_help_shows_the_global_flags_it_uses() {
         "--wait-for-api",
         "1s",
     ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The charts `scripts/pull-test-charts` pulls, as its table lists them:
+/// (name, source, chart, version).
+fn test_chart_table() -> Vec<[String; 4]> {
+    let script = std::fs::read_to_string(repo_root().join("scripts/pull-test-charts")).unwrap();
+    let start = script.find("charts=(").expect("the script's chart table");
+    let table = &script[start..];
+    let table = &table[..table.find("\n)").expect("the table's end")];
+    table
+        .lines()
+        .skip(1)
+        .map(|line| {
+            let fields: Vec<String> = line
+                .trim()
+                .trim_matches('"')
+                .split_whitespace()
+                .map(str::to_string)
+                .collect();
+            fields.try_into().expect("four fields a line")
+        })
+        .collect()
+}
+
+#[test]
+fn the_test_chart_script_pulls_the_versions_the_catalog_pins() {
+    let table = test_chart_table();
+    assert_eq!(table.len(), 5, "{table:?}");
+    let plan = plan_json("infra");
+    let releases = plan["releases"].as_array().unwrap();
+    for [name, source, _, version] in &table {
+        let pinned: Vec<&str> = releases
+            .iter()
+            .filter(|release| release["chart"] == name.as_str())
+            .map(|release| release["version"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            pinned,
+            [version.as_str()],
+            "{name} from {source}: the catalog's releases of that chart"
+        );
+    }
+    let script = std::fs::read_to_string(repo_root().join("scripts/pull-test-charts")).unwrap();
+    let catalog = std::fs::read_to_string(repo_root().join("releases/crds.yaml")).unwrap();
+    let gateway = script
+        .lines()
+        .find_map(|line| line.strip_prefix("gateway_version="))
+        .unwrap();
+    assert!(
+        catalog.contains(&format!("gateway-api/releases/download/{gateway}/")),
+        "the catalog's Gateway API is not {gateway}"
+    );
+}
+
+#[test]
+fn the_test_chart_check_names_what_differs() {
+    // A directory that looks like a chart mirror but holds other files: the
+    // check fails, naming the version and the files, never passes quietly.
+    let dir = tempfile::tempdir().unwrap();
+    for [name, ..] in test_chart_table() {
+        std::fs::create_dir_all(dir.path().join(&name).join("templates")).unwrap();
+        std::fs::write(
+            dir.path().join(&name).join("Chart.yaml"),
+            "version: 0.0.1\n",
+        )
+        .unwrap();
+    }
+    std::fs::write(dir.path().join("cilium/values.yaml"), "{}\n").unwrap();
+    std::fs::write(dir.path().join("cilium/templates/extra.yaml"), "{}\n").unwrap();
+    let out = Command::new(repo_root().join("scripts/pull-test-charts"))
+        .arg("--check")
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("cilium/Chart.yaml: version '0.0.1', the catalog pins 1.18.2"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("  cilium/templates/extra.yaml\n"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("  cilium/values.yaml\n"), "{stderr}");
+}
+
+#[test]
+#[cfg_attr(
+    not(shared_charts),
+    ignore = "needs the real charts: ../shared/charts beside the repository, BOOTSTRAP_TEST_CHARTS=DIR (unpacked charts by name), or scripts/pull-test-charts"
+)]
+fn the_test_charts_found_are_the_ones_the_tests_were_written_against() {
+    let Some(charts) = option_env!("BOOTSTRAP_TEST_CHARTS_DIR") else {
+        panic!("build.rs found no charts")
+    };
+    let out = Command::new(repo_root().join("scripts/pull-test-charts"))
+        .args(["--check", charts])
+        .output()
+        .unwrap();
     assert_eq!(
         out.status.code(),
         Some(0),

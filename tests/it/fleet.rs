@@ -41,6 +41,28 @@ fn hold_lock(fleet: &Fleet, cluster: &str) {
 }
 
 #[test]
+fn clusters_share_one_pull_per_chart() {
+    // Three clusters start at once and all want the same four charts: the
+    // chart cache pulls each once, the others wait for it and use its
+    // archive.
+    let fleet = Fleet::start(&["apps", "edge", "infra"]);
+    script(&fleet);
+    let out = fleet.run(&fleet.config(&fleet_releases()), &["apply", "--all"]);
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    let mut pulled: Vec<String> = fleet
+        .helm_calls()
+        .into_iter()
+        .filter(|call| call.argv[0] == "pull")
+        .map(|call| call.positionals()[0].clone())
+        .collect();
+    pulled.sort();
+    let mut charts = pulled.clone();
+    charts.dedup();
+    assert_eq!(pulled, charts, "a chart pulled more than once");
+    assert_eq!(pulled.len(), 4, "{pulled:?}");
+}
+
+#[test]
 fn every_cluster_is_bootstrapped_each_against_its_own_api() {
     let fleet = Fleet::start(&["apps", "edge", "infra"]);
     script(&fleet);

@@ -448,7 +448,7 @@ fn apply_with_an_ignored_lint_runs_and_warns() {
 fn shared_chart(name: &str) -> String {
     let Some(charts) = option_env!("BOOTSTRAP_TEST_CHARTS_DIR") else {
         panic!(
-            "needs the real charts: ../shared/charts beside the repository, or BOOTSTRAP_TEST_CHARTS=DIR"
+            "needs the real charts: ../shared/charts beside the repository, BOOTSTRAP_TEST_CHARTS=DIR, or scripts/pull-test-charts"
         )
     };
     let dir = std::path::Path::new(charts).join(name);
@@ -466,7 +466,7 @@ fn shared_chart(name: &str) -> String {
 #[test]
 #[cfg_attr(
     not(shared_charts),
-    ignore = "needs the real charts: ../shared/charts beside the repository, or BOOTSTRAP_TEST_CHARTS=DIR (unpacked charts by name)"
+    ignore = "needs the real charts: ../shared/charts beside the repository, BOOTSTRAP_TEST_CHARTS=DIR (unpacked charts by name), or scripts/pull-test-charts"
 )]
 fn values_unknown_key_is_a_warning_with_the_line_of_the_typo() {
     let t = Test::with_releases(&format!(

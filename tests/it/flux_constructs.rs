@@ -1,7 +1,7 @@
 //! Constructs real repositories write that the scan once read wrong, each
 //! settled by Flux's, kustomize's or flux-operator's own code
 //! (tests/fixtures/flux/<case>/, entrypoint `clusters/test`; the Flux oracle
-//! tier, tests/flux_oracle.rs, builds the same fixtures with that code).
+//! tier, tests/it/flux_oracle.rs, builds the same fixtures with that code).
 
 use std::path::{Path, PathBuf};
 

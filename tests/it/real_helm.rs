@@ -1,5 +1,5 @@
 //! The real-helm tier: the real `bootstrap` binary with `--helm
-//! tests/real_helm/helm`, a helm front end over the REAL Helm v4 engine (the
+//! tests/it/real_helm/helm`, a helm front end over the REAL Helm v4 engine (the
 //! Helm Go SDK in the helm-python-sdk package), rendering the real charts at
 //! the shipped versions from `../shared/charts` (`REAL_HELM_CHARTS`). No
 //! network; the cluster is the loopback API server (crates/kube-loopback),
@@ -44,7 +44,7 @@ fn repo() -> PathBuf {
 }
 
 fn helm() -> PathBuf {
-    repo().join("tests/real_helm/helm")
+    repo().join("tests/it/real_helm/helm")
 }
 
 /// The interpreter with helm_python, checked once; a missing one fails the
@@ -81,16 +81,19 @@ fn python() -> &'static Path {
     })
 }
 
-/// The chart mirror: `REAL_HELM_CHARTS`, else `<repo>/../shared/charts`.
+/// The chart mirror: `REAL_HELM_CHARTS`, else the real charts build.rs
+/// found (cfg(shared_charts): `BOOTSTRAP_TEST_CHARTS`, `../shared/charts`
+/// or `.test-charts`).
 fn charts() -> PathBuf {
     let dir = std::env::var_os("REAL_HELM_CHARTS")
         .filter(|v| !v.is_empty())
         .map(PathBuf::from)
+        .or_else(|| option_env!("BOOTSTRAP_TEST_CHARTS_DIR").map(PathBuf::from))
         .unwrap_or_else(|| repo().join("../shared/charts"));
     assert!(
         dir.join("cilium/Chart.yaml").is_file(),
         "the real-helm tier renders the real charts in {}; set REAL_HELM_CHARTS to a directory of \
-         unpacked charts by name (see ../shared/charts/README.md)",
+         unpacked charts by name, or get them with scripts/pull-test-charts",
         dir.display()
     );
     dir
@@ -109,7 +112,7 @@ fn chart_cache() -> PathBuf {
     Path::new(env!("CARGO_TARGET_TMPDIR")).join("real-helm-chart-cache")
 }
 
-/// `bootstrap ARGS --helm tests/real_helm/helm`, in the config root `dir`.
+/// `bootstrap ARGS --helm tests/it/real_helm/helm`, in the config root `dir`.
 fn bootstrap_in(dir: &Path, args: &[&str], env: &[(&str, &Path)]) -> Run {
     // The script runs under `python3` from PATH and re-executes itself with
     // helm_python's interpreter; finding that one first saves a start.
@@ -493,8 +496,8 @@ fn check_cluster_values(
 
 #[test]
 #[cfg_attr(
-    not(real_helm),
-    ignore = "needs helm-python-sdk: python3 -m venv .venv-helm && .venv-helm/bin/pip install helm-python-sdk (then touch build.rs)"
+    not(all(real_helm, shared_charts)),
+    ignore = "needs helm-python-sdk (python3 -m venv .venv-helm && .venv-helm/bin/pip install helm-python-sdk, then touch build.rs) and the real charts (../shared/charts, BOOTSTRAP_TEST_CHARTS=DIR or scripts/pull-test-charts)"
 )]
 fn infra_renders_with_the_real_engine() {
     let rendered = check_cluster("infra");
@@ -503,8 +506,8 @@ fn infra_renders_with_the_real_engine() {
 
 #[test]
 #[cfg_attr(
-    not(real_helm),
-    ignore = "needs helm-python-sdk: python3 -m venv .venv-helm && .venv-helm/bin/pip install helm-python-sdk (then touch build.rs)"
+    not(all(real_helm, shared_charts)),
+    ignore = "needs helm-python-sdk (python3 -m venv .venv-helm && .venv-helm/bin/pip install helm-python-sdk, then touch build.rs) and the real charts (../shared/charts, BOOTSTRAP_TEST_CHARTS=DIR or scripts/pull-test-charts)"
 )]
 fn apps_renders_with_the_real_engine() {
     let rendered = check_cluster("apps");
@@ -516,8 +519,8 @@ fn apps_renders_with_the_real_engine() {
 /// prometheus-operator-crds chart renders them from its `crds` subchart.
 #[test]
 #[cfg_attr(
-    not(real_helm),
-    ignore = "needs helm-python-sdk: python3 -m venv .venv-helm && .venv-helm/bin/pip install helm-python-sdk (then touch build.rs)"
+    not(all(real_helm, shared_charts)),
+    ignore = "needs helm-python-sdk (python3 -m venv .venv-helm && .venv-helm/bin/pip install helm-python-sdk, then touch build.rs) and the real charts (../shared/charts, BOOTSTRAP_TEST_CHARTS=DIR or scripts/pull-test-charts)"
 )]
 fn crd_phase_renders_of_the_charts() {
     let (docs, _) = render("infra", "cert-manager/cert-manager", true);
@@ -593,8 +596,8 @@ fn offline_root(cluster_name: &str, releases: &[&str]) -> tempfile::TempDir {
 /// same file in the mirror (no network).
 #[test]
 #[cfg_attr(
-    not(real_helm),
-    ignore = "needs helm-python-sdk: python3 -m venv .venv-helm && .venv-helm/bin/pip install helm-python-sdk (then touch build.rs)"
+    not(all(real_helm, shared_charts)),
+    ignore = "needs helm-python-sdk (python3 -m venv .venv-helm && .venv-helm/bin/pip install helm-python-sdk, then touch build.rs) and the real charts (../shared/charts, BOOTSTRAP_TEST_CHARTS=DIR or scripts/pull-test-charts)"
 )]
 fn crd_phase_of_apply_dry_run() {
     let root = infra_root(&[
@@ -717,7 +720,7 @@ impl Live {
             .env_remove("HELM_NAMESPACE")
             .env_remove("HELM_DRIVER")
             .output()
-            .expect("running tests/real_helm/helm");
+            .expect("running tests/it/real_helm/helm");
         assert!(
             out.status.success(),
             "helm {}: {}",
@@ -789,8 +792,8 @@ const INSTALLED: [&str; 4] = [
 /// src/protobuf.rs).
 #[test]
 #[cfg_attr(
-    not(real_helm),
-    ignore = "needs helm-python-sdk: python3 -m venv .venv-helm && .venv-helm/bin/pip install helm-python-sdk (then touch build.rs)"
+    not(all(real_helm, shared_charts)),
+    ignore = "needs helm-python-sdk (python3 -m venv .venv-helm && .venv-helm/bin/pip install helm-python-sdk, then touch build.rs) and the real charts (../shared/charts, BOOTSTRAP_TEST_CHARTS=DIR or scripts/pull-test-charts)"
 )]
 fn apply_lifecycle_with_the_real_engine() {
     let root = infra_root(&[
@@ -1014,8 +1017,8 @@ fn apply_lifecycle_with_the_real_engine() {
 /// Helm 4's flag table; that copy must be src/helm/flags.rs's.
 #[test]
 #[cfg_attr(
-    not(real_helm),
-    ignore = "needs helm-python-sdk: python3 -m venv .venv-helm && .venv-helm/bin/pip install helm-python-sdk (then touch build.rs)"
+    not(all(real_helm, shared_charts)),
+    ignore = "needs helm-python-sdk (python3 -m venv .venv-helm && .venv-helm/bin/pip install helm-python-sdk, then touch build.rs) and the real charts (../shared/charts, BOOTSTRAP_TEST_CHARTS=DIR or scripts/pull-test-charts)"
 )]
 fn front_end_flags_are_helm_4s() {
     use bootstrap::helm::flags::{Command as HelmCommand, Kind, accepted};
@@ -1091,8 +1094,8 @@ fn local_chart_root(releases: &str) -> tempfile::TempDir {
 /// prometheus-operator-crds' subchart `crds/`, none for coredns.
 #[test]
 #[cfg_attr(
-    not(real_helm),
-    ignore = "needs helm-python-sdk: python3 -m venv .venv-helm && .venv-helm/bin/pip install helm-python-sdk (then touch build.rs)"
+    not(all(real_helm, shared_charts)),
+    ignore = "needs helm-python-sdk (python3 -m venv .venv-helm && .venv-helm/bin/pip install helm-python-sdk, then touch build.rs) and the real charts (../shared/charts, BOOTSTRAP_TEST_CHARTS=DIR or scripts/pull-test-charts)"
 )]
 fn plan_names_the_crds_of_the_real_charts() {
     let root = local_chart_root(
@@ -1155,8 +1158,8 @@ name: coredns\nnamespace: kube-system\nchart: { path: CHARTS/coredns }\n",
 /// looks like the chart's (`cert-manager-extra`) is not flagged.
 #[test]
 #[cfg_attr(
-    not(real_helm),
-    ignore = "needs helm-python-sdk: python3 -m venv .venv-helm && .venv-helm/bin/pip install helm-python-sdk (then touch build.rs)"
+    not(all(real_helm, shared_charts)),
+    ignore = "needs helm-python-sdk (python3 -m venv .venv-helm && .venv-helm/bin/pip install helm-python-sdk, then touch build.rs) and the real charts (../shared/charts, BOOTSTRAP_TEST_CHARTS=DIR or scripts/pull-test-charts)"
 )]
 fn check_finds_health_checks_on_workloads_of_the_real_chart_render() {
     let root = local_chart_root(
@@ -1218,8 +1221,8 @@ spec:
 /// object it renders into.
 #[test]
 #[cfg_attr(
-    not(real_helm),
-    ignore = "needs helm-python-sdk: python3 -m venv .venv-helm && .venv-helm/bin/pip install helm-python-sdk (then touch build.rs)"
+    not(all(real_helm, shared_charts)),
+    ignore = "needs helm-python-sdk (python3 -m venv .venv-helm && .venv-helm/bin/pip install helm-python-sdk, then touch build.rs) and the real charts (../shared/charts, BOOTSTRAP_TEST_CHARTS=DIR or scripts/pull-test-charts)"
 )]
 fn diff_after_apply_is_empty_and_then_shows_exactly_a_values_change() {
     let release = |replicas: u32| {

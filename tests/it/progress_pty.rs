@@ -199,6 +199,49 @@ fn at_80_columns_the_display_counts_queues_and_cuts_with_an_ellipsis() {
 }
 
 #[test]
+fn ctrl_c_on_the_terminal_leaves_no_live_line_behind() {
+    let (_cluster, _test, mut pty) = start(80);
+    // A frame with the release waiting on its rollout, the line under the
+    // header as wide as the display makes it.
+    pty.wait_for(WAIT, |f| {
+        f.contains("rollout DaemonSet/cilium 1/3 ready") && f.contains("  queued: coredns")
+    });
+    // Ctrl-C as a user types it: the terminal echoes ^C where the cursor is
+    // and signals the foreground process group.
+    let modes = pty.local_modes();
+    assert_eq!(
+        modes.get() & libc::ECHOCTL,
+        0,
+        "no ^C echo while the live area is up"
+    );
+    pty.press(b"\x03");
+    // The first waits for the running release; the second stops at once.
+    pty.wait_for(WAIT, |f| f.contains("Ctrl-C again stops"));
+    pty.press(b"\x03");
+    let (code, text) = pty.finish(WAIT);
+    assert_ne!(
+        modes.get() & libc::ECHOCTL,
+        0,
+        "the terminal's echo of ^C is given back"
+    );
+    assert_eq!(code, 130, "{text}");
+    // The redraws that follow the echo erase the live area whole: no header
+    // or queue line left in the scrollback.
+    assert!(!text.contains("infra · "), "a stale header stays:\n{text}");
+    assert!(!text.contains("queued: "), "{text}");
+    assert!(!text.contains("rollout DaemonSet/cilium"), "{text}");
+    assert_eq!(
+        text.matches("! interrupting: waiting up to ").count(),
+        1,
+        "{text}"
+    );
+    assert!(
+        text.contains("kube-system/cilium") && text.contains("interrupted"),
+        "{text}"
+    );
+}
+
+#[test]
 fn at_200_columns_timers_stay_next_to_the_text() {
     let (cluster, _test, pty) = start(200);
     let frame = pty.wait_for(WAIT, |f| {

@@ -280,7 +280,7 @@ fn probe(dir: &Path, name: &str, version: &str) -> PathBuf {
     std::fs::write(
         chart.join("Chart.yaml"),
         format!(
-            "apiVersion: v2\nname: {name}\nversion: {version}\ndescription: values probe of tests/import_corpus.rs\n"
+            "apiVersion: v2\nname: {name}\nversion: {version}\ndescription: values probe of tests/it/import_corpus.rs\n"
         ),
     )
     .unwrap();
