@@ -33,6 +33,12 @@
 //!   `BOOTSTRAP_TEST_HELMFILE`, else `tools/realenv/.bin/helmfile/helmfile`
 //!   (what `tools/realenv/build helmfile` builds); its path reaches the
 //!   tests as `BOOTSTRAP_TEST_HELMFILE_BIN`.
+//! - `cfg(oci_registry)` when the chart registry is built
+//!   (`tools/realenv/build oci-registry`, which links
+//!   `tools/realenv/.bin/oci-registry`): distribution's registry on the
+//!   loopback, for the tests that pull charts by `oci://` without the
+//!   network (tests/it/import_corpus.rs, with `cfg(helmfile)`,
+//!   `cfg(shared_corpus)` and the real helm 4 CLI).
 //! - `cfg(realenv)` when the real test environment is built: every tool
 //!   testkit's real front end needs is linked in `tools/realenv/.bin/`
 //!   (`tools/realenv/build`; docs/design.md#real-environment). The tier of
@@ -51,6 +57,7 @@ const VENV_SOPS: &str = ".venv-helm/bin/sops";
 const FLUX_ORACLE: &str = "tools/realenv/.bin/flux-oracle/flux-oracle";
 const SHARED_CORPUS: &str = "../shared/corpus";
 const REALENV_HELMFILE: &str = "tools/realenv/.bin/helmfile/helmfile";
+const OCI_REGISTRY: &str = "tools/realenv/.bin/oci-registry/oci-registry";
 /// Where tools/realenv/build links each tool's binaries, and the tools the
 /// real tier needs (testkit::realenv::TOOLS).
 const REALENV_BIN: &str = "tools/realenv/.bin";
@@ -142,6 +149,18 @@ fn main() {
             "cargo::rustc-env=BOOTSTRAP_TEST_HELMFILE_BIN={}",
             helmfile.display()
         );
+    }
+
+    println!("cargo::rustc-check-cfg=cfg(oci_registry)");
+    if Path::new(OCI_REGISTRY).exists() {
+        println!("cargo::rerun-if-changed={OCI_REGISTRY}");
+        println!("cargo::rustc-cfg=oci_registry");
+    }
+    // The real helm 4 CLI alone (the import's comparison with helmfile runs
+    // helmfile and bootstrap on it).
+    println!("cargo::rustc-check-cfg=cfg(realenv_helm4)");
+    if Path::new(REALENV_BIN).join("helm4").is_dir() {
+        println!("cargo::rustc-cfg=realenv_helm4");
     }
 
     println!("cargo::rustc-check-cfg=cfg(realenv)");
