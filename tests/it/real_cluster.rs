@@ -1197,7 +1197,7 @@ fn the_lock_on_the_real_lease_api() {
 // The fleet example's Job.
 
 /// The Job of examples/fleet (the ResourceSet expanded by the project's own
-/// expander, as tests/fleet_examples.rs does), with its podFailurePolicy,
+/// expander, as tests/it/fleet_examples.rs does), with its podFailurePolicy,
 /// its RBAC and ConfigMap, created on the real API server (which validates
 /// podFailurePolicy against restartPolicy and the container names), run by
 /// the real Job controller to completion (kwok completes its Pod).

@@ -105,7 +105,7 @@ fn per_cluster_values_differ() {
 /// installs it and runs the ignored tests too, so the count never claims a
 /// pass that did not happen.
 #[test]
-#[ignore = "needs graphviz's `dot`: cargo test --test shipped_config -- --ignored"]
+#[ignore = "needs graphviz's `dot`: cargo test --test it shipped_config:: -- --ignored"]
 fn graph_dot_renders_with_graphviz() {
     let out = bootstrap(&["graph", "infra", "--format", "dot"]);
     assert_eq!(out.status.code(), Some(0));

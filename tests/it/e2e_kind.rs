@@ -5,7 +5,7 @@
 //! set when the tests were built (build.rs turns it into `cfg(bootstrap_e2e)`):
 //!
 //! ```sh
-//! BOOTSTRAP_E2E=1 cargo test --test e2e_kind -- --nocapture
+//! BOOTSTRAP_E2E=1 cargo test --test it e2e_kind:: -- --nocapture
 //! ```
 //!
 //! - `BOOTSTRAP_E2E_CLUSTER=NAME`: use an existing kind cluster (created from

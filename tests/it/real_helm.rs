@@ -1,5 +1,5 @@
 //! The real-helm tier: the real `bootstrap` binary with `--helm
-//! tests/real_helm/helm`, a helm front end over the REAL Helm v4 engine (the
+//! tests/it/real_helm/helm`, a helm front end over the REAL Helm v4 engine (the
 //! Helm Go SDK in the helm-python-sdk package), rendering the real charts at
 //! the shipped versions from `../shared/charts` (`REAL_HELM_CHARTS`). No
 //! network; the cluster is the loopback API server (crates/kube-loopback),
@@ -44,7 +44,7 @@ fn repo() -> PathBuf {
 }
 
 fn helm() -> PathBuf {
-    repo().join("tests/real_helm/helm")
+    repo().join("tests/it/real_helm/helm")
 }
 
 /// The interpreter with helm_python, checked once; a missing one fails the
@@ -112,7 +112,7 @@ fn chart_cache() -> PathBuf {
     Path::new(env!("CARGO_TARGET_TMPDIR")).join("real-helm-chart-cache")
 }
 
-/// `bootstrap ARGS --helm tests/real_helm/helm`, in the config root `dir`.
+/// `bootstrap ARGS --helm tests/it/real_helm/helm`, in the config root `dir`.
 fn bootstrap_in(dir: &Path, args: &[&str], env: &[(&str, &Path)]) -> Run {
     // The script runs under `python3` from PATH and re-executes itself with
     // helm_python's interpreter; finding that one first saves a start.
@@ -720,7 +720,7 @@ impl Live {
             .env_remove("HELM_NAMESPACE")
             .env_remove("HELM_DRIVER")
             .output()
-            .expect("running tests/real_helm/helm");
+            .expect("running tests/it/real_helm/helm");
         assert!(
             out.status.success(),
             "helm {}: {}",

@@ -87,7 +87,7 @@ pub fn retarget(cluster_yaml: &str, name: &str) -> Result<String, String> {
     for needle in [&context, &host] {
         if !cluster_yaml.contains(needle.as_str()) {
             return Err(format!(
-                "examples/kind/clusters/kind/cluster.yaml no longer contains `{}`; update tests/e2e_kind/main.rs",
+                "examples/kind/clusters/kind/cluster.yaml no longer contains `{}`; update tests/it/e2e_kind.rs",
                 needle.trim()
             ));
         }
@@ -102,7 +102,7 @@ mod tests {
     use std::process::Command;
 
     use super::*;
-    use crate::{BOOTSTRAP, repo};
+    use crate::e2e_kind::{BOOTSTRAP, repo};
 
     #[test]
     pub fn retarget_rewrites_the_shipped_example_for_another_cluster_name() {

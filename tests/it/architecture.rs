@@ -263,3 +263,48 @@ fn layering_rules_hold() {
     // The stop signal is the bottom: every layer may use it, it uses nothing.
     assert!(map.top["stop"].is_empty(), "{:?}", map.top["stop"]);
 }
+
+/// The integration tests are one binary (tests/it/main.rs, docs/design.md#test-map):
+/// a file in `tests/` or a `tests/NAME/main.rs` would be a second binary
+/// linking the whole library again, and a suite file in `tests/it/` without
+/// its `mod` line in main.rs would never be compiled nor run.
+#[test]
+fn integration_tests_are_one_binary() {
+    let mut binaries = Vec::new();
+    for entry in std::fs::read_dir("tests").unwrap() {
+        let path = entry.unwrap().path();
+        let is_binary = if path.is_dir() {
+            path.join("main.rs").exists()
+        } else {
+            path.extension().is_some_and(|e| e == "rs")
+        };
+        if is_binary {
+            binaries.push(path.display().to_string());
+        }
+    }
+    assert_eq!(
+        binaries,
+        ["tests/it"],
+        "a suite is a module of tests/it/main.rs (tests/it/NAME.rs and `mod NAME;`)"
+    );
+    let main = std::fs::read_to_string("tests/it/main.rs").unwrap();
+    let declared: BTreeSet<&str> = main
+        .lines()
+        .filter_map(|l| l.strip_prefix("mod ")?.strip_suffix(';'))
+        .collect();
+    let mut files = BTreeSet::new();
+    for entry in std::fs::read_dir("tests/it").unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "rs") && !path.ends_with("main.rs") {
+            files.insert(path.file_stem().unwrap().to_string_lossy().to_string());
+        }
+    }
+    let undeclared: Vec<&String> = files
+        .iter()
+        .filter(|f| !declared.contains(f.as_str()))
+        .collect();
+    assert!(
+        undeclared.is_empty(),
+        "suites in tests/it/ with no `mod` line in tests/it/main.rs: {undeclared:?}"
+    );
+}
