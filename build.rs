@@ -22,6 +22,9 @@
 //!   scan against Flux's own code (tests/it/flux_oracle.rs). Like the venv, a
 //!   binary built after the last build of the tests is noticed on the next
 //!   change to this file.
+//! - `cfg(flux_operator)` when flux-operator's CLI is built
+//!   (`tools/realenv/build flux-operator`): the oracle builds ResourceSets
+//!   with it (the generated trees hold ResourceSets).
 //! - `cfg(shared_corpus)` when the read-only public GitOps trees are found:
 //!   `BOOTSTRAP_TEST_CORPUS`, else `../shared/corpus` beside the repository;
 //!   its path reaches the tests as `BOOTSTRAP_TEST_CORPUS_DIR`.
@@ -30,6 +33,12 @@
 //!   `BOOTSTRAP_TEST_HELMFILE`, else `tools/realenv/.bin/helmfile/helmfile`
 //!   (what `tools/realenv/build helmfile` builds); its path reaches the
 //!   tests as `BOOTSTRAP_TEST_HELMFILE_BIN`.
+//! - `cfg(oci_registry)` when the chart registry is built
+//!   (`tools/realenv/build oci-registry`, which links
+//!   `tools/realenv/.bin/oci-registry`): distribution's registry on the
+//!   loopback, for the tests that pull charts by `oci://` without the
+//!   network (tests/it/import_corpus.rs, with `cfg(helmfile)`,
+//!   `cfg(shared_corpus)` and the real helm 4 CLI).
 //! - `cfg(realenv)` when the real test environment is built: every tool
 //!   testkit's real front end needs is linked in `tools/realenv/.bin/`
 //!   (`tools/realenv/build`; docs/design.md#real-environment). The tier of
@@ -48,6 +57,7 @@ const VENV_SOPS: &str = ".venv-helm/bin/sops";
 const FLUX_ORACLE: &str = "tools/realenv/.bin/flux-oracle/flux-oracle";
 const SHARED_CORPUS: &str = "../shared/corpus";
 const REALENV_HELMFILE: &str = "tools/realenv/.bin/helmfile/helmfile";
+const OCI_REGISTRY: &str = "tools/realenv/.bin/oci-registry/oci-registry";
 /// Where tools/realenv/build links each tool's binaries, and the tools the
 /// real tier needs (testkit::realenv::TOOLS).
 const REALENV_BIN: &str = "tools/realenv/.bin";
@@ -99,6 +109,10 @@ fn main() {
         println!("cargo::rerun-if-changed={FLUX_ORACLE}");
         println!("cargo::rustc-cfg=flux_oracle");
     }
+    println!("cargo::rustc-check-cfg=cfg(flux_operator)");
+    if Path::new("tools/realenv/.bin/flux-operator").is_dir() {
+        println!("cargo::rustc-cfg=flux_operator");
+    }
 
     println!("cargo::rustc-check-cfg=cfg(shared_corpus)");
     println!("cargo::rerun-if-env-changed=BOOTSTRAP_TEST_CORPUS");
@@ -135,6 +149,18 @@ fn main() {
             "cargo::rustc-env=BOOTSTRAP_TEST_HELMFILE_BIN={}",
             helmfile.display()
         );
+    }
+
+    println!("cargo::rustc-check-cfg=cfg(oci_registry)");
+    if Path::new(OCI_REGISTRY).exists() {
+        println!("cargo::rerun-if-changed={OCI_REGISTRY}");
+        println!("cargo::rustc-cfg=oci_registry");
+    }
+    // The real helm 4 CLI alone (the import's comparison with helmfile runs
+    // helmfile and bootstrap on it).
+    println!("cargo::rustc-check-cfg=cfg(realenv_helm4)");
+    if Path::new(REALENV_BIN).join("helm4").is_dir() {
+        println!("cargo::rustc-cfg=realenv_helm4");
     }
 
     println!("cargo::rustc-check-cfg=cfg(realenv)");

@@ -67,6 +67,9 @@ pub fn run(
                 "notConverted": imported.issues.iter().map(|i| json!({
                     "file": i.file, "line": i.line, "construct": i.construct, "reason": i.reason,
                 })).collect::<Vec<_>>(),
+                "notCarriedOver": imported.notes.iter().map(|i| json!({
+                    "file": i.file, "line": i.line, "construct": i.construct, "reason": i.reason,
+                })).collect::<Vec<_>>(),
             }),
         )?;
     } else {
@@ -96,6 +99,14 @@ pub fn run(
         ));
         for path in &written {
             text.push_str(&format!("  wrote {}\n", path.display()));
+        }
+        if !imported.notes.is_empty() {
+            text.push_str(
+                "not carried over (no effect on a bootstrap; said in cluster.yaml too):\n",
+            );
+            for note in &imported.notes {
+                text.push_str(&format!("  {note}\n"));
+            }
         }
         if !imported.issues.is_empty() {
             let todo = imported

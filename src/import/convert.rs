@@ -23,6 +23,9 @@ pub struct Imported {
     /// The Flux tree, when the imported values name it.
     pub flux: Option<FluxOut>,
     pub issues: Vec<Issue>,
+    /// Settings not carried over because they have no effect on a
+    /// bootstrap (said in the output and in cluster.yaml, never silent).
+    pub notes: Vec<Issue>,
     /// Who rendered the helmfiles' templates.
     pub renderer: super::Renderer,
 }
@@ -46,6 +49,8 @@ pub struct Group {
     pub crds_only: Option<String>,
     /// Its `helmDefaults` as bootstrap `helm.*` keys.
     pub helm_defaults: Map<String, Value>,
+    /// Settings with no effect on a bootstrap ([`Imported::notes`]).
+    pub notes: Vec<Issue>,
     pub releases: Vec<ReleaseOut>,
 }
 
@@ -85,6 +90,8 @@ pub struct ReleaseOut {
     /// The Flux HelmRelease (`namespace/name` and its file under the Flux
     /// root) that manages this release: it is written `ownership: handover`.
     pub flux_managed: Option<(String, String)>,
+    /// Its settings with no effect on a bootstrap ([`Imported::notes`]).
+    pub notes: Vec<Issue>,
 }
 
 /// A release read from the Flux tree (docs/design.md#from-a-flux-helmrelease).
@@ -189,6 +196,7 @@ pub fn import(
         context: None,
         flux: None,
         issues: Vec::new(),
+        notes: Vec::new(),
         renderer: match &options.helmfile {
             Some(h) => super::Renderer::Helmfile(h.clone()),
             None => super::Renderer::Subset(options.without.clone()),
@@ -244,6 +252,12 @@ pub fn import(
             imported.groups.push(group);
         }
     }
+    for group in &imported.groups {
+        imported.notes.extend(group.notes.iter().cloned());
+        for release in &group.releases {
+            imported.notes.extend(release.notes.iter().cloned());
+        }
+    }
     merge_duplicates(&mut imported.groups)?;
     resolve_needs(&mut imported.groups, &mut issues);
     order_files(&mut imported.groups);
@@ -288,6 +302,7 @@ fn unreadable(
         stem: stem(file),
         crds_only: None,
         helm_defaults: Map::new(),
+        notes: Vec::new(),
         releases: Vec::new(),
     };
     let cause = why
@@ -342,6 +357,7 @@ fn unreadable(
             also: Vec::new(),
             crd_stage: None,
             flux_managed: None,
+            notes: Vec::new(),
         });
     }
     if !names.is_empty() {
@@ -475,6 +491,7 @@ struct Defaults {
     /// `helm.*` keys (docs/design.md#defaults).
     helm: Map<String, Value>,
     timeout: Option<String>,
+    notes: Vec<Issue>,
 }
 
 fn convert_state(
@@ -502,6 +519,7 @@ fn convert_state(
         stem,
         crds_only,
         helm_defaults: defaults.helm.clone(),
+        notes: defaults.notes.clone(),
         releases: Vec::new(),
     };
     let override_namespace = state.doc.get("namespace").and_then(Value::as_str);
@@ -659,6 +677,8 @@ fn helm_defaults(
             "skipCRDs" => defaults.skip_crds = value.as_bool().unwrap_or(false),
             "timeout" => match value.as_u64() {
                 Some(seconds) if seconds > 0 => defaults.timeout = Some(seconds_text(seconds)),
+                // helmfile passes no --timeout then (its `build` prints 0 for unset).
+                Some(0) => {}
                 _ => issues.push(issue("is not a positive number of seconds".into())),
             },
             "args" => {
@@ -688,6 +708,8 @@ fn helm_defaults(
             other => {
                 if let Some((key, value)) = helm_key(other, value) {
                     defaults.helm.insert(key.to_string(), value);
+                } else if let Some(why) = no_effect(other, value) {
+                    defaults.notes.push(issue(why));
                 } else if let Some(reason) = helm_flag(other, value) {
                     issues.push(issue(reason));
                 }
@@ -715,6 +737,20 @@ fn helm_key(key: &str, value: &Value) -> Option<(&'static str, Value)> {
             }
             _ => None,
         },
+        _ => None,
+    }
+}
+
+/// Why a helm setting (in `helmDefaults` or a release) that is on has no
+/// effect on a bootstrap, so that nothing is lost by not carrying it over.
+fn no_effect(key: &str, value: &Value) -> Option<String> {
+    match key {
+        // helmfile passes `--recreate-pods`: helm 3 deletes the pods of an
+        // upgraded release with it (pkg/action/upgrade.go, never on an
+        // install); helm 4 has no such flag (helmfile fails with it there).
+        "recreatePods" if value.as_bool() == Some(true) => Some(
+            "helm 3 recreates pods only when it upgrades a release with it and helm 4 has no such flag, while bootstrap installs the releases of a new cluster".into(),
+        ),
         _ => None,
     }
 }
@@ -835,6 +871,7 @@ fn convert_release(
         namespace = "default".into();
     }
     let mut helm = Map::new();
+    let mut notes = Vec::new();
     for key in spec.keys() {
         let reason = match key.as_str() {
             "name" | "namespace" | "chart" | "version" | "needs" | "values" | "set" | "setString"
@@ -846,6 +883,16 @@ fn convert_release(
             other => {
                 if let Some((k, v)) = helm_key(other, &spec[key]) {
                     helm.insert(k.to_string(), v);
+                    continue;
+                }
+                if let Some(why) = no_effect(other, &spec[key]) {
+                    let o = at(key);
+                    notes.push(Issue::new(
+                        &o.file,
+                        o.line,
+                        format!("{key}: {}", short(&spec[key])),
+                        why,
+                    ));
                     continue;
                 }
                 match helm_flag(other, &spec[key]) {
@@ -1003,6 +1050,7 @@ fn convert_release(
         also: Vec::new(),
         crd_stage: None,
         flux_managed: None,
+        notes,
     })
 }
 

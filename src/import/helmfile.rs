@@ -52,6 +52,16 @@ impl State {
         ] {
             doc.remove(key);
         }
+        // helmfile prints every helmDefaults field, set or not: the ones
+        // off (false, 0) that the file does not write are its defaults.
+        if let Some(Value::Object(defaults)) = doc.get_mut("helmDefaults") {
+            defaults.retain(|key, value| {
+                let off = matches!(value, Value::Bool(false))
+                    || value.as_u64() == Some(0)
+                    || value.is_null();
+                !off || text.contains(&format!("{key}:"))
+            });
+        }
         State {
             path: path.to_path_buf(),
             dir: path.parent().map(Path::to_path_buf).unwrap_or_default(),

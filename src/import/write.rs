@@ -364,6 +364,12 @@ fn cluster_text(imported: &Imported, root: &Path) -> String {
             t.push_str(&format!("    {line}\n"));
         }
     }
+    if !imported.notes.is_empty() {
+        t.push_str("# Not carried over (no effect on a bootstrap):\n");
+        for note in &imported.notes {
+            t.push_str(&comment(&note.to_string(), ""));
+        }
+    }
     let all: Vec<&ReleaseOut> = imported.groups.iter().flat_map(|g| &g.releases).collect();
     if all.iter().any(|r| !r.installed) {
         t.push_str("# Every imported release but those with `installed: false`:\nreleases:\n");
@@ -432,9 +438,14 @@ fn yaml_text(value: &Value) -> String {
 
 /// A string as a YAML scalar that reads back as the same string.
 fn scalar(text: &str) -> String {
+    // One line always: a long text comes out folded (`>-` and a line
+    // below), which cannot follow a key inline; a JSON string is a YAML
+    // double-quoted scalar.
     serde_saphyr::to_string(&Value::String(text.to_string()))
         .map(|s| s.trim_end_matches('\n').to_string())
-        .unwrap_or_else(|_| serde_json::to_string(text).unwrap_or_default())
+        .ok()
+        .filter(|s| !s.contains('\n') && !s.starts_with(['>', '|']))
+        .unwrap_or_else(|| serde_json::to_string(text).unwrap_or_default())
 }
 
 /// `rel` under the config root as the user typed it (`--dir`, default `.`).
@@ -476,4 +487,22 @@ pub fn write(written: &Written, root: &Path, force: bool) -> Result<Vec<PathBuf>
         paths.push(path);
     }
     Ok(paths)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_long_scalar_stays_on_the_line_of_its_key() {
+        let long = format!(
+            "oci://registry.example.com:5000/{}/chart",
+            "charts-mirror/".repeat(8)
+        );
+        let text = format!(
+            "chart:\n  oci: {}\n  version: \"1.0.0\"\n",
+            super::scalar(&long)
+        );
+        let parsed: serde_json::Value = serde_saphyr::from_str(&text).unwrap();
+        assert_eq!(parsed["chart"]["oci"], long.as_str(), "{text}");
+        assert_eq!(super::scalar("kube-system"), "kube-system");
+    }
 }

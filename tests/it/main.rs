@@ -46,6 +46,7 @@ mod handover;
 mod handover_corpus;
 mod helm_driver;
 mod import;
+mod import_corpus;
 mod import_helmfile;
 mod job_contract;
 mod kube_wait;

@@ -8,13 +8,18 @@
 //! - [`pty::Pty`] runs it on a pseudo-terminal and keeps the screen it draws;
 //! - [`realenv`] starts the real test environment (kube-apiserver and the
 //!   controllers, kwok, the real helm CLIs, a chart repository);
+//! - [`makejinja`] renders the corpus's makejinja template repository;
+//! - [`registry::Registry`] serves charts by `oci://` and `https://` on the
+//!   loopback (distribution's registry, `tools/realenv/build oci-registry`);
 //! - [`bootstrap`] and [`fake_helm`] say where those two binaries are.
 
 mod bins;
 pub mod builder;
 pub mod cluster;
 pub mod fleet;
+pub mod makejinja;
 pub mod pty;
 pub mod realenv;
+pub mod registry;
 
 pub use bins::{bootstrap, fake_helm};
