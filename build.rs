@@ -22,6 +22,9 @@
 //!   scan against Flux's own code (tests/it/flux_oracle.rs). Like the venv, a
 //!   binary built after the last build of the tests is noticed on the next
 //!   change to this file.
+//! - `cfg(flux_operator)` when flux-operator's CLI is built
+//!   (`tools/realenv/build flux-operator`): the oracle builds ResourceSets
+//!   with it (the generated trees hold ResourceSets).
 //! - `cfg(shared_corpus)` when the read-only public GitOps trees are found:
 //!   `BOOTSTRAP_TEST_CORPUS`, else `../shared/corpus` beside the repository;
 //!   its path reaches the tests as `BOOTSTRAP_TEST_CORPUS_DIR`.
@@ -105,6 +108,10 @@ fn main() {
     if oracle.exists() {
         println!("cargo::rerun-if-changed={FLUX_ORACLE}");
         println!("cargo::rustc-cfg=flux_oracle");
+    }
+    println!("cargo::rustc-check-cfg=cfg(flux_operator)");
+    if Path::new("tools/realenv/.bin/flux-operator").is_dir() {
+        println!("cargo::rustc-cfg=flux_operator");
     }
 
     println!("cargo::rustc-check-cfg=cfg(shared_corpus)");

@@ -93,15 +93,61 @@ pub async fn run<H: Helm + 'static>(
     let stop = held.stop.clone();
     let took_over = held.took_over();
     let result = async {
-        let owners = interruptible(
-            &stop,
-            ownership::live_conflicts(plan, helm.as_ref(), connection, took_over.is_some()),
-        )
-        .await??;
-        step(format!(
-            "ownership: {} checked, no conflict",
-            crate::duration::count(installed.len(), "release")
-        ));
+        let ledger = Ledger::new(client);
+        // The CRDs render (helm, local) while the cluster is read; the
+        // reads are independent of each other. Their findings are judged in
+        // this order, whichever came back first, so a run that fails with
+        // several reports the same one every time
+        // (docs/design.md#phases-of-apply).
+        let render = async {
+            Ok::<_, Error>(interruptible(&stop, crds::render(helm.as_ref(), plan)).await?)
+        };
+        let checks = async {
+            let (owners, state, recorded) = tokio::join!(
+                interruptible(
+                    &stop,
+                    ownership::live_conflicts(plan, helm.as_ref(), connection, took_over.is_some()),
+                ),
+                interruptible(&stop, crate::lint::live::gather(plan, client)),
+                interruptible(&stop, ledger.entries()),
+            );
+            let owners = owners??;
+            step(format!(
+                "ownership: {} checked, no conflict",
+                crate::duration::count(installed.len(), "release")
+            ));
+            // The live lints (docs/design.md#lints): refuse before anything
+            // changes on an error not in `lints.ignore`; warn about the rest.
+            let live = crate::lint::run_live(plan, &state?);
+            for message in
+                crate::lint::preflight(&plan.cluster.name, &live).map_err(Error::failed)?
+            {
+                events.emit(Event::Warning { message });
+            }
+            step(format!(
+                "live lints: {}",
+                crate::duration::count(live.len(), "finding")
+            ));
+            let recorded = recorded??;
+            step(match recorded.len() {
+                1 => "ledger: 1 entry".to_string(),
+                n => format!("ledger: {n} entries"),
+            });
+            if !options.force {
+                installed_by_another(plan, &recorded)?;
+            }
+            // The first write of the run past the lock, after every check.
+            let digest_key = interruptible(&stop, ledger.digest_key(!options.dry_run)).await??;
+            let carriers = plan.crd_releases().count();
+            if carriers > 0 {
+                step(format!(
+                    "rendering the CRDs of {}",
+                    crate::duration::count(carriers, "release")
+                ));
+            }
+            Ok::<_, Error>((owners, recorded, digest_key))
+        };
+        let ((owners, recorded, digest_key), crds) = tokio::try_join!(checks, render)?;
         // Handover releases Flux has adopted: never upgraded again
         // (docs/design.md#handover).
         let adopted: BTreeMap<_, _> = plan
@@ -109,42 +155,12 @@ pub async fn run<H: Helm + 'static>(
             .filter(|r| r.ownership == crate::release::Ownership::Handover)
             .filter_map(|r| Some((r.id.clone(), owners.adopted_by(&r.id)?.name.clone())))
             .collect();
-        // The live lints (docs/design.md#lints): refuse before anything
-        // changes on an error not in `lints.ignore`; warn about the rest.
-        let state = interruptible(&stop, crate::lint::live::gather(plan, client)).await?;
-        let live = crate::lint::run_live(plan, &state);
-        for message in crate::lint::preflight(&plan.cluster.name, &live).map_err(Error::failed)? {
-            events.emit(Event::Warning { message });
-        }
-        step(format!(
-            "live lints: {}",
-            crate::duration::count(live.len(), "finding")
-        ));
-        let ledger = Ledger::new(client);
-        let recorded = interruptible(&stop, ledger.entries()).await??;
-        step(match recorded.len() {
-            1 => "ledger: 1 entry".to_string(),
-            n => format!("ledger: {n} entries"),
-        });
-        if !options.force {
-            installed_by_another(plan, &recorded)?;
-        }
-        let digest_key = interruptible(&stop, ledger.digest_key(!options.dry_run)).await??;
-        let carriers = plan.crd_releases().count();
-        if carriers > 0 {
-            step(format!(
-                "rendering the CRDs of {}",
-                crate::duration::count(carriers, "release")
-            ));
-        }
-        let crds = interruptible(&stop, crds::render(helm.as_ref(), plan))
-            .await?
-            .map_err(|e| {
-                Error::failed_with(
-                    "cannot render the CRDs of the CRD phase; nothing was changed",
-                    e,
-                )
-            })?;
+        let crds = crds.map_err(|e| {
+            Error::failed_with(
+                "cannot render the CRDs of the CRD phase; nothing was changed",
+                e,
+            )
+        })?;
         step(format!(
             "CRDs rendered: {} from {}",
             crate::duration::count(crds.len(), "CRD"),

@@ -23,19 +23,73 @@ thread_local! {
 }
 
 /// Whether `value` matches the anchored regex `pattern` (kustomize
-/// `types.SelectorRegex`: `^(?:pattern)$`).
+/// `types.SelectorRegex`: `^(?:pattern)$`, Go's RE2 syntax). A name is a
+/// regex even when it reads as a literal: `${APP}` selects nothing (`$` ends
+/// the text), so it is never compared as text first.
 fn regex_match(pattern: &str, value: &str) -> bool {
-    if pattern == value {
-        return true;
-    }
     REGEXES.with(|cache| {
         cache
             .borrow_mut()
             .entry(pattern.to_string())
-            .or_insert_with(|| Regex::new(&format!("^(?:{pattern})$")).ok())
+            .or_insert_with(|| Regex::new(&format!("^(?:{})$", go_regex(pattern))).ok())
             .as_ref()
             .is_some_and(|re| re.is_match(value))
     })
+}
+
+/// `pattern` in Go's regexp syntax, rewritten where Rust's reads it
+/// otherwise: Go takes a `{` that opens no repetition (`{APP}`, `{`) and
+/// a `}` outside one as literal characters, Rust rejects them.
+fn go_regex(pattern: &str) -> String {
+    let chars: Vec<char> = pattern.chars().collect();
+    let mut out = String::with_capacity(pattern.len());
+    let mut i = 0;
+    let mut in_class = false;
+    while i < chars.len() {
+        let c = chars[i];
+        match c {
+            '\\' => {
+                out.push(c);
+                if let Some(next) = chars.get(i + 1) {
+                    out.push(*next);
+                }
+                i += 2;
+                continue;
+            }
+            '[' if !in_class => in_class = true,
+            ']' if in_class => in_class = false,
+            '{' if !in_class => {
+                let rest: String = chars[i..].iter().collect();
+                let repetition = rest
+                    .find('}')
+                    .map(|end| &rest[1..end])
+                    .is_some_and(|inner| {
+                        let (min, max) = inner.split_once(',').unwrap_or((inner, "0"));
+                        !min.is_empty()
+                            && min.chars().all(|c| c.is_ascii_digit())
+                            && max.chars().all(|c| c.is_ascii_digit())
+                    });
+                if repetition {
+                    let end = i + rest.find('}').unwrap_or(0);
+                    out.extend(&chars[i..=end]);
+                    i = end + 1;
+                    continue;
+                }
+                out.push_str("\\{");
+                i += 1;
+                continue;
+            }
+            '}' if !in_class => {
+                out.push_str("\\}");
+                i += 1;
+                continue;
+            }
+            _ => {}
+        }
+        out.push(c);
+        i += 1;
+    }
+    out
 }
 
 fn non_empty<'a>(selector: &'a Value, key: &str) -> Option<&'a str> {
@@ -418,11 +472,19 @@ pub fn add_prefix_suffix(objects: &mut [Object], prefix: &str, suffix: &str) {
             "CustomResourceDefinition" | "APIService" | "Namespace"
         )
     }) {
-        let name = format!("{prefix}{}{suffix}", obj.name);
-        if let Some(meta) = obj.body.get_mut("metadata").and_then(Value::as_object_mut) {
-            meta.insert("name".into(), Value::String(name));
+        // Two transformers (kustomize `PrefixTransformer`, then
+        // `SuffixTransformer`), each recording the name it changed: the
+        // prefixed name is an id of its own that a replacement can select.
+        for (p, s) in [(prefix, ""), ("", suffix)] {
+            if p.is_empty() && s.is_empty() {
+                continue;
+            }
+            let name = format!("{p}{}{s}", obj.name);
+            if let Some(meta) = obj.body.get_mut("metadata").and_then(Value::as_object_mut) {
+                meta.insert("name".into(), Value::String(name));
+            }
+            sync(obj);
         }
-        sync(obj);
     }
 }
 
@@ -615,7 +677,16 @@ pub fn replace(objects: &mut [Object], replacement: &Value) -> Result<(), String
                     }
                     new = Value::String(parts.join(delim));
                 }
-                set_field(&mut obj.body, path, new, create);
+                // kustomize fails the build on a target field it cannot
+                // find (or, with `create`, create).
+                if !set_field(&mut obj.body, path, new, create) {
+                    return Err(format!(
+                        "unable to find{} field `{path}` in replacement target {} {}",
+                        if create { " or create" } else { "" },
+                        obj.kind,
+                        obj.name
+                    ));
+                }
             }
             sync(obj);
         }
@@ -674,6 +745,17 @@ mod tests {
         assert!(!set_field(&mut body, "spec.missing.x", json!(2), false));
         assert!(set_field(&mut body, "spec.missing.x", json!(2), true));
         assert_eq!(body["spec"]["missing"]["x"], 2);
+    }
+
+    #[test]
+    fn selector_names_are_go_regexes() {
+        // `$` ends the text: a name written `${APP}` selects nothing, even
+        // an object named `${APP}`.
+        assert!(!regex_match("${APP}", "${APP}"));
+        assert!(regex_match("c.*", "cilium"));
+        assert!(regex_match("a{2}", "aa"));
+        assert!(regex_match("x{APP}", "x{APP}"));
+        assert!(regex_match("cilium", "cilium") && !regex_match("cil", "cilium"));
     }
 
     #[test]

@@ -154,49 +154,91 @@ pub fn reread(text: &str) -> Option<Value> {
     })
 }
 
+/// go-yaml v2 `resolve` of a plain scalar that is no keyword: a leading
+/// `.` is a float (`strconv.ParseFloat`); a leading digit or sign is a
+/// timestamp (`2006-1-2…`, which decodes into a string), an integer
+/// (`strconv.ParseInt(s, 0, 64)` with `_` removed: `0x`/`0X`, `0o`/`0O`,
+/// `0b`/`0B` and a leading-`0` octal, an optional sign), an unsigned one
+/// past `i64`, or a float of YAML's style; anything else a string (`None`).
 fn number(t: &str) -> Option<Value> {
+    let first = t.chars().next()?;
+    if first == '.' {
+        return go_float(t);
+    }
+    if !(first.is_ascii_digit() || first == '+' || first == '-') {
+        return None;
+    }
+    // A timestamp stays a string when decoded into an interface (go-yaml
+    // v2 `decode.go`, for backward compatibility).
+    if t.len() > 4 && t.as_bytes()[4] == b'-' && t[..4].bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
     let plain = t.replace('_', "");
-    let (sign, digits) = match plain.strip_prefix('-') {
-        Some(rest) => (-1i128, rest.to_string()),
-        None => (1, plain.trim_start_matches('+').to_string()),
+    if let Some(v) = go_int(&plain, true) {
+        return i64::try_from(v).ok().map(Value::from);
+    }
+    if let Some(v) = go_int(&plain, false) {
+        return u64::try_from(v).ok().map(Value::from);
+    }
+    // go-yaml v2 `yamlStyleFloat`: [-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?
+    let body = plain.strip_prefix(['-', '+']).unwrap_or(&plain);
+    let (mantissa, exponent) = match body.find(['e', 'E']) {
+        Some(i) => (&body[..i], Some(&body[i + 1..])),
+        None => (body, None),
     };
-    let first = digits.chars().next()?;
-    if !(first.is_ascii_digit() || first == '.') {
-        return None;
-    }
-    let int = |s: &str, radix: u32| i128::from_str_radix(s, radix).ok().map(|v| v * sign);
-    let parsed = if let Some(hex) = digits.strip_prefix("0x") {
-        int(hex, 16)
-    } else if let Some(bin) = digits.strip_prefix("0b") {
-        int(bin, 2)
-    } else if let Some(oct) = digits.strip_prefix("0o") {
-        int(oct, 8)
-    } else if digits.len() > 1
-        && digits.starts_with('0')
-        && digits.bytes().all(|b| b.is_ascii_digit())
-    {
-        int(&digits[1..], 8)
-    } else if digits.bytes().all(|b| b.is_ascii_digit()) {
-        int(&digits, 10)
-    } else {
-        None
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    let mantissa_ok = match mantissa.split_once('.') {
+        Some(("", frac)) => digits(frac),
+        Some((int, frac)) => digits(int) && (frac.is_empty() || digits(frac)),
+        None => digits(mantissa),
     };
-    if let Some(v) = parsed {
-        return i64::try_from(v)
-            .map(Value::from)
-            .ok()
-            .or_else(|| u64::try_from(v).map(Value::from).ok());
+    let exponent_ok = exponent.is_none_or(|e| digits(e.strip_prefix(['-', '+']).unwrap_or(e)));
+    if mantissa_ok && exponent_ok {
+        return go_float(&plain);
     }
-    // go-yaml v2 floats: [-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?
-    let float_like = digits
-        .bytes()
-        .all(|b| b.is_ascii_digit() || matches!(b, b'.' | b'e' | b'E' | b'-' | b'+'))
-        && digits.bytes().filter(|b| *b == b'.').count() <= 1;
-    if !float_like {
-        return None;
-    }
-    let f: f64 = plain.parse().ok()?;
+    None
+}
+
+fn go_float(t: &str) -> Option<Value> {
+    // Rust reads the decimal forms YAML's regex lets through as Go does.
+    let f: f64 = t.parse().ok()?;
     serde_json::Number::from_f64(f).map(Value::Number)
+}
+
+/// Go's `strconv.ParseInt(s, 0, 64)` (`signed`) or `ParseUint(s, 0, 64)`.
+fn go_int(s: &str, signed: bool) -> Option<i128> {
+    let (negative, rest) = match s.as_bytes().first()? {
+        b'+' | b'-' if !signed => return None,
+        b'+' => (false, &s[1..]),
+        b'-' => (true, &s[1..]),
+        _ => (false, s),
+    };
+    let (radix, digits) = if let Some(d) = rest.strip_prefix("0x").or(rest.strip_prefix("0X")) {
+        (16, d)
+    } else if let Some(d) = rest.strip_prefix("0b").or(rest.strip_prefix("0B")) {
+        (2, d)
+    } else if let Some(d) = rest.strip_prefix("0o").or(rest.strip_prefix("0O")) {
+        (8, d)
+    } else if rest.len() > 1 && rest.starts_with('0') {
+        (8, &rest[1..])
+    } else {
+        (10, rest)
+    };
+    if digits.is_empty() || !digits.chars().all(|c| c.is_digit(radix)) {
+        return None;
+    }
+    let magnitude = u128::from_str_radix(digits, radix).ok()?;
+    let value = if negative {
+        -i128::try_from(magnitude).ok()?
+    } else {
+        i128::try_from(magnitude).ok()?
+    };
+    let fits = if signed {
+        i64::try_from(value).is_ok()
+    } else {
+        u64::try_from(value).is_ok()
+    };
+    fits.then_some(value)
 }
 
 /// Expands the `${…}` expressions of `text`; an error is the expression
@@ -540,6 +582,17 @@ mod tests {
         );
         assert_eq!(reread("1.5"), Some(json!(1.5)));
         assert_eq!(reread("0x10"), Some(json!(16)));
+        assert_eq!(reread("0X10"), Some(json!(16)));
+        assert_eq!(reread("-0o17"), Some(json!(-15)));
+        assert_eq!(reread("007"), Some(json!(7)));
+        assert_eq!(reread("08"), Some(json!(8.0)));
+        assert_eq!(reread("1_000"), Some(json!(1000)));
+        assert_eq!(reread("1e3"), Some(json!(1000.0)));
+        assert_eq!(reread(".5"), Some(json!(0.5)));
+        assert_eq!(reread("18446744073709551615"), Some(json!(u64::MAX)));
+        assert_eq!(reread("2024-1-2"), Some(json!("2024-1-2")));
+        assert_eq!(reread("2024-02-30"), Some(json!("2024-02-30")));
+        assert_eq!(reread("1.10"), Some(json!(1.1)));
         assert_eq!(reread("1.2.3"), Some(json!("1.2.3")));
         assert_eq!(reread("v1"), Some(json!("v1")));
         assert_eq!(reread("a: b"), None);

@@ -264,3 +264,90 @@ fn which(program: &str) -> Option<PathBuf> {
         .map(|d| d.join(program))
         .find(|p| p.is_file())
 }
+
+// Found by the generated trees of the Flux oracle tier (tests/flux_oracle),
+// each settled by the oracle's own build of the fixture.
+
+#[test]
+fn a_patch_target_name_is_a_regex_so_a_variable_selects_nothing() {
+    let scan = run("kustomize-target-regex");
+    assert_eq!(
+        lines(&scan),
+        [
+            "error flux-manages-bootstrap-release kube-system/cilium | HelmRelease kube-system/cilium"
+        ]
+    );
+}
+
+#[test]
+fn components_transform_the_generated_objects() {
+    let tree = resolve("component-after-generator");
+    let mut names: Vec<String> = tree
+        .objects
+        .iter()
+        .filter(|o| o.kind == "ConfigMap" || o.kind == "HelmRelease")
+        .map(|o| format!("{} {}", o.kind, o.name))
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        ["ConfigMap team-cilium-values", "HelmRelease team-cilium"]
+    );
+}
+
+#[test]
+fn the_prefixed_name_before_the_suffix_is_an_id_a_replacement_selects() {
+    let scan = run("replacement-prefixed-id");
+    let releases: Vec<&str> = scan
+        .helm_releases
+        .iter()
+        .map(|r| r.release.as_str())
+        .collect();
+    assert_eq!(releases, ["kube-system/team-cilium-prod"]);
+    assert_eq!(
+        lines(&scan),
+        [
+            "error flux-duplicates-bootstrap-chart kube-system/cilium | HelmRelease kube-system/team-cilium-prod"
+        ]
+    );
+}
+
+#[test]
+fn a_replacement_target_field_that_is_missing_fails_the_build() {
+    let scan = run("replacement-missing-field");
+    assert!(
+        lines(&scan).contains(&"warning flux-build-fails - | -".to_string()),
+        "{:?}",
+        lines(&scan)
+    );
+    assert!(
+        scan.findings.iter().any(|f| f
+            .message
+            .contains("unable to find field `spec.releaseName`")),
+        "{:?}",
+        scan.findings
+    );
+}
+
+#[test]
+fn slugify_transliterates_the_whole_basic_multilingual_plane() {
+    let tree = resolve("resourceset-slugify-unicode");
+    let mut names: Vec<&str> = tree
+        .objects
+        .iter()
+        .filter(|o| o.kind == "HelmRelease")
+        .map(|o| o.name.as_str())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["dong-jing", "nandu", "ri-ben-yu"]);
+}
+
+#[test]
+fn substituted_integers_read_as_go_yaml_v2_parses_them() {
+    let tree = resolve("postbuild-int-forms");
+    let hr = origin::find(&tree.objects, "kube-system/cilium").unwrap();
+    assert_eq!(
+        hr.body["spec"]["values"],
+        json!({"hex": 16, "underscore": 1000, "binary": 5, "octal": 8.0, "date": "2024-1-2"})
+    );
+}

@@ -1,5 +1,5 @@
 //! One kustomize build: a kustomization file (or the one Flux generates for
-//! a directory without one), its resources, components, generators and
+//! a directory without one), its resources, generators, components and
 //! transformers, bottom-up.
 
 use std::collections::HashSet;
@@ -183,6 +183,11 @@ impl Walker {
             let built = self.resource(dir, &entry, &label, &chain, stack);
             objects.extend(built);
         }
+        self.configurations(&doc, dir, &label, &chain);
+        self.generators(&doc, dir, &label, &chain, &mut objects);
+        // kustomize (api v0.21, `accumulateTarget`) accumulates components
+        // after the generators: a component's transformers see the
+        // generated ConfigMaps and Secrets too.
         for entry in list("components") {
             let target = normalize(&dir.join(&entry));
             let component = if target.starts_with(&self.root) && self.artifact.is_dir(&target) {
@@ -206,8 +211,6 @@ impl Walker {
                 }
             }
         }
-        self.configurations(&doc, dir, &label, &chain);
-        self.generators(&doc, dir, &label, &chain, &mut objects);
         self.transform(&doc, dir, &label, &chain, &mut objects);
         if kfile.is_some() {
             stack.pop();

@@ -12,7 +12,7 @@
 //!   `namePrefix`, `nameSuffix`, and its `patches`, `components`,
 //!   `patchesStrategicMerge`, `patchesJson6902` are appended.
 //! - A kustomization accumulates its `resources` (`bases`), then its
-//!   `components`, then generators, then runs its transformers
+//!   generators, then its `components`, then runs its transformers
 //!   ([`super::kustomize`]), bottom-up, so the outermost `namespace` wins.
 //! - The built objects get post-build substitution ([`super::varsub`]), then
 //!   every Flux Kustomization among them that reads the root's GitRepository

@@ -17,9 +17,11 @@ require (
 	k8s.io/api v0.36.4
 	k8s.io/apimachinery v0.36.4
 	sigs.k8s.io/controller-runtime v0.24.1
-	sigs.k8s.io/kustomize/api v0.21.1 // indirect
-	sigs.k8s.io/kustomize/kyaml v0.21.1 // indirect
+	sigs.k8s.io/kustomize/api v0.21.1
+	sigs.k8s.io/kustomize/kyaml v0.21.1
 )
+
+require sigs.k8s.io/yaml v1.6.0
 
 require (
 	github.com/Masterminds/semver/v3 v3.5.0 // indirect
@@ -84,7 +86,6 @@ require (
 	sigs.k8s.io/json v0.0.0-20250730193827-2d320260d730 // indirect
 	sigs.k8s.io/randfill v1.0.0 // indirect
 	sigs.k8s.io/structured-merge-diff/v6 v6.3.3 // indirect
-	sigs.k8s.io/yaml v1.6.0 // indirect
 )
 
 // As fluxcd/pkg/artifact and source-controller pin it (blake3 digests).

@@ -2,7 +2,14 @@
 // as JSON, what each build applies: the test oracle `bootstrap check` is
 // compared with (docs/design.md#flux-oracle).
 //
-//	flux-oracle -root DIR -entrypoint PATH
+//	flux-oracle [-flux-operator CLI] -root DIR -entrypoint PATH
+//	flux-oracle [-flux-operator CLI] -serve
+//
+// With -serve it reads one request a line on stdin, {"root": DIR,
+// "entrypoint": PATH}, and answers each with one line on stdout, {"builds":
+// [...]} or {"error": "..."}: one process resolves any number of trees (the
+// generated trees of the differential tests), instead of one Go process per
+// tree.
 //
 // The artifact is what source-controller archives (fluxcd/pkg
 // sourceignore.LoadIgnorePatterns + the GitRepository's spec.ignore,
@@ -16,10 +23,15 @@
 // What is walked, and in which order, follows `check` (the entrypoint is the
 // build of the Kustomization that reconciles it; Kustomizations reading the
 // root GitRepository are followed breadth-first), so the two print the same
-// builds. ResourceSets are reported as not expanded here.
+// builds. A ResourceSet is built by flux-operator's own CLI (`flux-operator
+// build resourceset`, the builder the operator runs, given with
+// -flux-operator), with the Static ResourceSetInputProviders the tree applied
+// so far; without the CLI, or for inputs only the cluster has (another
+// provider type, a label selector), it is reported as not expanded.
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -28,6 +40,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 
@@ -35,6 +48,7 @@ import (
 	"github.com/fluxcd/pkg/apis/meta"
 	"github.com/fluxcd/pkg/artifact/storage"
 	generator "github.com/fluxcd/pkg/kustomize"
+	securefs "github.com/fluxcd/pkg/kustomize/filesys"
 	"github.com/fluxcd/pkg/sourceignore"
 	"github.com/fluxcd/pkg/tar"
 	corev1 "k8s.io/api/core/v1"
@@ -42,6 +56,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/api/resmap"
+	kustypes "sigs.k8s.io/kustomize/api/types"
+	"sigs.k8s.io/kustomize/kyaml/openapi"
+	"sigs.k8s.io/yaml"
 )
 
 // The Kustomization fields that make the entrypoint's build differ from a
@@ -90,29 +109,39 @@ type pending struct {
 }
 
 type walker struct {
-	artifact  string
-	builds    []buildOut
-	applied   []map[string]any // every object applied so far, first wins
-	seen      map[string]bool
-	started   map[string]bool
-	queue     []pending
-	rootGit   *[2]string // name, namespace
-	entryPath string
+	operator string // flux-operator's CLI; "" when absent
+	// A kustomization sets `openapi` or `crds` (see secureBuild).
+	schemaFields bool
+	artifact     string
+	builds       []buildOut
+	applied      []map[string]any // every object applied so far, first wins
+	seen         map[string]bool
+	started      map[string]bool
+	queue        []pending
+	rootGit      *[2]string // name, namespace
+	entryPath    string
 }
+
+// fluxOperator is the flux-operator CLI that builds ResourceSets.
+var fluxOperator string
 
 func main() {
 	root := flag.String("root", "", "the directory the root GitRepository points at")
 	entry := flag.String("entrypoint", "", "the path the root Kustomization reconciles, relative to -root")
+	serve := flag.Bool("serve", false, "answer one request a line on stdin")
+	flag.StringVar(&fluxOperator, "flux-operator", "", "flux-operator's CLI, which builds ResourceSets")
 	flag.Parse()
+	if *serve {
+		if err := serveRequests(os.Stdin, os.Stdout); err != nil {
+			fail(err)
+		}
+		return
+	}
 	if *root == "" || *entry == "" {
-		fmt.Fprintln(os.Stderr, "usage: flux-oracle -root DIR -entrypoint PATH")
+		fmt.Fprintln(os.Stderr, "usage: flux-oracle [-flux-operator CLI] (-root DIR -entrypoint PATH | -serve)")
 		os.Exit(2)
 	}
-	abs, err := filepath.Abs(*root)
-	if err != nil {
-		fail(err)
-	}
-	out, err := resolve(abs, *entry)
+	out, err := resolveDir(*root, *entry)
 	if err != nil {
 		fail(err)
 	}
@@ -121,6 +150,48 @@ func main() {
 	if err := enc.Encode(map[string]any{"builds": out}); err != nil {
 		fail(err)
 	}
+}
+
+type request struct {
+	Root       string `json:"root"`
+	Entrypoint string `json:"entrypoint"`
+}
+
+// serveRequests answers each request line with one response line.
+func serveRequests(in *os.File, out *os.File) error {
+	scanner := bufio.NewScanner(in)
+	scanner.Buffer(make([]byte, 1<<20), 1<<20)
+	w := bufio.NewWriter(out)
+	enc := json.NewEncoder(w)
+	for scanner.Scan() {
+		var req request
+		var resp map[string]any
+		if err := json.Unmarshal(scanner.Bytes(), &req); err != nil {
+			resp = map[string]any{"error": fmt.Sprintf("bad request: %v", err)}
+		} else if builds, err := resolveDir(req.Root, req.Entrypoint); err != nil {
+			resp = map[string]any{"error": err.Error()}
+		} else {
+			resp = map[string]any{"builds": builds}
+		}
+		if err := enc.Encode(resp); err != nil {
+			return err
+		}
+		if err := w.Flush(); err != nil {
+			return err
+		}
+	}
+	return scanner.Err()
+}
+
+func resolveDir(root, entry string) ([]buildOut, error) {
+	if root == "" || entry == "" {
+		return nil, fmt.Errorf("a request needs root and entrypoint")
+	}
+	abs, err := filepath.Abs(root)
+	if err != nil {
+		return nil, err
+	}
+	return resolve(abs, entry)
 }
 
 func fail(err error) {
@@ -155,7 +226,7 @@ func walk(root, entry string, ignore *string, entryKs *unstructured.Unstructured
 		return nil, err
 	}
 	defer cleanup()
-	w := &walker{artifact: art, seen: map[string]bool{}, started: map[string]bool{},
+	w := &walker{operator: fluxOperator, artifact: art, schemaFields: changesSchema(art), seen: map[string]bool{}, started: map[string]bool{},
 		entryPath: clean(entry)}
 	w.queue = append(w.queue, pending{path: w.entryPath, ks: entryKs})
 	first := true
@@ -358,6 +429,16 @@ func (w *walker) find(kind, name, ns string) map[string]any {
 	return nil
 }
 
+func (w *walker) findGroup(group, kind, name, ns string) map[string]any {
+	for _, o := range w.applied {
+		u := unstructured.Unstructured{Object: o}
+		if u.GetKind() == kind && u.GroupVersionKind().Group == group && u.GetName() == name && u.GetNamespace() == ns {
+			return o
+		}
+	}
+	return nil
+}
+
 // client serves the ConfigMaps and Secrets applied so far.
 func (w *walker) client() (client.Client, error) {
 	var objs []runtime.Object
@@ -408,6 +489,14 @@ func (w *walker) build(b pending) {
 		}
 	}
 	w.builds = append(w.builds, out)
+	w.emit(objects, 0)
+}
+
+// emit records the objects a build applies (the first to apply one wins),
+// then follows the Kustomizations and builds the ResourceSets among them,
+// in `check`'s order.
+func (w *walker) emit(objects []map[string]any, depth int) {
+	var fresh []map[string]any
 	for _, o := range objects {
 		u := unstructured.Unstructured{Object: o}
 		key := strings.Join([]string{u.GroupVersionKind().Group, u.GetKind(), u.GetNamespace(), u.GetName()}, "/")
@@ -416,16 +505,142 @@ func (w *walker) build(b pending) {
 		}
 		w.seen[key] = true
 		w.applied = append(w.applied, o)
+		fresh = append(fresh, o)
+	}
+	for _, o := range fresh {
+		u := unstructured.Unstructured{Object: o}
 		switch {
 		case isKind(o, "kustomize.toolkit.fluxcd.io", "Kustomization"):
 			w.schedule(&u)
-		case isKind(o, "fluxcd.controlplane.io", "ResourceSet"):
-			by := fmt.Sprintf("ResourceSet/%s/%s", u.GetNamespace(), u.GetName())
-			why := "ResourceSets are not expanded by this oracle"
-			w.builds = append(w.builds, buildOut{By: &by, Path: "", Unsupported: &why,
-				Objects: []objectOut{}, HelmReleases: []helmReleaseOut{}})
+		case isKind(o, "fluxcd.controlplane.io", "ResourceSet") && depth < 8:
+			w.buildResourceSet(&u, depth)
 		}
 	}
+}
+
+// buildResourceSet is flux-operator's build of a ResourceSet.
+func (w *walker) buildResourceSet(rs *unstructured.Unstructured, depth int) {
+	by := fmt.Sprintf("ResourceSet/%s/%s", rs.GetNamespace(), rs.GetName())
+	out := buildOut{By: &by, Path: "", Objects: []objectOut{}, HelmReleases: []helmReleaseOut{}}
+	objects, why, err := w.resourceSetObjects(rs)
+	switch {
+	case why != "":
+		out.Unsupported = &why
+	case err != nil:
+		msg := err.Error()
+		out.Error = &msg
+	default:
+		for _, o := range objects {
+			u := unstructured.Unstructured{Object: o}
+			out.Objects = append(out.Objects, objectOut{APIVersion: u.GetAPIVersion(), Kind: u.GetKind(),
+				Namespace: nonEmpty(u.GetNamespace()), Name: u.GetName()})
+			if isKind(o, "helm.toolkit.fluxcd.io", "HelmRelease") {
+				out.HelmReleases = append(out.HelmReleases, helmRelease(o))
+			}
+		}
+	}
+	w.builds = append(w.builds, out)
+	if why == "" && err == nil {
+		w.emit(objects, depth+1)
+	}
+}
+
+// resourceSetObjects runs `flux-operator build resourceset` on rs, with the
+// Static input providers applied so far. A non-empty reason says why it is
+// not built here (no CLI, inputs only the cluster has).
+func (w *walker) resourceSetObjects(rs *unstructured.Unstructured) ([]map[string]any, string, error) {
+	if w.operator == "" {
+		return nil, "ResourceSets are not expanded by this oracle (no -flux-operator)", nil
+	}
+	refs, _, _ := unstructured.NestedSlice(rs.Object, "spec", "inputsFrom")
+	var providers []map[string]any
+	for _, r := range refs {
+		m, _ := r.(map[string]any)
+		name, _ := m["name"].(string)
+		if name == "" {
+			return nil, "inputsFrom selects providers by label: the cluster's are not known", nil
+		}
+		p := w.findGroup("fluxcd.controlplane.io", "ResourceSetInputProvider", name, rs.GetNamespace())
+		if p == nil {
+			return nil, fmt.Sprintf("input provider %s is not in the tree", name), nil
+		}
+		if t, _, _ := unstructured.NestedString(p, "spec", "type"); t != "Static" {
+			return nil, fmt.Sprintf("input provider %s has type %q: its inputs come from the cluster", name, t), nil
+		}
+		providers = append(providers, p)
+	}
+	tmp, err := os.MkdirTemp("", "flux-oracle-rset-")
+	if err != nil {
+		return nil, "", err
+	}
+	defer os.RemoveAll(tmp)
+	file := filepath.Join(tmp, "resourceset.yaml")
+	if err := writeYAML(file, []map[string]any{rs.Object}); err != nil {
+		return nil, "", err
+	}
+	args := []string{"build", "resourceset", "-f", file}
+	if len(providers) > 0 {
+		pfile := filepath.Join(tmp, "providers.yaml")
+		if err := writeYAML(pfile, providers); err != nil {
+			return nil, "", err
+		}
+		args = append(args, "--inputs-from-provider", pfile)
+	}
+	cmd := exec.Command(w.operator, args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		msg := strings.TrimSpace(stderr.String() + stdout.String())
+		// The CLI refuses an empty result; the operator applies nothing.
+		if strings.Contains(msg, "no objects were generated") {
+			return nil, "", nil
+		}
+		return nil, "", fmt.Errorf("flux-operator build resourceset: %s", msg)
+	}
+	var objects []map[string]any
+	for _, doc := range strings.Split(stdout.String(), "\n---\n") {
+		doc = strings.TrimPrefix(strings.TrimSpace(doc), "---")
+		if strings.TrimSpace(doc) == "" {
+			continue
+		}
+		var obj map[string]any
+		if err := yaml.Unmarshal([]byte(doc), &obj); err != nil {
+			return nil, "", fmt.Errorf("reading flux-operator's output: %w", err)
+		}
+		if obj != nil {
+			objects = append(objects, normalizeJSON(obj))
+		}
+	}
+	return objects, "", nil
+}
+
+func writeYAML(path string, docs []map[string]any) error {
+	var buf bytes.Buffer
+	for _, d := range docs {
+		b, err := yaml.Marshal(d)
+		if err != nil {
+			return err
+		}
+		buf.WriteString("---\n")
+		buf.Write(b)
+	}
+	return os.WriteFile(path, buf.Bytes(), 0o600)
+}
+
+// normalizeJSON gives an object from YAML the number types JSON decoding
+// with UseNumber gives (as the builds' objects have).
+func normalizeJSON(obj map[string]any) map[string]any {
+	data, err := json.Marshal(obj)
+	if err != nil {
+		return obj
+	}
+	var out map[string]any
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	if dec.Decode(&out) != nil {
+		return obj
+	}
+	return out
 }
 
 func (w *walker) schedule(ks *unstructured.Unstructured) {
@@ -450,12 +665,15 @@ func (w *walker) kustomizeBuild(b pending) ([]map[string]any, error) {
 			"spec":     map[string]any{"path": b.path},
 		}}
 	}
-	action, err := generator.NewGenerator(w.artifact, *ks).WriteFile(dir)
+	// The original kustomization file is put back after the build (as
+	// CleanDirectory does with the saved copy): the next build of the same
+	// path, by another Kustomization, must not see this one's fields.
+	action, err := generator.NewGenerator(w.artifact, *ks).WriteFile(dir, generator.WithSaveOriginalKustomization())
 	if err != nil {
 		return nil, fmt.Errorf("generate: %w", err)
 	}
 	defer generator.CleanDirectory(dir, action)
-	m, err := generator.SecureBuild(w.artifact, dir, false)
+	m, err := w.secureBuild(dir)
 	if err != nil {
 		return nil, fmt.Errorf("kustomize build failed: %w", err)
 	}
@@ -500,6 +718,65 @@ func (w *walker) kustomizeBuild(b pending) ([]map[string]any, error) {
 		out = append(out, obj)
 	}
 	return out, nil
+}
+
+// secureBuild is fluxcd/pkg kustomize.SecureBuild (a secure on-disk file
+// system rooted at the artifact, no load restrictions, builtin plugins
+// only). SecureBuild parses kyaml's builtin OpenAPI schema again for every
+// build, to undo what a kustomization's `openapi:` or `crds:` field adds to
+// that global schema: three quarters of the oracle's time. When no
+// kustomization file in the artifact has either field the schema never
+// changes, so it is parsed once; otherwise SecureBuild itself runs.
+func (w *walker) secureBuild(dir string) (res resmap.ResMap, err error) {
+	if w.schemaFields {
+		return generator.SecureBuild(w.artifact, dir, false)
+	}
+	fs, err := securefs.MakeFsOnDiskSecure(w.artifact)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("recovered from kustomize build panic: %v", r)
+		}
+	}()
+	_ = openapi.Schema()
+	k := krusty.MakeKustomizer(&krusty.Options{
+		LoadRestrictions: kustypes.LoadRestrictionsNone,
+		PluginConfig:     kustypes.DisabledPluginConfig(),
+	})
+	return k.Run(fs, dir)
+}
+
+// changesSchema tells whether a kustomization file under root sets
+// `openapi` or `crds`, the fields that change kyaml's global schema.
+func changesSchema(root string) bool {
+	found := false
+	_ = filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || found {
+			return nil
+		}
+		switch d.Name() {
+		case "kustomization.yaml", "kustomization.yml", "Kustomization":
+		default:
+			return nil
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return nil
+		}
+		var doc map[string]any
+		if yaml.Unmarshal(data, &doc) != nil {
+			// Unreadable: let SecureBuild itself judge it.
+			found = true
+			return nil
+		}
+		_, openAPI := doc["openapi"]
+		_, crds := doc["crds"]
+		found = openAPI || crds
+		return nil
+	})
+	return found
 }
 
 func nonEmpty(s string) *string {

@@ -1,0 +1,1087 @@
+//! Random GitOps trees over every construct `check` models, written the way
+//! real repositories write them, for the differential test against the Flux
+//! oracle:
+//!
+//! - Flux Kustomizations (`clusters/test`): targetNamespace, namePrefix,
+//!   nameSuffix, inline patches, components, postBuild (`substitute`,
+//!   `substituteFrom` a ConfigMap, `substituteStrategy: Always`), the same
+//!   path reconciled by two Kustomizations;
+//! - kustomizations (`apps/appN`), nested (a sub-kustomization, shared bases
+//!   reached from several apps, components): namespace, namePrefix,
+//!   nameSuffix, patches (strategic merge and JSON 6902, every target form:
+//!   by original or current name, name regex, kind, group/version,
+//!   namespace, equality and set-based label selectors, annotation
+//!   selectors), the legacy `patchesStrategicMerge`/`patchesJson6902`,
+//!   replacements (source and targets by original or current name),
+//!   configMapGenerator with and without the name hash and a
+//!   kustomizeconfig `nameReference`; or none (Flux's generated one);
+//! - HelmReleases whose names, release names and values hold every envsubst
+//!   form (`${X}`, `${X:=d}`, `${X=d}`, `${X:-d}`, `${X-d}`, which fails the
+//!   build, `${X:+d}`, case and substring operators, `$${X}` escapes);
+//! - the artifact: a GitRepository `spec.ignore` and `.sourceignore` files
+//!   with re-includes, source-controller's default patterns, symlinked files
+//!   and directories;
+//! - flux-operator ResourceSets with templating functions (`slugify`,
+//!   `lower`, `upper`, `trim`, `replace`, `default`, `quote`) over non-ASCII
+//!   inputs and a Static input provider.
+//!
+//! The count and the seed: `FLUX_ORACLE_CASES` (default [`CI_CASES`]) and
+//! `FLUX_ORACLE_SEED` (default [`CI_SEED`]).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Instant;
+
+use proptest::prelude::*;
+use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestError, TestRng, TestRunner};
+
+/// What CI runs: this many trees, from this seed.
+pub const CI_CASES: u32 = 1000;
+pub const CI_SEED: u64 = 7;
+
+#[derive(Debug, Clone)]
+pub struct Release {
+    name: &'static str,
+    tier: &'static str,
+    annotated: bool,
+    replicas: &'static str,
+    release_name: Option<&'static str>,
+    target_namespace: Option<&'static str>,
+    values_from: bool,
+}
+
+#[derive(Debug, Clone)]
+pub enum Target {
+    /// No target: a strategic merge patch names its object itself.
+    None,
+    /// By the name before any prefix or suffix.
+    OriginalName,
+    /// By the name after this kustomization's prefix and suffix.
+    CurrentName,
+    NameRegex,
+    Kind,
+    GroupVersion,
+    Namespace,
+    LabelEquals,
+    LabelIn,
+    LabelNotIn,
+    LabelExists,
+    Annotation,
+}
+
+#[derive(Debug, Clone)]
+pub struct Patch {
+    json6902: bool,
+    target: Target,
+    op: u8,
+}
+
+#[derive(Debug, Clone)]
+pub struct Replacement {
+    /// The source by its original name (else by its current one).
+    source_original: bool,
+    /// The source is the generated ConfigMap (else a HelmRelease).
+    from_config_map: bool,
+    /// The targets by name (else by kind).
+    target_by_name: bool,
+    create: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct Kustomize {
+    namespace: Option<&'static str>,
+    prefix: Option<&'static str>,
+    suffix: Option<&'static str>,
+    bases: Vec<usize>,
+    components: Vec<usize>,
+    patches: Vec<Patch>,
+    /// `patchesStrategicMerge` (true) or `patchesJson6902` (false).
+    legacy: Option<bool>,
+    replacement: Option<Replacement>,
+    /// A configMapGenerator: (hash kept, nameReference configured).
+    generator: Option<(bool, bool)>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Sub {
+    namespace: Option<&'static str>,
+    prefix: Option<&'static str>,
+    release: Release,
+}
+
+#[derive(Debug, Clone)]
+pub struct Ks {
+    target_ns: Option<&'static str>,
+    prefix: Option<&'static str>,
+    suffix: Option<&'static str>,
+    vars: Vec<(&'static str, &'static str)>,
+    always: bool,
+    /// `substituteFrom` the ConfigMap `vars`: Some(optional).
+    from: Option<bool>,
+    patch: Option<Patch>,
+    component: Option<usize>,
+}
+
+#[derive(Debug, Clone)]
+pub struct App {
+    ks: Ks,
+    twice: bool,
+    releases: Vec<Release>,
+    kustomize: Option<Kustomize>,
+    sub: Option<Sub>,
+    /// 1: a symlinked file, 2: a symlinked directory, 3: a Kustomization
+    /// whose path is a symlink to this app.
+    symlink: u8,
+    /// A `skip/` directory (an ignored HelmRelease and a re-included one).
+    skip: bool,
+    /// A `cloudbuild.yaml` HelmRelease (a source-controller default ignore).
+    cloudbuild: bool,
+    /// A `.sourceignore` in the app directory.
+    local_ignore: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct Base {
+    prefix: Option<&'static str>,
+    release: Release,
+}
+
+#[derive(Debug, Clone)]
+pub struct Component {
+    /// 0: adds a HelmRelease, 1: patches by label, 2: namePrefix.
+    kind: u8,
+}
+
+#[derive(Debug, Clone)]
+pub struct ResourceSet {
+    inputs: Vec<(&'static str, &'static str)>,
+    template: &'static str,
+    provider: bool,
+    /// Renders a Kustomization (of apps/app0) rather than a HelmRelease.
+    kustomization: bool,
+    multi_doc: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct Tree {
+    apps: Vec<App>,
+    bases: Vec<Base>,
+    components: Vec<Component>,
+    /// The GitRepository with `spec.ignore` (and the Kustomization that
+    /// reconciles the entrypoint): the ignore rules by number.
+    repo: Option<u8>,
+    /// A `.sourceignore` at the root: its rules by number.
+    sourceignore: Option<u8>,
+    entry_kustomization: bool,
+    vars: Option<Vec<(&'static str, &'static str)>>,
+    resource_set: Option<ResourceSet>,
+}
+
+fn release() -> impl Strategy<Value = Release> {
+    (
+        prop::sample::select(vec![
+            "cilium",
+            "coredns",
+            "spegel",
+            "${APP}",
+            "${APP:=cilium}",
+            "${APP=coredns}",
+            "${MISSING:-spegel}",
+            "${MISSING-spegel}",
+            "${MISSING:=spegel}",
+            "${MISSING=spegel}",
+            "${MISSING:+spegel}",
+            "${APP:+x}cilium",
+            "x-${APP,,}",
+            "${APP^^}",
+            "${APP^}",
+            "a${APP/i/o}",
+            "${APP:0:3}",
+            "${#APP}x",
+            "$${APP}",
+            "${APP-bad}",
+            "${MISSING}",
+            "cilium-${N}",
+        ]),
+        prop::sample::select(vec!["core", "edge", "none"]),
+        any::<bool>(),
+        prop::sample::select(vec![
+            "${N}",
+            "${N:=1}",
+            "\"${N}\"",
+            "v${N}",
+            "'${N}'",
+            "${N}: x",
+            "3",
+            "${N:-2}",
+            "${N=4}",
+            "[${N}]",
+            "{a: ${N}}",
+            "${APP}",
+        ]),
+        prop::option::of(prop::sample::select(vec![
+            "cilium",
+            "${APP}-rel",
+            "${APP:=net}",
+        ])),
+        prop::option::of(prop::sample::select(vec!["monitoring", "${NS:=net}"])),
+        prop::bool::weighted(0.3),
+    )
+        .prop_map(
+            |(name, tier, annotated, replicas, release_name, target_namespace, values_from)| {
+                Release {
+                    name,
+                    tier,
+                    annotated,
+                    replicas,
+                    release_name,
+                    target_namespace,
+                    values_from,
+                }
+            },
+        )
+}
+
+fn target() -> impl Strategy<Value = Target> {
+    prop::sample::select(vec![
+        Target::None,
+        Target::OriginalName,
+        Target::CurrentName,
+        Target::NameRegex,
+        Target::Kind,
+        Target::GroupVersion,
+        Target::Namespace,
+        Target::LabelEquals,
+        Target::LabelIn,
+        Target::LabelNotIn,
+        Target::LabelExists,
+        Target::Annotation,
+    ])
+}
+
+fn patch() -> impl Strategy<Value = Patch> {
+    (any::<bool>(), target(), 0u8..6).prop_map(|(json6902, target, op)| Patch {
+        json6902,
+        target,
+        op,
+    })
+}
+
+fn kustomize() -> impl Strategy<Value = Kustomize> {
+    (
+        prop::option::of(prop::sample::select(vec!["kube-system", "apps"])),
+        prop::option::of(prop::sample::select(vec!["team-", "x-"])),
+        prop::option::of(prop::sample::select(vec!["-v1", "-b"])),
+        prop::collection::vec(0usize..2, 0..2),
+        prop::collection::vec(0usize..2, 0..2),
+        prop::collection::vec(patch(), 0..3),
+        prop::option::weighted(0.2, any::<bool>()),
+        prop::option::weighted(
+            0.3,
+            (any::<bool>(), any::<bool>(), any::<bool>(), any::<bool>()).prop_map(
+                |(source_original, from_config_map, target_by_name, create)| Replacement {
+                    source_original,
+                    from_config_map,
+                    target_by_name,
+                    create,
+                },
+            ),
+        ),
+        prop::option::weighted(0.4, (any::<bool>(), any::<bool>())),
+    )
+        .prop_map(
+            |(
+                namespace,
+                prefix,
+                suffix,
+                bases,
+                components,
+                patches,
+                legacy,
+                replacement,
+                generator,
+            )| {
+                Kustomize {
+                    namespace,
+                    prefix,
+                    suffix,
+                    bases,
+                    components,
+                    patches,
+                    legacy,
+                    replacement,
+                    generator,
+                }
+            },
+        )
+}
+
+fn ks() -> impl Strategy<Value = Ks> {
+    (
+        prop::option::of(prop::sample::select(vec![
+            "kube-system",
+            "flux-system",
+            "${NS:=kube-system}",
+        ])),
+        prop::option::weighted(0.3, prop::sample::select(vec!["p-", "${P:=q}-"])),
+        prop::option::weighted(0.2, prop::sample::select(vec!["-s", "-${APP:=z}"])),
+        prop::collection::vec(
+            (
+                prop::sample::select(vec!["APP", "N", "NS", "P"]),
+                prop::sample::select(vec![
+                    "cilium", "coredns", "3", "1.10", "yes", "on", "0x10", "0X10", "007", "08",
+                    "text", "", "~", "null", "1e3", "+5", "1_000", ".5", "2024-1-2", "0b101",
+                ]),
+            ),
+            0..3,
+        ),
+        prop::bool::weighted(0.3),
+        prop::option::weighted(0.2, any::<bool>()),
+        prop::option::weighted(0.2, patch()),
+        prop::option::weighted(0.15, 0usize..2),
+    )
+        .prop_map(
+            |(target_ns, prefix, suffix, vars, always, from, patch, component)| Ks {
+                target_ns,
+                prefix,
+                suffix,
+                vars,
+                always,
+                from,
+                patch,
+                component,
+            },
+        )
+}
+
+fn app() -> impl Strategy<Value = App> {
+    (
+        ks(),
+        prop::bool::weighted(0.2),
+        prop::collection::vec(release(), 1..3),
+        prop::option::weighted(0.6, kustomize()),
+        prop::option::weighted(
+            0.25,
+            (
+                prop::option::of(prop::sample::select(vec!["apps", "kube-system"])),
+                prop::option::of(prop::sample::select(vec!["sub-"])),
+                release(),
+            )
+                .prop_map(|(namespace, prefix, release)| Sub {
+                    namespace,
+                    prefix,
+                    release,
+                }),
+        ),
+        prop::sample::select(vec![0u8, 0, 0, 1, 2, 3]),
+        prop::bool::weighted(0.3),
+        prop::bool::weighted(0.2),
+        prop::bool::weighted(0.1),
+    )
+        .prop_map(
+            |(ks, twice, releases, kustomize, sub, symlink, skip, cloudbuild, local_ignore)| App {
+                ks,
+                twice,
+                releases,
+                kustomize,
+                sub,
+                symlink,
+                skip,
+                cloudbuild,
+                local_ignore,
+            },
+        )
+}
+
+fn resource_set() -> impl Strategy<Value = ResourceSet> {
+    (
+        prop::collection::vec(
+            (
+                prop::sample::select(vec![
+                    "Spégel",
+                    "Kube & VIP",
+                    "Ünïcødé Ñame",
+                    "  Trim Me  ",
+                    "CamelCase",
+                    "a_b.c",
+                    "日本語",
+                    "rocket 🚀 app",
+                    "ÆØÅ straße",
+                    "cilium",
+                    "--dash--",
+                    "a-very-long-application-name-that-goes-on-and-on-beyond-the-limit-of-sixty-three",
+                ]),
+                prop::sample::select(vec!["1", "3", "x"]),
+            ),
+            0..3,
+        ),
+        prop::sample::select(vec![
+            "<< inputs.app | slugify >>",
+            "<< inputs.app | lower >>",
+            "<< inputs.app | upper | slugify >>",
+            "<< inputs.app | trim | slugify >>",
+            "<< inputs.app | replace \" \" \"-\" | lower >>",
+            "<< inputs.missing | default \"fallback\" >>",
+            "<< inputs.app | slugify | quote >>",
+            "rs-<< inputs.n >>",
+            "<< slugify inputs.app >>",
+        ]),
+        prop::bool::weighted(0.4),
+        prop::bool::weighted(0.3),
+        any::<bool>(),
+    )
+        .prop_map(
+            |(inputs, template, provider, kustomization, multi_doc)| ResourceSet {
+                inputs,
+                template,
+                provider,
+                kustomization,
+                multi_doc,
+            },
+        )
+}
+
+pub fn trees() -> impl Strategy<Value = Tree> {
+    (
+        prop::collection::vec(app(), 1..4),
+        prop::collection::vec(
+            (
+                prop::option::of(prop::sample::select(vec!["base-"])),
+                release(),
+            )
+                .prop_map(|(prefix, release)| Base { prefix, release }),
+            2,
+        ),
+        prop::collection::vec((0u8..3).prop_map(|kind| Component { kind }), 2),
+        prop::option::weighted(0.3, 0u8..4),
+        prop::option::weighted(0.2, 0u8..3),
+        prop::bool::weighted(0.3),
+        prop::option::weighted(
+            0.3,
+            prop::collection::vec(
+                (
+                    prop::sample::select(vec!["APP", "N", "NS"]),
+                    prop::sample::select(vec!["spegel", "5", "true", "kube-public"]),
+                ),
+                1..3,
+            ),
+        ),
+        prop::option::weighted(0.25, resource_set()),
+    )
+        .prop_map(
+            |(
+                apps,
+                bases,
+                components,
+                repo,
+                sourceignore,
+                entry_kustomization,
+                vars,
+                resource_set,
+            )| {
+                Tree {
+                    apps,
+                    bases,
+                    components,
+                    repo,
+                    sourceignore,
+                    entry_kustomization,
+                    vars,
+                    resource_set,
+                }
+            },
+        )
+}
+
+/// A file of the tree: text, or a symlink to a relative path.
+#[derive(Debug, Clone)]
+pub enum File {
+    Text(String),
+    Symlink(&'static str),
+}
+
+fn indent(text: &str, by: usize) -> String {
+    let pad = " ".repeat(by);
+    text.lines()
+        .map(|l| {
+            if l.is_empty() {
+                String::new()
+            } else {
+                format!("{pad}{l}")
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn helm_release(name: &str, r: &Release) -> String {
+    let mut text = format!(
+        "apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata:\n  name: {name}\n  namespace: kube-system\n  labels:\n    tier: {}\n",
+        r.tier
+    );
+    if r.annotated {
+        text.push_str("  annotations:\n    team: net\n");
+    }
+    text.push_str("spec:\n  interval: 1h\n");
+    if let Some(n) = r.release_name {
+        text.push_str(&format!("  releaseName: {n}\n"));
+    }
+    if let Some(ns) = r.target_namespace {
+        text.push_str(&format!("  targetNamespace: {ns}\n"));
+    }
+    text.push_str(&format!(
+        "  chart:\n    spec:\n      chart: cilium\n      sourceRef:\n        kind: HelmRepository\n        name: charts\n  values:\n    replicas: {}\n",
+        r.replicas
+    ));
+    if r.values_from {
+        text.push_str("  valuesFrom:\n    - kind: ConfigMap\n      name: values\n");
+    }
+    text
+}
+
+/// The HelmRelease name a patch or replacement aims at (the first release
+/// of the directory), before and after `prefix`/`suffix`.
+fn names(first: &str, prefix: Option<&str>, suffix: Option<&str>) -> (String, String) {
+    (
+        first.to_string(),
+        format!(
+            "{}{first}{}",
+            prefix.unwrap_or_default(),
+            suffix.unwrap_or_default()
+        ),
+    )
+}
+
+/// A patch entry (`- target: … patch: |`) for kustomize's or Flux's
+/// `patches`, aimed at `name` (original) / `current`.
+fn patch_entry(p: &Patch, name: &str, current: &str) -> String {
+    let target = match p.target {
+        Target::None => None,
+        Target::OriginalName => Some(format!("kind: HelmRelease\nname: {name}")),
+        Target::CurrentName => Some(format!("kind: HelmRelease\nname: {current}")),
+        Target::NameRegex => Some("name: \"c.*\"".to_string()),
+        Target::Kind => Some("kind: HelmRelease".to_string()),
+        Target::GroupVersion => {
+            Some("group: helm.toolkit.fluxcd.io\nversion: v2\nkind: HelmRelease".to_string())
+        }
+        Target::Namespace => Some("kind: HelmRelease\nnamespace: kube-system".to_string()),
+        Target::LabelEquals => Some("labelSelector: tier=core".to_string()),
+        Target::LabelIn => Some("labelSelector: tier in (core,edge)".to_string()),
+        Target::LabelNotIn => {
+            Some("kind: HelmRelease\nlabelSelector: tier notin (core)".to_string())
+        }
+        Target::LabelExists => Some("labelSelector: \"!tier\"".to_string()),
+        Target::Annotation => Some("annotationSelector: team=net".to_string()),
+    };
+    let body = if p.json6902 {
+        match p.op {
+            0 => "- op: add\n  path: /spec/releaseName\n  value: patched\n".to_string(),
+            1 => "- op: replace\n  path: /spec/values/replicas\n  value: 5\n".to_string(),
+            2 => "- op: remove\n  path: /spec/values\n".to_string(),
+            3 => "- op: replace\n  path: /metadata/name\n  value: renamed\n".to_string(),
+            4 => "- op: add\n  path: /metadata/labels/tier\n  value: edge\n".to_string(),
+            _ => "- op: remove\n  path: /spec/missing\n".to_string(),
+        }
+    } else {
+        let head = format!(
+            "apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata:\n  name: {name}\n"
+        );
+        match p.op {
+            0 => format!("{head}spec:\n  releaseName: patched\n"),
+            1 => format!("{head}spec:\n  values:\n    replicas: 5\n"),
+            2 => format!("{head}  labels:\n    tier: edge\n"),
+            3 => format!("$patch: delete\n{head}"),
+            4 => format!("{head}spec:\n  values:\n    $patch: replace\n    other: 1\n"),
+            _ => format!("{head}  namespace: patched-ns\n"),
+        }
+    };
+    let mut entry = String::from("- ");
+    if let Some(t) = target {
+        entry.push_str(&format!("target:\n{}\n  ", indent(&t, 4)));
+    }
+    entry.push_str(&format!("patch: |\n{}\n", indent(&body, 4)));
+    entry
+}
+
+/// Writes the tree as files (path relative to the root → content); the
+/// entrypoint is `clusters/test`.
+pub fn files(tree: &Tree) -> BTreeMap<String, File> {
+    let mut out = BTreeMap::new();
+    let mut entry = String::new();
+    let mut entry_files = vec!["kustomizations.yaml".to_string()];
+    for (i, app) in tree.apps.iter().enumerate() {
+        let ks = &app.ks;
+        let copies = if app.twice { 2 } else { 1 };
+        for copy in 0..copies {
+            let path = if app.symlink == 3 && copy == 1 {
+                format!("./apps/alias{i}")
+            } else {
+                format!("./apps/app{i}")
+            };
+            entry.push_str(&format!(
+                "---\napiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata:\n  name: app{i}-{copy}\n  namespace: flux-system\nspec:\n  interval: 1h\n  path: {path}\n  prune: true\n  sourceRef:\n    kind: GitRepository\n    name: flux-system\n"
+            ));
+            if let Some(ns) = ks.target_ns {
+                entry.push_str(&format!("  targetNamespace: \"{ns}\"\n"));
+            }
+            if let Some(p) = ks.prefix {
+                entry.push_str(&format!("  namePrefix: \"{p}\"\n"));
+            }
+            if let Some(s) = ks.suffix {
+                entry.push_str(&format!("  nameSuffix: \"{s}\"\n"));
+            }
+            if let Some(c) = ks.component {
+                entry.push_str(&format!("  components:\n    - ../../components/comp{c}\n"));
+            }
+            if let Some(p) = &ks.patch {
+                let first = app.releases[0].name;
+                let (name, current) = names(first, ks.prefix, ks.suffix);
+                entry.push_str(&format!(
+                    "  patches:\n{}\n",
+                    indent(&patch_entry(p, &name, &current), 4)
+                ));
+            }
+            if !ks.vars.is_empty() || ks.always || ks.from.is_some() {
+                entry.push_str("  postBuild:\n");
+                if ks.always {
+                    entry.push_str("    substituteStrategy: Always\n");
+                }
+                if !ks.vars.is_empty() {
+                    entry.push_str("    substitute:\n");
+                    for (k, v) in &ks.vars {
+                        entry.push_str(&format!("      {k}: \"{v}\"\n"));
+                    }
+                }
+                if let Some(optional) = ks.from {
+                    entry.push_str(&format!(
+                        "    substituteFrom:\n      - kind: ConfigMap\n        name: vars\n        optional: {optional}\n"
+                    ));
+                }
+            }
+        }
+        let dir = format!("apps/app{i}");
+        let mut resources = Vec::new();
+        for (j, r) in app.releases.iter().enumerate() {
+            put(
+                &mut out,
+                format!("{dir}/hr{j}.yaml"),
+                helm_release(r.name, r),
+            );
+            resources.push(format!("hr{j}.yaml"));
+        }
+        if let Some(sub) = &app.sub {
+            let mut k = String::from(
+                "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - hr.yaml\n",
+            );
+            if let Some(ns) = sub.namespace {
+                k.push_str(&format!("namespace: {ns}\n"));
+            }
+            if let Some(p) = sub.prefix {
+                k.push_str(&format!("namePrefix: {p}\n"));
+            }
+            put(&mut out, format!("{dir}/sub/kustomization.yaml"), k);
+            put(
+                &mut out,
+                format!("{dir}/sub/hr.yaml"),
+                helm_release(sub.release.name, &sub.release),
+            );
+            resources.push("sub".to_string());
+        }
+        if app.skip {
+            let skipped = Release {
+                name: "skipped",
+                ..app.releases[0].clone()
+            };
+            let kept = Release {
+                name: "kept",
+                ..app.releases[0].clone()
+            };
+            put(
+                &mut out,
+                format!("{dir}/skip/hr.yaml"),
+                helm_release("skipped", &skipped),
+            );
+            put(
+                &mut out,
+                format!("{dir}/skip/keep.yaml"),
+                helm_release("kept", &kept),
+            );
+            resources.push("skip/keep.yaml".to_string());
+        }
+        if app.cloudbuild {
+            let cloud = Release {
+                name: "cloud",
+                ..app.releases[0].clone()
+            };
+            put(
+                &mut out,
+                format!("{dir}/cloudbuild.yaml"),
+                helm_release("cloud", &cloud),
+            );
+        }
+        if app.local_ignore {
+            put(
+                &mut out,
+                format!("{dir}/.sourceignore"),
+                "skip/\n!skip/keep.yaml\n".to_string(),
+            );
+        }
+        if let Some(k) = &app.kustomize {
+            let mut doc = String::from(
+                "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n",
+            );
+            for r in &resources {
+                doc.push_str(&format!("  - {r}\n"));
+            }
+            for b in &k.bases {
+                doc.push_str(&format!("  - ../../bases/base{b}\n"));
+            }
+            if !k.components.is_empty() {
+                doc.push_str("components:\n");
+                for c in &k.components {
+                    doc.push_str(&format!("  - ../../components/comp{c}\n"));
+                }
+            }
+            if let Some(ns) = k.namespace {
+                doc.push_str(&format!("namespace: {ns}\n"));
+            }
+            if let Some(p) = k.prefix {
+                doc.push_str(&format!("namePrefix: {p}\n"));
+            }
+            if let Some(s) = k.suffix {
+                doc.push_str(&format!("nameSuffix: {s}\n"));
+            }
+            let first = app.releases[0].name;
+            let (name, current) = names(first, k.prefix, k.suffix);
+            if !k.patches.is_empty() {
+                doc.push_str("patches:\n");
+                for p in &k.patches {
+                    doc.push_str(&format!(
+                        "{}\n",
+                        indent(&patch_entry(p, &name, &current), 2)
+                    ));
+                }
+            }
+            match k.legacy {
+                Some(true) => {
+                    doc.push_str("patchesStrategicMerge:\n  - legacy.yaml\n");
+                    put(
+                        &mut out,
+                        format!("{dir}/legacy.yaml"),
+                        format!(
+                            "apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata:\n  name: {name}\n  namespace: kube-system\nspec:\n  releaseName: legacy\n"
+                        ),
+                    );
+                }
+                Some(false) => {
+                    doc.push_str(&format!(
+                        "patchesJson6902:\n  - target:\n      group: helm.toolkit.fluxcd.io\n      version: v2\n      kind: HelmRelease\n      name: {name}\n      namespace: kube-system\n    path: legacy.yaml\n"
+                    ));
+                    put(
+                        &mut out,
+                        format!("{dir}/legacy.yaml"),
+                        "- op: add\n  path: /spec/releaseName\n  value: legacy\n".to_string(),
+                    );
+                }
+                None => {}
+            }
+            if let Some(r) = &k.replacement {
+                let (kind, source_name, field) = if r.from_config_map {
+                    let cm = if r.source_original {
+                        "values".to_string()
+                    } else {
+                        names("values", k.prefix, k.suffix).1
+                    };
+                    ("ConfigMap", cm, "data.release")
+                } else {
+                    let n = if r.source_original { &name } else { &current };
+                    ("HelmRelease", n.clone(), "metadata.name")
+                };
+                let select = if r.target_by_name {
+                    format!("kind: HelmRelease\n        name: {name}")
+                } else {
+                    "kind: HelmRelease".to_string()
+                };
+                doc.push_str(&format!(
+                    "replacements:\n  - source:\n      kind: {kind}\n      name: {source_name}\n      fieldPath: {field}\n    targets:\n      - select:\n          {}\n        fieldPaths:\n          - spec.releaseName\n",
+                    select.replace("\n        ", "\n          ")
+                ));
+                if r.create {
+                    doc.push_str("        options:\n          create: true\n");
+                }
+            }
+            let generated = k.generator.or(k
+                .replacement
+                .as_ref()
+                .filter(|r| r.from_config_map)
+                .map(|_| (false, false)));
+            if let Some((hash, nameref)) = generated {
+                doc.push_str(
+                    "configMapGenerator:\n  - name: values\n    literals:\n      - values.yaml=a\n      - release=from-config\n",
+                );
+                if !hash {
+                    doc.push_str("    options:\n      disableNameSuffixHash: true\n");
+                }
+                if nameref {
+                    doc.push_str("configurations:\n  - kustomizeconfig.yaml\n");
+                    put(&mut out,
+                        format!("{dir}/kustomizeconfig.yaml"),
+                        "nameReference:\n  - kind: ConfigMap\n    version: v1\n    fieldSpecs:\n      - path: spec/valuesFrom/name\n        kind: HelmRelease\n".to_string(),
+                    );
+                }
+            }
+            put(&mut out, format!("{dir}/kustomization.yaml"), doc);
+        }
+        match app.symlink {
+            1 => {
+                out.insert(format!("{dir}/link.yaml"), File::Symlink("hr0.yaml"));
+            }
+            2 => {
+                out.insert(format!("{dir}/linked"), File::Symlink("../../bases/base0"));
+            }
+            3 => {
+                out.insert(format!("apps/alias{i}"), File::Symlink("app0"));
+            }
+            _ => {}
+        }
+    }
+    // Only the bases and components something refers to.
+    let used_base = |j: usize| {
+        tree.apps.iter().any(|a| {
+            (a.symlink == 2 && j == 0) || a.kustomize.as_ref().is_some_and(|k| k.bases.contains(&j))
+        })
+    };
+    let used_component = |c: usize| {
+        tree.apps.iter().any(|a| {
+            a.ks.component == Some(c)
+                || a.kustomize
+                    .as_ref()
+                    .is_some_and(|k| k.components.contains(&c))
+        })
+    };
+    for (j, b) in tree.bases.iter().enumerate() {
+        if !used_base(j) {
+            continue;
+        }
+        let mut k = String::from(
+            "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - hr.yaml\n",
+        );
+        if let Some(p) = b.prefix {
+            k.push_str(&format!("namePrefix: {p}\n"));
+        }
+        put(&mut out, format!("bases/base{j}/kustomization.yaml"), k);
+        let name = format!("{}-b{j}", b.release.name);
+        put(
+            &mut out,
+            format!("bases/base{j}/hr.yaml"),
+            helm_release(&name, &b.release),
+        );
+    }
+    for (c, comp) in tree.components.iter().enumerate() {
+        if !used_component(c) {
+            continue;
+        }
+        let dir = format!("components/comp{c}");
+        let mut k = String::from("apiVersion: kustomize.config.k8s.io/v1alpha1\nkind: Component\n");
+        match comp.kind {
+            0 => {
+                k.push_str("resources:\n  - hr.yaml\n");
+                let r = Release {
+                    name: "from-component",
+                    tier: "core",
+                    annotated: false,
+                    replicas: "1",
+                    release_name: None,
+                    target_namespace: None,
+                    values_from: false,
+                };
+                put(&mut out, format!("{dir}/hr.yaml"), helm_release(&format!("comp{c}"), &r));
+            }
+            1 => k.push_str(
+                "patches:\n  - target:\n      kind: HelmRelease\n      labelSelector: tier in (core)\n    patch: |\n      - op: add\n        path: /spec/releaseName\n        value: from-component\n",
+            ),
+            _ => k.push_str("namePrefix: comp-\n"),
+        }
+        put(&mut out, format!("{dir}/kustomization.yaml"), k);
+    }
+    if let Some(rules) = tree.repo {
+        let ignore = match rules {
+            0 => "/apps/*/skip/\n!/apps/*/skip/keep.yaml",
+            1 => "/apps/app0/\n!/apps/app0/hr0.yaml\n!/apps/app0/kustomization.yaml",
+            2 => "*.md\n/bases/base1/",
+            _ => "# nothing ignored\n/apps/**/cloudbuild.yaml",
+        };
+        put(
+            &mut out,
+            "clusters/test/repo.yaml".to_string(),
+            format!(
+                "apiVersion: source.toolkit.fluxcd.io/v1\nkind: GitRepository\nmetadata:\n  name: flux-system\n  namespace: flux-system\nspec:\n  interval: 1h\n  url: https://example.com/repo\n  ref:\n    branch: main\n  ignore: |\n{}\n---\napiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata:\n  name: flux-system\n  namespace: flux-system\nspec:\n  interval: 1h\n  path: ./clusters/test\n  prune: true\n  sourceRef:\n    kind: GitRepository\n    name: flux-system\n",
+                indent(ignore, 4)
+            ),
+        );
+        entry_files.push("repo.yaml".to_string());
+    }
+    if let Some(rules) = tree.sourceignore {
+        let content = match rules {
+            0 => "# only comments: the defaults are dropped all the same\n",
+            1 => "apps/*/skip/\n!apps/*/skip/keep.yaml\n",
+            _ => "/bases/base0/hr.yaml\n",
+        };
+        put(&mut out, ".sourceignore".to_string(), content.to_string());
+    }
+    if let Some(vars) = &tree.vars {
+        let mut cm = String::from(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: vars\n  namespace: flux-system\ndata:\n",
+        );
+        for (k, v) in vars {
+            cm.push_str(&format!("  {k}: \"{v}\"\n"));
+        }
+        put(&mut out, "clusters/test/vars.yaml".to_string(), cm);
+        entry_files.push("vars.yaml".to_string());
+    }
+    if let Some(rs) = &tree.resource_set {
+        let mut doc = String::from(
+            "apiVersion: fluxcd.controlplane.io/v1\nkind: ResourceSet\nmetadata:\n  name: rs\n  namespace: flux-system\nspec:\n",
+        );
+        if !rs.inputs.is_empty() {
+            doc.push_str("  inputs:\n");
+            for (app, n) in &rs.inputs {
+                doc.push_str(&format!("    - app: \"{app}\"\n      n: \"{n}\"\n"));
+            }
+        }
+        if rs.provider {
+            doc.push_str(
+                "  inputsFrom:\n    - kind: ResourceSetInputProvider\n      name: static\n",
+            );
+        }
+        let resource = if rs.kustomization {
+            format!(
+                "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata:\n  name: {}\n  namespace: flux-system\nspec:\n  interval: 1h\n  path: ./apps/app0\n  prune: true\n  sourceRef:\n    kind: GitRepository\n    name: flux-system\n  targetNamespace: rs-ns\n",
+                rs.template
+            )
+        } else {
+            format!(
+                "apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata:\n  name: {}\n  namespace: kube-system\nspec:\n  interval: 1h\n  chart:\n    spec:\n      chart: cilium\n      sourceRef:\n        kind: HelmRepository\n        name: charts\n  values:\n    replicas: << inputs.n | default 1 >>\n",
+                rs.template
+            )
+        };
+        if rs.multi_doc {
+            doc.push_str(&format!(
+                "  resourcesTemplate: |\n{}\n",
+                indent(&resource, 4)
+            ));
+        } else {
+            doc.push_str(&format!("  resources:\n{}", list_item(&resource, 4)));
+        }
+        if rs.provider {
+            doc.push_str("---\napiVersion: fluxcd.controlplane.io/v1\nkind: ResourceSetInputProvider\nmetadata:\n  name: static\n  namespace: flux-system\nspec:\n  type: Static\n  defaultValues:\n    app: \"Provided Ünicode\"\n    n: \"2\"\n");
+        }
+        put(&mut out, "clusters/test/rset.yaml".to_string(), doc);
+        entry_files.push("rset.yaml".to_string());
+    }
+    put(
+        &mut out,
+        "clusters/test/kustomizations.yaml".to_string(),
+        entry,
+    );
+    if tree.entry_kustomization {
+        let mut k = String::from(
+            "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n",
+        );
+        for f in &entry_files {
+            k.push_str(&format!("  - {f}\n"));
+        }
+        put(&mut out, "clusters/test/kustomization.yaml".to_string(), k);
+    }
+    out
+}
+
+fn put(out: &mut BTreeMap<String, File>, path: String, content: String) {
+    out.insert(path, File::Text(content));
+}
+
+/// `text` as an item of a YAML block sequence indented by `by`.
+fn list_item(text: &str, by: usize) -> String {
+    let pad = " ".repeat(by);
+    let mut lines = text.lines();
+    let mut out = format!("{pad}- {}\n", lines.next().unwrap_or_default());
+    for l in lines {
+        out.push_str(&format!("{pad}  {l}\n"));
+    }
+    out
+}
+
+fn materialize(root: &Path, files: &BTreeMap<String, File>) -> std::io::Result<()> {
+    for (rel, file) in files {
+        let path = root.join(rel);
+        std::fs::create_dir_all(path.parent().expect("a parent"))?;
+        match file {
+            File::Text(t) => std::fs::write(&path, t)?,
+            File::Symlink(to) => std::os::unix::fs::symlink(to, &path)?,
+        }
+    }
+    Ok(())
+}
+
+/// The tree as text: each file with its path (a symlink as `path -> target`).
+pub fn show(files: &BTreeMap<String, File>) -> String {
+    let mut out = String::new();
+    for (rel, file) in files {
+        match file {
+            File::Text(t) => out.push_str(&format!("==> {rel}\n{t}\n")),
+            File::Symlink(to) => out.push_str(&format!("==> {rel} -> {to}\n")),
+        }
+    }
+    out
+}
+
+fn env<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn seed_bytes(seed: u64) -> [u8; 32] {
+    let mut bytes = [0u8; 32];
+    for (i, chunk) in bytes.chunks_mut(8).enumerate() {
+        chunk.copy_from_slice(&(seed.wrapping_add(i as u64)).to_le_bytes());
+    }
+    bytes
+}
+
+/// Compares `check` with the oracle on `FLUX_ORACLE_CASES` trees from
+/// `FLUX_ORACLE_SEED`; a divergence fails with the shrunk tree.
+pub fn run(divergences: impl Fn(&Path) -> Result<Vec<String>, String>) {
+    let cases = env("FLUX_ORACLE_CASES", CI_CASES);
+    let seed = env("FLUX_ORACLE_SEED", CI_SEED);
+    let config = Config {
+        cases,
+        failure_persistence: None,
+        max_shrink_iters: 1024,
+        ..Config::default()
+    };
+    let rng = TestRng::from_seed(RngAlgorithm::ChaCha, &seed_bytes(seed));
+    let mut runner = TestRunner::new_with_rng(config, rng);
+    let started = Instant::now();
+    let result = runner.run(&trees(), |tree| {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        materialize(dir.path(), &files(&tree)).expect("the tree is written");
+        let found = divergences(dir.path()).map_err(TestCaseError::fail)?;
+        if !found.is_empty() {
+            return Err(TestCaseError::fail(found.join("\n")));
+        }
+        Ok(())
+    });
+    match result {
+        Ok(()) => eprintln!(
+            "{cases} generated trees (seed {seed}): check agrees with Flux ({:.1} s)",
+            started.elapsed().as_secs_f64()
+        ),
+        Err(TestError::Fail(why, tree)) => panic!(
+            "check diverges from Flux on a generated tree (FLUX_ORACLE_SEED={seed}, FLUX_ORACLE_CASES={cases}; shrunk):\n{why}\n\n{}\n{tree:#?}",
+            show(&files(&tree))
+        ),
+        Err(e) => panic!("the generated trees (seed {seed}) did not run: {e}"),
+    }
+}
