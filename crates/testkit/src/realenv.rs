@@ -61,6 +61,17 @@ pub fn missing() -> Vec<&'static str> {
         .collect()
 }
 
+/// Holds the process's one real-tier slot: a test takes it before it starts
+/// a control plane, so the tests of one binary (which cargo runs in
+/// parallel) run their control planes one after the other. Each plane is
+/// several processes busy for minutes; on a small machine, two or more at
+/// once starved kwok's Node heartbeats and the controllers.
+pub fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static SLOT: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    // A test that failed while holding it poisons it; the slot is free.
+    SLOT.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 /// The binary `name` of `tool`; a missing one fails the test with the
 /// command that builds it (never a silent pass).
 pub fn bin(tool: &str, name: &str) -> PathBuf {
@@ -335,6 +346,15 @@ impl ControlPlane {
                 format!("--kubeconfig={kubeconfig}"),
                 format!("--config={}", stages.display()),
                 "--manage-all-nodes=true".into(),
+                // Keep a Lease per Node in kube-node-lease, renewed every
+                // quarter of its duration, as a kubelet does (kwokctl's
+                // default). Without it kwok (whose default is no Lease)
+                // refreshes a Node's conditions only every 10 to 20
+                // minutes (its heartbeat stage counts on the Lease), so the
+                // node lifecycle controller, seeing no heartbeat for its
+                // grace period (50 s), marked every Node NotReady and every
+                // Pod on them not ready: rollouts went back to 0 ready.
+                "--node-lease-duration-seconds=40".into(),
                 "--cidr=10.244.0.0/16".into(),
                 "--node-ip=10.25.0.1".into(),
             ],
@@ -554,6 +574,24 @@ impl Api {
             })
     }
 
+    /// A GET, tried again (5 times in all, a second apart) when the server
+    /// failed to answer: on a loaded machine the API server's handlers time
+    /// out now and then (`http: Handler timeout`, a 500), which says
+    /// nothing about what a test reads.
+    fn read(&self, path: &str) -> Result<String, ApiError> {
+        let mut attempt = 1;
+        loop {
+            match self.send("GET", path, None, "application/json") {
+                Err(e) if attempt < 5 && matches!(e.code, 0 | 429 | 500 | 503 | 504) => {
+                    eprintln!("realenv: GET {path} failed ({e}); trying again");
+                    attempt += 1;
+                    std::thread::sleep(Duration::from_secs(1));
+                }
+                other => return other,
+            }
+        }
+    }
+
     /// GET of a non-JSON path (`/readyz`).
     pub fn raw_get(&self, path: &str) -> Result<String, ApiError> {
         self.send("GET", path, None, "application/json")
@@ -561,7 +599,7 @@ impl Api {
 
     /// The object at `path`, `None` when it does not exist.
     pub fn get(&self, path: &str) -> Option<Value> {
-        match self.send("GET", path, None, "application/json") {
+        match self.read(path) {
             Ok(text) => Some(serde_json::from_str(&text).expect("JSON")),
             Err(e) if e.code == 404 => None,
             Err(e) => panic!("GET {path}: {e}"),
