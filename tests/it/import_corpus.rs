@@ -705,3 +705,65 @@ setup!(
         secrets: &["coredns.sops.yaml"],
     }
 );
+
+/// A values template that reads the second document of a file with
+/// `fromYaml` (tests/it/import_handover.rs): helmfile, with its charts
+/// served, fails on it (`fromYaml` takes the first document, which has no
+/// `.spec.values`) and the import says so; the importer's own reading then
+/// says which document it read and writes the release with `from:` and
+/// `ownership: handover`, as without helmfile.
+#[test]
+#[cfg_attr(
+    not(all(helmfile, oci_registry, realenv_helm4)),
+    ignore = "needs helmfile, the chart registry and the real helm 4: run `tools/realenv/build helmfile oci-registry helm4`"
+)]
+fn a_later_document_helmfile_fails_on_is_still_read_with_from() {
+    let registry = Registry::start(&testkit::realenv::helm(4));
+    let work = tempfile::tempdir().unwrap();
+    for (name, version) in [("app", "1.2.3"), ("dns", "1.0.0")] {
+        registry.push(&probe(work.path(), name, version), "ghcr.io/example/charts");
+    }
+    let charts = format!("oci://{}/ghcr.io/example/charts", registry.addr());
+    let test = crate::import_handover::repository_with(&charts);
+    std::fs::create_dir_all(test.path().join("home")).unwrap();
+    let env = Env::new(&registry, &test.path().join("home"));
+    let hf = helmfile();
+    let run = env.run(
+        Path::new(testkit::bootstrap()),
+        test.path(),
+        &[
+            "--dir",
+            "bootstrap/config",
+            "import",
+            "helmfile",
+            "bootstrap/helmfile.yaml",
+            "--cluster",
+            "infra",
+            "--helmfile",
+            hf.to_str().unwrap(),
+        ],
+    );
+    let stdout = text(&run.stdout);
+    assert_eq!(run.status.code(), Some(1), "{stdout}{}", text(&run.stderr));
+    assert!(
+        stdout.contains(crate::import_handover::READ_DOCUMENT),
+        "{stdout}"
+    );
+    assert!(
+        stdout
+            .contains("bootstrap/helmfile.yaml: `helmfile build`: helmfile could not render it (")
+            && stdout.contains("map has no entry for key \"values\""),
+        "{stdout}"
+    );
+    let releases =
+        std::fs::read_to_string(test.path().join("bootstrap/config/releases/helmfile.yaml"))
+            .unwrap();
+    assert!(
+        releases
+            .split("---\n")
+            .nth(1)
+            .unwrap()
+            .starts_with(crate::import_handover::APP_RELEASE),
+        "{releases}"
+    );
+}
