@@ -105,7 +105,7 @@ impl Real {
             .arg("--helm")
             .arg(realenv::helm(4));
         self.env(&mut cmd);
-        let out = cmd.output().expect("running bootstrap");
+        let out = realenv::output_within(&mut cmd, realenv::COMMAND_LIMIT);
         Run {
             code: out.status.code().unwrap_or(-1),
             stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -146,7 +146,7 @@ impl Real {
         let mut cmd = Command::new(realenv::helm(4));
         cmd.args(args);
         self.env(&mut cmd);
-        let out = cmd.output().expect("running helm");
+        let out = realenv::output_within(&mut cmd, realenv::COMMAND_LIMIT);
         assert!(
             out.status.success(),
             "helm {}: {}",
@@ -812,11 +812,12 @@ fn the_dual_management_outage_is_denied_by_the_guard_and_refused_without_it() {
 
 /// `flux-operator build resourceset -f FILE`: the objects it renders.
 fn build_resourceset(file: &Path) -> Vec<Value> {
-    let out = Command::new(realflux::flux_operator())
-        .args(["build", "resourceset", "-f"])
-        .arg(file)
-        .output()
-        .expect("running flux-operator");
+    let out = realenv::output_within(
+        Command::new(realflux::flux_operator())
+            .args(["build", "resourceset", "-f"])
+            .arg(file),
+        Duration::from_secs(120),
+    );
     assert!(
         out.status.success(),
         "flux-operator build resourceset -f {}: {}",
