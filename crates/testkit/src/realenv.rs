@@ -606,6 +606,39 @@ impl Api {
         }
     }
 
+    /// The API path of `object` (by its apiVersion and kind, through the
+    /// server's discovery), in its own namespace or else `namespace` when
+    /// its kind is namespaced.
+    pub fn path_of(&self, object: &Value, namespace: &str) -> String {
+        let api_version = object["apiVersion"].as_str().unwrap_or_default();
+        let kind = object["kind"].as_str().unwrap_or_default();
+        let name = object["metadata"]["name"].as_str().unwrap_or_default();
+        let base = if api_version.contains('/') {
+            format!("/apis/{api_version}")
+        } else {
+            format!("/api/{api_version}")
+        };
+        let discovery = self
+            .get(&base)
+            .unwrap_or_else(|| panic!("{api_version} is not served"));
+        let resource = discovery["resources"]
+            .as_array()
+            .and_then(|rs| {
+                rs.iter()
+                    .find(|r| r["kind"] == kind && !r["name"].as_str().unwrap_or("/").contains('/'))
+            })
+            .unwrap_or_else(|| panic!("{api_version} serves no {kind}"));
+        let plural = resource["name"].as_str().unwrap_or_default();
+        if resource["namespaced"] == true {
+            let namespace = object["metadata"]["namespace"]
+                .as_str()
+                .unwrap_or(namespace);
+            format!("{base}/namespaces/{namespace}/{plural}/{name}")
+        } else {
+            format!("{base}/{plural}/{name}")
+        }
+    }
+
     /// The items of the list at `path` (empty when the kind is not served).
     pub fn list(&self, path: &str) -> Vec<Value> {
         self.get(path)
