@@ -701,7 +701,7 @@ fn lifecycle(helm_major: u8) {
 #[test]
 #[cfg_attr(
     not(all(realenv, shared_charts)),
-    ignore = "needs the real test environment (`tools/realenv/build`) and the charts of ../shared/charts (or BOOTSTRAP_TEST_CHARTS)"
+    ignore = "needs the real test environment (`tools/realenv/build`) and the real charts (../shared/charts, BOOTSTRAP_TEST_CHARTS=DIR or scripts/pull-test-charts)"
 )]
 fn lifecycle_with_helm_3() {
     lifecycle(3);
@@ -711,7 +711,7 @@ fn lifecycle_with_helm_3() {
 #[test]
 #[cfg_attr(
     not(all(realenv, shared_charts)),
-    ignore = "needs the real test environment (`tools/realenv/build`) and the charts of ../shared/charts (or BOOTSTRAP_TEST_CHARTS)"
+    ignore = "needs the real test environment (`tools/realenv/build`) and the real charts (../shared/charts, BOOTSTRAP_TEST_CHARTS=DIR or scripts/pull-test-charts)"
 )]
 fn lifecycle_with_helm_4() {
     lifecycle(4);
@@ -791,7 +791,7 @@ fn ledger_entry(release: &str, chart: &str, policy: &str) -> String {
 #[test]
 #[cfg_attr(
     not(all(realenv, shared_charts)),
-    ignore = "needs the real test environment (`tools/realenv/build`) and the charts of ../shared/charts (or BOOTSTRAP_TEST_CHARTS)"
+    ignore = "needs the real test environment (`tools/realenv/build`) and the real charts (../shared/charts, BOOTSTRAP_TEST_CHARTS=DIR or scripts/pull-test-charts)"
 )]
 fn the_guard_is_evaluated_by_the_api_server() {
     let _slot = realenv::one_at_a_time();
@@ -1104,7 +1104,7 @@ fn finish(child: Child) -> Run {
 #[test]
 #[cfg_attr(
     not(all(realenv, shared_charts)),
-    ignore = "needs the real test environment (`tools/realenv/build`) and the charts of ../shared/charts (or BOOTSTRAP_TEST_CHARTS)"
+    ignore = "needs the real test environment (`tools/realenv/build`) and the real charts (../shared/charts, BOOTSTRAP_TEST_CHARTS=DIR or scripts/pull-test-charts)"
 )]
 fn the_lock_on_the_real_lease_api() {
     let _slot = realenv::one_at_a_time();

@@ -521,7 +521,7 @@ fn sync_tree(real: &mut Real) {
 #[test]
 #[cfg_attr(
     not(all(real_flux, shared_charts)),
-    ignore = "needs the real test environment with Flux (`tools/realenv/build`, with flux-controllers and flux-operator) and the charts of ../shared/charts (or BOOTSTRAP_TEST_CHARTS)"
+    ignore = "needs the real test environment with Flux (`tools/realenv/build`, with flux-controllers and flux-operator) and the real charts (../shared/charts, BOOTSTRAP_TEST_CHARTS=DIR or scripts/pull-test-charts)"
 )]
 fn helm_controller_adopts_a_handover_release_without_a_workload_noticing() {
     let _slot = realenv::one_at_a_time();
@@ -638,7 +638,7 @@ fn helm_controller_adopts_a_handover_release_without_a_workload_noticing() {
 #[test]
 #[cfg_attr(
     not(all(real_flux, shared_charts)),
-    ignore = "needs the real test environment with Flux (`tools/realenv/build`, with flux-controllers and flux-operator) and the charts of ../shared/charts (or BOOTSTRAP_TEST_CHARTS)"
+    ignore = "needs the real test environment with Flux (`tools/realenv/build`, with flux-controllers and flux-operator) and the real charts (../shared/charts, BOOTSTRAP_TEST_CHARTS=DIR or scripts/pull-test-charts)"
 )]
 fn a_drifted_value_makes_helm_controller_roll_the_workload() {
     let _slot = realenv::one_at_a_time();
@@ -716,7 +716,7 @@ const KS_CILIUM: &str =
 #[test]
 #[cfg_attr(
     not(all(real_flux, shared_charts)),
-    ignore = "needs the real test environment with Flux (`tools/realenv/build`, with flux-controllers and flux-operator) and the charts of ../shared/charts (or BOOTSTRAP_TEST_CHARTS)"
+    ignore = "needs the real test environment with Flux (`tools/realenv/build`, with flux-controllers and flux-operator) and the real charts (../shared/charts, BOOTSTRAP_TEST_CHARTS=DIR or scripts/pull-test-charts)"
 )]
 fn the_dual_management_outage_is_denied_by_the_guard_and_refused_without_it() {
     let _slot = realenv::one_at_a_time();
