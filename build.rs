@@ -49,6 +49,10 @@
 //!   repository, else `.test-charts` (what `scripts/pull-test-charts`
 //!   pulls): a directory of unpacked charts by name; its path reaches the
 //!   tests as `BOOTSTRAP_TEST_CHARTS_DIR`.
+//! - `cfg(real_flux)` when the real test environment and its Flux tools
+//!   (`flux-controllers`, `flux-operator`) are linked in `tools/realenv/.bin/`
+//!   (`tools/realenv/build`): the tier of tests/it/real_flux.rs runs then;
+//!   `cfg(flux_operator)` with the flux-operator CLI alone (its fleet test).
 
 use std::path::Path;
 
@@ -203,6 +207,26 @@ fn main() {
                 charts.display()
             );
         }
+    }
+
+    println!("cargo::rustc-check-cfg=cfg(real_flux)");
+    let flux_tools = [
+        "kube",
+        "kwok",
+        "helm3",
+        "helm4",
+        "flux-controllers",
+        "flux-operator",
+    ];
+    if flux_tools
+        .iter()
+        .all(|tool| Path::new("tools/realenv/.bin").join(tool).is_dir())
+    {
+        println!("cargo::rustc-cfg=real_flux");
+    }
+    println!("cargo::rustc-check-cfg=cfg(flux_operator)");
+    if Path::new("tools/realenv/.bin/flux-operator").is_dir() {
+        println!("cargo::rustc-cfg=flux_operator");
     }
 
     println!("cargo::rustc-check-cfg=cfg(real_helm)");

@@ -481,20 +481,25 @@ pub enum HelmfileChoice {
     No,
 }
 
-fn parse_selector(text: &str) -> Result<crate::select::Selector, String> {
+fn parse_selector(text: &str) -> Result<crate::select::Selector, crate::select::SelectorError> {
     crate::select::Selector::parse(text)
 }
 
-fn parse_concurrency(text: &str) -> Result<usize, String> {
+/// A count flag (`--concurrency N`) that is not a positive number.
+#[derive(Debug, thiserror::Error)]
+#[error("`{0}` is not a positive number")]
+struct NotPositive(String);
+
+fn parse_concurrency(text: &str) -> Result<usize, NotPositive> {
     match text.parse::<usize>() {
         Ok(n) if n >= 1 => Ok(n),
-        _ => Err(format!("`{text}` is not a positive number")),
+        _ => Err(NotPositive(text.to_string())),
     }
 }
 
 /// Parses a duration flag like `10m`.
-fn parse_duration_arg(text: &str) -> Result<Duration, String> {
-    crate::validate::duration(text).map_err(|e| e.to_string())
+fn parse_duration_arg(text: &str) -> Result<Duration, crate::validate::DurationError> {
+    crate::validate::duration(text)
 }
 
 /// Whether a command line that clap refused asked for `--output json`, so

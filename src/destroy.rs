@@ -157,7 +157,7 @@ pub async fn run<H: Helm>(
     .await;
     let lost = held.lost();
     held.release(events).await;
-    result.map(|summary| summary.with_lock_lost(lost))
+    result.map(|summary| summary.with_lock_lost(lost.map(|why| why.to_string())))
 }
 
 struct Destroyer<'a, H: Helm> {

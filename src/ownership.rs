@@ -141,13 +141,16 @@ pub async fn helm_releases(
     Ok(managed_by)
 }
 
+/// Handover releases a Flux HelmRelease has adopted, with its `namespace/name`.
+pub type Adoptions = BTreeMap<ReleaseId, String>;
+
 /// Handover releases of the plan a Flux HelmRelease has adopted, with its
 /// `namespace/name`.
 pub async fn adoptions<H: Helm>(
     plan: &Plan,
     helm: &H,
     connection: &Connection,
-) -> Result<BTreeMap<ReleaseId, String>, Error> {
+) -> Result<Adoptions, Error> {
     let live = gather(plan, helm, connection).await?;
     Ok(plan
         .installed()

@@ -47,17 +47,26 @@ pub enum Outcome {
 
 /// Why a chart cannot be rendered without downloading it, if it cannot.
 /// At hand: a local chart directory (or packaged chart) that exists.
-pub fn at_hand(release: &Release) -> Result<&Chart, String> {
+pub fn at_hand(release: &Release) -> Result<&Chart, NotAtHand> {
     let Source::Chart(chart) = &release.source else {
-        return Err("a `manifests:` release has no chart".into());
+        return Err(NotAtHand::NoChart);
     };
     match &chart.source {
         ChartSource::Path(path) if path.exists() => Ok(chart),
-        ChartSource::Path(path) => Err(format!("the chart {} does not exist", path.display())),
-        ChartSource::Repo { .. } | ChartSource::Oci(_) => {
-            Err("the chart is not local: rendering it would download it".into())
-        }
+        ChartSource::Path(path) => Err(NotAtHand::Missing(path.clone())),
+        ChartSource::Repo { .. } | ChartSource::Oci(_) => Err(NotAtHand::Remote),
     }
+}
+
+/// Why a release's chart cannot be rendered without downloading it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotAtHand {
+    #[error("a `manifests:` release has no chart")]
+    NoChart,
+    #[error("the chart {} does not exist", .0.display())]
+    Missing(std::path::PathBuf),
+    #[error("the chart is not local: rendering it would download it")]
+    Remote,
 }
 
 /// Renders each `(release, phase)` whose chart is [`at_hand`], at most
@@ -65,25 +74,25 @@ pub fn at_hand(release: &Release) -> Result<&Chart, String> {
 /// helm is asked for its version only when some chart is at hand, so a
 /// config of remote charts (or no helm at all) costs nothing.
 pub async fn render<H: Helm>(helm: &H, requests: &[(&Release, Phase)]) -> Vec<Outcome> {
-    let charts: Vec<Result<&Chart, String>> = requests.iter().map(|(r, _)| at_hand(r)).collect();
+    let charts: Vec<Result<&Chart, NotAtHand>> = requests.iter().map(|(r, _)| at_hand(r)).collect();
     if charts.iter().all(Result::is_err) {
         return charts
             .into_iter()
-            .map(|c| Outcome::Unavailable(c.err().unwrap_or_default()))
+            .map(|c| Outcome::Unavailable(c.err().map(|e| e.to_string()).unwrap_or_default()))
             .collect();
     }
     if let Err(e) = helm.version().await {
         let why = format!("helm is not usable ({e})");
         return charts
             .into_iter()
-            .map(|c| Outcome::Unavailable(c.err().unwrap_or_else(|| why.clone())))
+            .map(|c| Outcome::Unavailable(c.err().map_or_else(|| why.clone(), |e| e.to_string())))
             .collect();
     }
     futures::stream::iter(requests.iter().zip(charts))
         .map(|((release, phase), chart)| async move {
             match chart {
                 Ok(chart) => render_one(helm, release, chart, *phase).await,
-                Err(why) => Outcome::Unavailable(why),
+                Err(why) => Outcome::Unavailable(why.to_string()),
             }
         })
         .buffered(PARALLEL_RENDERS)
@@ -128,7 +137,9 @@ pub fn render_blocking(helm: Option<&Path>, requests: &[(&Release, Phase)]) -> V
         // No runtime, no helm: nothing here can be rendered.
         return requests
             .iter()
-            .map(|(r, _)| Outcome::Unavailable(at_hand(r).err().unwrap_or_default()))
+            .map(|(r, _)| {
+                Outcome::Unavailable(at_hand(r).err().map(|e| e.to_string()).unwrap_or_default())
+            })
             .collect();
     }
     let helm = HelmCli::new(helm.map(Path::to_path_buf)).with_query_timeout(RENDER_TIMEOUT);

@@ -26,7 +26,7 @@ impl std::fmt::Display for Selector {
 }
 
 impl Selector {
-    pub fn parse(text: &str) -> Result<Selector, String> {
+    pub fn parse(text: &str) -> Result<Selector, SelectorError> {
         let mut terms = Vec::new();
         for part in text.split(',') {
             let part = part.trim();
@@ -35,13 +35,11 @@ impl Selector {
             } else if let Some((k, v)) = part.split_once('=') {
                 (k, true, v)
             } else {
-                return Err(format!(
-                    "`{part}` is not `key=value` or `key!=value` (a comma between terms means AND; repeat -l for OR)"
-                ));
+                return Err(SelectorError::NotATerm(part.to_string()));
             };
             let (key, value) = (key.trim(), value.trim());
             if key.is_empty() {
-                return Err(format!("`{part}` has no label key before `=`"));
+                return Err(SelectorError::NoKey(part.to_string()));
             }
             terms.push(Term {
                 key: key.to_string(),
@@ -63,6 +61,17 @@ impl Selector {
             (found == Some(t.value.as_str())) == t.equal
         })
     }
+}
+
+/// Why a `-l` argument is not a selector.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SelectorError {
+    #[error(
+        "`{0}` is not `key=value` or `key!=value` (a comma between terms means AND; repeat -l for OR)"
+    )]
+    NotATerm(String),
+    #[error("`{0}` has no label key before `=`")]
+    NoKey(String),
 }
 
 /// Whether any of `selectors` matches (several `-l` are OR).
@@ -102,7 +111,7 @@ mod tests {
     fn malformed_selectors_say_the_syntax() {
         assert_eq!(
             Selector::parse("tier"),
-            Err("`tier` is not `key=value` or `key!=value` (a comma between terms means AND; repeat -l for OR)".into())
+            Err(SelectorError::NotATerm("tier".into()))
         );
         assert!(Selector::parse("=x").is_err());
         assert!(

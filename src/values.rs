@@ -58,19 +58,20 @@ pub fn canonical(value: &Value) -> String {
 /// `true`/`false`, `null`, and integers without a leading zero become those;
 /// everything else stays a string. Lists (`a[0]`, `{a,b}`) are not taken:
 /// put them in a `--values` file.
-pub fn set_path(target: &mut Value, assignments: &str) -> Result<(), String> {
+pub fn set_path(target: &mut Value, assignments: &str) -> Result<(), SetError> {
     for assignment in split_unescaped(assignments, ',') {
-        let (path, value) = assignment
-            .split_once('=')
-            .ok_or_else(|| format!("`{assignment}` is not `path=value`"))?;
+        let Some((path, value)) = assignment.split_once('=') else {
+            return Err(SetError::NotAssignment(assignment));
+        };
         if path.contains('[') || value.starts_with('{') {
-            return Err(format!(
-                "`{assignment}`: lists are not taken by --set; put them in a --values file"
-            ));
+            return Err(SetError::List(assignment));
         }
         let keys: Vec<String> = split_unescaped(path, '.');
         if keys.iter().any(String::is_empty) {
-            return Err(format!("`{assignment}` has an empty key in `{path}`"));
+            return Err(SetError::EmptyKey {
+                path: path.to_string(),
+                assignment,
+            });
         }
         let mut overlay = typed(&value.replace("\\,", ","));
         for key in keys.into_iter().rev() {
@@ -79,6 +80,17 @@ pub fn set_path(target: &mut Value, assignments: &str) -> Result<(), String> {
         merge(target, overlay);
     }
     Ok(())
+}
+
+/// Why a `--set` argument was not taken.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SetError {
+    #[error("`{0}` is not `path=value`")]
+    NotAssignment(String),
+    #[error("`{0}`: lists are not taken by --set; put them in a --values file")]
+    List(String),
+    #[error("`{assignment}` has an empty key in `{path}`")]
+    EmptyKey { assignment: String, path: String },
 }
 
 fn split_unescaped(text: &str, separator: char) -> Vec<String> {
@@ -451,9 +463,18 @@ mod tests {
             json!({"a": {"keep": 1, "b": 2}, "on": true, "off": false, "n": null,
                    "s": "0755", "t": "v1.2", "anno": {"io.cilium/ip": "10.0.0.1"}, "list": "a,b"})
         );
-        assert_eq!(set_path(&mut v, "x"), Err("`x` is not `path=value`".into()));
-        assert!(set_path(&mut v, "a[0]=1").unwrap_err().contains("--values"));
-        assert!(set_path(&mut v, "a..b=1").is_err());
+        assert_eq!(
+            set_path(&mut v, "x").unwrap_err().to_string(),
+            "`x` is not `path=value`"
+        );
+        assert_eq!(
+            set_path(&mut v, "a[0]=1"),
+            Err(SetError::List("a[0]=1".into()))
+        );
+        assert!(matches!(
+            set_path(&mut v, "a..b=1"),
+            Err(SetError::EmptyKey { .. })
+        ));
     }
 
     #[test]

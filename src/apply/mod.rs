@@ -119,8 +119,8 @@ pub async fn run<H: Helm + 'static>(
             // The live lints (docs/design.md#lints): refuse before anything
             // changes on an error not in `lints.ignore`; warn about the rest.
             let live = crate::lint::run_live(plan, &state?);
-            for message in
-                crate::lint::preflight(&plan.cluster.name, &live).map_err(Error::failed)?
+            for message in crate::lint::preflight(&plan.cluster.name, &live)
+                .map_err(|refusal| Error::failed(refusal.to_string()))?
             {
                 events.emit(Event::Warning { message });
             }
@@ -254,7 +254,7 @@ pub async fn run<H: Helm + 'static>(
     .await;
     let lost = held.lost();
     held.release(events).await;
-    result.map(|summary| summary.with_lock_lost(lost))
+    result.map(|summary| summary.with_lock_lost(lost.map(|why| why.to_string())))
 }
 
 /// A background task that ends with the scope holding it.

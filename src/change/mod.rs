@@ -53,6 +53,12 @@ pub struct ReleaseChange {
     pub reasons: Vec<String>,
     pub values: Vec<ValueChange>,
     pub objects: Vec<ObjectChange>,
+    /// Objects the chart renders differently each time from the same values
+    /// (generated certificates, random passwords), by label, when they were
+    /// the only difference: not a change, since `apply` would not upgrade
+    /// the release (see [`compare`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub regenerated: Vec<String>,
 }
 
 /// The deployed release as helm keeps it.
@@ -123,6 +129,29 @@ impl ReleaseChange {
             reasons,
             values,
             objects,
+            regenerated: Vec::new(),
+        }
+    }
+
+    /// An upgrade only because objects differ: same chart and version, same
+    /// values, no other reason, and every object one that exists on both
+    /// sides.
+    fn only_objects_differ(&self) -> bool {
+        self.change == Kind::Upgrade
+            && self.deployed.as_ref() == Some(&self.desired)
+            && self.values.is_empty()
+            && self.reasons.is_empty()
+            && self.objects.iter().all(|o| o.op == Op::Change)
+    }
+
+    /// When every changed object is one of `unstable` (objects two renders
+    /// of the same values disagree on), the release is unchanged: those
+    /// objects move to [`ReleaseChange::regenerated`].
+    fn set_aside_regenerated(&mut self, unstable: &[ObjectChange]) {
+        let labels: Vec<String> = unstable.iter().map(ObjectChange::label).collect();
+        if self.objects.iter().all(|o| labels.contains(&o.label())) {
+            self.regenerated = self.objects.drain(..).map(|o| o.label()).collect();
+            self.change = Kind::Unchanged;
         }
     }
 
@@ -131,7 +160,15 @@ impl ReleaseChange {
     pub fn describe(&self) -> String {
         let mut parts = Vec::new();
         match (&self.deployed, self.change) {
-            (_, Kind::Unchanged) if self.reasons.is_empty() => return "unchanged".into(),
+            (_, Kind::Unchanged) if self.reasons.is_empty() && self.regenerated.is_empty() => {
+                return "unchanged".into();
+            }
+            (_, Kind::Unchanged) if self.reasons.is_empty() => {
+                return format!(
+                    "unchanged ({} the chart renders anew each time, not compared)",
+                    crate::duration::count(self.regenerated.len(), "object")
+                );
+            }
             (_, Kind::Unchanged) => return self.reasons.join(", "),
             (None, _) => {
                 parts.push(format!("install {}", self.desired));
@@ -198,6 +235,12 @@ pub enum CompareError {
 /// `apply` would install it now (`api_versions`: what the CRD phase
 /// serves), then compares. `deployed` is the release as `helm list` showed
 /// it; `reasons` the other reasons apply would upgrade.
+///
+/// When only objects differ (same chart, version and values), the chart is
+/// rendered a second time: objects the two renders disagree on are
+/// generated anew by every render (a chart's `genCA`, `randAlphaNum`), and
+/// when they are all that differs the release is unchanged, as `apply`
+/// sees it (it would not upgrade).
 pub async fn compare<H: Helm>(
     helm: &H,
     target: &KubeTarget,
@@ -206,23 +249,7 @@ pub async fn compare<H: Helm>(
     api_versions: &[String],
     reasons: Vec<String>,
 ) -> Result<ReleaseChange, CompareError> {
-    let rendered = match release.chart() {
-        Some(chart) => {
-            let text = helm
-                .template(&TemplateRequest {
-                    release: &release.id,
-                    chart,
-                    values: &release.values,
-                    secrets: &release.secrets,
-                    include_crds: false,
-                    api_versions,
-                })
-                .await
-                .map_err(CompareError::Render)?;
-            documents(&text, "helm template")?
-        }
-        None => Vec::new(),
-    };
+    let rendered = render(helm, release, api_versions).await?;
     let Some(deployed) = deployed else {
         return Ok(ReleaseChange::new(release, None, &rendered, reasons));
     };
@@ -235,7 +262,7 @@ pub async fn compare<H: Helm>(
         .await
         .map_err(CompareError::Deployed)?;
     let manifest = documents(&manifest, "helm get manifest")?;
-    Ok(ReleaseChange::new(
+    let mut change = ReleaseChange::new(
         release,
         Some(Deployed {
             release: deployed,
@@ -244,7 +271,36 @@ pub async fn compare<H: Helm>(
         }),
         &rendered,
         reasons,
-    ))
+    );
+    if change.only_objects_differ() {
+        let again = render(helm, release, api_versions).await?;
+        change.set_aside_regenerated(&manifests::diff(&rendered, &again, &[]));
+    }
+    Ok(change)
+}
+
+/// The chart's manifests as `apply` would install them now (no hooks, no
+/// CRDs); none for a release without a chart.
+async fn render<H: Helm>(
+    helm: &H,
+    release: &Release,
+    api_versions: &[String],
+) -> Result<Vec<Value>, CompareError> {
+    let Some(chart) = release.chart() else {
+        return Ok(Vec::new());
+    };
+    let text = helm
+        .template(&TemplateRequest {
+            release: &release.id,
+            chart,
+            values: &release.values,
+            secrets: &release.secrets,
+            include_crds: false,
+            api_versions,
+        })
+        .await
+        .map_err(CompareError::Render)?;
+    documents(&text, "helm template")
 }
 
 fn documents(text: &str, what: &'static str) -> Result<Vec<Value>, CompareError> {

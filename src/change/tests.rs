@@ -118,3 +118,80 @@ fn other_reasons_alone_make_an_upgrade() {
         "~ kube-system/cilium: not recorded in the ownership ledger"
     );
 }
+
+fn tls(cert: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Secret",
+           "metadata": {"name": "hubble-server-certs", "namespace": "kube-system"},
+           "data": {"tls.crt": cert}})
+}
+
+/// The same values rendered again: the certificate a chart generates
+/// differs, the rest does not.
+fn compared(deployed_manifest: &[Value], rendered: &[Value], again: &[Value]) -> ReleaseChange {
+    let r = release("1.18.2", json!({"k8sServicePort": 6443}));
+    let d = deployed("1.18.2");
+    let mut change = ReleaseChange::new(
+        &r,
+        Some(Deployed {
+            release: &d,
+            values: &json!({"k8sServicePort": 6443}),
+            manifest: deployed_manifest,
+        }),
+        rendered,
+        vec![],
+    );
+    if change.only_objects_differ() {
+        change.set_aside_regenerated(&manifests::diff(rendered, again, &[]));
+    }
+    change
+}
+
+#[test]
+fn objects_a_chart_generates_anew_alone_are_no_change() {
+    let change = compared(
+        &[ds("v1.18.2"), tls("b2xk")],
+        &[ds("v1.18.2"), tls("bmV3")],
+        &[ds("v1.18.2"), tls("YWdhaW4=")],
+    );
+    assert_eq!(change.change, Kind::Unchanged);
+    assert_eq!(change.objects, Vec::new());
+    assert_eq!(
+        change.regenerated,
+        vec!["Secret kube-system/hubble-server-certs".to_string()]
+    );
+    assert_eq!(
+        change.summary_line(),
+        "  kube-system/cilium: unchanged (1 object the chart renders anew each time, not compared)"
+    );
+}
+
+#[test]
+fn a_stable_object_that_differs_keeps_the_upgrade_whole() {
+    // cilium-config differs in both renders alike: a real difference (a
+    // cluster capability, a lookup), so the regenerated Secret stays listed.
+    let change = compared(
+        &[cm(6443), tls("b2xk")],
+        &[cm(7445), tls("bmV3")],
+        &[cm(7445), tls("YWdhaW4=")],
+    );
+    assert_eq!(change.change, Kind::Upgrade);
+    assert_eq!(change.objects.len(), 2);
+    assert_eq!(change.regenerated, Vec::<String>::new());
+}
+
+#[test]
+fn a_values_change_is_never_rendered_twice() {
+    let r = release("1.18.2", json!({"k8sServicePort": 7445}));
+    let d = deployed("1.18.2");
+    let change = ReleaseChange::new(
+        &r,
+        Some(Deployed {
+            release: &d,
+            values: &json!({"k8sServicePort": 6443}),
+            manifest: &[tls("b2xk")],
+        }),
+        &[tls("bmV3")],
+        vec![],
+    );
+    assert!(!change.only_objects_differ());
+}

@@ -49,7 +49,8 @@ pub fn run(config: &Config, args: &ApplyArgs) -> Result<(), Error> {
 /// refuses the run before helm or the cluster is touched. Returns the
 /// warnings the run shows: the ignored errors and the warning-level findings.
 fn preflight(plan: &Plan, findings: &[lint::Finding]) -> Result<Vec<String>, Error> {
-    let mut notices = lint::preflight(&plan.cluster.name, findings).map_err(Error::failed)?;
+    let mut notices = lint::preflight(&plan.cluster.name, findings)
+        .map_err(|refusal| Error::failed(refusal.to_string()))?;
     notices.extend(flux_preflight(plan)?);
     Ok(notices)
 }

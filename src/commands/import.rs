@@ -100,6 +100,19 @@ pub fn run(
         for path in &written {
             text.push_str(&format!("  wrote {}\n", path.display()));
         }
+        for release in imported.groups.iter().flat_map(|g| &g.releases) {
+            if let Some(doc) = release.from.as_ref().and_then(|f| f.document.as_ref()) {
+                text.push_str(&format!(
+                    "  `{}`: {} reads {} with `fromYaml`, which takes only {} of its {} documents, as helmfile does; its HelmRelease is document {}: written as `from: {{ helmRelease }}` with `ownership: handover`\n",
+                    release.id(),
+                    doc.template.display(),
+                    doc.file.display(),
+                    doc.first,
+                    doc.total,
+                    doc.helmrelease
+                ));
+            }
+        }
         if !imported.notes.is_empty() {
             text.push_str(
                 "not carried over (no effect on a bootstrap; said in cluster.yaml too):\n",

@@ -67,7 +67,11 @@ pub(crate) fn resolve_all(
             .helm_release;
         let origin = crate::flux::origin::find(&tree.objects, reference)
             .and_then(|hr| crate::flux::origin::resolve(hr, &tree.objects));
-        match origin.and_then(|o| convert(&o, &draft.id).map(|c| (o, c))) {
+        let converted = origin.and_then(|o| match convert(&o, &draft.id) {
+            Ok(chart) => Ok((o, chart)),
+            Err(why) => Err(why.to_string()),
+        });
+        match converted {
             Ok((origin, chart)) => {
                 let file = |f: &str| flux.root.join(f);
                 let layers = origin
@@ -124,7 +128,7 @@ pub(crate) fn resolve_all(
 
 /// The chart bootstrap installs for `origin`, once the HelmRelease is known
 /// to manage exactly release `id` the way `helm upgrade --install` stores it.
-fn convert(origin: &Origin, id: &ReleaseId) -> Result<Chart, String> {
+fn convert(origin: &Origin, id: &ReleaseId) -> Result<Chart, NotAdoptable> {
     let hr = format!(
         "HelmRelease {}/{} ({})",
         origin.object.namespace.as_deref().unwrap_or("-"),
@@ -137,21 +141,22 @@ fn convert(origin: &Origin, id: &ReleaseId) -> Result<Chart, String> {
         identity.release_name.clone(),
     );
     if manages != *id {
-        return Err(format!(
-            "{hr} manages Helm release {manages} (helm-controller's naming: releaseName, else targetNamespace-name, else name; storage namespace), not {id}: set this release's name and namespace to those, or Flux would install a second release instead of adopting this one"
-        ));
+        return Err(NotAdoptable::OtherRelease {
+            hr,
+            manages,
+            id: id.clone(),
+        });
     }
     if identity.release_namespace != identity.storage_namespace {
-        return Err(format!(
-            "{hr} installs into namespace {} but stores the release in {}; `helm upgrade --install` stores a release where it installs, so Flux could not adopt it: drop `storageNamespace` or `targetNamespace`",
-            identity.release_namespace.as_deref().unwrap_or("-"),
-            identity.storage_namespace.as_deref().unwrap_or("-"),
-        ));
+        return Err(NotAdoptable::StoredElsewhere {
+            hr,
+            installs: identity.release_namespace.clone(),
+            stores: identity.storage_namespace.clone(),
+        });
     }
-    validate::pinned_version(&origin.chart.version).map_err(|e| {
-        format!(
-            "{hr} chart version {e}; bootstrap installs pinned versions: pin it in the HelmRelease or its source"
-        )
+    validate::pinned_version(&origin.chart.version).map_err(|version| NotAdoptable::Unpinned {
+        hr: hr.clone(),
+        version,
     })?;
     Ok(Chart {
         source: match &origin.chart.location {
@@ -163,4 +168,35 @@ fn convert(origin: &Origin, id: &ReleaseId) -> Result<Chart, String> {
         },
         version: Some(origin.chart.version.clone()),
     })
+}
+
+/// Why a Flux HelmRelease cannot be what bootstrap installs for a release:
+/// Flux would not adopt the result. `hr` names the HelmRelease and its file.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+enum NotAdoptable {
+    #[error(
+        "{hr} manages Helm release {manages} (helm-controller's naming: releaseName, else targetNamespace-name, else name; storage namespace), not {id}: set this release's name and namespace to those, or Flux would install a second release instead of adopting this one"
+    )]
+    OtherRelease {
+        hr: String,
+        manages: ReleaseId,
+        id: ReleaseId,
+    },
+    #[error(
+        "{hr} installs into namespace {} but stores the release in {}; `helm upgrade --install` stores a release where it installs, so Flux could not adopt it: drop `storageNamespace` or `targetNamespace`",
+        .installs.as_deref().unwrap_or("-"),
+        .stores.as_deref().unwrap_or("-")
+    )]
+    StoredElsewhere {
+        hr: String,
+        installs: Option<String>,
+        stores: Option<String>,
+    },
+    #[error(
+        "{hr} chart version {version}; bootstrap installs pinned versions: pin it in the HelmRelease or its source"
+    )]
+    Unpinned {
+        hr: String,
+        version: validate::VersionError,
+    },
 }

@@ -30,7 +30,9 @@
 //! and 12 hex digits of its hash) is denied when a ledger release in the same
 //! namespace has that 41-character prefix and 53 characters, without checking
 //! the hash. That errs on the side of denying, and bootstrap release names are
-//! written by hand, so it never matters in practice.
+//! written by hand, so it never matters in practice. The denial then names
+//! the release of that ledger entry (the shortened name), not the composed
+//! one, which helm-controller never creates.
 //!
 //! Updates of a HelmRelease that is being deleted are allowed when its spec
 //! is unchanged, so that helm-controller can remove its finalizer and an old
@@ -71,21 +73,34 @@ const TERMINATING_UNCHANGED: &str = "has(object.metadata.deletionTimestamp) \
          ? (has(oldObject.spec) && oldObject.spec == object.spec) \
          : !has(oldObject.spec))";
 
+/// The ledger keys of the storage namespace that a composed name over 53
+/// characters may have become (helm-controller's shortening; see the module
+/// docs): empty for a short name.
+const SHORTENED_KEYS: &str = "variables.releaseName.size() > 53 && has(params.data) \
+     ? params.data.filter(k, \
+         k.size() == variables.storageNamespace.size() + 54 \
+         && k.startsWith(variables.storageNamespace + '.' + variables.releaseName.substring(0, 40) + '-') \
+         && !params.data[k].contains('\"policy\":\"handover\"')) \
+     : []";
+
 const OWNED: &str = "!variables.terminatingUnchanged && has(params.data) && ( \
        (variables.releaseName.size() <= 53 \
         && variables.ledgerKey in params.data \
         && !params.data[variables.ledgerKey].contains('\"policy\":\"handover\"')) \
-    || (variables.releaseName.size() > 53 \
-        && params.data.exists(k, \
-             k.size() == variables.storageNamespace.size() + 54 \
-             && k.startsWith(variables.storageNamespace + '.' + variables.releaseName.substring(0, 40) + '-') \
-             && !params.data[k].contains('\"policy\":\"handover\"'))) )";
+    || variables.shortenedKeys.size() > 0 )";
+
+/// The Helm release the denial names: the ledger's (shortened) one for a
+/// long composed name, so the message names a release that exists.
+const MANAGED: &str = "variables.shortenedKeys.size() > 0 \
+     ? variables.storageNamespace + '/' \
+       + variables.shortenedKeys[0].substring(variables.storageNamespace.size() + 1) \
+     : variables.storageNamespace + '/' + variables.releaseName";
 
 /// The policy and its binding, ready to apply with server-side apply.
 /// `shard_label` = (key, value) of the label every ledger shard carries.
 pub fn admission_policy(ledger_namespace: &str, shard_label: (&str, &str)) -> Vec<Value> {
     let message = "'HelmRelease ' + request.namespace + '/' + object.metadata.name \
-         + ' would manage Helm release ' + variables.storageNamespace + '/' + variables.releaseName \
+         + ' would manage Helm release ' + variables.managedRelease \
          + ', which is owned by bootstrap (ledger ConfigMap ' + params.metadata.namespace + '/' \
          + params.metadata.name + '). \
          Remove this HelmRelease from the Flux tree, or drop the release from bootstrap first.'";
@@ -111,7 +126,9 @@ pub fn admission_policy(ledger_namespace: &str, shard_label: (&str, &str)) -> Ve
                 { "name": "storageNamespace", "expression": STORAGE_NAMESPACE },
                 { "name": "ledgerKey", "expression": LEDGER_KEY },
                 { "name": "terminatingUnchanged", "expression": TERMINATING_UNCHANGED },
+                { "name": "shortenedKeys", "expression": SHORTENED_KEYS },
                 { "name": "owned", "expression": OWNED },
+                { "name": "managedRelease", "expression": MANAGED },
             ],
             "validations": [{
                 "expression": "!variables.owned",

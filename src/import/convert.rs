@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
 
-use super::helmfile::{self, Release as HelmfileRelease, State, ValuesEntry};
+use super::helmfile::{self, FluxDocument, Release as HelmfileRelease, State, ValuesEntry};
 use super::hooks::{self, Converted};
 use super::{Issue, relative};
 use crate::error::{Error, Problem};
@@ -92,6 +92,9 @@ pub struct ReleaseOut {
     pub flux_managed: Option<(String, String)>,
     /// Its settings with no effect on a bootstrap ([`Imported::notes`]).
     pub notes: Vec<Issue>,
+    /// Its values template read a file of several documents whose later
+    /// one is its Flux HelmRelease (see [`FluxDocument`]): read with `from:`.
+    pub flux_document: Option<FluxDocument>,
 }
 
 /// A release read from the Flux tree (docs/design.md#from-a-flux-helmrelease).
@@ -100,16 +103,24 @@ pub struct FromOut {
     pub helmrelease: PathBuf,
     /// The template that read its `spec.values`, absolute.
     pub template: PathBuf,
+    /// The template read another document of the file (see
+    /// [`FluxDocument`]): said where `from:` is written.
+    pub document: Option<FluxDocument>,
 }
 
 /// The Flux tree `from:` is resolved in: cluster.yaml `flux:`.
 pub struct FluxOut {
     /// The directory Flux's GitRepository is rooted at, absolute.
     pub root: PathBuf,
-    /// `spec.sync.path` of the FluxInstance (flux-instance chart values).
+    /// `spec.sync.path` of the FluxInstance (flux-instance chart values),
+    /// else the directory of the Flux Kustomization that reaches the
+    /// HelmReleases read.
     pub entrypoint: String,
-    /// The file whose values say so, absolute.
+    /// The file that says so (the flux-instance values, or the
+    /// Kustomization's file), absolute.
     pub source: PathBuf,
+    /// Found through a Flux Kustomization, not a FluxInstance.
+    pub by_kustomization: bool,
 }
 
 impl ReleaseOut {
@@ -261,10 +272,35 @@ pub fn import(
     merge_duplicates(&mut imported.groups)?;
     resolve_needs(&mut imported.groups, &mut issues);
     order_files(&mut imported.groups);
-    imported.flux = flux_tree(&imported.groups);
+    imported.flux = flux_tree(&imported.groups).or_else(|| kustomization_tree(&imported.groups));
     if let Some(flux) = &imported.flux {
         read_from_flux(&mut imported.groups, flux);
         flux_managed(&mut imported.groups, flux);
+    }
+    for release in imported.groups.iter_mut().flat_map(|g| &mut g.releases) {
+        if let (Some(doc), None) = (&release.flux_document, &release.from) {
+            let why = if imported.flux.is_none() {
+                "the Flux tree it belongs to was not found (no FluxInstance sync path in the imported values, no Flux Kustomization above it)"
+            } else {
+                "it does not install what the helmfile names (chart URL and tag of its OCIRepository, release name and namespace, no valuesFrom)"
+            };
+            let issue = Issue::new(
+                &doc.template,
+                1,
+                format!("fromYaml {}", doc.file.display()),
+                format!(
+                    "{}; {} holds {} documents and `fromYaml` reads only {}, as helmfile does (helmfile fails the same way); the HelmRelease of `{}` is document {}, but {why}: write `from: {{ helmRelease: FILE }}` with `ownership: handover`, or values of your own",
+                    doc.failure,
+                    doc.file.display(),
+                    doc.total,
+                    doc.first,
+                    release.id(),
+                    doc.helmrelease
+                ),
+            );
+            issues.push(issue.clone());
+            release.todo.push(issue);
+        }
     }
     let mut stems: BTreeMap<String, usize> = BTreeMap::new();
     for group in &mut imported.groups {
@@ -358,6 +394,7 @@ fn unreadable(
             crd_stage: None,
             flux_managed: None,
             notes: Vec::new(),
+            flux_document: None,
         });
     }
     if !names.is_empty() {
@@ -940,9 +977,11 @@ fn convert_release(
         })
         .unwrap_or_default();
     let mut values = Vec::new();
+    let mut flux_document = None;
     for entry in &release.values {
         match entry {
             ValuesEntry::File(path) => values.push(ValuesOut::InPlace(path.clone())),
+            ValuesEntry::FluxDocument(doc) => flux_document = Some(doc.clone()),
             ValuesEntry::Computed {
                 values: map,
                 from,
@@ -1021,8 +1060,12 @@ fn convert_release(
     }
     let hooks = convert_hooks(state, release, &namespace, crds_only, root, issues);
     let labels = labels(release, state, issues);
-    let from_candidate = match (&chart, crds_only) {
-        (Some(chart), false) => from_candidate(release, &values, chart, &name, &namespace),
+    let from_candidate = match (&chart, crds_only, &flux_document) {
+        // The HelmRelease is all the values the template meant.
+        (Some(chart), false, Some(doc)) if values.is_empty() => {
+            candidate(release, &doc.file, chart, &name, &namespace)
+        }
+        (Some(chart), false, None) => from_candidate(release, &values, chart, &name, &namespace),
         _ => None,
     };
     Some(ReleaseOut {
@@ -1051,6 +1094,7 @@ fn convert_release(
         crd_stage: None,
         flux_managed: None,
         notes,
+        flux_document,
     })
 }
 
@@ -1159,6 +1203,17 @@ fn from_candidate(
     else {
         return None;
     };
+    candidate(release, helmrelease, chart, name, namespace)
+}
+
+/// The HelmRelease file `helmrelease` as [`from_candidate`] accepts it.
+fn candidate(
+    release: &HelmfileRelease,
+    helmrelease: &Path,
+    chart: &Chart,
+    name: &str,
+    namespace: &str,
+) -> Option<PathBuf> {
     let ChartOut::Oci(url) = &chart.chart else {
         return None;
     };
@@ -1251,7 +1306,94 @@ fn flux_tree(groups: &[Group]) -> Option<FluxOut> {
         root,
         entrypoint,
         source,
+        by_kustomization: false,
     })
+}
+
+/// The Flux tree when no FluxInstance says it: the Flux Kustomization
+/// (kustomize.toolkit.fluxcd.io) whose `spec.path` holds the HelmRelease a
+/// template read, the widest such path winning (the tree's top, not an
+/// app's own Kustomization). The root is the nearest directory above the
+/// HelmRelease where that path exists, searched no higher than the
+/// directory that holds both the HelmRelease and the state file (the
+/// repository); the entrypoint is the directory of the Kustomization's file.
+fn kustomization_tree(groups: &[Group]) -> Option<FluxOut> {
+    let (hr, state) = groups
+        .iter()
+        .flat_map(|g| &g.releases)
+        .find_map(|r| Some((r.from_candidate.as_ref()?, hooks::absolute(&r.source))))?;
+    let common: PathBuf = hr
+        .components()
+        .zip(super::gotmpl::normalize(&state).components())
+        .take_while(|(a, b)| a == b)
+        .map(|(a, _)| a)
+        .collect();
+    for dir in hr.ancestors().skip(1) {
+        if !dir.starts_with(&common) || dir == Path::new("/") {
+            break;
+        }
+        let mut best: Option<(usize, PathBuf)> = None;
+        let mut files = Vec::new();
+        yaml_files(dir, &mut files, 5000);
+        for file in files {
+            let Ok(text) = std::fs::read_to_string(&file) else {
+                continue;
+            };
+            if !text.contains("kustomize.toolkit.fluxcd.io") {
+                continue;
+            }
+            for doc in serde_saphyr::from_multiple::<Value>(&text).unwrap_or_default() {
+                let api = doc.get("apiVersion").and_then(Value::as_str).unwrap_or("");
+                let path = doc.pointer("/spec/path").and_then(Value::as_str);
+                let (true, Some(path)) = (
+                    api.starts_with("kustomize.toolkit.fluxcd.io/")
+                        && doc.get("kind").and_then(Value::as_str) == Some("Kustomization"),
+                    path,
+                ) else {
+                    continue;
+                };
+                let target = super::gotmpl::normalize(&dir.join(path.trim_start_matches("./")));
+                let depth = target.components().count();
+                if hr.starts_with(&target) && best.as_ref().is_none_or(|(d, _)| depth < *d) {
+                    best = Some((depth, file.clone()));
+                }
+            }
+        }
+        if let Some((_, file)) = best {
+            let entrypoint = relative(dir, file.parent()?);
+            return Some(FluxOut {
+                root: dir.to_path_buf(),
+                entrypoint: entrypoint.to_string_lossy().into_owned(),
+                source: file,
+                by_kustomization: true,
+            });
+        }
+    }
+    None
+}
+
+/// The `*.yaml`/`*.yml` files below `dir` (hidden directories left out),
+/// at most `limit` of them.
+fn yaml_files(dir: &Path, out: &mut Vec<PathBuf>, limit: usize) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let mut entries: Vec<PathBuf> = entries.flatten().map(|e| e.path()).collect();
+    entries.sort();
+    for path in entries {
+        if out.len() >= limit {
+            return;
+        }
+        let name = path.file_name().unwrap_or_default().to_string_lossy();
+        if name.starts_with('.') {
+            continue;
+        }
+        if path.is_dir() {
+            yaml_files(&path, out, limit);
+        } else if name.ends_with(".yaml") || name.ends_with(".yml") {
+            out.push(path);
+        }
+    }
 }
 
 /// Every release with a [`from_candidate`] inside the Flux tree is read
@@ -1271,10 +1413,17 @@ fn read_from_flux(groups: &mut [Group], flux: &FluxOut) {
             } => Some(template.clone()),
             _ => None,
         });
+        let template = template.or_else(|| {
+            release
+                .flux_document
+                .as_ref()
+                .map(|doc| doc.template.clone())
+        });
         let Some(template) = template else { continue };
         release.from = Some(FromOut {
             helmrelease: hr.clone(),
             template,
+            document: release.flux_document.clone(),
         });
         release.values.clear();
         release.chart_note = None;

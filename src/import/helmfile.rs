@@ -385,6 +385,82 @@ pub enum ValuesEntry {
         from: Option<PathBuf>,
         reads: Vec<Read>,
     },
+    /// A values template that reads a file of several YAML documents with
+    /// `fromYaml`, which takes only the first, where a later one is the
+    /// Flux HelmRelease of this release: `.spec.values` is not set on the
+    /// first (helmfile fails the same way), and what was meant is the
+    /// HelmRelease, which `from:` reads.
+    FluxDocument(FluxDocument),
+}
+
+/// See [`ValuesEntry::FluxDocument`].
+#[derive(Debug, Clone)]
+pub struct FluxDocument {
+    /// The values template.
+    pub template: PathBuf,
+    /// The file of several documents, absolute.
+    pub file: PathBuf,
+    /// Which documents: `document 1 (OCIRepository apps/app)`, the
+    /// HelmRelease's number, and how many there are.
+    pub first: String,
+    pub helmrelease: usize,
+    pub total: usize,
+    /// Why the template failed (the importer's words).
+    pub failure: String,
+}
+
+/// The [`FluxDocument`] behind a values template that failed: among the
+/// files it read, one of several documents whose first is not a
+/// HelmRelease and a later one is the HelmRelease `namespace/name`.
+fn flux_document(
+    reads: &[Read],
+    template: &Path,
+    name: &str,
+    namespace: &str,
+    failure: &str,
+) -> Option<FluxDocument> {
+    let str_at = |v: &Value, p: &str| v.pointer(p).and_then(Value::as_str).map(str::to_string);
+    let is_hr = |d: &Value| {
+        d.get("kind").and_then(Value::as_str) == Some("HelmRelease")
+            && str_at(d, "/apiVersion").is_some_and(|a| a.starts_with("helm.toolkit.fluxcd.io/"))
+    };
+    reads.iter().rev().find_map(|read| {
+        let docs: Vec<Value> = serde_saphyr::from_multiple::<Value>(&read.text)
+            .ok()?
+            .into_iter()
+            .filter(|d| !d.is_null())
+            .collect();
+        let first = docs.first()?;
+        if docs.len() < 2 || is_hr(first) {
+            return None;
+        }
+        let at = docs.iter().position(|d| {
+            is_hr(d)
+                && str_at(d, "/metadata/name").as_deref() == Some(name)
+                && str_at(d, "/metadata/namespace")
+                    .as_deref()
+                    .is_none_or(|ns| ns == namespace)
+        })?;
+        let label = |d: &Value| {
+            let kind = d.get("kind").and_then(Value::as_str).unwrap_or("(no kind)");
+            match (
+                str_at(d, "/metadata/namespace"),
+                str_at(d, "/metadata/name"),
+            ) {
+                (Some(ns), Some(n)) => format!("{kind} {ns}/{n}"),
+                (None, Some(n)) => format!("{kind} {n}"),
+                _ => kind.to_string(),
+            }
+        };
+        Some(FluxDocument {
+            template: template.to_path_buf(),
+            file: read.path.clone(),
+            first: format!("document 1 ({})", label(first)),
+            helmrelease: at + 1,
+            total: docs.len(),
+            failure: failure.to_string(),
+        })
+    })
 }
 
 impl Release {
@@ -789,7 +865,18 @@ fn render_fields_into(state: &State, release: &mut Release, issues: &mut Vec<Iss
                 let rendered = match engine.render(&source, &path, 1, &dir) {
                     Ok(r) => r,
                     Err(u) => {
-                        issues.push(u.into());
+                        let name = release.spec.get("name").and_then(Value::as_str);
+                        let ns = release.spec.get("namespace").and_then(Value::as_str);
+                        let found = match (name, ns) {
+                            (Some(name), Some(ns)) if u.reason.contains("is not set") => {
+                                flux_document(&engine.reads.borrow(), &path, name, ns, &u.reason)
+                            }
+                            _ => None,
+                        };
+                        match found {
+                            Some(doc) => release.values.push(ValuesEntry::FluxDocument(doc)),
+                            None => issues.push(u.into()),
+                        }
                         continue;
                     }
                 };

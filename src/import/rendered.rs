@@ -175,19 +175,52 @@ fn run_build(
     parse(&String::from_utf8_lossy(&out.stdout))
 }
 
-/// helmfile's error without its log lines: the line that says what failed.
+/// helmfile's error without its log lines: the line that says what failed,
+/// and for a helm command that failed, the command and helm's own error
+/// (helmfile lists its `ARGS:` one per line and then its `STDERR:`).
 fn first_error(stderr: &str) -> String {
     let lines: Vec<&str> = stderr
         .lines()
         .map(str::trim)
         .filter(|l| !l.is_empty())
         .collect();
-    lines
+    let mut text = lines
         .iter()
         .find(|l| l.contains("err:") || l.starts_with("in ") || l.contains("error"))
         .or(lines.last())
         .map(|l| l.to_string())
-        .unwrap_or_else(|| "no message".into())
+        .unwrap_or_else(|| "no message".into());
+    if text.ends_with("exited with non-zero status:") {
+        let section = |name: &str| -> Vec<&str> {
+            lines
+                .iter()
+                .skip_while(|l| **l != name)
+                .skip(1)
+                .take_while(|l| !l.ends_with(':') || l.contains(": "))
+                .copied()
+                .collect()
+        };
+        // `  1: pull (4 bytes)`: the argument between the index and its size.
+        let args: Vec<&str> = section("ARGS:")
+            .iter()
+            .filter_map(|l| l.split_once(": "))
+            .map(|(_, a)| a.rsplit_once(" (").map_or(a, |(a, _)| a))
+            .collect();
+        let error = section("STDERR:")
+            .first()
+            .map(|l| l.trim_end_matches(']').to_string());
+        text = text.trim_end_matches(':').to_string();
+        if !args.is_empty() {
+            text.push_str(&format!(": `{}`", args.join(" ")));
+        }
+        if let Some(error) = error {
+            text.push_str(&format!(": {error}"));
+        }
+        if args.get(1) == Some(&"pull") {
+            text.push_str(" (helmfile pulls every oci:// chart before it prints the state: the registry must be reachable, or import with --no-helmfile)");
+        }
+    }
+    text
 }
 
 /// Splits `build`'s output at its `#  Source: PATH` lines.
@@ -232,6 +265,15 @@ mod tests {
         assert_eq!(docs[0].0, PathBuf::from("/a/helmfile.yaml"));
         assert_eq!(docs[0].1["releases"][0]["name"], "x");
         assert_eq!(docs[1].0, PathBuf::from("/a/b.yaml"));
+    }
+
+    #[test]
+    fn a_helm_command_helmfile_ran_is_named_with_its_error() {
+        let stderr = "Pulling ghcr.io/example/charts/app:1.2.3\nin ./helmfile.yaml: [release \"app\": command \"/bin/helm\" exited with non-zero status:\n\nPATH:\n  /bin/helm\n\nARGS:\n  0: helm (4 bytes)\n  1: pull (4 bytes)\n  2: oci://ghcr.io/example/charts/app (32 bytes)\n  3: --version (9 bytes)\n  4: 1.2.3 (5 bytes)\n\nERROR:\n  exit status 1\n\nEXIT STATUS\n  1\n\nSTDERR:\n  Error: no such host\n\nCOMBINED OUTPUT:\n  Error: no such host]\n";
+        assert_eq!(
+            first_error(stderr),
+            "in ./helmfile.yaml: [release \"app\": command \"/bin/helm\" exited with non-zero status: `helm pull oci://ghcr.io/example/charts/app --version 1.2.3`: Error: no such host (helmfile pulls every oci:// chart before it prints the state: the registry must be reachable, or import with --no-helmfile)"
+        );
     }
 
     #[test]

@@ -173,11 +173,23 @@ fn release_text(
         }
     }
     if let (Some(from), Some(flux)) = (&release.from, flux) {
+        let read = match &from.document {
+            None => format!(
+                "as {} read its spec.values",
+                relative(releases_dir, &from.template).display()
+            ),
+            Some(doc) => format!(
+                "document {} of its {}: {} reads it with `fromYaml`, which takes only {}, as helmfile does, so it found no spec.values (helmfile fails the same way)",
+                doc.helmrelease,
+                doc.total,
+                relative(releases_dir, &from.template).display(),
+                doc.first
+            ),
+        };
         t.push_str(&comment(
             &format!(
-                "chart, version and values: the Flux HelmRelease {}, as {} read its spec.values; Flux adopts the release once bootstrap installed it",
+                "chart, version and values: the Flux HelmRelease {}, {read}; Flux adopts the release once bootstrap installed it",
                 relative(releases_dir, &from.helmrelease).display(),
-                relative(releases_dir, &from.template).display()
             ),
             "",
         ));
@@ -332,11 +344,19 @@ fn cluster_text(imported: &Imported, root: &Path) -> String {
             .any(|r| r.from.is_some() || r.flux_managed.is_some())
     }) {
         let dir = root.join("clusters").join(&imported.cluster);
-        t.push_str(&comment(
-            &format!(
-                "The Flux tree the `from:` releases are read from: the FluxInstance's sync path, from the values of {}",
+        let found = if flux.by_kustomization {
+            format!(
+                "the directory of the Flux Kustomization {}, whose path holds the HelmReleases read",
                 relative(&dir, &flux.source).display()
-            ),
+            )
+        } else {
+            format!(
+                "the FluxInstance's sync path, from the values of {}",
+                relative(&dir, &flux.source).display()
+            )
+        };
+        t.push_str(&comment(
+            &format!("The Flux tree the `from:` releases are read from: {found}"),
             "",
         ));
         t.push_str(&format!(

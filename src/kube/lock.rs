@@ -64,7 +64,7 @@ pub struct Lock {
     /// What the renewer and [`Lock::check`] share.
     shared: Arc<Shared>,
     /// Set when the lock is no longer ours (or may not be), with the reason.
-    lost: tokio::sync::watch::Receiver<Option<String>>,
+    lost: tokio::sync::watch::Receiver<Option<LockLost>>,
     /// Set by [`Lock::release`], so dropping it afterwards does not release twice.
     released: bool,
     /// The run that held the expired lock this run took over: a run that
@@ -97,7 +97,7 @@ struct Shared {
     /// The Lease as our last write left it (its resourceVersion makes the
     /// next renewal conditional); the mutex serialises renewals.
     held: tokio::sync::Mutex<Held>,
-    lost: tokio::sync::watch::Sender<Option<String>>,
+    lost: tokio::sync::watch::Sender<Option<LockLost>>,
     holder: String,
 }
 
@@ -303,7 +303,7 @@ impl Lock {
     /// Resolves with the reason once the lock is lost (deleted, taken by
     /// another run, or not renewable for a whole lease duration); never while
     /// it is held.
-    pub fn lost(&self) -> tokio::sync::watch::Receiver<Option<String>> {
+    pub fn lost(&self) -> tokio::sync::watch::Receiver<Option<LockLost>> {
         self.lost.clone()
     }
 
@@ -316,21 +316,46 @@ impl Lock {
     /// Bounded: an API server that does not answer leaves the Lease to
     /// expire ([`LEASE_SECONDS`] after the last renewal).
     /// `Err(why)` when it could not be given back.
-    pub async fn release(mut self) -> Result<(), String> {
+    pub async fn release(mut self) -> Result<(), NotReleased> {
         self.renewer.abort();
         self.released = true;
         match tokio::time::timeout(RELEASE_WITHIN, release(&self.api, &self.holder)).await {
             Ok(Ok(())) => Ok(()),
-            Ok(Err(e)) => Err(format!(
-                "could not give the cluster lock back ({}); it expires {LEASE_SECONDS}s after its last renewal",
-                super::retry::describe(&e)
-            )),
-            Err(_) => Err(format!(
-                "could not give the cluster lock back (no answer within {}); it expires {LEASE_SECONDS}s after its last renewal",
-                crate::duration::span(RELEASE_WITHIN)
-            )),
+            Ok(Err(e)) => Err(NotReleased::Refused(super::retry::describe(&e))),
+            Err(_) => Err(NotReleased::NoAnswer(RELEASE_WITHIN)),
         }
     }
+}
+
+/// Why the lock could not be given back; it expires by itself.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotReleased {
+    /// The API server's answer, in words.
+    #[error(
+        "could not give the cluster lock back ({0}); it expires {LEASE_SECONDS}s after its last renewal"
+    )]
+    Refused(String),
+    #[error(
+        "could not give the cluster lock back (no answer within {}); it expires {LEASE_SECONDS}s after its last renewal",
+        crate::duration::span(*.0)
+    )]
+    NoAnswer(Duration),
+}
+
+/// Why the lock is no longer this run's, or may not be.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LockLost {
+    #[error("the Lease kube-system/bootstrap-lock was deleted")]
+    Deleted,
+    /// Another run holds it now.
+    #[error("it is now held by {0}")]
+    TakenBy(String),
+    /// Not renewed for `since`; `cause` is the last renewal's error, in words.
+    #[error(
+        "it could not be renewed for {} ({cause}), so another run may take it",
+        crate::duration::span(*.since)
+    )]
+    Unrenewed { since: Duration, cause: String },
 }
 
 impl Drop for Lock {
@@ -375,7 +400,7 @@ impl LockCheck {
     /// (found by renewing now), or not renewed successfully for so long
     /// that another run may have taken it. A failure is also reported as
     /// the lock being lost, so the run starts nothing new.
-    pub async fn ensure(&self) -> Result<(), String> {
+    pub async fn ensure(&self) -> Result<(), LockLost> {
         if let Some(why) = self.shared.lost.borrow().clone() {
             return Err(why);
         }
@@ -403,7 +428,7 @@ impl LockCheck {
 enum Renewal {
     Renewed,
     /// Deleted or taken over: not ours any more.
-    Lost(String),
+    Lost(LockLost),
     /// Could not be renewed this time (the API server did not answer).
     Failed(::kube::Error),
 }
@@ -434,9 +459,7 @@ async fn renew_once(api: &Api<Lease>, holder: &str, held: &mut Held) -> Renewal 
             held.renewed = sent;
             Renewal::Renewed
         }
-        Err(e) if is_not_found(&e) => {
-            Renewal::Lost("the Lease kube-system/bootstrap-lock was deleted".to_string())
-        }
+        Err(e) if is_not_found(&e) => Renewal::Lost(LockLost::Deleted),
         Err(e) if is_conflict(&e) => match api.get_opt(LEASE_NAME).await {
             Ok(Some(lease)) => {
                 let other = lease
@@ -450,24 +473,21 @@ async fn renew_once(api: &Api<Lease>, holder: &str, held: &mut Held) -> Renewal 
                     held.lease = lease;
                     Box::pin(renew_once(api, holder, held)).await
                 } else {
-                    Renewal::Lost(format!("it is now held by {other}"))
+                    Renewal::Lost(LockLost::TakenBy(other))
                 }
             }
-            Ok(None) => {
-                Renewal::Lost("the Lease kube-system/bootstrap-lock was deleted".to_string())
-            }
+            Ok(None) => Renewal::Lost(LockLost::Deleted),
             Err(e) => Renewal::Failed(e),
         },
         Err(e) => Renewal::Failed(e),
     }
 }
 
-fn unrenewed(held: &Held, e: &::kube::Error) -> String {
-    format!(
-        "it could not be renewed for {} ({}), so another run may take it",
-        crate::duration::span(held.renewed.elapsed()),
-        super::retry::describe(e)
-    )
+fn unrenewed(held: &Held, e: &::kube::Error) -> LockLost {
+    LockLost::Unrenewed {
+        since: held.renewed.elapsed(),
+        cause: super::retry::describe(e),
+    }
 }
 
 /// Renews every [`RENEW_EVERY`]; reports the lock lost when it was deleted

@@ -31,7 +31,7 @@ pub struct LiveState {
     pub kube_proxy: bool,
     /// The probe of `k8sServiceHost:k8sServicePort`, when one was made:
     /// `host:port` and why it failed (`None`: it answered TLS).
-    pub api_probe: Option<(String, Option<String>)>,
+    pub api_probe: Option<(String, Option<TlsProbeError>)>,
 }
 
 /// The Cilium release replacing kube-proxy, if any.
@@ -104,30 +104,45 @@ const CLIENT_HELLO: &[u8] = &[
 
 /// Connects and sends a ClientHello; any TLS record back (a handshake or an
 /// alert) means a TLS server answers there.
-pub async fn probe_tls(target: &str, timeout: Duration) -> Result<(), String> {
+pub async fn probe_tls(target: &str, timeout: Duration) -> Result<(), TlsProbeError> {
     let attempt = async {
         let mut stream = tokio::net::TcpStream::connect(target)
             .await
-            .map_err(|e| format!("cannot connect: {e}"))?;
+            .map_err(|e| TlsProbeError::Connect(e.to_string()))?;
         stream
             .write_all(CLIENT_HELLO)
             .await
-            .map_err(|e| format!("cannot send a TLS hello: {e}"))?;
+            .map_err(|e| TlsProbeError::Send(e.to_string()))?;
         let mut first = [0u8; 1];
         match stream.read(&mut first).await {
             Ok(1) if first[0] == 0x16 || first[0] == 0x15 => Ok(()),
-            Ok(1) => Err("it answers, but not with TLS".to_string()),
-            Ok(_) => Err("it closed the connection without a TLS answer".to_string()),
-            Err(e) => Err(format!("no TLS answer: {e}")),
+            Ok(1) => Err(TlsProbeError::NotTls),
+            Ok(_) => Err(TlsProbeError::Closed),
+            Err(e) => Err(TlsProbeError::NoAnswer(e.to_string())),
         }
     };
     match tokio::time::timeout(timeout, attempt).await {
         Ok(result) => result,
-        Err(_) => Err(format!(
-            "no answer within {}",
-            crate::duration::span(timeout)
-        )),
+        Err(_) => Err(TlsProbeError::Timeout(timeout)),
     }
+}
+
+/// Why no TLS server answered at an address; the I/O errors in words (the
+/// state that holds it is cloned and compared).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TlsProbeError {
+    #[error("cannot connect: {0}")]
+    Connect(String),
+    #[error("cannot send a TLS hello: {0}")]
+    Send(String),
+    #[error("it answers, but not with TLS")]
+    NotTls,
+    #[error("it closed the connection without a TLS answer")]
+    Closed,
+    #[error("no TLS answer: {0}")]
+    NoAnswer(String),
+    #[error("no answer within {}", crate::duration::span(*.0))]
+    Timeout(Duration),
 }
 
 /// Every Node's pod CIDRs inside Cilium's `ipv4NativeRoutingCIDR`.

@@ -312,19 +312,16 @@ pub fn ignored_errors(findings: &[Finding]) -> Vec<&'static str> {
     codes
 }
 
-/// What apply's preflight makes of findings: `Err(why)` to refuse the run
-/// (an error-level finding not in `lints.ignore`), else the warnings it
+/// What apply's preflight makes of findings: a [`Refusal`] to refuse the
+/// run (an error-level finding not in `lints.ignore`), else the warnings it
 /// shows: the ignored errors and the other findings.
-pub fn preflight(cluster: &str, findings: &[Finding]) -> Result<Vec<String>, String> {
+pub fn preflight(cluster: &str, findings: &[Finding]) -> Result<Vec<String>, Refusal> {
     let blocking: Vec<Finding> = findings.iter().filter(|f| f.blocks()).cloned().collect();
     if !blocking.is_empty() {
-        return Err(format!(
-            "apply of cluster `{cluster}` refused: {} error-level lint finding{}; nothing was changed. Fix {}, or list the code in `lints.ignore` in clusters/{cluster}/cluster.yaml to go ahead anyway\n\n{}",
-            blocking.len(),
-            if blocking.len() == 1 { "" } else { "s" },
-            if blocking.len() == 1 { "it" } else { "them" },
-            render_text(&blocking).trim_end()
-        ));
+        return Err(Refusal {
+            cluster: cluster.to_string(),
+            blocking,
+        });
     }
     Ok(findings
         .iter()
@@ -344,6 +341,29 @@ pub fn preflight(cluster: &str, findings: &[Finding]) -> Result<Vec<String>, Str
         })
         .collect())
 }
+
+/// `apply` of `cluster` refused before anything changed: its error-level
+/// findings that `lints.ignore` does not list.
+#[derive(Debug, Clone)]
+pub struct Refusal {
+    pub cluster: String,
+    pub blocking: Vec<Finding>,
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (cluster, n) = (&self.cluster, self.blocking.len());
+        write!(
+            f,
+            "apply of cluster `{cluster}` refused: {n} error-level lint finding{}; nothing was changed. Fix {}, or list the code in `lints.ignore` in clusters/{cluster}/cluster.yaml to go ahead anyway\n\n{}",
+            if n == 1 { "" } else { "s" },
+            if n == 1 { "it" } else { "them" },
+            render_text(&self.blocking).trim_end()
+        )
+    }
+}
+
+impl std::error::Error for Refusal {}
 
 #[cfg(test)]
 pub(crate) mod tests;

@@ -153,7 +153,7 @@ pub async fn prerequisites(
 pub struct Held {
     lock: Option<Lock>,
     pub stop: StopSignal,
-    lost: Option<tokio::sync::watch::Receiver<Option<String>>>,
+    lost: Option<tokio::sync::watch::Receiver<Option<crate::kube::lock::LockLost>>>,
     follower: Option<tokio::task::JoinHandle<()>>,
 }
 
@@ -170,7 +170,7 @@ impl Held {
     }
 
     /// Why the lock was lost, if it was.
-    pub fn lost(&self) -> Option<String> {
+    pub fn lost(&self) -> Option<crate::kube::lock::LockLost> {
         self.lost.as_ref().and_then(|l| l.borrow().clone())
     }
 
@@ -183,7 +183,9 @@ impl Held {
         if let Some(lock) = self.lock
             && let Err(message) = lock.release().await
         {
-            events.emit(Event::Warning { message });
+            events.emit(Event::Warning {
+                message: message.to_string(),
+            });
         }
     }
 }
@@ -229,7 +231,7 @@ pub async fn lock(
 /// (gracefully, then hard after [`GRACE`]) when the lock is lost.
 async fn follow(
     mut outer: StopSignal,
-    mut lost: tokio::sync::watch::Receiver<Option<String>>,
+    mut lost: tokio::sync::watch::Receiver<Option<crate::kube::lock::LockLost>>,
     inner: std::sync::Arc<tokio::sync::watch::Sender<Stop>>,
     events: Emitter,
 ) {

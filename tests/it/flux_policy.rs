@@ -267,6 +267,29 @@ fn message_names_the_release_and_its_owner() {
     );
 }
 
+/// A composed name over 53 characters: the denial names the release
+/// helm-controller would manage, the ledger's shortened name (the composed
+/// one is never created; a real API server showed the message naming it).
+#[test]
+fn message_names_the_shortened_release_of_a_long_composed_name() {
+    let object = helm_release(
+        LONG_NAME,
+        Some("flux-system"),
+        json!({"targetNamespace": LONG_TARGET}),
+    );
+    let message = admit(&guard(), "CREATE", &object, &ledger()).unwrap_err();
+    let long = shorten_name(&format!("{LONG_TARGET}-{LONG_NAME}"));
+    assert_eq!(long.len(), 53);
+    assert_eq!(
+        message,
+        format!(
+            "HelmRelease flux-system/{LONG_NAME} would manage Helm release flux-system/{long}, which is owned \
+             by bootstrap (ledger ConfigMap kube-system/bootstrap-ownership). Remove this HelmRelease from the \
+             Flux tree, or drop the release from bootstrap first."
+        )
+    );
+}
+
 #[test]
 fn namespace_comes_from_the_request_when_the_object_has_none() {
     // On CREATE a client may omit metadata.namespace; the request carries it.

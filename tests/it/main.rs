@@ -20,8 +20,9 @@
 //! their reason and the command that enables them, never as passed: the kind
 //! end-to-end suite (`e2e_kind`, `BOOTSTRAP_E2E=1`), the real Helm engine
 //! (`real_helm`), the real helm 3 CLI (`real_helm_signals`), the real control
-//! plane (`real_cluster`), the Flux oracle (`flux_oracle`), sops, helmfile,
-//! kubectl, graphviz and the shared charts and corpus.
+//! plane (`real_cluster`), real Flux on it (`real_flux`), the Flux oracle
+//! (`flux_oracle`), sops, helmfile, kubectl, graphviz and the shared charts
+//! and corpus.
 
 mod apply;
 mod apply_fresh_install;
@@ -47,6 +48,7 @@ mod handover_corpus;
 mod helm_driver;
 mod import;
 mod import_corpus;
+mod import_handover;
 mod import_helmfile;
 mod job_contract;
 mod kube_wait;
@@ -55,6 +57,7 @@ mod lint;
 mod loader_props;
 mod progress_pty;
 mod real_cluster;
+mod real_flux;
 mod real_helm;
 mod real_helm_signals;
 mod reliability;

@@ -8,6 +8,8 @@
 //! - [`pty::Pty`] runs it on a pseudo-terminal and keeps the screen it draws;
 //! - [`realenv`] starts the real test environment (kube-apiserver and the
 //!   controllers, kwok, the real helm CLIs, a chart repository);
+//! - [`realflux`] serves a git repository for Flux over loopback HTTP and
+//!   finds the real flux-operator CLI;
 //! - [`makejinja`] renders the corpus's makejinja template repository;
 //! - [`registry::Registry`] serves charts by `oci://` and `https://` on the
 //!   loopback (distribution's registry, `tools/realenv/build oci-registry`);
@@ -20,6 +22,7 @@ pub mod fleet;
 pub mod makejinja;
 pub mod pty;
 pub mod realenv;
+pub mod realflux;
 pub mod registry;
 
 pub use bins::{bootstrap, fake_helm};

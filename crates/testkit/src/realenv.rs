@@ -61,6 +61,17 @@ pub fn missing() -> Vec<&'static str> {
         .collect()
 }
 
+/// Holds the process's one real-tier slot: a test takes it before it starts
+/// a control plane, so the tests of one binary (which cargo runs in
+/// parallel) run their control planes one after the other. Each plane is
+/// several processes busy for minutes; on a small machine, two or more at
+/// once starved kwok's Node heartbeats and the controllers.
+pub fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static SLOT: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    // A test that failed while holding it poisons it; the slot is free.
+    SLOT.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 /// The binary `name` of `tool`; a missing one fails the test with the
 /// command that builds it (never a silent pass).
 pub fn bin(tool: &str, name: &str) -> PathBuf {
@@ -145,6 +156,72 @@ impl Proc {
         // SAFETY: as above.
         unsafe { libc::kill(-pgid, libc::SIGKILL) };
         let _ = self.child.wait();
+    }
+}
+
+/// How long a command of the real tier (bootstrap, helm) may run before
+/// the test gives up on it: longer than any of bootstrap's own waits in
+/// these tests, so a hang fails the test instead of stalling it.
+pub const COMMAND_LIMIT: Duration = Duration::from_secs(600);
+
+/// Runs `cmd` to completion with its output captured, killing it and
+/// failing the test when it runs longer than `limit`.
+pub fn output_within(cmd: &mut Command, limit: Duration) -> std::process::Output {
+    let child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("starting {cmd:?}: {e}"));
+    finish_within(child, limit, &format!("{cmd:?}"))
+}
+
+/// Waits for a child started with piped stdout and stderr, killing it and
+/// failing the test when it runs longer than `limit`.
+pub fn finish_within(mut child: Child, limit: Duration, what: &str) -> std::process::Output {
+    let pipe = |r: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            if let Some(mut r) = r {
+                let _ = r.read_to_end(&mut bytes);
+            }
+            bytes
+        })
+    };
+    let stdout = pipe(
+        child
+            .stdout
+            .take()
+            .map(|s| Box::new(s) as Box<dyn Read + Send>),
+    );
+    let stderr = pipe(
+        child
+            .stderr
+            .take()
+            .map(|s| Box::new(s) as Box<dyn Read + Send>),
+    );
+    let deadline = Instant::now() + limit;
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("waiting for a child") {
+            break status;
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            let err = stderr.join().unwrap_or_default();
+            let out = stdout.join().unwrap_or_default();
+            panic!(
+                "{what} ran longer than {limit:?} and was killed; its stderr:\n{}\nits stdout:\n{}",
+                String::from_utf8_lossy(&err),
+                String::from_utf8_lossy(&out)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    std::process::Output {
+        status,
+        stdout: stdout.join().unwrap_or_default(),
+        stderr: stderr.join().unwrap_or_default(),
     }
 }
 
@@ -335,6 +412,15 @@ impl ControlPlane {
                 format!("--kubeconfig={kubeconfig}"),
                 format!("--config={}", stages.display()),
                 "--manage-all-nodes=true".into(),
+                // Keep a Lease per Node in kube-node-lease, renewed every
+                // quarter of its duration, as a kubelet does (kwokctl's
+                // default). Without it kwok (whose default is no Lease)
+                // refreshes a Node's conditions only every 10 to 20
+                // minutes (its heartbeat stage counts on the Lease), so the
+                // node lifecycle controller, seeing no heartbeat for its
+                // grace period (50 s), marked every Node NotReady and every
+                // Pod on them not ready: rollouts went back to 0 ready.
+                "--node-lease-duration-seconds=40".into(),
                 "--cidr=10.244.0.0/16".into(),
                 "--node-ip=10.25.0.1".into(),
             ],
@@ -554,6 +640,24 @@ impl Api {
             })
     }
 
+    /// A GET, tried again (5 times in all, a second apart) when the server
+    /// failed to answer: on a loaded machine the API server's handlers time
+    /// out now and then (`http: Handler timeout`, a 500), which says
+    /// nothing about what a test reads.
+    fn read(&self, path: &str) -> Result<String, ApiError> {
+        let mut attempt = 1;
+        loop {
+            match self.send("GET", path, None, "application/json") {
+                Err(e) if attempt < 5 && matches!(e.code, 0 | 429 | 500 | 503 | 504) => {
+                    eprintln!("realenv: GET {path} failed ({e}); trying again");
+                    attempt += 1;
+                    std::thread::sleep(Duration::from_secs(1));
+                }
+                other => return other,
+            }
+        }
+    }
+
     /// GET of a non-JSON path (`/readyz`).
     pub fn raw_get(&self, path: &str) -> Result<String, ApiError> {
         self.send("GET", path, None, "application/json")
@@ -561,10 +665,43 @@ impl Api {
 
     /// The object at `path`, `None` when it does not exist.
     pub fn get(&self, path: &str) -> Option<Value> {
-        match self.send("GET", path, None, "application/json") {
+        match self.read(path) {
             Ok(text) => Some(serde_json::from_str(&text).expect("JSON")),
             Err(e) if e.code == 404 => None,
             Err(e) => panic!("GET {path}: {e}"),
+        }
+    }
+
+    /// The API path of `object` (by its apiVersion and kind, through the
+    /// server's discovery), in its own namespace or else `namespace` when
+    /// its kind is namespaced.
+    pub fn path_of(&self, object: &Value, namespace: &str) -> String {
+        let api_version = object["apiVersion"].as_str().unwrap_or_default();
+        let kind = object["kind"].as_str().unwrap_or_default();
+        let name = object["metadata"]["name"].as_str().unwrap_or_default();
+        let base = if api_version.contains('/') {
+            format!("/apis/{api_version}")
+        } else {
+            format!("/api/{api_version}")
+        };
+        let discovery = self
+            .get(&base)
+            .unwrap_or_else(|| panic!("{api_version} is not served"));
+        let resource = discovery["resources"]
+            .as_array()
+            .and_then(|rs| {
+                rs.iter()
+                    .find(|r| r["kind"] == kind && !r["name"].as_str().unwrap_or("/").contains('/'))
+            })
+            .unwrap_or_else(|| panic!("{api_version} serves no {kind}"));
+        let plural = resource["name"].as_str().unwrap_or_default();
+        if resource["namespaced"] == true {
+            let namespace = object["metadata"]["namespace"]
+                .as_str()
+                .unwrap_or(namespace);
+            format!("{base}/namespaces/{namespace}/{plural}/{name}")
+        } else {
+            format!("{base}/{plural}/{name}")
         }
     }
 
