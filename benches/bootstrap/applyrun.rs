@@ -113,7 +113,7 @@ impl Run {
     }
 }
 
-fn config(specs: &[Spec]) -> Test {
+pub fn config(specs: &[Spec]) -> Test {
     Test::new()
         .file(
             "clusters/infra/cluster.yaml",

@@ -39,13 +39,25 @@ use testkit::registry::Registry;
 /// where the imported config goes.
 struct Setup {
     repo: &'static str,
-    /// Rendered with makejinja from template/config (a template repository).
-    makejinja: bool,
+    tree: Tree,
     files: &'static [&'static str],
     config: &'static str,
     /// `secrets:` entries dropped from the working copy, with why: files
     /// encrypted to a key only the repository's owner holds.
     secrets: &'static [&'static str],
+}
+
+/// How a setup's working tree is made.
+enum Tree {
+    /// The corpus repository as it is.
+    Corpus,
+    /// Rendered with makejinja from the repository's template/config (a
+    /// template repository).
+    Makejinja,
+    /// Written by the test: a setup in the corpus's style whose charts are
+    /// pinned at the versions ../shared/charts has, so that the real charts
+    /// are rendered.
+    Written(fn(&Path)),
 }
 
 fn corpus() -> PathBuf {
@@ -410,10 +422,10 @@ fn compare(setup: &Setup) {
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path().join(setup.repo);
     let source = corpus().join(setup.repo);
-    if setup.makejinja {
-        testkit::makejinja::render_tree(&source.join("template/config"), &root);
-    } else {
-        testkit::builder::copy_dir(&source, &root);
+    match setup.tree {
+        Tree::Corpus => testkit::builder::copy_dir(&source, &root),
+        Tree::Makejinja => testkit::makejinja::render_tree(&source.join("template/config"), &root),
+        Tree::Written(write) => write(&root),
     }
     let home = tmp.path().join("home");
     std::fs::create_dir_all(&home).unwrap();
@@ -422,10 +434,10 @@ fn compare(setup: &Setup) {
     let mut report = vec![format!(
         "{}: {}",
         setup.repo,
-        if setup.makejinja {
-            "rendered with makejinja (testkit::makejinja's configuration)"
-        } else {
-            "the corpus tree as it is"
+        match setup.tree {
+            Tree::Corpus => "the corpus tree as it is",
+            Tree::Makejinja => "rendered with makejinja (testkit::makejinja's configuration)",
+            Tree::Written(_) => "written by the test, in the corpus's style",
         }
     )];
     for (from, to) in point_charts_at(&root, setup.files, &registry) {
@@ -590,12 +602,19 @@ fn compare(setup: &Setup) {
         .map(|(id, _)| id)
         .collect();
     if !real.is_empty() {
-        let key = |d: &Value| d.to_string();
-        let mut a: Vec<Value> = theirs.iter().filter(|d| !is_probe(d)).cloned().collect();
-        let mut b: Vec<Value> = ours.iter().filter(|d| !is_probe(d)).cloned().collect();
-        a.sort_by_key(key);
-        b.sort_by_key(key);
-        assert_eq!(b, a, "the documents of the real charts ({real:?})");
+        // `bootstrap template` renders what the install applies: helm's
+        // hooks (and test pods) are not part of it (`helm template
+        // --no-hooks --skip-tests`), while `helmfile template` keeps them.
+        let hook = |d: &&Value| d["metadata"]["annotations"]["helm.sh/hook"].is_string();
+        let differences = differences(
+            theirs.iter().filter(|d| !is_probe(d) && !hook(d)),
+            ours.iter().filter(|d| !is_probe(d)),
+        );
+        assert!(
+            differences.is_empty(),
+            "the documents of the real charts ({real:?}) differ (helmfile template / bootstrap template --manifests):\n{}",
+            differences.join("\n")
+        );
     }
     report.push(format!(
         "  compared: {} releases, {compared} by their values through a probe, {} with real charts",
@@ -607,6 +626,65 @@ fn compare(setup: &Setup) {
     // what was compared, and how, shows in every run.
     use std::io::Write;
     let _ = std::io::stderr().write_all(format!("{}\n", report.join("\n")).as_bytes());
+}
+
+/// The documents of two renders, matched by kind, namespace and name: one
+/// line per document only one side has, or that differs (with the first
+/// path where it does).
+fn differences<'a>(
+    theirs: impl Iterator<Item = &'a Value>,
+    ours: impl Iterator<Item = &'a Value>,
+) -> Vec<String> {
+    let key = |d: &Value| {
+        format!(
+            "{} {}/{}",
+            d["kind"].as_str().unwrap_or("?"),
+            d["metadata"]["namespace"].as_str().unwrap_or(""),
+            d["metadata"]["name"].as_str().unwrap_or("?")
+        )
+    };
+    let theirs: BTreeMap<String, &Value> = theirs.map(|d| (key(d), d)).collect();
+    let ours: BTreeMap<String, &Value> = ours.map(|d| (key(d), d)).collect();
+    let mut out = Vec::new();
+    for (k, t) in &theirs {
+        match ours.get(k) {
+            None => out.push(format!("  only helmfile: {k}")),
+            Some(o) if o != t => {
+                out.push(format!("  differs: {k} at {}", first_difference(t, o, "")))
+            }
+            Some(_) => {}
+        }
+    }
+    for k in ours.keys().filter(|k| !theirs.contains_key(*k)) {
+        out.push(format!("  only bootstrap: {k}"));
+    }
+    out
+}
+
+fn first_difference(a: &Value, b: &Value, at: &str) -> String {
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            for k in x.keys().chain(y.keys()) {
+                if x.get(k) != y.get(k) {
+                    return first_difference(
+                        x.get(k).unwrap_or(&Value::Null),
+                        y.get(k).unwrap_or(&Value::Null),
+                        &format!("{at}.{k}"),
+                    );
+                }
+            }
+            at.to_string()
+        }
+        (Value::Array(x), Value::Array(y)) if x.len() == y.len() => {
+            for (i, (p, q)) in x.iter().zip(y).enumerate() {
+                if p != q {
+                    return first_difference(p, q, &format!("{at}[{i}]"));
+                }
+            }
+            at.to_string()
+        }
+        _ => format!("{at}: {a} / {b}"),
+    }
 }
 
 fn is_probe(doc: &Value) -> bool {
@@ -643,7 +721,7 @@ setup!(
     bjw_s_labs_home_ops,
     Setup {
         repo: "bjw-s-labs__home-ops",
-        makejinja: false,
+        tree: Tree::Corpus,
         files: &[
             "kubernetes/bootstrap/helmfile/crds.yaml",
             "kubernetes/bootstrap/helmfile/apps.yaml",
@@ -657,7 +735,7 @@ setup!(
     buroa_k8s_gitops,
     Setup {
         repo: "buroa__k8s-gitops",
-        makejinja: false,
+        tree: Tree::Corpus,
         files: &[
             "bootstrap/helmfile/crds.yaml",
             "bootstrap/helmfile/apps.yaml"
@@ -671,7 +749,7 @@ setup!(
     onedr0p_home_ops,
     Setup {
         repo: "onedr0p__home-ops",
-        makejinja: false,
+        tree: Tree::Corpus,
         files: &[
             "bootstrap/helmfile/crds.yaml",
             "bootstrap/helmfile/apps.yaml"
@@ -685,7 +763,7 @@ setup!(
     onedr0p_cluster_template,
     Setup {
         repo: "onedr0p__cluster-template",
-        makejinja: true,
+        tree: Tree::Makejinja,
         files: &[
             "bootstrap/helmfile/crds.yaml",
             "bootstrap/helmfile/apps.yaml"
@@ -699,7 +777,7 @@ setup!(
     jfroy_flatops,
     Setup {
         repo: "jfroy__flatops",
-        makejinja: false,
+        tree: Tree::Corpus,
         files: &["kubernetes/bootstrap/helmfile.yaml"],
         config: "kubernetes/bootstrap/config",
         secrets: &["coredns.sops.yaml"],
@@ -766,4 +844,113 @@ fn a_later_document_helmfile_fails_on_is_still_read_with_from() {
             .starts_with(crate::import_handover::APP_RELEASE),
         "{releases}"
     );
+}
+
+/// The corpus's release-template style (chart and version from each
+/// release's OCIRepository, values from its HelmRelease, through
+/// `templates/`) with the charts ../shared/charts holds, at their versions:
+/// CoreDNS, Spegel and cert-manager installed, the Prometheus operator's
+/// CRDs rendered for their CRDs only. The Flux tree is found through its
+/// Kustomization.
+fn shared_charts_setup(root: &Path) {
+    let write = |path: &str, text: &str| {
+        let path = root.join(path);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    };
+    write(
+        "bootstrap/helmfile/default.yaml",
+        r#"templates:
+  default:
+    chart: '{{ (fromYaml (tpl (readFile "./templates/release.yaml.gotmpl") .)).chart }}'
+    version: '{{ (fromYaml (tpl (readFile "./templates/release.yaml.gotmpl") .)).version }}'
+    values:
+      - ./templates/values.yaml.gotmpl
+"#,
+    );
+    write(
+        "bootstrap/helmfile/templates/release.yaml.gotmpl",
+        r#"{{- $oci := fromYaml (readFile (printf "../../kubernetes/apps/%s/%s/app/ocirepository.yaml" .Release.Namespace .Release.Name)) -}}
+chart: {{ $oci.spec.url }}
+version: {{ $oci.spec.ref.tag }}
+"#,
+    );
+    write(
+        "bootstrap/helmfile/templates/values.yaml.gotmpl",
+        r#"{{ (fromYaml (readFile (printf "../../../kubernetes/apps/%s/%s/app/helmrelease.yaml" .Release.Namespace .Release.Name))).spec.values | toYaml }}
+"#,
+    );
+    write(
+        "bootstrap/helmfile/crds.yaml",
+        "helmDefaults:\n  args:\n    - --include-crds\n    - --no-hooks\nbases:\n  - default.yaml\ndefaultInherit: default\nreleases:\n  - name: prometheus-operator-crds\n    namespace: observability\n",
+    );
+    write(
+        "bootstrap/helmfile/apps.yaml",
+        "helmDefaults:\n  wait: true\nbases:\n  - default.yaml\ndefaultInherit: default\nreleases:\n  - name: coredns\n    namespace: kube-system\n  - name: spegel\n    namespace: kube-system\n    needs: [kube-system/coredns]\n  - name: cert-manager\n    namespace: cert-manager\n    needs: [kube-system/spegel]\n",
+    );
+    write(
+        "kubernetes/flux/cluster/ks.yaml",
+        "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata:\n  name: cluster-apps\n  namespace: flux-system\nspec:\n  interval: 1h\n  path: ./kubernetes/apps\n  prune: true\n  sourceRef:\n    kind: GitRepository\n    name: flux-system\n",
+    );
+    for (ns, name, url, tag, values) in [
+        (
+            "observability",
+            "prometheus-operator-crds",
+            "oci://ghcr.io/prometheus-community/charts/prometheus-operator-crds",
+            "24.0.1",
+            "{}",
+        ),
+        (
+            "kube-system",
+            "coredns",
+            "oci://ghcr.io/coredns/charts/coredns",
+            "1.44.3",
+            "\n    replicaCount: 2\n    service:\n      clusterIP: 10.43.0.10\n      name: kube-dns",
+        ),
+        (
+            "kube-system",
+            "spegel",
+            "oci://ghcr.io/spegel-org/helm-charts/spegel",
+            "0.4.0",
+            "\n    spegel:\n      containerdSock: /run/containerd/containerd.sock\n      containerdRegistryConfigPath: /etc/cri/conf.d/hosts",
+        ),
+        (
+            "cert-manager",
+            "cert-manager",
+            "oci://quay.io/jetstack/charts/cert-manager",
+            "v1.19.0",
+            "\n    replicaCount: 2\n    dns01RecursiveNameservers: https://1.1.1.1:443/dns-query",
+        ),
+    ] {
+        write(
+            &format!("kubernetes/apps/{ns}/{name}/app/ocirepository.yaml"),
+            &format!(
+                "apiVersion: source.toolkit.fluxcd.io/v1\nkind: OCIRepository\nmetadata:\n  name: {name}\n  namespace: {ns}\nspec:\n  interval: 1h\n  url: {url}\n  ref:\n    tag: {tag}\n"
+            ),
+        );
+        write(
+            &format!("kubernetes/apps/{ns}/{name}/app/helmrelease.yaml"),
+            &format!(
+                "apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata:\n  name: {name}\n  namespace: {ns}\nspec:\n  interval: 1h\n  chartRef:\n    kind: OCIRepository\n    name: {name}\n  values: {values}\n"
+            ),
+        );
+    }
+}
+
+#[test]
+#[cfg_attr(
+    not(all(helmfile, oci_registry, realenv_helm4, shared_charts)),
+    ignore = "needs helmfile, the chart registry, the real helm 4 and ../shared/charts: run `tools/realenv/build helmfile oci-registry helm4` (the charts are ../shared/charts beside the repository, BOOTSTRAP_TEST_CHARTS or scripts/pull-test-charts)"
+)]
+fn the_real_charts_render_the_same_through_both() {
+    compare(&Setup {
+        repo: "shared-charts",
+        tree: Tree::Written(shared_charts_setup),
+        files: &[
+            "bootstrap/helmfile/crds.yaml",
+            "bootstrap/helmfile/apps.yaml",
+        ],
+        config: "bootstrap/config",
+        secrets: &[],
+    });
 }

@@ -210,7 +210,7 @@ impl Real {
     }
 
     fn run(&self, args: &[&str]) -> Run {
-        let out = self.command(args).output().expect("running bootstrap");
+        let out = realenv::output_within(&mut self.command(args), realenv::COMMAND_LIMIT);
         Run {
             code: out.status.code().unwrap_or(-1),
             stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -248,7 +248,7 @@ impl Real {
         let mut cmd = Command::new(&self.helm);
         cmd.args(args);
         self.env(&mut cmd);
-        let out = cmd.output().expect("running helm");
+        let out = realenv::output_within(&mut cmd, realenv::COMMAND_LIMIT);
         assert!(
             out.status.success(),
             "helm {}: {}",
@@ -1089,7 +1089,7 @@ fn spawn_apply(real: &Real) -> Child {
 }
 
 fn finish(child: Child) -> Run {
-    let out = child.wait_with_output().expect("waiting for bootstrap");
+    let out = realenv::finish_within(child, realenv::COMMAND_LIMIT, "bootstrap apply");
     Run {
         code: out.status.code().unwrap_or(-1),
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),

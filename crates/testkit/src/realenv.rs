@@ -159,6 +159,72 @@ impl Proc {
     }
 }
 
+/// How long a command of the real tier (bootstrap, helm) may run before
+/// the test gives up on it: longer than any of bootstrap's own waits in
+/// these tests, so a hang fails the test instead of stalling it.
+pub const COMMAND_LIMIT: Duration = Duration::from_secs(600);
+
+/// Runs `cmd` to completion with its output captured, killing it and
+/// failing the test when it runs longer than `limit`.
+pub fn output_within(cmd: &mut Command, limit: Duration) -> std::process::Output {
+    let child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("starting {cmd:?}: {e}"));
+    finish_within(child, limit, &format!("{cmd:?}"))
+}
+
+/// Waits for a child started with piped stdout and stderr, killing it and
+/// failing the test when it runs longer than `limit`.
+pub fn finish_within(mut child: Child, limit: Duration, what: &str) -> std::process::Output {
+    let pipe = |r: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            if let Some(mut r) = r {
+                let _ = r.read_to_end(&mut bytes);
+            }
+            bytes
+        })
+    };
+    let stdout = pipe(
+        child
+            .stdout
+            .take()
+            .map(|s| Box::new(s) as Box<dyn Read + Send>),
+    );
+    let stderr = pipe(
+        child
+            .stderr
+            .take()
+            .map(|s| Box::new(s) as Box<dyn Read + Send>),
+    );
+    let deadline = Instant::now() + limit;
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("waiting for a child") {
+            break status;
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            let err = stderr.join().unwrap_or_default();
+            let out = stdout.join().unwrap_or_default();
+            panic!(
+                "{what} ran longer than {limit:?} and was killed; its stderr:\n{}\nits stdout:\n{}",
+                String::from_utf8_lossy(&err),
+                String::from_utf8_lossy(&out)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    std::process::Output {
+        status,
+        stdout: stdout.join().unwrap_or_default(),
+        stderr: stderr.join().unwrap_or_default(),
+    }
+}
+
 /// The last `lines` lines of a log file.
 pub fn tail(path: &Path, lines: usize) -> String {
     let text = std::fs::read_to_string(path).unwrap_or_default();
@@ -603,6 +669,39 @@ impl Api {
             Ok(text) => Some(serde_json::from_str(&text).expect("JSON")),
             Err(e) if e.code == 404 => None,
             Err(e) => panic!("GET {path}: {e}"),
+        }
+    }
+
+    /// The API path of `object` (by its apiVersion and kind, through the
+    /// server's discovery), in its own namespace or else `namespace` when
+    /// its kind is namespaced.
+    pub fn path_of(&self, object: &Value, namespace: &str) -> String {
+        let api_version = object["apiVersion"].as_str().unwrap_or_default();
+        let kind = object["kind"].as_str().unwrap_or_default();
+        let name = object["metadata"]["name"].as_str().unwrap_or_default();
+        let base = if api_version.contains('/') {
+            format!("/apis/{api_version}")
+        } else {
+            format!("/api/{api_version}")
+        };
+        let discovery = self
+            .get(&base)
+            .unwrap_or_else(|| panic!("{api_version} is not served"));
+        let resource = discovery["resources"]
+            .as_array()
+            .and_then(|rs| {
+                rs.iter()
+                    .find(|r| r["kind"] == kind && !r["name"].as_str().unwrap_or("/").contains('/'))
+            })
+            .unwrap_or_else(|| panic!("{api_version} serves no {kind}"));
+        let plural = resource["name"].as_str().unwrap_or_default();
+        if resource["namespaced"] == true {
+            let namespace = object["metadata"]["namespace"]
+                .as_str()
+                .unwrap_or(namespace);
+            format!("{base}/namespaces/{namespace}/{plural}/{name}")
+        } else {
+            format!("{base}/{plural}/{name}")
         }
     }
 

@@ -130,6 +130,8 @@ impl Flux {
             artifacts,
         };
         let root = flux._dir.path().to_path_buf();
+        // source-controller refuses a storage path that does not exist.
+        std::fs::create_dir_all(root.join("storage")).expect("the artifact storage");
         let source_args = vec![
             format!("--storage-path={}", root.join("storage").display()),
             format!("--storage-addr=127.0.0.1:{storage}"),
