@@ -631,7 +631,10 @@ pub fn command() -> clap::Command {
 
 /// The global flags a subcommand uses (docs/design.md#global-flags).
 fn global_flags_of(subcommand: &str) -> &'static [&'static str] {
-    const CLUSTER: &[&str] = &[
+    // The cluster commands' flags; `--no-progress` (first) only where a
+    // live display runs.
+    const RUN: &[&str] = &[
+        "no_progress",
         "dir",
         "output",
         "helm",
@@ -645,21 +648,8 @@ fn global_flags_of(subcommand: &str) -> &'static [&'static str] {
         "quiet",
     ];
     match subcommand {
-        "apply" | "destroy" => &[
-            "dir",
-            "output",
-            "helm",
-            "kubeconfig",
-            "context",
-            "no_progress",
-            "wait_for_api",
-            "termination_log",
-            "cache_dir",
-            "no_chart_cache",
-            "verbose",
-            "quiet",
-        ],
-        "diff" | "status" => CLUSTER,
+        "apply" | "destroy" => RUN,
+        "diff" | "status" => RUN.split_at(1).1,
         "plan" | "check" | "template" => &[
             "dir",
             "output",

@@ -22,14 +22,15 @@ pub fn run(config: &Config, args: &ImportHelmfileArgs, out: &mut dyn Write) -> R
         environment: environment.map(String::from),
         ..Default::default()
     };
+    let broken = |e: import::rendered::BrokenHelmfile| Error::prerequisite(e.to_string());
     let found = match args.helmfile() {
         crate::cli::HelmfileChoice::No => Err("--no-helmfile".to_string()),
-        crate::cli::HelmfileChoice::At(path) => {
-            import::rendered::find(Some(&path)).map_err(Error::prerequisite)?
-        }
-        crate::cli::HelmfileChoice::Find => {
-            import::rendered::find(None).map_err(Error::prerequisite)?
-        }
+        crate::cli::HelmfileChoice::At(path) => import::rendered::find(Some(&path))
+            .map_err(broken)?
+            .map_err(|why| why.to_string()),
+        crate::cli::HelmfileChoice::Find => import::rendered::find(None)
+            .map_err(broken)?
+            .map_err(|why| why.to_string()),
     };
     match found {
         Ok(found) => options.helmfile = Some(found),
