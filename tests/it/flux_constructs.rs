@@ -390,3 +390,15 @@ fn a_name_with_a_comma_fails_the_build_once_its_id_is_recorded() {
         .collect();
     assert_eq!(failing, ["cilium,x", "coredns,x"]);
 }
+
+#[test]
+fn a_patch_that_renames_two_objects_onto_one_id_fails_the_build() {
+    let scan = run("patch-rename-collision");
+    assert!(
+        scan.findings
+            .iter()
+            .any(|f| f.code == "flux-build-fails" && f.message.contains("already registered id")),
+        "{:?}",
+        scan.findings
+    );
+}

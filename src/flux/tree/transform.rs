@@ -98,6 +98,30 @@ impl Walker {
                 self.apply_patch(&patch, entry.get("target"), false, label, chain, objects);
             }
         }
+        // kustomize's resource map holds one resource per id: a patch that
+        // renames one object onto another's id fails the build ("may not
+        // add resource with an already registered id").
+        let mut ids = std::collections::HashSet::new();
+        if let Some(obj) = objects.iter().find(|o| {
+            let ns = match o.namespace.as_deref() {
+                None | Some("") if !kustomize::is_cluster_scoped(&o.kind) => Some("default"),
+                other => other,
+            };
+            !ids.insert((
+                o.group().to_string(),
+                o.kind.clone(),
+                ns.map(str::to_string),
+                o.name.clone(),
+            ))
+        }) {
+            let message = format!(
+                "{label}: two objects end up as {} {}/{}; kustomize fails the build (may not add resource with an already registered id)",
+                obj.kind,
+                obj.namespace.as_deref().unwrap_or("default"),
+                obj.name
+            );
+            self.warn(BUILD_FAILS, Some(obj.reference()), chain, message);
+        }
         for entry in entries("replacements") {
             let replacements = match entry.get("path").and_then(Value::as_str) {
                 Some(path) => self
