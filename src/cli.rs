@@ -1,5 +1,8 @@
-//! Command-line parsing: clap `Arguments` in, a plain [`Config`] out. Nothing
-//! past this module sees a clap type.
+//! The command line, declared once: the clap types of each subcommand are
+//! what `commands::` runs, with methods for what they derive (the clusters
+//! chosen, the engine's options, the helmfile of an import). [`Config`] is
+//! the parsed command line with its verbosity, checked for what clap cannot
+//! say.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -28,6 +31,9 @@ pub struct Arguments {
     quiet: bool,
     #[command(subcommand)]
     command: Command,
+    /// The subcommand's name, as [`parse`] matched it.
+    #[arg(skip)]
+    subcommand: String,
 }
 
 /// The global flags, declared once: clap reads them into this struct and
@@ -103,206 +109,324 @@ pub enum SchemaKind {
     Release,
 }
 
-#[derive(Debug, ClapSubcommand)]
-enum Command {
+/// The subcommands, each declared once: its clap type is what
+/// `commands::` runs.
+#[derive(Debug, Clone, ClapSubcommand)]
+pub enum Command {
     /// Validate everything, lint the rendered values and print the phases and releases in execution order.
-    Plan {
-        /// The cluster: `clusters/<CLUSTER>/cluster.yaml` under --dir.
-        #[arg(required_unless_present = "all")]
-        cluster: Option<String>,
-        /// Every cluster of the config root (and the lints across clusters).
-        #[arg(long, conflicts_with = "cluster")]
-        all: bool,
-    },
+    Plan(PlanArgs),
     /// Print the release DAG.
-    Graph {
-        /// The cluster: `clusters/<CLUSTER>/cluster.yaml` under --dir.
-        cluster: String,
-        /// dot, mermaid or json (default: json with `--output json`, else dot).
-        #[arg(long, value_enum)]
-        format: Option<GraphFormat>,
-    },
+    Graph(GraphArgs),
     /// Print the rendered, merged values of a cluster's releases (and, with
     /// --manifests, the chart rendered by `helm template`).
-    Template {
-        /// The cluster: `clusters/<CLUSTER>/cluster.yaml` under --dir.
-        cluster: String,
-        /// Only this release (name or namespace/name).
-        release: Option<String>,
-        /// Print values that look like secrets, and Secret data in manifests, instead of redacting them.
-        #[arg(long)]
-        show_secrets: bool,
-        /// The CRD-phase render: values with `crdValues`; with --manifests, CRDs included.
-        #[arg(long)]
-        crds: bool,
-        /// Also render each chart with `helm template` (needs helm 3.13+, may download charts).
-        #[arg(long)]
-        manifests: bool,
-        #[command(flatten)]
-        selection: Selection,
-        #[command(flatten)]
-        values: RunValuesArgs,
-    },
+    Template(TemplateArgs),
     /// Apply CRDs, then install releases in DAG order with hooks; record ownership.
-    Apply {
-        /// The cluster: `clusters/<CLUSTER>/cluster.yaml` under --dir.
-        #[arg(required_unless_present_any = ["all", "clusters"], conflicts_with_all = ["all", "clusters"])]
-        cluster: Option<String>,
-        /// Every cluster of the config root, concurrently, each with its own
-        /// lock, ledger and kube context (docs/fleet.md).
-        #[arg(long, conflicts_with_all = ["clusters", "context"])]
-        all: bool,
-        /// These clusters, concurrently, e.g. `--clusters infra,apps`.
-        #[arg(
-            long,
-            value_name = "NAMES",
-            value_delimiter = ',',
-            conflicts_with = "context"
-        )]
-        clusters: Vec<String>,
-        /// With --all or --clusters: how many clusters run at once (default: all).
-        #[arg(long, value_name = "N", value_parser = parse_concurrency)]
-        cluster_concurrency: Option<usize>,
-        /// Do everything except change the cluster; say what would change.
-        #[arg(long)]
-        dry_run: bool,
-        #[command(flatten)]
-        selection: Selection,
-        #[command(flatten)]
-        values: RunValuesArgs,
-        /// Parallel helm operations.
-        #[arg(long, value_name = "N", default_value_t = crate::apply::DEFAULT_CONCURRENCY, value_parser = parse_concurrency)]
-        concurrency: usize,
-        /// Bound the whole run, e.g. 30m.
-        #[arg(long, value_name = "DURATION", value_parser = parse_duration_arg)]
-        timeout: Option<Duration>,
-        /// Start no new release after the first failure.
-        #[arg(long)]
-        fail_fast: bool,
-        /// Upgrade releases even when they are unchanged.
-        #[arg(long)]
-        force: bool,
-    },
+    Apply(ApplyArgs),
     /// What `apply` would change, per release: chart and version, values as key paths, and the
     /// rendered manifests against the deployed release as a unified diff (read-only).
-    Diff {
-        /// The cluster: `clusters/<CLUSTER>/cluster.yaml` under --dir.
-        cluster: String,
-        /// Only these releases (name or namespace/name); default: every release.
-        #[arg(value_name = "RELEASE")]
-        releases: Vec<String>,
-        /// Exit 1 when anything would change, 0 when nothing would (like `git diff --exit-code`).
-        #[arg(long)]
-        exit_code: bool,
-        #[command(flatten)]
-        selection: Selection,
-        #[command(flatten)]
-        values: RunValuesArgs,
-    },
+    Diff(DiffArgs),
     /// Live state of each release: helm status, readiness, owner, drift, conflicts (read-only).
-    Status {
-        /// The cluster: `clusters/<CLUSTER>/cluster.yaml` under --dir.
-        #[arg(required_unless_present_any = ["all", "clusters"], conflicts_with_all = ["all", "clusters"])]
-        cluster: Option<String>,
-        /// Every cluster of the config root, each through its own context.
-        #[arg(long, conflicts_with_all = ["clusters", "context"])]
-        all: bool,
-        /// These clusters, e.g. `--clusters infra,apps`.
-        #[arg(
-            long,
-            value_name = "NAMES",
-            value_delimiter = ',',
-            conflicts_with = "context"
-        )]
-        clusters: Vec<String>,
-        #[command(flatten)]
-        selection: Selection,
-    },
+    Status(StatusArgs),
     /// Uninstall the releases in reverse DAG order (asks unless --yes); CRDs stay unless --crds.
-    Destroy {
-        /// The cluster: `clusters/<CLUSTER>/cluster.yaml` under --dir.
-        cluster: String,
-        /// Do not ask for confirmation.
-        #[arg(long, short = 'y')]
-        yes: bool,
-        /// Also delete the CRDs the CRD phase applies, once every release is gone.
-        #[arg(long)]
-        crds: bool,
-        /// Only this release (repeatable); what it needs stays installed.
-        #[arg(long, value_name = "NAME")]
-        only: Vec<String>,
-        /// Releases whose labels match (helmfile syntax: `key=value`, `key!=value`; comma = AND; repeat for OR).
-        #[arg(long, short = 'l', value_name = "SELECTOR", value_parser = parse_selector)]
-        selector: Vec<crate::select::Selector>,
-        /// Say what would be removed; change nothing.
-        #[arg(long)]
-        dry_run: bool,
-    },
+    Destroy(DestroyArgs),
     /// Static validation, the lints, and the Flux ownership scan of the GitOps tree.
-    Check {
-        /// The cluster: `clusters/<CLUSTER>/cluster.yaml` under --dir.
-        #[arg(required_unless_present = "all")]
-        cluster: Option<String>,
-        /// Every cluster of the config root (and the lints across clusters).
-        #[arg(long, conflicts_with_all = ["cluster", "flux_root", "flux_entrypoint"])]
-        all: bool,
-        /// The directory Flux's GitRepository points at (overrides `flux.root`).
-        #[arg(long, value_name = "DIR")]
-        flux_root: Option<PathBuf>,
-        /// The path the root Flux Kustomization reconciles, relative to the root.
-        #[arg(long, value_name = "PATH")]
-        flux_entrypoint: Option<PathBuf>,
-    },
+    Check(CheckArgs),
     /// Write a config root from another tool's files (writes what it can, lists the rest).
     #[command(subcommand)]
     Import(ImportSource),
     /// Print the JSON Schema of cluster.yaml or release files (for editors).
-    Schema {
-        /// Which file format: `cluster` (clusters/<name>/cluster.yaml) or `release` (releases/*.yaml).
-        #[arg(value_enum, default_value_t = SchemaKind::Release)]
-        kind: SchemaKind,
-    },
+    Schema(SchemaArgs),
     /// Print shell completions.
-    Completions {
-        /// The shell to complete for, e.g. bash, zsh or fish.
-        shell: clap_complete::Shell,
-    },
+    Completions(CompletionsArgs),
 }
 
-#[derive(Debug, ClapSubcommand)]
-enum ImportSource {
+/// `CLUSTER`, `--all` or `--clusters A,B`: the clusters of `plan`, `check`,
+/// `apply` and `status`, declared once. `--context` names one cluster's
+/// context, so it goes with `CLUSTER` only.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ClusterSelection {
+    /// The cluster: `clusters/<CLUSTER>/cluster.yaml` under --dir.
+    #[arg(required_unless_present_any = ["all", "clusters"], conflicts_with_all = ["all", "clusters"])]
+    cluster: Option<String>,
+    /// Every cluster of the config root, each with its own kube context (and
+    /// the lints across clusters); `apply` runs them concurrently, each with
+    /// its own lock and ledger (docs/fleet.md).
+    #[arg(long, conflicts_with_all = ["clusters", "context"])]
+    all: bool,
+    /// These clusters, e.g. `--clusters infra,apps`.
+    #[arg(
+        long,
+        value_name = "NAMES",
+        value_delimiter = ',',
+        conflicts_with = "context"
+    )]
+    clusters: Vec<String>,
+}
+
+impl ClusterSelection {
+    /// The clusters chosen (clap makes the three exclusive and requires one).
+    pub fn clusters(&self) -> Clusters {
+        match (&self.cluster, self.all) {
+            (Some(cluster), false) => Clusters::One(cluster.clone()),
+            (None, false) if !self.clusters.is_empty() => Clusters::Named(self.clusters.clone()),
+            _ => Clusters::All,
+        }
+    }
+}
+
+/// `bootstrap plan`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct PlanArgs {
+    #[command(flatten)]
+    pub clusters: ClusterSelection,
+}
+
+/// `bootstrap graph`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct GraphArgs {
+    /// The cluster: `clusters/<CLUSTER>/cluster.yaml` under --dir.
+    pub cluster: String,
+    /// dot, mermaid or json (default: json with `--output json`, else dot).
+    #[arg(long, value_enum)]
+    format: Option<GraphFormat>,
+}
+
+impl GraphArgs {
+    /// The format printed: `--format`, else what `--output` asks for.
+    pub fn format(&self, output: OutputFormat) -> Result<GraphFormat, Error> {
+        match (self.format, output == OutputFormat::Json) {
+            (None, true) | (Some(GraphFormat::Json), _) => Ok(GraphFormat::Json),
+            (None, false) => Ok(GraphFormat::Dot),
+            (Some(other), true) => Err(Error::Usage(format!(
+                "`--output json` prints the graph as JSON; drop `--format {}` or `--output json`",
+                match other {
+                    GraphFormat::Mermaid => "mermaid",
+                    _ => "dot",
+                }
+            ))),
+            (Some(other), false) => Ok(other),
+        }
+    }
+}
+
+/// `bootstrap template`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct TemplateArgs {
+    /// The cluster: `clusters/<CLUSTER>/cluster.yaml` under --dir.
+    pub cluster: String,
+    /// Only this release (name or namespace/name).
+    pub release: Option<String>,
+    /// Print values that look like secrets, and Secret data in manifests, instead of redacting them.
+    #[arg(long)]
+    pub show_secrets: bool,
+    /// The CRD-phase render: values with `crdValues`; with --manifests, CRDs included.
+    #[arg(long)]
+    pub crds: bool,
+    /// Also render each chart with `helm template` (needs helm 3.13+, may download charts).
+    #[arg(long)]
+    pub manifests: bool,
+    #[command(flatten)]
+    pub selection: Selection,
+    #[command(flatten)]
+    pub values: RunValuesArgs,
+}
+
+/// `bootstrap apply`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ApplyArgs {
+    #[command(flatten)]
+    pub clusters: ClusterSelection,
+    /// With --all or --clusters: how many clusters run at once (default: all).
+    #[arg(long, value_name = "N", value_parser = parse_concurrency)]
+    pub cluster_concurrency: Option<usize>,
+    /// Do everything except change the cluster; say what would change.
+    #[arg(long)]
+    dry_run: bool,
+    #[command(flatten)]
+    pub selection: Selection,
+    #[command(flatten)]
+    pub values: RunValuesArgs,
+    /// Parallel helm operations.
+    #[arg(long, value_name = "N", default_value_t = crate::apply::DEFAULT_CONCURRENCY, value_parser = parse_concurrency)]
+    concurrency: usize,
+    /// Bound the whole run, e.g. 30m.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration_arg)]
+    pub timeout: Option<Duration>,
+    /// Start no new release after the first failure.
+    #[arg(long)]
+    fail_fast: bool,
+    /// Upgrade releases even when they are unchanged.
+    #[arg(long)]
+    force: bool,
+}
+
+impl ApplyArgs {
+    /// The engine's options; `-v` streams hook output.
+    pub fn options(&self, verbosity: Verbosity) -> crate::apply::Options {
+        crate::apply::Options {
+            dry_run: self.dry_run,
+            concurrency: self.concurrency,
+            fail_fast: self.fail_fast,
+            force: self.force,
+            verbose: verbosity == Verbosity::Verbose,
+        }
+    }
+}
+
+/// `bootstrap diff`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct DiffArgs {
+    /// The cluster: `clusters/<CLUSTER>/cluster.yaml` under --dir.
+    pub cluster: String,
+    /// Only these releases (name or namespace/name); default: every release.
+    #[arg(value_name = "RELEASE")]
+    releases: Vec<String>,
+    /// Exit 1 when anything would change, 0 when nothing would (like `git diff --exit-code`).
+    #[arg(long)]
+    pub exit_code: bool,
+    #[command(flatten)]
+    selection: Selection,
+    #[command(flatten)]
+    pub values: RunValuesArgs,
+}
+
+impl DiffArgs {
+    /// `RELEASE…` and `--only`, plus what they need unless `--no-needs`:
+    /// releases named as arguments are exactly those.
+    pub fn selection(&self) -> Selection {
+        Selection {
+            no_needs: self.selection.no_needs || !self.releases.is_empty(),
+            only: self
+                .releases
+                .iter()
+                .chain(&self.selection.only)
+                .cloned()
+                .collect(),
+            selector: self.selection.selector.clone(),
+        }
+    }
+}
+
+/// `bootstrap status`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct StatusArgs {
+    #[command(flatten)]
+    pub clusters: ClusterSelection,
+    #[command(flatten)]
+    pub selection: Selection,
+}
+
+/// `bootstrap destroy`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct DestroyArgs {
+    /// The cluster: `clusters/<CLUSTER>/cluster.yaml` under --dir.
+    pub cluster: String,
+    /// Do not ask for confirmation.
+    #[arg(long, short = 'y')]
+    pub yes: bool,
+    /// Also delete the CRDs the CRD phase applies, once every release is gone.
+    #[arg(long)]
+    crds: bool,
+    /// Only this release (repeatable); what it needs stays installed.
+    #[arg(long, value_name = "NAME")]
+    pub only: Vec<String>,
+    /// Releases whose labels match (helmfile syntax: `key=value`, `key!=value`; comma = AND; repeat for OR).
+    #[arg(long, short = 'l', value_name = "SELECTOR", value_parser = parse_selector)]
+    pub selector: Vec<crate::select::Selector>,
+    /// Say what would be removed; change nothing.
+    #[arg(long)]
+    dry_run: bool,
+}
+
+impl DestroyArgs {
+    pub fn options(&self) -> crate::destroy::Options {
+        crate::destroy::Options {
+            dry_run: self.dry_run,
+            crds: self.crds,
+        }
+    }
+}
+
+/// `bootstrap check`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct CheckArgs {
+    #[command(flatten)]
+    pub clusters: ClusterSelection,
+    /// The directory Flux's GitRepository points at (overrides `flux.root`).
+    #[arg(long, value_name = "DIR", conflicts_with = "all")]
+    pub flux_root: Option<PathBuf>,
+    /// The path the root Flux Kustomization reconciles, relative to the root.
+    #[arg(long, value_name = "PATH", conflicts_with = "all")]
+    pub flux_entrypoint: Option<PathBuf>,
+}
+
+/// `bootstrap schema`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct SchemaArgs {
+    /// Which file format: `cluster` (clusters/<name>/cluster.yaml) or `release` (releases/*.yaml).
+    #[arg(value_enum, default_value_t = SchemaKind::Release)]
+    pub kind: SchemaKind,
+}
+
+/// `bootstrap completions`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct CompletionsArgs {
+    /// The shell to complete for, e.g. bash, zsh or fish.
+    pub shell: clap_complete::Shell,
+}
+
+#[derive(Debug, Clone, ClapSubcommand)]
+pub enum ImportSource {
     /// Convert helmfile state files (helmfile.yaml, helmfile.yaml.gotmpl, helmfile.d/) into
     /// releases/*.yaml and clusters/CLUSTER/cluster.yaml under --dir; exit 1 when something
     /// was not converted (listed with file and line).
-    Helmfile {
-        /// helmfiles or directories, in the order helmfile would run them.
-        #[arg(required = true, value_name = "PATH")]
-        paths: Vec<PathBuf>,
-        /// The cluster to write: clusters/<CLUSTER>/cluster.yaml under --dir.
-        #[arg(long, value_name = "NAME")]
-        cluster: String,
-        /// Overwrite files that already exist.
-        #[arg(long)]
-        force: bool,
-        /// The helmfile that renders the state files (default: `helmfile` on PATH when there
-        /// is one; without helmfile the importer evaluates its own template subset).
-        #[arg(long, value_name = "PATH", env = "BOOTSTRAP_HELMFILE")]
-        helmfile: Option<PathBuf>,
-        /// Evaluate the templates with the importer's own subset even when helmfile is installed.
-        #[arg(long, conflicts_with = "helmfile")]
-        no_helmfile: bool,
-        /// helmfile's --environment to render with (needs helmfile).
-        #[arg(long, value_name = "NAME")]
-        environment: Option<String>,
-    },
+    Helmfile(ImportHelmfileArgs),
 }
 
-/// Everything a command needs, free of clap.
+/// `bootstrap import helmfile`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ImportHelmfileArgs {
+    /// helmfiles or directories, in the order helmfile would run them.
+    #[arg(required = true, value_name = "PATH")]
+    pub paths: Vec<PathBuf>,
+    /// The cluster to write: clusters/<CLUSTER>/cluster.yaml under --dir.
+    #[arg(long, value_name = "NAME")]
+    pub cluster: String,
+    /// Overwrite files that already exist.
+    #[arg(long)]
+    pub force: bool,
+    /// The helmfile that renders the state files (default: `helmfile` on PATH when there
+    /// is one; without helmfile the importer evaluates its own template subset).
+    #[arg(long, value_name = "PATH", env = "BOOTSTRAP_HELMFILE")]
+    helmfile: Option<PathBuf>,
+    /// Evaluate the templates with the importer's own subset even when helmfile is installed.
+    #[arg(long, conflicts_with = "helmfile")]
+    no_helmfile: bool,
+    /// helmfile's --environment to render with (needs helmfile).
+    #[arg(long, value_name = "NAME")]
+    pub environment: Option<String>,
+}
+
+impl ImportHelmfileArgs {
+    /// Which helmfile renders the import.
+    pub fn helmfile(&self) -> HelmfileChoice {
+        if self.no_helmfile {
+            return HelmfileChoice::No;
+        }
+        match &self.helmfile {
+            Some(p) if !p.as_os_str().is_empty() => HelmfileChoice::At(p.clone()),
+            _ => HelmfileChoice::Find,
+        }
+    }
+}
+
+/// Everything a command needs: the global flags, the verbosity and the
+/// subcommand as clap read it.
 #[derive(Debug, Clone)]
 pub struct Config {
     pub global: Global,
     pub verbosity: Verbosity,
-    pub subcommand: Subcommand,
+    pub command: Command,
 }
 
 impl Config {
@@ -329,18 +453,6 @@ impl Config {
     }
 }
 
-/// `bootstrap apply`'s own arguments.
-#[derive(Debug, Clone)]
-pub struct ApplyArgs {
-    pub clusters: Clusters,
-    /// How many clusters run at once (`None`: all).
-    pub cluster_concurrency: Option<usize>,
-    pub values: RunValuesArgs,
-    pub selection: Selection,
-    pub options: crate::apply::Options,
-    pub timeout: Option<Duration>,
-}
-
 /// `--only`, `--selector` and `--no-needs` of apply, diff, template and
 /// status, declared once (docs/design.md#selection).
 #[derive(Debug, Clone, Default, clap::Args)]
@@ -359,9 +471,14 @@ pub struct Selection {
 impl Selection {
     /// `--no-needs` narrows what `--only`/`--selector` choose: alone it
     /// means nothing, which is a usage error.
-    fn checked(self) -> Result<Selection, Error> {
-        needs_flag(self.no_needs, &self.only, &self.selector)?;
-        Ok(self)
+    fn check(&self) -> Result<(), Error> {
+        if self.no_needs && self.only.is_empty() && self.selector.is_empty() {
+            return Err(Error::Usage(
+                "--no-needs runs exactly the releases --only or --selector chooses; add one of them"
+                    .into(),
+            ));
+        }
+        Ok(())
     }
 
     /// `plan` narrowed to the selection (all of it when nothing is chosen).
@@ -370,42 +487,19 @@ impl Selection {
     }
 }
 
-/// `--no-needs` narrows what `--only`/`--selector` choose: without either
-/// it means nothing, which is a usage error.
-fn needs_flag(
-    no_needs: bool,
-    only: &[String],
-    selector: &[crate::select::Selector],
-) -> Result<bool, Error> {
-    if no_needs && only.is_empty() && selector.is_empty() {
-        return Err(Error::Usage(
-            "--no-needs runs exactly the releases --only or --selector chooses; add one of them"
-                .into(),
-        ));
+impl Command {
+    /// What clap cannot say about the arguments: checked before the
+    /// command runs, so a usage error changes nothing.
+    fn check(&self, output: OutputFormat) -> Result<(), Error> {
+        match self {
+            Command::Graph(args) => args.format(output).map(drop),
+            Command::Template(TemplateArgs { selection, .. })
+            | Command::Apply(ApplyArgs { selection, .. })
+            | Command::Diff(DiffArgs { selection, .. })
+            | Command::Status(StatusArgs { selection, .. }) => selection.check(),
+            _ => Ok(()),
+        }
     }
-    Ok(no_needs)
-}
-
-/// `bootstrap diff`'s own arguments.
-#[derive(Debug, Clone)]
-pub struct DiffArgs {
-    pub cluster: String,
-    /// `RELEASE…` and `--only`: plus what they need unless `no_needs`
-    /// (always set when releases are named as arguments).
-    pub selection: Selection,
-    pub values: RunValuesArgs,
-    pub exit_code: bool,
-}
-
-/// `bootstrap destroy`'s own arguments.
-#[derive(Debug, Clone)]
-pub struct DestroyArgs {
-    pub cluster: String,
-    /// Exactly these releases (nothing is added: what they need stays).
-    pub only: Vec<String>,
-    pub selector: Vec<crate::select::Selector>,
-    pub yes: bool,
-    pub options: crate::destroy::Options,
 }
 
 /// The clusters a command runs on: one, `--all`, or `--clusters a,b`.
@@ -414,60 +508,6 @@ pub enum Clusters {
     One(String),
     All,
     Named(Vec<String>),
-}
-
-impl Clusters {
-    /// From the `CLUSTER`, `--all` and `--clusters` arguments (clap makes
-    /// them exclusive and requires one; `plan` and `check` have no
-    /// `--clusters`, so they pass none and get `All` without a cluster).
-    fn new(cluster: Option<String>, all: bool, named: Vec<String>) -> Clusters {
-        match (cluster, all) {
-            (Some(cluster), false) => Clusters::One(cluster),
-            (None, false) if !named.is_empty() => Clusters::Named(named),
-            _ => Clusters::All,
-        }
-    }
-}
-
-#[derive(Debug, Clone)]
-pub enum Subcommand {
-    Plan {
-        clusters: Clusters,
-    },
-    Graph {
-        cluster: String,
-        format: GraphFormat,
-    },
-    Template {
-        cluster: String,
-        release: Option<String>,
-        show_secrets: bool,
-        crds: bool,
-        manifests: bool,
-        selection: Selection,
-        values: RunValuesArgs,
-    },
-    Check {
-        clusters: Clusters,
-        flux_root: Option<PathBuf>,
-        flux_entrypoint: Option<PathBuf>,
-    },
-    Apply(ApplyArgs),
-    Diff(DiffArgs),
-    Status {
-        clusters: Clusters,
-        selection: Selection,
-    },
-    Destroy(DestroyArgs),
-    Schema(SchemaKind),
-    ImportHelmfile {
-        paths: Vec<PathBuf>,
-        cluster: String,
-        force: bool,
-        helmfile: HelmfileChoice,
-        environment: Option<String>,
-    },
-    Completions(clap_complete::Shell),
 }
 
 /// Which helmfile renders an import.
@@ -536,6 +576,11 @@ impl Arguments {
         self.global.termination_log.as_deref()
     }
 
+    /// The subcommand's name (`apply`, `status`, …) as clap matched it.
+    pub fn subcommand_name(&self) -> &str {
+        &self.subcommand
+    }
+
     pub fn into_config(self) -> Result<Config, Error> {
         let verbosity = if self.quiet {
             Verbosity::Quiet
@@ -544,152 +589,11 @@ impl Arguments {
         } else {
             Verbosity::Normal
         };
-        let subcommand = match self.command {
-            Command::Plan { cluster, all } => Subcommand::Plan {
-                clusters: Clusters::new(cluster, all, Vec::new()),
-            },
-            Command::Graph { cluster, format } => {
-                let json = self.global.output == OutputFormat::Json;
-                let format = match (format, json) {
-                    (None, true) | (Some(GraphFormat::Json), _) => GraphFormat::Json,
-                    (None, false) => GraphFormat::Dot,
-                    (Some(other), true) => {
-                        return Err(Error::Usage(format!(
-                            "`--output json` prints the graph as JSON; drop `--format {}` or `--output json`",
-                            match other {
-                                GraphFormat::Mermaid => "mermaid",
-                                _ => "dot",
-                            }
-                        )));
-                    }
-                    (Some(other), false) => other,
-                };
-                Subcommand::Graph { cluster, format }
-            }
-            Command::Template {
-                cluster,
-                release,
-                show_secrets,
-                crds,
-                manifests,
-                selection,
-                values,
-            } => Subcommand::Template {
-                selection: selection.checked()?,
-                cluster,
-                release,
-                show_secrets,
-                crds,
-                manifests,
-                values,
-            },
-            Command::Check {
-                cluster,
-                all,
-                flux_root,
-                flux_entrypoint,
-            } => Subcommand::Check {
-                clusters: Clusters::new(cluster, all, Vec::new()),
-                flux_root,
-                flux_entrypoint,
-            },
-            Command::Apply {
-                cluster,
-                all,
-                clusters,
-                cluster_concurrency,
-                dry_run,
-                selection,
-                values,
-                concurrency,
-                timeout,
-                fail_fast,
-                force,
-            } => Subcommand::Apply(ApplyArgs {
-                clusters: Clusters::new(cluster, all, clusters),
-                cluster_concurrency,
-                values,
-                selection: selection.checked()?,
-                timeout,
-                options: crate::apply::Options {
-                    dry_run,
-                    concurrency,
-                    fail_fast,
-                    force,
-                    verbose: verbosity == Verbosity::Verbose,
-                },
-            }),
-            Command::Diff {
-                cluster,
-                releases,
-                exit_code,
-                selection,
-                values,
-            } => {
-                let selection = selection.checked()?;
-                Subcommand::Diff(DiffArgs {
-                    cluster,
-                    selection: Selection {
-                        // Releases named as arguments are exactly those.
-                        no_needs: selection.no_needs || !releases.is_empty(),
-                        only: releases.into_iter().chain(selection.only).collect(),
-                        selector: selection.selector,
-                    },
-                    values,
-                    exit_code,
-                })
-            }
-            Command::Status {
-                cluster,
-                all,
-                clusters,
-                selection,
-            } => Subcommand::Status {
-                clusters: Clusters::new(cluster, all, clusters),
-                selection: selection.checked()?,
-            },
-            Command::Destroy {
-                cluster,
-                yes,
-                crds,
-                only,
-                selector,
-                dry_run,
-            } => Subcommand::Destroy(DestroyArgs {
-                cluster,
-                only,
-                selector,
-                yes,
-                options: crate::destroy::Options { dry_run, crds },
-            }),
-            Command::Schema { kind } => Subcommand::Schema(kind),
-            Command::Import(ImportSource::Helmfile {
-                paths,
-                cluster,
-                force,
-                helmfile,
-                no_helmfile,
-                environment,
-            }) => Subcommand::ImportHelmfile {
-                paths,
-                cluster,
-                force,
-                helmfile: if no_helmfile {
-                    HelmfileChoice::No
-                } else {
-                    match helmfile {
-                        Some(p) if !p.as_os_str().is_empty() => HelmfileChoice::At(p),
-                        _ => HelmfileChoice::Find,
-                    }
-                },
-                environment,
-            },
-            Command::Completions { shell } => Subcommand::Completions(shell),
-        };
+        self.command.check(self.global.output)?;
         Ok(Config {
             global: self.global,
             verbosity,
-            subcommand,
+            command: self.command,
         })
     }
 }
@@ -727,7 +631,10 @@ pub fn command() -> clap::Command {
 
 /// The global flags a subcommand uses (docs/design.md#global-flags).
 fn global_flags_of(subcommand: &str) -> &'static [&'static str] {
-    const CLUSTER: &[&str] = &[
+    // The cluster commands' flags; `--no-progress` (first) only where a
+    // live display runs.
+    const RUN: &[&str] = &[
+        "no_progress",
         "dir",
         "output",
         "helm",
@@ -741,21 +648,8 @@ fn global_flags_of(subcommand: &str) -> &'static [&'static str] {
         "quiet",
     ];
     match subcommand {
-        "apply" | "destroy" => &[
-            "dir",
-            "output",
-            "helm",
-            "kubeconfig",
-            "context",
-            "no_progress",
-            "wait_for_api",
-            "termination_log",
-            "cache_dir",
-            "no_chart_cache",
-            "verbose",
-            "quiet",
-        ],
-        "diff" | "status" => CLUSTER,
+        "apply" | "destroy" => RUN,
+        "diff" | "status" => RUN.split_at(1).1,
         "plan" | "check" | "template" => &[
             "dir",
             "output",
@@ -776,7 +670,9 @@ fn global_flags_of(subcommand: &str) -> &'static [&'static str] {
 pub fn parse(args: &[std::ffi::OsString]) -> Result<Arguments, clap::Error> {
     use clap::FromArgMatches;
     let matches = command().try_get_matches_from(args)?;
-    Arguments::from_arg_matches(&matches)
+    let mut arguments = Arguments::from_arg_matches(&matches)?;
+    arguments.subcommand = matches.subcommand_name().unwrap_or_default().to_string();
+    Ok(arguments)
 }
 
 #[cfg(test)]
@@ -804,7 +700,7 @@ mod tests {
         assert_eq!(c.global.dir, PathBuf::from("x"));
         assert_eq!(c.global.output, OutputFormat::Json);
         assert!(
-            matches!(&c.subcommand, Subcommand::Plan { clusters: Clusters::One(cluster) } if cluster == "infra")
+            matches!(&c.command, Command::Plan(plan) if plan.clusters.clusters() == Clusters::One("infra".into()))
         );
     }
 

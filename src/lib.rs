@@ -39,7 +39,6 @@ pub mod yaml;
 
 use std::ffi::OsString;
 
-use crate::cli::Arguments;
 use crate::error::{EXIT_INVALID, EXIT_OK};
 
 pub fn run<I: IntoIterator<Item = OsString>>(args: I) -> i32 {
@@ -71,6 +70,7 @@ pub fn run<I: IntoIterator<Item = OsString>>(args: I) -> i32 {
     }
     let json = arguments.json();
     let termination = run::termination::destination(arguments.termination_log());
+    let subcommand = arguments.subcommand_name().to_string();
     let result = arguments
         .into_config()
         .and_then(|config| commands::execute(&config, &mut std::io::stdout()));
@@ -88,7 +88,7 @@ pub fn run<I: IntoIterator<Item = OsString>>(args: I) -> i32 {
                 let mut line = e.to_json();
                 // apply's and destroy's JSON Lines end with an event:
                 // `run_finished`, or this (docs/design.md#run_failed).
-                if matches!(subcommand_name(&args).as_str(), "apply" | "destroy") {
+                if matches!(subcommand.as_str(), "apply" | "destroy") {
                     line = run_failed(line, begun.elapsed());
                 }
                 let _ = writeln!(std::io::stdout(), "{line}");
@@ -97,7 +97,7 @@ pub fn run<I: IntoIterator<Item = OsString>>(args: I) -> i32 {
         }
     };
     if let Some(path) = termination {
-        run::termination::write(&path, &subcommand_name(&args), code, result.err().as_ref());
+        run::termination::write(&path, &subcommand, code, result.err().as_ref());
     }
     code
 }
@@ -123,18 +123,4 @@ fn run_failed(error: serde_json::Value, elapsed: std::time::Duration) -> serde_j
         line.extend(fields);
     }
     serde_json::Value::Object(line)
-}
-
-/// The subcommand the command line names (`apply`, `status`, …), for the
-/// termination message.
-fn subcommand_name(args: &[OsString]) -> String {
-    use clap::CommandFactory;
-    let command = Arguments::command();
-    let names: Vec<&str> = command.get_subcommands().map(|c| c.get_name()).collect();
-    args.iter()
-        .skip(1)
-        .filter_map(|a| a.to_str())
-        .find(|a| names.contains(a))
-        .unwrap_or_default()
-        .to_string()
 }

@@ -5,7 +5,7 @@
 //! `cargo bench --bench bootstrap` runs everything; `-- --quick` runs small
 //! sizes once (what .ci/run does to prove the benchmarks still work); other
 //! arguments select sections: `plan`, `flux`, `schedule`, `readiness`, `overhead`,
-//! `fleet`, `display`, `chart-cache`.
+//! `fleet`, `display`, `chart-cache`, `fixed`.
 
 mod alloc;
 mod applyrun;
@@ -13,6 +13,7 @@ mod catalog;
 mod chart_cache;
 mod dag;
 mod display;
+mod fixed;
 mod fleet;
 mod flux_scan;
 mod overhead;
@@ -46,7 +47,7 @@ pub fn verdict(target: &str, met: bool, figure: String) {
     );
 }
 
-const SECTIONS: [&str; 8] = [
+const SECTIONS: [&str; 9] = [
     "plan",
     "flux",
     "schedule",
@@ -55,6 +56,7 @@ const SECTIONS: [&str; 8] = [
     "fleet",
     "display",
     "chart-cache",
+    "fixed",
 ];
 
 fn main() {
@@ -109,6 +111,9 @@ fn main() {
     }
     if wanted("chart-cache") {
         chart_cache::run(mode);
+    }
+    if wanted("fixed") {
+        fixed::run(mode);
     }
 }
 

@@ -13,7 +13,7 @@ const CONCURRENCY: usize = 512;
 
 pub(crate) struct Case {
     name: &'static str,
-    dag: Dag,
+    pub(crate) dag: Dag,
     pub(crate) specs: Vec<Spec>,
 }
 

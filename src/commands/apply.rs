@@ -26,11 +26,11 @@ pub fn run(config: &Config, args: &ApplyArgs) -> Result<(), Error> {
     // to any cluster: a config error (exit 2) stops them all.
     let linted = super::linted_with(
         &config.global.dir,
-        &args.clusters,
+        &args.clusters.clusters(),
         config.global.context.as_deref(),
         &run_values,
     )?;
-    if let Clusters::One(cluster) = &args.clusters {
+    if let Clusters::One(cluster) = &args.clusters.clusters() {
         let (plan, findings) = linted
             .into_iter()
             .next()
@@ -200,7 +200,7 @@ async fn run_async(
             &plan,
             Arc::new(helm),
             &connection,
-            &args.options,
+            &args.options(config.verbosity),
             &events,
             earlier,
             session.stop.clone(),

@@ -3,7 +3,7 @@ use std::path::PathBuf;
 
 use serde_json::json;
 
-use crate::cli::{Clusters, Config, OutputFormat, Verbosity};
+use crate::cli::{CheckArgs, Clusters, Config, OutputFormat, Verbosity};
 use crate::duration::count as counted;
 use crate::error::Error;
 use crate::flux::{BootstrapRelease, Finding, Handover, Severity, WorkloadRef};
@@ -49,13 +49,9 @@ pub fn bootstrap_releases(plan: &Plan) -> Vec<BootstrapRelease> {
         .collect()
 }
 
-pub fn run(
-    config: &Config,
-    clusters: &Clusters,
-    flux_root: Option<&PathBuf>,
-    flux_entrypoint: Option<&PathBuf>,
-    out: &mut dyn Write,
-) -> Result<(), Error> {
+pub fn run(config: &Config, args: &CheckArgs, out: &mut dyn Write) -> Result<(), Error> {
+    let clusters = &args.clusters.clusters();
+    let (flux_root, flux_entrypoint) = (args.flux_root.as_ref(), args.flux_entrypoint.as_ref());
     let linted = super::linted(
         &config.global.dir,
         clusters,

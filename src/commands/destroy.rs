@@ -42,7 +42,7 @@ pub fn run(config: &Config, args: &DestroyArgs) -> Result<(), Error> {
     let plan = full.clone().select(&args.only, &args.selector, true)?;
     let confirm = confirmation(
         args.yes,
-        args.options.dry_run,
+        args.options().dry_run,
         std::io::stdin().is_terminal(),
     );
     if confirm == Confirm::Refuse {
@@ -87,7 +87,7 @@ async fn run_async(
         &plan,
         &helm,
         &connection,
-        args.options,
+        args.options(),
         &events,
         session.stop.clone(),
     )
@@ -108,7 +108,7 @@ fn question(plan: &Plan, context: Option<&str>, args: &DestroyArgs) -> String {
     for release in order {
         text.push_str(&format!("  {}\n", release.id));
     }
-    if args.options.crds {
+    if args.options().crds {
         text.push_str(&format!(
             "then deletes the CRDs of {} release(s), and with them every object of those kinds.\n",
             plan.crd_releases().count()

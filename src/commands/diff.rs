@@ -40,7 +40,7 @@ pub fn run(config: &Config, args: &DiffArgs, out: &mut dyn std::io::Write) -> Re
         config.global.context.as_deref(),
     )?
     .with_run_values(&run);
-    let chosen = args.selection.apply(whole.clone())?;
+    let chosen = args.selection().apply(whole.clone())?;
     let found = crate::run::block_on(read(config, &whole, &chosen))?;
     for conflict in &found.conflicts {
         eprintln!("warning: apply would refuse: {conflict}");

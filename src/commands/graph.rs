@@ -2,18 +2,14 @@ use std::io::Write;
 
 use std::collections::HashMap;
 
-use crate::cli::{Config, GraphFormat, Verbosity};
+use crate::cli::{Config, GraphArgs, GraphFormat, Verbosity};
 use crate::error::Error;
 
-pub fn run(
-    config: &Config,
-    cluster: &str,
-    format: GraphFormat,
-    out: &mut dyn Write,
-) -> Result<(), Error> {
+pub fn run(config: &Config, args: &GraphArgs, out: &mut dyn Write) -> Result<(), Error> {
+    let format = args.format(config.global.output)?;
     let plan = crate::config::load_for(
         &config.global.dir,
-        cluster,
+        &args.cluster,
         config.global.context.as_deref(),
     )?;
     // `-v`: each node also says what it installs (docs/design.md#global-flags).
@@ -34,8 +30,8 @@ pub fn run(
         _ => HashMap::new(),
     };
     match format {
-        GraphFormat::Dot => super::write(out, &plan.graph.to_dot(cluster, &details)),
+        GraphFormat::Dot => super::write(out, &plan.graph.to_dot(&args.cluster, &details)),
         GraphFormat::Mermaid => super::write(out, &plan.graph.to_mermaid(&details)),
-        GraphFormat::Json => super::write_json(out, &plan.graph.to_json(cluster)),
+        GraphFormat::Json => super::write_json(out, &plan.graph.to_json(&args.cluster)),
     }
 }

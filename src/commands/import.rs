@@ -3,24 +3,17 @@
 //! when that list is not empty.
 
 use std::io::Write;
-use std::path::PathBuf;
 
 use serde_json::json;
 
-use crate::cli::Config;
+use crate::cli::{Config, ImportHelmfileArgs};
 use crate::error::Error;
 use crate::import;
 
 #[allow(clippy::too_many_arguments)]
-pub fn run(
-    config: &Config,
-    paths: &[PathBuf],
-    cluster: &str,
-    force: bool,
-    helmfile: &crate::cli::HelmfileChoice,
-    environment: Option<&str>,
-    out: &mut dyn Write,
-) -> Result<(), Error> {
+pub fn run(config: &Config, args: &ImportHelmfileArgs, out: &mut dyn Write) -> Result<(), Error> {
+    let (paths, cluster, force) = (&args.paths, &args.cluster, args.force);
+    let environment = args.environment.as_deref();
     if let Err(e) = crate::validate::dns_label(cluster) {
         return Err(Error::Usage(format!("--cluster `{cluster}`: {e}")));
     }
@@ -29,14 +22,15 @@ pub fn run(
         environment: environment.map(String::from),
         ..Default::default()
     };
-    let found = match helmfile {
+    let broken = |e: import::rendered::BrokenHelmfile| Error::prerequisite(e.to_string());
+    let found = match args.helmfile() {
         crate::cli::HelmfileChoice::No => Err("--no-helmfile".to_string()),
-        crate::cli::HelmfileChoice::At(path) => {
-            import::rendered::find(Some(path)).map_err(Error::prerequisite)?
-        }
-        crate::cli::HelmfileChoice::Find => {
-            import::rendered::find(None).map_err(Error::prerequisite)?
-        }
+        crate::cli::HelmfileChoice::At(path) => import::rendered::find(Some(&path))
+            .map_err(broken)?
+            .map_err(|why| why.to_string()),
+        crate::cli::HelmfileChoice::Find => import::rendered::find(None)
+            .map_err(broken)?
+            .map_err(|why| why.to_string()),
     };
     match found {
         Ok(found) => options.helmfile = Some(found),

@@ -16,73 +16,32 @@ use std::io::Write;
 
 use std::path::Path;
 
-use crate::cli::{Clusters, Config, Subcommand};
+use crate::cli::{Clusters, Command, Config, ImportSource};
 use crate::error::Error;
 use crate::lint;
 use crate::plan::Plan;
 
 pub fn execute(config: &Config, out: &mut dyn Write) -> Result<(), Error> {
-    match &config.subcommand {
-        Subcommand::Plan { clusters } => plan::run(config, clusters, out),
-        Subcommand::Graph { cluster, format } => graph::run(config, cluster, *format, out),
-        Subcommand::Template {
-            cluster,
-            release,
-            show_secrets,
-            crds,
-            manifests,
-            selection,
-            values,
-        } => template::run(
-            config,
-            cluster,
-            release.as_deref(),
-            template::Options {
-                show_secrets: *show_secrets,
-                crds: *crds,
-                manifests: *manifests,
-            },
-            (selection, values),
-            out,
-        ),
-        Subcommand::Check {
-            clusters,
-            flux_root,
-            flux_entrypoint,
-        } => check::run(
-            config,
-            clusters,
-            flux_root.as_ref(),
-            flux_entrypoint.as_ref(),
-            out,
-        ),
-        Subcommand::Apply(args) => apply::run(config, args),
-        Subcommand::Diff(args) => diff::run(config, args, out),
-        Subcommand::Status {
-            clusters,
-            selection,
-        } => status::run(config, clusters, selection, out),
-        Subcommand::Destroy(args) => destroy::run(config, args),
-        Subcommand::Schema(kind) => schema::run(*kind, out),
-        Subcommand::ImportHelmfile {
-            paths,
-            cluster,
-            force,
-            helmfile,
-            environment,
-        } => import::run(
-            config,
-            paths,
-            cluster,
-            *force,
-            helmfile,
-            environment.as_deref(),
-            out,
-        ),
-        Subcommand::Completions(shell) => {
+    match &config.command {
+        Command::Plan(args) => plan::run(config, &args.clusters.clusters(), out),
+        Command::Graph(args) => graph::run(config, args, out),
+        Command::Template(args) => template::run(config, args, out),
+        Command::Check(args) => check::run(config, args, out),
+        Command::Apply(args) => apply::run(config, args),
+        Command::Diff(args) => diff::run(config, args, out),
+        Command::Status(args) => status::run(config, args, out),
+        Command::Destroy(args) => destroy::run(config, args),
+        Command::Schema(args) => schema::run(args.kind, out),
+        Command::Import(ImportSource::Helmfile(args)) => import::run(config, args, out),
+        Command::Completions(args) => {
             // clap_complete panics on a write error; `| head` closes the pipe.
             let mut script = Vec::new();
-            clap_complete::generate(*shell, &mut crate::cli::command(), "bootstrap", &mut script);
+            clap_complete::generate(
+                args.shell,
+                &mut crate::cli::command(),
+                "bootstrap",
+                &mut script,
+            );
             write(out, &String::from_utf8_lossy(&script))
         }
     }

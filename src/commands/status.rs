@@ -9,18 +9,14 @@
 //! (docs/design.md#lints) not in `lints.ignore`. 1 also when helm, the ledger or the conflict
 //! checks cannot be read; 2 for the usual prerequisites (helm, context).
 
-use crate::cli::{Clusters, Config, OutputFormat, Verbosity};
+use crate::cli::{Clusters, Config, OutputFormat, StatusArgs, Verbosity};
 use crate::duration::count;
 use crate::error::Error;
 use crate::lint;
 use crate::status::{self, Report};
 
-pub fn run(
-    config: &Config,
-    clusters: &Clusters,
-    selection: &crate::cli::Selection,
-    out: &mut dyn std::io::Write,
-) -> Result<(), Error> {
+pub fn run(config: &Config, args: &StatusArgs, out: &mut dyn std::io::Write) -> Result<(), Error> {
+    let (clusters, selection) = (&args.clusters.clusters(), &args.selection);
     if let Clusters::One(cluster) = clusters {
         let plan = selection.apply(crate::config::load_for(
             &config.global.dir,

@@ -9,40 +9,25 @@ use std::io::Write;
 
 use serde_json::{Value, json};
 
-use crate::cli::{Config, OutputFormat, Verbosity};
+use crate::cli::{Config, OutputFormat, TemplateArgs, Verbosity};
 use crate::error::{Error, Problem, did_you_mean};
 use crate::helm::Helm;
 use crate::release::Release;
 
 use manifests::Rendered;
 
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Options {
-    /// Print secret-looking values (and Secret data) instead of redacting them.
-    pub show_secrets: bool,
-    /// The CRD-phase render: `crdValues` merged in, CRDs included.
-    pub crds: bool,
-    /// Also render the chart with `helm template`.
-    pub manifests: bool,
-}
-
-pub fn run(
-    config: &Config,
-    cluster: &str,
-    release: Option<&str>,
-    options: Options,
-    (selection, values): (&crate::cli::Selection, &crate::cli::RunValuesArgs),
-    out: &mut dyn Write,
-) -> Result<(), Error> {
-    let run = crate::config::run_values(&values.files, &values.sets)?;
-    let plan = selection
+pub fn run(config: &Config, args: &TemplateArgs, out: &mut dyn Write) -> Result<(), Error> {
+    let (cluster, options) = (&args.cluster, args);
+    let run = crate::config::run_values(&args.values.files, &args.values.sets)?;
+    let plan = args
+        .selection
         .apply(crate::config::load_for(
             &config.global.dir,
             cluster,
             config.global.context.as_deref(),
         )?)?
         .with_run_values(&run);
-    let chosen = choose(&plan.releases, cluster, release)?;
+    let chosen = choose(&plan.releases, cluster, args.release.as_deref())?;
     let rendered = if options.manifests {
         Some(render_all(config, &plan, &chosen, options)?)
     } else {
@@ -209,7 +194,7 @@ fn render_all(
     config: &Config,
     plan: &crate::plan::Plan,
     chosen: &[&Release],
-    options: Options,
+    options: &TemplateArgs,
 ) -> Result<RenderedAll, Error> {
     let helm = std::sync::Arc::new(config.target().helm());
     crate::run::block_on(async {

@@ -216,7 +216,8 @@ pub fn import(
     let mut files = Vec::new();
     let mut rendered = Vec::new();
     for path in paths {
-        let listed = helmfile::state_files(path).map_err(|m| Error::config(Problem::new(m)))?;
+        let listed =
+            helmfile::state_files(path).map_err(|m| Error::config(Problem::new(m.to_string())))?;
         if let Some(hf) = &options.helmfile {
             // One state file at a time: the files are the ones listed here.
             for file in &listed {
@@ -1023,7 +1024,7 @@ fn convert_release(
                     &o.file,
                     o.line,
                     format!("secrets: {}", short(entry)),
-                    reason,
+                    reason.to_string(),
                 ));
             }
         }
@@ -1038,13 +1039,13 @@ fn convert_release(
         {
             match env_leaves(map) {
                 Ok(found) => *env = found,
-                Err(leaf) => {
+                Err(mixed) => {
                     let o = at("values");
                     issues.push(Issue::new(
                         &o.file,
                         o.line,
-                        leaf,
-                        "reads the environment inside other text (or next to other `{{`); bootstrap templates a values file only as a whole `.hbs`: write the value, or a values file `NAME.yaml.hbs` with `{{env \"NAME\"}}`",
+                        mixed.0.clone(),
+                        mixed.to_string(),
                     ));
                 }
             }
@@ -1113,8 +1114,8 @@ fn env_issue(at: &helmfile::Origin, key: &str, text: &str) -> Issue {
 
 /// Whether the values read the environment: `Ok(true)` when every such
 /// leaf is exactly one `env`/`requiredEnv` and nothing else holds `{{`
-/// (so the file can be a `.hbs` template), `Err(leaf)` when not.
-fn env_leaves(values: &Map<String, Value>) -> Result<bool, String> {
+/// (so the file can be a `.hbs` template), `Err` with the leaf when not.
+fn env_leaves(values: &Map<String, Value>) -> Result<bool, EnvInText> {
     fn walk(value: &Value, marks: &mut usize, braces: &mut Option<String>) {
         match value {
             Value::String(s) if super::gotmpl::has_env_mark(s) => {
@@ -1141,9 +1142,16 @@ fn env_leaves(values: &Map<String, Value>) -> Result<bool, String> {
     match (marks, braces) {
         (0, _) => Ok(false),
         (_, None) => Ok(true),
-        (_, Some(leaf)) => Err(leaf),
+        (_, Some(leaf)) => Err(EnvInText(leaf)),
     }
 }
+
+/// A values leaf that reads the environment inside other text.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "reads the environment inside other text (or next to other `{{{{`); bootstrap templates a values file only as a whole `.hbs`: write the value, or a values file `NAME.yaml.hbs` with `{{{{env \"NAME\"}}}}`"
+)]
+struct EnvInText(String);
 
 /// helmfile's release `labels` (what `--selector` matches) as bootstrap's
 /// `labels:` (docs/design.md#selection), which are strings.
@@ -1462,20 +1470,36 @@ fn flux_managed(groups: &mut [Group], flux: &FluxOut) {
 /// A `secrets:` entry as a values file bootstrap decrypts with sops itself
 /// (docs/design.md#secrets): it must exist and be recognisable as
 /// sops-encrypted, by name or by its `sops:` metadata.
-fn secrets_file(state: &State, entry: &Value) -> Result<PathBuf, String> {
+fn secrets_file(state: &State, entry: &Value) -> Result<PathBuf, NotSecrets> {
     let Some(path) = entry.as_str().map(str::trim) else {
-        return Err("a `secrets:` entry that is not a path is not converted".into());
+        return Err(NotSecrets::NotAPath);
     };
     if path.contains("{{") {
-        return Err("a templated `secrets:` path is not converted; write the file's path in the release's `valuesFiles`".into());
+        return Err(NotSecrets::Templated);
     }
     let file = super::hooks::absolute(&super::gotmpl::normalize(&state.dir.join(path)));
-    let text = std::fs::read_to_string(&file)
-        .map_err(|e| format!("cannot read it ({e}); helmfile fails too"))?;
+    let text = std::fs::read_to_string(&file).map_err(NotSecrets::Unreadable)?;
     if !crate::config::sops::named(&file) && !crate::config::sops::has_metadata(&text) {
-        return Err("is not sops-encrypted as bootstrap recognises it (a `*.sops.yaml` name or a top-level `sops:` key); decrypt it into a values file, or re-encrypt it with sops".into());
+        return Err(NotSecrets::NotSops);
     }
     Ok(file)
+}
+
+/// Why a `secrets:` entry is not converted.
+#[derive(Debug, thiserror::Error)]
+enum NotSecrets {
+    #[error("a `secrets:` entry that is not a path is not converted")]
+    NotAPath,
+    #[error(
+        "a templated `secrets:` path is not converted; write the file's path in the release's `valuesFiles`"
+    )]
+    Templated,
+    #[error("cannot read it ({0}); helmfile fails too")]
+    Unreadable(std::io::Error),
+    #[error(
+        "is not sops-encrypted as bootstrap recognises it (a `*.sops.yaml` name or a top-level `sops:` key); decrypt it into a values file, or re-encrypt it with sops"
+    )]
+    NotSops,
 }
 
 /// The chart reference in bootstrap's terms (docs/design.md#release-file).
@@ -1998,6 +2022,17 @@ fn order_files(groups: &mut [Group]) {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// The message names the template braces as written (`{{`), not as a
+    /// format string would print them.
+    #[test]
+    fn env_in_text_names_the_braces() {
+        let text = EnvInText("a-{{ env \"X\" }}".into()).to_string();
+        assert!(
+            text.contains("other `{{`)") && text.contains("`{{env \"NAME\"}}`"),
+            "{text}"
+        );
+    }
 
     #[test]
     fn set_paths_and_typing_follow_helm() {

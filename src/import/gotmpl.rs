@@ -168,9 +168,9 @@ impl Engine {
                         construct: source.clone(),
                         reason,
                     };
-                    let tokens = tokenize(&body).map_err(fail)?;
+                    let tokens = tokenize(&body).map_err(|e| fail(e.to_string()))?;
                     let mut parser = Parser { tokens, at: 0 };
-                    let (decl, pipe) = parser.action().map_err(fail)?;
+                    let (decl, pipe) = parser.action().map_err(|e| fail(e.to_string()))?;
                     let value = self.pipe(&pipe, &vars, &at).map_err(|e| match e {
                         Failure::Here(reason) if reason.contains("is not set") => {
                             match self.multi_doc.borrow().last() {
@@ -183,7 +183,7 @@ impl Engine {
                     })?;
                     match decl {
                         Some(name) => vars.push((name, value)),
-                        None => out.push_str(&print(&value).map_err(fail)?),
+                        None => out.push_str(&print(&value).map_err(|e| fail(e.to_string()))?),
                     }
                 }
             }
@@ -269,7 +269,7 @@ impl Engine {
         let text = |i: usize| -> Result<String, Failure> {
             match args.get(i) {
                 Some(Value::String(s)) => Ok(s.clone()),
-                Some(other) => print(other).map_err(Failure::Here),
+                Some(other) => print(other).map_err(|e| Failure::Here(e.to_string())),
                 None => Err(Failure::Here(format!("`{name}` is missing an argument"))),
             }
         };
@@ -514,16 +514,56 @@ fn empty(value: &Value) -> bool {
 
 /// A value as `{{ }}` prints it. Maps and lists print as Go's `map[…]`,
 /// which no helmfile means to write; a missing value prints `<no value>`.
-fn print(value: &Value) -> Result<String, String> {
+fn print(value: &Value) -> Result<String, Unprintable> {
     match value {
         Value::String(s) => Ok(s.clone()),
         Value::Bool(b) => Ok(b.to_string()),
         Value::Number(n) => Ok(n.to_string()),
-        Value::Null => Err("the value is empty (Go prints `<no value>`)".into()),
-        Value::Array(_) | Value::Object(_) => {
-            Err("prints a map or list the way Go does (`map[…]`); pipe it to `toYaml`".into())
-        }
+        Value::Null => Err(Unprintable::Empty),
+        Value::Array(_) | Value::Object(_) => Err(Unprintable::Collection),
     }
+}
+
+/// A value `{{ }}` does not print the way a helmfile means it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+enum Unprintable {
+    #[error("the value is empty (Go prints `<no value>`)")]
+    Empty,
+    #[error("prints a map or list the way Go does (`map[…]`); pipe it to `toYaml`")]
+    Collection,
+}
+
+/// An action the importer's template subset does not read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum SyntaxError {
+    #[error("`||` is not Go template syntax")]
+    Or,
+    #[error("unterminated string")]
+    UnterminatedString,
+    #[error("string escape `\\{0}` is not evaluated by the importer")]
+    Escape(String),
+    #[error("unterminated raw string")]
+    UnterminatedRawString,
+    #[error("number `{0}` is not evaluated by the importer")]
+    Number(String),
+    #[error("`{0}` is not evaluated by the importer")]
+    Character(char),
+    #[error(
+        "`{0}` (control flow) is not evaluated by the importer; the result depends on values it would have to guess"
+    )]
+    ControlFlow(String),
+    #[error("`{0}` (control flow) is not evaluated by the importer")]
+    ControlWord(String),
+    #[error("cannot assign to a field")]
+    AssignToField,
+    #[error("unexpected text after the pipeline")]
+    TrailingText,
+    #[error("empty command")]
+    EmptyCommand,
+    #[error("`(` without `)`")]
+    Unclosed,
+    #[error("unexpected punctuation")]
+    Punctuation,
 }
 
 fn field(value: &Value, path: &[String], from: &str) -> Result<Value, Failure> {
@@ -572,7 +612,7 @@ fn printf(format: &str, args: &[Value]) -> Result<String, Failure> {
                 let arg = next.next().ok_or_else(|| {
                     Failure::Here(format!("printf `{format}`: too few arguments"))
                 })?;
-                let text = print(arg).map_err(Failure::Here)?;
+                let text = print(arg).map_err(|e| Failure::Here(e.to_string()))?;
                 match verb {
                     'q' => out.push_str(&format!("{text:?}")),
                     'd' if !arg.is_number() => {
@@ -711,7 +751,7 @@ enum Token {
     Var(String, Vec<String>),
 }
 
-fn tokenize(body: &str) -> Result<Vec<Token>, String> {
+fn tokenize(body: &str) -> Result<Vec<Token>, SyntaxError> {
     let chars: Vec<char> = body.chars().collect();
     let mut tokens = Vec::new();
     let mut i = 0;
@@ -751,7 +791,7 @@ fn tokenize(body: &str) -> Result<Vec<Token>, String> {
             }
             '|' => {
                 if chars.get(i + 1) == Some(&'|') {
-                    return Err("`||` is not Go template syntax".into());
+                    return Err(SyntaxError::Or);
                 }
                 tokens.push(Token::Pipe);
                 i += 1;
@@ -769,7 +809,7 @@ fn tokenize(body: &str) -> Result<Vec<Token>, String> {
                 i += 1;
                 loop {
                     match chars.get(i) {
-                        None => return Err("unterminated string".into()),
+                        None => return Err(SyntaxError::UnterminatedString),
                         Some('"') => break,
                         Some('\\') => {
                             i += 1;
@@ -779,9 +819,8 @@ fn tokenize(body: &str) -> Result<Vec<Token>, String> {
                                 Some('\\') => s.push('\\'),
                                 Some('"') => s.push('"'),
                                 other => {
-                                    return Err(format!(
-                                        "string escape `\\{}` is not evaluated by the importer",
-                                        other.map(|c| c.to_string()).unwrap_or_default()
+                                    return Err(SyntaxError::Escape(
+                                        other.map(|c| c.to_string()).unwrap_or_default(),
                                     ));
                                 }
                             }
@@ -798,7 +837,7 @@ fn tokenize(body: &str) -> Result<Vec<Token>, String> {
                 let end = chars[start..]
                     .iter()
                     .position(|&c| c == '`')
-                    .ok_or("unterminated raw string")?;
+                    .ok_or(SyntaxError::UnterminatedRawString)?;
                 tokens.push(Token::Str(chars[start..start + end].iter().collect()));
                 i = start + end + 1;
             }
@@ -834,7 +873,7 @@ fn tokenize(body: &str) -> Result<Vec<Token>, String> {
                             .ok()
                             .and_then(serde_json::Number::from_f64)
                     })
-                    .ok_or_else(|| format!("number `{text}` is not evaluated by the importer"))?;
+                    .ok_or_else(|| SyntaxError::Number(text.clone()))?;
                 tokens.push(Token::Num(number));
             }
             c if ident_char(c) => {
@@ -844,7 +883,7 @@ fn tokenize(body: &str) -> Result<Vec<Token>, String> {
                 }
                 tokens.push(Token::Ident(chars[start..i].iter().collect()));
             }
-            other => return Err(format!("`{other}` is not evaluated by the importer")),
+            other => return Err(SyntaxError::Character(other)),
         }
     }
     Ok(tokens)
@@ -878,32 +917,30 @@ impl Parser {
         self.tokens.get(self.at)
     }
 
-    fn action(&mut self) -> Result<(Option<String>, Vec<Cmd>), String> {
+    fn action(&mut self) -> Result<(Option<String>, Vec<Cmd>), SyntaxError> {
         if let Some(Token::Ident(word)) = self.peek()
             && CONTROL.contains(&word.as_str())
         {
-            return Err(format!(
-                "`{word}` (control flow) is not evaluated by the importer; the result depends on values it would have to guess"
-            ));
+            return Err(SyntaxError::ControlFlow(word.clone()));
         }
         let mut decl = None;
         if let (Some(Token::Var(name, path)), Some(Token::Declare | Token::Assign)) =
             (self.tokens.first(), self.tokens.get(1))
         {
             if !path.is_empty() {
-                return Err("cannot assign to a field".into());
+                return Err(SyntaxError::AssignToField);
             }
             decl = Some(name.clone());
             self.at = 2;
         }
         let pipe = self.pipeline()?;
         if self.at != self.tokens.len() {
-            return Err("unexpected text after the pipeline".into());
+            return Err(SyntaxError::TrailingText);
         }
         Ok((decl, pipe))
     }
 
-    fn pipeline(&mut self) -> Result<Vec<Cmd>, String> {
+    fn pipeline(&mut self) -> Result<Vec<Cmd>, SyntaxError> {
         let mut cmds = vec![self.command()?];
         while self.peek() == Some(&Token::Pipe) {
             self.at += 1;
@@ -912,7 +949,7 @@ impl Parser {
         Ok(cmds)
     }
 
-    fn command(&mut self) -> Result<Cmd, String> {
+    fn command(&mut self) -> Result<Cmd, SyntaxError> {
         let mut args = Vec::new();
         while let Some(token) = self.peek() {
             if matches!(token, Token::Pipe | Token::Close) {
@@ -921,12 +958,12 @@ impl Parser {
             args.push(self.operand()?);
         }
         if args.is_empty() {
-            return Err("empty command".into());
+            return Err(SyntaxError::EmptyCommand);
         }
         Ok(args)
     }
 
-    fn operand(&mut self) -> Result<Arg, String> {
+    fn operand(&mut self) -> Result<Arg, SyntaxError> {
         let token = self.tokens[self.at].clone();
         self.at += 1;
         Ok(match token {
@@ -939,16 +976,14 @@ impl Parser {
                 "false" => Arg::Bool(false),
                 "nil" => Arg::Nil,
                 w if CONTROL.contains(&w) => {
-                    return Err(format!(
-                        "`{w}` (control flow) is not evaluated by the importer"
-                    ));
+                    return Err(SyntaxError::ControlWord(w.to_string()));
                 }
                 _ => Arg::Func(word),
             },
             Token::Open => {
                 let pipe = self.pipeline()?;
                 if self.peek() != Some(&Token::Close) {
-                    return Err("`(` without `)`".into());
+                    return Err(SyntaxError::Unclosed);
                 }
                 self.at += 1;
                 let mut path = Vec::new();
@@ -963,7 +998,7 @@ impl Parser {
                 Arg::Sub(pipe, path)
             }
             Token::Close | Token::Pipe | Token::Declare | Token::Assign => {
-                return Err("unexpected punctuation".into());
+                return Err(SyntaxError::Punctuation);
             }
         })
     }

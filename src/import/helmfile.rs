@@ -74,15 +74,12 @@ impl State {
 }
 
 /// The state files PATH names, in helmfile's order.
-pub fn state_files(path: &Path) -> Result<Vec<PathBuf>, String> {
+pub fn state_files(path: &Path) -> Result<Vec<PathBuf>, NoStateFiles> {
     if path.is_file() {
         return Ok(vec![path.to_path_buf()]);
     }
     if !path.is_dir() {
-        return Err(format!(
-            "`{}` does not exist; give a helmfile (helmfile.yaml, helmfile.yaml.gotmpl) or a directory holding one or helmfile.d/",
-            path.display()
-        ));
+        return Err(NoStateFiles::Missing(path.to_path_buf()));
     }
     let plain = path.join("helmfile.yaml");
     let gotmpl = path.join("helmfile.yaml.gotmpl");
@@ -97,7 +94,10 @@ pub fn state_files(path: &Path) -> Result<Vec<PathBuf>, String> {
         path.to_path_buf()
     };
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .map_err(|e| format!("`{}` cannot be read: {e}", dir.display()))?
+        .map_err(|error| NoStateFiles::Unreadable {
+            dir: dir.clone(),
+            error,
+        })?
         .flatten()
         .map(|e| e.path())
         .filter(|p| p.is_file())
@@ -110,12 +110,23 @@ pub fn state_files(path: &Path) -> Result<Vec<PathBuf>, String> {
         .collect();
     files.sort();
     if files.is_empty() {
-        return Err(format!(
-            "`{}` holds no helmfile (*.yaml, *.yaml.gotmpl)",
-            dir.display()
-        ));
+        return Err(NoStateFiles::Empty(dir));
     }
     Ok(files)
+}
+
+/// Why a path given to `import helmfile` names no state file.
+#[derive(Debug, thiserror::Error)]
+pub enum NoStateFiles {
+    #[error(
+        "`{}` does not exist; give a helmfile (helmfile.yaml, helmfile.yaml.gotmpl) or a directory holding one or helmfile.d/",
+        .0.display()
+    )]
+    Missing(PathBuf),
+    #[error("`{}` cannot be read: {error}", .dir.display())]
+    Unreadable { dir: PathBuf, error: std::io::Error },
+    #[error("`{}` holds no helmfile (*.yaml, *.yaml.gotmpl)", .0.display())]
+    Empty(PathBuf),
 }
 
 /// A release a state file defines, as far as its text tells without
@@ -907,18 +918,28 @@ fn render_fields_into(state: &State, release: &mut Release, issues: &mut Vec<Iss
     true
 }
 
-fn parse_values(text: &str) -> Result<Map<String, Value>, String> {
+fn parse_values(text: &str) -> Result<Map<String, Value>, NotValues> {
     let docs: Vec<Value> = serde_saphyr::from_multiple(text)
-        .map_err(|e| format!("text that is not YAML: {}", first_line(&e.to_string())))?;
+        .map_err(|e| NotValues::NotYaml(first_line(&e.to_string()).to_string()))?;
     let mut merged = Map::new();
     for doc in docs {
         match doc {
             Value::Object(map) => deep_override(&mut merged, map),
             Value::Null => {}
-            _ => return Err("YAML that is not a map".into()),
+            _ => return Err(NotValues::NotAMap),
         }
     }
     Ok(merged)
+}
+
+/// What a values template rendered instead of values; reads after "renders".
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum NotValues {
+    /// The YAML parser's first line.
+    #[error("text that is not YAML: {0}")]
+    NotYaml(String),
+    #[error("YAML that is not a map")]
+    NotAMap,
 }
 
 /// The 1-based line of `path` (keys nested by indentation), or 0.

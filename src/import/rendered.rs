@@ -38,7 +38,7 @@ pub enum Renderer {
 /// `BOOTSTRAP_HELMFILE`) must run, else it is an error; without it,
 /// `helmfile` on PATH when there is one that runs. `Ok(Err(why))` when
 /// there is none.
-pub fn find(explicit: Option<&Path>) -> Result<Result<Helmfile, String>, String> {
+pub fn find(explicit: Option<&Path>) -> Result<Result<Helmfile, NoHelmfile>, BrokenHelmfile> {
     if let Some(program) = explicit {
         return version(program)
             .map(|version| {
@@ -47,20 +47,52 @@ pub fn find(explicit: Option<&Path>) -> Result<Result<Helmfile, String>, String>
                     version,
                 })
             })
-            .map_err(|e| {
-                format!(
-                    "helmfile `{}` does not run ({e}); give a working helmfile with --helmfile (or BOOTSTRAP_HELMFILE), or leave both unset to use helmfile on PATH or the importer's own template subset",
-                    program.display()
-                )
+            .map_err(|why| BrokenHelmfile {
+                program: program.to_path_buf(),
+                why,
             });
     }
     let Some(program) = on_path("helmfile") else {
-        return Ok(Err("no `helmfile` on PATH".into()));
+        return Ok(Err(NoHelmfile::NotOnPath));
     };
     Ok(match version(&program) {
         Ok(version) => Ok(Helmfile { program, version }),
-        Err(e) => Err(format!("`{}` does not run: {e}", program.display())),
+        Err(why) => Err(NoHelmfile::DoesNotRun { program, why }),
     })
+}
+
+/// Why there is no helmfile to render with (the importer's own template
+/// subset reads the files then).
+#[derive(Debug, thiserror::Error)]
+pub enum NoHelmfile {
+    #[error("no `helmfile` on PATH")]
+    NotOnPath,
+    #[error("`{}` does not run: {why}", .program.display())]
+    DoesNotRun { program: PathBuf, why: NoVersion },
+}
+
+/// The helmfile given with `--helmfile` (or `BOOTSTRAP_HELMFILE`) does not run.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "helmfile `{}` does not run ({why}); give a working helmfile with --helmfile (or BOOTSTRAP_HELMFILE), or leave both unset to use helmfile on PATH or the importer's own template subset",
+    .program.display()
+)]
+pub struct BrokenHelmfile {
+    pub program: PathBuf,
+    pub why: NoVersion,
+}
+
+/// Why `helmfile version -o short` said no version.
+#[derive(Debug, thiserror::Error)]
+pub enum NoVersion {
+    #[error("{0}")]
+    Spawn(std::io::Error),
+    #[error("`version -o short` exited with {status}: {stderr}")]
+    Exit {
+        status: std::process::ExitStatus,
+        /// The last line of its stderr.
+        stderr: String,
+    },
 }
 
 fn on_path(name: &str) -> Option<PathBuf> {
@@ -71,21 +103,20 @@ fn on_path(name: &str) -> Option<PathBuf> {
 }
 
 /// `helmfile version -o short`.
-fn version(program: &Path) -> Result<String, String> {
+fn version(program: &Path) -> Result<String, NoVersion> {
     let out = Command::new(program)
         .args(["version", "-o", "short"])
         // No upgrade notice: it asks GitHub for the latest release.
         .env("HELMFILE_UPGRADE_NOTICE_DISABLED", "1")
         .stdin(Stdio::null())
         .output()
-        .map_err(|e| e.to_string())?;
+        .map_err(NoVersion::Spawn)?;
     let text = String::from_utf8_lossy(&out.stdout).trim().to_string();
     if !out.status.success() || text.is_empty() {
-        return Err(format!(
-            "`version -o short` exited with {}: {}",
-            out.status,
-            last_line(&String::from_utf8_lossy(&out.stderr))
-        ));
+        return Err(NoVersion::Exit {
+            status: out.status,
+            stderr: last_line(&String::from_utf8_lossy(&out.stderr)),
+        });
     }
     Ok(text.lines().next().unwrap_or("").trim().to_string())
 }
@@ -114,7 +145,7 @@ pub fn build(
     helmfile: &Helmfile,
     file: &Path,
     environment: Option<&str>,
-) -> Result<Vec<RenderedState>, String> {
+) -> Result<Vec<RenderedState>, BuildError> {
     let plain = run_build(helmfile, file, environment, false)?;
     let embedded = run_build(helmfile, file, environment, true)?;
     let mut out = Vec::new();
@@ -143,7 +174,7 @@ fn run_build(
     file: &Path,
     environment: Option<&str>,
     embed: bool,
-) -> Result<Vec<Printed>, String> {
+) -> Result<Vec<Printed>, BuildError> {
     let mut command = Command::new(&helmfile.program);
     command.arg("--file").arg(file);
     if let Some(env) = environment {
@@ -156,23 +187,52 @@ fn run_build(
     let out = command
         .stdin(Stdio::null())
         .output()
-        .map_err(|e| format!("cannot run `{}`: {e}", helmfile.program.display()))?;
+        .map_err(|error| BuildError::Spawn {
+            program: helmfile.program.clone(),
+            error,
+        })?;
     if !out.status.success() {
-        return Err(format!(
-            "`helmfile --file {}{} build{}` exited with {}: {}",
-            file.display(),
-            environment
-                .map(|e| format!(" --environment {e}"))
-                .unwrap_or_default(),
-            if embed { " --embed-values" } else { "" },
-            out.status
-                .code()
-                .map(|c| c.to_string())
-                .unwrap_or_else(|| "a signal".into()),
-            first_error(&String::from_utf8_lossy(&out.stderr))
-        ));
+        return Err(BuildError::Exit {
+            file: file.to_path_buf(),
+            environment: environment.map(String::from),
+            embed,
+            code: out.status.code(),
+            error: first_error(&String::from_utf8_lossy(&out.stderr)),
+        });
     }
     parse(&String::from_utf8_lossy(&out.stdout))
+}
+
+/// Why `helmfile build` gave no state to import.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    #[error("cannot run `{}`: {error}", .program.display())]
+    Spawn {
+        program: PathBuf,
+        error: std::io::Error,
+    },
+    /// `error`: helmfile's own, without its log lines.
+    #[error(
+        "`helmfile --file {}{} build{}` exited with {}: {error}",
+        .file.display(),
+        .environment.as_deref().map(|e| format!(" --environment {e}")).unwrap_or_default(),
+        if *.embed { " --embed-values" } else { "" },
+        .code.map(|c| c.to_string()).unwrap_or_else(|| "a signal".into())
+    )]
+    Exit {
+        file: PathBuf,
+        environment: Option<String>,
+        embed: bool,
+        /// `None`: ended by a signal.
+        code: Option<i32>,
+        error: String,
+    },
+    #[error("helmfile printed a state of {path} that is not YAML: {error}")]
+    NotYaml { path: String, error: String },
+    #[error("helmfile printed a state of {0} that is not a map")]
+    NotAMap(String),
+    #[error("helmfile printed no state")]
+    NoState,
 }
 
 /// helmfile's error without its log lines: the line that says what failed,
@@ -224,31 +284,26 @@ fn first_error(stderr: &str) -> String {
 }
 
 /// Splits `build`'s output at its `#  Source: PATH` lines.
-fn parse(stdout: &str) -> Result<Vec<Printed>, String> {
+fn parse(stdout: &str) -> Result<Vec<Printed>, BuildError> {
     const MARK: &str = "---\n#  Source: ";
     let mut out = Vec::new();
     for chunk in stdout.split(MARK).skip(1) {
         let (path, yaml) = chunk.split_once('\n').unwrap_or((chunk, ""));
-        let doc: Value = serde_saphyr::from_str(yaml).map_err(|e| {
-            format!(
-                "helmfile printed a state of {} that is not YAML: {e}",
-                path.trim()
-            )
+        let doc: Value = serde_saphyr::from_str(yaml).map_err(|e| BuildError::NotYaml {
+            path: path.trim().to_string(),
+            error: e.to_string(),
         })?;
         let doc = match doc {
             Value::Object(map) => map,
             Value::Null => Map::new(),
             _ => {
-                return Err(format!(
-                    "helmfile printed a state of {} that is not a map",
-                    path.trim()
-                ));
+                return Err(BuildError::NotAMap(path.trim().to_string()));
             }
         };
         out.push((normalize(&absolute(Path::new(path.trim()))), doc));
     }
     if out.is_empty() {
-        return Err("helmfile printed no state".into());
+        return Err(BuildError::NoState);
     }
     Ok(out)
 }
