@@ -22,9 +22,6 @@
 //!   scan against Flux's own code (tests/it/flux_oracle.rs). Like the venv, a
 //!   binary built after the last build of the tests is noticed on the next
 //!   change to this file.
-//! - `cfg(flux_operator)` when flux-operator's CLI is built
-//!   (`tools/realenv/build flux-operator`): the oracle builds ResourceSets
-//!   with it (the generated trees hold ResourceSets).
 //! - `cfg(shared_corpus)` when the read-only public GitOps trees are found:
 //!   `BOOTSTRAP_TEST_CORPUS`, else `../shared/corpus` beside the repository;
 //!   its path reaches the tests as `BOOTSTRAP_TEST_CORPUS_DIR`.
@@ -52,7 +49,8 @@
 //! - `cfg(real_flux)` when the real test environment and its Flux tools
 //!   (`flux-controllers`, `flux-operator`) are linked in `tools/realenv/.bin/`
 //!   (`tools/realenv/build`): the tier of tests/it/real_flux.rs runs then;
-//!   `cfg(flux_operator)` with the flux-operator CLI alone (its fleet test).
+//!   `cfg(flux_operator)` with the flux-operator CLI alone (its fleet test,
+//!   and the Flux oracle's ResourceSets: tests/it/flux_oracle.rs).
 
 use std::path::Path;
 
@@ -112,10 +110,6 @@ fn main() {
     if oracle.exists() {
         println!("cargo::rerun-if-changed={FLUX_ORACLE}");
         println!("cargo::rustc-cfg=flux_oracle");
-    }
-    println!("cargo::rustc-check-cfg=cfg(flux_operator)");
-    if Path::new("tools/realenv/.bin/flux-operator").is_dir() {
-        println!("cargo::rustc-cfg=flux_operator");
     }
 
     println!("cargo::rustc-check-cfg=cfg(shared_corpus)");

@@ -64,6 +64,11 @@ impl Clock {
         }
     }
 
+    /// Unix ms when the clock was taken (just before the process started).
+    pub fn start_unix_ms(&self) -> f64 {
+        self.unix_ms
+    }
+
     pub fn unix_ms(&self, instant: Instant) -> f64 {
         if instant >= self.at {
             self.unix_ms + (instant - self.at).as_secs_f64() * 1000.0

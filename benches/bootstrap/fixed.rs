@@ -5,7 +5,11 @@
 //! same config root fills it and is not counted). Each figure is taken from
 //! the run's own JSON events and the fake helm's log, so helm's time is
 //! measured, not assumed:
-//! - preflight and the CRD phase: their phase events;
+//! - before the first release: from starting `bootstrap` to its first
+//!   `helm upgrade --install` (loading, prerequisites, lock, ownership,
+//!   lints, ledger, CRD render, CRD phase, guard: what the user waits on
+//!   before anything is installed), and the
+//!   preflight and CRD phases alone, from their phase events;
 //! - a release step beyond helm: the step's duration minus the time its
 //!   helm processes ran (what is left is bootstrap: the ledger write, the
 //!   readiness watch set-up, the scheduler);
@@ -34,6 +38,18 @@ fn phase_ms(run: &Run, phase: &str) -> f64 {
             .unwrap_or_else(|| panic!("no {event} of {phase}"))
     };
     at("phase_finished") - at("phase_started")
+}
+
+/// Milliseconds from starting `bootstrap` to its first `helm upgrade
+/// --install` (the fake helm logs Unix ms).
+fn before_first_install(run: &Run) -> f64 {
+    run.calls
+        .iter()
+        .filter(|c| c.argv[0] == "upgrade")
+        .map(|c| c.start_ms as f64)
+        .reduce(f64::min)
+        .expect("an install")
+        - run.clock.start_unix_ms()
 }
 
 /// Each release's step time beyond its helm processes (ms), and the
@@ -78,6 +94,7 @@ pub fn run(mode: Mode) {
         &["--concurrency", "8"],
     );
     let runs = mode.runs(5);
+    let mut before = Vec::new();
     let (mut preflight, mut crds, mut step, mut first, mut ratio) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for _ in 0..runs {
@@ -88,6 +105,7 @@ pub fn run(mode: Mode) {
             &["--concurrency", "8"],
         );
         preflight.push(phase_ms(&run, "preflight"));
+        before.push(before_first_install(&run));
         crds.push(phase_ms(&run, "crds"));
         let (costs, first_id) = beyond_helm(&run, &specs);
         let others: Vec<f64> = costs
@@ -111,7 +129,9 @@ pub fn run(mode: Mode) {
         "shipped infra catalog ({} releases), helm 0.1x, warm chart cache; medians of {runs} run(s)",
         specs.len()
     );
-    println!("  preflight                              {preflight:>8.0} ms");
+    let before = median(&before);
+    println!("  before the first release               {before:>8.0} ms");
+    println!("  preflight phase                        {preflight:>8.0} ms");
     println!("  CRD phase                              {crds:>8.0} ms");
     println!("  release step beyond helm (median)      {step:>8.1} ms");
     println!("  first release's extra (ledger create)  {first:>8.1} ms");
@@ -119,9 +139,9 @@ pub fn run(mode: Mode) {
         "  makespan / critical path               {ratio:>8.3}    (critical path {critical:.0} ms from the helm times asked for)"
     );
     verdict(
-        "preflight < 0.5 s",
-        preflight < 500.0,
-        format!("{preflight:.0} ms"),
+        "preflight (everything before the first release) < 0.5 s",
+        before < 500.0,
+        format!("{before:.0} ms"),
     );
     verdict(
         "CRD phase with a warm chart cache < 0.3 s",

@@ -10,7 +10,7 @@
 //! name, so they are not applied.
 
 use std::cell::RefCell;
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 
 use regex::Regex;
 use serde_json::{Map, Value};
@@ -314,14 +314,57 @@ pub fn sync(obj: &mut Object) {
 /// schema (custom resources): maps merge, lists and scalars replace, `null`
 /// deletes. `$patch: delete` at the top deletes the object (returns false).
 pub fn strategic_merge(body: &mut Value, patch: &Value) -> bool {
+    strategic_merge_styled(body, &BTreeSet::new(), patch)
+}
+
+/// [`strategic_merge`] onto an object whose scalars at `quoted` (JSON
+/// pointers, [`crate::flux::yaml_style`]) are written quoted or as blocks:
+/// a scalar patched onto one of them keeps that style (kyaml
+/// `FieldSetter`), so kustomize prints it quoted and it is applied as the
+/// string of its text.
+pub fn strategic_merge_styled(body: &mut Value, quoted: &BTreeSet<String>, patch: &Value) -> bool {
     if patch.get("$patch").and_then(Value::as_str) == Some("delete") {
         return false;
     }
-    merge(body, patch);
+    merge(body, patch, &mut String::new(), quoted);
     true
 }
 
-fn merge(target: &mut Value, patch: &Value) {
+/// The scalars go-yaml quotes when it prints `body` (kyaml reading an
+/// object back from JSON): the strings that would not read back as the same
+/// string unquoted, and those with line breaks (printed as blocks).
+pub fn canonical_quoted(body: &Value) -> BTreeSet<String> {
+    fn walk(v: &Value, at: &mut String, out: &mut BTreeSet<String>) {
+        let step = |at: &mut String, key: &str, v: &Value, out: &mut BTreeSet<String>| {
+            let len = at.len();
+            at.push('/');
+            at.push_str(&key.replace('~', "~0").replace('/', "~1"));
+            walk(v, at, out);
+            at.truncate(len);
+        };
+        match v {
+            Value::Object(map) => map.iter().for_each(|(k, v)| step(at, k, v, out)),
+            Value::Array(items) => items
+                .iter()
+                .enumerate()
+                .for_each(|(i, v)| step(at, &i.to_string(), v, out)),
+            Value::String(s) => {
+                let plain = !s.contains('\n')
+                    && crate::flux::varsub::reread(s)
+                        .is_some_and(|r| r == Value::String(s.clone()));
+                if !plain && !at.is_empty() {
+                    out.insert(at.clone());
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut out = BTreeSet::new();
+    walk(body, &mut String::new(), &mut out);
+    out
+}
+
+fn merge(target: &mut Value, patch: &Value, at: &mut String, quoted: &BTreeSet<String>) {
     match (target, patch) {
         (Value::Object(t), Value::Object(p)) => {
             if p.get("$patch").and_then(Value::as_str) == Some("replace") {
@@ -337,13 +380,23 @@ fn merge(target: &mut Value, patch: &Value) {
                 if v.is_null() {
                     t.remove(k);
                 } else if let Some(existing) = t.get_mut(k) {
-                    merge(existing, v);
+                    let len = at.len();
+                    at.push('/');
+                    at.push_str(&k.replace('~', "~0").replace('/', "~1"));
+                    merge(existing, v, at, quoted);
+                    at.truncate(len);
                 } else {
                     let mut fresh = Value::Object(Map::new());
-                    merge(&mut fresh, v);
+                    merge(&mut fresh, v, &mut String::new(), &BTreeSet::new());
                     t.insert(k.clone(), if v.is_object() { fresh } else { v.clone() });
                 }
             }
+        }
+        (t, p) if quoted.contains(at.as_str()) && !t.is_object() && !t.is_array() => {
+            *t = match p {
+                Value::Object(_) | Value::Array(_) | Value::String(_) => p.clone(),
+                other => Value::String(other.to_string()),
+            };
         }
         (t, p) => *t = p.clone(),
     }
@@ -448,6 +501,10 @@ fn remove(body: &mut Value, path: &str) -> Result<Value, String> {
 /// field specs, `api/konfig/builtinpluginconsts/namespace.go`).
 pub fn set_namespace(objects: &mut [Object], namespace: &str) {
     for obj in objects.iter_mut() {
+        // kustomize's NamespaceTransformer records every object's id as a
+        // previous one (`StorePreviousId`), changed or not.
+        obj.previous_ids
+            .push((obj.name.clone(), obj.namespace.clone()));
         let key = if obj.kind == "Namespace" && obj.group().is_empty() {
             "name"
         } else if is_cluster_scoped(&obj.kind) {
@@ -677,6 +734,20 @@ pub fn replace(objects: &mut [Object], replacement: &Value) -> Result<(), String
                     }
                     new = Value::String(parts.join(delim));
                 }
+                // A scalar target keeps its tag (kyaml `setFieldValue` copies
+                // only the value's text): a number written onto a string is
+                // the string of its text, a string of digits onto a number is
+                // a number.
+                match get_field(&obj.body, path) {
+                    Some(old) => new = keep_scalar_type(old, new)?,
+                    // A created field is a new untagged scalar given the
+                    // value's text: it reads back as that text's type.
+                    None => {
+                        if let Value::String(s) = &new {
+                            new = crate::flux::varsub::reread(s).unwrap_or(new);
+                        }
+                    }
+                }
                 // kustomize fails the build on a target field it cannot
                 // find (or, with `create`, create).
                 if !set_field(&mut obj.body, path, new, create) {
@@ -692,6 +763,38 @@ pub fn replace(objects: &mut [Object], replacement: &Value) -> Result<(), String
         }
     }
     Ok(())
+}
+
+/// `new` written where `old` was, by kustomize's replacement: a scalar
+/// keeps `old`'s tag and takes `new`'s text, so a number written onto a
+/// string is the string of its text, and text that is no number written
+/// onto a number fails the build (`cannot decode !!str … as a !!int`).
+fn keep_scalar_type(old: &Value, new: Value) -> Result<Value, String> {
+    let text = match &new {
+        Value::String(s) => s.clone(),
+        Value::Number(n) => n.to_string(),
+        Value::Bool(b) => b.to_string(),
+        _ => return Ok(new),
+    };
+    let read = crate::flux::varsub::reread(&text);
+    let fits = match (old, &read) {
+        (Value::String(_), _) => return Ok(Value::String(text)),
+        (Value::Number(o), Some(Value::Number(n))) => o.is_f64() || !n.is_f64(),
+        (Value::Bool(_), Some(Value::Bool(_))) => true,
+        (Value::Number(_) | Value::Bool(_), _) => false,
+        _ => return Ok(new),
+    };
+    match read {
+        Some(v) if fits => Ok(v),
+        _ => Err(format!(
+            "cannot decode `{text}` as the {} the target field holds",
+            if old.is_boolean() {
+                "boolean"
+            } else {
+                "number"
+            }
+        )),
+    }
 }
 
 /// Kinds kustomize's namespace transformer leaves alone (built-in cluster-scoped

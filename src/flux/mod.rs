@@ -50,6 +50,7 @@ pub mod policy;
 pub mod resourceset;
 pub mod tree;
 pub mod varsub;
+pub mod yaml_style;
 
 use std::path::Path;
 

@@ -1,6 +1,8 @@
 //! The objects the scan finds: as Flux would apply them ([`Object`]) and as
 //! findings point at them ([`ObjectRef`]).
 
+use std::collections::BTreeSet;
+
 use serde::Serialize;
 use serde_json::Value;
 
@@ -35,6 +37,10 @@ pub struct Object {
     /// The Flux Kustomization (`namespace/name`) whose build applies it;
     /// `None` for the entrypoint's build.
     pub applier: Option<String>,
+    /// The JSON pointers of the scalars kustomize holds quoted or as blocks
+    /// ([`super::yaml_style`]): where a strategic-merge patch writes a
+    /// string.
+    pub quoted: BTreeSet<String>,
 }
 
 impl Object {

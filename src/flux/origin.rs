@@ -453,6 +453,7 @@ mod tests {
             body,
             previous_ids: vec![],
             applier: None,
+            quoted: Default::default(),
         }
     }
 

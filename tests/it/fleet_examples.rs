@@ -46,6 +46,7 @@ fn object(body: &Value) -> Object {
         body: body.clone(),
         previous_ids: Vec::new(),
         applier: None,
+        quoted: Default::default(),
     }
 }
 

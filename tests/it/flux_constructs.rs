@@ -351,3 +351,54 @@ fn substituted_integers_read_as_go_yaml_v2_parses_them() {
         json!({"hex": 16, "underscore": 1000, "binary": 5, "octal": 8.0, "date": "2024-1-2"})
     );
 }
+
+#[test]
+fn a_strategic_merge_patch_keeps_the_quotes_of_the_field_it_replaces() {
+    let tree = resolve("smp-keeps-quotes");
+    let hr = origin::find(&tree.objects, "kube-system/cilium").unwrap();
+    assert_eq!(
+        hr.body["spec"]["values"],
+        json!({"operator": {"replicas": "3"}, "agent": {"replicas": 3}})
+    );
+}
+
+#[test]
+fn a_replacement_keeps_the_type_of_its_target_or_fails_the_build() {
+    let scan = run("replacement-keeps-type");
+    let tree = resolve("replacement-keeps-type");
+    let hr = origin::find(&tree.objects, "kube-system/cilium").unwrap();
+    assert_eq!(
+        hr.body["spec"]["values"],
+        json!({"operator": {"replicas": 5}, "label": "5", "created": 5})
+    );
+    assert!(
+        scan.findings.iter().any(|f| f.code == "flux-build-fails"
+            && f.message.contains("cannot decode `coredns` as the number")),
+        "{:?}",
+        scan.findings
+    );
+}
+
+#[test]
+fn a_name_with_a_comma_fails_the_build_once_its_id_is_recorded() {
+    let scan = run("comma-name-previous-id");
+    let failing: Vec<&str> = scan
+        .findings
+        .iter()
+        .filter(|f| f.code == "flux-build-fails" && f.message.contains("has a comma in its name"))
+        .filter_map(|f| f.object.as_ref().map(|o| o.name.as_str()))
+        .collect();
+    assert_eq!(failing, ["cilium,x", "coredns,x"]);
+}
+
+#[test]
+fn a_patch_that_renames_two_objects_onto_one_id_fails_the_build() {
+    let scan = run("patch-rename-collision");
+    assert!(
+        scan.findings
+            .iter()
+            .any(|f| f.code == "flux-build-fails" && f.message.contains("already registered id")),
+        "{:?}",
+        scan.findings
+    );
+}

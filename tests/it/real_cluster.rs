@@ -1233,6 +1233,7 @@ fn the_fleet_job_is_accepted_and_completes() {
             body: body.clone(),
             previous_ids: Vec::new(),
             applier: None,
+            quoted: Default::default(),
         }
     };
     let fleet = documents("flux-operator/resourceset.yaml");

@@ -895,6 +895,7 @@ fn fleet_expanded(file: &Path) -> (Vec<Value>, Vec<Value>) {
         body: body.clone(),
         previous_ids: Vec::new(),
         applier: None,
+        quoted: Default::default(),
     };
     let fleet = documents(file);
     let outer = resourceset::expand(&object(&fleet[0]), &[]);

@@ -2,7 +2,7 @@
 //! a directory without one), its resources, generators, components and
 //! transformers, bottom-up.
 
-use std::collections::HashSet;
+use std::collections::{BTreeSet, HashSet};
 use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
@@ -12,6 +12,7 @@ use crate::flux::findings::{
     BUILD_FAILS, NOT_MODELLED, PATH_NOT_FOUND, REMOTE_RESOURCE_NOT_FOLLOWED, YAML_INVALID,
 };
 use crate::flux::object::Object;
+use crate::flux::yaml_style;
 
 impl Walker {
     pub(super) fn kustomization_file(&self, dir: &Path) -> Option<PathBuf> {
@@ -316,30 +317,47 @@ impl Walker {
 
     pub(super) fn load_file(&mut self, path: &Path, chain: &[String]) -> Vec<Object> {
         self.files.insert(path.to_path_buf());
-        let Some(docs) = self.read_documents(path, chain) else {
+        let Some(docs) = self.read_documents_styled(path, chain) else {
             return Vec::new();
         };
         let file = self.rel(path);
         let mut chain = chain.to_vec();
         chain.push(file.clone());
         let mut out = Vec::new();
-        for body in docs {
+        for (body, quoted) in docs {
             // kustomize reads `kind: List` items as objects.
-            let items = match body.get("items").and_then(Value::as_array) {
-                Some(items)
-                    if body
-                        .get("kind")
-                        .and_then(Value::as_str)
-                        .is_some_and(|k| k.ends_with("List")) =>
-                {
-                    items.clone()
-                }
-                _ => vec![body],
-            };
-            for body in items {
+            let items: Vec<(Value, BTreeSet<String>)> =
+                match body.get("items").and_then(Value::as_array) {
+                    Some(items)
+                        if body
+                            .get("kind")
+                            .and_then(Value::as_str)
+                            .is_some_and(|k| k.ends_with("List")) =>
+                    {
+                        items
+                            .iter()
+                            .enumerate()
+                            .map(|(i, item)| {
+                                let prefix = format!("/items/{i}");
+                                let quoted = quoted
+                                    .iter()
+                                    .filter_map(|p| p.strip_prefix(&prefix))
+                                    .filter(|p| p.starts_with('/'))
+                                    .map(str::to_string)
+                                    .collect();
+                                (item.clone(), quoted)
+                            })
+                            .collect()
+                    }
+                    _ => vec![(body, quoted)],
+                };
+            for (body, quoted) in items {
                 let is_object = body.is_object();
                 match object(body, &file, &chain) {
-                    Some(obj) => out.push(obj),
+                    Some(mut obj) => {
+                        obj.quoted = quoted;
+                        out.push(obj);
+                    }
                     None => {
                         let what = if is_object {
                             "a document without kind or metadata.name"
@@ -358,6 +376,17 @@ impl Walker {
     }
 
     pub(super) fn read_documents(&mut self, path: &Path, chain: &[String]) -> Option<Vec<Value>> {
+        self.read_documents_styled(path, chain)
+            .map(|docs| docs.into_iter().map(|(doc, _)| doc).collect())
+    }
+
+    /// [`Walker::read_documents`], each with its quoted scalars
+    /// ([`crate::flux::yaml_style`]).
+    pub(super) fn read_documents_styled(
+        &mut self,
+        path: &Path,
+        chain: &[String],
+    ) -> Option<Vec<(Value, BTreeSet<String>)>> {
         let file = self.rel(path);
         let text = match std::fs::read_to_string(path) {
             Ok(text) => text,
@@ -367,7 +396,18 @@ impl Walker {
             }
         };
         match serde_saphyr::from_multiple::<Value>(&text) {
-            Ok(docs) => Some(docs.into_iter().filter(|d| !d.is_null()).collect()),
+            Ok(docs) => {
+                let mut styles = yaml_style::quoted_scalars(&text);
+                if styles.len() != docs.len() {
+                    styles = vec![BTreeSet::new(); docs.len()];
+                }
+                Some(
+                    docs.into_iter()
+                        .zip(styles)
+                        .filter(|(d, _)| !d.is_null())
+                        .collect(),
+                )
+            }
             Err(e) => {
                 let e = e.without_snippet();
                 self.invalid(

@@ -753,6 +753,7 @@ fn object(body: Value, file: &str, chain: &[String]) -> Option<Object> {
         body,
         previous_ids: Vec::new(),
         applier: None,
+        quoted: Default::default(),
     })
 }
 

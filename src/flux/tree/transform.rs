@@ -51,7 +51,7 @@ impl Walker {
             };
             let target = entry.get("target");
             for patch in patches.into_iter().flatten() {
-                self.apply_patch(&patch, target, label, chain, objects);
+                self.apply_patch(&patch, target, true, label, chain, objects);
             }
         }
         if let Some(ns) = doc
@@ -79,7 +79,7 @@ impl Walker {
             !o.previous_ids.is_empty() && o.previous_ids.iter().any(|(n, _)| n.contains(','))
         }) {
             let message = format!(
-                "{label}: {} `{}` has a comma in its name and is renamed; kustomize fails the build (it keeps previous names comma-separated)",
+                "{label}: {} `{}` has a comma in its name and a namespace, prefix, suffix or JSON patch records its previous id; kustomize fails the build (it keeps previous names comma-separated)",
                 obj.kind, obj.name
             );
             self.warn(BUILD_FAILS, Some(obj.reference()), chain, message);
@@ -95,8 +95,32 @@ impl Walker {
                 (None, None) => None,
             };
             for patch in patches.into_iter().flatten() {
-                self.apply_patch(&patch, entry.get("target"), label, chain, objects);
+                self.apply_patch(&patch, entry.get("target"), false, label, chain, objects);
             }
+        }
+        // kustomize's resource map holds one resource per id: a patch that
+        // renames one object onto another's id fails the build ("may not
+        // add resource with an already registered id").
+        let mut ids = std::collections::HashSet::new();
+        if let Some(obj) = objects.iter().find(|o| {
+            let ns = match o.namespace.as_deref() {
+                None | Some("") if !kustomize::is_cluster_scoped(&o.kind) => Some("default"),
+                other => other,
+            };
+            !ids.insert((
+                o.group().to_string(),
+                o.kind.clone(),
+                ns.map(str::to_string),
+                o.name.clone(),
+            ))
+        }) {
+            let message = format!(
+                "{label}: two objects end up as {} {}/{}; kustomize fails the build (may not add resource with an already registered id)",
+                obj.kind,
+                obj.namespace.as_deref().unwrap_or("default"),
+                obj.name
+            );
+            self.warn(BUILD_FAILS, Some(obj.reference()), chain, message);
         }
         for entry in entries("replacements") {
             let replacements = match entry.get("path").and_then(Value::as_str) {
@@ -163,10 +187,16 @@ impl Walker {
     /// target; a strategic-merge patch applies to its target's objects, or
     /// without one to the object it names (kustomize
     /// `api/internal/builtins/PatchTransformer.go`).
+    /// `store_id`: a `patches` entry, whose JSON 6902 patch records each
+    /// target's current id as a previous one (kustomize
+    /// `PatchTransformer.transformJson6902` calls `StorePreviousId`; the
+    /// legacy `patchesJson6902` does not).
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn apply_patch(
         &mut self,
         patch: &Value,
         target: Option<&Value>,
+        store_id: bool,
         label: &str,
         chain: &[String],
         objects: &mut Vec<Object>,
@@ -177,6 +207,10 @@ impl Walker {
                     .iter_mut()
                     .filter(|o| kustomize::selected(o, target))
                 {
+                    if store_id {
+                        obj.previous_ids
+                            .push((obj.name.clone(), obj.namespace.clone()));
+                    }
                     if let Err(e) = kustomize::json6902(&mut obj.body, ops) {
                         let message = format!(
                             "{label}: kustomize would fail to patch {} {}: {e}",
@@ -191,6 +225,10 @@ impl Walker {
                             message,
                         });
                     }
+                    // kustomize applies a JSON patch to the object's JSON and
+                    // reads the result back: every scalar gets the style
+                    // go-yaml gives it.
+                    obj.quoted = kustomize::canonical_quoted(&obj.body);
                     kustomize::sync(obj);
                 }
             }
@@ -213,7 +251,7 @@ impl Walker {
                             map.remove("kind");
                             map.remove("apiVersion");
                         }
-                        if !kustomize::strategic_merge(&mut obj.body, &p) {
+                        if !kustomize::strategic_merge_styled(&mut obj.body, &obj.quoted, &p) {
                             continue;
                         }
                         kustomize::sync(&mut obj);
@@ -278,7 +316,8 @@ impl Walker {
             meta.remove("name");
             meta.remove("namespace");
         }
-        if kustomize::strategic_merge(&mut objects[i].body, &patch) {
+        let obj = &mut objects[i];
+        if kustomize::strategic_merge_styled(&mut obj.body, &obj.quoted, &patch) {
             kustomize::sync(&mut objects[i]);
         } else {
             objects.remove(i);

@@ -85,6 +85,9 @@ pub struct Replacement {
     /// The targets by name (else by kind).
     target_by_name: bool,
     create: bool,
+    /// The target field is `spec.values.replicas` (any type), else
+    /// `spec.releaseName`; the ConfigMap source is then its `n` (`5`).
+    into_values: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -138,6 +141,12 @@ pub struct App {
     cloudbuild: bool,
     /// A `.sourceignore` in the app directory.
     local_ignore: bool,
+    /// A Flux Kustomization in the app directory (`flux.yaml`) that
+    /// reconciles the app of this index (modulo the number of apps), with
+    /// its own targetNamespace when set.
+    nested: Option<(usize, bool)>,
+    /// The kustomization's patches are files (`patches: - path:`).
+    patch_files: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -173,7 +182,9 @@ pub struct Tree {
     /// A `.sourceignore` at the root: its rules by number.
     sourceignore: Option<u8>,
     entry_kustomization: bool,
-    vars: Option<Vec<(&'static str, &'static str)>>,
+    /// The variables `substituteFrom` reads: a ConfigMap (0), a Secret's
+    /// `stringData` (1) or its base64 `data` (2).
+    vars: Option<(u8, Vec<(&'static str, &'static str)>)>,
     resource_set: Option<ResourceSet>,
 }
 
@@ -278,14 +289,24 @@ fn kustomize() -> impl Strategy<Value = Kustomize> {
         prop::option::weighted(0.2, any::<bool>()),
         prop::option::weighted(
             0.3,
-            (any::<bool>(), any::<bool>(), any::<bool>(), any::<bool>()).prop_map(
-                |(source_original, from_config_map, target_by_name, create)| Replacement {
-                    source_original,
-                    from_config_map,
-                    target_by_name,
-                    create,
-                },
-            ),
+            (
+                any::<bool>(),
+                any::<bool>(),
+                any::<bool>(),
+                any::<bool>(),
+                any::<bool>(),
+            )
+                .prop_map(
+                    |(source_original, from_config_map, target_by_name, create, into_values)| {
+                        Replacement {
+                            into_values,
+                            source_original,
+                            from_config_map,
+                            target_by_name,
+                            create,
+                        }
+                    },
+                ),
         ),
         prop::option::weighted(0.4, (any::<bool>(), any::<bool>())),
     )
@@ -377,9 +398,11 @@ fn app() -> impl Strategy<Value = App> {
         prop::bool::weighted(0.3),
         prop::bool::weighted(0.2),
         prop::bool::weighted(0.1),
+        prop::option::weighted(0.2, (0usize..4, any::<bool>())),
+        any::<bool>(),
     )
         .prop_map(
-            |(ks, twice, releases, kustomize, sub, symlink, skip, cloudbuild, local_ignore)| App {
+            |(
                 ks,
                 twice,
                 releases,
@@ -389,6 +412,20 @@ fn app() -> impl Strategy<Value = App> {
                 skip,
                 cloudbuild,
                 local_ignore,
+                nested,
+                patch_files,
+            )| App {
+                ks,
+                twice,
+                releases,
+                kustomize,
+                sub,
+                symlink,
+                skip,
+                cloudbuild,
+                local_ignore,
+                nested,
+                patch_files,
             },
         )
 }
@@ -458,12 +495,15 @@ pub fn trees() -> impl Strategy<Value = Tree> {
         prop::bool::weighted(0.3),
         prop::option::weighted(
             0.3,
-            prop::collection::vec(
-                (
-                    prop::sample::select(vec!["APP", "N", "NS"]),
-                    prop::sample::select(vec!["spegel", "5", "true", "kube-public"]),
+            (
+                0u8..3,
+                prop::collection::vec(
+                    (
+                        prop::sample::select(vec!["APP", "N", "NS"]),
+                        prop::sample::select(vec!["spegel", "5", "true", "kube-public"]),
+                    ),
+                    1..3,
                 ),
-                1..3,
             ),
         ),
         prop::option::weighted(0.25, resource_set()),
@@ -553,8 +593,9 @@ fn names(first: &str, prefix: Option<&str>, suffix: Option<&str>) -> (String, St
 }
 
 /// A patch entry (`- target: … patch: |`) for kustomize's or Flux's
-/// `patches`, aimed at `name` (original) / `current`.
-fn patch_entry(p: &Patch, name: &str, current: &str) -> String {
+/// `patches`, aimed at `name` (original) / `current`; with `file`, the
+/// patch is that file (`path:`), whose content is returned too.
+fn patch_entry(p: &Patch, name: &str, current: &str, file: Option<&str>) -> (String, String) {
     let target = match p.target {
         Target::None => None,
         Target::OriginalName => Some(format!("kind: HelmRelease\nname: {name}")),
@@ -599,8 +640,11 @@ fn patch_entry(p: &Patch, name: &str, current: &str) -> String {
     if let Some(t) = target {
         entry.push_str(&format!("target:\n{}\n  ", indent(&t, 4)));
     }
-    entry.push_str(&format!("patch: |\n{}\n", indent(&body, 4)));
-    entry
+    match file {
+        Some(f) => entry.push_str(&format!("path: {f}\n")),
+        None => entry.push_str(&format!("patch: |\n{}\n", indent(&body, 4))),
+    }
+    (entry, body)
 }
 
 /// Writes the tree as files (path relative to the root → content); the
@@ -638,7 +682,7 @@ pub fn files(tree: &Tree) -> BTreeMap<String, File> {
                 let (name, current) = names(first, ks.prefix, ks.suffix);
                 entry.push_str(&format!(
                     "  patches:\n{}\n",
-                    indent(&patch_entry(p, &name, &current), 4)
+                    indent(&patch_entry(p, &name, &current, None).0, 4)
                 ));
             }
             if !ks.vars.is_empty() || ks.always || ks.from.is_some() {
@@ -653,8 +697,12 @@ pub fn files(tree: &Tree) -> BTreeMap<String, File> {
                     }
                 }
                 if let Some(optional) = ks.from {
+                    let kind = match tree.vars {
+                        Some((1 | 2, _)) => "Secret",
+                        _ => "ConfigMap",
+                    };
                     entry.push_str(&format!(
-                        "    substituteFrom:\n      - kind: ConfigMap\n        name: vars\n        optional: {optional}\n"
+                        "    substituteFrom:\n      - kind: {kind}\n        name: vars\n        optional: {optional}\n"
                     ));
                 }
             }
@@ -719,6 +767,17 @@ pub fn files(tree: &Tree) -> BTreeMap<String, File> {
                 helm_release("cloud", &cloud),
             );
         }
+        if let Some((to, target_ns)) = app.nested {
+            let mut ks = format!(
+                "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata:\n  name: nested{i}\n  namespace: flux-system\nspec:\n  interval: 1h\n  path: ./apps/app{}\n  prune: true\n  sourceRef:\n    kind: GitRepository\n    name: flux-system\n",
+                to % tree.apps.len()
+            );
+            if target_ns {
+                ks.push_str("  targetNamespace: nested-ns\n");
+            }
+            put(&mut out, format!("{dir}/flux.yaml"), ks);
+            resources.push("flux.yaml".to_string());
+        }
         if app.local_ignore {
             put(
                 &mut out,
@@ -755,11 +814,14 @@ pub fn files(tree: &Tree) -> BTreeMap<String, File> {
             let (name, current) = names(first, k.prefix, k.suffix);
             if !k.patches.is_empty() {
                 doc.push_str("patches:\n");
-                for p in &k.patches {
-                    doc.push_str(&format!(
-                        "{}\n",
-                        indent(&patch_entry(p, &name, &current), 2)
-                    ));
+                for (n, p) in k.patches.iter().enumerate() {
+                    let file = format!("patch{n}.yaml");
+                    let (entry, body) =
+                        patch_entry(p, &name, &current, app.patch_files.then_some(&file));
+                    if app.patch_files {
+                        put(&mut out, format!("{dir}/{file}"), body);
+                    }
+                    doc.push_str(&format!("{}\n", indent(&entry, 2)));
                 }
             }
             match k.legacy {
@@ -792,7 +854,12 @@ pub fn files(tree: &Tree) -> BTreeMap<String, File> {
                     } else {
                         names("values", k.prefix, k.suffix).1
                     };
-                    ("ConfigMap", cm, "data.release")
+                    let key = if r.into_values {
+                        "data.n"
+                    } else {
+                        "data.release"
+                    };
+                    ("ConfigMap", cm, key)
                 } else {
                     let n = if r.source_original { &name } else { &current };
                     ("HelmRelease", n.clone(), "metadata.name")
@@ -802,8 +869,13 @@ pub fn files(tree: &Tree) -> BTreeMap<String, File> {
                 } else {
                     "kind: HelmRelease".to_string()
                 };
+                let target = if r.into_values {
+                    "spec.values.replicas"
+                } else {
+                    "spec.releaseName"
+                };
                 doc.push_str(&format!(
-                    "replacements:\n  - source:\n      kind: {kind}\n      name: {source_name}\n      fieldPath: {field}\n    targets:\n      - select:\n          {}\n        fieldPaths:\n          - spec.releaseName\n",
+                    "replacements:\n  - source:\n      kind: {kind}\n      name: {source_name}\n      fieldPath: {field}\n    targets:\n      - select:\n          {}\n        fieldPaths:\n          - {target}\n",
                     select.replace("\n        ", "\n          ")
                 ));
                 if r.create {
@@ -817,7 +889,7 @@ pub fn files(tree: &Tree) -> BTreeMap<String, File> {
                 .map(|_| (false, false)));
             if let Some((hash, nameref)) = generated {
                 doc.push_str(
-                    "configMapGenerator:\n  - name: values\n    literals:\n      - values.yaml=a\n      - release=from-config\n",
+                    "configMapGenerator:\n  - name: values\n    literals:\n      - values.yaml=a\n      - release=from-config\n      - n=5\n",
                 );
                 if !hash {
                     doc.push_str("    options:\n      disableNameSuffixHash: true\n");
@@ -929,11 +1001,17 @@ pub fn files(tree: &Tree) -> BTreeMap<String, File> {
         };
         put(&mut out, ".sourceignore".to_string(), content.to_string());
     }
-    if let Some(vars) = &tree.vars {
-        let mut cm = String::from(
-            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: vars\n  namespace: flux-system\ndata:\n",
+    if let Some((kind, vars)) = &tree.vars {
+        let (object, field) = match kind {
+            0 => ("ConfigMap", "data"),
+            1 => ("Secret", "stringData"),
+            _ => ("Secret", "data"),
+        };
+        let mut cm = format!(
+            "apiVersion: v1\nkind: {object}\nmetadata:\n  name: vars\n  namespace: flux-system\n{field}:\n"
         );
         for (k, v) in vars {
+            let v = if *kind == 2 { base64(v) } else { v.to_string() };
             cm.push_str(&format!("  {k}: \"{v}\"\n"));
         }
         put(&mut out, "clusters/test/vars.yaml".to_string(), cm);
@@ -992,6 +1070,28 @@ pub fn files(tree: &Tree) -> BTreeMap<String, File> {
             k.push_str(&format!("  - {f}\n"));
         }
         put(&mut out, "clusters/test/kustomization.yaml".to_string(), k);
+    }
+    out
+}
+
+/// Standard base64, as a Secret's `data` holds it.
+fn base64(text: &str) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for chunk in text.as_bytes().chunks(3) {
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(ALPHABET[(n >> (18 - 6 * i) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
     }
     out
 }
