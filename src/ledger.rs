@@ -283,6 +283,11 @@ pub struct Ledger {
     recheck: std::time::Duration,
     /// When the other shards were last checked for deletion.
     checked: std::sync::Arc<std::sync::Mutex<Option<std::time::Instant>>>,
+    /// One record at a time: a shard read back by one record then holds
+    /// every entry an earlier record wrote, so an entry missing from it was
+    /// really lost (two records in flight made a missing entry look
+    /// rewritten when the other's patch had simply landed later).
+    recording: std::sync::Arc<tokio::sync::Mutex<()>>,
 }
 
 /// What a record found and put right on the way.
@@ -337,6 +342,7 @@ impl Ledger {
             limit,
             recheck: OTHER_SHARDS_CHECK,
             checked: Default::default(),
+            recording: Default::default(),
         }
     }
 
@@ -454,6 +460,7 @@ impl Ledger {
     pub async fn record(&self, entry: &Entry, id: &ReleaseId) -> Result<Vec<Repair>, LedgerError> {
         let key = key(id);
         let value = serde_json::to_string(entry).unwrap_or_default();
+        let _turn = self.recording.lock().await;
         let shard = {
             let known = self.known();
             match known.entries.get(&key) {

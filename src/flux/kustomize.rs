@@ -412,12 +412,21 @@ pub fn json6902(body: &mut Value, ops: &[Value]) -> Result<(), String> {
         let value = op.get("value").cloned().unwrap_or(Value::Null);
         match kind {
             "add" => add(body, path, value)?,
-            "replace" => {
-                let slot = body
-                    .pointer_mut(path)
-                    .ok_or(format!("replace: {path} does not exist"))?;
-                *slot = value;
-            }
+            "replace" => match body.pointer_mut(path) {
+                Some(slot) => *slot = value,
+                // kustomize's json-patch (gopkg.in/evanphx/json-patch.v4)
+                // reads a missing key of an object as present: replace
+                // sets it, as add would.
+                None => {
+                    let (parent, key) = split_pointer(path)?;
+                    match body.pointer_mut(&parent) {
+                        Some(Value::Object(map)) => {
+                            map.insert(key, value);
+                        }
+                        _ => return Err(format!("replace: {path} does not exist")),
+                    }
+                }
+            },
             "remove" => {
                 remove(body, path)?;
             }

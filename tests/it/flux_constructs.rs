@@ -402,3 +402,14 @@ fn a_patch_that_renames_two_objects_onto_one_id_fails_the_build() {
         scan.findings
     );
 }
+
+#[test]
+fn a_json_patch_replace_sets_a_missing_key_as_kustomize_does() {
+    let scan = run("json-patch-replace-missing-key");
+    assert_eq!(
+        lines(&scan),
+        [
+            "error flux-manages-bootstrap-release kube-system/spegel | HelmRelease kube-system/mirror"
+        ]
+    );
+}
