@@ -204,17 +204,12 @@ fn main() {
     }
 
     println!("cargo::rustc-check-cfg=cfg(real_flux)");
-    let flux_tools = [
-        "kube",
-        "kwok",
-        "helm3",
-        "helm4",
-        "flux-controllers",
-        "flux-operator",
-    ];
-    if flux_tools
+    // The control plane's tools (testkit::realenv::TOOLS) and Flux's.
+    let flux_tools = ["flux-controllers", "flux-operator"];
+    if REALENV_TOOLS
         .iter()
-        .all(|tool| Path::new("tools/realenv/.bin").join(tool).is_dir())
+        .chain(&flux_tools)
+        .all(|tool| bin.join(tool).is_dir())
     {
         println!("cargo::rustc-cfg=real_flux");
     }
