@@ -171,11 +171,7 @@ pub fn run(mode: Mode) {
 fn pulls(specs: &[applyrun::Spec]) {
     let fleet = Fleet::start(&["c00", "c01", "c02"]);
     fleet.script(applyrun::script(specs));
-    let catalog = applyrun::releases(specs).replacen(
-        "name: cilium\nnamespace: kube-system\n",
-        "name: cilium\nnamespace: kube-system\nvalues: { cluster: { name: \"{{cluster.name}}\", id: \"{{cluster.values.clusterId}}\" } }\n",
-        1,
-    );
+    let catalog = super::fleet::catalog(specs);
     let test = fleet.config(&catalog);
     let out = fleet.run(&test, &["apply", "--all", "--output", "json"]);
     assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);

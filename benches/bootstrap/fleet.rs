@@ -33,17 +33,21 @@ fn apply(clusters: usize, catalog: &str, specs: &[super::applyrun::Spec]) -> pro
     measured
 }
 
+/// The release file of `specs` for a fleet: each cluster's Cilium gets its
+/// own ClusterMesh identity (the fleet lints refuse clusters that share one).
+pub fn catalog(specs: &[super::applyrun::Spec]) -> String {
+    releases(specs).replacen(
+        "name: cilium\nnamespace: kube-system\n",
+        "name: cilium\nnamespace: kube-system\nvalues: { cluster: { name: \"{{cluster.name}}\", id: \"{{cluster.values.clusterId}}\" } }\n",
+        1,
+    )
+}
+
 pub fn run(mode: Mode) {
     let n = if mode.quick { 3 } else { 50 };
     println!("## 6. Fleets: apply --all\n");
     let specs = super::schedule::infra(0.3).specs;
-    // Each cluster's Cilium gets its own ClusterMesh identity (the fleet
-    // lints refuse clusters that share one).
-    let catalog = releases(&specs).replacen(
-        "name: cilium\nnamespace: kube-system\n",
-        "name: cilium\nnamespace: kube-system\nvalues: { cluster: { name: \"{{cluster.name}}\", id: \"{{cluster.values.clusterId}}\" } }\n",
-        1,
-    );
+    let catalog = catalog(&specs);
     println!(
         "{n} clusters x the shipped infra catalog ({} releases, its DAG and rollout hooks; helm times 0.3x the schedule section's), one loopback API server each, all in one process",
         specs.len()
