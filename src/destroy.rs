@@ -156,7 +156,7 @@ pub async fn run<H: Helm>(
     }
     .await;
     let lost = held.lost();
-    held.release(events).await;
+    held.release(events, None).await;
     result.map(|summary| summary.with_lock_lost(lost.map(|why| why.to_string())))
 }
 

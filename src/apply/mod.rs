@@ -92,6 +92,8 @@ pub async fn run<H: Helm + 'static>(
     });
     let stop = held.stop.clone();
     let took_over = held.took_over();
+    // Set when a release the dead run left pending-* is left for later.
+    let left_for_later = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let result = async {
         let ledger = Ledger::new(client);
         // The CRDs render (helm, local) while the cluster is read; the
@@ -221,6 +223,7 @@ pub async fn run<H: Helm + 'static>(
             force: options.force,
             verbose: options.verbose,
             left_by: took_over.clone(),
+            left_for_later: left_for_later.clone(),
             lock: held.checker(),
             cluster: plan.cluster.name.clone(),
         };
@@ -253,7 +256,8 @@ pub async fn run<H: Helm + 'static>(
     }
     .await;
     let lost = held.lost();
-    held.release(events).await;
+    let pass_on = took_over.filter(|_| left_for_later.load(std::sync::atomic::Ordering::SeqCst));
+    held.release(events, pass_on.as_ref()).await;
     result.map(|summary| summary.with_lock_lost(lost.map(|why| why.to_string())))
 }
 

@@ -47,10 +47,15 @@ pub struct ReleaseRunner<H: Helm> {
     pub dry_run: bool,
     /// `--api-versions` for the dry run's renders: what the CRD phase serves.
     pub api_versions: Arc<Vec<String>>,
-    /// The run whose expired lock this run took over: a release it left
-    /// `pending-install` is installed afresh once no helm of that run can
-    /// still be working on it (docs/design.md#live-refusal-rules).
+    /// The run whose expired lock this run (or an earlier run, which passed
+    /// it on) took over: a release it left `pending-install` is installed
+    /// afresh once no helm of that run can still be working on it
+    /// (docs/design.md#live-refusal-rules).
     pub left_by: Option<Predecessor>,
+    /// Set when a release `left_by` left pending is refused for now (a helm
+    /// of that run may still be working on it): the released Lease passes
+    /// that run on to the next, which would otherwise not know whose it is.
+    pub left_for_later: Arc<std::sync::atomic::AtomicBool>,
     /// Checked before a release starts and before each ledger write; `None`
     /// without a lock (a dry run).
     pub lock: Option<LockCheck>,
@@ -608,7 +613,15 @@ impl<H: Helm> ReleaseRunner<H> {
         deployed: &DeployedRelease,
         dead: &Predecessor,
     ) -> Result<Change, StepResult> {
-        let holder = &dead.holder;
+        let holder = &format!(
+            "{}, whose expired lock {} took over",
+            dead.holder,
+            if dead.inherited {
+                "an earlier run"
+            } else {
+                "this run"
+            }
+        );
         let status = &deployed.status;
         // Unknown (a run before the Lease recorded it): the longest a
         // release of this run may take, at least the default budget.
@@ -623,12 +636,14 @@ impl<H: Helm> ReleaseRunner<H> {
             None => Some(bound),
         };
         if let Some(wait) = wait.filter(|w| !w.is_zero()) {
+            self.left_for_later
+                .store(true, std::sync::atomic::Ordering::SeqCst);
             let since = deployed
                 .updated
                 .map(|t| format!(" at {}", crate::duration::timestamp(t)))
                 .unwrap_or_default();
             return Err(StepResult::failed(format!(
-                "was left {status}{since} by {holder}, whose expired lock this run took over; a helm of that run may still be working on it for up to {} more (its helm timeout {} plus {}): run `bootstrap apply` again after that",
+                "was left {status}{since} by {holder}; a helm of that run may still be working on it for up to {} more (its helm timeout {} plus {}): run `bootstrap apply` again after that",
                 crate::duration::span(wait.max(std::time::Duration::from_secs(1))),
                 crate::duration::span(bound - HELM_SETTLE),
                 crate::duration::span(HELM_SETTLE),
@@ -642,12 +657,12 @@ impl<H: Helm> ReleaseRunner<H> {
                 .await
                 .map_err(|e| {
                     StepResult::failed(format!(
-                        "was left pending-upgrade by {holder}, whose expired lock this run took over, and cannot be rolled back to upgrade it again: {e}"
+                        "was left pending-upgrade by {holder}, and cannot be rolled back to upgrade it again: {e}"
                     ))
                 })?;
             self.events.emit(Event::Warning {
                 message: format!(
-                    "{} was left pending-upgrade by {holder}, whose expired lock this run took over; rolled it back to the revision before to upgrade it again",
+                    "{} was left pending-upgrade by {holder}; rolled it back to the revision before to upgrade it again",
                     release.id
                 ),
             });
@@ -664,12 +679,12 @@ impl<H: Helm> ReleaseRunner<H> {
             .await
             .map_err(|e| {
                 StepResult::failed(format!(
-                    "was left pending-install by {holder}, whose expired lock this run took over, and cannot be uninstalled to install it afresh: {e}"
+                    "was left pending-install by {holder}, and cannot be uninstalled to install it afresh: {e}"
                 ))
             })?;
         self.events.emit(Event::Warning {
             message: format!(
-                "{} was left pending-install by {holder}, whose expired lock this run took over; uninstalled it to install it afresh",
+                "{} was left pending-install by {holder}; uninstalled it to install it afresh",
                 release.id
             ),
         });

@@ -234,6 +234,11 @@ impl HelmCli {
                 "`{}`: {e}",
                 process::display(&self.program)
             ))),
+            Err(RunError::Output(e)) => Err(HelmError::Io(format!(
+                "`{}`: cannot keep its output in the temporary directory ({}): {e}",
+                process::display(&self.program),
+                std::env::temp_dir().display()
+            ))),
             Err(RunError::NotStarted) => Err(HelmError::NotStarted { argv: argv() }),
             Err(RunError::Stopped(reason)) => Err(HelmError::Stopped {
                 argv: argv(),

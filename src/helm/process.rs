@@ -5,25 +5,31 @@
 //! install/upgrade commands catch SIGTERM and cancel their context, so the
 //! release is recorded as failed; a SIGKILLed helm leaves it `pending-*`, which
 //! blocks every later operation on it until someone rolls it back by hand.
+//!
+//! helm's stdout and stderr are unnamed temporary files, not pipes. helm's
+//! signal handler prints `Release NAME has been cancelled.` to stdout before
+//! it cancels the action, and a Go program whose write to stdout or stderr
+//! finds a broken pipe dies of SIGPIPE on the spot. When bootstrap is killed
+//! (SIGKILL), the parent-death signal (SIGTERM) reaches helm as the dead
+//! run's descriptors close: with a pipe, helm died at that line about half
+//! the time and left the release `pending-*` (which the next run must then
+//! wait out), instead of recording it `failed`. A file takes the line
+//! whether or not bootstrap is still there to read it.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 
-use tokio::io::AsyncReadExt;
+use tokio::io::{AsyncReadExt, AsyncSeekExt};
 use tokio::process::Command;
-use tokio::task::JoinHandle;
-use tokio::time::{Instant, sleep_until, timeout};
+use tokio::time::{Instant, sleep_until};
 
 use crate::stop::{Stop, StopSignal, stopped};
 
 #[cfg(test)]
 use crate::child::KILL_AFTER;
 use crate::child::{self, Group};
-/// How long to wait for the output pipes once helm has exited; a grandchild
-/// (plugin, post-renderer) could otherwise keep them open forever.
-const DRAIN: Duration = Duration::from_secs(5);
 
 #[derive(Debug)]
 pub struct Invocation<'a> {
@@ -66,6 +72,8 @@ pub enum RunError {
     /// Stopped by the run's stop signal while it ran.
     Stopped(String),
     TimedOut(Duration),
+    /// The files that take its output could not be made or read back.
+    Output(std::io::Error),
 }
 
 pub async fn run(invocation: Invocation<'_>) -> Result<Finished, RunError> {
@@ -76,6 +84,10 @@ pub async fn run(invocation: Invocation<'_>) -> Result<Finished, RunError> {
             return Err(RunError::NotStarted);
         }
     }
+    // Unnamed (nothing is left behind, whatever ends the run), in the
+    // temporary directory; they hold what helm prints, values included.
+    let stdout = tempfile::tempfile().map_err(RunError::Output)?;
+    let stderr = tempfile::tempfile().map_err(RunError::Output)?;
     let mut command = Command::new(invocation.program);
     // Its own process group: a Ctrl-C on the terminal goes to the whole
     // foreground group and would abort helm at once, defeating the grace
@@ -90,8 +102,8 @@ pub async fn run(invocation: Invocation<'_>) -> Result<Finished, RunError> {
         } else {
             Stdio::null()
         })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
+        .stdout(stdout.try_clone().map_err(RunError::Output)?)
+        .stderr(stderr.try_clone().map_err(RunError::Output)?)
         .spawn()
         .map_err(RunError::Spawn)?;
     if let (Some(mut pipe), Some(input)) = (child.stdin.take(), invocation.stdin) {
@@ -101,8 +113,6 @@ pub async fn run(invocation: Invocation<'_>) -> Result<Finished, RunError> {
         let _ = pipe.write_all(input).await;
         drop(pipe);
     }
-    let stdout = drain(child.stdout.take());
-    let stderr = drain(child.stderr.take());
     let mut group = Group::new(child);
 
     let hard_deadline = Instant::now() + invocation.timeout;
@@ -132,18 +142,11 @@ pub async fn run(invocation: Invocation<'_>) -> Result<Finished, RunError> {
             }
         }
     };
-    let status: ExitStatus = match status {
-        Ok(status) => status,
-        Err(e) => {
-            stdout.abort();
-            stderr.abort();
-            return Err(e);
-        }
-    };
+    let status: ExitStatus = status?;
     Ok(Finished {
         code: status.code(),
-        stdout: collect(stdout).await,
-        stderr: collect(stderr).await,
+        stdout: read_back(stdout).await.map_err(RunError::Output)?,
+        stderr: read_back(stderr).await.map_err(RunError::Output)?,
     })
 }
 
@@ -154,29 +157,15 @@ async fn sleep_until_some(deadline: Option<Instant>) {
     }
 }
 
-fn drain<R>(pipe: Option<R>) -> JoinHandle<Vec<u8>>
-where
-    R: tokio::io::AsyncRead + Unpin + Send + 'static,
-{
-    tokio::spawn(async move {
-        let mut buf = Vec::new();
-        if let Some(mut pipe) = pipe {
-            let _ = pipe.read_to_end(&mut buf).await;
-        }
-        buf
-    })
-}
-
-async fn collect(handle: JoinHandle<Vec<u8>>) -> String {
-    let abort = handle.abort_handle();
-    match timeout(DRAIN, handle).await {
-        Ok(Ok(bytes)) => String::from_utf8_lossy(&bytes).into_owned(),
-        Ok(Err(_)) => String::new(),
-        Err(_) => {
-            abort.abort();
-            String::new()
-        }
-    }
+/// What the process wrote to `file` (its stdout or stderr), from the start.
+/// A grandchild (plugin, post-renderer) that still holds the file cannot
+/// make this wait, as it could a pipe's end.
+async fn read_back(file: std::fs::File) -> std::io::Result<String> {
+    let mut file = tokio::fs::File::from_std(file);
+    file.rewind().await?;
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes).await?;
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
 }
 
 /// The program helm is run as, for messages: the path as given.
@@ -229,6 +218,33 @@ mod tests {
         assert_eq!(finished.stdout, "out\n");
         assert_eq!(finished.stderr, "err\n");
         assert!(!finished.success());
+    }
+
+    /// A write to helm's stdout or stderr cannot fail for want of a reader
+    /// (a Go program dies of SIGPIPE on such a write): they are files.
+    #[tokio::test]
+    async fn output_goes_to_files_not_pipes() {
+        let args = sh("[ -p /dev/stdout ] || echo out; [ -p /dev/stderr ] || echo err >&2");
+        let finished = run(invocation(&args, None)).await.unwrap();
+        assert_eq!(
+            (finished.stdout.as_str(), finished.stderr.as_str()),
+            ("out\n", "err\n")
+        );
+    }
+
+    /// A grandchild that keeps helm's output open (a plugin left running)
+    /// does not hold the result back.
+    #[tokio::test]
+    async fn a_grandchild_holding_the_output_does_not_delay_the_result() {
+        let args = sh("sleep 30 & echo done");
+        let started = std::time::Instant::now();
+        let finished = run(invocation(&args, None)).await.unwrap();
+        assert_eq!(finished.stdout, "done\n");
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "{:?}",
+            started.elapsed()
+        );
     }
 
     #[tokio::test]

@@ -72,10 +72,13 @@ pub struct Lock {
     took_over: Option<Predecessor>,
 }
 
-/// The run whose expired lock this run took over.
+/// The run whose expired lock this run took over, or an earlier run did
+/// and passed on in the Lease it released ([`Lock::release`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Predecessor {
     pub holder: String,
+    /// Passed on by an earlier run, not taken over by this one.
+    pub inherited: bool,
     /// The longest a helm operation of that run could last, as it recorded
     /// in the Lease; `None` for a run that did not record it.
     pub helm_timeout: Option<Duration>,
@@ -84,6 +87,14 @@ pub struct Predecessor {
 /// Recorded in the Lease: the longest a helm operation of the holder's run
 /// may last (its longest release budget), in seconds.
 const HELM_TIMEOUT_ANNOTATION: &str = "bootstrap/helm-timeout-seconds";
+
+/// Kept in a released Lease by a run that took over a dead run's lock and
+/// left a release that run had left `pending-*` for later (a helm of the
+/// dead run might still have been working on it): the dead run's holder
+/// and helm timeout, so the next run knows whose release it is and
+/// recovers it (docs/design.md#cluster-lock).
+const LEFT_BY_ANNOTATION: &str = "bootstrap/left-by";
+const LEFT_BY_TIMEOUT_ANNOTATION: &str = "bootstrap/left-by-helm-timeout-seconds";
 
 /// Taken off the Lease's duration for the local "valid until": room for the
 /// time a renewal takes to reach the API server and for clocks that differ.
@@ -244,20 +255,33 @@ impl Lock {
                         since,
                     });
                 }
+                let annotation = |key: &str| {
+                    lease
+                        .metadata
+                        .annotations
+                        .as_ref()
+                        .and_then(|a| a.get(key))
+                        .cloned()
+                };
+                let seconds = |key: &str| {
+                    annotation(key)
+                        .and_then(|s| s.parse::<u64>().ok())
+                        .map(Duration::from_secs)
+                };
                 if !other.is_empty() {
                     on_takeover(format!(
                         "took over the expired bootstrap lock of {other}; that run is presumed dead"
                     ));
-                    let helm_timeout = lease
-                        .metadata
-                        .annotations
-                        .as_ref()
-                        .and_then(|a| a.get(HELM_TIMEOUT_ANNOTATION))
-                        .and_then(|s| s.parse::<u64>().ok())
-                        .map(Duration::from_secs);
                     took_over = Some(Predecessor {
                         holder: other.clone(),
-                        helm_timeout,
+                        inherited: false,
+                        helm_timeout: seconds(HELM_TIMEOUT_ANNOTATION),
+                    });
+                } else if let Some(dead) = annotation(LEFT_BY_ANNOTATION) {
+                    took_over = Some(Predecessor {
+                        holder: dead,
+                        inherited: true,
+                        helm_timeout: seconds(LEFT_BY_TIMEOUT_ANNOTATION),
                     });
                 }
                 let taken = fresh(lease.metadata.resource_version.clone());
@@ -312,14 +336,22 @@ impl Lock {
         self.took_over.as_ref()
     }
 
-    /// Gives the lock back. Also runs (best effort, detached) on drop.
-    /// Bounded: an API server that does not answer leaves the Lease to
-    /// expire ([`LEASE_SECONDS`] after the last renewal).
-    /// `Err(why)` when it could not be given back.
-    pub async fn release(mut self) -> Result<(), NotReleased> {
+    /// Gives the lock back: deletes the Lease, or, with `pass_on` (a dead
+    /// run's release this run left for later), keeps it with no holder and
+    /// that run recorded, for the next run. Also runs (best effort,
+    /// detached, without `pass_on`) on drop. Bounded: an API server that
+    /// does not answer leaves the Lease to expire ([`LEASE_SECONDS`] after
+    /// the last renewal). `Err(why)` when it could not be given back.
+    pub async fn release(mut self, pass_on: Option<&Predecessor>) -> Result<(), NotReleased> {
         self.renewer.abort();
         self.released = true;
-        match tokio::time::timeout(RELEASE_WITHIN, release(&self.api, &self.holder)).await {
+        let released = async {
+            match pass_on {
+                Some(dead) => release_passing_on(&self.api, &self.holder, dead).await,
+                None => release(&self.api, &self.holder).await,
+            }
+        };
+        match tokio::time::timeout(RELEASE_WITHIN, released).await {
             Ok(Ok(())) => Ok(()),
             Ok(Err(e)) => Err(NotReleased::Refused(super::retry::describe(&e))),
             Err(_) => Err(NotReleased::NoAnswer(RELEASE_WITHIN)),
@@ -385,6 +417,40 @@ async fn release(api: &Api<Lease>, holder: &str) -> Result<(), ::kube::Error> {
         }
     }
     Ok(())
+}
+
+/// Releases our Lease by clearing its holder, keeping `dead` in it.
+async fn release_passing_on(
+    api: &Api<Lease>,
+    holder: &str,
+    dead: &Predecessor,
+) -> Result<(), ::kube::Error> {
+    let Some(mut lease) = api.get_opt(LEASE_NAME).await? else {
+        return Ok(());
+    };
+    let spec = lease.spec.get_or_insert_with(LeaseSpec::default);
+    if spec.holder_identity.as_deref() != Some(holder) {
+        return Ok(());
+    }
+    spec.holder_identity = None;
+    let annotations = lease
+        .metadata
+        .annotations
+        .get_or_insert_with(Default::default);
+    annotations.insert(LEFT_BY_ANNOTATION.into(), dead.holder.clone());
+    match dead.helm_timeout {
+        Some(t) => annotations.insert(LEFT_BY_TIMEOUT_ANNOTATION.into(), t.as_secs().to_string()),
+        None => annotations.remove(LEFT_BY_TIMEOUT_ANNOTATION),
+    };
+    // Conditional on our last write (the resourceVersion read): a run that
+    // took the Lease meanwhile is never overwritten.
+    match api
+        .replace(LEASE_NAME, &PostParams::default(), &lease)
+        .await
+    {
+        Err(e) if is_conflict(&e) || is_not_found(&e) => Ok(()),
+        other => other.map(|_| ()),
+    }
 }
 
 /// The check before each step that changes the cluster: is the lock still

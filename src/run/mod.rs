@@ -158,7 +158,8 @@ pub struct Held {
 }
 
 impl Held {
-    /// The run whose expired lock this run took over, if it did.
+    /// The run whose expired lock this run (or an earlier run, which
+    /// passed it on) took over, if it did.
     pub fn took_over(&self) -> Option<Predecessor> {
         self.lock.as_ref().and_then(|l| l.took_over().cloned())
     }
@@ -175,13 +176,15 @@ impl Held {
     }
 
     /// Gives the lock back; a failure to is a warning (the Lease then
-    /// expires by itself).
-    pub async fn release(self, events: &Emitter) {
+    /// expires by itself). `pass_on`: a dead run one of whose releases this
+    /// run left `pending-*` for later, recorded in the released Lease for
+    /// the next run.
+    pub async fn release(self, events: &Emitter, pass_on: Option<&Predecessor>) {
         if let Some(follower) = self.follower {
             follower.abort();
         }
         if let Some(lock) = self.lock
-            && let Err(message) = lock.release().await
+            && let Err(message) = lock.release(pass_on).await
         {
             events.emit(Event::Warning {
                 message: message.to_string(),

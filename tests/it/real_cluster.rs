@@ -1292,3 +1292,336 @@ fn the_fleet_job_is_accepted_and_completes() {
     assert_eq!(err.code, 422, "{err}");
     assert!(err.message.contains("podFailurePolicy"), "{err}");
 }
+
+// ---------------------------------------------------------------------------
+// A run killed while the real helm works: the orphaned-helm case.
+
+const SLOW_CHART: &str = "apiVersion: v2\nname: slow\nversion: 0.1.0\n";
+const SLOW_DEPLOYMENT: &str = "apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: slow
+spec:
+  replicas: {{ .Values.replicas | default 1 }}
+  selector: {matchLabels: {app: slow}}
+  template:
+    metadata: {labels: {app: slow}}
+    spec:
+      containers: [{name: c, image: busybox}]
+";
+/// A hook Job whose Pod can run only on a Node labelled
+/// `bootstrap.test/hooks=run`: until the test labels one, helm waits for it
+/// with its release pending, as it would for a slow migration Job.
+const SLOW_HOOK: &str = "apiVersion: batch/v1
+kind: Job
+metadata:
+  name: slow-hook
+  annotations:
+    helm.sh/hook: pre-install,pre-upgrade
+    helm.sh/hook-delete-policy: before-hook-creation
+spec:
+  backoffLimit: 0
+  template:
+    spec:
+      restartPolicy: Never
+      nodeSelector: {bootstrap.test/hooks: run}
+      containers: [{name: c, image: busybox}]
+";
+/// The release's budget: helm's `--timeout`, and what the Lease records as
+/// the run's longest helm operation.
+const SLOW_TIMEOUT_SECS: u64 = 30;
+
+/// The release `default/slow` as `helm status` reports it: (status,
+/// revision); `None` when there is none.
+fn slow_release(real: &Real) -> Option<(String, i64)> {
+    let mut cmd = Command::new(&real.helm);
+    cmd.args([
+        "status",
+        "slow",
+        "--namespace",
+        "default",
+        "--output",
+        "json",
+    ]);
+    real.env(&mut cmd);
+    let out = realenv::output_within(&mut cmd, realenv::COMMAND_LIMIT);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if !out.status.success() {
+        assert!(stderr.contains("not found"), "helm status slow: {stderr}");
+        return None;
+    }
+    let status: Value = serde_json::from_slice(&out.stdout).expect("helm status's JSON");
+    Some((
+        status["info"]["status"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string(),
+        status["version"].as_i64().unwrap_or(-1),
+    ))
+}
+
+/// Lets the hook Job's Pod run (on node-0), or not.
+fn hooks_may_run(real: &Real, run: bool) {
+    let value = if run { json!("run") } else { Value::Null };
+    real.plane
+        .api()
+        .merge_patch(
+            "/api/v1/nodes/node-0",
+            &json!({"metadata": {"labels": {"bootstrap.test/hooks": value}}}),
+        )
+        .expect("labelling node-0");
+}
+
+/// How a run is killed while its helm works.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Kill {
+    /// bootstrap alone, by SIGKILL: its helm gets the parent-death signal.
+    Run,
+    /// bootstrap and its helm at once, by SIGKILL, as a container runtime
+    /// ends every process of a container or the OOM killer ends both.
+    RunAndHelm,
+}
+
+/// What became of one apply killed while its helm waited for the hook.
+struct Killed {
+    holder: String,
+    /// The release status helm left.
+    left: String,
+    /// No earlier than helm's last write of the release record.
+    pending_seen: Instant,
+}
+
+/// Starts `apply`, waits until its helm has made the release `pending`
+/// (`pending-install` or `pending-upgrade`), kills it as `kill` says and
+/// waits for its helm to be gone: a helm that outlives its run by more
+/// than a few seconds fails the test.
+fn kill_while_helm_works(real: &Real, pending: &str, kill: Kill) -> Killed {
+    let helms = || crate::real_helm_signals::helm_processes(&real.helm, &real.plane.kubeconfig);
+    let victim = spawn_apply(real);
+    let pid = victim.id() as libc::pid_t;
+    let holder = plane_wait(&real.plane, "the run to take the lock", || {
+        lease_holder(real).filter(|h| h.ends_with(&format!("pid {pid}")))
+    });
+    plane_wait(
+        &real.plane,
+        &format!("helm to leave the release {pending}"),
+        || slow_release(real).filter(|(s, _)| s == pending),
+    );
+    let pending_seen = Instant::now();
+    let working = helms();
+    assert_eq!(
+        working.len(),
+        1,
+        "one helm works on the release: {working:?}"
+    );
+    // SAFETY: plain kills of the child this test started and of its helm.
+    unsafe {
+        if kill == Kill::RunAndHelm {
+            // Stopped first, so bootstrap never sees its helm die.
+            libc::kill(pid, libc::SIGSTOP);
+            libc::kill(working[0] as libc::pid_t, libc::SIGKILL);
+        }
+        libc::kill(pid, libc::SIGKILL);
+    }
+    let killed = Instant::now();
+    let victim = finish(victim);
+    assert_eq!(victim.code, -1, "killed: {}", victim.stderr);
+    while !helms().is_empty() {
+        assert!(
+            killed.elapsed() < Duration::from_secs(20),
+            "the killed run's helm still runs"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let (left, _) = slow_release(real).expect("the release");
+    Killed {
+        holder,
+        left,
+        pending_seen,
+    }
+}
+
+/// After a kill: the Lease is still the dead run's; once it expires the next
+/// run takes it over. A release the dead run left `pending-*` is refused
+/// until its record is older than the dead run's helm timeout plus a minute
+/// (a helm of that run may still be working on it), then recovered: a
+/// `pending-install` uninstalled and installed afresh, a `pending-upgrade`
+/// rolled back and upgraded again. A release helm recorded `failed` is
+/// upgraded at once. Returns the converging run's events.
+fn take_over_and_recover(real: &Real, killed: &Killed) -> Vec<Value> {
+    assert_eq!(
+        lease_holder(real).as_deref(),
+        Some(killed.holder.as_str()),
+        "the dead run's Lease stays"
+    );
+    std::thread::sleep(Duration::from_secs(31));
+    let pending = killed.left.starts_with("pending-");
+    if pending {
+        let refused = real.run(&["apply", "infra"]);
+        let said = format!("{}{}", refused.stdout, refused.stderr);
+        assert_eq!(refused.code, 1, "{said}");
+        assert!(
+            said.contains(&format!(
+                "default/slow: failed after 0.0s: was left {} at ",
+                killed.left
+            )) && said.contains(&format!(
+                "by {}, whose expired lock this run took over; a helm of that run may still be working on it for up to ",
+                killed.holder
+            )) && said.contains(&format!(
+                "took over the expired bootstrap lock of {}",
+                killed.holder
+            )),
+            "{said}"
+        );
+        assert_eq!(
+            slow_release(real).map(|(s, _)| s).as_deref(),
+            Some(killed.left.as_str()),
+            "the refused run touched the release"
+        );
+        // Released, with the dead run passed on to the next run.
+        let lease = real.plane.api().get(LEASE).expect("the released Lease");
+        assert_eq!(lease["spec"]["holderIdentity"], Value::Null, "{lease}");
+        assert_eq!(
+            lease["metadata"]["annotations"]["bootstrap/left-by"],
+            killed.holder.as_str()
+        );
+    }
+    hooks_may_run(real, true);
+    if pending {
+        let settled = killed.pending_seen + Duration::from_secs(SLOW_TIMEOUT_SECS + 60 + 1);
+        std::thread::sleep(settled.saturating_duration_since(Instant::now()));
+    }
+    let events = real.apply(&[]);
+    let warnings: Vec<&str> = events
+        .iter()
+        .filter(|e| e["event"] == "warning")
+        .filter_map(|e| e["message"].as_str())
+        .collect();
+    let recovered = match killed.left.as_str() {
+        "pending-install" => Some("uninstalled it to install it afresh"),
+        "pending-upgrade" => Some("rolled it back to the revision before to upgrade it again"),
+        _ => None,
+    };
+    match recovered {
+        // The run that took the lock over refused it; this one knows the
+        // dead run from the Lease that run released.
+        Some(done) => {
+            let warning = format!(
+                "default/slow was left {} by {}, whose expired lock an earlier run took over; {done}",
+                killed.left, killed.holder
+            );
+            assert!(warnings.contains(&warning.as_str()), "{warnings:?}");
+        }
+        None => {
+            let takeover = format!("took over the expired bootstrap lock of {}", killed.holder);
+            assert!(
+                warnings.iter().any(|w| w.contains(&takeover)),
+                "{warnings:?}"
+            );
+        }
+    }
+    assert_eq!(real.plane.api().get(LEASE), None, "the Lease was deleted");
+    events
+}
+
+/// The orphaned-helm case with the real helm on the real control plane:
+/// bootstrap is killed while its helm waits for the pre-install hook Job,
+/// then for the pre-upgrade one, once per entry of `kills` (the first a
+/// first install, each later one an upgrade to one more replica). Killed
+/// alone, bootstrap leaves no helm working: the parent-death signal makes
+/// helm cancel and record the release `failed`, and the next run upgrades it
+/// as soon as the Lease has expired. Killed with its helm, it leaves the
+/// release `pending-*`, which the next run refuses, then recovers, after the
+/// wait the design sets (docs/design.md#live-refusal-rules).
+fn orphaned_helm(helm_major: u8, kills: &[Kill]) {
+    let _slot = realenv::one_at_a_time();
+    let chart = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(chart.path().join("templates")).unwrap();
+    std::fs::write(chart.path().join("Chart.yaml"), SLOW_CHART).unwrap();
+    std::fs::write(chart.path().join("templates/deploy.yaml"), SLOW_DEPLOYMENT).unwrap();
+    std::fs::write(chart.path().join("templates/hook.yaml"), SLOW_HOOK).unwrap();
+    let cluster = |replicas: usize| {
+        format!(
+            "name: infra\nreleases: [slow]\noverrides:\n  slow:\n    values: {{ replicas: {replicas} }}\n"
+        )
+    };
+    let root = small_root(
+        &cluster(1),
+        &format!(
+            "name: slow\nnamespace: default\nchart: {{ path: {} }}\ntimeout: {SLOW_TIMEOUT_SECS}s\n",
+            chart.path().display()
+        ),
+    );
+    let real = Real {
+        plane: ControlPlane::start(),
+        helm: realenv::helm(helm_major),
+        root,
+        home: tempfile::tempdir().unwrap(),
+    };
+    for (i, &kill) in kills.iter().enumerate() {
+        let replicas = i + 1;
+        let first = i == 0;
+        hooks_may_run(&real, false);
+        real.edit_cluster(|_| cluster(replicas));
+        let before = slow_release(&real).map_or(0, |(_, revision)| revision);
+        let pending = if first {
+            "pending-install"
+        } else {
+            "pending-upgrade"
+        };
+        let killed = kill_while_helm_works(&real, pending, kill);
+        let expected = match kill {
+            Kill::Run => "failed",
+            Kill::RunAndHelm => pending,
+        };
+        assert_eq!(
+            killed.left,
+            expected,
+            "helm {helm_major}, {kill:?} killed during the {}",
+            if first { "install" } else { "upgrade" }
+        );
+        let events = take_over_and_recover(&real, &killed);
+        let (outcome, revision) = match (first, kill) {
+            // Uninstalled, installed afresh.
+            (true, Kill::RunAndHelm) => ("installed", 1),
+            // The failed revision, then the upgrade.
+            (_, Kill::Run) => ("upgraded", before + 2),
+            // The pending revision, the rollback, the upgrade.
+            (false, Kill::RunAndHelm) => ("upgraded", before + 3),
+        };
+        assert_eq!(outcomes(&events)["default/slow"], outcome);
+        assert_eq!(
+            slow_release(&real),
+            Some(("deployed".to_string(), revision))
+        );
+        assert_eq!(
+            rolled_out(&real.plane, "Deployment", "default", "slow"),
+            replicas as i64
+        );
+    }
+    let status = real.run(&["status", "infra", "--output", "json"]);
+    assert_eq!(status.code, 0, "{}\n{}", status.stderr, status.stdout);
+}
+
+/// helm 3: killed alone, during a first install and an upgrade. (A helm 3
+/// killed outright and the commands that recover its release are
+/// real_helm_signals' cases.)
+#[test]
+#[cfg_attr(
+    not(realenv),
+    ignore = "needs the real test environment: tools/realenv/build"
+)]
+fn a_killed_run_leaves_no_helm_3_working_and_the_next_run_converges() {
+    orphaned_helm(3, &[Kill::Run, Kill::Run]);
+}
+
+/// helm 4: killed with its helm during a first install, alone during an
+/// upgrade, then with its helm during another upgrade.
+#[test]
+#[cfg_attr(
+    not(realenv),
+    ignore = "needs the real test environment: tools/realenv/build"
+)]
+fn a_killed_run_and_its_helm_4_leave_a_release_the_next_run_recovers() {
+    orphaned_helm(4, &[Kill::RunAndHelm, Kill::Run, Kill::RunAndHelm]);
+}

@@ -277,6 +277,41 @@ fn a_takeover_refuses_a_pending_install_a_helm_may_still_be_working_on() {
         cluster.release_state("kube-system", "coredns").unwrap()["status"],
         "pending-install"
     );
+
+    // The refusal said to run again later. That next run takes a released
+    // Lease, not an expired one: the refusing run passed the dead run on in
+    // it, so the next run still knows whose pending release it is (before,
+    // it refused it as anyone's, asking for `helm uninstall` by hand).
+    let released = the_lease(&cluster).expect("the released Lease is kept");
+    assert_eq!(released["spec"]["holderIdentity"], Value::Null);
+    assert_eq!(
+        released["metadata"]["annotations"]["bootstrap/left-by"],
+        "job-infra-1 pid 1"
+    );
+    assert_eq!(
+        released["metadata"]["annotations"]["bootstrap/left-by-helm-timeout-seconds"],
+        "600"
+    );
+    // Later: the record is older than the dead run's helm timeout plus 1m.
+    let record = cluster.path().join("helm-state/kube-system__coredns.json");
+    let mut state: Value =
+        serde_json::from_str(&std::fs::read_to_string(&record).unwrap()).unwrap();
+    state["updated"] = json!(k8s_now_minus(3600));
+    std::fs::write(&record, state.to_string()).unwrap();
+    let out = cluster.run(&config(), &["apply", "infra", "--timeout", "60s"]);
+    let said = format!("{}{}", out.stdout, out.stderr);
+    assert_eq!(out.code, 0, "{said}");
+    assert!(
+        said.contains(
+            "kube-system/coredns was left pending-install by job-infra-1 pid 1, whose expired lock an earlier run took over; uninstalled it to install it afresh"
+        ),
+        "{said}"
+    );
+    assert_eq!(
+        cluster.release_state("kube-system", "coredns").unwrap()["status"],
+        "deployed"
+    );
+    assert!(the_lease(&cluster).is_none(), "nothing left to pass on");
 }
 
 /// A takeover finds a release the dead run left `pending-upgrade` long ago

@@ -7,7 +7,9 @@
 //! pkg/action/install.go), a SIGINT/SIGTERM during that delay marks the
 //! release `failed`, prints `Release NAME has been cancelled.` and exits 1
 //! with `Error: … FAILED: context canceled`. Only SIGKILL (or a signal before
-//! the operation started) leaves a pending release behind.
+//! the operation started) leaves a pending release behind, or, as with helm,
+//! a stdout whose reader is gone: helm prints that line before it cancels,
+//! and a Go program dies of SIGPIPE on a write to a broken stdout.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -134,6 +136,28 @@ fn catch_cancel() {
     unsafe {
         libc::signal(libc::SIGTERM, handler);
         libc::signal(libc::SIGINT, handler);
+    }
+}
+
+/// What helm's signal handler does before it cancels the action
+/// (pkg/cmd/install.go, pkg/cmd/upgrade.go): print `Release NAME has been
+/// cancelled.` to stdout. Go's runtime kills a program whose write to stdout
+/// or stderr finds a broken pipe with SIGPIPE (os's `epipecheck`), so helm
+/// whose reader is gone dies here and never records the release failed.
+/// (Rust ignores SIGPIPE and returns the error instead: raised here by hand.)
+fn say_cancelled(name: &str) {
+    use std::io::Write;
+    let mut out = std::io::stdout();
+    let written = out
+        .write_all(format!("Release {name} has been cancelled.\n").as_bytes())
+        .and_then(|()| out.flush());
+    if written.is_err_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe) {
+        // SAFETY: restoring the default action and raising a signal touch no
+        // memory of ours.
+        unsafe {
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+            libc::raise(libc::SIGPIPE);
+        }
     }
 }
 
@@ -280,6 +304,9 @@ fn try_install_or_upgrade(ctx: &Ctx, upgrade: bool) -> Result<Outcome, String> {
     store.save(&release)?;
 
     let cancelled = work_ms(knobs.delay_ms);
+    if cancelled {
+        say_cancelled(&name);
+    }
 
     let scripted_failure = (knobs.fail.is_some() || knobs.fail_times.is_some())
         && knobs.fail_times.is_none_or(|n| attempt <= n);
@@ -318,11 +345,7 @@ fn try_install_or_upgrade(ctx: &Ctx, upgrade: bool) -> Result<Outcome, String> {
             format!("{message}\n")
         };
         return Ok(Outcome {
-            stdout: if cancelled {
-                format!("Release {name} has been cancelled.\n")
-            } else {
-                String::new()
-            },
+            stdout: String::new(),
             stderr,
             code: 1,
         });
