@@ -65,12 +65,13 @@ pub(crate) fn resolve_all(
             .expect("filtered")
             .value
             .helm_release;
-        let origin = crate::flux::origin::find(&tree.objects, reference)
-            .and_then(|hr| crate::flux::origin::resolve(hr, &tree.objects));
-        let converted = origin.and_then(|o| match convert(&o, &draft.id) {
-            Ok(chart) => Ok((o, chart)),
-            Err(why) => Err(why.to_string()),
-        });
+        let converted = crate::flux::origin::find(&tree.objects, reference)
+            .and_then(|hr| crate::flux::origin::resolve(hr, &tree.objects))
+            .map_err(FromError::Origin)
+            .and_then(|o| match convert(&o, &draft.id) {
+                Ok(chart) => Ok((o, chart)),
+                Err(why) => Err(FromError::NotAdoptable(why)),
+            });
         match converted {
             Ok((origin, chart)) => {
                 let file = |f: &str| flux.root.join(f);
@@ -168,6 +169,16 @@ fn convert(origin: &Origin, id: &ReleaseId) -> Result<Chart, NotAdoptable> {
         },
         version: Some(origin.chart.version.clone()),
     })
+}
+
+/// Why `from:` gives a release nothing: the HelmRelease cannot be found or
+/// resolved, or Flux would not adopt what it installs.
+#[derive(Debug, thiserror::Error)]
+enum FromError {
+    #[error(transparent)]
+    Origin(crate::flux::origin::OriginError),
+    #[error(transparent)]
+    NotAdoptable(NotAdoptable),
 }
 
 /// Why a Flux HelmRelease cannot be what bootstrap installs for a release:

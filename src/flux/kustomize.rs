@@ -402,12 +402,35 @@ fn merge(target: &mut Value, patch: &Value, at: &mut String, quoted: &BTreeSet<S
     }
 }
 
+/// Why kustomize's RFC 6902 patch fails on an object: the failing operation.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum PatchError {
+    #[error("JSON patch operation without op/path: {op}")]
+    NoOpOrPath { op: Value },
+    #[error("unknown JSON patch op `{op}`")]
+    UnknownOp { op: String },
+    #[error("`{path}` is not a JSON pointer")]
+    NotAPointer { path: String },
+    #[error("{op} without from")]
+    NoFrom { op: String },
+    #[error("{op}: {path} does not exist")]
+    Missing { op: &'static str, path: String },
+    #[error("test failed at {path}")]
+    TestFailed { path: String },
+    #[error("bad index in {path}")]
+    BadIndex { path: String },
+    #[error("add: index out of range in {path}")]
+    IndexOutOfRange { path: String },
+    #[error("add: the parent of {path} does not exist")]
+    NoParent { path: String },
+}
+
 /// RFC 6902 on one object. An error names the failing operation.
-pub fn json6902(body: &mut Value, ops: &[Value]) -> Result<(), String> {
+pub fn json6902(body: &mut Value, ops: &[Value]) -> Result<(), PatchError> {
     for op in ops {
         let field = |k: &str| op.get(k).and_then(Value::as_str);
         let (Some(kind), Some(path)) = (field("op"), field("path")) else {
-            return Err(format!("JSON patch operation without op/path: {op}"));
+            return Err(PatchError::NoOpOrPath { op: op.clone() });
         };
         let value = op.get("value").cloned().unwrap_or(Value::Null);
         match kind {
@@ -423,7 +446,12 @@ pub fn json6902(body: &mut Value, ops: &[Value]) -> Result<(), String> {
                         Some(Value::Object(map)) => {
                             map.insert(key, value);
                         }
-                        _ => return Err(format!("replace: {path} does not exist")),
+                        _ => {
+                            return Err(PatchError::Missing {
+                                op: "replace",
+                                path: path.into(),
+                            });
+                        }
                     }
                 }
             },
@@ -431,38 +459,41 @@ pub fn json6902(body: &mut Value, ops: &[Value]) -> Result<(), String> {
                 remove(body, path)?;
             }
             "move" | "copy" => {
-                let from = field("from").ok_or(format!("{kind} without from"))?;
+                let from = field("from").ok_or_else(|| PatchError::NoFrom { op: kind.into() })?;
                 let moved = if kind == "move" {
                     remove(body, from)?
                 } else {
                     body.pointer(from)
                         .cloned()
-                        .ok_or(format!("copy: {from} does not exist"))?
+                        .ok_or_else(|| PatchError::Missing {
+                            op: "copy",
+                            path: from.into(),
+                        })?
                 };
                 add(body, path, moved)?;
             }
             "test" => {
                 if body.pointer(path) != Some(&value) {
-                    return Err(format!("test failed at {path}"));
+                    return Err(PatchError::TestFailed { path: path.into() });
                 }
             }
-            other => return Err(format!("unknown JSON patch op `{other}`")),
+            other => return Err(PatchError::UnknownOp { op: other.into() }),
         }
     }
     Ok(())
 }
 
-fn split_pointer(path: &str) -> Result<(String, String), String> {
+fn split_pointer(path: &str) -> Result<(String, String), PatchError> {
     let (parent, last) = path
         .rsplit_once('/')
-        .ok_or(format!("`{path}` is not a JSON pointer"))?;
+        .ok_or_else(|| PatchError::NotAPointer { path: path.into() })?;
     Ok((
         parent.to_string(),
         last.replace("~1", "/").replace("~0", "~"),
     ))
 }
 
-fn add(body: &mut Value, path: &str, value: Value) -> Result<(), String> {
+fn add(body: &mut Value, path: &str, value: Value) -> Result<(), PatchError> {
     if path.is_empty() {
         *body = value;
         return Ok(());
@@ -478,21 +509,24 @@ fn add(body: &mut Value, path: &str, value: Value) -> Result<(), String> {
                 items.len()
             } else {
                 key.parse::<usize>()
-                    .map_err(|_| format!("bad index in {path}"))?
+                    .map_err(|_| PatchError::BadIndex { path: path.into() })?
             };
             if index > items.len() {
-                return Err(format!("add: index out of range in {path}"));
+                return Err(PatchError::IndexOutOfRange { path: path.into() });
             }
             items.insert(index, value);
             Ok(())
         }
-        _ => Err(format!("add: the parent of {path} does not exist")),
+        _ => Err(PatchError::NoParent { path: path.into() }),
     }
 }
 
-fn remove(body: &mut Value, path: &str) -> Result<Value, String> {
+fn remove(body: &mut Value, path: &str) -> Result<Value, PatchError> {
     let (parent, key) = split_pointer(path)?;
-    let missing = || format!("remove: {path} does not exist");
+    let missing = || PatchError::Missing {
+        op: "remove",
+        path: path.into(),
+    };
     match body.pointer_mut(&parent) {
         Some(Value::Object(map)) => map.remove(&key).ok_or_else(missing),
         Some(Value::Array(items)) => match key.parse::<usize>() {
@@ -661,20 +695,20 @@ fn set_field(body: &mut Value, path: &str, value: Value, create: bool) -> bool {
 /// the value at `source.fieldPath` (default `metadata.name`) of the one
 /// source object is written to every target's `fieldPaths`; `options`
 /// `delimiter`/`index` pick or replace one part, `create` adds missing
-/// fields. Errors are returned as messages.
-pub fn replace(objects: &mut [Object], replacement: &Value) -> Result<(), String> {
+/// fields.
+pub fn replace(objects: &mut [Object], replacement: &Value) -> Result<(), ReplacementError> {
     let source = replacement
         .get("source")
-        .ok_or("a replacement without source")?;
+        .ok_or(ReplacementError::NoSource)?;
     let sources: Vec<&Object> = objects
         .iter()
         .filter(|o| replacement_source(o, source))
         .collect();
     let [from] = sources[..] else {
-        return Err(format!(
-            "replacement source {source} matches {} objects, not one",
-            sources.len()
-        ));
+        return Err(ReplacementError::SourceCount {
+            selector: source.clone(),
+            count: sources.len(),
+        });
     };
     let path = source
         .get("fieldPath")
@@ -682,7 +716,7 @@ pub fn replace(objects: &mut [Object], replacement: &Value) -> Result<(), String
         .unwrap_or("metadata.name");
     let mut value = get_field(&from.body, path)
         .cloned()
-        .ok_or(format!("replacement source field `{path}` not found"))?;
+        .ok_or_else(|| ReplacementError::SourceField { path: path.into() })?;
     if let (Some(Value::String(s)), Some(delim)) = (
         Some(&value),
         source.pointer("/options/delimiter").and_then(Value::as_str),
@@ -696,7 +730,7 @@ pub fn replace(objects: &mut [Object], replacement: &Value) -> Result<(), String
             usize::try_from(index)
                 .ok()
                 .and_then(|i| parts.get(i))
-                .ok_or("replacement source index out of range")?
+                .ok_or(ReplacementError::SourceIndex)?
                 .to_string(),
         );
     }
@@ -726,9 +760,9 @@ pub fn replace(objects: &mut [Object], replacement: &Value) -> Result<(), String
             }
             for path in &paths {
                 if path.contains('*') {
-                    return Err(format!(
-                        "target field path `{path}` uses a `*` wildcard, which is not modelled"
-                    ));
+                    return Err(ReplacementError::Wildcard {
+                        path: (*path).into(),
+                    });
                 }
                 let mut new = value.clone();
                 if let (Some(delim), Some(Value::String(old)), Value::String(part)) =
@@ -760,12 +794,12 @@ pub fn replace(objects: &mut [Object], replacement: &Value) -> Result<(), String
                 // kustomize fails the build on a target field it cannot
                 // find (or, with `create`, create).
                 if !set_field(&mut obj.body, path, new, create) {
-                    return Err(format!(
-                        "unable to find{} field `{path}` in replacement target {} {}",
-                        if create { " or create" } else { "" },
-                        obj.kind,
-                        obj.name
-                    ));
+                    return Err(ReplacementError::TargetField {
+                        path: (*path).into(),
+                        create,
+                        kind: obj.kind.clone(),
+                        name: obj.name.clone(),
+                    });
                 }
             }
             sync(obj);
@@ -774,11 +808,43 @@ pub fn replace(objects: &mut [Object], replacement: &Value) -> Result<(), String
     Ok(())
 }
 
+/// Why kustomize fails the build on a `replacements` entry.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ReplacementError {
+    #[error("a replacement without source")]
+    NoSource,
+    #[error("replacement source {selector} matches {count} objects, not one")]
+    SourceCount { selector: Value, count: usize },
+    #[error("replacement source field `{path}` not found")]
+    SourceField { path: String },
+    #[error("replacement source index out of range")]
+    SourceIndex,
+    #[error("target field path `{path}` uses a `*` wildcard, which is not modelled")]
+    Wildcard { path: String },
+    #[error(
+        "unable to find{} field `{path}` in replacement target {kind} {name}",
+        if *.create { " or create" } else { "" }
+    )]
+    TargetField {
+        path: String,
+        create: bool,
+        kind: String,
+        name: String,
+    },
+    /// kyaml cannot decode the text as the target's tag (`cannot decode
+    /// !!str … as a !!int`).
+    #[error(
+        "cannot decode `{text}` as the {} the target field holds",
+        if *.boolean { "boolean" } else { "number" }
+    )]
+    Decode { text: String, boolean: bool },
+}
+
 /// `new` written where `old` was, by kustomize's replacement: a scalar
 /// keeps `old`'s tag and takes `new`'s text, so a number written onto a
 /// string is the string of its text, and text that is no number written
 /// onto a number fails the build (`cannot decode !!str … as a !!int`).
-fn keep_scalar_type(old: &Value, new: Value) -> Result<Value, String> {
+fn keep_scalar_type(old: &Value, new: Value) -> Result<Value, ReplacementError> {
     let text = match &new {
         Value::String(s) => s.clone(),
         Value::Number(n) => n.to_string(),
@@ -795,14 +861,10 @@ fn keep_scalar_type(old: &Value, new: Value) -> Result<Value, String> {
     };
     match read {
         Some(v) if fits => Ok(v),
-        _ => Err(format!(
-            "cannot decode `{text}` as the {} the target field holds",
-            if old.is_boolean() {
-                "boolean"
-            } else {
-                "number"
-            }
-        )),
+        _ => Err(ReplacementError::Decode {
+            text,
+            boolean: old.is_boolean(),
+        }),
     }
 }
 

@@ -66,8 +66,118 @@ pub struct Layer {
 pub struct Unresolved {
     /// `Secret kube-system/cilium-values`.
     pub what: String,
-    pub why: String,
+    pub why: Unreadable,
 }
+
+/// Why the values of a `valuesFrom` entry cannot be read offline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum Unreadable {
+    #[error("it is not in the GitOps tree (created in the cluster, e.g. by external-secrets)")]
+    NotInTree,
+    #[error("it is SOPS-encrypted")]
+    SopsEncrypted,
+    #[error("its data is not base64")]
+    NotBase64,
+}
+
+/// Why a HelmRelease cannot be found, or what it installs cannot be
+/// resolved offline, the way helm-controller resolves it.
+#[derive(Debug, thiserror::Error)]
+pub enum OriginError {
+    #[error(
+        "`{reference}` is neither a file (…/helmrelease.yaml, relative to `flux.root`) nor namespace/name of a HelmRelease"
+    )]
+    NotAReference { reference: String },
+    #[error(
+        "no HelmRelease in `{reference}` is reached from `flux.entrypoint` (the path is relative to `flux.root`; Flux would not apply a file it does not reach either; `bootstrap check` shows what is reached)"
+    )]
+    FileNotReached { reference: String },
+    #[error(
+        "no HelmRelease `{reference}` is reached from `flux.entrypoint`; `bootstrap check` shows what is reached"
+    )]
+    NameNotReached { reference: String },
+    /// `names`: each as namespace/name.
+    #[error(
+        "`{reference}` names {} HelmReleases ({}); name one as namespace/name",
+        .names.len(),
+        .names.join(", ")
+    )]
+    Ambiguous {
+        reference: String,
+        names: Vec<String>,
+    },
+    #[error("`spec.values` is not a map")]
+    SpecValuesNotAMap,
+    #[error("`spec.valuesFrom` names {what}: only ConfigMap and Secret exist")]
+    ValuesFromKind { what: String },
+    #[error("`spec.valuesFrom` names key `{key}` of {what} ({file}), which has no such key")]
+    NoSuchKey {
+        key: String,
+        what: String,
+        file: String,
+    },
+    #[error("`targetPath: {path}` of {what}: {source}")]
+    TargetPath {
+        path: String,
+        what: String,
+        #[source]
+        source: ListIndex,
+    },
+    #[error("{label} ({file}) is not YAML: {error}")]
+    NotYaml {
+        label: String,
+        file: String,
+        #[source]
+        error: Box<serde_saphyr::Error>,
+    },
+    #[error("{label} ({file}) is not a YAML map")]
+    NotAMap { label: String, file: String },
+    #[error(
+        "its chart source {kind} {}/{name} is not reached from `flux.entrypoint`",
+        .namespace.as_deref().unwrap_or("-")
+    )]
+    SourceNotReached {
+        kind: String,
+        namespace: Option<String>,
+        name: String,
+    },
+    /// `template`: where the chart template is (`spec.chart.spec`, a HelmChart's spec).
+    #[error("`{template}.chart` is missing")]
+    NoChart { template: String },
+    #[error(
+        "its chart comes from a {kind} (`{chart}`); bootstrap installs charts from a HelmRepository or an OCIRepository only: give the release its own `chart:` instead of `from:`"
+    )]
+    ChartSourceKind { kind: String, chart: String },
+    #[error("{kind} {name} ({file}) has no `spec.url`")]
+    NoUrl {
+        kind: &'static str,
+        name: String,
+        file: String,
+    },
+    #[error("it has neither `spec.chart` nor `spec.chartRef`")]
+    NoChartOrRef,
+    #[error(
+        "its `spec.chartRef` names a {kind}; bootstrap follows an OCIRepository or a HelmChart only: give the release its own `chart:` instead of `from:`"
+    )]
+    ChartRefKind { kind: String },
+    #[error(
+        "OCIRepository {name} ({file}) follows the semver range `{range}`; bootstrap installs pinned versions: pin `spec.ref.tag`"
+    )]
+    SemverRange {
+        name: String,
+        file: String,
+        range: String,
+    },
+    #[error(
+        "OCIRepository {name} ({file}) has no `spec.ref.tag` (a digest alone, or the implicit `latest`); bootstrap installs pinned versions: pin `spec.ref.tag`"
+    )]
+    NoTag { name: String, file: String },
+}
+
+/// A `targetPath` with a list index, which this resolution does not model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("list indexes are not supported")]
+pub struct ListIndex;
 
 /// What a HelmRelease installs, as helm-controller would resolve it.
 #[derive(Debug, Clone)]
@@ -89,7 +199,7 @@ pub fn is_helm_release(object: &Object) -> bool {
 
 /// The HelmRelease `reference` names among the scanned objects: a path
 /// relative to `flux.root` (`…/helmrelease.yaml`) or `namespace/name`.
-pub fn find<'a>(objects: &'a [Object], reference: &str) -> Result<&'a Object, String> {
+pub fn find<'a>(objects: &'a [Object], reference: &str) -> Result<&'a Object, OriginError> {
     let releases = objects.iter().filter(|o| is_helm_release(o));
     let is_path = reference.ends_with(".yaml") || reference.ends_with(".yml");
     let found: Vec<&Object> = if is_path {
@@ -97,9 +207,9 @@ pub fn find<'a>(objects: &'a [Object], reference: &str) -> Result<&'a Object, St
         releases.filter(|o| o.file == wanted).collect()
     } else {
         let Some((namespace, name)) = reference.split_once('/') else {
-            return Err(format!(
-                "`{reference}` is neither a file (…/helmrelease.yaml, relative to `flux.root`) nor namespace/name of a HelmRelease"
-            ));
+            return Err(OriginError::NotAReference {
+                reference: reference.into(),
+            });
         };
         releases
             .filter(|o| o.name == name && o.namespace.as_deref() == Some(namespace))
@@ -107,20 +217,19 @@ pub fn find<'a>(objects: &'a [Object], reference: &str) -> Result<&'a Object, St
     };
     match found.as_slice() {
         [one] => Ok(one),
-        [] if is_path => Err(format!(
-            "no HelmRelease in `{reference}` is reached from `flux.entrypoint` (the path is relative to `flux.root`; Flux would not apply a file it does not reach either; `bootstrap check` shows what is reached)"
-        )),
-        [] => Err(format!(
-            "no HelmRelease `{reference}` is reached from `flux.entrypoint`; `bootstrap check` shows what is reached"
-        )),
-        many => Err(format!(
-            "`{reference}` names {} HelmReleases ({}); name one as namespace/name",
-            many.len(),
-            many.iter()
+        [] if is_path => Err(OriginError::FileNotReached {
+            reference: reference.into(),
+        }),
+        [] => Err(OriginError::NameNotReached {
+            reference: reference.into(),
+        }),
+        many => Err(OriginError::Ambiguous {
+            reference: reference.into(),
+            names: many
+                .iter()
                 .map(|o| format!("{}/{}", o.namespace.as_deref().unwrap_or("-"), o.name))
-                .collect::<Vec<_>>()
-                .join(", ")
-        )),
+                .collect(),
+        }),
     }
 }
 
@@ -139,7 +248,7 @@ pub fn managing<'a>(objects: &'a [Object], namespace: &str, name: &str) -> Vec<&
 }
 
 /// Resolves what `release` (a HelmRelease among `objects`) installs.
-pub fn resolve(release: &Object, objects: &[Object]) -> Result<Origin, String> {
+pub fn resolve(release: &Object, objects: &[Object]) -> Result<Origin, OriginError> {
     let spec = release.body.get("spec").cloned().unwrap_or_default();
     let namespace = release.namespace.as_deref();
     let chart = chart(release, &spec, objects)?;
@@ -148,7 +257,7 @@ pub fn resolve(release: &Object, objects: &[Object]) -> Result<Origin, String> {
     let spec_values = match spec.get("values") {
         None | Some(Value::Null) => Value::Object(Map::new()),
         Some(v @ Value::Object(_)) => v.clone(),
-        Some(_) => return Err("`spec.values` is not a map".into()),
+        Some(_) => return Err(OriginError::SpecValuesNotAMap),
     };
     let mut result = Value::Object(Map::new());
     for entry in spec
@@ -172,9 +281,7 @@ pub fn resolve(release: &Object, objects: &[Object]) -> Result<Origin, String> {
         let literal = entry.get("literal").and_then(Value::as_bool) == Some(true);
         let what = format!("{kind} {}/{name}", namespace.unwrap_or("-"));
         if kind != "ConfigMap" && kind != "Secret" {
-            return Err(format!(
-                "`spec.valuesFrom` names {what}: only ConfigMap and Secret exist"
-            ));
+            return Err(OriginError::ValuesFromKind { what });
         }
         let source = objects.iter().find(|o| {
             o.kind == kind
@@ -186,7 +293,7 @@ pub fn resolve(release: &Object, objects: &[Object]) -> Result<Origin, String> {
             if !optional {
                 unresolved.push(Unresolved {
                     what,
-                    why: "it is not in the GitOps tree (created in the cluster, e.g. by external-secrets)".into(),
+                    why: Unreadable::NotInTree,
                 });
             }
             continue;
@@ -195,10 +302,11 @@ pub fn resolve(release: &Object, objects: &[Object]) -> Result<Origin, String> {
             Ok(Some(data)) => data,
             Ok(None) if optional => continue,
             Ok(None) => {
-                return Err(format!(
-                    "`spec.valuesFrom` names key `{key}` of {what} ({}), which has no such key",
-                    source.file
-                ));
+                return Err(OriginError::NoSuchKey {
+                    key: key.into(),
+                    what,
+                    file: source.file.clone(),
+                });
             }
             Err(why) => {
                 if !optional {
@@ -216,10 +324,13 @@ pub fn resolve(release: &Object, objects: &[Object]) -> Result<Origin, String> {
                 set_value(&data)
             };
             let mut layer = Value::Object(Map::new());
-            set_path(&mut layer, path, value.clone())
-                .map_err(|why| format!("`targetPath: {path}` of {what}: {why}"))?;
-            set_path(&mut result, path, value)
-                .map_err(|why| format!("`targetPath: {path}` of {what}: {why}"))?;
+            let at = |source| OriginError::TargetPath {
+                path: path.into(),
+                what: what.clone(),
+                source,
+            };
+            set_path(&mut layer, path, value.clone()).map_err(at)?;
+            set_path(&mut result, path, value).map_err(at)?;
             Layer {
                 label: format!("{label} at {path}"),
                 file: Some(source.file.clone()),
@@ -229,13 +340,21 @@ pub fn resolve(release: &Object, objects: &[Object]) -> Result<Origin, String> {
             let parsed: Value = if data.trim().is_empty() {
                 Value::Object(Map::new())
             } else {
-                serde_saphyr::from_str(&data)
-                    .map_err(|e| format!("{label} ({}) is not YAML: {e}", source.file))?
+                serde_saphyr::from_str(&data).map_err(|error| OriginError::NotYaml {
+                    label: label.clone(),
+                    file: source.file.clone(),
+                    error: Box::new(error),
+                })?
             };
             let parsed = match parsed {
                 Value::Null => Value::Object(Map::new()),
                 v @ Value::Object(_) => v,
-                _ => return Err(format!("{label} ({}) is not a YAML map", source.file)),
+                _ => {
+                    return Err(OriginError::NotAMap {
+                        label,
+                        file: source.file.clone(),
+                    });
+                }
             };
             crate::values::merge(&mut result, parsed.clone());
             Layer {
@@ -266,8 +385,8 @@ pub fn resolve(release: &Object, objects: &[Object]) -> Result<Origin, String> {
     })
 }
 
-fn chart(release: &Object, spec: &Value, objects: &[Object]) -> Result<OriginChart, String> {
-    let source = |kind: &str, name: &str, ns: Option<&str>| -> Result<&Object, String> {
+fn chart(release: &Object, spec: &Value, objects: &[Object]) -> Result<OriginChart, OriginError> {
+    let source = |kind: &str, name: &str, ns: Option<&str>| -> Result<&Object, OriginError> {
         let ns = ns.or(release.namespace.as_deref());
         objects
             .iter()
@@ -277,30 +396,32 @@ fn chart(release: &Object, spec: &Value, objects: &[Object]) -> Result<OriginCha
                     && o.name == name
                     && o.namespace.as_deref() == ns
             })
-            .ok_or_else(|| {
-                format!(
-                    "its chart source {kind} {}/{name} is not reached from `flux.entrypoint`",
-                    ns.unwrap_or("-")
-                )
+            .ok_or_else(|| OriginError::SourceNotReached {
+                kind: kind.into(),
+                namespace: ns.map(str::to_string),
+                name: name.into(),
             })
     };
     let str_at = |v: &Value, p: &str| v.pointer(p).and_then(Value::as_str).map(str::to_string);
     // A chart template (`spec.chart.spec`) or a HelmChart's spec: chart,
     // version and a source whose namespace defaults to `namespace`.
     let from_template = |template: &Value, namespace: Option<&str>, what: &str| {
-        let chart = str_at(template, "/chart").ok_or(format!("`{what}.chart` is missing"))?;
+        let chart = str_at(template, "/chart").ok_or_else(|| OriginError::NoChart {
+            template: what.into(),
+        })?;
         let version = str_at(template, "/version").unwrap_or_else(|| "*".into());
         let kind = str_at(template, "/sourceRef/kind").unwrap_or_default();
         let name = str_at(template, "/sourceRef/name").unwrap_or_default();
         let ns = str_at(template, "/sourceRef/namespace");
         if kind != "HelmRepository" {
-            return Err(format!(
-                "its chart comes from a {kind} (`{chart}`); bootstrap installs charts from a HelmRepository or an OCIRepository only: give the release its own `chart:` instead of `from:`"
-            ));
+            return Err(OriginError::ChartSourceKind { kind, chart });
         }
         let repo = source(&kind, &name, ns.as_deref().or(namespace))?;
-        let url = str_at(&repo.body, "/spec/url")
-            .ok_or_else(|| format!("HelmRepository {name} ({}) has no `spec.url`", repo.file))?;
+        let url = str_at(&repo.body, "/spec/url").ok_or_else(|| OriginError::NoUrl {
+            kind: "HelmRepository",
+            name: name.clone(),
+            file: repo.file.clone(),
+        })?;
         let location = if str_at(&repo.body, "/spec/type").as_deref() == Some("oci")
             || url.starts_with("oci://")
         {
@@ -314,7 +435,7 @@ fn chart(release: &Object, spec: &Value, objects: &[Object]) -> Result<OriginCha
         return from_template(template, None, "spec.chart.spec");
     }
     let Some(chart_ref) = spec.get("chartRef") else {
-        return Err("it has neither `spec.chart` nor `spec.chartRef`".into());
+        return Err(OriginError::NoChartOrRef);
     };
     let kind = str_at(chart_ref, "/kind").unwrap_or_default();
     let name = str_at(chart_ref, "/name").unwrap_or_default();
@@ -329,23 +450,26 @@ fn chart(release: &Object, spec: &Value, objects: &[Object]) -> Result<OriginCha
         );
     }
     if kind != "OCIRepository" {
-        return Err(format!(
-            "its `spec.chartRef` names a {kind}; bootstrap follows an OCIRepository or a HelmChart only: give the release its own `chart:` instead of `from:`"
-        ));
+        return Err(OriginError::ChartRefKind { kind });
     }
     let repo = source(&kind, &name, str_at(chart_ref, "/namespace").as_deref())?;
-    let url = str_at(&repo.body, "/spec/url")
-        .ok_or_else(|| format!("OCIRepository {name} ({}) has no `spec.url`", repo.file))?;
-    let at = format!("OCIRepository {name} ({})", repo.file);
+    let url = str_at(&repo.body, "/spec/url").ok_or_else(|| OriginError::NoUrl {
+        kind: "OCIRepository",
+        name: name.clone(),
+        file: repo.file.clone(),
+    })?;
     if let Some(range) = str_at(&repo.body, "/spec/ref/semver") {
-        return Err(format!(
-            "{at} follows the semver range `{range}`; bootstrap installs pinned versions: pin `spec.ref.tag`"
-        ));
+        return Err(OriginError::SemverRange {
+            name,
+            file: repo.file.clone(),
+            range,
+        });
     }
     let Some(tag) = str_at(&repo.body, "/spec/ref/tag") else {
-        return Err(format!(
-            "{at} has no `spec.ref.tag` (a digest alone, or the implicit `latest`); bootstrap installs pinned versions: pin `spec.ref.tag`"
-        ));
+        return Err(OriginError::NoTag {
+            name,
+            file: repo.file.clone(),
+        });
     };
     Ok(OriginChart {
         location: ChartLocation::Oci(url),
@@ -355,9 +479,9 @@ fn chart(release: &Object, spec: &Value, objects: &[Object]) -> Result<OriginCha
 
 /// `key` of a ConfigMap or Secret as written in git: `data` (base64 for a
 /// Secret), a Secret's `stringData`, or a configMapGenerator's output.
-fn data(source: &Object, key: &str) -> Result<Option<String>, String> {
+fn data(source: &Object, key: &str) -> Result<Option<String>, Unreadable> {
     if source.body.get("sops").is_some() {
-        return Err("it is SOPS-encrypted".into());
+        return Err(Unreadable::SopsEncrypted);
     }
     if source.kind == "Secret"
         && let Some(v) = source.body.pointer(&format!("/stringData/{}", escape(key)))
@@ -370,7 +494,7 @@ fn data(source: &Object, key: &str) -> Result<Option<String>, String> {
     if source.kind == "Secret" {
         super::object::decode_base64(&text(v))
             .map(Some)
-            .ok_or_else(|| "its data is not base64".into())
+            .ok_or(Unreadable::NotBase64)
     } else {
         Ok(Some(text(v)))
     }
@@ -404,7 +528,7 @@ fn set_value(text: &str) -> Value {
 }
 
 /// Sets `value` at a dotted path (`\.` escapes a dot), creating maps.
-fn set_path(root: &mut Value, path: &str, value: Value) -> Result<(), String> {
+fn set_path(root: &mut Value, path: &str, value: Value) -> Result<(), ListIndex> {
     let mut parts = Vec::new();
     let mut current = String::new();
     let mut chars = path.chars();
@@ -412,7 +536,7 @@ fn set_path(root: &mut Value, path: &str, value: Value) -> Result<(), String> {
         match c {
             '\\' => current.extend(chars.next()),
             '.' => parts.push(std::mem::take(&mut current)),
-            '[' | ']' => return Err("list indexes are not supported".into()),
+            '[' | ']' => return Err(ListIndex),
             c => current.push(c),
         }
     }
@@ -495,12 +619,14 @@ mod tests {
         assert_eq!(origin.identity.release_name, "cilium");
 
         let semver = vec![release.clone(), oci(json!({"semver": ">=1.18.0"}))];
-        let err = resolve(&release, &semver).unwrap_err();
+        let err = resolve(&release, &semver).unwrap_err().to_string();
         assert!(err.contains("semver range `>=1.18.0`"), "{err}");
         let digest = vec![release.clone(), oci(json!({"digest": "sha256:abc"}))];
-        let err = resolve(&release, &digest).unwrap_err();
+        let err = resolve(&release, &digest).unwrap_err().to_string();
         assert!(err.contains("no `spec.ref.tag`"), "{err}");
-        let err = resolve(&release, std::slice::from_ref(&release)).unwrap_err();
+        let err = resolve(&release, std::slice::from_ref(&release))
+            .unwrap_err()
+            .to_string();
         assert!(
             err.contains("OCIRepository kube-system/cilium is not reached"),
             "{err}"
@@ -590,8 +716,7 @@ mod tests {
             origin.unresolved,
             [Unresolved {
                 what: "Secret kube-system/external".into(),
-                why: "it is not in the GitOps tree (created in the cluster, e.g. by external-secrets)"
-                    .into()
+                why: Unreadable::NotInTree
             }]
         );
     }
@@ -615,7 +740,9 @@ mod tests {
         assert!(find(&objects, "apps/cilium/helmrelease.yaml").is_ok());
         assert!(find(&objects, "./apps/cilium/helmrelease.yaml").is_ok());
         assert!(find(&objects, "kube-system/cilium").is_ok());
-        let err = find(&objects, "apps/other/helmrelease.yaml").unwrap_err();
+        let err = find(&objects, "apps/other/helmrelease.yaml")
+            .unwrap_err()
+            .to_string();
         assert!(
             err.contains("no HelmRelease in `apps/other/helmrelease.yaml`"),
             "{err}"

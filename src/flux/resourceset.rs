@@ -148,7 +148,7 @@ pub fn expand(rs: &Object, providers: &[&Object]) -> Expansion {
                 let mut rendered = resource.clone();
                 match render_value(&mut rendered, *set) {
                     Ok(()) => push(&mut out, &mut keys, rendered),
-                    Err(e) => out.problems.push(e),
+                    Err(e) => out.problems.push(e.to_string()),
                 }
             }
         }
@@ -166,7 +166,7 @@ pub fn expand(rs: &Object, providers: &[&Object]) -> Expansion {
                             e.without_snippet()
                         )),
                     },
-                    Err(e) => out.problems.push(e),
+                    Err(e) => out.problems.push(e.to_string()),
                 }
             }
         }
@@ -191,9 +191,33 @@ fn push(out: &mut Expansion, keys: &mut std::collections::HashSet<String>, obj: 
     }
 }
 
+/// Why a template cannot be rendered here: flux-operator fails on it, or it
+/// uses what this scan does not model.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TemplateError {
+    #[error("unterminated template action in `{text}`")]
+    Unterminated { text: String },
+    #[error("empty command in `<< {action} >>`")]
+    EmptyCommand { action: String },
+    #[error("`<< {action} >>`: function `{function}` with these arguments is not modelled")]
+    Function { action: String, function: String },
+    #[error("`<< {action} >>` is not modelled")]
+    Action { action: String },
+    #[error("parenthesised template expressions in `{command}` are not modelled")]
+    Parenthesised { command: String },
+    /// `missingkey=error`: flux-operator fails on it too.
+    #[error("template: map has no entry for key \"{key}\" (inputs{path})")]
+    MissingKey { key: String, path: String },
+    #[error("template operand `{token}` is not modelled")]
+    Operand { token: String },
+}
+
 /// Renders every string (keys and values) of a structured resource; a
 /// rendered scalar is re-read as YAML, as the controller renders YAML text.
-fn render_value(value: &mut Value, inputs: Option<&Map<String, Value>>) -> Result<(), String> {
+fn render_value(
+    value: &mut Value,
+    inputs: Option<&Map<String, Value>>,
+) -> Result<(), TemplateError> {
     match value {
         Value::String(s) if s.contains("<<") => {
             let text = render(s, inputs)?;
@@ -225,7 +249,7 @@ fn render_value(value: &mut Value, inputs: Option<&Map<String, Value>>) -> Resul
 }
 
 /// Renders `<< … >>` actions in `text`.
-pub fn render(text: &str, inputs: Option<&Map<String, Value>>) -> Result<String, String> {
+pub fn render(text: &str, inputs: Option<&Map<String, Value>>) -> Result<String, TemplateError> {
     let mut out = String::new();
     let mut rest = text;
     while let Some(start) = rest.find("<<") {
@@ -233,7 +257,7 @@ pub fn render(text: &str, inputs: Option<&Map<String, Value>>) -> Result<String,
         let after = &rest[start + 2..];
         let end = after
             .find(">>")
-            .ok_or_else(|| format!("unterminated template action in `{text}`"))?;
+            .ok_or_else(|| TemplateError::Unterminated { text: text.into() })?;
         let mut action = &after[..end];
         let mut tail = &after[end + 2..];
         if let Some(a) = action.strip_prefix("- ") {
@@ -252,7 +276,7 @@ pub fn render(text: &str, inputs: Option<&Map<String, Value>>) -> Result<String,
     Ok(out)
 }
 
-fn eval(action: &str, inputs: Option<&Map<String, Value>>) -> Result<String, String> {
+fn eval(action: &str, inputs: Option<&Map<String, Value>>) -> Result<String, TemplateError> {
     if action.starts_with("/*") {
         return Ok(String::new());
     }
@@ -260,7 +284,9 @@ fn eval(action: &str, inputs: Option<&Map<String, Value>>) -> Result<String, Str
     for command in split_outside_quotes(action, '|') {
         let tokens = tokens(command.trim())?;
         let Some((head, args)) = tokens.split_first() else {
-            return Err(format!("empty command in `<< {action} >>`"));
+            return Err(TemplateError::EmptyCommand {
+                action: action.into(),
+            });
         };
         let mut values = args
             .iter()
@@ -270,13 +296,16 @@ fn eval(action: &str, inputs: Option<&Map<String, Value>>) -> Result<String, Str
             values.push(p);
         }
         let result = if is_function(head) {
-            call(head, &values).ok_or_else(|| {
-                format!("`<< {action} >>`: function `{head}` with these arguments is not modelled")
+            call(head, &values).ok_or_else(|| TemplateError::Function {
+                action: action.into(),
+                function: head.clone(),
             })?
         } else if values.is_empty() {
             operand(head, inputs)?
         } else {
-            return Err(format!("`<< {action} >>` is not modelled"));
+            return Err(TemplateError::Action {
+                action: action.into(),
+            });
         };
         piped = Some(result);
     }
@@ -302,7 +331,7 @@ fn split_outside_quotes(text: &str, sep: char) -> Vec<&str> {
     parts
 }
 
-fn tokens(command: &str) -> Result<Vec<String>, String> {
+fn tokens(command: &str) -> Result<Vec<String>, TemplateError> {
     let mut out = Vec::new();
     let mut chars = command.chars().peekable();
     while let Some(&c) = chars.peek() {
@@ -326,9 +355,9 @@ fn tokens(command: &str) -> Result<Vec<String>, String> {
             }
             out.push(s);
         } else if c == '(' {
-            return Err(format!(
-                "parenthesised template expressions in `{command}` are not modelled"
-            ));
+            return Err(TemplateError::Parenthesised {
+                command: command.into(),
+            });
         } else {
             let mut s = String::new();
             while let Some(&c) = chars.peek() {
@@ -344,7 +373,7 @@ fn tokens(command: &str) -> Result<Vec<String>, String> {
     Ok(out)
 }
 
-fn operand(token: &str, inputs: Option<&Map<String, Value>>) -> Result<Value, String> {
+fn operand(token: &str, inputs: Option<&Map<String, Value>>) -> Result<Value, TemplateError> {
     if let Some(s) = token.strip_prefix('"') {
         return Ok(Value::String(s.to_string()));
     }
@@ -355,13 +384,19 @@ fn operand(token: &str, inputs: Option<&Map<String, Value>>) -> Result<Value, St
         let empty = Map::new();
         let mut at = Value::Object(inputs.unwrap_or(&empty).clone());
         for key in path.split('.').filter(|k| !k.is_empty()) {
-            at = at.get(key).cloned().ok_or_else(|| {
-                format!("template: map has no entry for key \"{key}\" (inputs{path})")
-            })?;
+            at = at
+                .get(key)
+                .cloned()
+                .ok_or_else(|| TemplateError::MissingKey {
+                    key: key.into(),
+                    path: path.into(),
+                })?;
         }
         return Ok(at);
     }
-    Err(format!("template operand `{token}` is not modelled"))
+    Err(TemplateError::Operand {
+        token: token.into(),
+    })
 }
 
 fn is_function(name: &str) -> bool {

@@ -32,11 +32,20 @@ use serde_json::Value;
 
 pub const DISABLED_KEY: &str = "kustomize.toolkit.fluxcd.io/substitute";
 
+/// An expression Flux's envsubst rejects: the build fails, nothing of it
+/// is applied.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{expression}`, which Flux's envsubst rejects")]
+pub struct Rejected {
+    /// The expression as written, `${` to its `}` (or to the end).
+    pub expression: String,
+}
+
 /// Why a substitution fails the build, or a re-read that is not modelled.
 #[derive(Debug, Default, PartialEq)]
 pub struct Outcome {
     /// Expressions envsubst rejects (the build fails: nothing is applied).
-    pub errors: Vec<String>,
+    pub errors: Vec<Rejected>,
     /// Substituted plain scalars whose new text YAML would not read as one
     /// scalar (kept as strings; not modelled).
     pub unmodelled: Vec<String>,
@@ -243,7 +252,7 @@ fn go_int(s: &str, signed: bool) -> Option<i128> {
 
 /// Expands the `${…}` expressions of `text`; an error is the expression
 /// envsubst rejects (then Flux applies nothing of the build).
-pub fn expand(text: &str, vars: &BTreeMap<String, String>) -> Result<String, String> {
+pub fn expand(text: &str, vars: &BTreeMap<String, String>) -> Result<String, Rejected> {
     let chars: Vec<char> = text.chars().collect();
     let mut parser = Parser {
         chars: &chars,
@@ -266,7 +275,9 @@ pub fn expand(text: &str, vars: &BTreeMap<String, String>) -> Result<String, Str
                         .iter()
                         .position(|c| *c == '}')
                         .map_or(chars.len(), |i| start + i + 1);
-                    return Err(chars[start..end].iter().collect());
+                    return Err(Rejected {
+                        expression: chars[start..end].iter().collect(),
+                    });
                 }
             }
         } else {
@@ -561,7 +572,10 @@ mod tests {
     #[test]
     fn forms_envsubst_rejects_fail() {
         let vars = vars();
-        assert_eq!(expand("a ${X-d} b", &vars).unwrap_err(), "${X-d}");
+        assert_eq!(
+            expand("a ${X-d} b", &vars).unwrap_err().expression,
+            "${X-d}"
+        );
         assert!(expand("${X+d}", &vars).is_err());
         assert!(expand("${X?d}", &vars).is_err());
         assert!(expand("${X", &vars).is_err());
@@ -574,7 +588,12 @@ mod tests {
         let mut body = json!({"replicas": "${N}", "on": "${B:=yes}", "name": "x-${A}",
                               "pair": "${A}: ${N}", "kept": "${N"});
         let outcome = substitute(&mut body, &vars);
-        assert_eq!(outcome.errors, ["${N"]);
+        assert_eq!(
+            outcome.errors,
+            [Rejected {
+                expression: "${N".into()
+            }]
+        );
         assert_eq!(
             body,
             json!({"replicas": 3, "on": true, "name": "x-kube-system",

@@ -42,7 +42,7 @@ impl Walker {
         let built = kubectl_kustomize(&kubectl, dir).and_then(|(wrapper, text)| {
             serde_saphyr::from_multiple::<Value>(&text)
                 .map(|docs| (wrapper, docs))
-                .map_err(|e| format!("its output is not YAML: {}", e.without_snippet()))
+                .map_err(|error| KubectlError::NotYaml { error })
         });
         let (wrapper, docs) = match built {
             Ok(built) => built,
@@ -113,25 +113,53 @@ pub const DELEGATED_FIELDS: [&str; 7] = [
 /// How long `kubectl kustomize` may build one kustomization.
 pub(super) const KUBECTL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
+/// Why `kubectl kustomize` could not build a kustomization.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum KubectlError {
+    #[error("no temporary directory: {0}")]
+    TempDir(#[source] std::io::Error),
+    /// Setting up the wrapper kustomization, or waiting for kubectl.
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    #[error("cannot run {}: {source}", .kubectl.display())]
+    Spawn {
+        kubectl: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("it did not finish within {}s", .after.as_secs())]
+    Timeout { after: std::time::Duration },
+    /// kubectl's `error:` lines ([`kubectl_error`]).
+    #[error("{reason}")]
+    Failed { reason: String },
+    #[error("its output is not YAML: {}", .error.without_snippet())]
+    NotYaml {
+        #[source]
+        error: serde_saphyr::Error,
+    },
+}
+
 /// `kubectl kustomize` of a kustomization around `dir` with origin
 /// annotations: (the wrapper's directory, which the origins are relative
 /// to, and the output). kustomize takes no absolute path as a resource, so
 /// the wrapper names `dir` relative to itself. No plugin or helm flag is
 /// given: exec and container plugins never run, `helmCharts` fails (and the
 /// built-in build warns).
-pub(super) fn kubectl_kustomize(kubectl: &Path, dir: &Path) -> Result<(PathBuf, String), String> {
+pub(super) fn kubectl_kustomize(
+    kubectl: &Path,
+    dir: &Path,
+) -> Result<(PathBuf, String), KubectlError> {
     use std::io::Read;
-    let wrapper = tempfile::tempdir().map_err(|e| format!("no temporary directory: {e}"))?;
-    let base = normalize(&std::fs::canonicalize(wrapper.path()).map_err(|e| e.to_string())?);
-    let target = normalize(&std::fs::canonicalize(dir).map_err(|e| e.to_string())?);
+    let wrapper = tempfile::tempdir().map_err(KubectlError::TempDir)?;
+    let base = normalize(&std::fs::canonicalize(wrapper.path())?);
+    let target = normalize(&std::fs::canonicalize(dir)?);
     std::fs::write(
         base.join("kustomization.yaml"),
         format!(
             "resources:\n  - {}\nbuildMetadata: [originAnnotations]\n",
             serde_json::Value::from(relative(&base, &target).to_string_lossy().into_owned())
         ),
-    )
-    .map_err(|e| e.to_string())?;
+    )?;
     // Flux builds with no load restrictions (fluxcd/pkg kustomize `Build`:
     // `LoadRestrictionsNone`): files above the kustomization's directory load.
     let mut child = std::process::Command::new(kubectl)
@@ -143,7 +171,10 @@ pub(super) fn kubectl_kustomize(kubectl: &Path, dir: &Path) -> Result<(PathBuf, 
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
-        .map_err(|e| format!("cannot run {}: {e}", kubectl.display()))?;
+        .map_err(|source| KubectlError::Spawn {
+            kubectl: kubectl.to_path_buf(),
+            source,
+        })?;
     let read = |mut pipe: Box<dyn Read + Send>| {
         std::thread::spawn(move || {
             let mut text = String::new();
@@ -162,18 +193,19 @@ pub(super) fn kubectl_kustomize(kubectl: &Path, dir: &Path) -> Result<(PathBuf, 
             Ok(None) => {
                 let _ = child.kill();
                 let _ = child.wait();
-                return Err(format!(
-                    "it did not finish within {}s",
-                    KUBECTL_TIMEOUT.as_secs()
-                ));
+                return Err(KubectlError::Timeout {
+                    after: KUBECTL_TIMEOUT,
+                });
             }
-            Err(e) => return Err(e.to_string()),
+            Err(e) => return Err(e.into()),
         }
     };
     let stdout = stdout.join().ok().and_then(Result::ok).unwrap_or_default();
     let stderr = stderr.join().ok().and_then(Result::ok).unwrap_or_default();
     if !status.success() {
-        return Err(kubectl_error(&stderr));
+        return Err(KubectlError::Failed {
+            reason: kubectl_error(&stderr),
+        });
     }
     Ok((base, stdout))
 }

@@ -113,10 +113,10 @@ impl Walker {
         for obj in objects.iter_mut().filter(|o| !varsub::is_disabled(&o.body)) {
             let outcome = varsub::substitute(&mut obj.body, &vars);
             kustomize::sync(obj);
-            for expr in outcome.errors {
+            for rejected in outcome.errors {
                 failed = true;
                 let message = format!(
-                    "{ks_name}: {} {} in {} uses `{expr}`, which Flux's envsubst rejects; kustomize-controller fails the build and applies none of its objects",
+                    "{ks_name}: {} {} in {} uses {rejected}; kustomize-controller fails the build and applies none of its objects",
                     obj.kind, obj.name, obj.file
                 );
                 self.warn(
@@ -177,11 +177,20 @@ pub(super) fn substitute_from(ks: &Object) -> Vec<(String, String, bool)> {
         .collect()
 }
 
+/// Why the variables of a `substituteFrom` source cannot be known.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub(super) enum Unreadable {
+    #[error("SOPS-encrypted")]
+    SopsEncrypted,
+    #[error("data that is not base64")]
+    NotBase64,
+}
+
 /// The variables a ConfigMap or Secret provides; a SOPS-encrypted Secret's
 /// cannot be known.
-pub(super) fn source_data(source: &Object) -> Result<BTreeMap<String, String>, String> {
+pub(super) fn source_data(source: &Object) -> Result<BTreeMap<String, String>, Unreadable> {
     if source.body.get("sops").is_some() {
-        return Err("SOPS-encrypted".into());
+        return Err(Unreadable::SopsEncrypted);
     }
     let mut out = BTreeMap::new();
     let mut add = |k: &str, v: String| {
@@ -194,7 +203,7 @@ pub(super) fn source_data(source: &Object) -> Result<BTreeMap<String, String>, S
             other => other.to_string(),
         };
         if source.kind == "Secret" {
-            add(k, decode_base64(&text).ok_or("data that is not base64")?);
+            add(k, decode_base64(&text).ok_or(Unreadable::NotBase64)?);
         } else {
             add(k, text);
         }
