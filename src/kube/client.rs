@@ -28,6 +28,11 @@ pub struct Connection {
     pub server: String,
 }
 
+/// How long a read from the API server may go without a byte before the
+/// client gives up on it. A watch asks the server to end it sooner
+/// (`kube::wait`), since the API server sends nothing on an idle watch.
+pub const READ_TIMEOUT: Duration = Duration::from_secs(60);
+
 pub async fn connect(
     kubeconfig: Option<&Path>,
     context: Option<&str>,
@@ -92,7 +97,7 @@ pub async fn connect(
         .trim_end_matches('/')
         .to_string();
     config.connect_timeout = Some(Duration::from_secs(10));
-    config.read_timeout = Some(Duration::from_secs(60));
+    config.read_timeout = Some(READ_TIMEOUT);
     // kube's own retry layer retries 429/503/504 with growing gaps and no
     // overall bound (an API server answering 503 to everything kept one
     // request busy for minutes); every call here goes through

@@ -62,15 +62,24 @@ impl Selector {
         }
     }
 
+    /// The watch asks the server to end it after [`WATCH_SECONDS`]: the
+    /// watcher then starts the next one from where it was, silently.
     fn watch_config(&self) -> watcher::Config {
+        let config = watcher::Config::default().timeout(WATCH_SECONDS);
         match self {
-            Selector::Name(name) => {
-                watcher::Config::default().fields(&format!("metadata.name={name}"))
-            }
-            Selector::Labels(labels) => watcher::Config::default().labels(labels),
+            Selector::Name(name) => config.fields(&format!("metadata.name={name}")),
+            Selector::Labels(labels) => config.labels(labels),
         }
     }
 }
+
+/// How long one watch lasts (its server-side `timeoutSeconds`): under the
+/// client's read timeout. The API server sends nothing on a watch while the
+/// object does not change, so a watch left to kube's default (290 s) was cut
+/// by the client's read timeout after a quiet minute, and reported as an
+/// API error (`error reading a body from connection: timed out`) and
+/// retried; one the server ends is a normal end.
+const WATCH_SECONDS: u32 = crate::kube::client::READ_TIMEOUT.as_secs() as u32 - 10;
 
 /// The objects a wait is about: a kind, a namespace, and which of them.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

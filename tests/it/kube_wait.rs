@@ -150,6 +150,75 @@ async fn rollout_wait_survives_api_errors_and_a_dropped_watch() {
     );
 }
 
+/// The DaemonSet mid-rollout; each watch stays quiet until the server ends
+/// it (as the API server does at the watch's `timeoutSeconds`, here after
+/// 200 ms), the third sends the finished rollout.
+async fn quiet_api(State(s): State<Shared>, req: Request) -> Response {
+    let uri = req.uri().to_string();
+    let watches = {
+        let mut s = s.lock().unwrap();
+        s.seen.push(uri.clone());
+        if uri.contains("watch=true") {
+            s.watches += 1;
+        }
+        s.watches
+    };
+    if !uri.contains("watch=true") {
+        return list(
+            "DaemonSetList",
+            vec![fixture("daemonset-cilium-mid-rollout.yaml")],
+        );
+    }
+    if watches < 3 {
+        let quiet = futures::stream::once(async {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            Ok::<_, std::io::Error>(Bytes::new())
+        });
+        return Body::from_stream(quiet).into_response();
+    }
+    let mut done = fixture("daemonset-cilium-rolled-out.yaml");
+    done["metadata"]["generation"] = 3.into();
+    done["status"]["observedGeneration"] = 3.into();
+    watch(vec![json!({"type": "MODIFIED", "object": done})])
+}
+
+/// The API server sends nothing on a watch while the object is unchanged.
+/// Each watch asks the server to end it before the client's read timeout
+/// would cut it (which was reported as `API server error, retrying: …
+/// timed out` every quiet minute against a real API server), and a watch
+/// the server ends is started again without a word.
+#[tokio::test]
+async fn a_quiet_watch_is_ended_by_the_server_and_restarted_silently() {
+    let script = Shared::default();
+    let client = serve(Router::new().fallback(quiet_api).with_state(script.clone())).await;
+    let heard = Mutex::new(Vec::new());
+    let result = wait_for(
+        client,
+        &cilium(),
+        ready::rollout_check("DaemonSet").unwrap(),
+        Duration::from_secs(30),
+        |p: &str| heard.lock().unwrap().push(p.to_string()),
+    )
+    .await;
+    assert_eq!(result, Ok(()));
+    assert_eq!(heard.into_inner().unwrap(), ["1 of 3 pods updated"]);
+    let script = script.lock().unwrap();
+    assert_eq!(script.watches, 3);
+    let read_timeout = bootstrap::kube::client::READ_TIMEOUT.as_secs();
+    for uri in script.seen.iter().filter(|u| u.contains("watch=true")) {
+        let asked: u64 = uri
+            .split(['?', '&'])
+            .find_map(|p| p.strip_prefix("timeoutSeconds="))
+            .unwrap_or_else(|| panic!("a watch without timeoutSeconds: {uri}"))
+            .parse()
+            .unwrap();
+        assert!(
+            asked < read_timeout,
+            "the watch lasts {asked}s, the client reads for {read_timeout}s: {uri}"
+        );
+    }
+}
+
 async fn crd_api(State(s): State<Shared>, req: Request) -> Response {
     let uri = req.uri().to_string();
     let discoveries = {

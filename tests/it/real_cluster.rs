@@ -233,10 +233,24 @@ impl Real {
             run.stderr,
             run.stdout
         );
-        run.stdout
+        let events: Vec<Value> = run
+            .stdout
             .lines()
             .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
-            .collect()
+            .collect();
+        // A quiet watch is ended by the API server at its timeoutSeconds,
+        // never cut by the client's read timeout and retried as an error.
+        let cut: Vec<&Value> = events
+            .iter()
+            .filter(|e| {
+                e["event"] == "release_progress"
+                    && e["message"]
+                        .as_str()
+                        .is_some_and(|m| m.contains("error reading a body"))
+            })
+            .collect();
+        assert!(cut.is_empty(), "a watch was cut: {cut:?}");
+        events
     }
 
     fn apply(&self, args: &[&str]) -> Vec<Value> {
@@ -1624,4 +1638,143 @@ fn a_killed_run_leaves_no_helm_3_working_and_the_next_run_converges() {
 )]
 fn a_killed_run_and_its_helm_4_leave_a_release_the_next_run_recovers() {
     orphaned_helm(4, &[Kill::RunAndHelm, Kill::Run, Kill::RunAndHelm]);
+}
+
+// ---------------------------------------------------------------------------
+// A fleet: `apply --all` over two real API servers.
+
+/// The ledger entries on one API server: key → the cluster config that
+/// recorded it.
+fn ledger_clusters(plane: &ControlPlane) -> BTreeMap<String, String> {
+    let shards = plane.api().list(
+        "/api/v1/namespaces/kube-system/configmaps?labelSelector=bootstrap.dev%2Fledger%3Downership",
+    );
+    let mut entries = BTreeMap::new();
+    for shard in &shards {
+        for (key, value) in shard["data"].as_object().into_iter().flatten() {
+            let entry: Value = serde_json::from_str(value.as_str().unwrap_or_default())
+                .unwrap_or_else(|e| panic!("ledger entry {key}: {e}"));
+            entries.insert(
+                key.clone(),
+                entry["cluster"].as_str().unwrap_or_default().to_string(),
+            );
+        }
+    }
+    entries
+}
+
+/// `apply --all` with two clusters, `infra` and `apps`, each on its own
+/// real API server, reached through one kubeconfig with a context for each:
+/// both installed, each cluster's ledger and Lease on its own server, the
+/// releases on the right one, and `status --all` clean.
+#[test]
+#[cfg_attr(
+    not(all(realenv, shared_charts)),
+    ignore = "needs the real test environment (`tools/realenv/build`) and the real charts (../shared/charts, BOOTSTRAP_TEST_CHARTS=DIR or scripts/pull-test-charts)"
+)]
+fn apply_all_over_two_real_api_servers() {
+    let _slot = realenv::one_at_a_time();
+    // cilium's values create ServiceMonitors, and coredns needs cilium.
+    let real = Real::start(4, &["prometheus-operator-crds", "cilium", "coredns"]);
+    let apps = ControlPlane::start_with(realenv::Options {
+        context: "admin@apps".into(),
+        nodes: 2,
+    });
+    // The shipped `apps` cluster (its own Cilium identity, pod CIDR and
+    // addresses), limited to the same releases.
+    let shipped = repo_root().join("clusters/apps");
+    let apps_dir = real.root.path().join("clusters/apps");
+    copy_dir(&shipped, &apps_dir);
+    let cluster = std::fs::read_to_string(shipped.join("cluster.yaml")).unwrap();
+    assert!(
+        cluster.contains("context: admin@apps\n"),
+        "the shipped clusters/apps changed: {cluster}"
+    );
+    let cluster = cluster.split("\nflux:").next().unwrap().to_string()
+        + "\nreleases: [prometheus-operator-crds, cilium, coredns]\n";
+    std::fs::write(apps_dir.join("cluster.yaml"), cluster).unwrap();
+    let kubeconfig = real.home.path().join("fleet-kubeconfig");
+    realenv::write_kubeconfig(
+        &kubeconfig,
+        &[(&real.plane, "admin@infra"), (&apps, "admin@apps")],
+    );
+    let fleet = |args: &[&str]| {
+        let mut cmd = real.command(args);
+        cmd.env("KUBECONFIG", &kubeconfig);
+        let out = realenv::output_within(&mut cmd, realenv::COMMAND_LIMIT);
+        Run {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    };
+
+    let applied = fleet(&["apply", "--all"]);
+    assert_eq!(
+        applied.code,
+        0,
+        "{}\n{}\n(logs: {}, {})",
+        applied.stderr,
+        applied.stdout,
+        real.plane.logs().display(),
+        apps.logs().display()
+    );
+    assert!(
+        applied.stdout.contains("2 of 2 clusters applied"),
+        "{}",
+        applied.stdout
+    );
+    for (name, plane, nodes) in [("infra", &real.plane, 3), ("apps", &apps, 2)] {
+        // Each cluster's ledger is on its own server and names it.
+        let ledger = ledger_clusters(plane);
+        let expected: BTreeMap<String, String> = ["kube-system.cilium", "kube-system.coredns"]
+            .iter()
+            .map(|key| (key.to_string(), name.to_string()))
+            .collect();
+        assert_eq!(ledger, expected, "{name}");
+        assert_eq!(
+            rolled_out(plane, "DaemonSet", "kube-system", "cilium"),
+            nodes,
+            "{name}"
+        );
+        assert_eq!(
+            rolled_out(plane, "Deployment", "kube-system", "coredns"),
+            2,
+            "{name}"
+        );
+        assert!(
+            plane
+                .api()
+                .get("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/servicemonitors.monitoring.coreos.com")
+                .is_some(),
+            "{name}: the CRD phase"
+        );
+        assert_eq!(
+            plane.api().get(LEASE),
+            None,
+            "{name}: the lock was released"
+        );
+    }
+
+    let status = fleet(&["status", "--all", "--output", "json"]);
+    assert_eq!(status.code, 0, "{}\n{}", status.stderr, status.stdout);
+    let doc: Value = serde_json::from_str(&status.stdout).expect("status JSON");
+    let clusters = doc["clusters"].as_array().expect("clusters");
+    let names: Vec<&str> = clusters
+        .iter()
+        .map(|c| c["cluster"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(names, ["apps", "infra"]);
+    for cluster in clusters {
+        let coredns = cluster["releases"]
+            .as_array()
+            .expect("releases")
+            .iter()
+            .find(|r| r["release"] == "kube-system/coredns")
+            .expect("coredns");
+        assert_eq!(coredns["deployed"]["status"], "deployed", "{cluster}");
+    }
+    // Once more: nothing to do on either.
+    let again = fleet(&["apply", "--all"]);
+    assert_eq!(again.code, 0, "{}\n{}", again.stderr, again.stdout);
 }

@@ -497,16 +497,35 @@ impl ControlPlane {
     /// Writes a kubeconfig for this API server whose only context (also
     /// its cluster and user) is `context`.
     pub fn write_kubeconfig(&self, path: &Path, context: &str) {
-        let pki = self.root().join("pki");
-        let text = format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: {context}\n  cluster:\n    server: {server}\n    certificate-authority: {ca}\nusers:\n- name: {context}\n  user:\n    client-certificate: {crt}\n    client-key: {key}\ncontexts:\n- name: {context}\n  context:\n    cluster: {context}\n    user: {context}\ncurrent-context: {context}\n",
-            server = self.server,
-            ca = pki.join("ca.crt").display(),
-            crt = pki.join("admin.crt").display(),
-            key = pki.join("admin.key").display(),
-        );
-        std::fs::write(path, text).expect("write the kubeconfig");
+        write_kubeconfig(path, &[(self, context)]);
     }
+}
+
+/// Writes one kubeconfig for several control planes: a context (also its
+/// cluster and user) per plane, named as given; the first is current.
+pub fn write_kubeconfig(path: &Path, planes: &[(&ControlPlane, &str)]) {
+    let (mut clusters, mut users, mut contexts) = (String::new(), String::new(), String::new());
+    for (plane, context) in planes {
+        let pki = plane.root().join("pki");
+        clusters += &format!(
+            "- name: {context}\n  cluster:\n    server: {}\n    certificate-authority: {}\n",
+            plane.server,
+            pki.join("ca.crt").display()
+        );
+        users += &format!(
+            "- name: {context}\n  user:\n    client-certificate: {}\n    client-key: {}\n",
+            pki.join("admin.crt").display(),
+            pki.join("admin.key").display()
+        );
+        contexts += &format!(
+            "- name: {context}\n  context:\n    cluster: {context}\n    user: {context}\n"
+        );
+    }
+    let current = planes.first().map_or("", |(_, context)| context);
+    let text = format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n{clusters}users:\n{users}contexts:\n{contexts}current-context: {current}\n"
+    );
+    std::fs::write(path, text).expect("write the kubeconfig");
 }
 
 impl Drop for ControlPlane {
@@ -802,6 +821,12 @@ fn runtime() -> tokio::runtime::Runtime {
 /// packaged by the real `helm package`, indexed by `helm repo index`, served
 /// by a thread until dropped. Charts are pulled from it the way users pull
 /// them (`--repo URL NAME --version V`: index, archive, chart cache).
+///
+/// Its directory, `realenv-charts-PID-*` in the temporary directory, goes
+/// when it is dropped, and otherwise when the process exits: a test binary
+/// keeps its repository in a `static`, which is never dropped (one such
+/// directory was left per test process). One left by a process that was
+/// killed is removed by the next repository served.
 pub struct ChartRepo {
     /// `http://127.0.0.1:PORT`
     pub url: String,
@@ -814,10 +839,12 @@ pub struct ChartRepo {
 impl ChartRepo {
     /// Packages `charts` with `helm` and serves them.
     pub fn serve(helm: &Path, charts: &[PathBuf]) -> ChartRepo {
+        sweep_chart_dirs(&std::env::temp_dir());
         let dir = tempfile::Builder::new()
-            .prefix("realenv-charts-")
+            .prefix(&format!("{CHART_DIR_PREFIX}{}-", std::process::id()))
             .tempdir()
             .expect("tempdir");
+        remove_at_exit(dir.path());
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind the chart repository");
         let port = listener.local_addr().expect("address").port();
         let url = format!("http://127.0.0.1:{port}");
@@ -892,6 +919,59 @@ impl Drop for ChartRepo {
     }
 }
 
+const CHART_DIR_PREFIX: &str = "realenv-charts-";
+
+/// Directories this process removes when it exits.
+static AT_EXIT: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+
+fn remove_at_exit(dir: &Path) {
+    static REGISTERED: std::sync::Once = std::sync::Once::new();
+    REGISTERED.call_once(|| {
+        // SAFETY: registers a plain function; it runs at exit(3).
+        unsafe { libc::atexit(remove_registered) };
+    });
+    AT_EXIT
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+        .push(dir.to_path_buf());
+}
+
+/// Runs at exit(3), when the test harness returns from main: removes the
+/// registered directories. A thread that holds the list at that moment
+/// leaves them to the next [`sweep_chart_dirs`].
+extern "C" fn remove_registered() {
+    if let Ok(mut dirs) = AT_EXIT.try_lock() {
+        for dir in dirs.drain(..) {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+}
+
+/// Removes the chart repository directories under `tmp` of processes that
+/// no longer run (killed before they could remove their own).
+fn sweep_chart_dirs(tmp: &Path) {
+    let Ok(entries) = std::fs::read_dir(tmp) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix(CHART_DIR_PREFIX))
+            .and_then(|rest| rest.split_once('-'))
+            .and_then(|(pid, _)| pid.parse::<libc::pid_t>().ok())
+        else {
+            continue;
+        };
+        // SAFETY: signal 0 only asks whether the process exists.
+        let gone = unsafe { libc::kill(pid, 0) } != 0
+            && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
+        if gone {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
 /// Answers one HTTP/1.1 GET with the file under `root` (404 otherwise) and
 /// closes the connection.
 fn serve_file(stream: TcpStream, root: &Path) {
@@ -943,4 +1023,47 @@ fn serve_file(stream: TcpStream, root: &Path) {
         let _ = stream.write_all(&body);
     }
     let _ = stream.flush();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A pid no process has: a child that has been reaped.
+    fn dead_pid() -> u32 {
+        let mut child = Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        child.wait().unwrap();
+        pid
+    }
+
+    #[test]
+    fn chart_dirs_of_dead_processes_are_swept_and_ours_kept() {
+        let tmp = tempfile::tempdir().unwrap();
+        let ours = tmp
+            .path()
+            .join(format!("{CHART_DIR_PREFIX}{}-abc", std::process::id()));
+        let dead = tmp
+            .path()
+            .join(format!("{CHART_DIR_PREFIX}{}-def", dead_pid()));
+        let other = tmp.path().join("realenv-abc");
+        for dir in [&ours, &dead, &other] {
+            std::fs::create_dir_all(dir.join("sub")).unwrap();
+        }
+        sweep_chart_dirs(tmp.path());
+        assert!(ours.is_dir() && other.is_dir());
+        assert!(!dead.exists());
+    }
+
+    /// What runs at exit removes every registered directory: the one of a
+    /// repository kept in a `static`.
+    #[test]
+    fn registered_dirs_are_removed_at_exit() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("repo");
+        std::fs::create_dir_all(dir.join("sub")).unwrap();
+        remove_at_exit(&dir);
+        remove_registered();
+        assert!(!dir.exists());
+    }
 }
