@@ -9,8 +9,10 @@
 //! controller, Deployments and DaemonSets rolled out by the real controllers
 //! and scheduler (kwok makes their Pods Ready), Jobs completed by the Job
 //! controller, the admission guard's CEL evaluated by the API server, the
-//! cluster lock on the real Lease API, and helm's own install, upgrade, hooks
-//! and uninstall.
+//! cluster lock on the real Lease API, helm's own install, upgrade, hooks
+//! and uninstall, what the real helm leaves when the run that started it is
+//! killed (and how the next run recovers it), and `apply --all` over two
+//! API servers.
 //!
 //! The catalog is the shipped `infra` cluster limited to the releases whose
 //! charts `../shared/charts` holds (cilium, coredns, spegel, cert-manager,
