@@ -18,7 +18,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use tokio::time::Instant;
 
 use crate::crds::{self, Crd};
-use crate::error::{Error, one_line};
+use crate::error::{Error, Failure, one_line};
 use crate::event::{CrdRemoval, Emitter, Event, Outcome, Phase, ReleaseResult, Step, Summary};
 use crate::helm::Helm;
 use crate::kube::apply::API_RETRY_BUDGET;
@@ -99,9 +99,9 @@ pub async fn run<H: Helm>(
         // Rendered before the first uninstall, so a chart that cannot be
         // rendered stops the run while nothing has changed.
         let crds = if options.crds {
-            crds::render(helm, plan).await.map_err(|e| {
-                Error::failed_with("cannot render the CRDs to delete; nothing was changed", e)
-            })?
+            crds::render(helm, plan)
+                .await
+                .map_err(|e| Error::from(Failure::CrdsToDelete { source: e.into() }))?
         } else {
             Vec::new()
         };

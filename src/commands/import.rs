@@ -7,7 +7,7 @@ use std::io::Write;
 use serde_json::json;
 
 use crate::cli::{Config, ImportHelmfileArgs};
-use crate::error::Error;
+use crate::error::{Error, Prerequisite};
 use crate::import;
 
 #[allow(clippy::too_many_arguments)]
@@ -22,7 +22,9 @@ pub fn run(config: &Config, args: &ImportHelmfileArgs, out: &mut dyn Write) -> R
         environment: environment.map(String::from),
         ..Default::default()
     };
-    let broken = |e: import::rendered::BrokenHelmfile| Error::prerequisite(e.to_string());
+    let broken = |e: import::rendered::BrokenHelmfile| {
+        Error::from(Prerequisite::Helmfile { error: e.into() })
+    };
     let found = match args.helmfile() {
         crate::cli::HelmfileChoice::No => Err("--no-helmfile".to_string()),
         crate::cli::HelmfileChoice::At(path) => import::rendered::find(Some(&path))

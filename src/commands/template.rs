@@ -10,7 +10,7 @@ use std::io::Write;
 use serde_json::{Value, json};
 
 use crate::cli::{Config, OutputFormat, TemplateArgs, Verbosity};
-use crate::error::{Error, Problem, did_you_mean};
+use crate::error::{Error, Failure, Problem, did_you_mean};
 use crate::helm::Helm;
 use crate::release::Release;
 
@@ -219,12 +219,9 @@ fn render_all(
         let api_versions = if options.crds {
             Vec::new()
         } else {
-            let crds = crate::crds::render(helm, plan).await.map_err(|e| {
-                Error::failed_with(
-                    "cannot render the CRD phase, whose API versions the manifests are rendered with",
-                    e,
-                )
-            })?;
+            let crds = crate::crds::render(helm, plan)
+                .await
+                .map_err(|e| Error::from(Failure::ApiVersions { source: e.into() }))?;
             crate::crds::api_versions(&crds)
         };
         let render_options = manifests::Options {

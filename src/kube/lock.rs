@@ -13,7 +13,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use k8s_openapi::jiff::Timestamp;
 
 use super::retry::{is_conflict, is_not_found, retry};
-use crate::error::Error;
+use crate::error::{Cause, Error, Failure};
 
 /// Why the lock could not be taken.
 #[derive(Debug, thiserror::Error)]
@@ -38,12 +38,9 @@ pub enum LockError {
 
 impl From<LockError> for Error {
     fn from(e: LockError) -> Error {
-        let message = e.to_string();
         match e {
-            LockError::Read(source) | LockError::Take(source) => {
-                Error::failed_with(message, source)
-            }
-            LockError::Held { .. } | LockError::Race => Error::Locked(message),
+            LockError::Read(_) | LockError::Take(_) => Failure::Cluster(Cause(Box::new(e))).into(),
+            LockError::Held { .. } | LockError::Race => Error::Locked(e.to_string()),
         }
     }
 }

@@ -220,35 +220,13 @@ fn layering_rules_hold() {
     let map = map();
     let uses = |from: &str, to: &str| map.top.get(from).is_some_and(|t| t.contains(to));
     // The engines are siblings on the run layer.
-    for a in ["apply", "destroy", "status"] {
-        for b in ["apply", "destroy", "status", "commands", "cli"] {
-            assert!(a == b || !uses(a, b), "`{a}` uses `{b}`");
+    for a in ENGINES {
+        for b in ENGINES.iter().chain(&COMMAND_LAYER) {
+            assert!(a == *b || !uses(a, b), "`{a}` uses `{b}`");
         }
     }
     // Leaves never reach up into the command layer or the engines.
-    for leaf in [
-        "helm",
-        "kube",
-        "reporter",
-        "event",
-        "stop",
-        "flux",
-        "config",
-        "graph",
-        "plan",
-        "release",
-        "template",
-        "values",
-        "yaml",
-        "error",
-        "hooks",
-        "import",
-        "scheduler",
-        "crds",
-        "change",
-        "ownership",
-        "run",
-    ] {
+    for leaf in LEAVES {
         for up in ["cli", "commands", "apply", "destroy", "status"] {
             assert!(!uses(leaf, up), "`{leaf}` uses `{up}`");
         }
@@ -262,6 +240,74 @@ fn layering_rules_hold() {
     }
     // The stop signal is the bottom: every layer may use it, it uses nothing.
     assert!(map.top["stop"].is_empty(), "{:?}", map.top["stop"]);
+    // What the checks report sits below the lints, the scan and the error
+    // (docs/design.md#error-policy): it uses nothing of the crate.
+    assert!(map.top["finding"].is_empty(), "{:?}", map.top["finding"]);
+    // The one user-facing error is worded from data of the modules below it
+    // only; the others' errors reach it boxed.
+    let below_error: BTreeSet<String> = ["stop", "duration", "finding"].map(String::from).into();
+    assert!(
+        map.top["error"].is_subset(&below_error),
+        "`error` uses {:?}",
+        map.top["error"]
+    );
+}
+
+/// The command layer, the engines and every other module (a leaf of the
+/// run layer or below): `every_module_has_a_layer` keeps this true to src/.
+const COMMAND_LAYER: [&str; 2] = ["cli", "commands"];
+const ENGINES: [&str; 3] = ["apply", "destroy", "status"];
+const LEAVES: [&str; 29] = [
+    "helm",
+    "kube",
+    "reporter",
+    "event",
+    "stop",
+    "flux",
+    "config",
+    "graph",
+    "plan",
+    "release",
+    "template",
+    "values",
+    "yaml",
+    "error",
+    "hooks",
+    "import",
+    "scheduler",
+    "crds",
+    "change",
+    "ownership",
+    "run",
+    "child",
+    "duration",
+    "finding",
+    "ledger",
+    "lint",
+    "render",
+    "select",
+    "validate",
+];
+
+/// Every module of src/ is in one of the layers the rules above check.
+#[test]
+fn every_module_has_a_layer() {
+    let known: BTreeSet<&str> = COMMAND_LAYER
+        .iter()
+        .chain(&ENGINES)
+        .chain(&LEAVES)
+        .copied()
+        .collect();
+    let map = map();
+    let unplaced: Vec<&String> = map
+        .top
+        .keys()
+        .filter(|m| !known.contains(m.as_str()))
+        .collect();
+    assert!(
+        unplaced.is_empty(),
+        "modules in no layer of tests/it/architecture.rs (and docs/design.md#module-map): {unplaced:?}"
+    );
 }
 
 /// The integration tests are one binary (tests/it/main.rs, docs/design.md#test-map):
