@@ -108,10 +108,18 @@ impl Run {
             .collect()
     }
 
-    /// Unix ms at which the first helm process of `spec` started.
+    /// Unix ms when the first helm process of `spec`'s release step (its
+    /// `helm status`, or its install) started. The CRD phase's `helm
+    /// template` of the release runs long before and is not its step.
     pub fn first_helm_start(&self, spec: &Spec) -> Option<f64> {
         self.calls
             .iter()
+            .filter(|c| {
+                matches!(
+                    c.argv.first().map(String::as_str),
+                    Some("status" | "upgrade" | "install")
+                )
+            })
             .filter(|c| c.argv.contains(&spec.name))
             .map(|c| c.start_ms as f64)
             .reduce(f64::min)

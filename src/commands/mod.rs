@@ -86,11 +86,14 @@ pub(crate) fn linted_with(
     let names = crate::config::cluster_names(dir);
     let plans = match clusters {
         Clusters::One(cluster) => {
-            let plan = crate::config::load_for(dir, cluster, context)?.with_run_values(run);
+            // The release files are read once; the other clusters' plans
+            // are made from them for the fleet lints.
+            let catalog = crate::config::Catalog::read(dir)?;
+            let plan = catalog.plan(cluster, context)?.with_run_values(run);
             let others: Vec<Plan> = names
                 .iter()
                 .filter(|n| *n != cluster)
-                .filter_map(|n| crate::config::load(dir, n).ok())
+                .filter_map(|n| catalog.plan(n, None).ok())
                 .collect();
             let fleet: Vec<&Plan> = others.iter().collect();
             let findings = lint::run(&plan, &fleet);
@@ -108,7 +111,7 @@ pub(crate) fn linted_with(
         }
     };
     let fleet: Vec<&Plan> = plans.iter().collect();
-    let findings: Vec<Vec<lint::Finding>> = plans.iter().map(|p| lint::run(p, &fleet)).collect();
+    let findings = lint::run_each(&fleet);
     Ok(plans.into_iter().zip(findings).collect())
 }
 
@@ -118,10 +121,11 @@ fn load_every(
     names: &[String],
     run: &crate::plan::RunValues,
 ) -> Result<Vec<Plan>, Error> {
+    let catalog = crate::config::Catalog::read(dir)?;
     let mut plans = Vec::new();
     let mut problems = Vec::new();
     for name in names {
-        match crate::config::load(dir, name) {
+        match catalog.plan(name, None) {
             Ok(plan) => plans.push(plan.with_run_values(run)),
             Err(Error::Config(mut more)) => problems.append(&mut more),
             Err(e) => return Err(e),

@@ -39,18 +39,64 @@ pub fn load(dir: &Path, cluster: &str) -> Result<Plan, Error> {
 /// rather than cluster.yaml's: templates (`{{cluster.context}}`) and hooks
 /// see the context the run really targets.
 pub fn load_for(dir: &Path, cluster: &str, context: Option<&str>) -> Result<Plan, Error> {
-    let root = std::fs::canonicalize(dir).map_err(|e| {
-        Error::config(Problem::new(format!(
-            "config root `{}` cannot be read ({e}); pass --dir with the directory that holds clusters/ and releases/",
-            dir.display()
-        )))
-    })?;
-    let paths = Paths::new(root.clone(), dir.to_path_buf());
-    let mut problems = Vec::new();
+    Catalog::read(dir)?.plan(cluster, context)
+}
 
-    let cluster_file = read_cluster(&paths, cluster, &mut problems)?;
+/// The release files of a config root, read, checked and their `needs`
+/// resolved once: what every cluster's plan is made from. Commands that
+/// plan several clusters (`--all`, and the fleet lints of one cluster) read
+/// the files once, not once per cluster.
+pub struct Catalog {
+    paths: Paths,
+    /// `Err` when `releases/` cannot be listed: no plan can be made.
+    read: Result<Releases, Problem>,
+}
+
+struct Releases {
+    drafts: Vec<Draft>,
+    resolver: Resolver,
+    /// What is wrong with the release files, whichever cluster is planned.
+    problems: Vec<Problem>,
+}
+
+impl Catalog {
+    /// Reads `releases/` of the config root `dir`.
+    pub fn read(dir: &Path) -> Result<Catalog, Error> {
+        let root = std::fs::canonicalize(dir).map_err(|e| {
+            Error::config(Problem::new(format!(
+                "config root `{}` cannot be read ({e}); pass --dir with the directory that holds clusters/ and releases/",
+                dir.display()
+            )))
+        })?;
+        let paths = Paths::new(root, dir.to_path_buf());
+        let read = read_catalog(&paths);
+        Ok(Catalog { paths, read })
+    }
+
+    /// The plan of `cluster` (`context` as in [`load_for`]), or every
+    /// problem of its cluster file and of the release files.
+    pub fn plan(&self, cluster: &str, context: Option<&str>) -> Result<Plan, Error> {
+        let mut problems = Vec::new();
+        let cluster_file = read_cluster(&self.paths, cluster, &mut problems)?;
+        let releases = self.read.as_ref().map_err(|p| Error::config(p.clone()))?;
+        problems.extend(releases.problems.iter().cloned());
+        plan_cluster(
+            &self.paths,
+            releases,
+            cluster,
+            cluster_file,
+            context,
+            problems,
+        )
+    }
+}
+
+/// Every release file parsed and checked, names unique, `needs` resolved,
+/// no cycles: the part of loading that does not depend on the cluster.
+fn read_catalog(paths: &Paths) -> Result<Releases, Problem> {
+    let mut problems = Vec::new();
     let mut broken = Vec::new();
-    let drafts = read_releases(&paths, &mut problems, &mut broken)?;
+    let drafts = read_releases(paths, &mut problems, &mut broken)?;
 
     let mut by_id: BTreeMap<ReleaseId, usize> = BTreeMap::new();
     let mut catalog: Vec<Draft> = Vec::new();
@@ -112,7 +158,29 @@ pub fn load_for(dir: &Path, cluster: &str, context: Option<&str>) -> Result<Plan
             .release(&first.id),
         );
     }
+    Ok(Releases {
+        drafts: catalog,
+        resolver,
+        problems,
+    })
+}
 
+/// The plan of `cluster` from the checked catalog; `problems` holds what
+/// was found so far (its cluster file's, then the release files').
+fn plan_cluster(
+    paths: &Paths,
+    releases: &Releases,
+    cluster: &str,
+    cluster_file: Option<ClusterFile>,
+    context: Option<&str>,
+    mut problems: Vec<Problem>,
+) -> Result<Plan, Error> {
+    let Releases {
+        drafts: catalog,
+        resolver,
+        ..
+    } = releases;
+    let root = paths.root.clone();
     // Without a usable cluster file, what depends on it cannot be checked;
     // the release files have been.
     let Some(cluster_file) = cluster_file else {
@@ -124,7 +192,7 @@ pub fn load_for(dir: &Path, cluster: &str, context: Option<&str>) -> Result<Plan
         .join(cluster)
         .join("cluster.yaml");
     let shown_cluster = paths.show(&cluster_path);
-    let selected = select(&cluster_file, &resolver, &shown_cluster, &mut problems);
+    let selected = select(&cluster_file, resolver, &shown_cluster, &mut problems);
     let selected: Vec<&Draft> = match selected {
         Some(ids) => catalog.iter().filter(|d| ids.contains(&d.id)).collect(),
         None => catalog.iter().collect(),
@@ -169,18 +237,18 @@ pub fn load_for(dir: &Path, cluster: &str, context: Option<&str>) -> Result<Plan
     }
 
     let mut cluster = build_cluster(
-        &paths,
+        paths,
         cluster,
         &cluster_file,
-        &resolver,
+        resolver,
         &shown_cluster,
         &mut problems,
     );
     if let Some(context) = context {
         cluster.context = Some(context.to_string());
     }
-    let origins = super::origin::resolve_all(&paths, &cluster, &selected, &mut problems);
-    let shared_defaults = read_defaults(&paths, &mut problems);
+    let origins = super::origin::resolve_all(paths, &cluster, &selected, &mut problems);
+    let shared_defaults = read_defaults(paths, &mut problems);
     let mut defaults = Vec::new();
     for (file, doc) in [(shown_cluster.clone(), Some(&cluster_file.defaults))]
         .into_iter()
@@ -207,17 +275,21 @@ pub fn load_for(dir: &Path, cluster: &str, context: Option<&str>) -> Result<Plan
         renderer: crate::template::Renderer::new(),
         sops: super::sops::Sops::from_env(),
     };
-    let mut releases = Vec::new();
-    for draft in &selected {
-        match render_release(
+    // Each release on its own (in parallel), gathered in the catalog's order.
+    let rendered = super::par::map(&selected, |draft| {
+        render_release(
             &readers,
-            &paths,
+            paths,
             &cluster,
             draft,
             overrides.get(&draft.id).copied(),
             origins.get(&draft.id),
             &defaults,
-        ) {
+        )
+    });
+    let mut releases = Vec::new();
+    for result in rendered {
+        match result {
             Ok(release) => releases.push(release),
             Err(mut more) => problems.append(&mut more),
         }
@@ -339,15 +411,13 @@ fn read_releases(
     paths: &Paths,
     problems: &mut Vec<Problem>,
     broken: &mut Vec<Broken>,
-) -> Result<Vec<Draft>, Error> {
+) -> Result<Vec<Draft>, Problem> {
     let dir = paths.root.join("releases");
     let entries = std::fs::read_dir(&dir).map_err(|e| {
-        Error::config(
-            Problem::new(format!(
-                "cannot read the release definitions ({e}); a config root holds releases/*.yaml"
-            ))
-            .file(paths.show(&dir)),
-        )
+        Problem::new(format!(
+            "cannot read the release definitions ({e}); a config root holds releases/*.yaml"
+        ))
+        .file(paths.show(&dir))
     })?;
     // Every `*.yaml`/`*.yml` entry: a symlink that leads nowhere (dangling,
     // or a loop), a directory, FIFO or socket by such a name is a file the
@@ -371,73 +441,96 @@ fn read_releases(
         }
     }
     files.sort();
+    // Each file on its own (in parallel), gathered in file order.
     let mut drafts = Vec::new();
-    for file in files {
-        let shown = paths.show(&file);
-        let text = match super::read::text(&file) {
-            Ok(text) => text,
-            Err(unreadable) => {
-                problems.push(unreadable.problem(&shown));
-                continue;
-            }
-        };
-        for mut parsed in yaml::each_document::<ReleaseFile>(&text, &shown) {
-            if parsed.problems.is_empty() {
-                let Some(doc) = parsed.value else { continue };
-                let id = ReleaseId::new(doc.namespace.value.clone(), doc.name.value.clone());
-                match check_release(paths, &file, doc, problems) {
-                    Some(draft) => drafts.push(draft),
-                    None => broken.push(Broken {
-                        namespace: Some(id.namespace),
-                        name: id.name,
-                    }),
-                }
-                continue;
-            }
-            // A Kubernetes object dropped among the release files: one
-            // error saying so, not one per key it has.
-            if let Some((kind, kind_line)) = kubernetes_object(&parsed.text) {
-                problems.push(
-                    Problem::new(format!(
-                        "is a Kubernetes object ({kind}), not a release: release files hold `name`, `namespace` and `chart`; move it out of releases/ (a CustomResourceDefinition file can be listed in a release's `manifests:`, for the CRD phase)"
-                    ))
-                    .file(&shown)
-                    .at(kind_line, 0),
-                );
-                continue;
-            }
-            // What the rest of the document says is not checked: keys were
-            // taken out of it to read it. Its names are whole.
-            if let Some(doc) = &parsed.value {
-                check_names(doc, &shown, &mut parsed.problems);
-                parsed.problems.sort_by_key(|p| (p.line, p.column));
-            }
-            let identity = match parsed.value {
-                Some(doc) => Some(Identity {
-                    name: Some(doc.name.value),
-                    namespace: Some(doc.namespace.value),
-                }),
-                None => serde_saphyr::from_str::<Identity>(&parsed.text)
-                    .ok()
-                    .or_else(|| identity_by_lines(&parsed.text)),
-            };
-            if let Some(Identity {
-                name: Some(name),
-                namespace,
-            }) = identity
-            {
-                if let Some(namespace) = &namespace {
-                    let id = ReleaseId::new(namespace.clone(), name.clone());
-                    for p in &mut parsed.problems {
-                        p.release = Some(id.to_string());
-                    }
-                }
-                broken.push(Broken { namespace, name });
-            }
-            problems.append(&mut parsed.problems);
-        }
+    for mut read in super::par::map(&files, |file| read_release_file(paths, file)) {
+        drafts.append(&mut read.drafts);
+        problems.append(&mut read.problems);
+        broken.append(&mut read.broken);
     }
     Ok(drafts)
+}
+
+/// What one release file holds: its releases, its problems and the names
+/// of its releases too broken to use.
+#[derive(Default)]
+struct FileRead {
+    drafts: Vec<Draft>,
+    problems: Vec<Problem>,
+    broken: Vec<Broken>,
+}
+
+fn read_release_file(paths: &Paths, file: &Path) -> FileRead {
+    let mut read = FileRead::default();
+    let FileRead {
+        drafts,
+        problems,
+        broken,
+    } = &mut read;
+    let shown = paths.show(file);
+    let text = match super::read::text(file) {
+        Ok(text) => text,
+        Err(unreadable) => {
+            problems.push(unreadable.problem(&shown));
+            return read;
+        }
+    };
+    for mut parsed in yaml::each_document::<ReleaseFile>(&text, &shown) {
+        if parsed.problems.is_empty() {
+            let Some(doc) = parsed.value else { continue };
+            let id = ReleaseId::new(doc.namespace.value.clone(), doc.name.value.clone());
+            match check_release(paths, file, doc, problems) {
+                Some(draft) => drafts.push(draft),
+                None => broken.push(Broken {
+                    namespace: Some(id.namespace),
+                    name: id.name,
+                }),
+            }
+            continue;
+        }
+        // A Kubernetes object dropped among the release files: one
+        // error saying so, not one per key it has.
+        if let Some((kind, kind_line)) = kubernetes_object(&parsed.text) {
+            problems.push(
+                Problem::new(format!(
+                    "is a Kubernetes object ({kind}), not a release: release files hold `name`, `namespace` and `chart`; move it out of releases/ (a CustomResourceDefinition file can be listed in a release's `manifests:`, for the CRD phase)"
+                ))
+                .file(&shown)
+                .at(kind_line, 0),
+            );
+            continue;
+        }
+        // What the rest of the document says is not checked: keys were
+        // taken out of it to read it. Its names are whole.
+        if let Some(doc) = &parsed.value {
+            check_names(doc, &shown, &mut parsed.problems);
+            parsed.problems.sort_by_key(|p| (p.line, p.column));
+        }
+        let identity = match parsed.value {
+            Some(doc) => Some(Identity {
+                name: Some(doc.name.value),
+                namespace: Some(doc.namespace.value),
+            }),
+            None => serde_saphyr::from_str::<Identity>(&parsed.text)
+                .ok()
+                .or_else(|| identity_by_lines(&parsed.text)),
+        };
+        if let Some(Identity {
+            name: Some(name),
+            namespace,
+        }) = identity
+        {
+            if let Some(namespace) = &namespace {
+                let id = ReleaseId::new(namespace.clone(), name.clone());
+                for p in &mut parsed.problems {
+                    p.release = Some(id.to_string());
+                }
+            }
+            broken.push(Broken { namespace, name });
+        }
+        problems.append(&mut parsed.problems);
+    }
+    read
 }
 
 /// `kind` of a document that is a Kubernetes object (top-level

@@ -6,11 +6,12 @@ mod draft;
 pub mod file;
 mod load;
 mod origin;
+mod par;
 pub(crate) mod read;
 mod render;
 pub(crate) mod sops;
 
-pub use load::{cluster_names, load, load_for};
+pub use load::{Catalog, cluster_names, load, load_for};
 
 pub use crate::plan::{Cluster, Flux};
 

@@ -63,10 +63,11 @@ pub(crate) fn render_release(
     let release_dir = draft.file.parent().unwrap_or(&paths.root);
 
     let mut values = Value::Object(Map::new());
-    // Inline templates are found in their file from the release's document on.
-    let release_start = document_start(&draft.file, draft.line);
+    // Inline templates are found in their file from the release's document
+    // on (looked up only when one fails: reading the file for every release
+    // made loading a catalog quadratic in the size of its files).
     let inline = |map: &Option<Map<String, Value>>,
-                  (path, shown, from): (&Path, &Path, u64),
+                  (path, shown, within): (&Path, &Path, u64),
                   problems: &mut Vec<Problem>|
      -> Value {
         match map {
@@ -74,7 +75,7 @@ pub(crate) fn render_release(
                 .render_value(&Value::Object(map.clone()), &ctx)
                 .unwrap_or_else(|errors| {
                     for e in &errors {
-                        problems.push(located(problem(shown, e.to_string()), path, from, e));
+                        problems.push(located(problem(shown, e.to_string()), path, within, e));
                     }
                     Value::Null
                 }),
@@ -115,7 +116,7 @@ pub(crate) fn render_release(
         sops,
     };
     let mut secrets = SecretPaths::default();
-    let in_release = (draft.file.as_path(), shown_release.as_path(), release_start);
+    let in_release = (draft.file.as_path(), shown_release.as_path(), draft.line);
     let v = inline(&draft.doc.values, in_release, &mut problems);
     if draft.doc.values.is_some() {
         source(&draft.file, &["values"], Some(draft.line));
@@ -233,7 +234,7 @@ pub(crate) fn render_release(
         if let Err(e) = hook.render(&templates) {
             let mut p = problem(&shown_release, e.to_string());
             if let crate::hooks::HookError::Template(t) = &e {
-                p = located(p, &draft.file, release_start, t);
+                p = located(p, &draft.file, draft.line, t);
             }
             if p.line.is_none()
                 && let Some((line, column)) = written.get(i)
@@ -480,12 +481,8 @@ impl ValuesFiles<'_> {
     }
 }
 
-/// The 1-based line where the YAML document holding line `line` of `file` starts.
-fn document_start(file: &Path, line: u64) -> u64 {
-    let Ok(text) = std::fs::read_to_string(file) else {
-        return 1;
-    };
-    let lines: Vec<&str> = text.lines().collect();
+/// The 1-based line where the YAML document holding line `line` starts.
+fn document_start(lines: &[&str], line: u64) -> u64 {
     (0..(line as usize).saturating_sub(1).min(lines.len()))
         .rev()
         .find(|&i| lines[i] == "---" || lines[i].starts_with("--- "))
@@ -494,17 +491,17 @@ fn document_start(file: &Path, line: u64) -> u64 {
 }
 
 /// `problem` at the place in `file` where the failed template is written,
-/// when it can be found: its failing line is searched as text from line
-/// `from` on, as written or as escaped inside double quotes, and the
+/// when it can be found: its failing line is searched as text from the start
+/// of the YAML document holding line `within` on, as written or as escaped inside double quotes, and the
 /// position within the template (handlebars') is added to where it starts.
-fn located(problem: Problem, file: &Path, from: u64, error: &Located) -> Problem {
-    match template_position(file, from, error) {
+fn located(problem: Problem, file: &Path, within: u64, error: &Located) -> Problem {
+    match template_position(file, within, error) {
         Some((line, column)) => problem.at(line, column),
         None => problem,
     }
 }
 
-fn template_position(file: &Path, from: u64, error: &Located) -> Option<(u64, u64)> {
+fn template_position(file: &Path, within: u64, error: &Located) -> Option<(u64, u64)> {
     let text = std::fs::read_to_string(file).ok()?;
     let (line, column) = error.at.unwrap_or((1, 1));
     let written = error.template.lines().nth(line.checked_sub(1)?)?;
@@ -527,7 +524,7 @@ fn template_position(file: &Path, from: u64, error: &Located) -> Option<(u64, u6
         })
     };
     let lines: Vec<&str> = text.lines().collect();
-    let from = (from as usize).saturating_sub(1);
+    let from = (document_start(&lines, within) as usize).saturating_sub(1);
     let found = |find: &dyn Fn(&str) -> Option<usize>| {
         lines.iter().enumerate().skip(from).find_map(|(i, l)| {
             let at = find(l)?;

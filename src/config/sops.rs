@@ -5,11 +5,11 @@
 //! stdout and never written anywhere; sops finds its keys itself
 //! (`SOPS_AGE_KEY_FILE`, `~/.config/sops/age/keys.txt`, KMS, …).
 
-use std::cell::RefCell;
 use std::collections::HashMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -69,11 +69,14 @@ impl Failure {
     }
 }
 
-/// Runs sops, once per file per load.
+/// Runs sops, once per file per load, also when releases rendered on
+/// several threads read the same file (the others wait for the first).
 pub(crate) struct Sops {
     program: PathBuf,
-    decrypted: RefCell<HashMap<PathBuf, Result<String, Failure>>>,
+    decrypted: Mutex<HashMap<PathBuf, Arc<Decrypted>>>,
 }
+
+type Decrypted = OnceLock<Result<String, Failure>>;
 
 impl Sops {
     pub fn from_env() -> Sops {
@@ -88,7 +91,7 @@ impl Sops {
     pub fn new(program: PathBuf) -> Sops {
         Sops {
             program,
-            decrypted: RefCell::new(HashMap::new()),
+            decrypted: Mutex::new(HashMap::new()),
         }
     }
 
@@ -111,14 +114,14 @@ impl Sops {
 
     /// The plaintext YAML of the encrypted file at `path`.
     fn decrypt(&self, path: &Path) -> Result<String, Failure> {
-        if let Some(done) = self.decrypted.borrow().get(path) {
-            return done.clone();
-        }
-        let result = self.run(path);
-        self.decrypted
-            .borrow_mut()
-            .insert(path.to_path_buf(), result.clone());
-        result
+        let once = self
+            .decrypted
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entry(path.to_path_buf())
+            .or_default()
+            .clone();
+        once.get_or_init(|| self.run(path)).clone()
     }
 
     fn run(&self, path: &Path) -> Result<String, Failure> {

@@ -4,7 +4,9 @@
 //! than one cluster, over the clusters that install Cilium; each cluster in
 //! a clash gets its own finding, at its own value.
 
+use std::collections::HashMap;
 use std::net::Ipv4Addr;
+use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
@@ -282,6 +284,36 @@ fn ips_of(plan: &Plan) -> Vec<(&Release, String, Vec<String>)> {
     out
 }
 
+const POOL_KIND: &str = "CiliumLoadBalancerIPPool";
+
+/// Whether a file under `dir` holds `needle`, or cannot be told: a symbolic
+/// link or an unreadable entry answers yes, so the tree is resolved.
+fn mentions(dir: &Path, needle: &str) -> bool {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return true;
+    };
+    for entry in entries {
+        let Ok(entry) = entry else { return true };
+        let Ok(kind) = entry.file_type() else {
+            return true;
+        };
+        let path = entry.path();
+        let found = if kind.is_dir() {
+            mentions(&path, needle)
+        } else if kind.is_file() {
+            std::fs::read(&path).map_or(true, |bytes| {
+                bytes.windows(needle.len()).any(|w| w == needle.as_bytes())
+            })
+        } else {
+            true
+        };
+        if found {
+            return true;
+        }
+    }
+    false
+}
+
 /// A CiliumLoadBalancerIPPool block of a cluster's GitOps tree.
 struct Pool {
     name: String,
@@ -294,16 +326,26 @@ struct Pool {
 
 /// The pools of the tree `flux:` points at (docs/design.md#tree-resolution):
 /// `spec.blocks` (`cidr`, or `start`/`stop`) and the older `spec.cidrs`.
-fn pools(plan: &Plan) -> Vec<Pool> {
+fn pools(plan: &Plan, spelled: &mut HashMap<PathBuf, bool>) -> Vec<Pool> {
     let Some(flux) = &plan.cluster.flux else {
         return Vec::new();
     };
+    // Resolving a tree reads and builds all of it; a root where no file
+    // spells the kind has no pool to find (the tree never reads outside its
+    // root). Asked once per root: clusters often share one.
+    let root = flux.root.clone();
+    if !*spelled
+        .entry(root)
+        .or_insert_with(|| mentions(&flux.root, POOL_KIND))
+    {
+        return Vec::new();
+    }
     let tree = crate::flux::tree::resolve(&flux.root, &flux.entrypoint);
     let mut out = Vec::new();
     for object in tree
         .objects
         .iter()
-        .filter(|o| o.kind == "CiliumLoadBalancerIPPool" && o.group() == "cilium.io")
+        .filter(|o| o.kind == POOL_KIND && o.group() == "cilium.io")
     {
         let path = flux.root.join(&object.file);
         let text = std::fs::read_to_string(&path).unwrap_or_default();
@@ -358,7 +400,8 @@ fn pools(plan: &Plan) -> Vec<Pool> {
 /// (`io.cilium/lb-ipam-ips`), requested by one from the other's pool, or
 /// in the pools (CiliumLoadBalancerIPPool) of both.
 pub fn lb_ipam_ip_reused(plans: &[&Plan]) -> Vec<(String, Hit)> {
-    let pools: Vec<Vec<Pool>> = plans.iter().map(|p| pools(p)).collect();
+    let mut spelled = HashMap::new();
+    let pools: Vec<Vec<Pool>> = plans.iter().map(|p| pools(p, &mut spelled)).collect();
     let mut hits = Vec::new();
     for (i, plan) in plans.iter().enumerate() {
         let others = || {

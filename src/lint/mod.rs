@@ -136,20 +136,48 @@ pub fn run(plan: &Plan, fleet: &[&Plan]) -> Vec<Finding> {
             .copied()
             .filter(|p| p.cluster.name != plan.cluster.name),
     );
+    let fleet_hits = fleet_hits(&all);
+    for_plan(plan, &all, &fleet_hits)
+}
+
+/// [`run`] for each of `plans` (clusters of one config root, each named
+/// once), in their order. The fleet rules run once for all of them, not
+/// once per cluster: each resolves every cluster's GitOps tree.
+pub fn run_each(plans: &[&Plan]) -> Vec<Vec<Finding>> {
+    let fleet_hits = fleet_hits(plans);
+    plans
+        .iter()
+        .map(|plan| for_plan(plan, plans, &fleet_hits))
+        .collect()
+}
+
+/// What each fleet rule found over `all`, by the rule's index in [`RULES`].
+fn fleet_hits(all: &[&Plan]) -> Vec<Vec<(String, Hit)>> {
+    RULES
+        .iter()
+        .map(|rule| match rule.scope {
+            Scope::Fleet(check) if all.len() > 1 => check(all),
+            _ => Vec::new(),
+        })
+        .collect()
+}
+
+/// The findings of `plan`, one of `all`, given what the fleet rules found.
+fn for_plan(plan: &Plan, all: &[&Plan], fleet_hits: &[Vec<(String, Hit)>]) -> Vec<Finding> {
     let mut out = Vec::new();
-    for rule in RULES {
+    for (rule, fleet) in RULES.iter().zip(fleet_hits) {
         let hits = match rule.scope {
             Scope::Cluster(check) => check(plan),
-            Scope::Fleet(check) if all.len() > 1 => check(&all)
-                .into_iter()
+            Scope::Fleet(_) => fleet
+                .iter()
                 .filter(|(cluster, _)| *cluster == plan.cluster.name)
-                .map(|(_, hit)| hit)
+                .map(|(_, hit)| hit.clone())
                 .collect(),
-            Scope::Fleet(_) | Scope::Live(_) => Vec::new(),
+            Scope::Live(_) => Vec::new(),
         };
         out.extend(findings(plan, rule, hits));
     }
-    scrub(&mut out, &all);
+    scrub(&mut out, all);
     out.sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
     out.dedup();
     out
