@@ -109,6 +109,28 @@ fn flux_preflight(plan: &Plan) -> Result<Vec<String>, Error> {
         .collect())
 }
 
+/// The run's session: the process's own, or its cluster's place among
+/// many (tagged lines, a board of the shared screen).
+fn session(config: &Config, plan: &Plan, fleet: Option<&fleet::Slot>) -> Session {
+    match fleet {
+        None => Session::start(config.json(), config.verbosity, config.global.no_progress),
+        Some(slot) => Session::for_cluster(
+            &plan.cluster.name,
+            slot.width,
+            config.json(),
+            config.verbosity,
+            &slot.streams,
+            slot.screen.as_ref().map(|(screen, boards)| {
+                let index = boards
+                    .iter()
+                    .position(|c| *c == plan.cluster.name)
+                    .unwrap_or(0);
+                (screen, index)
+            }),
+        ),
+    }
+}
+
 /// One cluster's apply. `fleet`: its place among many clusters in one
 /// process (output tagged with its name); `None` for a single cluster.
 async fn run_async(
@@ -127,23 +149,7 @@ async fn run_async(
         run::prerequisites(config.target(), &plan, reachability).await?;
     helm_flags_supported(&plan, &version)?;
 
-    let session = match fleet {
-        None => Session::start(config.json(), config.verbosity, config.global.no_progress),
-        Some(slot) => Session::for_cluster(
-            &plan.cluster.name,
-            slot.width,
-            config.json(),
-            config.verbosity,
-            &slot.streams,
-            slot.screen.as_ref().map(|(screen, boards)| {
-                let index = boards
-                    .iter()
-                    .position(|c| *c == plan.cluster.name)
-                    .unwrap_or(0);
-                (screen, index)
-            }),
-        ),
-    };
+    let session = session(config, &plan, fleet);
     let events = session.events.clone();
     // What the prerequisites found, shown once the run has started
     // (`run_started` is the first event).

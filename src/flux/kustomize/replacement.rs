@@ -115,43 +115,7 @@ pub(super) fn set_field(body: &mut Value, path: &str, value: Value, create: bool
 /// `delimiter`/`index` pick or replace one part, `create` adds missing
 /// fields.
 pub fn replace(objects: &mut [Object], replacement: &Value) -> Result<(), ReplacementError> {
-    let source = replacement
-        .get("source")
-        .ok_or(ReplacementError::NoSource)?;
-    let sources: Vec<&Object> = objects
-        .iter()
-        .filter(|o| replacement_source(o, source))
-        .collect();
-    let [from] = sources[..] else {
-        return Err(ReplacementError::SourceCount {
-            selector: source.clone(),
-            count: sources.len(),
-        });
-    };
-    let path = source
-        .get("fieldPath")
-        .and_then(Value::as_str)
-        .unwrap_or("metadata.name");
-    let mut value = get_field(&from.body, path)
-        .cloned()
-        .ok_or_else(|| ReplacementError::SourceField { path: path.into() })?;
-    if let (Some(Value::String(s)), Some(delim)) = (
-        Some(&value),
-        source.pointer("/options/delimiter").and_then(Value::as_str),
-    ) {
-        let index = source
-            .pointer("/options/index")
-            .and_then(Value::as_i64)
-            .unwrap_or(0);
-        let parts: Vec<&str> = s.split(delim).collect();
-        value = Value::String(
-            usize::try_from(index)
-                .ok()
-                .and_then(|i| parts.get(i))
-                .ok_or(ReplacementError::SourceIndex)?
-                .to_string(),
-        );
-    }
+    let value = source_value(objects, replacement)?;
     for target in replacement
         .get("targets")
         .and_then(Value::as_array)
@@ -224,6 +188,49 @@ pub fn replace(objects: &mut [Object], replacement: &Value) -> Result<(), Replac
         }
     }
     Ok(())
+}
+
+/// The value a replacement writes: its source object's field (with
+/// `options.delimiter`/`index`, one part of it).
+fn source_value(objects: &[Object], replacement: &Value) -> Result<Value, ReplacementError> {
+    let source = replacement
+        .get("source")
+        .ok_or(ReplacementError::NoSource)?;
+    let sources: Vec<&Object> = objects
+        .iter()
+        .filter(|o| replacement_source(o, source))
+        .collect();
+    let [from] = sources[..] else {
+        return Err(ReplacementError::SourceCount {
+            selector: source.clone(),
+            count: sources.len(),
+        });
+    };
+    let path = source
+        .get("fieldPath")
+        .and_then(Value::as_str)
+        .unwrap_or("metadata.name");
+    let mut value = get_field(&from.body, path)
+        .cloned()
+        .ok_or_else(|| ReplacementError::SourceField { path: path.into() })?;
+    if let (Some(Value::String(s)), Some(delim)) = (
+        Some(&value),
+        source.pointer("/options/delimiter").and_then(Value::as_str),
+    ) {
+        let index = source
+            .pointer("/options/index")
+            .and_then(Value::as_i64)
+            .unwrap_or(0);
+        let parts: Vec<&str> = s.split(delim).collect();
+        value = Value::String(
+            usize::try_from(index)
+                .ok()
+                .and_then(|i| parts.get(i))
+                .ok_or(ReplacementError::SourceIndex)?
+                .to_string(),
+        );
+    }
+    Ok(value)
 }
 
 /// Why kustomize fails the build on a `replacements` entry.

@@ -96,10 +96,34 @@ pub(super) fn chart(
         return None;
     };
     let needs_pin = !matches!(reference, ChartOut::Path(_));
+    check_version(
+        release,
+        state,
+        &chart,
+        version.as_deref(),
+        needs_pin,
+        issues,
+    );
+    Some(Chart {
+        chart: reference,
+        version,
+    })
+}
+
+/// A chart's version as bootstrap needs it: pinned (a chart directory
+/// needs none); an issue otherwise, unless its template already failed.
+fn check_version(
+    release: &HelmfileRelease,
+    state: &State,
+    chart: &str,
+    version: Option<&str>,
+    needs_pin: bool,
+    issues: &mut Vec<Issue>,
+) {
     let version_failed = issues
         .iter()
         .any(|i| i.field == "version" && i.file == release.origin("version", state).file);
-    match &version {
+    match version {
         _ if version_failed => {}
         None if needs_pin => {
             let at = release.origin("version", state);
@@ -121,10 +145,6 @@ pub(super) fn chart(
         }
         _ => {}
     }
-    Some(Chart {
-        chart: reference,
-        version,
-    })
 }
 
 /// "read from …ocirepository.yaml" when the chart and version came from a
