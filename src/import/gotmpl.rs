@@ -259,6 +259,8 @@ impl Engine {
         }
     }
 
+    // One piece (tests/it/architecture.rs lists it): one match over the
+    // functions the subset evaluates, a few lines per function.
     fn call(&self, name: &str, args: Vec<Value>, at: &Origin) -> Result<Value, Failure> {
         let want = |n: usize| -> Result<(), Failure> {
             if args.len() == n {

@@ -354,3 +354,336 @@ fn integration_tests_are_one_binary() {
         "suites in tests/it/ with no `mod` line in tests/it/main.rs: {undeclared:?}"
     );
 }
+
+/// The code of `src/` outside test modules, file by file: `(path, text)`.
+fn source_code() -> Vec<(String, String)> {
+    let mut files = Vec::new();
+    rust_files(Path::new("src"), &mut files);
+    files.sort();
+    files
+        .into_iter()
+        .filter(|f| f.file_name().is_some_and(|n| n != "tests.rs"))
+        .map(|f| {
+            let text = std::fs::read_to_string(&f).unwrap();
+            let text = match text.find("#[cfg(test)]\nmod tests") {
+                Some(i) => text[..i].to_string(),
+                None => text,
+            };
+            (f.display().to_string(), text)
+        })
+        .collect()
+}
+
+/// Each line of `text` with its string and char literals emptied and its
+/// `//` comment cut, so that braces and `Result<…>` are only code's.
+/// Strings may span lines (`"…` to `"`, raw `r#"…"#`).
+fn code_lines(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    // Inside a string: the text that ends it (`"`, or `"#` for `r#"`).
+    let mut in_string: Option<String> = None;
+    for line in text.lines() {
+        let chars: Vec<char> = line.chars().collect();
+        let mut kept = String::new();
+        let mut i = 0;
+        while i < chars.len() {
+            if let Some(end) = &in_string {
+                if end == "\"" && chars[i] == '\\' {
+                    i += 2;
+                    continue;
+                }
+                let rest: String = chars[i..].iter().take(end.len()).collect();
+                if rest == *end {
+                    i += end.len();
+                    kept.push('"');
+                    in_string = None;
+                } else {
+                    i += 1;
+                }
+                continue;
+            }
+            let c = chars[i];
+            let next = chars.get(i + 1).copied();
+            if c == '/' && next == Some('/') {
+                break;
+            }
+            if c == '"' {
+                in_string = Some("\"".into());
+                kept.push('"');
+                i += 1;
+            } else if c == 'r'
+                && (next == Some('"') || next == Some('#'))
+                && (i == 0 || !(chars[i - 1].is_alphanumeric() || chars[i - 1] == '_'))
+            {
+                let hashes = chars[i + 1..].iter().take_while(|c| **c == '#').count();
+                if chars.get(i + 1 + hashes) == Some(&'"') {
+                    in_string = Some(format!("\"{}", "#".repeat(hashes)));
+                    kept.push('"');
+                    i += 2 + hashes;
+                } else {
+                    kept.push(c);
+                    i += 1;
+                }
+            } else if c == '\'' {
+                // A char literal (`'{'`, `'\n'`), not a lifetime (`'a`).
+                let close = if next == Some('\\') {
+                    chars[i + 2..]
+                        .iter()
+                        .position(|c| *c == '\'')
+                        .map(|p| i + 2 + p)
+                } else if chars.get(i + 2) == Some(&'\'') {
+                    Some(i + 2)
+                } else {
+                    None
+                };
+                match close {
+                    Some(end) => {
+                        kept.push_str("' '");
+                        i = end + 1;
+                    }
+                    None => {
+                        kept.push(c);
+                        i += 1;
+                    }
+                }
+            } else {
+                kept.push(c);
+                i += 1;
+            }
+        }
+        out.push(kept);
+    }
+    out
+}
+
+/// Every function of `src/` (outside tests) as `(file, name, code lines)`:
+/// the lines of its body, between the line that opens it and the line that
+/// closes it, that are neither blank nor only a comment.
+fn function_lengths() -> Vec<(String, String, usize)> {
+    let signature =
+        regex::Regex::new(r"^\s*(pub(\([^)]*\))?\s+)?(const\s+)?(async\s+)?(unsafe\s+)?fn\s+(\w+)")
+            .unwrap();
+    let mut out = Vec::new();
+    for (file, text) in source_code() {
+        let lines = code_lines(&text);
+        for (start, line) in lines.iter().enumerate() {
+            let Some(name) = signature.captures(line).map(|c| c[6].to_string()) else {
+                continue;
+            };
+            let (mut depth, mut opened, mut count) = (0usize, false, 0);
+            for l in &lines[start..] {
+                if !opened && l.contains(';') && !l.contains('{') {
+                    break; // a declaration without a body (a trait's)
+                }
+                let inside = opened;
+                for c in l.chars() {
+                    match c {
+                        '{' => {
+                            depth += 1;
+                            opened = true;
+                        }
+                        '}' => depth = depth.saturating_sub(1),
+                        _ => {}
+                    }
+                }
+                if opened && depth == 0 {
+                    break;
+                }
+                if inside && !l.trim().is_empty() {
+                    count += 1;
+                }
+            }
+            if opened {
+                out.push((file.clone(), name, count));
+            }
+        }
+    }
+    out
+}
+
+/// Longer than this many code lines, a function says why it is one.
+const LONG: usize = 100;
+
+/// Every function over [`LONG`] code lines, and why it is one piece. A
+/// function that grows past the limit must be split along its steps, or
+/// listed here with its reason; one that shrinks below it leaves the list.
+const LONG_FUNCTIONS: &[(&str, &str, &str)] = &[
+    (
+        "src/import/gotmpl.rs",
+        "call",
+        "one piece: one match over the template functions the subset evaluates, an arm of a few lines per function (said at the function)",
+    ),
+    (
+        "src/import/gotmpl/syntax.rs",
+        "tokenize",
+        "one piece: one pass over an action's characters, whose state (quotes, parentheses, the token being read) lives across the loop (said at the function)",
+    ),
+    (
+        "src/reporter/plain.rs",
+        "render",
+        "one piece: one match over the event kinds, an arm per event (said at the function)",
+    ),
+    (
+        "src/scheduler.rs",
+        "run",
+        "one piece: the scheduling state (waiting counts, running set, helm slots, stop) lives across one select loop (said at the function)",
+    ),
+    (
+        "src/apply/mod.rs",
+        "run",
+        "not split yet: preflight checks, CRD phase, release phase",
+    ),
+    (
+        "src/apply/runner.rs",
+        "step",
+        "not split yet: compare, fetch, helm, hooks, record",
+    ),
+    (
+        "src/commands/import.rs",
+        "run",
+        "not split yet: find helmfile, import, write, report",
+    ),
+    (
+        "src/commands/template.rs",
+        "run",
+        "not split yet: values per release, manifests, output",
+    ),
+    (
+        "src/config/load.rs",
+        "check_release",
+        "left to config/load.rs's rewrite",
+    ),
+    (
+        "src/config/load.rs",
+        "plan_cluster",
+        "left to config/load.rs's rewrite",
+    ),
+    (
+        "src/config/render.rs",
+        "render_release",
+        "left to the values stack (docs/design.md#values-merge-order), one function per layer",
+    ),
+    (
+        "src/flux/findings.rs",
+        "handover",
+        "not split yet: the adopting HelmRelease, its resolution, the comparison",
+    ),
+    (
+        "src/flux/tree/generators.rs",
+        "generators",
+        "not split yet: one function per generator kind",
+    ),
+    (
+        "src/import/convert.rs",
+        "import",
+        "not split yet: read states, convert, Flux tree, order",
+    ),
+    (
+        "src/import/convert/release.rs",
+        "convert_release",
+        "not split yet: one function per release field",
+    ),
+    (
+        "src/import/helmfile.rs",
+        "releases",
+        "not split yet: rendered releases, the subset's, inheritance",
+    ),
+    (
+        "src/import/helmfile/fields.rs",
+        "render_fields_into",
+        "not split yet: one function per templated field",
+    ),
+    (
+        "src/import/hooks.rs",
+        "typed",
+        "not split yet: one function per kubectl wait form",
+    ),
+    (
+        "src/import/write.rs",
+        "release_text",
+        "not split yet: one function per release file section",
+    ),
+    (
+        "src/ownership.rs",
+        "gather",
+        "not split yet: Flux HelmReleases, Helm release secrets, manifests",
+    ),
+    (
+        "src/plan.rs",
+        "render_text_detailed",
+        "not split yet: one function per release block",
+    ),
+];
+
+#[test]
+fn long_functions_are_listed_with_their_reason() {
+    let long: BTreeSet<(String, String)> = function_lengths()
+        .into_iter()
+        .filter(|(_, _, n)| *n > LONG)
+        .map(|(f, name, _)| (f, name))
+        .collect();
+    let listed: BTreeSet<(String, String)> = LONG_FUNCTIONS
+        .iter()
+        .map(|(f, name, _)| (f.to_string(), name.to_string()))
+        .collect();
+    let lengths: BTreeMap<(String, String), usize> = function_lengths()
+        .into_iter()
+        .map(|(f, name, n)| ((f, name), n))
+        .collect();
+    let unlisted: Vec<String> = long
+        .difference(&listed)
+        .map(|k| format!("{} {} ({} lines)", k.0, k.1, lengths[k]))
+        .collect();
+    let short: Vec<&(String, String)> = listed.difference(&long).collect();
+    assert!(
+        unlisted.is_empty() && short.is_empty(),
+        "functions over {LONG} code lines not in LONG_FUNCTIONS (split them, or list them with why they are one): {unlisted:#?}\nlisted but no longer over {LONG}: {short:?}"
+    );
+}
+
+/// Parsers return their own error enum, never a `String`
+/// (docs/design.md#error-policy); clap's value parsers in `cli` are the
+/// exception clap imposes.
+#[test]
+fn no_function_returns_a_string_as_its_error() {
+    let mut found = Vec::new();
+    for (file, text) in source_code() {
+        if file.starts_with("src/cli") {
+            continue;
+        }
+        for (n, line) in code_lines(&text).iter().enumerate() {
+            for (i, _) in line.match_indices("Result<") {
+                // The generic arguments up to the matching `>`.
+                let mut depth = 0;
+                let mut args = String::new();
+                for c in line[i + "Result<".len()..].chars() {
+                    match c {
+                        '<' | '(' | '[' => depth += 1,
+                        '>' | ')' | ']' if depth == 0 => break,
+                        '>' | ')' | ']' => depth -= 1,
+                        _ => {}
+                    }
+                    args.push(c);
+                }
+                let mut top = Vec::new();
+                let (mut depth, mut part) = (0, String::new());
+                for c in args.chars() {
+                    match c {
+                        '<' | '(' | '[' => depth += 1,
+                        '>' | ')' | ']' => depth -= 1,
+                        ',' if depth == 0 => {
+                            top.push(std::mem::take(&mut part));
+                            continue;
+                        }
+                        _ => {}
+                    }
+                    part.push(c);
+                }
+                top.push(part);
+                if top.len() == 2 && top[1].trim() == "String" {
+                    found.push(format!("{file}:{}: {}", n + 1, line.trim()));
+                }
+            }
+        }
+    }
+    assert!(found.is_empty(), "{found:#?}");
+}

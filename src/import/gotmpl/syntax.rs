@@ -149,6 +149,10 @@ pub(super) enum Token {
     Var(String, Vec<String>),
 }
 
+/// An action's tokens.
+// One piece (tests/it/architecture.rs lists it): one pass over the
+// characters, whose state (quotes, parentheses, the token being read) lives
+// across the loop.
 pub(super) fn tokenize(body: &str) -> Result<Vec<Token>, SyntaxError> {
     let chars: Vec<char> = body.chars().collect();
     let mut tokens = Vec::new();
