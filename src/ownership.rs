@@ -168,18 +168,15 @@ pub async fn conflicts<H: Helm>(
     Ok(gather(plan, helm, connection).await?.conflicts)
 }
 
-/// The conflicts, every release helm knows, and the Flux HelmReleases that
-/// manage releases of the plan. A `handover` release may be managed by one
-/// HelmRelease (that is the point), never by two.
-pub async fn gather<H: Helm>(
-    plan: &Plan,
-    helm: &H,
-    connection: &Connection,
-) -> Result<Live, Error> {
-    let ours: Vec<&Release> = plan.installed().collect();
+/// The conflicts of Flux HelmReleases (`managed_by`: which manage each
+/// release) with `ours`: one that manages a release bootstrap owns, two
+/// that manage one handover release.
+fn helm_release_conflicts(
+    ours: &[&Release],
+    managed_by: &BTreeMap<ReleaseId, Vec<LiveHelmRelease>>,
+) -> Vec<Conflict> {
     let mut found = Vec::new();
-    let managed_by = helm_releases(plan, connection).await?;
-    for (target, hrs) in &managed_by {
+    for (target, hrs) in managed_by {
         let Some(release) = ours.iter().find(|r| &r.id == target) else {
             continue;
         };
@@ -199,7 +196,7 @@ pub async fn gather<H: Helm>(
             });
         }
     }
-    for (id, hrs) in &managed_by {
+    for (id, hrs) in managed_by {
         let handover = ours
             .iter()
             .any(|r| &r.id == id && r.ownership == Ownership::Handover);
@@ -216,7 +213,20 @@ pub async fn gather<H: Helm>(
             });
         }
     }
+    found
+}
 
+/// The conflicts, every release helm knows, and the Flux HelmReleases that
+/// manage releases of the plan. A `handover` release may be managed by one
+/// HelmRelease (that is the point), never by two.
+pub async fn gather<H: Helm>(
+    plan: &Plan,
+    helm: &H,
+    connection: &Connection,
+) -> Result<Live, Error> {
+    let ours: Vec<&Release> = plan.installed().collect();
+    let managed_by = helm_releases(plan, connection).await?;
+    let mut found = helm_release_conflicts(&ours, &managed_by);
     for release in &ours {
         if release.ownership == Ownership::Handover {
             // helm-controller's own labels are expected once Flux adopts it.

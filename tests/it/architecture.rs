@@ -563,11 +563,6 @@ const LONG_FUNCTIONS: &[(&str, &str, &str)] = &[
         "left to the values stack (docs/design.md#values-merge-order), one function per layer",
     ),
     (
-        "src/flux/findings.rs",
-        "handover",
-        "not split yet: the adopting HelmRelease, its resolution, the comparison",
-    ),
-    (
         "src/flux/tree/generators.rs",
         "generators",
         "not split yet: one function per generator kind",
@@ -601,11 +596,6 @@ const LONG_FUNCTIONS: &[(&str, &str, &str)] = &[
         "src/import/write.rs",
         "release_text",
         "not split yet: one function per release file section",
-    ),
-    (
-        "src/ownership.rs",
-        "gather",
-        "not split yet: Flux HelmReleases, Helm release secrets, manifests",
     ),
     (
         "src/plan.rs",
