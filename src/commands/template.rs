@@ -83,38 +83,7 @@ pub fn run(config: &Config, args: &TemplateArgs, out: &mut dyn Write) -> Result<
             }
             for (i, r) in chosen.iter().enumerate() {
                 text.push_str("---\n");
-                // `-q`: the documents only; `-v`: where the values come from.
-                if config.verbosity != Verbosity::Quiet {
-                    text.push_str(&format!(
-                        "# release: {}  chart: {} {}{}\n",
-                        r.id,
-                        r.chart_label(),
-                        r.version_label(),
-                        if options.crds {
-                            "  (CRD-phase values)"
-                        } else {
-                            ""
-                        }
-                    ));
-                }
-                if config.verbosity == Verbosity::Verbose {
-                    for source in &r.values_sources {
-                        text.push_str(&format!(
-                            "# values from: {}{}\n",
-                            source.shown.display(),
-                            match source.prefix.as_slice() {
-                                [] => String::new(),
-                                keys => format!(" ({})", keys.join(".")),
-                            }
-                        ));
-                    }
-                    if options.crds && r.crd_values != r.values {
-                        text.push_str(&format!(
-                            "# values from: {} (crdValues)\n",
-                            r.file.display()
-                        ));
-                    }
-                }
+                text.push_str(&header(r, options.crds, config.verbosity));
                 // Which source decides each value, for a release with
                 // `from:` (its values come first from the GitOps tree).
                 if config.verbosity != Verbosity::Quiet && r.from.is_some() {
@@ -133,6 +102,41 @@ pub fn run(config: &Config, args: &TemplateArgs, out: &mut dyn Write) -> Result<
             super::write(out, &text)
         }
     }
+}
+
+/// The comments above a release's values: `-q` none; the release and its
+/// chart; `-v` where the values come from.
+fn header(r: &Release, crds: bool, verbosity: Verbosity) -> String {
+    let mut text = String::new();
+    // `-q`: the documents only; `-v`: where the values come from.
+    if verbosity != Verbosity::Quiet {
+        text.push_str(&format!(
+            "# release: {}  chart: {} {}{}\n",
+            r.id,
+            r.chart_label(),
+            r.version_label(),
+            if crds { "  (CRD-phase values)" } else { "" }
+        ));
+    }
+    if verbosity == Verbosity::Verbose {
+        for source in &r.values_sources {
+            text.push_str(&format!(
+                "# values from: {}{}\n",
+                source.shown.display(),
+                match source.prefix.as_slice() {
+                    [] => String::new(),
+                    keys => format!(" ({})", keys.join(".")),
+                }
+            ));
+        }
+        if crds && r.crd_values != r.values {
+            text.push_str(&format!(
+                "# values from: {} (crdValues)\n",
+                r.file.display()
+            ));
+        }
+    }
+    text
 }
 
 /// Where each value came from, as YAML comments: the sources in merge order

@@ -538,16 +538,6 @@ const LONG_FUNCTIONS: &[(&str, &str, &str)] = &[
         "not split yet: compare, fetch, helm, hooks, record",
     ),
     (
-        "src/commands/import.rs",
-        "run",
-        "not split yet: find helmfile, import, write, report",
-    ),
-    (
-        "src/commands/template.rs",
-        "run",
-        "not split yet: values per release, manifests, output",
-    ),
-    (
         "src/config/load.rs",
         "check_release",
         "left to config/load.rs's rewrite",
