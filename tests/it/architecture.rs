@@ -578,19 +578,9 @@ const LONG_FUNCTIONS: &[(&str, &str, &str)] = &[
         "not split yet: one function per templated field",
     ),
     (
-        "src/import/hooks.rs",
-        "typed",
-        "not split yet: one function per kubectl wait form",
-    ),
-    (
         "src/import/write.rs",
         "release_text",
         "not split yet: one function per release file section",
-    ),
-    (
-        "src/plan.rs",
-        "render_text_detailed",
-        "not split yet: one function per release block",
     ),
 ];
 
