@@ -18,7 +18,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use tokio::time::Instant;
 
 use crate::crds::{self, Crd};
-use crate::error::{Error, one_line};
+use crate::error::{Error, Failure, one_line};
 use crate::event::{CrdRemoval, Emitter, Event, Outcome, Phase, ReleaseResult, Step, Summary};
 use crate::helm::Helm;
 use crate::kube::apply::API_RETRY_BUDGET;
@@ -99,9 +99,9 @@ pub async fn run<H: Helm>(
         // Rendered before the first uninstall, so a chart that cannot be
         // rendered stops the run while nothing has changed.
         let crds = if options.crds {
-            crds::render(helm, plan).await.map_err(|e| {
-                Error::failed_with("cannot render the CRDs to delete; nothing was changed", e)
-            })?
+            crds::render(helm, plan)
+                .await
+                .map_err(|e| Error::from(Failure::CrdsToDelete { source: e.into() }))?
         } else {
             Vec::new()
         };
@@ -122,7 +122,7 @@ pub async fn run<H: Helm>(
         events.emit(Event::PhaseStarted {
             phase: Phase::Releases,
         });
-        let (results, interrupted) = destroyer.releases(plan, &order, stop).await;
+        let (results, interrupted) = destroyer.releases(plan, &order, stop.clone()).await;
         let ok = results.iter().all(|r| r.outcome.is_success());
         events.emit(Event::PhaseFinished {
             phase: Phase::Releases,
@@ -135,7 +135,7 @@ pub async fn run<H: Helm>(
                     .into(),
             });
         }
-        let crds_ok = !options.crds || left_to_flux || destroyer.crds(&crds, ok).await;
+        let crds_ok = !options.crds || left_to_flux || destroyer.crds(&crds, ok, &stop).await;
         let root_failures = results
             .iter()
             .filter(|r| r.outcome == Outcome::Failed)
@@ -320,7 +320,7 @@ impl<H: Helm> Destroyer<'_, H> {
 
     /// Deletes the CRDs once every release is gone; with releases left, the
     /// CRDs stay (deleting a CRD deletes every object of its kind).
-    async fn crds(&self, crds: &[Crd], releases_ok: bool) -> bool {
+    async fn crds(&self, crds: &[Crd], releases_ok: bool, stop: &StopSignal) -> bool {
         self.events.emit(Event::PhaseStarted { phase: Phase::Crds });
         if !releases_ok {
             if !crds.is_empty() {
@@ -340,6 +340,7 @@ impl<H: Helm> Destroyer<'_, H> {
         let api: Api<CustomResourceDefinition> = Api::all(self.connection.client.clone());
         let mut ok = true;
         let params = DeleteParams::default();
+        let mut deleted = Vec::new();
         for crd in crds {
             let change = if self.dry_run {
                 match retry(API_RETRY_BUDGET, || api.get_opt(&crd.name)).await {
@@ -355,11 +356,16 @@ impl<H: Helm> Destroyer<'_, H> {
                 }
             };
             match change {
-                Ok(change) => self.events.emit(Event::CrdDeleted {
-                    release: crd.release.clone(),
-                    crd: crd.name.clone(),
-                    change,
-                }),
+                Ok(change) => {
+                    if change == CrdRemoval::Deleted {
+                        deleted.push(crd);
+                    }
+                    self.events.emit(Event::CrdDeleted {
+                        release: crd.release.clone(),
+                        crd: crd.name.clone(),
+                        change,
+                    })
+                }
                 Err(e) => {
                     ok = false;
                     self.events.emit(Event::Warning {
@@ -368,6 +374,43 @@ impl<H: Helm> Destroyer<'_, H> {
                             crd.name, crd.release
                         ),
                     });
+                }
+            }
+        }
+        // As `kubectl delete` waits: a CRD is gone once its custom
+        // resources are, and an apply right after must not find it
+        // half-deleted. Bounded: what is left goes on its own.
+        let deadline = tokio::time::Instant::now() + crate::kube::apply::TERMINATING_WAIT;
+        for crd in deleted {
+            loop {
+                if *stop.borrow() != Stop::Run {
+                    break;
+                }
+                match retry(API_RETRY_BUDGET, || api.get_opt(&crd.name)).await {
+                    Ok(None) => break,
+                    Ok(Some(_)) if tokio::time::Instant::now() < deadline => {
+                        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+                    }
+                    Ok(Some(_)) => {
+                        self.events.emit(Event::Warning {
+                            message: format!(
+                                "CRD {} (from release `{}`) is still being deleted after {}: its custom resources are still being removed; it goes on its own, and an `apply` before then waits for it",
+                                crd.name,
+                                crd.release,
+                                crate::duration::span(crate::kube::apply::TERMINATING_WAIT)
+                            ),
+                        });
+                        break;
+                    }
+                    Err(e) => {
+                        self.events.emit(Event::Warning {
+                            message: format!(
+                                "CRD {} (from release `{}`) was deleted; whether it is gone could not be read: {e}",
+                                crd.name, crd.release
+                            ),
+                        });
+                        break;
+                    }
                 }
             }
         }

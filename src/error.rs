@@ -105,20 +105,12 @@ pub enum Error {
     Config(Vec<Problem>),
 
     /// A prerequisite (helm, kubeconfig, ...) is missing or unusable.
-    #[error("{message}")]
-    Prerequisite {
-        message: String,
-        #[source]
-        source: Option<Box<dyn std::error::Error + Send + Sync>>,
-    },
+    #[error(transparent)]
+    Prerequisite(Box<Prerequisite>),
 
     /// The operation ran and failed (a release, hook or wait failed or timed out).
-    #[error("{message}")]
-    Failed {
-        message: String,
-        #[source]
-        source: Option<Box<dyn std::error::Error + Send + Sync>>,
-    },
+    #[error(transparent)]
+    Failed(Box<Failure>),
 
     /// `check` found error-level findings; they were already printed.
     #[error("{0}")]
@@ -150,6 +142,265 @@ pub enum Error {
         "interrupted; what was running was stopped, nothing new was started (run the command again to continue)"
     )]
     Interrupted,
+}
+
+/// A lower module's error, boxed: the layers below `error` return their
+/// own enums, which `error` cannot name without an import cycle.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// What is missing or unusable before a command can start (exit 2).
+#[derive(Debug, thiserror::Error)]
+pub enum Prerequisite {
+    #[error(
+        "cannot read kubeconfig `{}`; pass --kubeconfig FILE with a readable kubeconfig",
+        .path.display()
+    )]
+    KubeconfigUnreadable {
+        path: PathBuf,
+        #[source]
+        source: ::kube::config::KubeconfigError,
+    },
+    #[error(
+        "no kubeconfig found ($KUBECONFIG unset, ~/.kube/config unreadable); pass --kubeconfig FILE"
+    )]
+    NoKubeconfig {
+        #[source]
+        source: ::kube::config::KubeconfigError,
+    },
+    #[error(
+        "the kubeconfig has no current context; set `context:` in cluster.yaml or pass --context NAME"
+    )]
+    NoContext,
+    /// `known`: the contexts the kubeconfig has.
+    #[error(
+        "kubeconfig context `{context}` does not exist{}; contexts: {}; set `context:` in cluster.yaml or pass --context NAME",
+        did_you_mean(.context, .known.iter().map(String::as_str)),
+        if .known.is_empty() { "none".to_string() } else { .known.join(", ") }
+    )]
+    UnknownContext { context: String, known: Vec<String> },
+    #[error("kubeconfig context `{context}` is not usable")]
+    UnusableContext {
+        context: String,
+        #[source]
+        source: ::kube::config::KubeconfigError,
+    },
+    #[error("cannot build a client for context `{context}`")]
+    Client {
+        context: String,
+        #[source]
+        source: ::kube::Error,
+    },
+    /// `helm version` failed (helm missing, or not a helm); helm's error
+    /// says which, in its own words.
+    #[error("{error}")]
+    Helm { error: BoxError },
+    /// The helmfile `import` was told to use cannot run.
+    #[error("{error}")]
+    Helmfile { error: BoxError },
+}
+
+/// How a command that ran failed (exit 1). Each variant is one cause, with
+/// what its words need; a lower module's error is the `source`, printed
+/// under `Caused by:`.
+#[derive(Debug, thiserror::Error)]
+pub enum Failure {
+    #[error("cannot start the async runtime")]
+    Runtime {
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(
+        "cannot reach the Kubernetes API server of context `{context}` at {server} within {}; nothing was changed. Check that it is up and that the kubeconfig points at it (--kubeconfig, --context), or wait longer with --wait-for-api",
+        crate::duration::span(*.budget)
+    )]
+    Unreachable {
+        context: String,
+        server: String,
+        budget: std::time::Duration,
+        /// The innermost cause, in words.
+        #[source]
+        source: BoxError,
+    },
+    #[error("cluster `{cluster}` was not loaded")]
+    NotLoaded { cluster: String },
+    /// Error-level lint findings that `lints.ignore` does not list.
+    #[error(transparent)]
+    LintRefused(#[from] crate::finding::Refusal),
+    /// Error-level findings of the Flux scan; `findings` is their text.
+    #[error(
+        "apply of cluster `{cluster}` refused: the GitOps tree Flux applies ({}, entrypoint {}) conflicts with bootstrap's releases ({count} error-level finding{} of the Flux scan); nothing was changed. Fix {} as said below, or list `{{code: CODE, release: NAMESPACE/NAME}}` in `lints.ignore` in clusters/{cluster}/cluster.yaml to go ahead anyway\n\n{}",
+        .root.display(),
+        .entrypoint.display(),
+        if *.count == 1 { "" } else { "s" },
+        if *.count == 1 { "it" } else { "them" },
+        .findings.trim_end()
+    )]
+    FluxRefused {
+        cluster: String,
+        root: PathBuf,
+        entrypoint: PathBuf,
+        count: usize,
+        findings: String,
+    },
+    /// The live refusal rules (docs/design.md#live-refusal-rules), one line each.
+    #[error("refusing to apply; nothing was changed:\n  {}", .conflicts.join("\n  "))]
+    OwnershipRefused { conflicts: Vec<String> },
+    /// The ledger says another cluster config installed these releases.
+    #[error(
+        "apply of cluster `{cluster}` refused: the ownership ledger of this cluster says its releases were installed by cluster config {}; nothing was changed. Check the kubeconfig context (--context, or `context:` in clusters/{cluster}/cluster.yaml); pass --force to apply `{cluster}` over them anyway",
+        .installed_by.join(" and ")
+    )]
+    OtherCluster {
+        cluster: String,
+        installed_by: Vec<String>,
+    },
+    #[error("cannot list Flux HelmReleases in the cluster")]
+    ListHelmReleases {
+        #[source]
+        source: BoxError,
+    },
+    #[error("cannot list Helm releases")]
+    ListReleases {
+        #[source]
+        source: BoxError,
+    },
+    #[error("cannot read the Helm release secrets of {release}")]
+    ReleaseSecrets {
+        release: String,
+        #[source]
+        source: BoxError,
+    },
+    #[error("cannot read the manifest of {release}")]
+    Manifest {
+        release: String,
+        #[source]
+        source: BoxError,
+    },
+    #[error("cannot render the CRDs of the CRD phase; nothing was changed")]
+    CrdRender {
+        #[source]
+        source: BoxError,
+    },
+    #[error("cannot render the CRD phase, whose API versions the manifests are rendered with")]
+    ApiVersions {
+        #[source]
+        source: BoxError,
+    },
+    #[error("cannot render the CRDs to delete; nothing was changed")]
+    CrdsToDelete {
+        #[source]
+        source: BoxError,
+    },
+    #[error("the CRD phase failed; no release was touched")]
+    CrdPhase {
+        #[source]
+        source: BoxError,
+    },
+    #[error(
+        "cannot install the admission guard (set `guard: false` in cluster.yaml to go without it)"
+    )]
+    Guard {
+        #[source]
+        source: BoxError,
+    },
+    /// The ownership ledger or the cluster lock could not be read or
+    /// written: the module's own error, its words and its causes.
+    #[error(transparent)]
+    Cluster(Cause),
+    #[error("cannot read {release} from helm")]
+    ReadRelease {
+        release: String,
+        #[source]
+        source: BoxError,
+    },
+    #[error("cannot read the deployed values of {release} from helm")]
+    ReadValues {
+        release: String,
+        #[source]
+        source: BoxError,
+    },
+    /// `diff` of one release.
+    #[error("release `{release}`")]
+    Diff {
+        release: String,
+        #[source]
+        source: BoxError,
+    },
+    #[error("release `{release}`: helm could not render the chart")]
+    Template {
+        release: String,
+        #[source]
+        source: BoxError,
+    },
+    #[error("release `{release}`: helm template printed invalid YAML: {problem}")]
+    TemplateOutput { release: String, problem: Problem },
+    #[error("cannot write output")]
+    Output {
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot create `{}`", .path.display())]
+    CreateDir {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot write `{}`", .path.display())]
+    WriteFile {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the fleet's scheduler closed")]
+    FleetClosed,
+    #[error("destroy cancelled; nothing was changed")]
+    Cancelled,
+    #[error(
+        "--timeout {} reached before any release ran; nothing was changed by releases",
+        .timeout.map(crate::duration::span).unwrap_or_default()
+    )]
+    TimeoutBeforeStart {
+        timeout: Option<std::time::Duration>,
+    },
+    #[error(
+        "apply timed out after {} (--timeout)",
+        .timeout.map(crate::duration::span).unwrap_or_default()
+    )]
+    TimedOut {
+        timeout: Option<std::time::Duration>,
+    },
+    /// `releases`: the releases that failed first, as the summary names
+    /// them (empty: what failed is in the summary).
+    #[error("apply of cluster `{cluster}` failed: {}", if .releases.is_empty() {
+        "see the summary above".to_string()
+    } else {
+        format!("{} failed", .releases)
+    })]
+    ApplyFailed { cluster: String, releases: String },
+    /// `releases` as for `ApplyFailed` (empty: the CRDs could not be deleted).
+    #[error("destroy of cluster `{cluster}` failed: {}", if .releases.is_empty() {
+        "CRDs could not be deleted; see the warnings above".to_string()
+    } else {
+        format!("{} failed; what they need was kept", .releases)
+    })]
+    DestroyFailed { cluster: String, releases: String },
+}
+
+/// A lower module's error carried whole: its own words, then its own
+/// causes (not itself again, as a plain `#[source]` would print it).
+#[derive(Debug)]
+pub struct Cause(pub BoxError);
+
+impl fmt::Display for Cause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl std::error::Error for Cause {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.0.source()
+    }
 }
 
 fn problems_summary(problems: &[Problem]) -> String {
@@ -223,6 +474,18 @@ pub fn describe_kube(e: &::kube::Error) -> String {
     out
 }
 
+impl From<Prerequisite> for Error {
+    fn from(e: Prerequisite) -> Self {
+        Error::Prerequisite(Box::new(e))
+    }
+}
+
+impl From<Failure> for Error {
+    fn from(e: Failure) -> Self {
+        Error::Failed(Box::new(e))
+    }
+}
+
 impl From<crate::stop::Interrupted> for Error {
     fn from(_: crate::stop::Interrupted) -> Self {
         Error::Interrupted
@@ -234,34 +497,10 @@ impl Error {
         Error::Config(vec![problem])
     }
 
-    pub fn prerequisite(message: impl Into<String>) -> Self {
-        Error::Prerequisite {
-            message: message.into(),
-            source: None,
-        }
-    }
-
-    pub fn failed(message: impl Into<String>) -> Self {
-        Error::Failed {
-            message: message.into(),
-            source: None,
-        }
-    }
-
-    pub fn failed_with(
-        message: impl Into<String>,
-        source: impl Into<Box<dyn std::error::Error + Send + Sync>>,
-    ) -> Self {
-        Error::Failed {
-            message: message.into(),
-            source: Some(source.into()),
-        }
-    }
-
     pub fn exit_code(&self) -> i32 {
         match self {
-            Error::Usage(_) | Error::Config(_) | Error::Prerequisite { .. } => EXIT_INVALID,
-            Error::Failed { .. } | Error::Findings(_) | Error::Changes(_) => EXIT_FAILED,
+            Error::Usage(_) | Error::Config(_) | Error::Prerequisite(_) => EXIT_INVALID,
+            Error::Failed(_) | Error::Findings(_) | Error::Changes(_) => EXIT_FAILED,
             Error::Locked(_) => EXIT_LOCKED,
             Error::Clusters { code, .. } => *code,
             Error::Summarized(inner) => inner.exit_code(),
@@ -408,7 +647,8 @@ mod tests {
     #[test]
     fn exit_codes_follow_the_spec() {
         assert_eq!(Error::config(Problem::new("x")).exit_code(), 2);
-        assert_eq!(Error::failed("x").exit_code(), 1);
+        assert_eq!(Error::from(Failure::FleetClosed).exit_code(), 1);
+        assert_eq!(Error::from(Prerequisite::NoContext).exit_code(), 2);
         assert_eq!(Error::Interrupted.exit_code(), 130);
     }
 
@@ -436,7 +676,9 @@ mod tests {
             e.to_json()["problems"][0]["causes"],
             serde_json::json!(["sops said this"])
         );
-        let e = Error::failed_with("cannot write output", std::io::Error::other("disk full"));
+        let e = Error::from(Failure::Output {
+            source: std::io::Error::other("disk full"),
+        });
         assert_eq!(e.to_json()["causes"], serde_json::json!(["disk full"]));
     }
 
@@ -446,10 +688,11 @@ mod tests {
             ::kube::core::Status::failure("etcdserver: request timed out", "ServiceUnavailable")
                 .with_code(503);
         let api = ::kube::Error::Api(Box::new(status));
-        let e = Error::failed_with(
-            "cannot record kube-system/cilium in the ownership ledger",
+        let e = Error::from(crate::ledger::LedgerError::Record(
+            crate::release::ReleaseId::new("kube-system", "cilium"),
             api,
-        );
+        ));
+        assert!(matches!(&e, Error::Failed(f) if matches!(**f, Failure::Cluster(_))));
         assert_eq!(
             e.render(),
             "error: cannot record kube-system/cilium in the ownership ledger\nCaused by:\n    etcdserver: request timed out (503)\n"

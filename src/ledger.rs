@@ -22,7 +22,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Serialize};
 
-use crate::error::Error;
+use crate::error::{Cause, Error, Failure};
 use crate::kube::apply::API_RETRY_BUDGET;
 use crate::kube::retry::{self, retry};
 use crate::release::{Ownership, Release, ReleaseId};
@@ -197,14 +197,7 @@ pub enum LedgerError {
 
 impl From<LedgerError> for Error {
     fn from(e: LedgerError) -> Error {
-        let message = e.to_string();
-        match e {
-            LedgerError::Read(source)
-            | LedgerError::Record(_, source)
-            | LedgerError::Remove(_, source)
-            | LedgerError::Key(source) => Error::failed_with(message, source),
-            LedgerError::Random(_) => Error::failed(message),
-        }
+        Failure::Cluster(Cause(Box::new(e))).into()
     }
 }
 

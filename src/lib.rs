@@ -14,6 +14,7 @@ pub mod destroy;
 pub mod duration;
 pub mod error;
 pub mod event;
+pub mod finding;
 pub mod flux;
 pub mod graph;
 pub mod helm;

@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::error::Error;
+use crate::error::{Error, Failure};
 use crate::helm::{DeployedRelease, Helm};
 use crate::kube::apply::list_all;
 use crate::kube::client::Connection;
@@ -106,7 +106,7 @@ pub async fn helm_releases(
     ] {
         let list = list_all(&connection.client, api_version, "HelmRelease")
             .await
-            .map_err(|e| Error::failed_with("cannot list Flux HelmReleases in the cluster", e))?;
+            .map_err(|e| Failure::ListHelmReleases { source: e.into() })?;
         for hr in list {
             let name = hr
                 .pointer("/metadata/name")
@@ -168,18 +168,15 @@ pub async fn conflicts<H: Helm>(
     Ok(gather(plan, helm, connection).await?.conflicts)
 }
 
-/// The conflicts, every release helm knows, and the Flux HelmReleases that
-/// manage releases of the plan. A `handover` release may be managed by one
-/// HelmRelease (that is the point), never by two.
-pub async fn gather<H: Helm>(
-    plan: &Plan,
-    helm: &H,
-    connection: &Connection,
-) -> Result<Live, Error> {
-    let ours: Vec<&Release> = plan.installed().collect();
+/// The conflicts of Flux HelmReleases (`managed_by`: which manage each
+/// release) with `ours`: one that manages a release bootstrap owns, two
+/// that manage one handover release.
+fn helm_release_conflicts(
+    ours: &[&Release],
+    managed_by: &BTreeMap<ReleaseId, Vec<LiveHelmRelease>>,
+) -> Vec<Conflict> {
     let mut found = Vec::new();
-    let managed_by = helm_releases(plan, connection).await?;
-    for (target, hrs) in &managed_by {
+    for (target, hrs) in managed_by {
         let Some(release) = ours.iter().find(|r| &r.id == target) else {
             continue;
         };
@@ -199,7 +196,7 @@ pub async fn gather<H: Helm>(
             });
         }
     }
-    for (id, hrs) in &managed_by {
+    for (id, hrs) in managed_by {
         let handover = ours
             .iter()
             .any(|r| &r.id == id && r.ownership == Ownership::Handover);
@@ -216,7 +213,20 @@ pub async fn gather<H: Helm>(
             });
         }
     }
+    found
+}
 
+/// The conflicts, every release helm knows, and the Flux HelmReleases that
+/// manage releases of the plan. A `handover` release may be managed by one
+/// HelmRelease (that is the point), never by two.
+pub async fn gather<H: Helm>(
+    plan: &Plan,
+    helm: &H,
+    connection: &Connection,
+) -> Result<Live, Error> {
+    let ours: Vec<&Release> = plan.installed().collect();
+    let managed_by = helm_releases(plan, connection).await?;
+    let mut found = helm_release_conflicts(&ours, &managed_by);
     for release in &ours {
         if release.ownership == Ownership::Handover {
             // helm-controller's own labels are expected once Flux adopts it.
@@ -230,8 +240,9 @@ pub async fn gather<H: Helm>(
         let secrets =
             crate::kube::retry::retry(crate::kube::apply::API_RETRY_BUDGET, || api.list(&params))
                 .await
-                .map_err(|e| {
-                    Error::failed_with(format!("cannot read the Helm release secrets of {id}"), e)
+                .map_err(|e| Failure::ReleaseSecrets {
+                    release: id.to_string(),
+                    source: e.into(),
                 })?;
         for secret in secrets.items {
             let labels = secret.metadata.labels.clone().unwrap_or_default();
@@ -256,7 +267,7 @@ pub async fn gather<H: Helm>(
     let deployed = helm
         .list(&connection.target)
         .await
-        .map_err(|e| Error::failed_with("cannot list Helm releases", e))?;
+        .map_err(|e| Failure::ListReleases { source: e.into() })?;
     let listed: BTreeMap<ReleaseId, DeployedRelease> =
         deployed.iter().map(|r| (r.id.clone(), r.clone())).collect();
     let mut managed_by = managed_by;
@@ -273,7 +284,10 @@ pub async fn gather<H: Helm>(
         let manifest = helm
             .get_manifest(&connection.target, id)
             .await
-            .map_err(|e| Error::failed_with(format!("cannot read the manifest of {id}"), e))?;
+            .map_err(|e| Failure::Manifest {
+                release: id.to_string(),
+                source: e.into(),
+            })?;
         for hr in hrs.iter_mut() {
             hr.adopted = origin_labelled(&manifest, &hr.name);
         }
@@ -328,9 +342,8 @@ pub async fn live_conflicts<H: Helm>(
     if live.conflicts.is_empty() {
         return Ok(live);
     }
-    let lines: Vec<String> = live.conflicts.iter().map(|c| c.message.clone()).collect();
-    Err(Error::failed(format!(
-        "refusing to apply; nothing was changed:\n  {}",
-        lines.join("\n  ")
-    )))
+    Err(Failure::OwnershipRefused {
+        conflicts: live.conflicts.iter().map(|c| c.message.clone()).collect(),
+    }
+    .into())
 }

@@ -376,35 +376,7 @@ Phase 2: releases, each as soon as its needs are done
                 out.push_str(&format!("      postsync: {}\n", hook.action));
             }
             if detail {
-                let sources: Vec<String> = if r.from.is_some() {
-                    r.layers.iter().map(|l| l.label.clone()).collect()
-                } else {
-                    r.values_sources
-                        .iter()
-                        .map(|s| match s.prefix.as_slice() {
-                            [] => s.shown.display().to_string(),
-                            keys => format!("{} ({})", s.shown.display(), keys.join(".")),
-                        })
-                        .collect()
-                };
-                out.push_str(&format!(
-                    "      values:   {}\n",
-                    if sources.is_empty() {
-                        "none".to_string()
-                    } else {
-                        sources.join(", ")
-                    }
-                ));
-                out.push_str(&format!("      digest:   {}\n", r.values_digest()));
-                out.push_str(&format!(
-                    "      timeout:  {}{}\n",
-                    crate::duration::span(r.budget()),
-                    if r.wait {
-                        ", waits for every workload"
-                    } else {
-                        ""
-                    }
-                ));
+                out.push_str(&detail_text(r));
             }
         }
         if !self.cluster.lints_ignore.is_empty() {
@@ -475,4 +447,40 @@ fn crd_files(chart: &std::path::Path) -> Option<usize> {
             })
             .count(),
     )
+}
+
+/// `plan -v`'s lines under a release: where its values come from (in merge
+/// order), their digest, its timeout and whether it waits for workloads.
+fn detail_text(r: &Release) -> String {
+    let mut text = String::new();
+    let sources: Vec<String> = if r.from.is_some() {
+        r.layers.iter().map(|l| l.label.clone()).collect()
+    } else {
+        r.values_sources
+            .iter()
+            .map(|s| match s.prefix.as_slice() {
+                [] => s.shown.display().to_string(),
+                keys => format!("{} ({})", s.shown.display(), keys.join(".")),
+            })
+            .collect()
+    };
+    text.push_str(&format!(
+        "      values:   {}\n",
+        if sources.is_empty() {
+            "none".to_string()
+        } else {
+            sources.join(", ")
+        }
+    ));
+    text.push_str(&format!("      digest:   {}\n", r.values_digest()));
+    text.push_str(&format!(
+        "      timeout:  {}{}\n",
+        crate::duration::span(r.budget()),
+        if r.wait {
+            ", waits for every workload"
+        } else {
+            ""
+        }
+    ));
+    text
 }

@@ -105,6 +105,9 @@ fn not_run(id: &ReleaseId, outcome: Outcome, message: String) -> ReleaseResult {
 }
 
 /// Runs `releases` (in execution order) and reports every event to `events`.
+// One piece (tests/it/architecture.rs lists it): the scheduling state
+// (waiting counts, the running set, helm slots, the stop) lives across one
+// select loop.
 pub async fn run<R: Runner>(
     cluster: &str,
     releases: &[Release],

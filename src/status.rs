@@ -6,7 +6,7 @@
 
 use serde::Serialize;
 
-use crate::error::Error;
+use crate::error::{Error, Failure};
 use crate::helm::{DeployedRelease, Helm};
 use crate::kube::client::Connection;
 use crate::kube::ready::{self, Readiness};
@@ -99,7 +99,10 @@ pub async fn collect<H: Helm>(
         let deployed = helm
             .status(&connection.target, &release.id)
             .await
-            .map_err(|e| Error::failed_with(format!("cannot read {} from helm", release.id), e))?;
+            .map_err(|e| Failure::ReadRelease {
+                release: release.id.to_string(),
+                source: e.into(),
+            })?;
         let ready = match &deployed {
             None => Ready {
                 ok: false,
@@ -130,14 +133,9 @@ pub async fn collect<H: Helm>(
                 Some(_) if !managed_by.is_empty() => Some(
                     helm.get_values(&connection.target, &release.id)
                         .await
-                        .map_err(|e| {
-                            Error::failed_with(
-                                format!(
-                                    "cannot read the deployed values of {} from helm",
-                                    release.id
-                                ),
-                                e,
-                            )
+                        .map_err(|e| Failure::ReadValues {
+                            release: release.id.to_string(),
+                            source: e.into(),
                         })?,
                 ),
                 _ => None,

@@ -5,12 +5,13 @@
 //! `cargo bench --bench bootstrap` runs everything; `-- --quick` runs small
 //! sizes once (what .ci/run does to prove the benchmarks still work); other
 //! arguments select sections: `plan`, `flux`, `schedule`, `readiness`, `overhead`,
-//! `fleet`, `display`, `chart-cache`, `fixed`.
+//! `fleet`, `display`, `chart-cache`, `fixed`, `crds-real`.
 
 mod alloc;
 mod applyrun;
 mod catalog;
 mod chart_cache;
+mod crds_real;
 mod dag;
 mod display;
 mod fixed;
@@ -39,6 +40,15 @@ impl Mode {
     }
 }
 
+/// The 1, 5 and 15 minute load averages, as /proc/loadavg gives them.
+pub fn load_average() -> String {
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    load.split_whitespace()
+        .take(3)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 /// Prints a target's outcome; never fails the run (the machines are noisy).
 pub fn verdict(target: &str, met: bool, figure: String) {
     println!(
@@ -47,7 +57,7 @@ pub fn verdict(target: &str, met: bool, figure: String) {
     );
 }
 
-const SECTIONS: [&str; 9] = [
+const SECTIONS: [&str; 10] = [
     "plan",
     "flux",
     "schedule",
@@ -57,6 +67,7 @@ const SECTIONS: [&str; 9] = [
     "display",
     "chart-cache",
     "fixed",
+    "crds-real",
 ];
 
 fn main() {
@@ -115,6 +126,9 @@ fn main() {
     if wanted("fixed") {
         fixed::run(mode);
     }
+    if wanted("crds-real") {
+        crds_real::run(mode);
+    }
 }
 
 /// `--generate DIR RELEASES CLUSTERS`: writes one generated catalog, e.g.
@@ -155,13 +169,9 @@ fn machine() {
             .output()
             .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
             .unwrap_or_default();
-    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     println!(
         "machine: {cpus} CPUs, {model}, {mem_gb:.1} GiB RAM; {rustc}; load average {}",
-        load.split_whitespace()
-            .take(3)
-            .collect::<Vec<_>>()
-            .join(" ")
+        load_average()
     );
     println!("binaries: {}\n", env!("CARGO_BIN_EXE_bootstrap"));
 }

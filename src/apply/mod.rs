@@ -10,7 +10,7 @@ use std::sync::Arc;
 use tokio::sync::Semaphore;
 
 use crate::crds;
-use crate::error::Error;
+use crate::error::{Error, Failure};
 use crate::event::{Emitter, Event, Phase, Summary};
 use crate::helm::Helm;
 use crate::hooks::HookEnv;
@@ -122,7 +122,7 @@ pub async fn run<H: Helm + 'static>(
             // changes on an error not in `lints.ignore`; warn about the rest.
             let live = crate::lint::run_live(plan, &state?);
             for message in crate::lint::preflight(&plan.cluster.name, &live)
-                .map_err(|refusal| Error::failed(refusal.to_string()))?
+                .map_err(|refusal| Error::from(Failure::LintRefused(refusal)))?
             {
                 events.emit(Event::Warning { message });
             }
@@ -157,12 +157,7 @@ pub async fn run<H: Helm + 'static>(
             .filter(|r| r.ownership == crate::release::Ownership::Handover)
             .filter_map(|r| Some((r.id.clone(), owners.adopted_by(&r.id)?.name.clone())))
             .collect();
-        let crds = crds.map_err(|e| {
-            Error::failed_with(
-                "cannot render the CRDs of the CRD phase; nothing was changed",
-                e,
-            )
-        })?;
+        let crds = crds.map_err(|e| Error::from(Failure::CrdRender { source: e.into() }))?;
         step(format!(
             "CRDs rendered: {} from {}",
             crate::duration::count(crds.len(), "CRD"),
@@ -183,10 +178,7 @@ pub async fn run<H: Helm + 'static>(
                 phase: Phase::Crds,
                 ok: false,
             });
-            return Err(Error::failed_with(
-                "the CRD phase failed; no release was touched",
-                e,
-            ));
+            return Err(Failure::CrdPhase { source: e.into() }.into());
         }
         events.emit(Event::PhaseFinished {
             phase: Phase::Crds,
@@ -308,10 +300,11 @@ fn installed_by_another(
         .iter()
         .map(|(cluster, releases)| format!("`{cluster}` ({})", releases.join(", ")))
         .collect();
-    Err(Error::failed(format!(
-        "apply of cluster `{this}` refused: the ownership ledger of this cluster says its releases were installed by cluster config {}; nothing was changed. Check the kubeconfig context (--context, or `context:` in clusters/{this}/cluster.yaml); pass --force to apply `{this}` over them anyway",
-        by.join(" and ")
-    )))
+    Err(Failure::OtherCluster {
+        cluster: this.to_string(),
+        installed_by: by,
+    }
+    .into())
 }
 
 /// The admission guard: a ValidatingAdmissionPolicy (with its binding) that
@@ -340,10 +333,7 @@ async fn install_guard(
                 return Ok(());
             }
             Err(e) => {
-                return Err(Error::failed_with(
-                    "cannot install the admission guard (set `guard: false` in cluster.yaml to go without it)",
-                    e,
-                ));
+                return Err(Failure::Guard { source: e.into() }.into());
             }
         }
     }

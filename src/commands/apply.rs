@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use crate::apply;
 use crate::cli::{ApplyArgs, Clusters, Config};
-use crate::error::Error;
+use crate::error::{Error, Failure};
 use crate::event::{Event, Summary, Verdict};
 use crate::lint;
 use crate::plan::Plan;
@@ -34,7 +34,9 @@ pub fn run(config: &Config, args: &ApplyArgs) -> Result<(), Error> {
         let (plan, findings) = linted
             .into_iter()
             .next()
-            .ok_or_else(|| Error::failed(format!("cluster `{cluster}` was not loaded")))?;
+            .ok_or_else(|| Failure::NotLoaded {
+                cluster: cluster.to_string(),
+            })?;
         let notices = preflight(&plan, &findings)?;
         let plan = args.selection.apply(plan)?;
         return run::block_on(run_async(config, args, plan, notices, begun, None));
@@ -49,8 +51,8 @@ pub fn run(config: &Config, args: &ApplyArgs) -> Result<(), Error> {
 /// refuses the run before helm or the cluster is touched. Returns the
 /// warnings the run shows: the ignored errors and the warning-level findings.
 fn preflight(plan: &Plan, findings: &[lint::Finding]) -> Result<Vec<String>, Error> {
-    let mut notices = lint::preflight(&plan.cluster.name, findings)
-        .map_err(|refusal| Error::failed(refusal.to_string()))?;
+    let mut notices =
+        lint::preflight(&plan.cluster.name, findings).map_err(Failure::LintRefused)?;
     notices.extend(flux_preflight(plan)?);
     Ok(notices)
 }
@@ -77,19 +79,17 @@ fn flux_preflight(plan: &Plan) -> Result<Vec<String>, Error> {
         .filter(|f| f.code != crate::flux::findings::HANDOVER_DRIFT)
         .collect();
     if !blocking.is_empty() {
-        let n = blocking.len();
-        let text: String = blocking
-            .iter()
-            .map(|f| super::check::render_finding(plan, f))
-            .collect();
-        return Err(Error::failed(format!(
-            "apply of cluster `{cluster}` refused: the GitOps tree Flux applies ({}, entrypoint {}) conflicts with bootstrap's releases ({n} error-level finding{} of the Flux scan); nothing was changed. Fix {} as said below, or list `{{code: CODE, release: NAMESPACE/NAME}}` in `lints.ignore` in clusters/{cluster}/cluster.yaml to go ahead anyway\n\n{}",
-            flux.root.display(),
-            flux.entrypoint.display(),
-            if n == 1 { "" } else { "s" },
-            if n == 1 { "it" } else { "them" },
-            text.trim_end()
-        )));
+        return Err(Failure::FluxRefused {
+            cluster: cluster.clone(),
+            root: flux.root.clone(),
+            entrypoint: flux.entrypoint.clone(),
+            count: blocking.len(),
+            findings: blocking
+                .iter()
+                .map(|f| super::check::render_finding(plan, f))
+                .collect(),
+        }
+        .into());
     }
     Ok(findings
         .iter()
@@ -107,6 +107,28 @@ fn flux_preflight(plan: &Plan) -> Result<Vec<String>, Error> {
             }
         })
         .collect())
+}
+
+/// The run's session: the process's own, or its cluster's place among
+/// many (tagged lines, a board of the shared screen).
+fn session(config: &Config, plan: &Plan, fleet: Option<&fleet::Slot>) -> Session {
+    match fleet {
+        None => Session::start(config.json(), config.verbosity, config.global.no_progress),
+        Some(slot) => Session::for_cluster(
+            &plan.cluster.name,
+            slot.width,
+            config.json(),
+            config.verbosity,
+            &slot.streams,
+            slot.screen.as_ref().map(|(screen, boards)| {
+                let index = boards
+                    .iter()
+                    .position(|c| *c == plan.cluster.name)
+                    .unwrap_or(0);
+                (screen, index)
+            }),
+        ),
+    }
 }
 
 /// One cluster's apply. `fleet`: its place among many clusters in one
@@ -127,23 +149,7 @@ async fn run_async(
         run::prerequisites(config.target(), &plan, reachability).await?;
     helm_flags_supported(&plan, &version)?;
 
-    let session = match fleet {
-        None => Session::start(config.json(), config.verbosity, config.global.no_progress),
-        Some(slot) => Session::for_cluster(
-            &plan.cluster.name,
-            slot.width,
-            config.json(),
-            config.verbosity,
-            &slot.streams,
-            slot.screen.as_ref().map(|(screen, boards)| {
-                let index = boards
-                    .iter()
-                    .position(|c| *c == plan.cluster.name)
-                    .unwrap_or(0);
-                (screen, index)
-            }),
-        ),
-    };
+    let session = session(config, &plan, fleet);
     let events = session.events.clone();
     // What the prerequisites found, shown once the run has started
     // (`run_started` is the first event).
@@ -223,10 +229,12 @@ async fn run_async(
     match result {
         Ok(summary) => outcome(&summary, timed_out.load(Ordering::SeqCst), args.timeout)
             .map_err(|e| Error::Summarized(Box::new(e))),
-        Err(Error::Interrupted) if timed_out.load(Ordering::SeqCst) => Err(Error::failed(format!(
-            "--timeout {} reached before any release ran; nothing was changed by releases",
-            args.timeout.map(crate::duration::span).unwrap_or_default()
-        ))),
+        Err(Error::Interrupted) if timed_out.load(Ordering::SeqCst) => {
+            Err(Failure::TimeoutBeforeStart {
+                timeout: args.timeout,
+            }
+            .into())
+        }
         Err(e) => Err(e),
     }
 }
@@ -277,20 +285,14 @@ fn helm_flags_supported(plan: &Plan, version: &crate::helm::HelmVersion) -> Resu
 fn outcome(summary: &Summary, timed_out: bool, timeout: Option<Duration>) -> Result<(), Error> {
     match summary.verdict() {
         Verdict::Ok => Ok(()),
-        _ if timed_out => Err(Error::failed(format!(
-            "apply timed out after {} (--timeout)",
-            timeout.map(crate::duration::span).unwrap_or_default()
-        ))),
+        _ if timed_out => Err(Failure::TimedOut { timeout }.into()),
         Verdict::Interrupted => Err(Error::Interrupted),
         Verdict::LockLost(why) => Err(lock_lost("apply", &summary.cluster, &why)),
-        Verdict::Failed { releases } if releases.is_empty() => Err(Error::failed(format!(
-            "apply of cluster `{}` failed: see the summary above",
-            summary.cluster
-        ))),
-        Verdict::Failed { releases } => Err(Error::failed(format!(
-            "apply of cluster `{}` failed: {releases} failed",
-            summary.cluster
-        ))),
+        Verdict::Failed { releases } => Err(Failure::ApplyFailed {
+            cluster: summary.cluster.clone(),
+            releases,
+        }
+        .into()),
     }
 }
 

@@ -11,7 +11,7 @@ use std::io::{BufRead, IsTerminal, Write};
 
 use crate::cli::{Config, DestroyArgs};
 use crate::destroy;
-use crate::error::Error;
+use crate::error::{Error, Failure};
 use crate::event::{Event, Summary, Verdict};
 use crate::plan::Plan;
 use crate::run::{self, Session};
@@ -69,7 +69,7 @@ async fn run_async(
             .await
             .unwrap_or(false);
         if !answer {
-            return Err(Error::failed("destroy cancelled; nothing was changed"));
+            return Err(Failure::Cancelled.into());
         }
     }
 
@@ -138,14 +138,11 @@ fn outcome(summary: &Summary) -> Result<(), Error> {
         Verdict::Ok => Ok(()),
         Verdict::Interrupted => Err(Error::Interrupted),
         Verdict::LockLost(why) => Err(super::apply::lock_lost("destroy", &summary.cluster, &why)),
-        Verdict::Failed { releases } if releases.is_empty() => Err(Error::failed(format!(
-            "destroy of cluster `{}` failed: CRDs could not be deleted; see the warnings above",
-            summary.cluster
-        ))),
-        Verdict::Failed { releases } => Err(Error::failed(format!(
-            "destroy of cluster `{}` failed: {releases} failed; what they need was kept",
-            summary.cluster
-        ))),
+        Verdict::Failed { releases } => Err(Failure::DestroyFailed {
+            cluster: summary.cluster.clone(),
+            releases,
+        }
+        .into()),
     }
 }
 

@@ -13,7 +13,7 @@ use serde_json::json;
 
 use crate::change::{self, Kind, Op, ReleaseChange};
 use crate::cli::{Config, DiffArgs, OutputFormat, Verbosity};
-use crate::error::Error;
+use crate::error::{Error, Failure};
 use crate::helm::{DeployedRelease, Helm};
 use crate::kube::client::Connection;
 use crate::ledger::{self, Ledger};
@@ -78,12 +78,9 @@ async fn read(config: &Config, whole: &Plan, chosen: &Plan) -> Result<Found, Err
     let (helm, connection, _) =
         crate::run::prerequisites(config.target(), whole, config.wait_for_api()).await?;
     let live = crate::ownership::gather(chosen, &helm, &connection).await?;
-    let crds = crate::crds::render(&helm, whole).await.map_err(|e| {
-        Error::failed_with(
-            "cannot render the CRD phase, whose API versions the manifests are rendered with",
-            e,
-        )
-    })?;
+    let crds = crate::crds::render(&helm, whole)
+        .await
+        .map_err(|e| Error::from(Failure::ApiVersions { source: e.into() }))?;
     let api_versions = crate::crds::api_versions(&crds);
     let ledger = Ledger::new(&connection.client);
     let recorded = ledger.entries().await?;
@@ -155,7 +152,13 @@ async fn compare<H: Helm>(
         reasons,
     )
     .await
-    .map_err(|e| Error::failed_with(format!("release `{}`", release.id), e))
+    .map_err(|e| {
+        Failure::Diff {
+            release: release.id.to_string(),
+            source: e.into(),
+        }
+        .into()
+    })
 }
 
 /// docs/design.md#diff-json.

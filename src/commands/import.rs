@@ -7,7 +7,7 @@ use std::io::Write;
 use serde_json::json;
 
 use crate::cli::{Config, ImportHelmfileArgs};
-use crate::error::Error;
+use crate::error::{Error, Prerequisite};
 use crate::import;
 
 #[allow(clippy::too_many_arguments)]
@@ -22,7 +22,9 @@ pub fn run(config: &Config, args: &ImportHelmfileArgs, out: &mut dyn Write) -> R
         environment: environment.map(String::from),
         ..Default::default()
     };
-    let broken = |e: import::rendered::BrokenHelmfile| Error::prerequisite(e.to_string());
+    let broken = |e: import::rendered::BrokenHelmfile| {
+        Error::from(Prerequisite::Helmfile { error: e.into() })
+    };
     let found = match args.helmfile() {
         crate::cli::HelmfileChoice::No => Err("--no-helmfile".to_string()),
         crate::cli::HelmfileChoice::At(path) => import::rendered::find(Some(&path))
@@ -47,89 +49,9 @@ pub fn run(config: &Config, args: &ImportHelmfileArgs, out: &mut dyn Write) -> R
     let written = import::write(&rendered, root, force)?;
     let releases: usize = imported.groups.iter().map(|g| g.releases.len()).sum();
     if config.json() {
-        super::write_json(
-            out,
-            &json!({
-                "cluster": cluster,
-                "sources": imported.sources,
-                "releases": releases,
-                "written": written,
-                "renderedWith": match &imported.renderer {
-                    import::Renderer::Helmfile(h) => json!({"helmfile": h.version, "program": h.program}),
-                    import::Renderer::Subset(why) => json!({"subset": why}),
-                },
-                "notConverted": imported.issues.iter().map(|i| json!({
-                    "file": i.file, "line": i.line, "construct": i.construct, "reason": i.reason,
-                })).collect::<Vec<_>>(),
-                "notCarriedOver": imported.notes.iter().map(|i| json!({
-                    "file": i.file, "line": i.line, "construct": i.construct, "reason": i.reason,
-                })).collect::<Vec<_>>(),
-            }),
-        )?;
+        super::write_json(out, &document(&imported, cluster, releases, &written))?;
     } else {
-        let mut text = match &imported.renderer {
-            import::Renderer::Helmfile(h) => format!(
-                "rendered with helmfile {} ({})\n",
-                h.version,
-                h.program.display()
-            ),
-            import::Renderer::Subset(why) if why == "--no-helmfile" => {
-                "rendered with the importer's own template subset (--no-helmfile)\n".to_string()
-            }
-            import::Renderer::Subset(why) => format!(
-                "rendered with the importer's own template subset ({why}; install helmfile or pass --helmfile PATH to render with it)\n"
-            ),
-        };
-        text.push_str(&format!(
-            "imported {releases} release{} from {} into {}:\n",
-            if releases == 1 { "" } else { "s" },
-            imported
-                .sources
-                .iter()
-                .map(|s| s.display().to_string())
-                .collect::<Vec<_>>()
-                .join(", "),
-            root.display()
-        ));
-        for path in &written {
-            text.push_str(&format!("  wrote {}\n", path.display()));
-        }
-        for release in imported.groups.iter().flat_map(|g| &g.releases) {
-            if let Some(doc) = release.from.as_ref().and_then(|f| f.document.as_ref()) {
-                text.push_str(&format!(
-                    "  `{}`: {} reads {} with `fromYaml`, which takes only {} of its {} documents, as helmfile does; its HelmRelease is document {}: written as `from: {{ helmRelease }}` with `ownership: handover`\n",
-                    release.id(),
-                    doc.template.display(),
-                    doc.file.display(),
-                    doc.first,
-                    doc.total,
-                    doc.helmrelease
-                ));
-            }
-        }
-        if !imported.notes.is_empty() {
-            text.push_str(
-                "not carried over (no effect on a bootstrap; said in cluster.yaml too):\n",
-            );
-            for note in &imported.notes {
-                text.push_str(&format!("  {note}\n"));
-            }
-        }
-        if !imported.issues.is_empty() {
-            let todo = imported
-                .groups
-                .iter()
-                .flat_map(|g| &g.releases)
-                .any(|r| !r.todo.is_empty());
-            text.push_str(&not_converted(&imported.issues, todo));
-        }
-        let dir = if root == std::path::Path::new(".") {
-            String::new()
-        } else {
-            format!("--dir {} ", root.display())
-        };
-        text.push_str(&format!("next: bootstrap {dir}plan {cluster}\n"));
-        super::write(out, &text)?;
+        super::write(out, &report(&imported, root, cluster, releases, &written))?;
     }
     if imported.issues.is_empty() {
         return Ok(());
@@ -141,6 +63,103 @@ pub fn run(config: &Config, args: &ImportHelmfileArgs, out: &mut dyn Write) -> R
         if n == 1 { "was" } else { "were" },
         if n == 1 { "it" } else { "them" },
     )))
+}
+
+/// docs/design.md#import: what `--output json` prints.
+fn document(
+    imported: &import::Imported,
+    cluster: &str,
+    releases: usize,
+    written: &[std::path::PathBuf],
+) -> serde_json::Value {
+    json!({
+        "cluster": cluster,
+        "sources": imported.sources,
+        "releases": releases,
+        "written": written,
+        "renderedWith": match &imported.renderer {
+            import::Renderer::Helmfile(h) => json!({"helmfile": h.version, "program": h.program}),
+            import::Renderer::Subset(why) => json!({"subset": why}),
+        },
+        "notConverted": imported.issues.iter().map(|i| json!({
+            "file": i.file, "line": i.line, "construct": i.construct, "reason": i.reason,
+        })).collect::<Vec<_>>(),
+        "notCarriedOver": imported.notes.iter().map(|i| json!({
+            "file": i.file, "line": i.line, "construct": i.construct, "reason": i.reason,
+        })).collect::<Vec<_>>(),
+    })
+}
+
+/// What the import says on stdout: how it rendered, what it wrote, what
+/// it did not carry over or convert, and the next command.
+fn report(
+    imported: &import::Imported,
+    root: &std::path::Path,
+    cluster: &str,
+    releases: usize,
+    written: &[std::path::PathBuf],
+) -> String {
+    let mut text = match &imported.renderer {
+        import::Renderer::Helmfile(h) => format!(
+            "rendered with helmfile {} ({})\n",
+            h.version,
+            h.program.display()
+        ),
+        import::Renderer::Subset(why) if why == "--no-helmfile" => {
+            "rendered with the importer's own template subset (--no-helmfile)\n".to_string()
+        }
+        import::Renderer::Subset(why) => format!(
+            "rendered with the importer's own template subset ({why}; install helmfile or pass --helmfile PATH to render with it)\n"
+        ),
+    };
+    text.push_str(&format!(
+        "imported {releases} release{} from {} into {}:\n",
+        if releases == 1 { "" } else { "s" },
+        imported
+            .sources
+            .iter()
+            .map(|s| s.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", "),
+        root.display()
+    ));
+    for path in written {
+        text.push_str(&format!("  wrote {}\n", path.display()));
+    }
+    for release in imported.groups.iter().flat_map(|g| &g.releases) {
+        if let Some(doc) = release.from.as_ref().and_then(|f| f.document.as_ref()) {
+            text.push_str(&format!(
+                "  `{}`: {} reads {} with `fromYaml`, which takes only {} of its {} documents, as helmfile does; its HelmRelease is document {}: written as `from: {{ helmRelease }}` with `ownership: handover`\n",
+                release.id(),
+                doc.template.display(),
+                doc.file.display(),
+                doc.first,
+                doc.total,
+                doc.helmrelease
+            ));
+        }
+    }
+    if !imported.notes.is_empty() {
+        text.push_str("not carried over (no effect on a bootstrap; said in cluster.yaml too):\n");
+        for note in &imported.notes {
+            text.push_str(&format!("  {note}\n"));
+        }
+    }
+    if !imported.issues.is_empty() {
+        let todo = imported
+            .groups
+            .iter()
+            .flat_map(|g| &g.releases)
+            .any(|r| !r.todo.is_empty());
+        text.push_str(&not_converted(&imported.issues, todo));
+    }
+    let dir = if root == std::path::Path::new(".") {
+        String::new()
+    } else {
+        format!("--dir {} ", root.display())
+    };
+    text.push_str(&format!("next: bootstrap {dir}plan {cluster}\n"));
+    text
 }
 
 /// The not-converted list, one line per cause: its reason, how often, and

@@ -17,7 +17,7 @@ use std::io::Write;
 use std::path::Path;
 
 use crate::cli::{Clusters, Command, Config, ImportSource};
-use crate::error::Error;
+use crate::error::{Error, Failure};
 use crate::lint;
 use crate::plan::Plan;
 
@@ -52,7 +52,7 @@ pub(crate) fn write(out: &mut dyn Write, text: &str) -> Result<(), Error> {
     match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-        Err(e) => Err(Error::failed_with("cannot write output", e)),
+        Err(source) => Err(Failure::Output { source }.into()),
     }
 }
 

@@ -230,24 +230,7 @@ pub fn render(report: &Report, verbosity: Verbosity) -> String {
         ));
     }
     if verbosity == Verbosity::Verbose {
-        text.push_str("\ndetails:\n");
-        for r in &shown {
-            text.push_str(&format!(
-                "  {}: values {}{}\n",
-                r.release,
-                r.desired
-                    .values_digest
-                    .as_deref()
-                    .unwrap_or("digest unknown (no ledger key)"),
-                r.deployed
-                    .as_ref()
-                    .map(|d| format!(", revision {}", d.revision))
-                    .unwrap_or_default()
-            ));
-            for w in &r.ready.workloads {
-                text.push_str(&format!("    {}: {}\n", w.object, w.message));
-            }
-        }
+        text.push_str(&details(&shown));
     }
     let handover: Vec<_> = report
         .releases
@@ -267,6 +250,30 @@ pub fn render(report: &Report, verbosity: Verbosity) -> String {
         text.push_str("\nconflicts (`bootstrap apply` refuses until they are resolved):\n");
         for c in conflicts {
             text.push_str(&format!("  {}: {}\n", c.release, c.message));
+        }
+    }
+    text
+}
+
+/// `-v`'s details: each release's values digest and deployed revision,
+/// and every workload its readiness judged.
+fn details(shown: &[&status::ReleaseStatus]) -> String {
+    let mut text = "\ndetails:\n".to_string();
+    for r in shown {
+        text.push_str(&format!(
+            "  {}: values {}{}\n",
+            r.release,
+            r.desired
+                .values_digest
+                .as_deref()
+                .unwrap_or("digest unknown (no ledger key)"),
+            r.deployed
+                .as_ref()
+                .map(|d| format!(", revision {}", d.revision))
+                .unwrap_or_default()
+        ));
+        for w in &r.ready.workloads {
+            text.push_str(&format!("    {}: {}\n", w.object, w.message));
         }
     }
     text

@@ -10,7 +10,7 @@ use std::io::Write;
 use serde_json::{Value, json};
 
 use crate::cli::{Config, OutputFormat, TemplateArgs, Verbosity};
-use crate::error::{Error, Problem, did_you_mean};
+use crate::error::{Error, Failure, Problem, did_you_mean};
 use crate::helm::Helm;
 use crate::release::Release;
 
@@ -83,38 +83,7 @@ pub fn run(config: &Config, args: &TemplateArgs, out: &mut dyn Write) -> Result<
             }
             for (i, r) in chosen.iter().enumerate() {
                 text.push_str("---\n");
-                // `-q`: the documents only; `-v`: where the values come from.
-                if config.verbosity != Verbosity::Quiet {
-                    text.push_str(&format!(
-                        "# release: {}  chart: {} {}{}\n",
-                        r.id,
-                        r.chart_label(),
-                        r.version_label(),
-                        if options.crds {
-                            "  (CRD-phase values)"
-                        } else {
-                            ""
-                        }
-                    ));
-                }
-                if config.verbosity == Verbosity::Verbose {
-                    for source in &r.values_sources {
-                        text.push_str(&format!(
-                            "# values from: {}{}\n",
-                            source.shown.display(),
-                            match source.prefix.as_slice() {
-                                [] => String::new(),
-                                keys => format!(" ({})", keys.join(".")),
-                            }
-                        ));
-                    }
-                    if options.crds && r.crd_values != r.values {
-                        text.push_str(&format!(
-                            "# values from: {} (crdValues)\n",
-                            r.file.display()
-                        ));
-                    }
-                }
+                text.push_str(&header(r, options.crds, config.verbosity));
                 // Which source decides each value, for a release with
                 // `from:` (its values come first from the GitOps tree).
                 if config.verbosity != Verbosity::Quiet && r.from.is_some() {
@@ -133,6 +102,41 @@ pub fn run(config: &Config, args: &TemplateArgs, out: &mut dyn Write) -> Result<
             super::write(out, &text)
         }
     }
+}
+
+/// The comments above a release's values: `-q` none; the release and its
+/// chart; `-v` where the values come from.
+fn header(r: &Release, crds: bool, verbosity: Verbosity) -> String {
+    let mut text = String::new();
+    // `-q`: the documents only; `-v`: where the values come from.
+    if verbosity != Verbosity::Quiet {
+        text.push_str(&format!(
+            "# release: {}  chart: {} {}{}\n",
+            r.id,
+            r.chart_label(),
+            r.version_label(),
+            if crds { "  (CRD-phase values)" } else { "" }
+        ));
+    }
+    if verbosity == Verbosity::Verbose {
+        for source in &r.values_sources {
+            text.push_str(&format!(
+                "# values from: {}{}\n",
+                source.shown.display(),
+                match source.prefix.as_slice() {
+                    [] => String::new(),
+                    keys => format!(" ({})", keys.join(".")),
+                }
+            ));
+        }
+        if crds && r.crd_values != r.values {
+            text.push_str(&format!(
+                "# values from: {} (crdValues)\n",
+                r.file.display()
+            ));
+        }
+    }
+    text
 }
 
 /// Where each value came from, as YAML comments: the sources in merge order
@@ -219,12 +223,9 @@ fn render_all(
         let api_versions = if options.crds {
             Vec::new()
         } else {
-            let crds = crate::crds::render(helm, plan).await.map_err(|e| {
-                Error::failed_with(
-                    "cannot render the CRD phase, whose API versions the manifests are rendered with",
-                    e,
-                )
-            })?;
+            let crds = crate::crds::render(helm, plan)
+                .await
+                .map_err(|e| Error::from(Failure::ApiVersions { source: e.into() }))?;
             crate::crds::api_versions(&crds)
         };
         let render_options = manifests::Options {

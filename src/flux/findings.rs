@@ -35,13 +35,7 @@ pub const IGNORABLE: [&str; 4] = [
     HANDOVER_DRIFT,
 ];
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Severity {
-    Error,
-    Warning,
-    Info,
-}
+pub use crate::finding::Severity;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Finding {
@@ -243,30 +237,7 @@ pub fn handover(objects: &[Object], releases: &[BootstrapRelease]) -> Vec<Findin
                 ),
             ));
         }
-        let mut differences = Vec::new();
-        if release.chart.as_deref() != Some(origin.chart.name().as_str()) {
-            differences.push(format!(
-                "chart: bootstrap {}, Flux {}",
-                release.chart.as_deref().unwrap_or("-"),
-                origin.chart.name()
-            ));
-        }
-        if handover.version != origin.chart.version {
-            differences.push(format!(
-                "version: bootstrap {}, Flux {}",
-                handover.version, origin.chart.version
-            ));
-        }
-        for d in crate::values::diff(&handover.values, &origin.values) {
-            let cause = handover
-                .overrides
-                .iter()
-                .rev()
-                .find(|(_, v)| crate::values::sets(v, &d.path))
-                .map(|(label, _)| format!(" (set by {label})"))
-                .unwrap_or_default();
-            differences.push(format!("{}{cause}", d.describe_with(&handover.secrets)));
-        }
+        let differences = differences(release, handover, &origin);
         if !differences.is_empty() {
             out.push(finding(
                 Severity::Error,
@@ -281,6 +252,41 @@ pub fn handover(objects: &[Object], releases: &[BootstrapRelease]) -> Vec<Findin
         }
     }
     out
+}
+
+/// What the adoption upgrade of `origin` would change in handover `release`
+/// as bootstrap installed it: chart, version, each value (and which of the
+/// release's files set it).
+fn differences(
+    release: &BootstrapRelease,
+    handover: &super::Handover,
+    origin: &super::origin::Origin,
+) -> Vec<String> {
+    let mut differences = Vec::new();
+    if release.chart.as_deref() != Some(origin.chart.name().as_str()) {
+        differences.push(format!(
+            "chart: bootstrap {}, Flux {}",
+            release.chart.as_deref().unwrap_or("-"),
+            origin.chart.name()
+        ));
+    }
+    if handover.version != origin.chart.version {
+        differences.push(format!(
+            "version: bootstrap {}, Flux {}",
+            handover.version, origin.chart.version
+        ));
+    }
+    for d in crate::values::diff(&handover.values, &origin.values) {
+        let cause = handover
+            .overrides
+            .iter()
+            .rev()
+            .find(|(_, v)| crate::values::sets(v, &d.path))
+            .map(|(label, _)| format!(" (set by {label})"))
+            .unwrap_or_default();
+        differences.push(format!("{}{cause}", d.describe_with(&handover.secrets)));
+    }
+    differences
 }
 
 /// The kinds a chart render is searched for when a health check names one.

@@ -266,104 +266,11 @@ pub fn resolve(release: &Object, objects: &[Object]) -> Result<Origin, OriginErr
         .into_iter()
         .flatten()
     {
-        let kind = entry.get("kind").and_then(Value::as_str).unwrap_or("");
-        let name = entry.get("name").and_then(Value::as_str).unwrap_or("");
-        let key = entry
-            .get("valuesKey")
-            .and_then(Value::as_str)
-            .filter(|k| !k.is_empty())
-            .unwrap_or("values.yaml");
-        let optional = entry.get("optional").and_then(Value::as_bool) == Some(true);
-        let target_path = entry
-            .get("targetPath")
-            .and_then(Value::as_str)
-            .filter(|p| !p.is_empty());
-        let literal = entry.get("literal").and_then(Value::as_bool) == Some(true);
-        let what = format!("{kind} {}/{name}", namespace.unwrap_or("-"));
-        if kind != "ConfigMap" && kind != "Secret" {
-            return Err(OriginError::ValuesFromKind { what });
+        match values_from(entry, namespace, objects, &spec_values, &mut result)? {
+            ValuesFrom::Layer(layer) => layers.push(layer),
+            ValuesFrom::Unresolved(missing) => unresolved.push(missing),
+            ValuesFrom::Skipped => {}
         }
-        let source = objects.iter().find(|o| {
-            o.kind == kind
-                && o.group().is_empty()
-                && o.name == name
-                && o.namespace.as_deref() == namespace
-        });
-        let Some(source) = source else {
-            if !optional {
-                unresolved.push(Unresolved {
-                    what,
-                    why: Unreadable::NotInTree,
-                });
-            }
-            continue;
-        };
-        let data = match data(source, key) {
-            Ok(Some(data)) => data,
-            Ok(None) if optional => continue,
-            Ok(None) => {
-                return Err(OriginError::NoSuchKey {
-                    key: key.into(),
-                    what,
-                    file: source.file.clone(),
-                });
-            }
-            Err(why) => {
-                if !optional {
-                    unresolved.push(Unresolved { what, why });
-                }
-                continue;
-            }
-        };
-        let label = format!("{what} key {key}");
-        let layer = if let Some(path) = target_path {
-            crate::values::merge(&mut result, spec_values.clone());
-            let value = if literal {
-                Value::String(data)
-            } else {
-                set_value(&data)
-            };
-            let mut layer = Value::Object(Map::new());
-            let at = |source| OriginError::TargetPath {
-                path: path.into(),
-                what: what.clone(),
-                source,
-            };
-            set_path(&mut layer, path, value.clone()).map_err(at)?;
-            set_path(&mut result, path, value).map_err(at)?;
-            Layer {
-                label: format!("{label} at {path}"),
-                file: Some(source.file.clone()),
-                values: layer,
-            }
-        } else {
-            let parsed: Value = if data.trim().is_empty() {
-                Value::Object(Map::new())
-            } else {
-                serde_saphyr::from_str(&data).map_err(|error| OriginError::NotYaml {
-                    label: label.clone(),
-                    file: source.file.clone(),
-                    error: Box::new(error),
-                })?
-            };
-            let parsed = match parsed {
-                Value::Null => Value::Object(Map::new()),
-                v @ Value::Object(_) => v,
-                _ => {
-                    return Err(OriginError::NotAMap {
-                        label,
-                        file: source.file.clone(),
-                    });
-                }
-            };
-            crate::values::merge(&mut result, parsed.clone());
-            Layer {
-                label,
-                file: Some(source.file.clone()),
-                values: parsed,
-            }
-        };
-        layers.push(layer);
     }
     crate::values::merge(&mut result, spec_values.clone());
     layers.push(Layer {
@@ -383,6 +290,125 @@ pub fn resolve(release: &Object, objects: &[Object]) -> Result<Origin, OriginErr
         values: result,
         unresolved,
     })
+}
+
+/// What one `spec.valuesFrom` entry gives.
+enum ValuesFrom {
+    Layer(Layer),
+    /// Its object is not in git, or cannot be read offline.
+    Unresolved(Unresolved),
+    /// `optional` and absent.
+    Skipped,
+}
+
+/// One `spec.valuesFrom` entry, merged into `merged` (the values so far):
+/// over it, or at its `targetPath` (then `spec.values` is merged in first,
+/// as helm-controller does).
+fn values_from(
+    entry: &Value,
+    namespace: Option<&str>,
+    objects: &[Object],
+    spec_values: &Value,
+    merged: &mut Value,
+) -> Result<ValuesFrom, OriginError> {
+    let kind = entry.get("kind").and_then(Value::as_str).unwrap_or("");
+    let name = entry.get("name").and_then(Value::as_str).unwrap_or("");
+    let key = entry
+        .get("valuesKey")
+        .and_then(Value::as_str)
+        .filter(|k| !k.is_empty())
+        .unwrap_or("values.yaml");
+    let optional = entry.get("optional").and_then(Value::as_bool) == Some(true);
+    // A missing `optional` source is skipped; any other is unresolved.
+    let skip_or = |unresolved| {
+        if optional {
+            ValuesFrom::Skipped
+        } else {
+            ValuesFrom::Unresolved(unresolved)
+        }
+    };
+    let target_path = entry
+        .get("targetPath")
+        .and_then(Value::as_str)
+        .filter(|p| !p.is_empty());
+    let literal = entry.get("literal").and_then(Value::as_bool) == Some(true);
+    let what = format!("{kind} {}/{name}", namespace.unwrap_or("-"));
+    if kind != "ConfigMap" && kind != "Secret" {
+        return Err(OriginError::ValuesFromKind { what });
+    }
+    let source = objects.iter().find(|o| {
+        o.kind == kind
+            && o.group().is_empty()
+            && o.name == name
+            && o.namespace.as_deref() == namespace
+    });
+    let Some(source) = source else {
+        return Ok(skip_or(Unresolved {
+            what,
+            why: Unreadable::NotInTree,
+        }));
+    };
+    let data = match data(source, key) {
+        Ok(Some(data)) => data,
+        Ok(None) if optional => return Ok(ValuesFrom::Skipped),
+        Ok(None) => {
+            return Err(OriginError::NoSuchKey {
+                key: key.into(),
+                what,
+                file: source.file.clone(),
+            });
+        }
+        Err(why) => return Ok(skip_or(Unresolved { what, why })),
+    };
+    let label = format!("{what} key {key}");
+    let layer = if let Some(path) = target_path {
+        crate::values::merge(merged, spec_values.clone());
+        let value = if literal {
+            Value::String(data)
+        } else {
+            set_value(&data)
+        };
+        let mut layer = Value::Object(Map::new());
+        let at = |source| OriginError::TargetPath {
+            path: path.into(),
+            what: what.clone(),
+            source,
+        };
+        set_path(&mut layer, path, value.clone()).map_err(at)?;
+        set_path(merged, path, value).map_err(at)?;
+        Layer {
+            label: format!("{label} at {path}"),
+            file: Some(source.file.clone()),
+            values: layer,
+        }
+    } else {
+        let parsed: Value = if data.trim().is_empty() {
+            Value::Object(Map::new())
+        } else {
+            serde_saphyr::from_str(&data).map_err(|error| OriginError::NotYaml {
+                label: label.clone(),
+                file: source.file.clone(),
+                error: Box::new(error),
+            })?
+        };
+        let parsed = match parsed {
+            Value::Null => Value::Object(Map::new()),
+            v @ Value::Object(_) => v,
+            _ => {
+                return Err(OriginError::NotAMap {
+                    label,
+                    file: source.file.clone(),
+                });
+            }
+        };
+        crate::values::merge(merged, parsed.clone());
+        Layer {
+            label,
+            file: Some(source.file.clone()),
+            values: parsed,
+        }
+    };
+    Ok(ValuesFrom::Layer(layer))
 }
 
 fn chart(release: &Object, spec: &Value, objects: &[Object]) -> Result<OriginChart, OriginError> {

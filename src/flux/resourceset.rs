@@ -42,100 +42,8 @@ pub fn is_resource_set(obj: &Object) -> bool {
 pub fn expand(rs: &Object, providers: &[&Object]) -> Expansion {
     let mut out = Expansion::default();
     let spec = rs.body.get("spec").cloned().unwrap_or(Value::Null);
-    let mut inputs: Vec<Map<String, Value>> = Vec::new();
-    let provider_map = |obj: &Object| {
-        serde_json::json!({"apiVersion": obj.api_version, "kind": obj.kind, "name": obj.name,
-                           "namespace": obj.namespace.clone().unwrap_or_default()})
-    };
-    for input in spec
-        .get("inputs")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
-        let mut map = input.as_object().cloned().unwrap_or_default();
-        map.insert("provider".into(), provider_map(rs));
-        inputs.push(map);
-    }
-    let mut resolved: Vec<&Object> = Vec::new();
-    for source in spec
-        .get("inputsFrom")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
-        let Some(name) = source.get("name").and_then(Value::as_str) else {
-            out.problems.push(format!(
-                "inputsFrom selects providers by label ({}); the providers that exist in the cluster are not known",
-                source.get("selector").unwrap_or(&Value::Null)
-            ));
-            continue;
-        };
-        match providers
-            .iter()
-            .find(|p| p.name == name && p.namespace == rs.namespace)
-        {
-            Some(p) if !resolved.iter().any(|r| std::ptr::eq(*r, *p)) => resolved.push(p),
-            Some(_) => {}
-            None => out.problems.push(format!(
-                "inputsFrom ResourceSetInputProvider `{name}` is not in the scanned tree"
-            )),
-        }
-    }
-    resolved.sort_by(|a, b| a.name.cmp(&b.name));
-    for p in &resolved {
-        let kind = p.body.pointer("/spec/type").and_then(Value::as_str);
-        if kind != Some("Static") {
-            out.problems.push(format!(
-                "ResourceSetInputProvider `{}` has type `{}`; its inputs come from the cluster or an external API",
-                p.name,
-                kind.unwrap_or("<none>")
-            ));
-            continue;
-        }
-        let mut map = p
-            .body
-            .pointer("/spec/defaultValues")
-            .and_then(Value::as_object)
-            .cloned()
-            .unwrap_or_default();
-        map.insert("provider".into(), provider_map(p));
-        inputs.push(map);
-    }
-    let strategy = spec
-        .pointer("/inputStrategy/name")
-        .and_then(Value::as_str)
-        .unwrap_or("Flatten");
-    if strategy != "Flatten" {
-        out.problems.push(format!(
-            "inputStrategy `{strategy}` is not modelled; inputs are flattened"
-        ));
-    }
-    let mut groups: Vec<(Vec<Value>, Option<String>)> = vec![(
-        spec.get("resources")
-            .and_then(Value::as_array)
-            .cloned()
-            .unwrap_or_default(),
-        spec.get("resourcesTemplate")
-            .and_then(Value::as_str)
-            .map(str::to_string),
-    )];
-    for step in spec
-        .get("steps")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
-        groups.push((
-            step.get("resources")
-                .and_then(Value::as_array)
-                .cloned()
-                .unwrap_or_default(),
-            step.get("resourcesTemplate")
-                .and_then(Value::as_str)
-                .map(str::to_string),
-        ));
-    }
+    let inputs = input_sets(rs, &spec, providers, &mut out.problems);
+    let groups = resource_groups(&spec);
     let sets: Vec<Option<&Map<String, Value>>> = if inputs.is_empty() {
         vec![None]
     } else {
@@ -172,6 +80,117 @@ pub fn expand(rs: &Object, providers: &[&Object]) -> Expansion {
         }
     }
     out
+}
+
+/// The input sets a ResourceSet renders with: its own `spec.inputs`, then
+/// each `inputsFrom` provider's (Static ones only), flattened; what cannot
+/// be known offline goes to `problems`.
+fn input_sets(
+    rs: &Object,
+    spec: &Value,
+    providers: &[&Object],
+    problems: &mut Vec<String>,
+) -> Vec<Map<String, Value>> {
+    let mut inputs: Vec<Map<String, Value>> = Vec::new();
+    let provider_map = |obj: &Object| {
+        serde_json::json!({"apiVersion": obj.api_version, "kind": obj.kind, "name": obj.name,
+                           "namespace": obj.namespace.clone().unwrap_or_default()})
+    };
+    for input in spec
+        .get("inputs")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let mut map = input.as_object().cloned().unwrap_or_default();
+        map.insert("provider".into(), provider_map(rs));
+        inputs.push(map);
+    }
+    let mut resolved: Vec<&Object> = Vec::new();
+    for source in spec
+        .get("inputsFrom")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let Some(name) = source.get("name").and_then(Value::as_str) else {
+            problems.push(format!(
+                "inputsFrom selects providers by label ({}); the providers that exist in the cluster are not known",
+                source.get("selector").unwrap_or(&Value::Null)
+            ));
+            continue;
+        };
+        match providers
+            .iter()
+            .find(|p| p.name == name && p.namespace == rs.namespace)
+        {
+            Some(p) if !resolved.iter().any(|r| std::ptr::eq(*r, *p)) => resolved.push(p),
+            Some(_) => {}
+            None => problems.push(format!(
+                "inputsFrom ResourceSetInputProvider `{name}` is not in the scanned tree"
+            )),
+        }
+    }
+    resolved.sort_by(|a, b| a.name.cmp(&b.name));
+    for p in &resolved {
+        let kind = p.body.pointer("/spec/type").and_then(Value::as_str);
+        if kind != Some("Static") {
+            problems.push(format!(
+                "ResourceSetInputProvider `{}` has type `{}`; its inputs come from the cluster or an external API",
+                p.name,
+                kind.unwrap_or("<none>")
+            ));
+            continue;
+        }
+        let mut map = p
+            .body
+            .pointer("/spec/defaultValues")
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default();
+        map.insert("provider".into(), provider_map(p));
+        inputs.push(map);
+    }
+    let strategy = spec
+        .pointer("/inputStrategy/name")
+        .and_then(Value::as_str)
+        .unwrap_or("Flatten");
+    if strategy != "Flatten" {
+        problems.push(format!(
+            "inputStrategy `{strategy}` is not modelled; inputs are flattened"
+        ));
+    }
+    inputs
+}
+
+/// `spec.resources` with `spec.resourcesTemplate`, then each step's.
+fn resource_groups(spec: &Value) -> Vec<(Vec<Value>, Option<String>)> {
+    let mut groups: Vec<(Vec<Value>, Option<String>)> = vec![(
+        spec.get("resources")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default(),
+        spec.get("resourcesTemplate")
+            .and_then(Value::as_str)
+            .map(str::to_string),
+    )];
+    for step in spec
+        .get("steps")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        groups.push((
+            step.get("resources")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default(),
+            step.get("resourcesTemplate")
+                .and_then(Value::as_str)
+                .map(str::to_string),
+        ));
+    }
+    groups
 }
 
 fn push(out: &mut Expansion, keys: &mut std::collections::HashSet<String>, obj: Value) {

@@ -113,9 +113,19 @@ fn kind(resource: &str) -> Option<(&'static str, &'static str)> {
     })
 }
 
-/// `kubectl wait` and `kubectl rollout status` as typed hooks, or `None`
-/// when any flag or form is one the typed hooks do not express exactly.
-fn typed(args: &[String], release_namespace: &str) -> Option<Value> {
+/// A `kubectl wait`/`rollout status` command line, read: its positional
+/// arguments and the flags the typed hooks express.
+struct KubectlArgs {
+    positional: Vec<String>,
+    namespace: Option<String>,
+    /// Validated as a duration.
+    timeout: Option<String>,
+    wait_for: Option<String>,
+}
+
+/// `None` for a flag the typed hooks do not express, or a timeout that is
+/// none (`0`, negative, not a duration).
+fn kubectl_args(args: &[String]) -> Option<KubectlArgs> {
     let mut positional = Vec::new();
     let mut namespace = None;
     let mut timeout = None;
@@ -152,6 +162,23 @@ fn typed(args: &[String], release_namespace: &str) -> Option<Value> {
         }
         None => None,
     };
+    Some(KubectlArgs {
+        positional,
+        namespace,
+        timeout,
+        wait_for,
+    })
+}
+
+/// `kubectl wait` and `kubectl rollout status` as typed hooks, or `None`
+/// when any flag or form is one the typed hooks do not express exactly.
+fn typed(args: &[String], release_namespace: &str) -> Option<Value> {
+    let KubectlArgs {
+        positional,
+        namespace,
+        timeout,
+        wait_for,
+    } = kubectl_args(args)?;
     let namespace = namespace.unwrap_or_else(|| release_namespace.to_string());
     let objects = |names: &[String]| -> Option<Vec<(&'static str, &'static str, String)>> {
         names

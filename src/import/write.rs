@@ -11,7 +11,7 @@ use serde_json::Value;
 use super::convert::{ChartOut, FluxOut, Imported, ReleaseOut, ValuesOut};
 use super::hooks::{self, Phase};
 use super::relative;
-use crate::error::{Error, Problem};
+use crate::error::{Error, Failure, Problem};
 
 /// Files to write, relative to the config root, with their text.
 pub struct Written {
@@ -499,11 +499,15 @@ pub fn write(written: &Written, root: &Path, force: bool) -> Result<Vec<PathBuf>
     for (rel, text) in &written.files {
         let path = shown(root, rel);
         if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir)
-                .map_err(|e| Error::failed_with(format!("cannot create `{}`", dir.display()), e))?;
+            std::fs::create_dir_all(dir).map_err(|source| Failure::CreateDir {
+                path: dir.to_path_buf(),
+                source,
+            })?;
         }
-        std::fs::write(&path, text)
-            .map_err(|e| Error::failed_with(format!("cannot write `{}`", path.display()), e))?;
+        std::fs::write(&path, text).map_err(|source| Failure::WriteFile {
+            path: path.clone(),
+            source,
+        })?;
         paths.push(path);
     }
     Ok(paths)

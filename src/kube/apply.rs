@@ -39,7 +39,16 @@ pub enum ApplyError {
         #[source]
         source: ::kube::Error,
     },
+    #[error(
+        "{what} is being deleted and was still there after {}; what it holds is still being removed (a `destroy --crds` moments ago?): run again once it is gone (`kubectl get` it shows its finalizers)",
+        crate::duration::span(*waited)
+    )]
+    StillTerminating { what: String, waited: Duration },
 }
+
+/// How long [`apply`] waits for an object being deleted to be gone before
+/// it creates it again.
+pub const TERMINATING_WAIT: Duration = Duration::from_secs(120);
 
 /// apiVersion, kind, namespace and name of a manifest.
 pub fn identity(obj: &Value) -> Result<(GroupVersionKind, Option<String>, String), ApplyError> {
@@ -110,13 +119,33 @@ pub async fn apply(client: &::kube::Client, obj: &Value) -> Result<CrdChange, Ap
     let (resource, namespaced) = resolve(client, &gvk).await?;
     let api = api_for(client, &resource, namespaced, namespace.as_deref());
     let what = format!("{} {name}", gvk.kind);
-    let before = retry(API_RETRY_BUDGET, || api.get_opt(&name))
-        .await
-        .map_err(|source| ApplyError::Api {
-            what: what.clone(),
-            source,
-        })?
-        .and_then(|o| o.metadata.resource_version);
+    let get = || async {
+        retry(API_RETRY_BUDGET, || api.get_opt(&name))
+            .await
+            .map_err(|source| ApplyError::Api {
+                what: what.clone(),
+                source,
+            })
+    };
+    let mut existing = get().await?;
+    // An object being deleted (a CRD whose custom resources are still
+    // being removed) would take the apply and then vanish: it is created
+    // again once it is gone.
+    let deadline = tokio::time::Instant::now() + TERMINATING_WAIT;
+    while existing
+        .as_ref()
+        .is_some_and(|o| o.metadata.deletion_timestamp.is_some())
+    {
+        if tokio::time::Instant::now() >= deadline {
+            return Err(ApplyError::StillTerminating {
+                what,
+                waited: TERMINATING_WAIT,
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        existing = get().await?;
+    }
+    let before = existing.and_then(|o| o.metadata.resource_version);
     let params = PatchParams::apply(FIELD_MANAGER).force();
     let patch = Patch::Apply(obj);
     let after = retry(API_RETRY_BUDGET, || api.patch(&name, &params, &patch))

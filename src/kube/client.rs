@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use ::kube::config::{KubeConfigOptions, Kubeconfig};
 
-use crate::error::Error;
+use crate::error::{Error, Prerequisite};
 
 /// Which cluster a command talks to; passed to helm on every call (`--kubeconfig`, `--kube-context`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -43,43 +43,30 @@ pub async fn connect(
             .map(PathBuf::from)
     });
     let config_file = match &explicit {
-        Some(path) => Kubeconfig::read_from(path).map_err(|e| {
-            Error::Prerequisite {
-                message: format!(
-                    "cannot read kubeconfig `{}`; pass --kubeconfig FILE with a readable kubeconfig",
-                    path.display()
-                ),
-                source: Some(Box::new(e)),
-            }
-        })?,
-        None => Kubeconfig::read().map_err(|e| Error::Prerequisite {
-            message: "no kubeconfig found ($KUBECONFIG unset, ~/.kube/config unreadable); pass --kubeconfig FILE".into(),
-            source: Some(Box::new(e)),
-        })?,
+        Some(path) => {
+            Kubeconfig::read_from(path).map_err(|source| Prerequisite::KubeconfigUnreadable {
+                path: path.clone(),
+                source,
+            })?
+        }
+        None => Kubeconfig::read().map_err(|source| Prerequisite::NoKubeconfig { source })?,
     };
     let context = context
         .map(str::to_string)
         .or_else(|| config_file.current_context.clone());
     let Some(context) = context else {
-        return Err(Error::prerequisite(
-            "the kubeconfig has no current context; set `context:` in cluster.yaml or pass --context NAME",
-        ));
+        return Err(Prerequisite::NoContext.into());
     };
     if !config_file.contexts.iter().any(|c| c.name == context) {
-        let known: Vec<&str> = config_file
-            .contexts
-            .iter()
-            .map(|c| c.name.as_str())
-            .collect();
-        return Err(Error::prerequisite(format!(
-            "kubeconfig context `{context}` does not exist{}; contexts: {}; set `context:` in cluster.yaml or pass --context NAME",
-            crate::error::did_you_mean(&context, known.iter().copied()),
-            if known.is_empty() {
-                "none".to_string()
-            } else {
-                known.join(", ")
-            }
-        )));
+        return Err(Prerequisite::UnknownContext {
+            known: config_file
+                .contexts
+                .iter()
+                .map(|c| c.name.clone())
+                .collect(),
+            context,
+        }
+        .into());
     }
     let options = KubeConfigOptions {
         context: Some(context.clone()),
@@ -87,9 +74,9 @@ pub async fn connect(
     };
     let mut config = ::kube::Config::from_custom_kubeconfig(config_file.clone(), &options)
         .await
-        .map_err(|e| Error::Prerequisite {
-            message: format!("kubeconfig context `{context}` is not usable"),
-            source: Some(Box::new(e)),
+        .map_err(|source| Prerequisite::UnusableContext {
+            context: context.clone(),
+            source,
         })?;
     let server = config
         .cluster_url
@@ -103,9 +90,9 @@ pub async fn connect(
     // request busy for minutes); every call here goes through
     // `retry::retry`, which has a budget.
     config.default_retry = false;
-    let client = ::kube::Client::try_from(config).map_err(|e| Error::Prerequisite {
-        message: format!("cannot build a client for context `{context}`"),
-        source: Some(Box::new(e)),
+    let client = ::kube::Client::try_from(config).map_err(|source| Prerequisite::Client {
+        context: context.clone(),
+        source,
     })?;
 
     let (hook_kubeconfig, dir) = write_hook_kubeconfig(config_file, &context);

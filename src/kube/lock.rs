@@ -13,7 +13,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use k8s_openapi::jiff::Timestamp;
 
 use super::retry::{is_conflict, is_not_found, retry};
-use crate::error::Error;
+use crate::error::{Cause, Error, Failure};
 
 /// Why the lock could not be taken.
 #[derive(Debug, thiserror::Error)]
@@ -38,12 +38,9 @@ pub enum LockError {
 
 impl From<LockError> for Error {
     fn from(e: LockError) -> Error {
-        let message = e.to_string();
         match e {
-            LockError::Read(source) | LockError::Take(source) => {
-                Error::failed_with(message, source)
-            }
-            LockError::Held { .. } | LockError::Race => Error::Locked(message),
+            LockError::Read(_) | LockError::Take(_) => Failure::Cluster(Cause(Box::new(e))).into(),
+            LockError::Held { .. } | LockError::Race => Error::Locked(e.to_string()),
         }
     }
 }
@@ -183,6 +180,42 @@ fn expired(lease: &Lease) -> bool {
     now > until
 }
 
+/// The Lease this run writes: held by `holder` for `operation`, with the
+/// longest helm operation it may run (for a run that takes it over);
+/// `resource_version`: the one it replaces.
+fn lease(
+    holder: &str,
+    operation: &str,
+    helm_timeout: Duration,
+    resource_version: Option<String>,
+) -> Lease {
+    Lease {
+        metadata: ObjectMeta {
+            name: Some(LEASE_NAME.into()),
+            namespace: Some(LEASE_NAMESPACE.into()),
+            resource_version,
+            annotations: Some(
+                [
+                    ("bootstrap/operation".to_string(), operation.to_string()),
+                    (
+                        HELM_TIMEOUT_ANNOTATION.to_string(),
+                        helm_timeout.as_secs().to_string(),
+                    ),
+                ]
+                .into(),
+            ),
+            ..ObjectMeta::default()
+        },
+        spec: Some(LeaseSpec {
+            holder_identity: Some(holder.to_string()),
+            lease_duration_seconds: Some(LEASE_SECONDS),
+            acquire_time: Some(now()),
+            renew_time: Some(now()),
+            ..LeaseSpec::default()
+        }),
+    }
+}
+
 impl Lock {
     /// Takes the lock or fails (exit 3) naming who holds it. `helm_timeout`:
     /// the longest a helm operation of this run may last, recorded in the
@@ -196,31 +229,7 @@ impl Lock {
         let api: Api<Lease> = Api::namespaced(client.clone(), LEASE_NAMESPACE);
         let holder = holder_identity();
         let budget = super::apply::API_RETRY_BUDGET;
-        let fresh = |rv: Option<String>| Lease {
-            metadata: ObjectMeta {
-                name: Some(LEASE_NAME.into()),
-                namespace: Some(LEASE_NAMESPACE.into()),
-                resource_version: rv,
-                annotations: Some(
-                    [
-                        ("bootstrap/operation".to_string(), operation.to_string()),
-                        (
-                            HELM_TIMEOUT_ANNOTATION.to_string(),
-                            helm_timeout.as_secs().to_string(),
-                        ),
-                    ]
-                    .into(),
-                ),
-                ..ObjectMeta::default()
-            },
-            spec: Some(LeaseSpec {
-                holder_identity: Some(holder.clone()),
-                lease_duration_seconds: Some(LEASE_SECONDS),
-                acquire_time: Some(now()),
-                renew_time: Some(now()),
-                ..LeaseSpec::default()
-            }),
-        };
+        let fresh = |rv: Option<String>| lease(&holder, operation, helm_timeout, rv);
         let existing = retry(budget, || api.get_opt(LEASE_NAME))
             .await
             .map_err(LockError::Read)?;

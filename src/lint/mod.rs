@@ -24,14 +24,10 @@ pub mod live;
 pub mod locate;
 mod mesh;
 
-use std::path::PathBuf;
-
-use serde::Serialize;
-
 use crate::plan::Plan;
 use crate::release::ReleaseId;
 
-pub use crate::flux::Severity;
+pub use crate::finding::{Finding, Refusal, Severity, render_text};
 pub use locate::Location;
 
 /// What a rule looks at.
@@ -127,42 +123,6 @@ pub struct Hit {
     pub at: Option<Location>,
     pub message: String,
     pub fix: String,
-}
-
-/// A lint finding. Its JSON is a superset of a `check` finding
-/// (docs/design.md#check-json): `object` is `null` and `chain` empty; `file`
-/// and `line` say where the value is written; `fix` what to change;
-/// `ignored` that `lints.ignore` lists the code.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Finding {
-    pub severity: Severity,
-    pub code: &'static str,
-    pub release: Option<String>,
-    pub object: Option<()>,
-    pub chain: Vec<String>,
-    pub message: String,
-    pub file: Option<PathBuf>,
-    pub line: Option<u64>,
-    pub fix: String,
-    pub ignored: bool,
-}
-
-impl Finding {
-    /// Error-level and not ignored: stops `apply`, makes `check`/`plan` exit 1.
-    pub fn blocks(&self) -> bool {
-        self.severity == Severity::Error && !self.ignored
-    }
-
-    fn sort_key(&self) -> impl Ord + '_ {
-        (
-            self.severity,
-            self.code,
-            &self.release,
-            &self.file,
-            self.line,
-            &self.message,
-        )
-    }
 }
 
 /// Runs every rule on `plan`; `fleet` is every cluster of the config root
@@ -277,36 +237,6 @@ fn findings<'a>(
     })
 }
 
-/// Findings as text, like `check`'s (docs/design.md#finding-codes):
-/// `severity[code]: message`, then where, the release and the fix.
-pub fn render_text(findings: &[Finding]) -> String {
-    let mut text = String::new();
-    for f in findings {
-        let severity = match f.severity {
-            Severity::Error => "error",
-            Severity::Warning => "warning",
-            Severity::Info => "info",
-        };
-        let ignored = if f.ignored {
-            " (ignored: listed in lints.ignore)"
-        } else {
-            ""
-        };
-        text.push_str(&format!("{severity}[{}]{ignored}: {}\n", f.code, f.message));
-        if let Some(file) = &f.file {
-            match f.line {
-                Some(line) => text.push_str(&format!("  at: {}:{line}\n", file.display())),
-                None => text.push_str(&format!("  at: {}\n", file.display())),
-            }
-        }
-        if let Some(release) = &f.release {
-            text.push_str(&format!("  release: {release}\n"));
-        }
-        text.push_str(&format!("  fix: {}\n\n", f.fix));
-    }
-    text
-}
-
 /// The line under the findings: `lints infra: 1 error, 2 warnings`, and the
 /// error codes `lints.ignore` let through.
 pub fn summary(cluster: &str, findings: &[Finding]) -> String {
@@ -369,29 +299,6 @@ pub fn preflight(cluster: &str, findings: &[Finding]) -> Result<Vec<String>, Ref
         })
         .collect())
 }
-
-/// `apply` of `cluster` refused before anything changed: its error-level
-/// findings that `lints.ignore` does not list.
-#[derive(Debug, Clone)]
-pub struct Refusal {
-    pub cluster: String,
-    pub blocking: Vec<Finding>,
-}
-
-impl std::fmt::Display for Refusal {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let (cluster, n) = (&self.cluster, self.blocking.len());
-        write!(
-            f,
-            "apply of cluster `{cluster}` refused: {n} error-level lint finding{}; nothing was changed. Fix {}, or list the code in `lints.ignore` in clusters/{cluster}/cluster.yaml to go ahead anyway\n\n{}",
-            if n == 1 { "" } else { "s" },
-            if n == 1 { "it" } else { "them" },
-            render_text(&self.blocking).trim_end()
-        )
-    }
-}
-
-impl std::error::Error for Refusal {}
 
 #[cfg(test)]
 pub(crate) mod tests;

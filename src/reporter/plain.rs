@@ -36,6 +36,8 @@ impl PlainReporter {
 
     /// The text of the event's line and any block indented under it; `None`
     /// when the verbosity hides the event.
+    // One piece (tests/it/architecture.rs lists it): one match over the
+    // event kinds, an arm per event.
     fn render(&mut self, event: &Event) -> Option<(String, Option<String>)> {
         let quiet = self.verbosity == Verbosity::Quiet;
         let verbose = self.verbosity == Verbosity::Verbose;

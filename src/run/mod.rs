@@ -10,7 +10,7 @@ use std::future::Future;
 use std::path::Path;
 use std::time::Duration;
 
-use crate::error::Error;
+use crate::error::{Error, Failure, Prerequisite};
 use crate::event::{Emitter, Event};
 use crate::helm::Helm;
 use crate::helm::cache::ChartCache;
@@ -71,7 +71,7 @@ pub fn block_on<T>(work: impl Future<Output = Result<T, Error>>) -> Result<T, Er
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
-        .map_err(|e| Error::failed_with("cannot start the async runtime", e))?
+        .map_err(|source| Failure::Runtime { source })?
         .block_on(work)
 }
 
@@ -92,7 +92,7 @@ pub async fn prerequisites(
     let version = helm
         .version()
         .await
-        .map_err(|e| Error::prerequisite(e.to_string()))?;
+        .map_err(|e| Prerequisite::Helm { error: e.into() })?;
     let context = target
         .context
         .map(str::to_string)
@@ -134,14 +134,13 @@ pub async fn prerequisites(
         _ = tokio::signal::ctrl_c() => return Err(Error::Interrupted),
     };
     if let Err(e) = reachable {
-        return Err(Error::failed_with(
-            format!(
-                "cannot reach the Kubernetes API server of context `{context}` at {} within {}; nothing was changed. Check that it is up and that the kubeconfig points at it (--kubeconfig, --context), or wait longer with --wait-for-api",
-                connection.server,
-                crate::duration::span(budget)
-            ),
-            crate::kube::retry::root_cause(&e),
-        ));
+        return Err(Failure::Unreachable {
+            context,
+            server: connection.server.clone(),
+            budget,
+            source: crate::kube::retry::root_cause(&e).into(),
+        }
+        .into());
     }
     Ok((helm, connection, version))
 }

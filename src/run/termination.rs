@@ -174,7 +174,10 @@ mod tests {
                 ("spegel", Outcome::Skipped),
             ],
         );
-        let error = Error::failed("apply of cluster `infra` failed: 1 failed");
+        let error = Error::from(crate::error::Failure::ApplyFailed {
+            cluster: "infra".into(),
+            releases: "1".into(),
+        });
         let text = message("apply", 1, Some(&error), &[s]);
         let value: Value = serde_json::from_str(&text).unwrap();
         assert_eq!(
@@ -200,7 +203,9 @@ mod tests {
             .collect();
         let refs: Vec<(&str, Outcome)> = many.iter().map(|(n, o)| (n.as_str(), *o)).collect();
         let s = summary("infra", &refs);
-        let error = Error::failed("x".repeat(10_000));
+        let error = Error::from(crate::error::Failure::OwnershipRefused {
+            conflicts: vec!["x".repeat(10_000)],
+        });
         let text = message("apply", 1, Some(&error), &[s]);
         assert!(text.len() <= LIMIT, "{}", text.len());
         let value: Value = serde_json::from_str(&text).unwrap();
@@ -210,7 +215,9 @@ mod tests {
 
     #[test]
     fn no_run_no_clusters() {
-        let error = Error::prerequisite("helm not found");
+        let error = Error::from(crate::error::Prerequisite::Helm {
+            error: "helm not found".into(),
+        });
         let value: Value = serde_json::from_str(&message("apply", 2, Some(&error), &[])).unwrap();
         assert_eq!(
             value,

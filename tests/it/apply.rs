@@ -21,6 +21,74 @@ fn standard_script(cluster: &Cluster) {
     }));
 }
 
+/// A CRD still being deleted (a `destroy --crds` moments ago, its custom
+/// resources not yet removed) would take the CRD phase's apply and then
+/// vanish, leaving the phase to wait for an Established that never comes:
+/// the phase waits until it is gone and creates it again.
+#[test]
+fn a_crd_being_deleted_is_created_again_once_it_is_gone() {
+    let cluster = Cluster::start();
+    standard_script(&cluster);
+    let name = "certificates.cert-manager.io";
+    let mut held = crd("cert-manager.io", "certificates", "Certificate");
+    held["metadata"]["finalizers"] = json!(["test.example/hold"]);
+    cluster.api.insert(held);
+    cluster.api.delete(
+        "apiextensions.k8s.io/v1",
+        "CustomResourceDefinition",
+        None,
+        name,
+    );
+    let get = || {
+        cluster.api.get(
+            "apiextensions.k8s.io/v1",
+            "CustomResourceDefinition",
+            None,
+            name,
+        )
+    };
+    assert!(
+        !get().unwrap()["metadata"]["deletionTimestamp"].is_null(),
+        "marked"
+    );
+    let test = config();
+    let mut child = cluster
+        .command(&test, &["apply", "infra", "--output", "json"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "apply ended while the CRD was being deleted"
+    );
+    assert!(
+        cluster.installs().is_empty(),
+        "no release before the CRD phase is done"
+    );
+    let mut done = get().unwrap();
+    done["metadata"]["finalizers"] = json!([]);
+    cluster.api.insert(done);
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let applied: Vec<serde_json::Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|e| e["event"] == "crd_applied")
+        .collect();
+    assert_eq!(applied.len(), 1, "{stdout}");
+    assert_eq!(applied[0]["change"], "created", "{stdout}");
+    let now = get().expect("created again");
+    assert!(now["metadata"]["deletionTimestamp"].is_null(), "{now}");
+}
+
 #[test]
 fn applies_crds_then_releases_in_dag_order_and_records_ownership() {
     let cluster = Cluster::start();

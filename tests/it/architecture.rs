@@ -220,35 +220,13 @@ fn layering_rules_hold() {
     let map = map();
     let uses = |from: &str, to: &str| map.top.get(from).is_some_and(|t| t.contains(to));
     // The engines are siblings on the run layer.
-    for a in ["apply", "destroy", "status"] {
-        for b in ["apply", "destroy", "status", "commands", "cli"] {
-            assert!(a == b || !uses(a, b), "`{a}` uses `{b}`");
+    for a in ENGINES {
+        for b in ENGINES.iter().chain(&COMMAND_LAYER) {
+            assert!(a == *b || !uses(a, b), "`{a}` uses `{b}`");
         }
     }
     // Leaves never reach up into the command layer or the engines.
-    for leaf in [
-        "helm",
-        "kube",
-        "reporter",
-        "event",
-        "stop",
-        "flux",
-        "config",
-        "graph",
-        "plan",
-        "release",
-        "template",
-        "values",
-        "yaml",
-        "error",
-        "hooks",
-        "import",
-        "scheduler",
-        "crds",
-        "change",
-        "ownership",
-        "run",
-    ] {
+    for leaf in LEAVES {
         for up in ["cli", "commands", "apply", "destroy", "status"] {
             assert!(!uses(leaf, up), "`{leaf}` uses `{up}`");
         }
@@ -262,6 +240,74 @@ fn layering_rules_hold() {
     }
     // The stop signal is the bottom: every layer may use it, it uses nothing.
     assert!(map.top["stop"].is_empty(), "{:?}", map.top["stop"]);
+    // What the checks report sits below the lints, the scan and the error
+    // (docs/design.md#error-policy): it uses nothing of the crate.
+    assert!(map.top["finding"].is_empty(), "{:?}", map.top["finding"]);
+    // The one user-facing error is worded from data of the modules below it
+    // only; the others' errors reach it boxed.
+    let below_error: BTreeSet<String> = ["stop", "duration", "finding"].map(String::from).into();
+    assert!(
+        map.top["error"].is_subset(&below_error),
+        "`error` uses {:?}",
+        map.top["error"]
+    );
+}
+
+/// The command layer, the engines and every other module (a leaf of the
+/// run layer or below): `every_module_has_a_layer` keeps this true to src/.
+const COMMAND_LAYER: [&str; 2] = ["cli", "commands"];
+const ENGINES: [&str; 3] = ["apply", "destroy", "status"];
+const LEAVES: [&str; 29] = [
+    "helm",
+    "kube",
+    "reporter",
+    "event",
+    "stop",
+    "flux",
+    "config",
+    "graph",
+    "plan",
+    "release",
+    "template",
+    "values",
+    "yaml",
+    "error",
+    "hooks",
+    "import",
+    "scheduler",
+    "crds",
+    "change",
+    "ownership",
+    "run",
+    "child",
+    "duration",
+    "finding",
+    "ledger",
+    "lint",
+    "render",
+    "select",
+    "validate",
+];
+
+/// Every module of src/ is in one of the layers the rules above check.
+#[test]
+fn every_module_has_a_layer() {
+    let known: BTreeSet<&str> = COMMAND_LAYER
+        .iter()
+        .chain(&ENGINES)
+        .chain(&LEAVES)
+        .copied()
+        .collect();
+    let map = map();
+    let unplaced: Vec<&String> = map
+        .top
+        .keys()
+        .filter(|m| !known.contains(m.as_str()))
+        .collect();
+    assert!(
+        unplaced.is_empty(),
+        "modules in no layer of tests/it/architecture.rs (and docs/design.md#module-map): {unplaced:?}"
+    );
 }
 
 /// The integration tests are one binary (tests/it/main.rs, docs/design.md#test-map):
@@ -307,4 +353,307 @@ fn integration_tests_are_one_binary() {
         undeclared.is_empty(),
         "suites in tests/it/ with no `mod` line in tests/it/main.rs: {undeclared:?}"
     );
+}
+
+/// The code of `src/` outside test modules, file by file: `(path, text)`.
+fn source_code() -> Vec<(String, String)> {
+    let mut files = Vec::new();
+    rust_files(Path::new("src"), &mut files);
+    files.sort();
+    files
+        .into_iter()
+        .filter(|f| f.file_name().is_some_and(|n| n != "tests.rs"))
+        .map(|f| {
+            let text = std::fs::read_to_string(&f).unwrap();
+            let text = match text.find("#[cfg(test)]\nmod tests") {
+                Some(i) => text[..i].to_string(),
+                None => text,
+            };
+            (f.display().to_string(), text)
+        })
+        .collect()
+}
+
+/// Each line of `text` with its string and char literals emptied and its
+/// `//` comment cut, so that braces and `Result<…>` are only code's.
+/// Strings may span lines (`"…` to `"`, raw `r#"…"#`).
+fn code_lines(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    // Inside a string: the text that ends it (`"`, or `"#` for `r#"`).
+    let mut in_string: Option<String> = None;
+    for line in text.lines() {
+        let chars: Vec<char> = line.chars().collect();
+        let mut kept = String::new();
+        let mut i = 0;
+        while i < chars.len() {
+            if let Some(end) = &in_string {
+                if end == "\"" && chars[i] == '\\' {
+                    i += 2;
+                    continue;
+                }
+                let rest: String = chars[i..].iter().take(end.len()).collect();
+                if rest == *end {
+                    i += end.len();
+                    kept.push('"');
+                    in_string = None;
+                } else {
+                    i += 1;
+                }
+                continue;
+            }
+            let c = chars[i];
+            let next = chars.get(i + 1).copied();
+            if c == '/' && next == Some('/') {
+                break;
+            }
+            if c == '"' {
+                in_string = Some("\"".into());
+                kept.push('"');
+                i += 1;
+            } else if c == 'r'
+                && (next == Some('"') || next == Some('#'))
+                && (i == 0 || !(chars[i - 1].is_alphanumeric() || chars[i - 1] == '_'))
+            {
+                let hashes = chars[i + 1..].iter().take_while(|c| **c == '#').count();
+                if chars.get(i + 1 + hashes) == Some(&'"') {
+                    in_string = Some(format!("\"{}", "#".repeat(hashes)));
+                    kept.push('"');
+                    i += 2 + hashes;
+                } else {
+                    kept.push(c);
+                    i += 1;
+                }
+            } else if c == '\'' {
+                // A char literal (`'{'`, `'\n'`), not a lifetime (`'a`).
+                let close = if next == Some('\\') {
+                    chars[i + 2..]
+                        .iter()
+                        .position(|c| *c == '\'')
+                        .map(|p| i + 2 + p)
+                } else if chars.get(i + 2) == Some(&'\'') {
+                    Some(i + 2)
+                } else {
+                    None
+                };
+                match close {
+                    Some(end) => {
+                        kept.push_str("' '");
+                        i = end + 1;
+                    }
+                    None => {
+                        kept.push(c);
+                        i += 1;
+                    }
+                }
+            } else {
+                kept.push(c);
+                i += 1;
+            }
+        }
+        out.push(kept);
+    }
+    out
+}
+
+/// Every function of `src/` (outside tests) as `(file, name, code lines)`:
+/// the lines of its body, between the line that opens it and the line that
+/// closes it, that are neither blank nor only a comment.
+fn function_lengths() -> Vec<(String, String, usize)> {
+    let signature =
+        regex::Regex::new(r"^\s*(pub(\([^)]*\))?\s+)?(const\s+)?(async\s+)?(unsafe\s+)?fn\s+(\w+)")
+            .unwrap();
+    let mut out = Vec::new();
+    for (file, text) in source_code() {
+        let lines = code_lines(&text);
+        for (start, line) in lines.iter().enumerate() {
+            let Some(name) = signature.captures(line).map(|c| c[6].to_string()) else {
+                continue;
+            };
+            let (mut depth, mut opened, mut count) = (0usize, false, 0);
+            for l in &lines[start..] {
+                if !opened && l.contains(';') && !l.contains('{') {
+                    break; // a declaration without a body (a trait's)
+                }
+                let inside = opened;
+                for c in l.chars() {
+                    match c {
+                        '{' => {
+                            depth += 1;
+                            opened = true;
+                        }
+                        '}' => depth = depth.saturating_sub(1),
+                        _ => {}
+                    }
+                }
+                if opened && depth == 0 {
+                    break;
+                }
+                if inside && !l.trim().is_empty() {
+                    count += 1;
+                }
+            }
+            if opened {
+                out.push((file.clone(), name, count));
+            }
+        }
+    }
+    out
+}
+
+/// Longer than this many code lines, a function says why it is one.
+const LONG: usize = 100;
+
+/// Every function over [`LONG`] code lines, and why it is one piece. A
+/// function that grows past the limit must be split along its steps, or
+/// listed here with its reason; one that shrinks below it leaves the list.
+const LONG_FUNCTIONS: &[(&str, &str, &str)] = &[
+    (
+        "src/import/gotmpl.rs",
+        "call",
+        "one piece: one match over the template functions the subset evaluates, an arm of a few lines per function (said at the function)",
+    ),
+    (
+        "src/import/gotmpl/syntax.rs",
+        "tokenize",
+        "one piece: one pass over an action's characters, whose state (quotes, parentheses, the token being read) lives across the loop (said at the function)",
+    ),
+    (
+        "src/reporter/plain.rs",
+        "render",
+        "one piece: one match over the event kinds, an arm per event (said at the function)",
+    ),
+    (
+        "src/scheduler.rs",
+        "run",
+        "one piece: the scheduling state (waiting counts, running set, helm slots, stop) lives across one select loop (said at the function)",
+    ),
+    (
+        "src/apply/mod.rs",
+        "run",
+        "not split yet: preflight checks, CRD phase, release phase",
+    ),
+    (
+        "src/apply/runner.rs",
+        "step",
+        "not split yet: compare, fetch, helm, hooks, record",
+    ),
+    (
+        "src/config/load.rs",
+        "check_release",
+        "left to config/load.rs's rewrite",
+    ),
+    (
+        "src/config/load.rs",
+        "plan_cluster",
+        "left to config/load.rs's rewrite",
+    ),
+    (
+        "src/config/render.rs",
+        "render_release",
+        "left to the values stack (docs/design.md#values-merge-order), one function per layer",
+    ),
+    (
+        "src/flux/tree/generators.rs",
+        "generators",
+        "not split yet: one function per generator kind",
+    ),
+    (
+        "src/import/convert.rs",
+        "import",
+        "not split yet: read states, convert, Flux tree, order",
+    ),
+    (
+        "src/import/convert/release.rs",
+        "convert_release",
+        "not split yet: one function per release field",
+    ),
+    (
+        "src/import/helmfile.rs",
+        "releases",
+        "not split yet: rendered releases, the subset's, inheritance",
+    ),
+    (
+        "src/import/helmfile/fields.rs",
+        "render_fields_into",
+        "not split yet: one function per templated field",
+    ),
+    (
+        "src/import/write.rs",
+        "release_text",
+        "not split yet: one function per release file section",
+    ),
+];
+
+#[test]
+fn long_functions_are_listed_with_their_reason() {
+    let long: BTreeSet<(String, String)> = function_lengths()
+        .into_iter()
+        .filter(|(_, _, n)| *n > LONG)
+        .map(|(f, name, _)| (f, name))
+        .collect();
+    let listed: BTreeSet<(String, String)> = LONG_FUNCTIONS
+        .iter()
+        .map(|(f, name, _)| (f.to_string(), name.to_string()))
+        .collect();
+    let lengths: BTreeMap<(String, String), usize> = function_lengths()
+        .into_iter()
+        .map(|(f, name, n)| ((f, name), n))
+        .collect();
+    let unlisted: Vec<String> = long
+        .difference(&listed)
+        .map(|k| format!("{} {} ({} lines)", k.0, k.1, lengths[k]))
+        .collect();
+    let short: Vec<&(String, String)> = listed.difference(&long).collect();
+    assert!(
+        unlisted.is_empty() && short.is_empty(),
+        "functions over {LONG} code lines not in LONG_FUNCTIONS (split them, or list them with why they are one): {unlisted:#?}\nlisted but no longer over {LONG}: {short:?}"
+    );
+}
+
+/// Parsers return their own error enum, never a `String`
+/// (docs/design.md#error-policy); clap's value parsers in `cli` are the
+/// exception clap imposes.
+#[test]
+fn no_function_returns_a_string_as_its_error() {
+    let mut found = Vec::new();
+    for (file, text) in source_code() {
+        if file.starts_with("src/cli") {
+            continue;
+        }
+        for (n, line) in code_lines(&text).iter().enumerate() {
+            for (i, _) in line.match_indices("Result<") {
+                // The generic arguments up to the matching `>`.
+                let mut depth = 0;
+                let mut args = String::new();
+                for c in line[i + "Result<".len()..].chars() {
+                    match c {
+                        '<' | '(' | '[' => depth += 1,
+                        '>' | ')' | ']' if depth == 0 => break,
+                        '>' | ')' | ']' => depth -= 1,
+                        _ => {}
+                    }
+                    args.push(c);
+                }
+                let mut top = Vec::new();
+                let (mut depth, mut part) = (0, String::new());
+                for c in args.chars() {
+                    match c {
+                        '<' | '(' | '[' => depth += 1,
+                        '>' | ')' | ']' => depth -= 1,
+                        ',' if depth == 0 => {
+                            top.push(std::mem::take(&mut part));
+                            continue;
+                        }
+                        _ => {}
+                    }
+                    part.push(c);
+                }
+                top.push(part);
+                if top.len() == 2 && top[1].trim() == "String" {
+                    found.push(format!("{file}:{}: {}", n + 1, line.trim()));
+                }
+            }
+        }
+    }
+    assert!(found.is_empty(), "{found:#?}");
 }

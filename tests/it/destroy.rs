@@ -136,6 +136,79 @@ fn crds_are_deleted_with_crds_after_every_release() {
     );
 }
 
+/// A CRD with a finalizer is only marked for deletion (the real API server
+/// keeps it while its custom resources are removed): `destroy --crds` waits
+/// until it is gone, as `kubectl delete` does, so an `apply` right after
+/// never finds it half-deleted.
+#[test]
+fn destroy_crds_waits_until_each_crd_is_gone() {
+    let (cluster, test) = applied();
+    let name = "certificates.cert-manager.io";
+    let mut held = cluster
+        .api
+        .get(
+            "apiextensions.k8s.io/v1",
+            "CustomResourceDefinition",
+            None,
+            name,
+        )
+        .expect("the CRD phase applied it");
+    held["metadata"]["finalizers"] = json!(["test.example/hold"]);
+    cluster.api.insert(held);
+    let started = std::time::Instant::now();
+    let mut child = cluster
+        .command(&test, &["destroy", "infra", "--yes", "--crds"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Marked, not gone, while the finalizer holds it.
+    let marked = || {
+        cluster
+            .api
+            .get(
+                "apiextensions.k8s.io/v1",
+                "CustomResourceDefinition",
+                None,
+                name,
+            )
+            .is_some_and(|c| !c["metadata"]["deletionTimestamp"].is_null())
+    };
+    while !marked() {
+        assert!(
+            started.elapsed().as_secs() < 60,
+            "destroy never deleted {name}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "destroy returned while the CRD was still being deleted"
+    );
+    let mut done = cluster
+        .api
+        .get(
+            "apiextensions.k8s.io/v1",
+            "CustomResourceDefinition",
+            None,
+            name,
+        )
+        .unwrap();
+    done["metadata"]["finalizers"] = json!([]);
+    cluster.api.insert(done);
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!crd_exists(&cluster), "gone when destroy returns");
+    assert!(stdout.contains(&format!("crd {name} deleted")), "{stdout}");
+}
+
 #[test]
 fn dry_run_lists_what_would_be_removed_and_changes_nothing() {
     let (cluster, test) = applied();

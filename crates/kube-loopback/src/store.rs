@@ -445,6 +445,7 @@ impl Store {
             for field in [
                 "uid",
                 "creationTimestamp",
+                "deletionTimestamp",
                 "name",
                 "namespace",
                 "generation",
@@ -499,6 +500,10 @@ impl Store {
         if is_crd {
             self.rebuild_types();
         }
+        // The last finalizer of an object being deleted taken off: it goes.
+        if terminating(&next) && !has_finalizers(&next) {
+            return self.delete(rt, namespace, name, &Value::Null, false);
+        }
         Ok(next)
     }
 
@@ -542,6 +547,29 @@ impl Store {
         if dry_run {
             return Ok(Self::present(rt, existing));
         }
+        // An object with finalizers is only marked (as the real server
+        // does): it stays, terminating, until its finalizers are removed.
+        if has_finalizers(existing) {
+            if terminating(existing) {
+                return Ok(Self::present(rt, existing));
+            }
+            let mut marked = existing.clone();
+            meta_mut(&mut marked).insert("deletionTimestamp".into(), json!(now_rfc3339()));
+            self.rv += 1;
+            meta_mut(&mut marked).insert("resourceVersion".into(), json!(self.rv.to_string()));
+            self.objects.insert(key.clone(), marked.clone());
+            self.record("MODIFIED", rt, marked.clone());
+            self.changes.push(Change {
+                group: rt.group.clone(),
+                kind: rt.kind.clone(),
+                namespace: key.2,
+                name: name.to_string(),
+                spec_changed: false,
+                deleted: false,
+                object: marked.clone(),
+            });
+            return Ok(Self::present(rt, &marked));
+        }
         let Some(mut gone) = self.objects.remove(&key) else {
             return Err(ApiError::not_found(rt, name));
         };
@@ -579,6 +607,18 @@ impl Store {
             let _ = self.delete(&rt, &ns, &name, &Value::Null, false);
         }
     }
+}
+
+/// Whether the object is being deleted (`metadata.deletionTimestamp`).
+fn terminating(obj: &Value) -> bool {
+    !obj["metadata"]["deletionTimestamp"].is_null()
+}
+
+/// Whether `metadata.finalizers` holds any.
+fn has_finalizers(obj: &Value) -> bool {
+    obj["metadata"]["finalizers"]
+        .as_array()
+        .is_some_and(|f| !f.is_empty())
 }
 
 /// A Service's `spec.clusterIP` cannot change once set, as the real API

@@ -13,7 +13,9 @@ use tokio::sync::Semaphore;
 
 use super::{preflight, run_async};
 use crate::cli::{ApplyArgs, Config};
-use crate::error::{EXIT_FAILED, EXIT_INTERRUPTED, EXIT_INVALID, EXIT_LOCKED, EXIT_OK, Error};
+use crate::error::{
+    EXIT_FAILED, EXIT_INTERRUPTED, EXIT_INVALID, EXIT_LOCKED, EXIT_OK, Error, Failure,
+};
 use crate::lint;
 use crate::plan::Plan;
 use crate::reporter::{
@@ -107,7 +109,7 @@ pub(super) async fn run(
                 let _turn = slots
                     .acquire()
                     .await
-                    .map_err(|_| Error::failed("the fleet's scheduler closed"))?;
+                    .map_err(|_| Error::from(Failure::FleetClosed))?;
                 if interrupted.load(Ordering::SeqCst) {
                     return Err(Error::Interrupted);
                 }

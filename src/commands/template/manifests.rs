@@ -6,7 +6,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::error::Error;
+use crate::error::{Error, Failure, Prerequisite};
 use crate::helm::{Helm, TemplateRequest};
 use crate::release::{CrdPolicy, Release, Source};
 use crate::values::REDACTED;
@@ -36,7 +36,7 @@ pub async fn check_helm<H: Helm>(helm: &H) -> Result<(), Error> {
     helm.version()
         .await
         .map(|_| ())
-        .map_err(|e| Error::prerequisite(e.to_string()))
+        .map_err(|e| Prerequisite::Helm { error: e.into() }.into())
 }
 
 pub async fn render<H: Helm>(
@@ -71,17 +71,17 @@ pub async fn render<H: Helm>(
         api_versions: &options.api_versions,
     };
     let text = helm.template(&request).await.map_err(|e| {
-        Error::failed_with(
-            format!("release `{}`: helm could not render the chart", release.id),
-            e,
-        )
+        Error::from(Failure::Template {
+            release: release.id.to_string(),
+            source: e.into(),
+        })
     })?;
     let documents =
         crate::yaml::manifests(&text, Path::new("helm template output")).map_err(|e| {
-            Error::failed(format!(
-                "release `{}`: helm template printed invalid YAML: {e}",
-                release.id
-            ))
+            Error::from(Failure::TemplateOutput {
+                release: release.id.to_string(),
+                problem: e,
+            })
         })?;
     let mut rendered = shape(documents, options);
     if !options.show_secrets

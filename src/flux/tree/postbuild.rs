@@ -33,17 +33,15 @@ impl Walker {
         })
     }
 
-    /// Flux's post-build substitution of a Kustomization's objects.
-    /// Returns whether Flux fails the build (then `objects` is emptied).
-    pub(super) fn post_build(
+    /// The variables of a Kustomization's `substituteFrom` sources, in
+    /// order; a source that is not in the tree or cannot be read is warned
+    /// about (its variables are unknown).
+    fn substitute_from_vars(
         &mut self,
         ks: &Object,
-        objects: &mut Vec<Object>,
+        objects: &[Object],
         chain: &[String],
-    ) -> bool {
-        let Some(post_build) = ks.body.pointer("/spec/postBuild") else {
-            return false;
-        };
+    ) -> BTreeMap<String, String> {
         let mut vars = BTreeMap::new();
         let mut unresolved = Vec::new();
         for (kind, name, optional) in substitute_from(ks) {
@@ -72,6 +70,21 @@ impl Walker {
                 message,
             );
         }
+        vars
+    }
+
+    /// Flux's post-build substitution of a Kustomization's objects.
+    /// Returns whether Flux fails the build (then `objects` is emptied).
+    pub(super) fn post_build(
+        &mut self,
+        ks: &Object,
+        objects: &mut Vec<Object>,
+        chain: &[String],
+    ) -> bool {
+        let Some(post_build) = ks.body.pointer("/spec/postBuild") else {
+            return false;
+        };
+        let mut vars = self.substitute_from_vars(ks, objects, chain);
         for (k, v) in post_build
             .get("substitute")
             .and_then(Value::as_object)

@@ -72,18 +72,7 @@ impl Walker {
         if !prefix.is_empty() || !suffix.is_empty() {
             kustomize::add_prefix_suffix(objects, prefix, suffix);
         }
-        // kustomize records previous names and namespaces comma-separated
-        // (`config.kubernetes.io/previousNames`): a renamed object whose
-        // name holds a comma makes the build fail.
-        if let Some(obj) = objects.iter().find(|o| {
-            !o.previous_ids.is_empty() && o.previous_ids.iter().any(|(n, _)| n.contains(','))
-        }) {
-            let message = format!(
-                "{label}: {} `{}` has a comma in its name and a namespace, prefix, suffix or JSON patch records its previous id; kustomize fails the build (it keeps previous names comma-separated)",
-                obj.kind, obj.name
-            );
-            self.warn(BUILD_FAILS, Some(obj.reference()), chain, message);
-        }
+        self.warn_comma_names(objects, label, chain);
         for entry in entries("patchesJson6902") {
             let patches = match (
                 entry.get("patch"),
@@ -98,9 +87,48 @@ impl Walker {
                 self.apply_patch(&patch, entry.get("target"), false, label, chain, objects);
             }
         }
-        // kustomize's resource map holds one resource per id: a patch that
-        // renames one object onto another's id fails the build ("may not
-        // add resource with an already registered id").
+        self.warn_duplicate_ids(objects, label, chain);
+        for entry in entries("replacements") {
+            let replacements = match entry.get("path").and_then(Value::as_str) {
+                Some(path) => self
+                    .patch_file(dir, path, label, chain)
+                    .unwrap_or_default()
+                    .into_iter()
+                    .flat_map(|d| match d {
+                        Value::Array(items) => items,
+                        other => vec![other],
+                    })
+                    .collect(),
+                None => vec![entry.clone()],
+            };
+            for replacement in replacements {
+                if let Err(e) = kustomize::replace(objects, &replacement) {
+                    let message = format!("{label}: kustomize would fail on a replacement: {e}");
+                    self.warn(BUILD_FAILS, None, chain, message);
+                }
+            }
+        }
+    }
+
+    /// kustomize records previous names and namespaces comma-separated
+    /// (`config.kubernetes.io/previousNames`): a renamed object whose
+    /// name holds a comma makes the build fail.
+    fn warn_comma_names(&mut self, objects: &[Object], label: &str, chain: &[String]) {
+        if let Some(obj) = objects.iter().find(|o| {
+            !o.previous_ids.is_empty() && o.previous_ids.iter().any(|(n, _)| n.contains(','))
+        }) {
+            let message = format!(
+                "{label}: {} `{}` has a comma in its name and a namespace, prefix, suffix or JSON patch records its previous id; kustomize fails the build (it keeps previous names comma-separated)",
+                obj.kind, obj.name
+            );
+            self.warn(BUILD_FAILS, Some(obj.reference()), chain, message);
+        }
+    }
+
+    /// kustomize's resource map holds one resource per id: a patch that
+    /// renames one object onto another's id fails the build ("may not
+    /// add resource with an already registered id").
+    fn warn_duplicate_ids(&mut self, objects: &[Object], label: &str, chain: &[String]) {
         let mut ids = std::collections::HashSet::new();
         if let Some(obj) = objects.iter().find(|o| {
             let ns = match o.namespace.as_deref() {
@@ -121,26 +149,6 @@ impl Walker {
                 obj.name
             );
             self.warn(BUILD_FAILS, Some(obj.reference()), chain, message);
-        }
-        for entry in entries("replacements") {
-            let replacements = match entry.get("path").and_then(Value::as_str) {
-                Some(path) => self
-                    .patch_file(dir, path, label, chain)
-                    .unwrap_or_default()
-                    .into_iter()
-                    .flat_map(|d| match d {
-                        Value::Array(items) => items,
-                        other => vec![other],
-                    })
-                    .collect(),
-                None => vec![entry.clone()],
-            };
-            for replacement in replacements {
-                if let Err(e) = kustomize::replace(objects, &replacement) {
-                    let message = format!("{label}: kustomize would fail on a replacement: {e}");
-                    self.warn(BUILD_FAILS, None, chain, message);
-                }
-            }
         }
     }
 
