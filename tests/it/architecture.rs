@@ -553,24 +553,9 @@ const LONG_FUNCTIONS: &[(&str, &str, &str)] = &[
         "left to the values stack (docs/design.md#values-merge-order), one function per layer",
     ),
     (
-        "src/flux/tree/generators.rs",
-        "generators",
-        "not split yet: one function per generator kind",
-    ),
-    (
-        "src/import/convert.rs",
-        "import",
-        "not split yet: read states, convert, Flux tree, order",
-    ),
-    (
         "src/import/convert/release.rs",
         "convert_release",
         "not split yet: one function per release field",
-    ),
-    (
-        "src/import/helmfile.rs",
-        "releases",
-        "not split yet: rendered releases, the subset's, inheritance",
     ),
     (
         "src/import/helmfile/fields.rs",
