@@ -562,11 +562,6 @@ const LONG_FUNCTIONS: &[(&str, &str, &str)] = &[
         "render_fields_into",
         "not split yet: one function per templated field",
     ),
-    (
-        "src/import/write.rs",
-        "release_text",
-        "not split yet: one function per release file section",
-    ),
 ];
 
 #[test]
