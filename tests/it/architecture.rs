@@ -533,11 +533,6 @@ const LONG_FUNCTIONS: &[(&str, &str, &str)] = &[
         "not split yet: preflight checks, CRD phase, release phase",
     ),
     (
-        "src/apply/runner.rs",
-        "step",
-        "not split yet: compare, fetch, helm, hooks, record",
-    ),
-    (
         "src/config/load.rs",
         "check_release",
         "left to config/load.rs's rewrite",
