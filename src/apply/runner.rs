@@ -116,33 +116,7 @@ impl<H: Helm> ReleaseRunner<H> {
             Err(result) => return result,
         };
         if self.dry_run {
-            return match change {
-                Change::Install => StepResult {
-                    message: Some(self.describe(release, None).await.unwrap_or_else(|| {
-                        format!(
-                            "would install {} {}",
-                            release.chart_label(),
-                            release.version_label()
-                        )
-                    })),
-                    ..StepResult::new(Outcome::WouldInstall)
-                },
-                Change::Upgrade { why, content } => StepResult {
-                    message: Some(
-                        self.describe(release, (!content).then(|| why.clone()))
-                            .await
-                            .unwrap_or_else(|| format!("would upgrade: {why}")),
-                    ),
-                    ..StepResult::new(Outcome::WouldUpgrade)
-                },
-                Change::Unchanged => StepResult {
-                    message: self
-                        .commands_changed(release)
-                        .then(|| "would run its command hooks again: their definition changed since they last ran".to_string()),
-                    ..StepResult::new(Outcome::Unchanged)
-                },
-                Change::Adopted(by) => adopted(&by),
-            };
+            return self.would(release, change).await;
         }
         if let Change::Unchanged | Change::Adopted(_) = change {
             return self.unchanged(release, &change, deadline, stop).await;
@@ -208,59 +182,8 @@ impl<H: Helm> ReleaseRunner<H> {
             .upgrade_install(&self.target, &request, stop.clone())
             .await;
         drop(permit);
-        match installed {
-            Ok(()) => {}
-            Err(HelmError::NotStarted { .. }) => {
-                return interrupted(
-                    "interrupted before helm started; nothing was changed for this release",
-                );
-            }
-            Err(HelmError::Stopped { .. }) => {
-                return interrupted(format!(
-                    "helm was stopped mid-operation; the release may be left pending-{}: run `bootstrap apply` again, and if helm reports another operation in progress, {}",
-                    if upgrading { "upgrade" } else { "install" },
-                    crate::helm::recovery(&release.id, !upgrading)
-                ));
-            }
-            Err(HelmError::Failed {
-                argv,
-                status,
-                stderr,
-            }) => {
-                // killed (by the OOM killer, say): its release may be left
-                // pending-*, and nobody but this run can be working on it.
-                let recovered = match status {
-                    None => self.recover_killed(release).await,
-                    Some(_) => String::new(),
-                };
-                // The summary gets helm's own words; the full command goes under the release.
-                let status = status
-                    .map(|s| s.to_string())
-                    .unwrap_or_else(|| "a signal".into());
-                // A chart or version the repository lacks: where to fix it.
-                let lacking = stderr.contains("not found") || stderr.contains("no chart version");
-                let at = if lacking {
-                    format!(
-                        " (its chart and version are set at {})",
-                        release.version_at(&self.hooks.root)
-                    )
-                } else {
-                    String::new()
-                };
-                return StepResult {
-                    message: Some(format!(
-                        "helm {} exited with {status}{}{at}{recovered}",
-                        if upgrading { "upgrade" } else { "install" },
-                        match stderr.trim() {
-                            "" => String::new(),
-                            said => format!(": {said}"),
-                        }
-                    )),
-                    diagnostics_text: Some(format!("command: {}", argv.join(" "))),
-                    ..StepResult::new(Outcome::Failed)
-                };
-            }
-            Err(e) => return StepResult::failed(e.to_string()),
+        if let Err(e) = installed {
+            return self.helm_failed(release, upgrading, e).await;
         }
 
         for hook in &release.hooks.postsync {
@@ -284,6 +207,98 @@ impl<H: Helm> ReleaseRunner<H> {
         } else {
             Outcome::Installed
         })
+    }
+
+    /// A dry run's result: what apply would do to the release.
+    async fn would(&self, release: &Release, change: Change) -> StepResult {
+        match change {
+            Change::Install => StepResult {
+                message: Some(self.describe(release, None).await.unwrap_or_else(|| {
+                    format!(
+                        "would install {} {}",
+                        release.chart_label(),
+                        release.version_label()
+                    )
+                })),
+                ..StepResult::new(Outcome::WouldInstall)
+            },
+            Change::Upgrade { why, content } => StepResult {
+                message: Some(
+                    self.describe(release, (!content).then(|| why.clone()))
+                        .await
+                        .unwrap_or_else(|| format!("would upgrade: {why}")),
+                ),
+                ..StepResult::new(Outcome::WouldUpgrade)
+            },
+            Change::Unchanged => StepResult {
+                message: self
+                    .commands_changed(release)
+                    .then(|| "would run its command hooks again: their definition changed since they last ran".to_string()),
+                ..StepResult::new(Outcome::Unchanged)
+            },
+            Change::Adopted(by) => adopted(&by),
+
+        }
+    }
+
+    /// The result of a helm install or upgrade that did not succeed: an
+    /// interruption, or helm's failure in its own words (after recovering a
+    /// release a killed helm left pending).
+    async fn helm_failed(
+        &self,
+        release: &Release,
+        upgrading: bool,
+        error: HelmError,
+    ) -> StepResult {
+        match error {
+            HelmError::NotStarted { .. } => {
+                interrupted("interrupted before helm started; nothing was changed for this release")
+            }
+            HelmError::Stopped { .. } => interrupted(format!(
+                "helm was stopped mid-operation; the release may be left pending-{}: run `bootstrap apply` again, and if helm reports another operation in progress, {}",
+                if upgrading { "upgrade" } else { "install" },
+                crate::helm::recovery(&release.id, !upgrading)
+            )),
+            HelmError::Failed {
+                argv,
+                status,
+                stderr,
+            } => {
+                // killed (by the OOM killer, say): its release may be left
+                // pending-*, and nobody but this run can be working on it.
+                let recovered = match status {
+                    None => self.recover_killed(release).await,
+                    Some(_) => String::new(),
+                };
+                // The summary gets helm's own words; the full command goes under the release.
+                let status = status
+                    .map(|s| s.to_string())
+                    .unwrap_or_else(|| "a signal".into());
+                // A chart or version the repository lacks: where to fix it.
+                let lacking = stderr.contains("not found") || stderr.contains("no chart version");
+                let at = if lacking {
+                    format!(
+                        " (its chart and version are set at {})",
+                        release.version_at(&self.hooks.root)
+                    )
+                } else {
+                    String::new()
+                };
+                StepResult {
+                    message: Some(format!(
+                        "helm {} exited with {status}{}{at}{recovered}",
+                        if upgrading { "upgrade" } else { "install" },
+                        match stderr.trim() {
+                            "" => String::new(),
+                            said => format!(": {said}"),
+                        }
+                    )),
+                    diagnostics_text: Some(format!("command: {}", argv.join(" "))),
+                    ..StepResult::new(Outcome::Failed)
+                }
+            }
+            e => StepResult::failed(e.to_string()),
+        }
     }
 
     /// Whether this run still holds the cluster lock

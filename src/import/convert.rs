@@ -291,9 +291,30 @@ pub fn import(
         read_from_flux(&mut imported.groups, flux);
         flux_managed(&mut imported.groups, flux);
     }
-    for release in imported.groups.iter_mut().flat_map(|g| &mut g.releases) {
+    unmatched_flux_documents(&mut imported.groups, imported.flux.is_some(), &mut issues);
+    let mut stems: BTreeMap<String, usize> = BTreeMap::new();
+    for group in &mut imported.groups {
+        let n = stems.entry(group.stem.clone()).or_default();
+        *n += 1;
+        if *n > 1 {
+            group.stem = format!("{}-{n}", group.stem);
+        }
+    }
+    // In the order of the files read, then by line.
+    let order: Vec<PathBuf> = imported.sources.clone();
+    let rank = |file: &Path| order.iter().position(|s| s == file).unwrap_or(usize::MAX);
+    issues.sort_by(|a, b| (rank(&a.file), &a.file, a.line).cmp(&(rank(&b.file), &b.file, b.line)));
+    imported.issues = issues;
+    Ok(imported)
+}
+
+/// A release whose values template reads a Flux HelmRelease with
+/// `fromYaml` from a multi-document file, where the HelmRelease is not the
+/// document read and no `from:` could be found: an issue and a `todo`.
+fn unmatched_flux_documents(groups: &mut [Group], flux_found: bool, issues: &mut Vec<Issue>) {
+    for release in groups.iter_mut().flat_map(|g| &mut g.releases) {
         if let (Some(doc), None) = (&release.flux_document, &release.from) {
-            let why = if imported.flux.is_none() {
+            let why = if !flux_found {
                 "the Flux tree it belongs to was not found (no FluxInstance sync path in the imported values, no Flux Kustomization above it)"
             } else {
                 "it does not install what the helmfile names (chart URL and tag of its OCIRepository, release name and namespace, no valuesFrom)"
@@ -316,20 +337,6 @@ pub fn import(
             release.todo.push(issue);
         }
     }
-    let mut stems: BTreeMap<String, usize> = BTreeMap::new();
-    for group in &mut imported.groups {
-        let n = stems.entry(group.stem.clone()).or_default();
-        *n += 1;
-        if *n > 1 {
-            group.stem = format!("{}-{n}", group.stem);
-        }
-    }
-    // In the order of the files read, then by line.
-    let order: Vec<PathBuf> = imported.sources.clone();
-    let rank = |file: &Path| order.iter().position(|s| s == file).unwrap_or(usize::MAX);
-    issues.sort_by(|a, b| (rank(&a.file), &a.file, a.line).cmp(&(rank(&b.file), &b.file, b.line)));
-    imported.issues = issues;
-    Ok(imported)
 }
 
 /// The releases of a state file that could not be read as a whole (a

@@ -529,33 +529,7 @@ pub fn releases(state: &State, issues: &mut Vec<Issue>) -> Vec<Release> {
         search_from = line + 1;
         let next_release = find_line(&state.text, line + 1, "- name:").unwrap_or(usize::MAX);
         let mut origins = Map::new();
-        // Templates named by `inherit:`, after those of `defaultInherit:`.
-        let mut inherits: Vec<(String, Vec<String>)> = default_inherit
-            .iter()
-            .map(|n| (n.trim().to_string(), Vec::new()))
-            .filter(|(n, _)| !n.is_empty())
-            .collect();
-        if let Some(Value::Array(list)) = raw.get("inherit") {
-            for item in list {
-                let template = item.get("template").and_then(Value::as_str).unwrap_or("");
-                let except: Vec<String> = item
-                    .get("except")
-                    .and_then(Value::as_array)
-                    .map(|a| {
-                        a.iter()
-                            .filter_map(|v| v.as_str().map(String::from))
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                if template.is_empty() {
-                    continue;
-                }
-                match inherits.iter_mut().find(|(n, _)| n == template) {
-                    Some(slot) => slot.1 = except,
-                    None => inherits.push((template.to_string(), except)),
-                }
-            }
-        }
+        let inherits = inherits(&default_inherit, raw);
         let mut spec = Map::new();
         let mut failed = false;
         for (template, except) in &inherits {
@@ -615,6 +589,38 @@ pub fn releases(state: &State, issues: &mut Vec<Issue>) -> Vec<Release> {
         }
     }
     out
+}
+
+/// The templates a release inherits, each with the keys it `except`s:
+/// those named by `inherit:`, after those of `defaultInherit:`.
+fn inherits(default_inherit: &[String], raw: &Map<String, Value>) -> Vec<(String, Vec<String>)> {
+    let mut inherits: Vec<(String, Vec<String>)> = default_inherit
+        .iter()
+        .map(|n| (n.trim().to_string(), Vec::new()))
+        .filter(|(n, _)| !n.is_empty())
+        .collect();
+    if let Some(Value::Array(list)) = raw.get("inherit") {
+        for item in list {
+            let template = item.get("template").and_then(Value::as_str).unwrap_or("");
+            let except: Vec<String> = item
+                .get("except")
+                .and_then(Value::as_array)
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|v| v.as_str().map(String::from))
+                        .collect()
+                })
+                .unwrap_or_default();
+            if template.is_empty() {
+                continue;
+            }
+            match inherits.iter_mut().find(|(n, _)| n == template) {
+                Some(slot) => slot.1 = except,
+                None => inherits.push((template.to_string(), except)),
+            }
+        }
+    }
+    inherits
 }
 
 /// The 1-based line of `path` (keys nested by indentation), or 0.

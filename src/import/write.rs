@@ -172,6 +172,56 @@ fn release_text(
             t.push_str(&format!("  - {}\n", scalar(&issue.to_string())));
         }
     }
+    t.push_str(&source_text(release, flux, releases_dir));
+    t.push_str(&crds_text(release, crds_only));
+    if !release.needs.is_empty() {
+        t.push_str("needs:\n");
+        for (need, note) in &release.needs {
+            if let Some(note) = note {
+                t.push_str(&comment(note, "  "));
+            }
+            t.push_str(&format!("  - {}\n", scalar(need)));
+        }
+    }
+    if let Some((timeout, from)) = &release.timeout {
+        t.push_str(&format!("timeout: {}  # {from}\n", scalar(timeout)));
+    }
+    if let Some((wait, from)) = &release.wait
+        && !crds_only
+    {
+        t.push_str(&format!(
+            "wait: {wait}  # {from}; includes Jobs, like waitForJobs\n"
+        ));
+    }
+    if !helm.is_empty() && !crds_only {
+        t.push_str("# helm flags of the install (helmDefaults and the release's own)\nhelm:\n");
+        for line in yaml_text(&Value::Object(helm.clone())).trim_end().lines() {
+            t.push_str(&format!("  {line}\n"));
+        }
+    }
+    if !release.labels.is_empty() {
+        t.push_str("labels:\n");
+        for (k, v) in &release.labels {
+            t.push_str(&format!("  {}: {}\n", scalar(k), scalar(v)));
+        }
+    }
+    if !values_files.is_empty() {
+        t.push_str("valuesFiles:\n");
+        for (path, note) in values_files {
+            if let Some(note) = note {
+                t.push_str(&comment(note, "  "));
+            }
+            t.push_str(&format!("  - {}\n", scalar(path)));
+        }
+    }
+    t.push_str(&hooks_text(release));
+    t
+}
+
+/// Where the release's chart comes from: `from:` a Flux HelmRelease (then
+/// `ownership: handover`), or its `chart:` with a note when Flux manages it.
+fn source_text(release: &ReleaseOut, flux: Option<&FluxOut>, releases_dir: &Path) -> String {
+    let mut t = String::new();
     if let (Some(from), Some(flux)) = (&release.from, flux) {
         let read = match &from.document {
             None => format!(
@@ -227,6 +277,13 @@ fn release_text(
             t.push_str(&format!("  version: {}\n", scalar(version)));
         }
     }
+    t
+}
+
+/// `crds:` and why: a CRD-only file, CRDs a CRD stage renders, helm's
+/// skipCRDs, or the chart's own.
+fn crds_text(release: &ReleaseOut, crds_only: bool) -> String {
+    let mut t = String::new();
     if crds_only {
         t.push_str("crds: only\n");
     } else if let Some(stage) = &release.crd_stage {
@@ -251,46 +308,13 @@ fn release_text(
         ));
         t.push_str("crds: chart\n");
     }
-    if !release.needs.is_empty() {
-        t.push_str("needs:\n");
-        for (need, note) in &release.needs {
-            if let Some(note) = note {
-                t.push_str(&comment(note, "  "));
-            }
-            t.push_str(&format!("  - {}\n", scalar(need)));
-        }
-    }
-    if let Some((timeout, from)) = &release.timeout {
-        t.push_str(&format!("timeout: {}  # {from}\n", scalar(timeout)));
-    }
-    if let Some((wait, from)) = &release.wait
-        && !crds_only
-    {
-        t.push_str(&format!(
-            "wait: {wait}  # {from}; includes Jobs, like waitForJobs\n"
-        ));
-    }
-    if !helm.is_empty() && !crds_only {
-        t.push_str("# helm flags of the install (helmDefaults and the release's own)\nhelm:\n");
-        for line in yaml_text(&Value::Object(helm.clone())).trim_end().lines() {
-            t.push_str(&format!("  {line}\n"));
-        }
-    }
-    if !release.labels.is_empty() {
-        t.push_str("labels:\n");
-        for (k, v) in &release.labels {
-            t.push_str(&format!("  {}: {}\n", scalar(k), scalar(v)));
-        }
-    }
-    if !values_files.is_empty() {
-        t.push_str("valuesFiles:\n");
-        for (path, note) in values_files {
-            if let Some(note) = note {
-                t.push_str(&comment(note, "  "));
-            }
-            t.push_str(&format!("  - {}\n", scalar(path)));
-        }
-    }
+    t
+}
+
+/// `hooks:`, presync then postsync, each run of hooks under the helmfile
+/// hook it was converted from.
+fn hooks_text(release: &ReleaseOut) -> String {
+    let mut t = String::new();
     if !release.hooks.is_empty() {
         t.push_str("hooks:\n");
         for (phase, key) in [(Phase::Presync, "presync"), (Phase::Postsync, "postsync")] {

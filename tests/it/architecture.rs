@@ -533,11 +533,6 @@ const LONG_FUNCTIONS: &[(&str, &str, &str)] = &[
         "not split yet: preflight checks, CRD phase, release phase",
     ),
     (
-        "src/apply/runner.rs",
-        "step",
-        "not split yet: compare, fetch, helm, hooks, record",
-    ),
-    (
         "src/config/load.rs",
         "check_release",
         "left to config/load.rs's rewrite",
@@ -553,34 +548,14 @@ const LONG_FUNCTIONS: &[(&str, &str, &str)] = &[
         "left to the values stack (docs/design.md#values-merge-order), one function per layer",
     ),
     (
-        "src/flux/tree/generators.rs",
-        "generators",
-        "not split yet: one function per generator kind",
-    ),
-    (
-        "src/import/convert.rs",
-        "import",
-        "not split yet: read states, convert, Flux tree, order",
-    ),
-    (
         "src/import/convert/release.rs",
         "convert_release",
         "not split yet: one function per release field",
     ),
     (
-        "src/import/helmfile.rs",
-        "releases",
-        "not split yet: rendered releases, the subset's, inheritance",
-    ),
-    (
         "src/import/helmfile/fields.rs",
         "render_fields_into",
         "not split yet: one function per templated field",
-    ),
-    (
-        "src/import/write.rs",
-        "release_text",
-        "not split yet: one function per release file section",
     ),
 ];
 

@@ -52,64 +52,7 @@ impl Walker {
                         self.warn(NOT_MODELLED, None, chain, message);
                     }
                 }
-                let strings = |k: &str| -> Vec<String> {
-                    generator
-                        .get(k)
-                        .and_then(Value::as_array)
-                        .into_iter()
-                        .flatten()
-                        .filter_map(|v| v.as_str().map(str::to_string))
-                        .collect()
-                };
-                let mut pairs: Vec<(String, String)> = Vec::new();
-                for env in strings("envs").into_iter().chain(strings("env")) {
-                    let path = normalize(&dir.join(&env));
-                    self.files.insert(path.clone());
-                    match std::fs::read_to_string(&path) {
-                        Ok(text) if self.artifact.is_file(&path) => {
-                            pairs.extend(env_pairs(&text));
-                        }
-                        _ => {
-                            let message = format!(
-                                "{label}: {key} `{name}` reads `{env}`, which is not in the GitRepository artifact; kustomize fails the build"
-                            );
-                            self.warn(PATH_NOT_FOUND, None, chain, message);
-                        }
-                    }
-                }
-                for literal in strings("literals") {
-                    match literal.split_once('=') {
-                        Some((k, v)) if !k.is_empty() => {
-                            pairs.push((k.to_string(), remove_quotes(v).to_string()));
-                        }
-                        _ => {
-                            let message = format!(
-                                "{label}: {key} `{name}` has the literal `{literal}`, not key=value; kustomize fails the build"
-                            );
-                            self.warn(BUILD_FAILS, None, chain, message);
-                        }
-                    }
-                }
-                for file in strings("files") {
-                    let (k, path) = match file.split_once('=') {
-                        Some((k, p)) => (k.to_string(), p.to_string()),
-                        None => (
-                            file.rsplit('/').next().unwrap_or(&file).to_string(),
-                            file.clone(),
-                        ),
-                    };
-                    let path = normalize(&dir.join(&path));
-                    self.files.insert(path.clone());
-                    match std::fs::read_to_string(&path) {
-                        Ok(text) if self.artifact.is_file(&path) => pairs.push((k, text)),
-                        _ => {
-                            let message = format!(
-                                "{label}: {key} `{name}` reads `{file}`, which is not a text file in the GitRepository artifact; kustomize fails the build or its data is binary (not modelled)"
-                            );
-                            self.warn(PATH_NOT_FOUND, None, chain, message);
-                        }
-                    }
-                }
+                let pairs = self.generator_data(generator, dir, label, chain, key, name);
                 let mut data = Map::new();
                 for (k, v) in pairs {
                     let v = if kind == "Secret" {
@@ -155,6 +98,78 @@ impl Walker {
                 }
             }
         }
+    }
+
+    /// A generator's key/value pairs, in kustomize's order: env files,
+    /// then literals, then files; what it cannot read is warned about.
+    fn generator_data(
+        &mut self,
+        generator: &Value,
+        dir: &Path,
+        label: &str,
+        chain: &[String],
+        key: &str,
+        name: &str,
+    ) -> Vec<(String, String)> {
+        let strings = |k: &str| -> Vec<String> {
+            generator
+                .get(k)
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(|v| v.as_str().map(str::to_string))
+                .collect()
+        };
+        let mut pairs: Vec<(String, String)> = Vec::new();
+        for env in strings("envs").into_iter().chain(strings("env")) {
+            let path = normalize(&dir.join(&env));
+            self.files.insert(path.clone());
+            match std::fs::read_to_string(&path) {
+                Ok(text) if self.artifact.is_file(&path) => {
+                    pairs.extend(env_pairs(&text));
+                }
+                _ => {
+                    let message = format!(
+                        "{label}: {key} `{name}` reads `{env}`, which is not in the GitRepository artifact; kustomize fails the build"
+                    );
+                    self.warn(PATH_NOT_FOUND, None, chain, message);
+                }
+            }
+        }
+        for literal in strings("literals") {
+            match literal.split_once('=') {
+                Some((k, v)) if !k.is_empty() => {
+                    pairs.push((k.to_string(), remove_quotes(v).to_string()));
+                }
+                _ => {
+                    let message = format!(
+                        "{label}: {key} `{name}` has the literal `{literal}`, not key=value; kustomize fails the build"
+                    );
+                    self.warn(BUILD_FAILS, None, chain, message);
+                }
+            }
+        }
+        for file in strings("files") {
+            let (k, path) = match file.split_once('=') {
+                Some((k, p)) => (k.to_string(), p.to_string()),
+                None => (
+                    file.rsplit('/').next().unwrap_or(&file).to_string(),
+                    file.clone(),
+                ),
+            };
+            let path = normalize(&dir.join(&path));
+            self.files.insert(path.clone());
+            match std::fs::read_to_string(&path) {
+                Ok(text) if self.artifact.is_file(&path) => pairs.push((k, text)),
+                _ => {
+                    let message = format!(
+                        "{label}: {key} `{name}` reads `{file}`, which is not a text file in the GitRepository artifact; kustomize fails the build or its data is binary (not modelled)"
+                    );
+                    self.warn(PATH_NOT_FOUND, None, chain, message);
+                }
+            }
+        }
+        pairs
     }
 
     /// The `nameReference` field specs of a kustomization's
