@@ -548,11 +548,6 @@ const LONG_FUNCTIONS: &[(&str, &str, &str)] = &[
         "left to the values stack (docs/design.md#values-merge-order), one function per layer",
     ),
     (
-        "src/import/convert/release.rs",
-        "convert_release",
-        "not split yet: one function per release field",
-    ),
-    (
         "src/import/helmfile/fields.rs",
         "render_fields_into",
         "not split yet: one function per templated field",
