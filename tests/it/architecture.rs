@@ -547,11 +547,6 @@ const LONG_FUNCTIONS: &[(&str, &str, &str)] = &[
         "render_release",
         "left to the values stack (docs/design.md#values-merge-order), one function per layer",
     ),
-    (
-        "src/import/helmfile/fields.rs",
-        "render_fields_into",
-        "not split yet: one function per templated field",
-    ),
 ];
 
 #[test]
