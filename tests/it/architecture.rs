@@ -528,11 +528,6 @@ const LONG_FUNCTIONS: &[(&str, &str, &str)] = &[
         "one piece: the scheduling state (waiting counts, running set, helm slots, stop) lives across one select loop (said at the function)",
     ),
     (
-        "src/apply/mod.rs",
-        "run",
-        "not split yet: preflight checks, CRD phase, release phase",
-    ),
-    (
         "src/config/load.rs",
         "check_release",
         "left to config/load.rs's rewrite",
