@@ -255,29 +255,40 @@ pub async fn apply_all(
     crds: &[Crd],
     events: &Emitter,
 ) -> Result<(), CrdError> {
-    let results: Vec<Result<(), CrdError>> = futures::stream::iter(crds)
+    let results: Vec<Result<bool, CrdError>> = futures::stream::iter(crds)
         .map(|crd| async move {
-            let change = apply::apply(client, &crd.manifest)
-                .await
-                .map_err(|source| CrdError::Apply {
-                    crd: crd.name.clone(),
-                    release: crd.release.clone(),
-                    source,
-                })?;
+            let (change, applied) =
+                apply::apply(client, &crd.manifest)
+                    .await
+                    .map_err(|source| CrdError::Apply {
+                        crd: crd.name.clone(),
+                        release: crd.release.clone(),
+                        source,
+                    })?;
             events.emit(Event::CrdApplied {
                 release: crd.release.clone(),
                 crd: crd.name.clone(),
                 change,
             });
-            Ok(())
+            // Established already (a CRD that was there): no watch needed.
+            Ok(ready::crd_established(Some(&applied)) == ready::Readiness::Ready)
         })
-        .buffer_unordered(PARALLEL_APPLIES)
+        .buffered(PARALLEL_APPLIES)
         .collect()
         .await;
-    results.into_iter().collect::<Result<Vec<()>, CrdError>>()?;
+    let established = results
+        .into_iter()
+        .collect::<Result<Vec<bool>, CrdError>>()?;
 
-    let waits: Vec<Result<(), CrdError>> = futures::stream::iter(crds)
-        .map(|crd| async move {
+    let waits: Vec<Result<(), CrdError>> = futures::stream::iter(crds.iter().zip(established))
+        .map(|(crd, established)| async move {
+            if established {
+                events.emit(Event::CrdEstablished {
+                    release: crd.release.clone(),
+                    crd: crd.name.clone(),
+                });
+                return Ok(());
+            }
             let target = ObjectTarget::new(
                 "apiextensions.k8s.io/v1",
                 "CustomResourceDefinition",

@@ -148,7 +148,20 @@ mod real {
                     .and_then(|e| e["elapsed_ms"].as_f64())
                     .unwrap_or_else(|| panic!("no {event} of the CRD phase in:\n{stdout}"))
             };
-            at("phase_finished") - at("phase_started")
+            let last = |event: &str| {
+                events
+                    .iter()
+                    .filter(|e| e["event"] == event)
+                    .filter_map(|e| e["elapsed_ms"].as_f64())
+                    .fold(0.0, f64::max)
+            };
+            let start = at("phase_started");
+            println!(
+                "    ({command}: last CRD applied at {:.0} ms, last Established at {:.0} ms into the phase)",
+                last("crd_applied") - start,
+                last("crd_established") - start
+            );
+            at("phase_finished") - start
         }
 
         fn destroy_crds(&self) {

@@ -113,8 +113,9 @@ fn api_for(
     }
 }
 
-/// Applies `obj` (server-side, forced) and says whether it changed.
-pub async fn apply(client: &::kube::Client, obj: &Value) -> Result<CrdChange, ApplyError> {
+/// Applies `obj` (server-side, forced) and says whether it changed, with
+/// the object as the API server returned it (its status included).
+pub async fn apply(client: &::kube::Client, obj: &Value) -> Result<(CrdChange, Value), ApplyError> {
     let (gvk, namespace, name) = identity(obj)?;
     let (resource, namespaced) = resolve(client, &gvk).await?;
     let api = api_for(client, &resource, namespaced, namespace.as_deref());
@@ -148,19 +149,19 @@ pub async fn apply(client: &::kube::Client, obj: &Value) -> Result<CrdChange, Ap
     let before = existing.and_then(|o| o.metadata.resource_version);
     let params = PatchParams::apply(FIELD_MANAGER).force();
     let patch = Patch::Apply(obj);
-    let after = retry(API_RETRY_BUDGET, || api.patch(&name, &params, &patch))
+    let applied = retry(API_RETRY_BUDGET, || api.patch(&name, &params, &patch))
         .await
         .map_err(|source| ApplyError::Api {
             what: what.clone(),
             source,
-        })?
-        .metadata
-        .resource_version;
-    Ok(match before {
+        })?;
+    let after = applied.metadata.resource_version.clone();
+    let change = match before {
         None => CrdChange::Created,
         Some(rv) if Some(&rv) == after.as_ref() => CrdChange::Unchanged,
         Some(_) => CrdChange::Updated,
-    })
+    };
+    Ok((change, serde_json::to_value(applied).unwrap_or(Value::Null)))
 }
 
 /// Reads an object; `None` when it or its kind does not exist.
