@@ -94,61 +94,174 @@ pub async fn run<H: Helm + 'static>(
     let took_over = held.took_over();
     // Set when a release the dead run left pending-* is left for later.
     let left_for_later = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let result = async {
+    let context = Preflight {
+        plan,
+        helm: helm.as_ref(),
+        connection,
+        options,
+        events,
+        stop: &stop,
+    };
+    let result = context
+        .phases(
+            helm.clone(),
+            took_over.clone(),
+            left_for_later.clone(),
+            held.checker(),
+            preflight,
+        )
+        .await;
+    let lost = held.lost();
+    let pass_on = took_over.filter(|_| left_for_later.load(std::sync::atomic::Ordering::SeqCst));
+    held.release(events, pass_on.as_ref()).await;
+    result.map(|summary| summary.with_lock_lost(lost.map(|why| why.to_string())))
+}
+
+/// What apply's preflight and CRD phase work with: one cluster's run.
+struct Preflight<'a, H> {
+    plan: &'a Plan,
+    helm: &'a H,
+    connection: &'a Connection,
+    options: &'a Options,
+    events: &'a Emitter,
+    stop: &'a StopSignal,
+}
+
+impl<H: Helm> Preflight<'_, H> {
+    fn step(&self, step: String) {
+        self.events.emit(Event::PreflightStep { step });
+    }
+
+    /// The checks on the live cluster, read side by side: ownership
+    /// conflicts (`took_over`: after a dead run's lock), the live lints,
+    /// the ledger (and another cluster's entries in it), then its digest
+    /// key, the run's first write past the lock. Returns what the release
+    /// phase needs of them.
+    async fn checks(
+        &self,
+        ledger: &Ledger,
+        took_over: bool,
+    ) -> Result<
+        (
+            ownership::Live,
+            BTreeMap<String, crate::ledger::Entry>,
+            Option<crate::ledger::DigestKey>,
+        ),
+        Error,
+    > {
+        let (plan, helm, connection, options, events) = (
+            self.plan,
+            self.helm,
+            self.connection,
+            self.options,
+            self.events,
+        );
+        let (client, stop) = (&connection.client, self.stop);
+        let installed = plan.installed().count();
+        let step = |step: String| self.step(step);
+        let (owners, state, recorded) = tokio::join!(
+            interruptible(
+                stop,
+                ownership::live_conflicts(plan, helm, connection, took_over),
+            ),
+            interruptible(stop, crate::lint::live::gather(plan, client)),
+            interruptible(stop, ledger.entries()),
+        );
+        let owners = owners??;
+        step(format!(
+            "ownership: {} checked, no conflict",
+            crate::duration::count(installed, "release")
+        ));
+        // The live lints (docs/design.md#lints): refuse before anything
+        // changes on an error not in `lints.ignore`; warn about the rest.
+        let live = crate::lint::run_live(plan, &state?);
+        for message in crate::lint::preflight(&plan.cluster.name, &live)
+            .map_err(|refusal| Error::from(Failure::LintRefused(refusal)))?
+        {
+            events.emit(Event::Warning { message });
+        }
+        step(format!(
+            "live lints: {}",
+            crate::duration::count(live.len(), "finding")
+        ));
+        let recorded = recorded??;
+        step(match recorded.len() {
+            1 => "ledger: 1 entry".to_string(),
+            n => format!("ledger: {n} entries"),
+        });
+        if !options.force {
+            installed_by_another(plan, &recorded)?;
+        }
+        // The first write of the run past the lock, after every check.
+        let digest_key = interruptible(stop, ledger.digest_key(!options.dry_run)).await??;
+        let carriers = plan.crd_releases().count();
+        if carriers > 0 {
+            step(format!(
+                "rendering the CRDs of {}",
+                crate::duration::count(carriers, "release")
+            ));
+        }
+        Ok((owners, recorded, digest_key))
+    }
+
+    /// The CRD phase (docs/design.md#phases-of-apply): the CRDs applied and
+    /// established (a dry run shows them), then the admission guard.
+    async fn crd_phase(&self, crds: &[crds::Crd]) -> Result<(), Error> {
+        let (plan, options, events, stop) = (self.plan, self.options, self.events, self.stop);
+        let client = &self.connection.client;
+        events.emit(Event::PhaseStarted { phase: Phase::Crds });
+        if options.dry_run {
+            crds::dry_run(crds, events);
+        } else if let Err(e) = interruptible(stop, crds::apply_all(client, crds, events)).await? {
+            events.emit(Event::PhaseFinished {
+                phase: Phase::Crds,
+                ok: false,
+            });
+            return Err(Failure::CrdPhase { source: e.into() }.into());
+        }
+        events.emit(Event::PhaseFinished {
+            phase: Phase::Crds,
+            ok: true,
+        });
+
+        if !options.dry_run {
+            interruptible(stop, install_guard(plan, client, events)).await??;
+        }
+        Ok(())
+    }
+}
+
+impl<H: Helm + 'static> Preflight<'_, H> {
+    /// Once the lock is held: the checks and the CRD render side by side,
+    /// the CRD phase, then the release phase through the scheduler; the
+    /// summary with each phase's time (`preflight`: when it started).
+    async fn phases(
+        &self,
+        helm: Arc<H>,
+        took_over: Option<crate::kube::lock::Predecessor>,
+        left_for_later: Arc<std::sync::atomic::AtomicBool>,
+        lock: Option<crate::kube::lock::LockCheck>,
+        preflight: tokio::time::Instant,
+    ) -> Result<Summary, Error> {
+        let (plan, connection, options, events, stop) = (
+            self.plan,
+            self.connection,
+            self.options,
+            self.events,
+            self.stop,
+        );
+        let client = &connection.client;
+        let installed: Vec<_> = plan.installed().cloned().collect();
+        let step = |step: String| self.step(step);
         let ledger = Ledger::new(client);
         // The CRDs render (helm, local) while the cluster is read; the
         // reads are independent of each other. Their findings are judged in
         // this order, whichever came back first, so a run that fails with
         // several reports the same one every time
         // (docs/design.md#phases-of-apply).
-        let render = async {
-            Ok::<_, Error>(interruptible(&stop, crds::render(helm.as_ref(), plan)).await?)
-        };
-        let checks = async {
-            let (owners, state, recorded) = tokio::join!(
-                interruptible(
-                    &stop,
-                    ownership::live_conflicts(plan, helm.as_ref(), connection, took_over.is_some()),
-                ),
-                interruptible(&stop, crate::lint::live::gather(plan, client)),
-                interruptible(&stop, ledger.entries()),
-            );
-            let owners = owners??;
-            step(format!(
-                "ownership: {} checked, no conflict",
-                crate::duration::count(installed.len(), "release")
-            ));
-            // The live lints (docs/design.md#lints): refuse before anything
-            // changes on an error not in `lints.ignore`; warn about the rest.
-            let live = crate::lint::run_live(plan, &state?);
-            for message in crate::lint::preflight(&plan.cluster.name, &live)
-                .map_err(|refusal| Error::from(Failure::LintRefused(refusal)))?
-            {
-                events.emit(Event::Warning { message });
-            }
-            step(format!(
-                "live lints: {}",
-                crate::duration::count(live.len(), "finding")
-            ));
-            let recorded = recorded??;
-            step(match recorded.len() {
-                1 => "ledger: 1 entry".to_string(),
-                n => format!("ledger: {n} entries"),
-            });
-            if !options.force {
-                installed_by_another(plan, &recorded)?;
-            }
-            // The first write of the run past the lock, after every check.
-            let digest_key = interruptible(&stop, ledger.digest_key(!options.dry_run)).await??;
-            let carriers = plan.crd_releases().count();
-            if carriers > 0 {
-                step(format!(
-                    "rendering the CRDs of {}",
-                    crate::duration::count(carriers, "release")
-                ));
-            }
-            Ok::<_, Error>((owners, recorded, digest_key))
-        };
+        let render =
+            async { Ok::<_, Error>(interruptible(stop, crds::render(helm.as_ref(), plan)).await?) };
+        let checks = self.checks(&ledger, took_over.is_some());
         let ((owners, recorded, digest_key), crds) = tokio::try_join!(checks, render)?;
         // Handover releases Flux has adopted: never upgraded again
         // (docs/design.md#handover).
@@ -170,24 +283,7 @@ pub async fn run<H: Helm + 'static>(
         let preflight = preflight.elapsed();
 
         let crd_phase = tokio::time::Instant::now();
-        events.emit(Event::PhaseStarted { phase: Phase::Crds });
-        if options.dry_run {
-            crds::dry_run(&crds, events);
-        } else if let Err(e) = interruptible(&stop, crds::apply_all(client, &crds, events)).await? {
-            events.emit(Event::PhaseFinished {
-                phase: Phase::Crds,
-                ok: false,
-            });
-            return Err(Failure::CrdPhase { source: e.into() }.into());
-        }
-        events.emit(Event::PhaseFinished {
-            phase: Phase::Crds,
-            ok: true,
-        });
-
-        if !options.dry_run {
-            interruptible(&stop, install_guard(plan, client, events)).await??;
-        }
+        self.crd_phase(&crds).await?;
         let crd_phase = crd_phase.elapsed();
 
         events.emit(Event::PhaseStarted {
@@ -214,9 +310,9 @@ pub async fn run<H: Helm + 'static>(
             api_versions: Arc::new(crds::api_versions(&crds)),
             force: options.force,
             verbose: options.verbose,
-            left_by: took_over.clone(),
-            left_for_later: left_for_later.clone(),
-            lock: held.checker(),
+            left_by: took_over,
+            left_for_later,
+            lock,
             cluster: plan.cluster.name.clone(),
         };
         let summary = scheduler::run(
@@ -246,11 +342,6 @@ pub async fn run<H: Helm + 'static>(
             ..summary
         })
     }
-    .await;
-    let lost = held.lost();
-    let pass_on = took_over.filter(|_| left_for_later.load(std::sync::atomic::Ordering::SeqCst));
-    held.release(events, pass_on.as_ref()).await;
-    result.map(|summary| summary.with_lock_lost(lost.map(|why| why.to_string())))
 }
 
 /// A background task that ends with the scope holding it.

@@ -1,10 +1,8 @@
 //! Cilium's kube-proxy replacement (docs/design.md#lints,
 //! docs/design.md#kind-kube-proxy-free-deadlock).
 
-use serde_json::Value;
-
-use super::Hit;
 use super::locate::locate;
+use super::{Hit, text};
 use crate::plan::Plan;
 use crate::release::{ChartSource, Release};
 
@@ -15,16 +13,6 @@ pub const KPR_PARTIAL: &str = "cilium-kpr-partial";
 pub(super) fn cilium_releases(plan: &Plan) -> impl Iterator<Item = &Release> {
     plan.installed()
         .filter(|r| r.chart().is_some_and(|c| c.name() == "cilium"))
-}
-
-/// A value as text: strings as they are, booleans and numbers printed.
-pub(super) fn text(value: Option<&Value>) -> Option<String> {
-    match value? {
-        Value::String(s) => Some(s.clone()),
-        Value::Bool(b) => Some(b.to_string()),
-        Value::Number(n) => Some(n.to_string()),
-        _ => None,
-    }
 }
 
 /// `kubeProxyReplacement: true` (or `"true"`, or the pre-1.14 `strict`)

@@ -8,10 +8,10 @@ use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::Node;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use super::Hit;
-use super::cilium::{cilium_releases, text};
+use super::cilium::cilium_releases;
 use super::locate::locate;
 use super::mesh::{cidr, contains};
+use super::{Hit, text};
 use crate::plan::Plan;
 use crate::release::Release;
 

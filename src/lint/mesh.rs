@@ -10,9 +10,9 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use super::Hit;
-use super::cilium::{cilium_releases, text};
+use super::cilium::cilium_releases;
 use super::locate::{Location, locate};
+use super::{Hit, text};
 use crate::plan::Plan;
 use crate::release::Release;
 

@@ -116,6 +116,17 @@ pub const RULES: &[Rule] = &[
     },
 ];
 
+/// A value as text, as the families read it: strings as they are,
+/// booleans and numbers printed.
+fn text(value: Option<&serde_json::Value>) -> Option<String> {
+    match value? {
+        serde_json::Value::String(s) => Some(s.clone()),
+        serde_json::Value::Bool(b) => Some(b.to_string()),
+        serde_json::Value::Number(n) => Some(n.to_string()),
+        _ => None,
+    }
+}
+
 /// What a rule found, before the registry adds code, severity and `ignored`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Hit {

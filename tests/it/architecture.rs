@@ -528,11 +528,6 @@ const LONG_FUNCTIONS: &[(&str, &str, &str)] = &[
         "one piece: the scheduling state (waiting counts, running set, helm slots, stop) lives across one select loop (said at the function)",
     ),
     (
-        "src/apply/mod.rs",
-        "run",
-        "not split yet: preflight checks, CRD phase, release phase",
-    ),
-    (
         "src/config/load.rs",
         "check_release",
         "left to config/load.rs's rewrite",
@@ -546,16 +541,6 @@ const LONG_FUNCTIONS: &[(&str, &str, &str)] = &[
         "src/config/render.rs",
         "render_release",
         "left to the values stack (docs/design.md#values-merge-order), one function per layer",
-    ),
-    (
-        "src/import/convert/release.rs",
-        "convert_release",
-        "not split yet: one function per release field",
-    ),
-    (
-        "src/import/helmfile/fields.rs",
-        "render_fields_into",
-        "not split yet: one function per templated field",
     ),
 ];
 

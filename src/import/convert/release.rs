@@ -13,7 +13,7 @@ use super::hook::convert_hooks;
 use super::values::{env_issue, env_leaves, flux_values, secrets_file, set_values};
 use super::{ReleaseOut, ValuesNote, ValuesOut};
 use crate::import::Issue;
-use crate::import::helmfile::{Release as HelmfileRelease, State, ValuesEntry};
+use crate::import::helmfile::{FluxDocument, Release as HelmfileRelease, State, ValuesEntry};
 
 #[allow(clippy::too_many_arguments)]
 pub(super) fn convert_release(
@@ -48,58 +48,8 @@ pub(super) fn convert_release(
         ));
         return None;
     }
-    let mut namespace = text("namespace");
-    if namespace.is_empty() {
-        namespace = override_namespace.unwrap_or("").to_string();
-    }
-    if namespace.is_empty() {
-        issues.push(Issue::new(
-            &state.path,
-            release.line,
-            format!("name: {name}"),
-            "has no namespace (helm would use the kubeconfig's); bootstrap needs one: written as `default`",
-        ));
-        namespace = "default".into();
-    }
-    let mut helm = Map::new();
-    let mut notes = Vec::new();
-    for key in spec.keys() {
-        let reason = match key.as_str() {
-            "name" | "namespace" | "chart" | "version" | "needs" | "values" | "set" | "setString"
-            | "secrets" | "hooks" | "installed" | "wait" | "timeout" => continue,
-            "labels" => continue,
-            "condition" => "a condition on helmfile state values; list the release in clusters/NAME/cluster.yaml `releases:` for the clusters that get it".to_string(),
-            "valuesTemplate" | "setTemplate" => format!("`{key}` is evaluated with helmfile state values; write the values it produces into a values file"),
-            "kubeContext" => "a per-release kubeconfig context; bootstrap installs each cluster's releases in its own context".to_string(),
-            other => {
-                if let Some((k, v)) = helm_key(other, &spec[key]) {
-                    helm.insert(k.to_string(), v);
-                    continue;
-                }
-                if let Some(why) = no_effect(other, &spec[key]) {
-                    let o = at(key);
-                    notes.push(Issue::new(
-                        &o.file,
-                        o.line,
-                        format!("{key}: {}", short(&spec[key])),
-                        why,
-                    ));
-                    continue;
-                }
-                match helm_flag(other, &spec[key]) {
-                    Some(reason) => reason,
-                    None => continue,
-                }
-            }
-        };
-        let o = at(key);
-        issues.push(Issue::new(
-            &o.file,
-            o.line,
-            format!("{key}: {}", short(&spec[key])),
-            reason,
-        ));
-    }
+    let namespace = namespace(release, state, &name, override_namespace, issues);
+    let (helm, notes) = other_keys(release, state, issues);
     let chart = chart(release, state, repos, issues);
     // Notes name files the way a release file does: from releases/.
     let notes_dir = root.join("releases");
@@ -130,80 +80,7 @@ pub(super) fn convert_release(
                 .collect()
         })
         .unwrap_or_default();
-    let mut values = Vec::new();
-    let mut flux_document = None;
-    for entry in &release.values {
-        match entry {
-            ValuesEntry::File(path) => values.push(ValuesOut::InPlace(path.clone())),
-            ValuesEntry::FluxDocument(doc) => flux_document = Some(doc.clone()),
-            ValuesEntry::Computed {
-                values: map,
-                from,
-                reads,
-            } => {
-                let note = match (from, flux_values(map, reads)) {
-                    (Some(from), Some(hr)) => ValuesNote::Flux {
-                        helmrelease: hr,
-                        template: from.clone(),
-                    },
-                    (Some(from), None) => ValuesNote::Rendered(from.clone()),
-                    (None, _) => {
-                        ValuesNote::Text(format!("inline values of {}", state.path.display()))
-                    }
-                };
-                if !map.is_empty() {
-                    values.push(ValuesOut::Generated {
-                        values: map.clone(),
-                        note,
-                        env: false,
-                    });
-                }
-            }
-        }
-    }
-    // helmfile gives helm the `secrets:` (decrypted) after `values:` and
-    // before `set:` (helmfile pkg/state/state.go, namespaceAndValuesFlags).
-    for entry in spec
-        .get("secrets")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
-        match secrets_file(state, entry) {
-            Ok(path) => values.push(ValuesOut::InPlace(path)),
-            Err(reason) => {
-                let o = at("secrets");
-                issues.push(Issue::new(
-                    &o.file,
-                    o.line,
-                    format!("secrets: {}", short(entry)),
-                    reason.to_string(),
-                ));
-            }
-        }
-    }
-    if let Some(set) = set_values(release, state, issues) {
-        values.push(set);
-    }
-    for entry in &mut values {
-        if let ValuesOut::Generated {
-            values: map, env, ..
-        } = entry
-        {
-            match env_leaves(map) {
-                Ok(found) => *env = found,
-                Err(mixed) => {
-                    let o = at("values");
-                    issues.push(Issue::new(
-                        &o.file,
-                        o.line,
-                        mixed.0.clone(),
-                        mixed.to_string(),
-                    ));
-                }
-            }
-        }
-    }
+    let (values, flux_document) = release_values(release, state, issues);
     for key in ["chart", "version", "namespace"] {
         if let Some(text) = spec.get(key).and_then(Value::as_str)
             && crate::import::gotmpl::has_env_mark(text)
@@ -286,4 +163,174 @@ pub(super) fn labels(
         }
     }
     out
+}
+
+/// The release's keys other than those converted one by one: helm flags
+/// (into `helm:`), keys with no effect on a bootstrap (`notes`), the rest
+/// issues.
+fn other_keys(
+    release: &HelmfileRelease,
+    state: &State,
+    issues: &mut Vec<Issue>,
+) -> (Map<String, Value>, Vec<Issue>) {
+    let spec = &release.spec;
+    let at = |key: &str| release.origin(key, state);
+    let mut helm = Map::new();
+    let mut notes = Vec::new();
+    for key in spec.keys() {
+        let reason = match key.as_str() {
+            "name" | "namespace" | "chart" | "version" | "needs" | "values" | "set" | "setString"
+            | "secrets" | "hooks" | "installed" | "wait" | "timeout" => continue,
+            "labels" => continue,
+            "condition" => "a condition on helmfile state values; list the release in clusters/NAME/cluster.yaml `releases:` for the clusters that get it".to_string(),
+            "valuesTemplate" | "setTemplate" => format!("`{key}` is evaluated with helmfile state values; write the values it produces into a values file"),
+            "kubeContext" => "a per-release kubeconfig context; bootstrap installs each cluster's releases in its own context".to_string(),
+            other => {
+                if let Some((k, v)) = helm_key(other, &spec[key]) {
+                    helm.insert(k.to_string(), v);
+                    continue;
+                }
+                if let Some(why) = no_effect(other, &spec[key]) {
+                    let o = at(key);
+                    notes.push(Issue::new(
+                        &o.file,
+                        o.line,
+                        format!("{key}: {}", short(&spec[key])),
+                        why,
+                    ));
+                    continue;
+                }
+                match helm_flag(other, &spec[key]) {
+                    Some(reason) => reason,
+                    None => continue,
+                }
+            }
+        };
+        let o = at(key);
+        issues.push(Issue::new(
+            &o.file,
+            o.line,
+            format!("{key}: {}", short(&spec[key])),
+            reason,
+        ));
+    }
+    (helm, notes)
+}
+
+/// The release's values in helmfile's order: `values:` entries, then
+/// `secrets:`, then `set:`/`setString:`; a Flux HelmRelease document its
+/// values template read, when there is one.
+fn release_values(
+    release: &HelmfileRelease,
+    state: &State,
+    issues: &mut Vec<Issue>,
+) -> (Vec<ValuesOut>, Option<FluxDocument>) {
+    let spec = &release.spec;
+    let at = |key: &str| release.origin(key, state);
+    let mut values = Vec::new();
+    let mut flux_document = None;
+    for entry in &release.values {
+        match entry {
+            ValuesEntry::File(path) => values.push(ValuesOut::InPlace(path.clone())),
+            ValuesEntry::FluxDocument(doc) => flux_document = Some(doc.clone()),
+            ValuesEntry::Computed {
+                values: map,
+                from,
+                reads,
+            } => {
+                let note = match (from, flux_values(map, reads)) {
+                    (Some(from), Some(hr)) => ValuesNote::Flux {
+                        helmrelease: hr,
+                        template: from.clone(),
+                    },
+                    (Some(from), None) => ValuesNote::Rendered(from.clone()),
+                    (None, _) => {
+                        ValuesNote::Text(format!("inline values of {}", state.path.display()))
+                    }
+                };
+                if !map.is_empty() {
+                    values.push(ValuesOut::Generated {
+                        values: map.clone(),
+                        note,
+                        env: false,
+                    });
+                }
+            }
+        }
+    }
+    // helmfile gives helm the `secrets:` (decrypted) after `values:` and
+    // before `set:` (helmfile pkg/state/state.go, namespaceAndValuesFlags).
+    for entry in spec
+        .get("secrets")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        match secrets_file(state, entry) {
+            Ok(path) => values.push(ValuesOut::InPlace(path)),
+            Err(reason) => {
+                let o = at("secrets");
+                issues.push(Issue::new(
+                    &o.file,
+                    o.line,
+                    format!("secrets: {}", short(entry)),
+                    reason.to_string(),
+                ));
+            }
+        }
+    }
+    if let Some(set) = set_values(release, state, issues) {
+        values.push(set);
+    }
+    for entry in &mut values {
+        if let ValuesOut::Generated {
+            values: map, env, ..
+        } = entry
+        {
+            match env_leaves(map) {
+                Ok(found) => *env = found,
+                Err(mixed) => {
+                    let o = at("values");
+                    issues.push(Issue::new(
+                        &o.file,
+                        o.line,
+                        mixed.0.clone(),
+                        mixed.to_string(),
+                    ));
+                }
+            }
+        }
+    }
+    (values, flux_document)
+}
+
+/// The release's namespace: its own, else the state's override, else
+/// `default` with an issue (helm would use the kubeconfig's).
+fn namespace(
+    release: &HelmfileRelease,
+    state: &State,
+    name: &str,
+    override_namespace: Option<&str>,
+    issues: &mut Vec<Issue>,
+) -> String {
+    let mut namespace = release
+        .spec
+        .get("namespace")
+        .and_then(Value::as_str)
+        .map(str::trim)
+        .unwrap_or("")
+        .to_string();
+    if namespace.is_empty() {
+        namespace = override_namespace.unwrap_or("").to_string();
+    }
+    if namespace.is_empty() {
+        issues.push(Issue::new(
+            &state.path,
+            release.line,
+            format!("name: {name}"),
+            "has no namespace (helm would use the kubeconfig's); bootstrap needs one: written as `default`",
+        ));
+        namespace = "default".into();
+    }
+    namespace
 }

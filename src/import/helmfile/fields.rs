@@ -141,6 +141,19 @@ pub(super) fn render_fields_into(
     release: &mut Release,
     issues: &mut Vec<Issue>,
 ) -> bool {
+    if !render_scalars(state, release, issues) {
+        return false;
+    }
+    boolean_templates(state, release, issues);
+    render_values(state, release, issues);
+    true
+}
+
+/// The scalar fields (`name`, `namespace`, `chart`, `version`, the
+/// `*Template` booleans) and `needs`, rendered pass after pass until they
+/// settle (a field may use another); `false` when the name or namespace
+/// cannot be rendered (the release is then not imported).
+fn render_scalars(state: &State, release: &mut Release, issues: &mut Vec<Issue>) -> bool {
     let scalar_keys = [
         "name",
         "namespace",
@@ -206,6 +219,12 @@ pub(super) fn render_fields_into(
     }
     release.spec = current;
     release.chart_reads = reads;
+    true
+}
+
+/// `installedTemplate`/`waitTemplate` as `installed`/`wait`: their text
+/// must render `true` or `false`.
+fn boolean_templates(state: &State, release: &mut Release, issues: &mut Vec<Issue>) {
     for key in ["installedTemplate", "waitTemplate"] {
         if let Some(Value::String(text)) = release.spec.remove(key) {
             let target = key.trim_end_matches("Template");
@@ -228,6 +247,11 @@ pub(super) fn render_fields_into(
             }
         }
     }
+}
+
+/// The `values:` entries: maps as they are, files (templated names
+/// rendered), `.gotmpl` files rendered through the subset.
+fn render_values(state: &State, release: &mut Release, issues: &mut Vec<Issue>) {
     let data = release_data(&release.spec);
     let entries = release
         .spec
@@ -239,75 +263,8 @@ pub(super) fn render_fields_into(
     for entry in entries {
         match entry {
             Value::String(text) => {
-                let rel = if text.contains("{{") {
-                    match Engine::new(data.clone()).render(&text, &at.file, at.line, &state.dir) {
-                        Ok(r) => r.trim().to_string(),
-                        Err(u) => {
-                            issues.push(Issue::from(u).field("values"));
-                            continue;
-                        }
-                    }
-                } else {
-                    text.clone()
-                };
-                let path = normalize(&state.dir.join(&rel));
-                if !path.is_file() {
-                    issues.push(Issue::new(
-                        &at.file,
-                        at.line,
-                        format!("values {rel}"),
-                        format!(
-                            "`{}` does not exist (helmfile fails on a missing values file)",
-                            path.display()
-                        ),
-                    ));
-                    continue;
-                }
-                if !path.to_string_lossy().ends_with(".gotmpl") {
-                    release.values.push(ValuesEntry::File(path));
-                    continue;
-                }
-                let engine = Engine::translating_env(data.clone());
-                let source = match std::fs::read_to_string(&path) {
-                    Ok(s) => s,
-                    Err(e) => {
-                        issues.push(Issue::new(
-                            &path,
-                            0,
-                            "values",
-                            format!("cannot be read: {e}"),
-                        ));
-                        continue;
-                    }
-                };
-                let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
-                let rendered = match engine.render(&source, &path, 1, &dir) {
-                    Ok(r) => r,
-                    Err(u) => {
-                        let name = release.spec.get("name").and_then(Value::as_str);
-                        let ns = release.spec.get("namespace").and_then(Value::as_str);
-                        let found = match (name, ns) {
-                            (Some(name), Some(ns)) if u.reason.contains("is not set") => {
-                                flux_document(&engine.reads.borrow(), &path, name, ns, &u.reason)
-                            }
-                            _ => None,
-                        };
-                        match found {
-                            Some(doc) => release.values.push(ValuesEntry::FluxDocument(doc)),
-                            None => issues.push(u.into()),
-                        }
-                        continue;
-                    }
-                };
-                match parse_values(&rendered) {
-                    Ok(values) => release.values.push(ValuesEntry::Computed {
-                        values,
-                        from: Some(path.clone()),
-                        reads: engine.reads.into_inner(),
-                    }),
-                    Err(reason) => {
-                        issues.push(Issue::new(&path, 1, "values", format!("renders {reason}")))
-                    }
+                if let Some(entry) = values_file(state, release, &text, &data, issues) {
+                    release.values.push(entry);
                 }
             }
             Value::Object(values) => release.values.push(ValuesEntry::Computed {
@@ -323,7 +280,88 @@ pub(super) fn render_fields_into(
             )),
         }
     }
-    true
+}
+
+/// One `values:` entry naming a file: where it is, and for a `.gotmpl`
+/// file its rendered values (or the Flux HelmRelease document it reads);
+/// `None` with an issue when it cannot be used.
+fn values_file(
+    state: &State,
+    release: &Release,
+    text: &str,
+    data: &Value,
+    issues: &mut Vec<Issue>,
+) -> Option<ValuesEntry> {
+    let at = release.origin("values", state);
+    let rel = if text.contains("{{") {
+        match Engine::new(data.clone()).render(text, &at.file, at.line, &state.dir) {
+            Ok(r) => r.trim().to_string(),
+            Err(u) => {
+                issues.push(Issue::from(u).field("values"));
+                return None;
+            }
+        }
+    } else {
+        text.to_string()
+    };
+    let path = normalize(&state.dir.join(&rel));
+    if !path.is_file() {
+        issues.push(Issue::new(
+            &at.file,
+            at.line,
+            format!("values {rel}"),
+            format!(
+                "`{}` does not exist (helmfile fails on a missing values file)",
+                path.display()
+            ),
+        ));
+        return None;
+    }
+    if !path.to_string_lossy().ends_with(".gotmpl") {
+        return Some(ValuesEntry::File(path));
+    }
+    let engine = Engine::translating_env(data.clone());
+    let source = match std::fs::read_to_string(&path) {
+        Ok(s) => s,
+        Err(e) => {
+            issues.push(Issue::new(
+                &path,
+                0,
+                "values",
+                format!("cannot be read: {e}"),
+            ));
+            return None;
+        }
+    };
+    let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
+    let rendered = match engine.render(&source, &path, 1, &dir) {
+        Ok(r) => r,
+        Err(u) => {
+            let name = release.spec.get("name").and_then(Value::as_str);
+            let ns = release.spec.get("namespace").and_then(Value::as_str);
+            let found = match (name, ns) {
+                (Some(name), Some(ns)) if u.reason.contains("is not set") => {
+                    flux_document(&engine.reads.borrow(), &path, name, ns, &u.reason)
+                }
+                _ => None,
+            };
+            if found.is_none() {
+                issues.push(u.into());
+            }
+            return found.map(ValuesEntry::FluxDocument);
+        }
+    };
+    match parse_values(&rendered) {
+        Ok(values) => Some(ValuesEntry::Computed {
+            values,
+            from: Some(path.clone()),
+            reads: engine.reads.into_inner(),
+        }),
+        Err(reason) => {
+            issues.push(Issue::new(&path, 1, "values", format!("renders {reason}")));
+            None
+        }
+    }
 }
 
 pub(super) fn parse_values(text: &str) -> Result<Map<String, Value>, NotValues> {
