@@ -135,7 +135,9 @@ pub fn run(mode: Mode) {
     let before = median(&before);
     println!("  before the first release               {before:>8.0} ms");
     println!("  preflight phase                        {preflight:>8.0} ms");
-    println!("  CRD phase                              {crds:>8.0} ms");
+    println!(
+        "  CRD phase                              {crds:>8.0} ms    (this catalog's fake charts carry no CRDs: judged in section 10)"
+    );
     println!("  release step beyond helm (median)      {step:>8.1} ms");
     println!("  first release's extra (ledger create)  {first:>8.1} ms");
     println!(
@@ -145,11 +147,6 @@ pub fn run(mode: Mode) {
         "preflight (everything before the first release) < 0.5 s",
         before < 500.0,
         format!("{before:.0} ms"),
-    );
-    verdict(
-        "CRD phase with a warm chart cache < 0.3 s",
-        crds < 300.0,
-        format!("{crds:.0} ms"),
     );
     verdict(
         "cost per release step beyond helm and the wait < 5 ms",
