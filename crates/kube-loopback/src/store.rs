@@ -484,19 +484,7 @@ impl Store {
         if opts.dry_run {
             return Ok(next);
         }
-        self.rv += 1;
-        meta_mut(&mut next).insert("resourceVersion".into(), json!(self.rv.to_string()));
-        self.objects.insert(key.clone(), next.clone());
-        self.record("MODIFIED", rt, next.clone());
-        self.changes.push(Change {
-            group: rt.group.clone(),
-            kind: rt.kind.clone(),
-            namespace: key.2,
-            name: name.to_string(),
-            spec_changed,
-            deleted: false,
-            object: next.clone(),
-        });
+        let next = self.modified(rt, key, next, spec_changed);
         if is_crd {
             self.rebuild_types();
         }
@@ -505,6 +493,31 @@ impl Store {
             return self.delete(rt, namespace, name, &Value::Null, false);
         }
         Ok(next)
+    }
+
+    /// Stores `object` as the new state of `key` under a new
+    /// resourceVersion: a MODIFIED watch event and a recorded change.
+    fn modified(
+        &mut self,
+        rt: &ResourceType,
+        key: ObjKey,
+        mut object: Value,
+        spec_changed: bool,
+    ) -> Value {
+        self.rv += 1;
+        meta_mut(&mut object).insert("resourceVersion".into(), json!(self.rv.to_string()));
+        self.objects.insert(key.clone(), object.clone());
+        self.record("MODIFIED", rt, object.clone());
+        self.changes.push(Change {
+            group: rt.group.clone(),
+            kind: rt.kind.clone(),
+            namespace: key.2,
+            name: key.3,
+            spec_changed,
+            deleted: false,
+            object: object.clone(),
+        });
+        object
     }
 
     /// Create or replace, for test fixtures: keeps the given status.
@@ -555,19 +568,7 @@ impl Store {
             }
             let mut marked = existing.clone();
             meta_mut(&mut marked).insert("deletionTimestamp".into(), json!(now_rfc3339()));
-            self.rv += 1;
-            meta_mut(&mut marked).insert("resourceVersion".into(), json!(self.rv.to_string()));
-            self.objects.insert(key.clone(), marked.clone());
-            self.record("MODIFIED", rt, marked.clone());
-            self.changes.push(Change {
-                group: rt.group.clone(),
-                kind: rt.kind.clone(),
-                namespace: key.2,
-                name: name.to_string(),
-                spec_changed: false,
-                deleted: false,
-                object: marked.clone(),
-            });
+            let marked = self.modified(rt, key, marked, false);
             return Ok(Self::present(rt, &marked));
         }
         let Some(mut gone) = self.objects.remove(&key) else {
