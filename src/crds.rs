@@ -2,6 +2,9 @@
 //! CustomResourceDefinitions, apply them all server-side, wait until each is
 //! Established. Runs before any release is touched.
 
+pub mod record;
+
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
@@ -249,14 +252,25 @@ async fn fetch(source: &str) -> Result<String, FetchError> {
 }
 
 /// Applies and establishes `crds`; the first failure names the CRD and the
-/// release it came from.
+/// release it came from. A CRD `known` says is as the last apply left it
+/// is not applied again (docs/design.md#crd-record). Returns what this run
+/// applied, as the record keeps it.
 pub async fn apply_all(
     client: &::kube::Client,
     crds: &[Crd],
+    known: &record::Known,
     events: &Emitter,
-) -> Result<(), CrdError> {
-    let results: Vec<Result<bool, CrdError>> = futures::stream::iter(crds)
+) -> Result<BTreeMap<String, record::Applied>, CrdError> {
+    let results: Vec<Result<Option<Value>, CrdError>> = futures::stream::iter(crds)
         .map(|crd| async move {
+            if known.unchanged(&crd.name, &crd.manifest) {
+                events.emit(Event::CrdApplied {
+                    release: crd.release.clone(),
+                    crd: crd.name.clone(),
+                    change: CrdChange::Unchanged,
+                });
+                return Ok(None);
+            }
             let (change, applied) =
                 apply::apply(client, &crd.manifest)
                     .await
@@ -270,44 +284,43 @@ pub async fn apply_all(
                 crd: crd.name.clone(),
                 change,
             });
-            // Established already (a CRD that was there): no watch needed.
-            Ok(ready::crd_established(Some(&applied)) == ready::Readiness::Ready)
+            Ok(Some(applied))
         })
         .buffered(PARALLEL_APPLIES)
         .collect()
         .await;
-    let established = results
+    let applied = results
         .into_iter()
-        .collect::<Result<Vec<bool>, CrdError>>()?;
+        .collect::<Result<Vec<Option<Value>>, CrdError>>()?;
 
-    let waits: Vec<Result<(), CrdError>> = futures::stream::iter(crds.iter().zip(established))
-        .map(|(crd, established)| async move {
-            if established {
-                events.emit(Event::CrdEstablished {
-                    release: crd.release.clone(),
+    let waits: Vec<Result<(), CrdError>> = futures::stream::iter(crds.iter().zip(&applied))
+        .map(|(crd, applied)| async move {
+            // Skipped (unchanged since it was Established), or Established
+            // already in what the apply returned: no watch needed.
+            let established = applied
+                .as_ref()
+                .is_none_or(|a| ready::crd_established(Some(a)) == ready::Readiness::Ready);
+            if !established {
+                let target = ObjectTarget::new(
+                    "apiextensions.k8s.io/v1",
+                    "CustomResourceDefinition",
+                    None,
+                    &crd.name,
+                );
+                wait_for(
+                    client.clone(),
+                    &target,
+                    ready::crd_established,
+                    ESTABLISH_TIMEOUT,
+                    |_: &str| {},
+                )
+                .await
+                .map_err(|source| CrdError::Establish {
                     crd: crd.name.clone(),
-                });
-                return Ok(());
+                    release: crd.release.clone(),
+                    source,
+                })?;
             }
-            let target = ObjectTarget::new(
-                "apiextensions.k8s.io/v1",
-                "CustomResourceDefinition",
-                None,
-                &crd.name,
-            );
-            wait_for(
-                client.clone(),
-                &target,
-                ready::crd_established,
-                ESTABLISH_TIMEOUT,
-                |_: &str| {},
-            )
-            .await
-            .map_err(|source| CrdError::Establish {
-                crd: crd.name.clone(),
-                release: crd.release.clone(),
-                source,
-            })?;
             events.emit(Event::CrdEstablished {
                 release: crd.release.clone(),
                 crd: crd.name.clone(),
@@ -319,7 +332,16 @@ pub async fn apply_all(
         .await;
     waits.into_iter().collect::<Result<Vec<()>, CrdError>>()?;
     events.emit(Event::CrdsEstablished { count: crds.len() });
-    Ok(())
+    Ok(crds
+        .iter()
+        .zip(&applied)
+        .filter_map(|(crd, returned)| {
+            Some((
+                crd.name.clone(),
+                record::applied(&crd.manifest, returned.as_ref()?)?,
+            ))
+        })
+        .collect())
 }
 
 pub fn dry_run(crds: &[Crd], events: &Emitter) {

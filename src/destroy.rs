@@ -377,6 +377,16 @@ impl<H: Helm> Destroyer<'_, H> {
                 }
             }
         }
+        if !deleted.is_empty() {
+            let names: Vec<&str> = deleted.iter().map(|c| c.name.as_str()).collect();
+            if let Err(e) = crds::record::forget(&self.connection.client, &names).await {
+                // Harmless: a CRD created again has a new uid, which the
+                // record does not match, so it is applied.
+                self.events.emit(Event::Warning {
+                    message: crate::error::one_line(&e),
+                });
+            }
+        }
         // As `kubectl delete` waits: a CRD is gone once its custom
         // resources are, and an apply right after must not find it
         // half-deleted. Bounded: what is left goes on its own.

@@ -212,22 +212,69 @@ impl<H: Helm> Preflight<'_, H> {
         events.emit(Event::PhaseStarted { phase: Phase::Crds });
         if options.dry_run {
             crds::dry_run(crds, events);
-        } else if let Err(e) = interruptible(stop, crds::apply_all(client, crds, events)).await? {
             events.emit(Event::PhaseFinished {
                 phase: Phase::Crds,
-                ok: false,
+                ok: true,
             });
-            return Err(Failure::CrdPhase { source: e.into() }.into());
+            return Ok(());
         }
+        let known = self.crds_known(crds).await?;
+        let fresh = match interruptible(stop, crds::apply_all(client, crds, &known, events)).await?
+        {
+            Ok(fresh) => fresh,
+            Err(e) => {
+                events.emit(Event::PhaseFinished {
+                    phase: Phase::Crds,
+                    ok: false,
+                });
+                return Err(Failure::CrdPhase { source: e.into() }.into());
+            }
+        };
         events.emit(Event::PhaseFinished {
             phase: Phase::Crds,
             ok: true,
         });
-
-        if !options.dry_run {
-            interruptible(stop, install_guard(plan, client, events)).await??;
-        }
+        // The record is written beside the guard: neither needs the other.
+        let record = async {
+            if fresh.is_empty() {
+                return;
+            }
+            if let Err(e) = crds::record::write(client, known.recorded, fresh).await {
+                events.emit(Event::Warning {
+                    message: format!(
+                        "{}: the next run applies these CRDs again",
+                        crate::error::one_line(&e)
+                    ),
+                });
+            }
+        };
+        let (_, guard) = tokio::join!(
+            interruptible(stop, record),
+            interruptible(stop, install_guard(plan, client, events))
+        );
+        guard??;
         Ok(())
+    }
+
+    /// What the CRD phase needs to skip CRDs the last apply left as they
+    /// are (docs/design.md#crd-record); nothing with `--force`, or when it
+    /// cannot be read (then every CRD is applied, and a warning says why).
+    async fn crds_known(&self, crds: &[crds::Crd]) -> Result<crds::record::Known, Error> {
+        if self.options.force || crds.is_empty() {
+            return Ok(crds::record::Known::default());
+        }
+        match interruptible(self.stop, crds::record::read(&self.connection.client)).await? {
+            Ok(known) => Ok(known),
+            Err(e) => {
+                self.events.emit(Event::Warning {
+                    message: format!(
+                        "{}: every CRD is applied, changed or not",
+                        crate::error::one_line(&e)
+                    ),
+                });
+                Ok(crds::record::Known::default())
+            }
+        }
     }
 }
 

@@ -89,6 +89,114 @@ fn a_crd_being_deleted_is_created_again_once_it_is_gone() {
     assert!(now["metadata"]["deletionTimestamp"].is_null(), "{now}");
 }
 
+/// docs/design.md#crd-record: a re-run does not apply a CRD the last run
+/// left as it is, and applies it again when anything about it changed.
+#[test]
+fn a_crd_as_the_last_apply_left_it_is_not_applied_again() {
+    let cluster = Cluster::start();
+    let mut labelled = crd("cert-manager.io", "certificates", "Certificate");
+    labelled["metadata"]["labels"] = json!({"app.kubernetes.io/name": "cert-manager"});
+    cluster.script(json!({
+        "*": {"delay_ms": 50},
+        "kube-system/cilium": {"apply_manifests": true, "manifests": [daemonset("kube-system", "cilium")]},
+        "cert-manager/cert-manager": {"crds": [labelled], "manifests": [deployment("cert-manager", "cert-manager")]},
+    }));
+    let test = config();
+    let name = "certificates.cert-manager.io";
+    let crd_writes = |from: usize| {
+        cluster.api.request_log()[from..]
+            .iter()
+            .filter(|r| r.is_mutation() && r.path.contains("/customresourcedefinitions"))
+            .count()
+    };
+    let changes = |out: &testkit::builder::Output| -> Vec<String> {
+        out.stdout
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter(|e| e["event"] == "crd_applied")
+            .map(|e| e["change"].as_str().unwrap_or_default().to_string())
+            .collect()
+    };
+    let apply = |args: &[&str]| {
+        let from = cluster.api.request_log().len();
+        let mut all = vec!["apply", "infra", "--output", "json"];
+        all.extend_from_slice(args);
+        let out = cluster.run(&test, &all);
+        assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+        (changes(&out), crd_writes(from))
+    };
+    assert_eq!(apply(&[]), (vec!["created".to_string()], 1), "first run");
+    let record = cluster
+        .api
+        .get("v1", "ConfigMap", Some("kube-system"), "bootstrap-crds")
+        .expect("the record is written");
+    assert!(
+        record["data"][name]
+            .as_str()
+            .unwrap()
+            .contains("\"generation\":1"),
+        "{record}"
+    );
+    assert_eq!(
+        apply(&[]),
+        (vec!["unchanged".to_string()], 0),
+        "a re-run writes no CRD"
+    );
+
+    // Someone edits the CRD's spec: its generation moves, it is applied.
+    let mut edited = cluster
+        .api
+        .get(
+            "apiextensions.k8s.io/v1",
+            "CustomResourceDefinition",
+            None,
+            name,
+        )
+        .unwrap();
+    edited["spec"]["names"]["shortNames"] = json!(["cert"]);
+    cluster.api.insert(edited);
+    let (change, writes) = apply(&[]);
+    assert_eq!(writes, 1, "an edited CRD is applied again ({change:?})");
+    assert_eq!(
+        apply(&[]),
+        (vec!["unchanged".to_string()], 0),
+        "and recorded"
+    );
+
+    // A label bootstrap sets, changed by hand (no generation change).
+    let mut relabelled = cluster
+        .api
+        .get(
+            "apiextensions.k8s.io/v1",
+            "CustomResourceDefinition",
+            None,
+            name,
+        )
+        .unwrap();
+    relabelled["metadata"]["labels"]["app.kubernetes.io/name"] = json!("changed-by-hand");
+    cluster.api.insert(relabelled);
+    assert_eq!(apply(&[]).1, 1, "a changed label is put back");
+
+    // --force applies every CRD; a deleted record applies every CRD.
+    assert_eq!(apply(&["--force"]).1, 1, "--force");
+    cluster
+        .api
+        .delete("v1", "ConfigMap", Some("kube-system"), "bootstrap-crds");
+    assert_eq!(apply(&[]).1, 1, "no record");
+    assert_eq!(apply(&[]).1, 0, "recorded again");
+
+    // destroy --crds takes it out of the record.
+    let out = cluster.run(&test, &["destroy", "infra", "--crds", "--yes"]);
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    assert!(
+        cluster
+            .api
+            .get("v1", "ConfigMap", Some("kube-system"), "bootstrap-crds")
+            .is_none(),
+        "the record goes with its last CRD"
+    );
+}
+
 #[test]
 fn applies_crds_then_releases_in_dag_order_and_records_ownership() {
     let cluster = Cluster::start();
