@@ -4,9 +4,11 @@
 
 mod draft;
 pub mod file;
+mod layers;
 mod load;
 mod origin;
 mod par;
+mod position;
 pub(crate) mod read;
 mod render;
 pub(crate) mod sops;
@@ -21,7 +23,7 @@ use serde_json::{Map, Value};
 
 use crate::error::{Error, Problem};
 use crate::plan::RunValues;
-use crate::release::ValuesSource;
+use crate::values::stack::{Layer, Step, ValuesSource};
 
 /// The run's `--values FILE`s (plain YAML maps, paths from the working
 /// directory) then its `--set`s, in that order, as helm applies `-f` then
@@ -82,11 +84,13 @@ pub fn run_values(files: &[PathBuf], sets: &[String]) -> Result<RunValues, Error
     if !problems.is_empty() {
         return Err(Error::Config(problems));
     }
-    Ok(RunValues {
-        overlay,
-        sources,
-        secrets,
-    })
+    if sources.is_empty() {
+        return Ok(RunValues(None));
+    }
+    let mut layer = Layer::new(Step::Run, "the run's --values and --set".into(), overlay);
+    layer.sources = sources;
+    layer.secrets = secrets;
+    Ok(RunValues(Some(layer)))
 }
 
 /// A `--set` as `template -v` shows it: the value of a secret-looking key redacted.

@@ -537,11 +537,6 @@ const LONG_FUNCTIONS: &[(&str, &str, &str)] = &[
         "plan_cluster",
         "left to config/load.rs's rewrite",
     ),
-    (
-        "src/config/render.rs",
-        "render_release",
-        "left to the values stack (docs/design.md#values-merge-order), one function per layer",
-    ),
 ];
 
 #[test]
