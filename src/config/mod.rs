@@ -2,6 +2,8 @@
 //! here is synchronous and pure apart from reading files: every problem in the
 //! whole config is found before any command talks to a cluster.
 
+mod chart_source;
+mod cluster_file;
 mod draft;
 pub mod file;
 mod layers;
@@ -10,10 +12,13 @@ mod origin;
 mod par;
 mod position;
 pub(crate) mod read;
+mod reference;
+mod releases;
 mod render;
 pub(crate) mod sops;
 
-pub use load::{Catalog, cluster_names, load, load_for};
+pub use cluster_file::cluster_names;
+pub use load::{Catalog, load, load_for};
 
 pub use crate::plan::{Cluster, Flux};
 
