@@ -156,7 +156,11 @@ pub async fn run<H: Helm>(
     }
     .await;
     let lost = held.lost();
-    held.release(events, None).await;
+    // A dead run whose lock this run took over (or inherited) is passed on:
+    // destroy does not read which releases it left pending, and the next
+    // apply, which does, lets it go once none is (docs/design.md#cluster-lock).
+    let pass_on = held.took_over();
+    held.release(events, pass_on.as_ref()).await;
     result.map(|summary| summary.with_lock_lost(lost.map(|why| why.to_string())))
 }
 

@@ -37,7 +37,6 @@ mod real {
         Api, ApiResource, DynamicObject, ListParams, PostParams, WatchEvent, WatchParams,
     };
     use serde_json::Value;
-    use testkit::builder::{copy_dir, repo_root};
     use testkit::realenv::{self, ChartRepo, ControlPlane};
 
     use crate::stats::median;
@@ -53,7 +52,6 @@ mod real {
         }
     }
 
-    const GATEWAY_API: &str = "gateway-api-v1.2.1-standard-install.yaml";
     const RELEASES: [&str; 3] = ["prometheus-operator-crds", "gateway-api", "cert-manager"];
 
     struct Setup {
@@ -308,58 +306,19 @@ mod real {
         }
     }
 
-    /// The shipped `infra` cluster limited to [`RELEASES`], their charts'
-    /// repositories replaced by the loopback repository and the Gateway
-    /// API's URL by the mirror's file.
+    /// The shipped `infra` cluster limited to [`RELEASES`] on the loopback
+    /// chart repository ([`realenv::infra_root`]), cert-manager's `needs`
+    /// dropped so it is applied without coredns.
     fn config_root(url: &str, charts: &Path) -> tempfile::TempDir {
-        let root = tempfile::tempdir().expect("tempdir");
-        copy_dir(&repo_root().join("releases"), &root.path().join("releases"));
-        let rewrite = |file: &str, pairs: &[(&str, String)]| {
-            let path = root.path().join(file);
-            let mut text = std::fs::read_to_string(&path).expect("a shipped release file");
-            for (from, to) in pairs {
-                assert!(
-                    text.contains(from),
-                    "the shipped {file} changed: no `{from}`"
-                );
-                text = text.replace(from, to);
-            }
-            std::fs::write(&path, text).expect("write");
-        };
-        rewrite(
+        let root = realenv::infra_root(url, charts, &RELEASES);
+        realenv::rewrite(
+            root.path(),
             "releases/core.yaml",
-            &[
-                ("repo: https://charts.jetstack.io", format!("repo: {url}")),
-                (
-                    "needs: [kube-system/coredns]\ncrds: bootstrap",
-                    "crds: bootstrap".to_string(),
-                ),
-            ],
+            &[(
+                "needs: [kube-system/coredns]\ncrds: bootstrap",
+                "crds: bootstrap".to_string(),
+            )],
         );
-        rewrite(
-            "releases/crds.yaml",
-            &[
-                (
-                    "repo: https://prometheus-community.github.io/helm-charts",
-                    format!("repo: {url}"),
-                ),
-                (
-                    "https://github.com/kubernetes-sigs/gateway-api/releases/download/v1.2.1/standard-install.yaml",
-                    charts.join(GATEWAY_API).display().to_string(),
-                ),
-            ],
-        );
-        let shipped = repo_root().join("clusters/infra");
-        let dir = root.path().join("clusters/infra");
-        copy_dir(&shipped, &dir);
-        let cluster = std::fs::read_to_string(shipped.join("cluster.yaml")).expect("cluster.yaml");
-        let cluster = cluster
-            .split("\nflux:")
-            .next()
-            .unwrap_or_default()
-            .to_string()
-            + &format!("\nreleases: [{}]\n", RELEASES.join(", "));
-        std::fs::write(dir.join("cluster.yaml"), cluster).expect("write");
         root
     }
 }

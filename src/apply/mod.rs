@@ -92,8 +92,8 @@ pub async fn run<H: Helm + 'static>(
     });
     let stop = held.stop.clone();
     let took_over = held.took_over();
-    // Set when a release the dead run left pending-* is left for later.
-    let left_for_later = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    // The releases the dead run may have left pending-*, until recovered.
+    let left_pending = Arc::new(runner::LeftPending::default());
     let context = Preflight {
         plan,
         helm: helm.as_ref(),
@@ -106,13 +106,16 @@ pub async fn run<H: Helm + 'static>(
         .phases(
             helm.clone(),
             took_over.clone(),
-            left_for_later.clone(),
+            left_pending.clone(),
             held.checker(),
             preflight,
         )
         .await;
     let lost = held.lost();
-    let pass_on = took_over.filter(|_| left_for_later.load(std::sync::atomic::Ordering::SeqCst));
+    // Passed on unless this run recovered every release the dead run may
+    // have left: one not reached (`--only`, a run stopped before it) or
+    // left for later is still the dead run's (docs/design.md#cluster-lock).
+    let pass_on = took_over.filter(|_| left_pending.unresolved());
     held.release(events, pass_on.as_ref()).await;
     result.map(|summary| summary.with_lock_lost(lost.map(|why| why.to_string())))
 }
@@ -286,7 +289,7 @@ impl<H: Helm + 'static> Preflight<'_, H> {
         &self,
         helm: Arc<H>,
         took_over: Option<crate::kube::lock::Predecessor>,
-        left_for_later: Arc<std::sync::atomic::AtomicBool>,
+        left_pending: Arc<runner::LeftPending>,
         lock: Option<crate::kube::lock::LockCheck>,
         preflight: tokio::time::Instant,
     ) -> Result<Summary, Error> {
@@ -310,6 +313,7 @@ impl<H: Helm + 'static> Preflight<'_, H> {
             async { Ok::<_, Error>(interruptible(stop, crds::render(helm.as_ref(), plan)).await?) };
         let checks = self.checks(&ledger, took_over.is_some());
         let ((owners, recorded, digest_key), crds) = tokio::try_join!(checks, render)?;
+        left_pending.listed(owners.listed.values());
         // Handover releases Flux has adopted: never upgraded again
         // (docs/design.md#handover).
         let adopted: BTreeMap<_, _> = plan
@@ -358,7 +362,7 @@ impl<H: Helm + 'static> Preflight<'_, H> {
             force: options.force,
             verbose: options.verbose,
             left_by: took_over,
-            left_for_later,
+            left_pending,
             lock,
             cluster: plan.cluster.name.clone(),
         };

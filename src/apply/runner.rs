@@ -22,6 +22,8 @@ mod compare;
 mod hook;
 mod pending;
 
+pub use pending::LeftPending;
+
 /// Added to the helm timeout of a run that died before its release record
 /// counts as abandoned: helm's `--timeout` bounds each of its waits, not the
 /// whole command.
@@ -56,10 +58,10 @@ pub struct ReleaseRunner<H: Helm> {
     /// afresh once no helm of that run can still be working on it
     /// (docs/design.md#live-refusal-rules).
     pub left_by: Option<Predecessor>,
-    /// Set when a release `left_by` left pending is refused for now (a helm
-    /// of that run may still be working on it): the released Lease passes
+    /// The releases `left_by` may have left pending; each this run
+    /// recovers is taken off. While one is left, the released Lease passes
     /// that run on to the next, which would otherwise not know whose it is.
-    pub left_for_later: Arc<std::sync::atomic::AtomicBool>,
+    pub left_pending: Arc<LeftPending>,
     /// Checked before a release starts and before each ledger write; `None`
     /// without a lock (a dry run).
     pub lock: Option<LockCheck>,
@@ -170,8 +172,8 @@ impl<H: Helm> ReleaseRunner<H> {
         let request = InstallRequest {
             release: &release.id,
             chart,
-            values: &release.values,
-            secrets: &release.secrets,
+            values: release.values(),
+            secrets: release.secrets(),
             skip_crds: release.crds == crate::release::CrdPolicy::Bootstrap,
             timeout: remaining,
             labels: &labels,

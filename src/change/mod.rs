@@ -82,12 +82,12 @@ impl ReleaseChange {
     ) -> ReleaseChange {
         let empty = json!({});
         let deployed_values = deployed.as_ref().map_or(&empty, |d| d.values);
-        let secrets = &release.secrets;
+        let secrets = release.secrets();
         let redactors = [
             Redactor::new(&[], Some((deployed_values, secrets))),
-            Redactor::new(&[], Some((&release.values, secrets))),
+            Redactor::new(&[], Some((release.values(), secrets))),
         ];
-        let values = values::diff(deployed_values, &release.values, secrets);
+        let values = values::diff(deployed_values, release.values(), secrets);
         let objects = manifests::diff(
             deployed.as_ref().map_or(&[][..], |d| d.manifest),
             rendered,
@@ -100,7 +100,7 @@ impl ReleaseChange {
         let mut reasons = reasons;
         if let Some(d) = &deployed
             && values.is_empty()
-            && crate::values::digest(d.values) != crate::values::digest(&release.values)
+            && crate::values::digest(d.values) != crate::values::digest(release.values())
         {
             // `a: {}` against no `a`: no leaf differs, but helm stores what it is given.
             reasons.push("the values differ only in empty maps".into());
@@ -293,8 +293,8 @@ async fn render<H: Helm>(
         .template(&TemplateRequest {
             release: &release.id,
             chart,
-            values: &release.values,
-            secrets: &release.secrets,
+            values: release.values(),
+            secrets: release.secrets(),
             include_crds: false,
             api_versions,
         })

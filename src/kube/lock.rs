@@ -85,11 +85,12 @@ pub struct Predecessor {
 /// may last (its longest release budget), in seconds.
 const HELM_TIMEOUT_ANNOTATION: &str = "bootstrap/helm-timeout-seconds";
 
-/// Kept in a released Lease by a run that took over a dead run's lock and
-/// left a release that run had left `pending-*` for later (a helm of the
-/// dead run might still have been working on it): the dead run's holder
-/// and helm timeout, so the next run knows whose release it is and
-/// recovers it (docs/design.md#cluster-lock).
+/// Kept in a released Lease by a run that took over a dead run's lock (or
+/// inherited it) and did not recover every release that run may have left
+/// `pending-*` (left for later while a helm of the dead run might still be
+/// working on it, or not reached): the dead run's holder and helm timeout,
+/// so the next run knows whose release it is and recovers it
+/// (docs/design.md#cluster-lock).
 const LEFT_BY_ANNOTATION: &str = "bootstrap/left-by";
 const LEFT_BY_TIMEOUT_ANNOTATION: &str = "bootstrap/left-by-helm-timeout-seconds";
 
@@ -346,7 +347,7 @@ impl Lock {
     }
 
     /// Gives the lock back: deletes the Lease, or, with `pass_on` (a dead
-    /// run's release this run left for later), keeps it with no holder and
+    /// run that may have left a release this run did not recover), keeps it with no holder and
     /// that run recorded, for the next run. Also runs (best effort,
     /// detached, without `pass_on`) on drop. Bounded: an API server that
     /// does not answer leaves the Lease to expire ([`LEASE_SECONDS`] after

@@ -200,7 +200,7 @@ fn scrub(findings: &mut [Finding], plans: &[&Plan]) {
     let mut secrets: Vec<String> = plans
         .iter()
         .flat_map(|p| &p.releases)
-        .flat_map(|r| r.secrets.strings(&r.values))
+        .flat_map(|r| r.secrets().strings(r.values()))
         .collect();
     if secrets.is_empty() {
         return;

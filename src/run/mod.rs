@@ -175,9 +175,9 @@ impl Held {
     }
 
     /// Gives the lock back; a failure to is a warning (the Lease then
-    /// expires by itself). `pass_on`: a dead run one of whose releases this
-    /// run left `pending-*` for later, recorded in the released Lease for
-    /// the next run.
+    /// expires by itself). `pass_on`: a dead run that may have left a
+    /// release `pending-*` this run did not recover, recorded in the
+    /// released Lease for the next run.
     pub async fn release(self, events: &Emitter, pass_on: Option<&Predecessor>) {
         if let Some(follower) = self.follower {
             follower.abort();

@@ -527,21 +527,6 @@ const LONG_FUNCTIONS: &[(&str, &str, &str)] = &[
         "run",
         "one piece: the scheduling state (waiting counts, running set, helm slots, stop) lives across one select loop (said at the function)",
     ),
-    (
-        "src/config/load.rs",
-        "check_release",
-        "left to config/load.rs's rewrite",
-    ),
-    (
-        "src/config/load.rs",
-        "plan_cluster",
-        "left to config/load.rs's rewrite",
-    ),
-    (
-        "src/config/render.rs",
-        "render_release",
-        "left to the values stack (docs/design.md#values-merge-order), one function per layer",
-    ),
 ];
 
 #[test]

@@ -53,8 +53,6 @@ fn charts() -> PathBuf {
     dir
 }
 
-const GATEWAY_API: &str = "gateway-api-v1.2.1-standard-install.yaml";
-
 /// The chart repository of this test process: every chart of the mirror,
 /// packaged once by the real helm 4.
 fn repo() -> &'static ChartRepo {
@@ -73,61 +71,10 @@ fn repo() -> &'static ChartRepo {
     })
 }
 
-/// The shipped `infra` cluster and catalog, limited to `releases`, with the
-/// charts' repositories replaced by the loopback repository and the
-/// gateway-api URL by the mirror's file.
+/// The shipped `infra` cluster and catalog, limited to `releases`, on the
+/// loopback chart repository ([`realenv::infra_root`]).
 fn infra_root(releases: &[&str]) -> tempfile::TempDir {
-    let url = &repo().url;
-    let root = tempfile::tempdir().unwrap();
-    copy_dir(&repo_root().join("releases"), &root.path().join("releases"));
-    let rewrite = |file: &str, pairs: &[(&str, String)]| {
-        let path = root.path().join(file);
-        let mut text = std::fs::read_to_string(&path).unwrap();
-        for (from, to) in pairs {
-            assert!(
-                text.contains(from),
-                "the shipped {file} changed: no `{from}` in it"
-            );
-            text = text.replace(from, to);
-        }
-        std::fs::write(&path, text).unwrap();
-    };
-    rewrite(
-        "releases/core.yaml",
-        &[
-            ("repo: https://helm.cilium.io", format!("repo: {url}")),
-            (
-                "repo: https://coredns.github.io/helm",
-                format!("repo: {url}"),
-            ),
-            ("repo: https://charts.jetstack.io", format!("repo: {url}")),
-            (
-                "  oci: oci://ghcr.io/spegel-org/helm-charts/spegel",
-                format!("  repo: {url}\n  name: spegel"),
-            ),
-        ],
-    );
-    rewrite(
-        "releases/crds.yaml",
-        &[
-            (
-                "repo: https://prometheus-community.github.io/helm-charts",
-                format!("repo: {url}"),
-            ),
-            (
-                "https://github.com/kubernetes-sigs/gateway-api/releases/download/v1.2.1/standard-install.yaml",
-                charts().join(GATEWAY_API).display().to_string(),
-            ),
-        ],
-    );
-    let shipped = repo_root().join("clusters/infra");
-    let dir = root.path().join("clusters/infra");
-    copy_dir(&shipped, &dir);
-    let cluster = std::fs::read_to_string(shipped.join("cluster.yaml")).unwrap();
-    let cluster = cluster.split("\nflux:").next().unwrap().to_string()
-        + &format!("\nreleases: [{}]\n", releases.join(", "));
-    std::fs::write(dir.join("cluster.yaml"), cluster).unwrap();
-    root
+    realenv::infra_root(&repo().url, &charts(), releases)
 }
 
 /// The infra releases whose charts the mirror holds.
@@ -710,6 +657,149 @@ fn lifecycle(helm_major: u8) {
     assert!(
         ledger.is_none_or(|l| l["data"].as_object().is_none_or(|d| d.is_empty())),
         "the ledger still has entries"
+    );
+
+    apply_right_after_destroy_crds(&real, helm_major);
+}
+
+/// The CRD-only releases of [`CATALOG`].
+const CRD_ONLY: [&str; 2] = [
+    "observability/prometheus-operator-crds",
+    "kube-system/gateway-api",
+];
+
+/// A Gateway API CRD held by a finalizer of the test while it is deleted.
+const HELD_CRD: &str = "httproutes.gateway.networking.k8s.io";
+
+const HOLD: &str = "bootstrap.test/hold";
+
+/// `apply` at once after `destroy --crds` (which the caller just ran): the
+/// CRDs are created again and Established by the apiextensions controller.
+/// Then, with helm 4 (the check needs no helm), a CRD still being deleted
+/// when `apply` comes (held by a finalizer, as one whose custom resources
+/// take long to go): `apply` waits until it is gone and creates it again,
+/// where applying onto it would report it there and then lose it.
+fn apply_right_after_destroy_crds(real: &Real, helm_major: u8) {
+    let api = real.plane.api();
+    let mut args = Vec::new();
+    for release in CRD_ONLY {
+        args.extend(["--only", release]);
+    }
+    let events = real.apply(&args);
+    let mut counts: BTreeMap<&str, usize> = CRD_PHASE_COUNTS.into();
+    counts.remove("cert-manager/cert-manager");
+    assert_eq!(crd_counts(&crds_by_release(&events, "created")), counts);
+    let crds = api.list("/apis/apiextensions.k8s.io/v1/customresourcedefinitions");
+    assert_eq!(crds.len(), counts.values().sum::<usize>());
+    for crd in &crds {
+        assert!(
+            condition(crd, "Established"),
+            "{} is not Established",
+            name(crd)
+        );
+    }
+    if helm_major != 4 {
+        return;
+    }
+
+    let path = format!("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{HELD_CRD}");
+    let held = api
+        .merge_patch(&path, &json!({"metadata": {"finalizers": [HOLD]}}))
+        .unwrap_or_else(|e| panic!("holding {HELD_CRD}: {e}"));
+    let uid = held["metadata"]["uid"].clone();
+    api.delete(&path)
+        .unwrap_or_else(|e| panic!("deleting {HELD_CRD}: {e}"));
+    let deleting = |crd: &Value| {
+        crd["metadata"]["uid"] == uid && crd["metadata"]["deletionTimestamp"].is_string()
+    };
+    assert!(
+        api.get(&path).is_some_and(|c| deleting(&c)),
+        "{HELD_CRD} is not being deleted"
+    );
+
+    let mut child = real
+        .command(&[
+            "apply",
+            "infra",
+            "--only",
+            "kube-system/gateway-api",
+            "--output",
+            "json",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("starting bootstrap");
+    let stdout = child.stdout.take().expect("piped stdout");
+    let (lines, received) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        for line in std::io::BufRead::lines(std::io::BufReader::new(stdout)).map_while(Result::ok) {
+            let _ = lines.send(line);
+        }
+    });
+    // The CRDs of a release are applied in parallel: once the other four
+    // are, the held one's apply has found it being deleted.
+    let mut seen = Vec::new();
+    let others = |seen: &[Value]| {
+        seen.iter()
+            .filter(|e| e["event"] == "crd_applied" && e["crd"] != HELD_CRD)
+            .count()
+    };
+    while others(&seen) < 4 {
+        let line = received
+            .recv_timeout(Duration::from_secs(120))
+            .unwrap_or_else(|_| panic!("apply applied no other Gateway API CRD: {seen:?}"));
+        seen.push(serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}")));
+    }
+    assert!(
+        !seen
+            .iter()
+            .any(|e| e["event"] == "crd_applied" && e["crd"] == HELD_CRD),
+        "apply applied {HELD_CRD} while it was being deleted: {seen:?}"
+    );
+    assert!(
+        api.get(&path).is_some_and(|c| deleting(&c)),
+        "{HELD_CRD} went on its own"
+    );
+    // Release it (the apiextensions controller may be removing its own
+    // finalizer at the same time: a conflict is read again).
+    plane_wait(&real.plane, "the test's finalizer removed", || {
+        let mut crd = api.get(&path)?;
+        if !deleting(&crd) {
+            return Some(());
+        }
+        let finalizers: Vec<Value> = crd["metadata"]["finalizers"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|f| *f != HOLD)
+            .cloned()
+            .collect();
+        crd["metadata"]["finalizers"] = Value::Array(finalizers);
+        api.update(&path, &crd).ok().map(|_| ())
+    });
+    let out = realenv::finish_within(child, realenv::COMMAND_LIMIT, "bootstrap apply");
+    reader.join().expect("the reader of apply's events");
+    seen.extend(
+        received
+            .try_iter()
+            .map(|l| serde_json::from_str(&l).unwrap()),
+    );
+    assert!(
+        out.status.success(),
+        "apply after a held CRD went: {}\n{seen:?}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let change = seen
+        .iter()
+        .find(|e| e["event"] == "crd_applied" && e["crd"] == HELD_CRD)
+        .map(|e| e["change"].clone());
+    assert_eq!(change, Some(json!("created")), "{seen:?}");
+    let crd = api.get(&path).expect("the held CRD created again");
+    assert_ne!(crd["metadata"]["uid"], uid);
+    assert!(
+        condition(&crd, "Established"),
+        "{HELD_CRD} is not Established"
     );
 }
 

@@ -238,23 +238,7 @@ fn a_lost_lock_is_found_before_the_next_ledger_write_and_release() {
 /// refused with the time to wait, and nothing is uninstalled.
 #[test]
 fn a_takeover_refuses_a_pending_install_a_helm_may_still_be_working_on() {
-    let cluster = Cluster::start();
-    cluster.script(json!({
-        "*": {"delay_ms": 20},
-        "kube-system/cilium": {"apply_manifests": true, "manifests": [daemonset("kube-system", "cilium")]},
-    }));
-    let started = k8s_now_minus(10);
-    std::fs::write(
-        cluster.path().join("helm-state/kube-system__coredns.json"),
-        serde_json::to_string(&json!({"name": "coredns", "namespace": "kube-system", "revision": 1,
-            "status": "pending-install", "chart": "coredns", "version": "1.44.3", "app_version": "1.12.0",
-            "values": {}, "labels": {}, "updated": started, "manifest": ""}))
-        .unwrap(),
-    )
-    .unwrap();
-    let mut dead = lease("job-infra-1 pid 1", "2020-01-01T00:00:00.000000Z");
-    dead["metadata"]["annotations"]["bootstrap/helm-timeout-seconds"] = json!("600");
-    cluster.api.insert(dead);
+    let cluster = after_a_dead_run(10);
     let out = cluster.run(&config(), &["apply", "infra", "--timeout", "60s"]);
     assert_eq!(out.code, 1, "{}\n{}", out.stdout, out.stderr);
     let said = format!("{}{}", out.stdout, out.stderr);
@@ -282,7 +266,48 @@ fn a_takeover_refuses_a_pending_install_a_helm_may_still_be_working_on() {
     // Lease, not an expired one: the refusing run passed the dead run on in
     // it, so the next run still knows whose pending release it is (before,
     // it refused it as anyone's, asking for `helm uninstall` by hand).
-    let released = the_lease(&cluster).expect("the released Lease is kept");
+    assert_passed_on(&cluster);
+    // Later: the record is older than the dead run's helm timeout plus 1m.
+    let record = cluster.path().join("helm-state/kube-system__coredns.json");
+    let mut state: Value =
+        serde_json::from_str(&std::fs::read_to_string(&record).unwrap()).unwrap();
+    state["updated"] = json!(k8s_now_minus(3600));
+    std::fs::write(&record, state.to_string()).unwrap();
+    the_next_run_installs_coredns_afresh(&cluster);
+}
+
+/// A cluster after the dead run of the takeover tests: its Lease expired
+/// long ago (helm timeout 10m recorded), coredns left `pending-install`
+/// `ago` seconds ago; the fake helm installs cilium's DaemonSet.
+fn after_a_dead_run(ago: u64) -> Cluster {
+    let cluster = Cluster::start();
+    cilium_installs(&cluster);
+    std::fs::write(
+        cluster.path().join("helm-state/kube-system__coredns.json"),
+        serde_json::to_string(&json!({"name": "coredns", "namespace": "kube-system", "revision": 1,
+            "status": "pending-install", "chart": "coredns", "version": "1.44.3", "app_version": "1.12.0",
+            "values": {}, "labels": {}, "updated": k8s_now_minus(ago), "manifest": ""}))
+        .unwrap(),
+    )
+    .unwrap();
+    let mut dead = lease("job-infra-1 pid 1", "2020-01-01T00:00:00.000000Z");
+    dead["metadata"]["annotations"]["bootstrap/helm-timeout-seconds"] = json!("600");
+    cluster.api.insert(dead);
+    cluster
+}
+
+/// The fake helm installs cilium's DaemonSet, the others at once.
+fn cilium_installs(cluster: &Cluster) {
+    cluster.script(json!({
+        "*": {"delay_ms": 20},
+        "kube-system/cilium": {"apply_manifests": true, "manifests": [daemonset("kube-system", "cilium")]},
+    }));
+}
+
+/// The Lease is released with no holder and the dead run recorded in it,
+/// and coredns is still as the dead run left it.
+fn assert_passed_on(cluster: &Cluster) {
+    let released = the_lease(cluster).expect("the released Lease is kept");
     assert_eq!(released["spec"]["holderIdentity"], Value::Null);
     assert_eq!(
         released["metadata"]["annotations"]["bootstrap/left-by"],
@@ -292,12 +317,17 @@ fn a_takeover_refuses_a_pending_install_a_helm_may_still_be_working_on() {
         released["metadata"]["annotations"]["bootstrap/left-by-helm-timeout-seconds"],
         "600"
     );
-    // Later: the record is older than the dead run's helm timeout plus 1m.
-    let record = cluster.path().join("helm-state/kube-system__coredns.json");
-    let mut state: Value =
-        serde_json::from_str(&std::fs::read_to_string(&record).unwrap()).unwrap();
-    state["updated"] = json!(k8s_now_minus(3600));
-    std::fs::write(&record, state.to_string()).unwrap();
+    assert_eq!(
+        cluster.release_state("kube-system", "coredns").unwrap()["status"],
+        "pending-install"
+    );
+}
+
+/// The run after the one that passed the dead run on: it takes the
+/// released Lease with that run in it, installs coredns afresh (its record
+/// is older than the dead run's helm timeout plus 1m), and, with nothing
+/// of the dead run left, deletes the Lease.
+fn the_next_run_installs_coredns_afresh(cluster: &Cluster) {
     let out = cluster.run(&config(), &["apply", "infra", "--timeout", "60s"]);
     let said = format!("{}{}", out.stdout, out.stderr);
     assert_eq!(out.code, 0, "{said}");
@@ -311,7 +341,43 @@ fn a_takeover_refuses_a_pending_install_a_helm_may_still_be_working_on() {
         cluster.release_state("kube-system", "coredns").unwrap()["status"],
         "deployed"
     );
-    assert!(the_lease(&cluster).is_none(), "nothing left to pass on");
+    assert!(the_lease(cluster).is_none(), "nothing left to pass on");
+}
+
+/// A takeover run that does not select the dead run's pending release
+/// (`--only` another) passes the dead run on, as one that refused it does:
+/// before, it deleted the Lease, and the next run refused the release as
+/// anyone's, asking for `helm uninstall` by hand.
+#[test]
+fn a_takeover_that_does_not_select_the_pending_release_passes_the_dead_run_on() {
+    let cluster = after_a_dead_run(3600);
+    let out = cluster.run(&config(), &["apply", "infra", "--only", "cilium"]);
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    assert!(
+        !cluster
+            .helm_calls()
+            .iter()
+            .any(|c| c.command().contains("coredns")),
+        "coredns touched"
+    );
+    assert_passed_on(&cluster);
+    the_next_run_installs_coredns_afresh(&cluster);
+}
+
+/// A takeover run stopped before the dead run's pending release (cilium,
+/// which coredns needs, fails; `--fail-fast`) passes the dead run on too.
+#[test]
+fn a_takeover_stopped_before_the_pending_release_passes_the_dead_run_on() {
+    let cluster = after_a_dead_run(3600);
+    cluster.script(json!({
+        "*": {"delay_ms": 20},
+        "kube-system/cilium": {"fail": "Error: context deadline exceeded"},
+    }));
+    let out = cluster.run(&config(), &["apply", "infra", "--fail-fast"]);
+    assert_eq!(out.code, 1, "{}\n{}", out.stdout, out.stderr);
+    assert_passed_on(&cluster);
+    cilium_installs(&cluster);
+    the_next_run_installs_coredns_afresh(&cluster);
 }
 
 /// A takeover finds a release the dead run left `pending-upgrade` long ago
@@ -322,10 +388,7 @@ fn a_takeover_refuses_a_pending_install_a_helm_may_still_be_working_on() {
 #[test]
 fn a_takeover_rolls_back_an_abandoned_pending_upgrade_and_upgrades_it() {
     let cluster = Cluster::start();
-    cluster.script(json!({
-        "*": {"delay_ms": 20},
-        "kube-system/cilium": {"apply_manifests": true, "manifests": [daemonset("kube-system", "cilium")]},
-    }));
+    cilium_installs(&cluster);
     std::fs::write(
         cluster.path().join("helm-state/kube-system__coredns.json"),
         serde_json::to_string(&json!({"name": "coredns", "namespace": "kube-system", "revision": 2,
@@ -364,6 +427,21 @@ fn a_takeover_rolls_back_an_abandoned_pending_upgrade_and_upgrades_it() {
     assert_eq!(state["status"], "deployed");
     assert_eq!(state["revision"], 4, "rollback, then the upgrade");
     assert!(cluster.ledger().contains_key("kube-system.coredns"));
+}
+
+/// `destroy` after a takeover does not read which releases the dead run
+/// left pending, so it passes that run on; the next `apply` recovers
+/// coredns and, with nothing left, lets the dead run go.
+#[test]
+fn a_destroy_that_took_over_passes_the_dead_run_on() {
+    let cluster = after_a_dead_run(3600);
+    let out = cluster.run(
+        &config(),
+        &["destroy", "infra", "--yes", "--only", "spegel"],
+    );
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    assert_passed_on(&cluster);
+    the_next_run_installs_coredns_afresh(&cluster);
 }
 
 /// RFC 3339 for `secs` seconds ago.
@@ -582,10 +660,7 @@ fn a_release_whose_helm_was_killed_is_recovered_for_the_next_run() {
     );
     assert!(cluster.release_state("kube-system", "cilium").is_none());
 
-    cluster.script(json!({
-        "*": {"delay_ms": 20},
-        "kube-system/cilium": {"apply_manifests": true, "manifests": [daemonset("kube-system", "cilium")]},
-    }));
+    cilium_installs(&cluster);
     let out = cluster.run(&test, &["apply", "infra"]);
     assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
 }

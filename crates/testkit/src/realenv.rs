@@ -817,6 +817,76 @@ fn runtime() -> tokio::runtime::Runtime {
         .expect("a tokio runtime")
 }
 
+/// The Gateway API manifest file of `../shared/charts`, which the shipped
+/// catalog downloads from its GitHub release.
+pub const GATEWAY_API: &str = "gateway-api-v1.2.1-standard-install.yaml";
+
+/// The shipped `infra` cluster and catalog in a temporary config root,
+/// limited to `releases`, as the real tier runs it: every chart repository
+/// the catalog names replaced by `repo_url` (a [`ChartRepo`]; spegel, an OCI
+/// chart in the catalog, is served from it too) and the Gateway API's URL by
+/// its file in `charts`. The cluster's `flux:` section is left out.
+pub fn infra_root(repo_url: &str, charts: &Path, releases: &[&str]) -> tempfile::TempDir {
+    use crate::builder::{copy_dir, repo_root};
+    let root = tempfile::tempdir().expect("tempdir");
+    copy_dir(&repo_root().join("releases"), &root.path().join("releases"));
+    let repo = format!("repo: {repo_url}");
+    rewrite(
+        root.path(),
+        "releases/core.yaml",
+        &[
+            ("repo: https://helm.cilium.io", repo.clone()),
+            ("repo: https://coredns.github.io/helm", repo.clone()),
+            ("repo: https://charts.jetstack.io", repo.clone()),
+            (
+                "  oci: oci://ghcr.io/spegel-org/helm-charts/spegel",
+                format!("  repo: {repo_url}\n  name: spegel"),
+            ),
+        ],
+    );
+    rewrite(
+        root.path(),
+        "releases/crds.yaml",
+        &[
+            (
+                "repo: https://prometheus-community.github.io/helm-charts",
+                repo,
+            ),
+            (
+                "https://github.com/kubernetes-sigs/gateway-api/releases/download/v1.2.1/standard-install.yaml",
+                charts.join(GATEWAY_API).display().to_string(),
+            ),
+        ],
+    );
+    let shipped = repo_root().join("clusters/infra");
+    let dir = root.path().join("clusters/infra");
+    copy_dir(&shipped, &dir);
+    let cluster = std::fs::read_to_string(shipped.join("cluster.yaml")).expect("cluster.yaml");
+    let cluster = cluster
+        .split("\nflux:")
+        .next()
+        .unwrap_or_default()
+        .to_string()
+        + &format!("\nreleases: [{}]\n", releases.join(", "));
+    std::fs::write(dir.join("cluster.yaml"), cluster).expect("write cluster.yaml");
+    root
+}
+
+/// Replaces, in `file` under `root`, each `from` by its `to`; a `from` the
+/// file no longer holds fails the test (the shipped file changed).
+pub fn rewrite(root: &Path, file: &str, pairs: &[(&str, String)]) {
+    let path = root.join(file);
+    let mut text = std::fs::read_to_string(&path).expect("a shipped release file");
+    for (from, to) in pairs {
+        assert!(
+            text.contains(from),
+            "the shipped {file} changed: no `{from}` in it"
+        );
+        text = text.replace(from, to);
+    }
+    std::fs::write(&path, text).expect("write");
+}
+
 /// A Helm chart repository over loopback HTTP: the given chart directories
 /// packaged by the real `helm package`, indexed by `helm repo index`, served
 /// by a thread until dropped. Charts are pulled from it the way users pull

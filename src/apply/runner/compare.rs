@@ -227,7 +227,7 @@ impl<H: Helm> ReleaseRunner<H> {
         // The values themselves: `values_digest()` is of the redacted view
         // shown in output, and a value under a secret-looking key (coredns'
         // `tolerations[].key`) would make every run an upgrade.
-        if crate::values::digest(&values) != crate::values::digest(&release.values) {
+        if crate::values::digest(&values) != crate::values::digest(release.values()) {
             return Ok(Change::Upgrade {
                 why: "values changed".into(),
                 content: true,

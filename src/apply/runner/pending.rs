@@ -2,13 +2,55 @@
 //! the run whose expired lock this one took over: recovered (uninstalled or
 //! rolled back) once provably nobody is working on it.
 
+use std::collections::BTreeSet;
+use std::sync::Mutex;
+
 use crate::event::Event;
 use crate::helm::{DeployedRelease, Helm};
 use crate::kube::lock::Predecessor;
-use crate::release::Release;
+use crate::release::{Release, ReleaseId};
 use crate::scheduler::StepResult;
 
 use super::{Change, HELM_SETTLE, ReleaseRunner};
+
+/// The releases a dead run may have left `pending-*`, in a run that took
+/// its lock over (or inherited it, docs/design.md#cluster-lock): every
+/// release helm listed `pending-install` or `pending-upgrade` when this
+/// run read them, less each it recovered. The dead run is passed on in the
+/// released Lease while one is left (refused for later, not selected, or
+/// not reached), or when the run ended before it read them.
+#[derive(Debug, Default)]
+pub struct LeftPending(Mutex<Option<BTreeSet<ReleaseId>>>);
+
+impl LeftPending {
+    /// What helm listed pending when the run read the cluster.
+    pub fn listed<'a>(&self, releases: impl IntoIterator<Item = &'a DeployedRelease>) {
+        let pending = releases
+            .into_iter()
+            .filter(|r| r.status == "pending-install" || r.status == "pending-upgrade")
+            .map(|r| r.id.clone())
+            .collect();
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(pending);
+    }
+
+    /// `release` is recovered (uninstalled or rolled back): no longer the
+    /// dead run's.
+    pub fn recovered(&self, release: &ReleaseId) {
+        if let Some(left) = self.0.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+            left.remove(release);
+        }
+    }
+
+    /// Whether the dead run must be passed on: a release it may have left
+    /// is not recovered, or the run never read which.
+    pub fn unresolved(&self) -> bool {
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .is_none_or(|left| !left.is_empty())
+    }
+}
 
 impl<H: Helm> ReleaseRunner<H> {
     /// After this run's helm was killed by a signal mid-operation: the
@@ -91,8 +133,6 @@ impl<H: Helm> ReleaseRunner<H> {
             None => Some(bound),
         };
         if let Some(wait) = wait.filter(|w| !w.is_zero()) {
-            self.left_for_later
-                .store(true, std::sync::atomic::Ordering::SeqCst);
             let since = deployed
                 .updated
                 .map(|t| format!(" at {}", crate::duration::timestamp(t)))
@@ -115,6 +155,7 @@ impl<H: Helm> ReleaseRunner<H> {
                         "was left pending-upgrade by {holder}, and cannot be rolled back to upgrade it again: {e}"
                     ))
                 })?;
+            self.left_pending.recovered(&release.id);
             self.events.emit(Event::Warning {
                 message: format!(
                     "{} was left pending-upgrade by {holder}; rolled it back to the revision before to upgrade it again",
@@ -137,6 +178,7 @@ impl<H: Helm> ReleaseRunner<H> {
                     "was left pending-install by {holder}, and cannot be uninstalled to install it afresh: {e}"
                 ))
             })?;
+        self.left_pending.recovered(&release.id);
         self.events.emit(Event::Warning {
             message: format!(
                 "{} was left pending-install by {holder}; uninstalled it to install it afresh",
