@@ -535,6 +535,30 @@ fn lifecycle(helm_major: u8) {
         crd_counts(&crds_by_release(&events, "unchanged")),
         CRD_PHASE_COUNTS.into()
     );
+    // Unchanged through the CRD record (docs/design.md#crd-record): its
+    // uid and generation are the real API server's, and the CRD list it
+    // is compared with (metadata only) was read without a warning.
+    let warnings: Vec<&Value> = events.iter().filter(|e| e["event"] == "warning").collect();
+    assert!(warnings.is_empty(), "{warnings:?}");
+    let record = api
+        .get("/api/v1/namespaces/kube-system/configmaps/bootstrap-crds")
+        .expect("the CRD record");
+    let record = record["data"].as_object().expect("entries");
+    assert_eq!(
+        record.len(),
+        CRD_PHASE_COUNTS.iter().map(|(_, n)| n).sum::<usize>(),
+        "one entry per CRD"
+    );
+    for (crd, entry) in record {
+        let entry: Value = serde_json::from_str(entry.as_str().unwrap()).unwrap();
+        let live = api
+            .get(&format!(
+                "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{crd}"
+            ))
+            .unwrap_or_else(|| panic!("recorded CRD {crd} is not there"));
+        assert_eq!(entry["uid"], live["metadata"]["uid"], "{crd}");
+        assert_eq!(entry["generation"], live["metadata"]["generation"], "{crd}");
+    }
 
     // One values change (coredns' replicas, a cluster override): exactly one
     // upgrade, and its rollout hook waits for the third replica.
