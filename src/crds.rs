@@ -192,8 +192,8 @@ async fn documents<H: Helm>(
             let request = TemplateRequest {
                 release: &release.id,
                 chart,
-                values: &release.crd_values,
-                secrets: &release.secrets,
+                values: release.crd_values(),
+                secrets: release.secrets(),
                 include_crds: true,
                 api_versions: &[],
             };

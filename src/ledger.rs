@@ -23,7 +23,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Cause, Error, Failure};
-use crate::kube::apply::API_RETRY_BUDGET;
+use crate::kube::retry::API_RETRY_BUDGET;
 use crate::kube::retry::{self, retry};
 use crate::release::{Ownership, Release, ReleaseId};
 
@@ -78,7 +78,7 @@ impl Entry {
             release: release.id.to_string(),
             chart: release.chart_label(),
             version: release.version_label(),
-            values_digest: key.digest(&release.values),
+            values_digest: key.digest(release.values()),
             applied_at: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
             tool_version: env!("CARGO_PKG_VERSION").to_string(),
             policy: release.ownership.as_str().to_string(),
@@ -108,9 +108,9 @@ impl Entry {
 
     pub fn values_match(&self, release: &Release, key: Option<&DigestKey>) -> bool {
         if self.is_unkeyed() {
-            return self.values_digest == crate::values::digest(&release.values);
+            return self.values_digest == crate::values::digest(release.values());
         }
-        key.is_some_and(|key| self.values_digest == key.digest(&release.values))
+        key.is_some_and(|key| self.values_digest == key.digest(release.values()))
     }
 
     /// Written by a bootstrap that stored plain SHA-256 digests of values:

@@ -9,6 +9,7 @@ use serde_json::{Map, Value, json};
 use crate::error::{Error, Problem, did_you_mean};
 use crate::graph::ReleaseGraph;
 use crate::release::{Release, ReleaseId};
+use crate::values::stack::Layer;
 
 /// A cluster after loading.
 #[derive(Debug, Clone)]
@@ -95,28 +96,20 @@ pub struct Plan {
 }
 
 /// `--values FILE` and `--set` of one run (docs/design.md#values-merge-order):
-/// merged over every release's values, after everything in the config.
+/// one layer over every release's values, after everything in the config;
+/// `None` when the run gives neither.
 #[derive(Debug, Clone, Default)]
-pub struct RunValues {
-    pub overlay: Value,
-    /// Where the overlay came from, in order (shown by `template -v`).
-    pub sources: Vec<crate::release::ValuesSource>,
-    /// The leaves of sops-encrypted `--values` files.
-    pub secrets: crate::values::SecretPaths,
-}
+pub struct RunValues(pub Option<Layer>);
 
 impl Plan {
     /// Every release with the run's `--values`/`--set` merged over its
     /// values (install and CRD-phase alike).
     pub fn with_run_values(mut self, run: &RunValues) -> Plan {
-        if run.sources.is_empty() {
+        let Some(layer) = &run.0 else {
             return self;
-        }
+        };
         for release in &mut self.releases {
-            crate::values::merge(&mut release.values, run.overlay.clone());
-            crate::values::merge(&mut release.crd_values, run.overlay.clone());
-            release.values_sources.extend(run.sources.iter().cloned());
-            release.secrets.extend(&run.secrets);
+            release.stack.push(layer.clone());
         }
         self
     }
@@ -276,7 +269,7 @@ impl Plan {
                     "valuesDigest": r.values_digest(),
                     "ownership": r.ownership,
                     "from": r.from.as_ref().map(|f| json!({"helmRelease": f.helm_release, "file": f.file})),
-                    "valuesSources": r.layers.iter().map(|l| l.label.clone()).collect::<Vec<_>>(),
+                    "valuesSources": r.stack.named().map(|l| l.label.clone()).collect::<Vec<_>>(),
                     "hooks": {
                         "presync": r.hooks.presync.iter().map(|h| h.action.to_string()).collect::<Vec<_>>(),
                         "postsync": r.hooks.postsync.iter().map(|h| h.action.to_string()).collect::<Vec<_>>(),
@@ -305,13 +298,13 @@ impl Plan {
         let mut out = format!(
             "Plan for cluster `{}`: {} ({} installed)\n\n",
             self.cluster.name,
-            crate::duration::count(self.releases.len(), "release"),
+            crate::plural::count(self.releases.len(), "release"),
             self.installed().count()
         );
         let crds: Vec<&Release> = self.crd_releases().collect();
         out.push_str(&format!(
             "Phase 1: CRDs from {}\n",
-            crate::duration::count(crds.len(), "release")
+            crate::plural::count(crds.len(), "release")
         ));
         for r in &crds {
             let only = r.crds == crate::release::CrdPolicy::Only;
@@ -363,7 +356,7 @@ Phase 2: releases, each as soon as its needs are done
             }
             // A `from:` release's values come from the GitOps tree first.
             if r.from.is_some() && !detail {
-                let labels: Vec<&str> = r.layers.iter().map(|l| l.label.as_str()).collect();
+                let labels: Vec<&str> = r.stack.named().map(|l| l.label.as_str()).collect();
                 out.push_str(&format!(
                     "      values:   {}\n",
                     labels.join("\n              < ")
@@ -424,7 +417,7 @@ fn not_rendered_text(r: &Release) -> String {
         (crate::release::CrdPolicy::Only, _) => "CRDs only, never installed".to_string(),
         (_, Some(n)) if n > 0 => format!(
             "{} in crds/, applied here; installed with --skip-crds",
-            crate::duration::count(n, "CRD file")
+            crate::plural::count(n, "CRD file")
         ),
         _ if matches!(r.source, crate::release::Source::Manifests(_)) => {
             "CRDs from its manifests, applied here".to_string()
@@ -454,15 +447,9 @@ fn crd_files(chart: &std::path::Path) -> Option<usize> {
 fn detail_text(r: &Release) -> String {
     let mut text = String::new();
     let sources: Vec<String> = if r.from.is_some() {
-        r.layers.iter().map(|l| l.label.clone()).collect()
+        r.stack.named().map(|l| l.label.clone()).collect()
     } else {
-        r.values_sources
-            .iter()
-            .map(|s| match s.prefix.as_slice() {
-                [] => s.shown.display().to_string(),
-                keys => format!("{} ({})", s.shown.display(), keys.join(".")),
-            })
-            .collect()
+        r.stack.sources().map(|s| s.describe()).collect()
     };
     text.push_str(&format!(
         "      values:   {}\n",

@@ -8,6 +8,8 @@ use std::time::Duration;
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::values::stack::ValuesStack;
+
 /// Hooks are their own domain module (`crate::hooks`), one submodule per kind;
 /// re-exported because a release holds them.
 pub use crate::hooks::{Hook, HookAction, ObjectRef};
@@ -113,19 +115,6 @@ impl Ownership {
     }
 }
 
-/// One source of a release's values, in merge order, with the values it
-/// gives: what `plan`, `template` and `check` show a value came from.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ValuesLayer {
-    /// `HelmRelease kube-system/cilium spec.values (kubernetes/…/helmrelease.yaml)`,
-    /// `release values (releases/cilium.yaml)`, `cluster override values (clusters/infra/cluster.yaml)`.
-    pub label: String,
-    /// Whether it comes from the Flux HelmRelease of `from:` (the rest are
-    /// bootstrap's own values and overrides).
-    pub from_flux: bool,
-    pub values: Value,
-}
-
 /// The Flux HelmRelease a release takes its chart and values from (`from:`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FromHelmRelease {
@@ -149,22 +138,6 @@ pub struct Hooks {
     pub postsync: Vec<Hook>,
 }
 
-/// Where part of a release's values was written, so a lint can point at the
-/// line of a key (docs/design.md#lints). In merge order: the last source that
-/// sets a key is the one that wins.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ValuesSource {
-    /// Absolute path of the file.
-    pub path: PathBuf,
-    /// The path as errors show it (relative to `--dir` as typed).
-    pub shown: PathBuf,
-    /// Keys above the values in that file: `["values"]` for a release's inline
-    /// values, `["overrides", KEY, "values"]` in cluster.yaml, none in a values file.
-    pub prefix: Vec<String>,
-    /// In a multi-document file, a line of the document that holds the values.
-    pub document_line: Option<u64>,
-}
-
 #[derive(Debug, Clone)]
 pub struct Release {
     pub id: ReleaseId,
@@ -174,17 +147,9 @@ pub struct Release {
     pub source: Source,
     pub needs: Vec<ReleaseId>,
     pub crds: CrdPolicy,
-    /// Rendered and merged values for the install.
-    pub values: Value,
-    /// Values for the CRD-phase render: `values` with `crdValues` merged over.
-    pub crd_values: Value,
-    /// Where `values` came from, in merge order (`crdValues` excluded).
-    pub values_sources: Vec<ValuesSource>,
-    /// Where `values` (and `crd_values`) hold the leaves of sops-encrypted
-    /// values files: redacted wherever values are shown.
-    pub secrets: crate::values::SecretPaths,
-    /// Every source of `values` with what it gives, in merge order.
-    pub layers: Vec<ValuesLayer>,
+    /// Its values, layer by layer (docs/design.md#values-merge-order):
+    /// [`Release::values`] and [`Release::crd_values`] are its merges.
+    pub stack: ValuesStack,
     /// The HelmRelease of `from:`.
     pub from: Option<FromHelmRelease>,
     pub timeout: Option<Duration>,
@@ -261,13 +226,30 @@ impl Release {
     /// stored or shared gives no way to test guesses of a secret. The ledger
     /// keeps its own keyed digest of the whole values (docs/design.md#ledger).
     pub fn values_digest(&self) -> String {
-        crate::values::digest(&self.redacted(&self.values))
+        crate::values::digest(&self.redacted(self.values()))
+    }
+
+    /// The rendered and merged values it installs with.
+    pub fn values(&self) -> &Value {
+        self.stack.install()
+    }
+
+    /// The values of its CRD-phase render: [`Release::values`] with
+    /// `crdValues` merged.
+    pub fn crd_values(&self) -> &Value {
+        self.stack.crd()
+    }
+
+    /// Where its values hold the leaves of sops-encrypted values files:
+    /// redacted wherever values are shown.
+    pub fn secrets(&self) -> &crate::values::SecretPaths {
+        self.stack.secrets()
     }
 
     /// `values` (or `crd_values`) as shown to people: secret-looking keys
     /// and the leaves of sops-encrypted files redacted (docs/design.md#secrets).
     pub fn redacted(&self, values: &serde_json::Value) -> serde_json::Value {
-        crate::values::redact_with(values, &self.secrets)
+        crate::values::redact_with(values, self.secrets())
     }
 
     /// What `--selector` matches: `labels:`, plus `name`, `namespace` and
@@ -313,11 +295,7 @@ impl Release {
             }),
             needs: needs.iter().map(|n| ReleaseId::new("ns", *n)).collect(),
             crds,
-            values: serde_json::json!({}),
-            crd_values: serde_json::json!({}),
-            values_sources: Vec::new(),
-            secrets: Default::default(),
-            layers: Vec::new(),
+            stack: ValuesStack::default(),
             from: None,
             timeout: None,
             wait: false,
@@ -338,34 +316,5 @@ impl Release {
     /// destroy: the uninstall) may take: the one place the default lives.
     pub fn budget(&self) -> Duration {
         self.timeout.unwrap_or(DEFAULT_RELEASE_TIMEOUT)
-    }
-
-    /// Each values layer with the leaf paths it decides (no later layer sets
-    /// them): where each value came from.
-    pub fn provenance(&self) -> Vec<(&ValuesLayer, Vec<String>)> {
-        self.layers
-            .iter()
-            .enumerate()
-            .map(|(i, layer)| {
-                let decided = crate::values::leaves(&layer.values)
-                    .into_iter()
-                    .filter(|p| {
-                        !self.layers[i + 1..]
-                            .iter()
-                            .any(|later| crate::values::sets(&later.values, p))
-                    })
-                    .collect();
-                (layer, decided)
-            })
-            .collect()
-    }
-
-    /// The source that decides `path` (dotted) of the values: the last layer
-    /// in merge order that sets it.
-    pub fn decided_by(&self, path: &str) -> Option<&ValuesLayer> {
-        self.layers
-            .iter()
-            .rev()
-            .find(|l| crate::values::sets(&l.values, path))
     }
 }

@@ -105,10 +105,10 @@ async fn render_one<H: Helm>(helm: &H, release: &Release, chart: &Chart, phase: 
         release: &release.id,
         chart,
         values: match phase {
-            Phase::Install => &release.values,
-            Phase::Crds => &release.crd_values,
+            Phase::Install => release.values(),
+            Phase::Crds => release.crd_values(),
         },
-        secrets: &release.secrets,
+        secrets: release.secrets(),
         include_crds: phase == Phase::Crds,
         api_versions: &[],
     };

@@ -143,7 +143,7 @@ pub async fn collect<H: Helm>(
             status.handover = Some(handover_state(
                 managed_by,
                 deployed_values.as_ref(),
-                &release.secrets,
+                release.secrets(),
             ));
         }
         releases.push(status);
@@ -168,7 +168,7 @@ pub fn status_of(
         chart: release.chart_label(),
         desired: Desired {
             version: release.version_label(),
-            values_digest: key.map(|k| k.digest(&release.values)),
+            values_digest: key.map(|k| k.digest(release.values())),
         },
         deployed: deployed.map(|d| Deployed {
             version: d.version.clone(),

@@ -231,13 +231,30 @@ impl Renderer {
     /// stays a number), since charts validate types.
     /// Every failing leaf is reported, in document order.
     pub fn render_value(&self, value: &Value, ctx: &Value) -> Result<Value, Vec<Located>> {
-        let mut errors = Vec::new();
-        let value = self.render_leaves(value, ctx, &mut errors);
-        if errors.is_empty() {
-            Ok(value)
-        } else {
-            Err(errors)
-        }
+        collected(|errors| self.render_leaves(value, ctx, errors))
+    }
+
+    /// [`Renderer::render_value`] of a map (inline `values`), without
+    /// copying it into a `Value` first.
+    pub fn render_map(
+        &self,
+        map: &serde_json::Map<String, Value>,
+        ctx: &Value,
+    ) -> Result<Value, Vec<Located>> {
+        collected(|errors| self.render_object(map, ctx, errors))
+    }
+
+    fn render_object(
+        &self,
+        map: &serde_json::Map<String, Value>,
+        ctx: &Value,
+        errors: &mut Vec<Located>,
+    ) -> Value {
+        Value::Object(
+            map.iter()
+                .map(|(k, v)| (k.clone(), self.render_leaves(v, ctx, errors)))
+                .collect(),
+        )
     }
 
     fn render_leaves(&self, value: &Value, ctx: &Value, errors: &mut Vec<Located>) -> Value {
@@ -262,13 +279,20 @@ impl Renderer {
                     .map(|v| self.render_leaves(v, ctx, errors))
                     .collect(),
             ),
-            Value::Object(map) => Value::Object(
-                map.iter()
-                    .map(|(k, v)| (k.clone(), self.render_leaves(v, ctx, errors)))
-                    .collect(),
-            ),
+            Value::Object(map) => self.render_object(map, ctx, errors),
             other => other.clone(),
         }
+    }
+}
+
+/// What `render` made, or every error it met on the way.
+fn collected(render: impl FnOnce(&mut Vec<Located>) -> Value) -> Result<Value, Vec<Located>> {
+    let mut errors = Vec::new();
+    let value = render(&mut errors);
+    if errors.is_empty() {
+        Ok(value)
+    } else {
+        Err(errors)
     }
 }
 

@@ -172,8 +172,8 @@ impl<H: Helm> ReleaseRunner<H> {
         let request = InstallRequest {
             release: &release.id,
             chart,
-            values: &release.values,
-            secrets: &release.secrets,
+            values: release.values(),
+            secrets: release.secrets(),
             skip_crds: release.crds == crate::release::CrdPolicy::Bootstrap,
             timeout: remaining,
             labels: &labels,

@@ -14,7 +14,7 @@ fn release(version: &str, values: Value) -> Release {
             },
             version: Some(version.into()),
         }),
-        values,
+        stack: crate::values::stack::ValuesStack::of(values),
         ..Release::fake("cilium", &[], CrdPolicy::Bootstrap)
     }
 }

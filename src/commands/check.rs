@@ -4,11 +4,12 @@ use std::path::PathBuf;
 use serde_json::json;
 
 use crate::cli::{CheckArgs, Clusters, Config, OutputFormat, Verbosity};
-use crate::duration::count as counted;
 use crate::error::Error;
 use crate::flux::{BootstrapRelease, Finding, Handover, Severity, WorkloadRef};
 use crate::lint;
 use crate::plan::Plan;
+use crate::plural::count as counted;
+use crate::values::stack::Step;
 
 /// What bootstrap owns, as the scan needs it: each installed release with
 /// its chart and the workloads its rollout hooks name.
@@ -36,14 +37,14 @@ pub fn bootstrap_releases(plan: &Plan) -> Vec<BootstrapRelease> {
             rendered: None,
             handover: (r.ownership == crate::release::Ownership::Handover).then(|| Handover {
                 version: r.version_label(),
-                values: r.values.clone(),
+                values: r.values().clone(),
                 overrides: r
-                    .layers
-                    .iter()
-                    .filter(|l| !l.from_flux)
+                    .stack
+                    .named()
+                    .filter(|l| l.step != Step::HelmRelease)
                     .map(|l| (l.label.clone(), l.values.clone()))
                     .collect(),
-                secrets: r.secrets.clone(),
+                secrets: r.secrets().clone(),
             }),
         })
         .collect()

@@ -13,6 +13,7 @@ use crate::cli::{Config, OutputFormat, TemplateArgs, Verbosity};
 use crate::error::{Error, Failure, Problem, did_you_mean};
 use crate::helm::Helm;
 use crate::release::Release;
+use crate::values::stack::Step;
 
 use manifests::Rendered;
 
@@ -36,9 +37,9 @@ pub fn run(config: &Config, args: &TemplateArgs, out: &mut dyn Write) -> Result<
     let api_versions = rendered.as_ref().map(|r| r.api_versions.as_slice());
     let values = |r: &Release| {
         let v = if options.crds {
-            &r.crd_values
+            r.crd_values()
         } else {
-            &r.values
+            r.values()
         };
         if options.show_secrets {
             v.clone()
@@ -58,9 +59,9 @@ pub fn run(config: &Config, args: &TemplateArgs, out: &mut dyn Write) -> Result<
                         "version": r.version_label(),
                         "values": values(r),
                         "valuesDigest": r.values_digest(),
-                        "valuesSources": r.provenance().into_iter().map(|(layer, paths)| json!({
+                        "valuesSources": r.stack.provenance().into_iter().map(|(layer, paths)| json!({
                             "source": layer.label,
-                            "fromFlux": layer.from_flux,
+                            "fromFlux": layer.step == Step::HelmRelease,
                             "paths": paths,
                         })).collect::<Vec<_>>(),
                     });
@@ -119,21 +120,9 @@ fn header(r: &Release, crds: bool, verbosity: Verbosity) -> String {
         ));
     }
     if verbosity == Verbosity::Verbose {
-        for source in &r.values_sources {
-            text.push_str(&format!(
-                "# values from: {}{}\n",
-                source.shown.display(),
-                match source.prefix.as_slice() {
-                    [] => String::new(),
-                    keys => format!(" ({})", keys.join(".")),
-                }
-            ));
-        }
-        if crds && r.crd_values != r.values {
-            text.push_str(&format!(
-                "# values from: {} (crdValues)\n",
-                r.file.display()
-            ));
+        let crd_sources = r.stack.crd_sources().filter(|_| crds);
+        for source in r.stack.sources().chain(crd_sources) {
+            text.push_str(&format!("# values from: {}\n", source.describe()));
         }
     }
     text
@@ -142,7 +131,7 @@ fn header(r: &Release, crds: bool, verbosity: Verbosity) -> String {
 /// Where each value came from, as YAML comments: the sources in merge order
 /// with the values each decides (docs/design.md#values-merge-order).
 fn provenance_text(release: &Release) -> String {
-    let provenance = release.provenance();
+    let provenance = release.stack.provenance();
     if provenance.is_empty() {
         return String::new();
     }

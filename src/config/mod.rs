@@ -2,16 +2,23 @@
 //! here is synchronous and pure apart from reading files: every problem in the
 //! whole config is found before any command talks to a cluster.
 
+mod chart_source;
+mod cluster_file;
 mod draft;
 pub mod file;
+mod layers;
 mod load;
 mod origin;
 mod par;
+mod position;
 pub(crate) mod read;
+mod reference;
+mod releases;
 mod render;
 pub(crate) mod sops;
 
-pub use load::{Catalog, cluster_names, load, load_for};
+pub use cluster_file::cluster_names;
+pub use load::{Catalog, load, load_for};
 
 pub use crate::plan::{Cluster, Flux};
 
@@ -21,7 +28,7 @@ use serde_json::{Map, Value};
 
 use crate::error::{Error, Problem};
 use crate::plan::RunValues;
-use crate::release::ValuesSource;
+use crate::values::stack::{Layer, Step, ValuesSource};
 
 /// The run's `--values FILE`s (plain YAML maps, paths from the working
 /// directory) then its `--set`s, in that order, as helm applies `-f` then
@@ -82,11 +89,13 @@ pub fn run_values(files: &[PathBuf], sets: &[String]) -> Result<RunValues, Error
     if !problems.is_empty() {
         return Err(Error::Config(problems));
     }
-    Ok(RunValues {
-        overlay,
-        sources,
-        secrets,
-    })
+    if sources.is_empty() {
+        return Ok(RunValues(None));
+    }
+    let mut layer = Layer::new(Step::Run, "the run's --values and --set".into(), overlay);
+    layer.sources = sources;
+    layer.secrets = secrets;
+    Ok(RunValues(Some(layer)))
 }
 
 /// A `--set` as `template -v` shows it: the value of a secret-looking key redacted.

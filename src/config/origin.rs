@@ -4,21 +4,23 @@
 //! resolution `check` scans with (`crate::flux::tree`, `crate::flux::origin`).
 
 use std::collections::BTreeMap;
+use std::path::Path;
 
 use super::Cluster;
 use super::draft::{Draft, Paths};
 use crate::error::Problem;
 use crate::flux::origin::{ChartLocation, Origin, Unresolved};
-use crate::release::{Chart, ChartSource, FromHelmRelease, ReleaseId, ValuesLayer, ValuesSource};
+use crate::release::{Chart, ChartSource, FromHelmRelease, ReleaseId};
 use crate::validate;
+use crate::values::stack::{Layer, Step, ValuesSource};
 
 /// What `from:` gives a release.
 pub(crate) struct Resolved {
     pub chart: Chart,
     pub from: FromHelmRelease,
-    /// The HelmRelease's values sources, in merge order, before the release's own.
-    pub layers: Vec<ValuesLayer>,
-    pub sources: Vec<ValuesSource>,
+    /// The HelmRelease's values layers (step 0 of the merge order), in
+    /// merge order, before the release's own.
+    pub layers: Vec<Layer>,
     /// `valuesFrom` objects that are not in git: the release must supply
     /// their values itself.
     pub unresolved: Vec<Unresolved>,
@@ -74,32 +76,7 @@ pub(crate) fn resolve_all(
             });
         match converted {
             Ok((origin, chart)) => {
-                let file = |f: &str| flux.root.join(f);
-                let layers = origin
-                    .layers
-                    .iter()
-                    .map(|l| ValuesLayer {
-                        label: match &l.file {
-                            Some(f) => format!("{} ({f})", l.label),
-                            None => l.label.clone(),
-                        },
-                        from_flux: true,
-                        values: l.values.clone(),
-                    })
-                    .collect();
-                let sources = origin
-                    .layers
-                    .iter()
-                    .filter_map(|l| l.file.as_deref())
-                    .filter(|f| *f == origin.object.file)
-                    .take(1)
-                    .map(|f| ValuesSource {
-                        path: file(f),
-                        shown: paths.show(&file(f)),
-                        prefix: vec!["spec".into(), "values".into()],
-                        document_line: None,
-                    })
-                    .collect();
+                let layers = helm_release_layers(&origin, paths, &flux.root);
                 out.insert(
                     draft.id.clone(),
                     Resolved {
@@ -113,7 +90,6 @@ pub(crate) fn resolve_all(
                             file: origin.object.file.clone(),
                         },
                         layers,
-                        sources,
                         unresolved: origin.unresolved.clone(),
                     },
                 );
@@ -125,6 +101,38 @@ pub(crate) fn resolve_all(
         }
     }
     out
+}
+
+/// Step 0 of the merge order: each `valuesFrom` entry, then `spec.values`,
+/// labelled with the file each is read from; the first written in the
+/// HelmRelease's own file is where the lints locate its keys (under
+/// `spec.values`).
+fn helm_release_layers(origin: &Origin, paths: &Paths, flux_root: &Path) -> Vec<Layer> {
+    let mut located = false;
+    origin
+        .layers
+        .iter()
+        .map(|l| {
+            let label = match &l.file {
+                Some(f) => format!("{} ({f})", l.label),
+                None => l.label.clone(),
+            };
+            let layer = Layer::new(Step::HelmRelease, label, l.values.clone());
+            match l.file.as_deref() {
+                Some(f) if !located && f == origin.object.file => {
+                    located = true;
+                    let path = flux_root.join(f);
+                    layer.written_at(ValuesSource {
+                        shown: paths.show(&path),
+                        path,
+                        prefix: vec!["spec".into(), "values".into()],
+                        document_line: None,
+                    })
+                }
+                _ => layer,
+            }
+        })
+        .collect()
 }
 
 /// The chart bootstrap installs for `origin`, once the HelmRelease is known

@@ -22,7 +22,7 @@ mod values;
 use defaults::{helm_defaults, repositories};
 use flux::{flux_managed, flux_tree, kustomization_tree, read_from_flux};
 use order::{merge_duplicates, order_files, resolve_needs};
-use release::convert_release;
+use release::{InState, convert_release};
 
 /// What the import produced, before anything is written.
 pub struct Imported {
@@ -460,18 +460,15 @@ fn convert_state(
         notes: defaults.notes.clone(),
         releases: Vec::new(),
     };
-    let override_namespace = state.doc.get("namespace").and_then(Value::as_str);
+    let in_state = InState {
+        state,
+        repos: &repos,
+        defaults: &defaults,
+        override_namespace: state.doc.get("namespace").and_then(Value::as_str),
+        crds_only: group.crds_only.is_some(),
+    };
     for release in helmfile::releases(state, issues) {
-        if let Some(out) = convert_release(
-            state,
-            &release,
-            &repos,
-            &defaults,
-            override_namespace,
-            group.crds_only.is_some(),
-            root,
-            issues,
-        ) {
+        if let Some(out) = convert_release(&in_state, &release, root, issues) {
             group.releases.push(out);
         }
     }

@@ -26,7 +26,7 @@ pub fn values_unknown_key(plan: &Plan) -> Vec<Hit> {
         let Some(ChartSource::Path(dir)) = release.chart().map(|c| &c.source) else {
             continue;
         };
-        let Some(values) = release.values.as_object() else {
+        let Some(values) = release.values().as_object() else {
             continue;
         };
         let mut unknown = Vec::new();

@@ -22,12 +22,12 @@ pub(super) fn cilium_releases(plan: &Plan) -> impl Iterator<Item = &Release> {
 pub fn kpr_without_api_host(plan: &Plan) -> Vec<Hit> {
     let mut hits = Vec::new();
     for release in cilium_releases(plan) {
-        let kpr = text(release.values.get("kubeProxyReplacement"));
+        let kpr = text(release.values().get("kubeProxyReplacement"));
         if !matches!(kpr.as_deref(), Some("true" | "strict")) {
             continue;
         }
         let set =
-            |key: &str| text(release.values.get(key)).is_some_and(|v| !v.is_empty() && v != "0");
+            |key: &str| text(release.values().get(key)).is_some_and(|v| !v.is_empty() && v != "0");
         let missing: Vec<&str> = ["k8sServiceHost", "k8sServicePort"]
             .into_iter()
             .filter(|k| !set(k))
@@ -57,7 +57,7 @@ pub fn kpr_without_api_host(plan: &Plan) -> Vec<Hit> {
 pub fn kpr_partial(plan: &Plan) -> Vec<Hit> {
     let mut hits = Vec::new();
     for release in cilium_releases(plan) {
-        let Some(kpr) = text(release.values.get("kubeProxyReplacement")) else {
+        let Some(kpr) = text(release.values().get("kubeProxyReplacement")) else {
             continue;
         };
         if !matches!(kpr.as_str(), "partial" | "strict" | "probe" | "disabled") {

@@ -35,7 +35,7 @@ pub fn crd_values_inverted(plan: &Plan) -> Vec<Hit> {
     let mut hits = Vec::new();
     for release in plan.installed().filter(|r| r.crds == CrdPolicy::Bootstrap) {
         for path in CRD_SWITCHES {
-            if !is_true(get(&release.values, path)) {
+            if !is_true(get(release.values(), path)) {
                 continue;
             }
             let key = path.join(".");

@@ -188,7 +188,7 @@ pub fn needs_missing_for_kind(plan: &Plan) -> Vec<Hit> {
     for release in plan.installed() {
         let mut uses: Vec<(String, Option<Vec<&str>>)> = Vec::new();
         for (path, kind) in SWITCHES {
-            if is_true(get(&release.values, path)) && !uses.iter().any(|(k, _)| k == kind) {
+            if is_true(get(release.values(), path)) && !uses.iter().any(|(k, _)| k == kind) {
                 uses.push((kind.to_string(), Some(path.to_vec())));
             }
         }

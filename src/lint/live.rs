@@ -38,7 +38,7 @@ pub struct LiveState {
 fn kpr(plan: &Plan) -> Option<&Release> {
     cilium_releases(plan).find(|r| {
         matches!(
-            text(r.values.get("kubeProxyReplacement")).as_deref(),
+            text(r.values().get("kubeProxyReplacement")).as_deref(),
             Some("true" | "strict")
         )
     })
@@ -47,8 +47,8 @@ fn kpr(plan: &Plan) -> Option<&Release> {
 /// `host:port` Cilium is told to reach the API server at, with kube-proxy replaced.
 pub fn api_target(plan: &Plan) -> Option<String> {
     let release = kpr(plan)?;
-    let host = text(release.values.get("k8sServiceHost")).filter(|h| !h.is_empty())?;
-    let port = text(release.values.get("k8sServicePort")).filter(|p| !p.is_empty())?;
+    let host = text(release.values().get("k8sServiceHost")).filter(|h| !h.is_empty())?;
+    let port = text(release.values().get("k8sServicePort")).filter(|p| !p.is_empty())?;
     Some(if host.contains(':') && !host.starts_with('[') {
         format!("[{host}]:{port}")
     } else {
@@ -149,7 +149,7 @@ pub enum TlsProbeError {
 pub fn native_routing_cidr_mismatch(plan: &Plan, state: &LiveState) -> Vec<Hit> {
     let mut hits = Vec::new();
     for release in cilium_releases(plan) {
-        let Some(routing) = text(release.values.get("ipv4NativeRoutingCIDR")) else {
+        let Some(routing) = text(release.values().get("ipv4NativeRoutingCIDR")) else {
             continue;
         };
         let Some(outer) = cidr(&routing) else {

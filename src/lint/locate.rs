@@ -11,7 +11,8 @@
 
 use std::path::PathBuf;
 
-use crate::release::{Release, ValuesSource};
+use crate::release::Release;
+use crate::values::stack::ValuesSource;
 use crate::yaml::find_key as find;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -24,7 +25,7 @@ pub struct Location {
 /// The best location of `path` (a key path into the release's values).
 pub fn locate(release: &Release, path: &[&str]) -> Location {
     let mut best: Option<(usize, Location)> = None;
-    for source in release.values_sources.iter().rev() {
+    for source in release.stack.sources().rev() {
         let Ok(text) = std::fs::read_to_string(&source.path) else {
             continue;
         };

@@ -42,7 +42,7 @@ fn get<'a>(values: &'a Value, path: &[&str]) -> Option<&'a Value> {
 
 /// Cilium's `cluster.id` (default 0).
 fn cluster_id(release: &Release) -> Option<u64> {
-    match get(&release.values, &["cluster", "id"]) {
+    match get(release.values(), &["cluster", "id"]) {
         None | Some(Value::Null) => Some(0),
         v => text(v)?.parse().ok(),
     }
@@ -65,7 +65,7 @@ pub fn cluster_id_invalid(plans: &[&Plan]) -> Vec<(String, Hit)> {
     let mut hits = Vec::new();
     for (cluster, release) in all {
         let extended = text(get(
-            &release.values,
+            release.values(),
             &["clustermesh", "maxConnectedClusters"],
         ))
         .is_some_and(|v| v == "511");
@@ -75,7 +75,7 @@ pub fn cluster_id_invalid(plans: &[&Plan]) -> Vec<(String, Hit)> {
             continue;
         }
         let shown =
-            text(get(&release.values, &["cluster", "id"])).unwrap_or_else(|| "unset (0)".into());
+            text(get(release.values(), &["cluster", "id"])).unwrap_or_else(|| "unset (0)".into());
         hits.push((
             cluster.to_string(),
             Hit {
@@ -132,7 +132,7 @@ pub fn cluster_name_mismatch(plans: &[&Plan]) -> Vec<(String, Hit)> {
         return Vec::new();
     }
     let name_of = |r: &Release| {
-        text(get(&r.values, &["cluster", "name"])).unwrap_or_else(|| "default".into())
+        text(get(r.values(), &["cluster", "name"])).unwrap_or_else(|| "default".into())
     };
     let mut hits = Vec::new();
     for (cluster, release) in &all {
@@ -189,11 +189,11 @@ fn overlap(a: (u32, u32), b: (u32, u32)) -> bool {
 /// and cluster-pool IPAM's `ipam.operator.clusterPoolIPv4PodCIDRList`.
 fn pod_cidrs(release: &Release) -> Vec<(String, Vec<&'static str>)> {
     let mut out = Vec::new();
-    if let Some(c) = text(release.values.get("ipv4NativeRoutingCIDR")) {
+    if let Some(c) = text(release.values().get("ipv4NativeRoutingCIDR")) {
         out.push((c, vec!["ipv4NativeRoutingCIDR"]));
     }
     let pool = ["ipam", "operator", "clusterPoolIPv4PodCIDRList"];
-    match get(&release.values, &pool) {
+    match get(release.values(), &pool) {
         Some(Value::Array(list)) => out.extend(
             list.iter()
                 .filter_map(|v| text(Some(v)))
@@ -278,7 +278,7 @@ fn ips_of(plan: &Plan) -> Vec<(&Release, String, Vec<String>)> {
     let mut out = Vec::new();
     for release in plan.installed() {
         let mut found = Vec::new();
-        lb_ips(&release.values, &mut Vec::new(), &mut found);
+        lb_ips(release.values(), &mut Vec::new(), &mut found);
         out.extend(found.into_iter().map(|(ip, path)| (release, ip, path)));
     }
     out

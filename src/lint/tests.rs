@@ -3,6 +3,7 @@ use serde_json::{Value, json};
 use super::*;
 use crate::plan::Cluster;
 use crate::release::{Chart, ChartSource, CrdPolicy, Release, Source};
+use crate::values::stack::{Layer, Step, ValuesStack};
 
 fn cilium(version: &str, values: Value) -> Release {
     let mut r = Release::fake("cilium", &[], CrdPolicy::Bootstrap);
@@ -14,7 +15,7 @@ fn cilium(version: &str, values: Value) -> Release {
         },
         version: Some(version.into()),
     });
-    r.values = values;
+    r.stack = ValuesStack::of(values);
     r
 }
 
@@ -113,27 +114,37 @@ fn kpr_partial_only_on_charts_from_1_14() {
 #[test]
 fn crd_values_inverted() {
     let mut cm = Release::fake("cert-manager", &[], CrdPolicy::Bootstrap);
-    cm.values = json!({"crds": {"enabled": true}});
+    cm.stack = ValuesStack::of(json!({"crds": {"enabled": true}}));
     assert_eq!(
         codes(&run(&plan("infra", vec![cm.clone()]), &[])),
         vec![crds::CRD_VALUES_INVERTED]
     );
     // The right way round: off for the install, on for the CRD render.
-    cm.values = json!({"crds": {"enabled": false}});
-    cm.crd_values = json!({"crds": {"enabled": true}});
+    cm.stack = ValuesStack::new(vec![
+        Layer::new(
+            Step::ReleaseValues,
+            "release values".into(),
+            json!({"crds": {"enabled": false}}),
+        ),
+        Layer::new(
+            Step::CrdValues,
+            "crdValues".into(),
+            json!({"crds": {"enabled": true}}),
+        ),
+    ]);
     assert_eq!(
         codes(&run(&plan("infra", vec![cm.clone()]), &[])),
         Vec::<&str>::new()
     );
     // `crds: chart` leaves CRDs to Helm on purpose.
     let mut es = Release::fake("external-secrets", &[], CrdPolicy::Chart);
-    es.values = json!({"installCRDs": true});
+    es.stack = ValuesStack::of(json!({"installCRDs": true}));
     assert_eq!(
         codes(&run(&plan("infra", vec![es.clone()]), &[])),
         Vec::<&str>::new()
     );
     es.crds = CrdPolicy::Bootstrap;
-    es.values = json!({"installCRDs": "true"});
+    es.stack = ValuesStack::of(json!({"installCRDs": "true"}));
     assert_eq!(
         codes(&run(&plan("infra", vec![es]), &[])),
         vec![crds::CRD_VALUES_INVERTED]
@@ -214,10 +225,12 @@ fn fleet_rules_report_each_cluster_of_a_clash() {
 fn cluster_id_range_and_extended_mesh() {
     let with = |id: Value, max: Option<u64>| {
         let mut r = mesh(id, "x", "10.1.0.0/16", "1.1.1.1");
-        r.values["cluster"]["name"] = json!("infra");
+        let mut values = r.values().clone();
+        values["cluster"]["name"] = json!("infra");
         if let Some(max) = max {
-            r.values["clustermesh"]["maxConnectedClusters"] = json!(max);
+            values["clustermesh"]["maxConnectedClusters"] = json!(max);
         }
+        r.stack = ValuesStack::of(values);
         r
     };
     let apps = plan(
@@ -327,12 +340,14 @@ const SHARED_CHARTS: &str = "needs the real charts: ../shared/charts beside the 
 )]
 fn values_unknown_key_by_the_charts_schema() {
     let mut cm = shared_chart("cert-manager");
-    cm.values = json!({"crds": {"enabled": false}, "global": {"leaderElection": {"namespace": "x"}}, "replicaCount": 2});
+    cm.stack = ValuesStack::of(
+        json!({"crds": {"enabled": false}, "global": {"leaderElection": {"namespace": "x"}}, "replicaCount": 2}),
+    );
     assert_eq!(
         codes(&run(&plan("infra", vec![cm.clone()]), &[])),
         Vec::<&str>::new()
     );
-    cm.values = json!({"crds": {"enabeld": false}, "replicaCont": 2});
+    cm.stack = ValuesStack::of(json!({"crds": {"enabeld": false}, "replicaCont": 2}));
     let findings = run(&plan("infra", vec![cm]), &[]);
     assert_eq!(
         codes(&findings),
@@ -351,12 +366,12 @@ fn values_unknown_key_by_the_charts_schema() {
 )]
 fn values_unknown_key_without_a_schema_uses_the_default_values() {
     let mut coredns = shared_chart("coredns");
-    coredns.values = json!({"replicaCount": 2, "servers": [], "zoneFiles": []});
+    coredns.stack = ValuesStack::of(json!({"replicaCount": 2, "servers": [], "zoneFiles": []}));
     assert_eq!(
         codes(&run(&plan("infra", vec![coredns.clone()]), &[])),
         Vec::<&str>::new()
     );
-    coredns.values = json!({"replicaCont": 2, "service": {"anything": 1}});
+    coredns.stack = ValuesStack::of(json!({"replicaCont": 2, "service": {"anything": 1}}));
     // Only top-level keys: below them the defaults do not say what is allowed.
     assert_eq!(
         codes(&run(&plan("infra", vec![coredns]), &[])),
@@ -364,7 +379,7 @@ fn values_unknown_key_without_a_schema_uses_the_default_values() {
     );
     // A chart from a repository is not on disk: nothing to check against.
     let mut remote = Release::fake("coredns", &[], CrdPolicy::Bootstrap);
-    remote.values = json!({"replicaCont": 2});
+    remote.stack = ValuesStack::of(json!({"replicaCont": 2}));
     assert_eq!(
         codes(&run(&plan("infra", vec![remote]), &[])),
         Vec::<&str>::new()
@@ -374,7 +389,7 @@ fn values_unknown_key_without_a_schema_uses_the_default_values() {
 #[test]
 fn needs_missing_for_kind() {
     let mut es = Release::fake("external-secrets", &[], CrdPolicy::Bootstrap);
-    es.values = json!({"serviceMonitor": {"enabled": true}});
+    es.stack = ValuesStack::of(json!({"serviceMonitor": {"enabled": true}}));
     // No release provides ServiceMonitor at all.
     let findings = run(&plan("infra", vec![es.clone()]), &[]);
     assert_eq!(codes(&findings), vec![kinds::NEEDS_MISSING_FOR_KIND]);

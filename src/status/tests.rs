@@ -15,7 +15,7 @@ fn release(values: serde_json::Value) -> Release {
             },
             version: Some("1.18.2".into()),
         }),
-        values,
+        stack: crate::values::stack::ValuesStack::of(values),
         ..Release::fake("cilium", &[], CrdPolicy::Bootstrap)
     }
 }
@@ -202,7 +202,7 @@ fn the_ledger_digest_is_keyed_and_needs_the_key() {
         "{}",
         e.values_digest
     );
-    assert_ne!(e.values_digest, crate::values::digest(&r.values));
+    assert_ne!(e.values_digest, crate::values::digest(r.values()));
     let up = deployed("1.18.2", "deployed");
     assert_eq!(drift(&r, Some(&up), Some(&e), Some(&key())), "up to date");
     // Another key (the Secret recreated) or none: the values cannot be
@@ -219,7 +219,7 @@ fn the_ledger_digest_is_keyed_and_needs_the_key() {
 fn an_entry_from_before_keyed_digests_still_compares() {
     let r = release(json!({"a": 1}));
     let mut e = entry_for(&r);
-    e.values_digest = crate::values::digest(&r.values);
+    e.values_digest = crate::values::digest(r.values());
     assert!(e.is_unkeyed());
     let up = deployed("1.18.2", "deployed");
     assert_eq!(drift(&r, Some(&up), Some(&e), None), "up to date");
@@ -233,7 +233,7 @@ fn the_desired_digest_is_keyed_or_none() {
     let keyed = status_of(&r, None, None, Some(&key()), ready(), vec![]);
     let digest = keyed.desired.values_digest.unwrap();
     assert!(digest.starts_with("hmac-sha256:"), "{digest}");
-    assert_eq!(Some(digest), Some(key().digest(&r.values)));
+    assert_eq!(Some(digest), Some(key().digest(r.values())));
     let unkeyed = status_of(&r, None, None, None, ready(), vec![]);
     assert_eq!(unkeyed.desired.values_digest, None);
 }

@@ -62,11 +62,11 @@ pub async fn render<H: Helm>(
         release: &release.id,
         chart,
         values: if options.crds {
-            &release.crd_values
+            release.crd_values()
         } else {
-            &release.values
+            release.values()
         },
-        secrets: &release.secrets,
+        secrets: release.secrets(),
         include_crds: options.crds,
         api_versions: &options.api_versions,
     };
@@ -89,7 +89,7 @@ pub async fn render<H: Helm>(
     {
         // The values of sops-encrypted files, wherever the chart put them
         // (a ConfigMap, an env var, an annotation).
-        let secrets = release.secrets.strings(request.values);
+        let secrets = release.secrets().strings(request.values);
         for doc in documents {
             scrub(doc, &secrets);
         }

@@ -15,17 +15,55 @@ use super::{ReleaseOut, ValuesNote, ValuesOut};
 use crate::import::Issue;
 use crate::import::helmfile::{FluxDocument, Release as HelmfileRelease, State, ValuesEntry};
 
-#[allow(clippy::too_many_arguments)]
+/// The release's `wait`, else `helmDefaults.wait` (with the key it came from).
+fn wait(spec: &Map<String, Value>, defaults: &Defaults) -> Option<(bool, String)> {
+    match spec.get("wait").and_then(Value::as_bool) {
+        Some(w) => Some((w, "wait".to_string())),
+        None => defaults.wait.map(|w| (w, "helmDefaults.wait".to_string())),
+    }
+}
+
+/// The release's `timeout`, else `helmDefaults.timeout` (with the key it
+/// came from).
+fn timeout(spec: &Map<String, Value>, defaults: &Defaults) -> Option<(String, String)> {
+    match spec.get("timeout").and_then(Value::as_u64) {
+        Some(s) if s > 0 => Some((seconds_text(s), "timeout".to_string())),
+        _ => defaults
+            .timeout
+            .clone()
+            .map(|t| (t, "helmDefaults.timeout".to_string())),
+    }
+}
+
+/// What every release of one helmfile state is converted with: the state
+/// it is declared in and what that state sets for all of its releases.
+pub(super) struct InState<'a> {
+    pub state: &'a State,
+    /// Its `repositories:`, by name.
+    pub repos: &'a BTreeMap<String, Repo>,
+    /// Its `helmDefaults:`.
+    pub defaults: &'a Defaults,
+    /// Its top-level `namespace:`, which overrides every release's.
+    pub override_namespace: Option<&'a str>,
+    /// Whether helmfile only renders its releases for their CRDs.
+    pub crds_only: bool,
+}
+
+/// `release` of the state `in_state` as a bootstrap release written under
+/// the config root `root`; `None` when it has no name (said in `all_issues`).
 pub(super) fn convert_release(
-    state: &State,
+    in_state: &InState<'_>,
     release: &HelmfileRelease,
-    repos: &BTreeMap<String, Repo>,
-    defaults: &Defaults,
-    override_namespace: Option<&str>,
-    crds_only: bool,
     root: &Path,
     all_issues: &mut Vec<Issue>,
 ) -> Option<ReleaseOut> {
+    let InState {
+        state,
+        repos,
+        defaults,
+        override_namespace,
+        crds_only,
+    } = *in_state;
     let spec = &release.spec;
     // Everything not converted in this release is also its `todo:`.
     let mut own = release.issues.clone();
@@ -60,17 +98,8 @@ pub(super) fn convert_release(
         .get("installed")
         .and_then(Value::as_bool)
         .unwrap_or(true);
-    let wait = match spec.get("wait").and_then(Value::as_bool) {
-        Some(w) => Some((w, "wait".to_string())),
-        None => defaults.wait.map(|w| (w, "helmDefaults.wait".to_string())),
-    };
-    let timeout = match spec.get("timeout").and_then(Value::as_u64) {
-        Some(s) if s > 0 => Some((seconds_text(s), "timeout".to_string())),
-        _ => defaults
-            .timeout
-            .clone()
-            .map(|t| (t, "helmDefaults.timeout".to_string())),
-    };
+    let wait = wait(spec, defaults);
+    let timeout = timeout(spec, defaults);
     let needs = spec
         .get("needs")
         .and_then(Value::as_array)

@@ -1,4 +1,7 @@
-//! Values trees: deep merge, digests and redaction of secrets.
+//! Values trees: deep merge, digests and redaction of secrets; `stack`: a
+//! release's values as the layers of the merge order.
+
+pub mod stack;
 
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
@@ -20,6 +23,24 @@ pub fn merge(base: &mut Value, overlay: Value) {
             }
         }
         (base, overlay) => *base = overlay,
+    }
+}
+
+/// [`merge`] of a borrowed overlay: only what lands in `base` is copied.
+pub fn merge_from(base: &mut Value, overlay: &Value) {
+    let (Value::Object(base), Value::Object(overlay)) = (&mut *base, overlay) else {
+        *base = overlay.clone();
+        return;
+    };
+    for (key, value) in overlay {
+        match base.get_mut(key) {
+            Some(existing) if existing.is_object() && value.is_object() => {
+                merge_from(existing, value)
+            }
+            _ => {
+                base.insert(key.clone(), value.clone());
+            }
+        }
     }
 }
 

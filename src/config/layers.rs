@@ -1,0 +1,377 @@
+//! The layers of one release's values (docs/design.md#values-merge-order),
+//! one function per layer: rendered, read and decrypted, each with where it
+//! is written and its label. `render` stacks them into the release's
+//! [`ValuesStack`](crate::values::stack::ValuesStack); step 0 (`from:`) comes
+//! from `origin`, the run's `--values`/`--set` from [`super::run_values`].
+
+use std::path::Path;
+
+use serde_json::Value;
+
+use super::draft::{Draft, Paths};
+use super::file::{OverrideFile, Values};
+use super::origin::Resolved;
+use super::position::located;
+use super::sops::{self, Sops};
+use crate::error::Problem;
+use crate::template::Renderer;
+use crate::values::SecretPaths;
+use crate::values::stack::{Layer, Step, ValuesSource};
+use crate::yaml;
+
+/// What reading the layers of one release needs.
+pub(crate) struct Layers<'a> {
+    pub renderer: &'a Renderer,
+    pub sops: &'a Sops,
+    pub paths: &'a Paths,
+    /// The template context of the release.
+    pub ctx: &'a Value,
+    pub draft: &'a Draft,
+}
+
+/// Where an inline map is written: its file, as shown, and a line of the
+/// YAML document that holds it.
+type Inline<'p> = (&'p Path, &'p Path, u64);
+
+impl Layers<'_> {
+    /// 1: the release's inline `values`.
+    pub fn release_values(&self, problems: &mut Vec<Problem>) -> Option<Layer> {
+        let map = self.draft.doc.values.as_ref()?;
+        Some(self.in_release(
+            Step::ReleaseValues,
+            map,
+            ("values", "release values"),
+            problems,
+        ))
+    }
+
+    /// 2: the release's `valuesFiles`, in order.
+    pub fn release_files(&self, problems: &mut Vec<Problem>) -> Vec<Layer> {
+        let dir = self.draft.file.parent().unwrap_or(&self.paths.root);
+        let files = &self.draft.doc.values_files;
+        files
+            .iter()
+            .map(|vf| {
+                let path = dir.join(&vf.value);
+                let label = format!("release valuesFile {}", self.paths.show(&path).display());
+                self.file(Step::ReleaseFile, label, &path, problems)
+            })
+            .collect()
+    }
+
+    /// 3: the cluster override's `valuesFiles` (relative to the cluster
+    /// directory), in order.
+    pub fn override_files(
+        &self,
+        cluster_dir: &Path,
+        o: &OverrideFile,
+        problems: &mut Vec<Problem>,
+    ) -> Vec<Layer> {
+        let shown_cluster = self.paths.show(&cluster_dir.join("cluster.yaml"));
+        let mut layers = Vec::new();
+        for vf in &o.values_files {
+            let path = cluster_dir.join(&vf.value);
+            if !path.is_file() {
+                problems.push(
+                    Problem::new(format!(
+                        "override values file `{}` does not exist (paths are relative to the cluster directory)",
+                        vf.value
+                    ))
+                    .file(&shown_cluster)
+                    .release(&self.draft.id)
+                    .at(vf.referenced.line(), vf.referenced.column()),
+                );
+                continue;
+            }
+            let label = format!(
+                "cluster override valuesFile {}",
+                self.paths.show(&path).display()
+            );
+            layers.push(self.file(Step::OverrideFile, label, &path, problems));
+        }
+        layers
+    }
+
+    /// 4: the cluster override's inline `values` (`overrides.KEY.values`).
+    pub fn override_values(
+        &self,
+        cluster_dir: &Path,
+        (key, o): (&str, &OverrideFile),
+        problems: &mut Vec<Problem>,
+    ) -> Option<Layer> {
+        let map = o.values.as_ref()?;
+        let file = cluster_dir.join("cluster.yaml");
+        let shown = self.paths.show(&file);
+        let values = self.inline(map, (&file, &shown, 1), problems);
+        let label = format!(
+            "cluster override values ({} overrides.{key})",
+            shown.display()
+        );
+        let source = self.source(&file, &["overrides", key, "values"], None);
+        Some(Layer::new(Step::OverrideValues, label, values).written_at(source))
+    }
+
+    /// `crdValues`, for the CRD-phase render only.
+    pub fn crd_values(&self, problems: &mut Vec<Problem>) -> Option<Layer> {
+        let map = self.draft.doc.crd_values.as_ref()?;
+        Some(self.in_release(Step::CrdValues, map, ("crdValues", "crdValues"), problems))
+    }
+
+    /// An inline map of the release's own document: its `key`, labelled
+    /// `name (FILE)`.
+    fn in_release(
+        &self,
+        step: Step,
+        map: &Values,
+        (key, name): (&str, &str),
+        problems: &mut Vec<Problem>,
+    ) -> Layer {
+        let draft = self.draft;
+        let shown = self.paths.show(&draft.file);
+        let values = self.inline(map, (&draft.file, &shown, draft.line), problems);
+        let label = format!("{name} ({})", shown.display());
+        let source = self.source(&draft.file, &[key], Some(draft.line));
+        Layer::new(step, label, values).written_at(source)
+    }
+
+    /// A `from:` HelmRelease's `valuesFrom` objects that are not in git
+    /// are an error unless the release gives values of its own (`own`).
+    pub fn check_unresolved(&self, from: &Resolved, own: &[Layer], problems: &mut Vec<Problem>) {
+        if own.iter().any(|l| l.values.is_object()) {
+            return;
+        }
+        let shown = self.paths.show(&self.draft.file);
+        for missing in &from.unresolved {
+            problems.push(
+                Problem::new(format!(
+                    "its Flux HelmRelease {} takes values from {}, but {}: bootstrap cannot read it; give those values in the release's own `values`/`valuesFiles` (or a cluster override)",
+                    from.from.helm_release, missing.what, missing.why
+                ))
+                .file(&shown)
+                .release(&self.draft.id),
+            );
+        }
+    }
+
+    fn source(&self, path: &Path, prefix: &[&str], document_line: Option<u64>) -> ValuesSource {
+        ValuesSource {
+            path: path.to_path_buf(),
+            shown: self.paths.show(path),
+            prefix: prefix.iter().map(|p| p.to_string()).collect(),
+            document_line,
+        }
+    }
+
+    /// Inline values: every string leaf a template. Found in their file
+    /// from the release's document on, and only when one fails: reading
+    /// the file for every release made loading a catalog quadratic in the
+    /// size of its files.
+    fn inline(
+        &self,
+        map: &Values,
+        (path, shown, within): Inline,
+        problems: &mut Vec<Problem>,
+    ) -> Value {
+        self.renderer
+            .render_map(map, self.ctx)
+            .unwrap_or_else(|errors| {
+                for e in &errors {
+                    let problem = Problem::new(e.to_string())
+                        .file(shown)
+                        .release(&self.draft.id);
+                    problems.push(located(problem, path, within, e));
+                }
+                Value::Null
+            })
+    }
+
+    /// The layer of one values file; the leaves of a sops-encrypted one are
+    /// its secrets.
+    fn file(&self, step: Step, label: String, path: &Path, problems: &mut Vec<Problem>) -> Layer {
+        let mut secrets = SecretPaths::default();
+        let values = self.read(path, problems, &mut secrets);
+        let mut layer = Layer::new(step, label, values).written_at(self.source(path, &[], None));
+        layer.secrets = secrets;
+        layer
+    }
+
+    /// The values of one file; the leaves of a sops-encrypted one are added
+    /// to `secrets`.
+    fn read(&self, path: &Path, problems: &mut Vec<Problem>, secrets: &mut SecretPaths) -> Value {
+        let id = &self.draft.id;
+        let shown = self.paths.show(path);
+        let text = match super::read::text(path) {
+            Ok(text) => text,
+            Err(unreadable) => {
+                problems.push(unreadable.about("values file").problem(&shown).release(id));
+                return Value::Null;
+            }
+        };
+        let template = is_template(path);
+        let encrypted = sops::named(path) || sops::has_metadata(&text);
+        if encrypted && template {
+            problems.push(
+            Problem::new(format!(
+                "is encrypted with sops, and an encrypted file is never a template: rename it to {}",
+                path.file_stem()
+                    .map(|s| s.to_string_lossy().into_owned())
+                    .unwrap_or_default()
+            ))
+            .file(&shown)
+            .release(id),
+        );
+            return Value::Null;
+        }
+        if encrypted {
+            return match self.sops.values(path) {
+                Ok(v) => {
+                    secrets.add_leaves(&v);
+                    v
+                }
+                Err(failure) => {
+                    problems.push(failure.problem().file(&shown).release(id));
+                    Value::Null
+                }
+            };
+        }
+        let rendered = if template {
+            match self.renderer.render_yaml(&text, self.ctx) {
+                Ok(r) => r,
+                Err(e) => {
+                    // The whole file is the template: its positions are the file's.
+                    let mut p = Problem::new(e.to_string()).file(&shown).release(id);
+                    if let Some((line, column)) = e.at {
+                        p = p.at(line as u64, column as u64);
+                    }
+                    problems.push(p);
+                    return Value::Null;
+                }
+            }
+        } else {
+            if let Some((line, expression)) = template_use(&text) {
+                problems.push(
+                Problem::new(format!(
+                    "`{expression}` is not rendered: values files are plain YAML; rename it to {} to template it",
+                    template_name(path)
+                ))
+                .file(&shown)
+                .at(line, 0)
+                .release(id),
+            );
+                return Value::Null;
+            }
+            text
+        };
+        parsed(&rendered, &shown, template, path)
+            .map_err(|p| problems.push(p.release(id)))
+            .unwrap_or(Value::Null)
+    }
+}
+
+/// A values file's text, rendered if it is a template, as a map (`Null`
+/// when empty).
+fn parsed(rendered: &str, shown: &Path, template: bool, path: &Path) -> Result<Value, Problem> {
+    match yaml::document::<Value>(rendered, shown) {
+        Ok(v @ Value::Object(_)) => Ok(v),
+        Ok(Value::Null) => Ok(Value::Null),
+        Ok(other) => Err(Problem::new(format!(
+            "a values file must be a YAML map, not {}",
+            crate::yaml::kind_of(&other)
+        ))
+        .file(shown)
+        .at(crate::yaml::first_content_line(rendered), 1)),
+        Err(mut p) => {
+            if !template && rendered.contains("{{") {
+                p.message = format!(
+                    "{}; values files are plain YAML, and this one holds `{{{{`: rename it to {} to template it",
+                    p.message,
+                    template_name(path)
+                );
+            }
+            Err(p)
+        }
+    }
+}
+
+/// Values files are plain YAML; only a file whose name ends in `.hbs`
+/// (`cilium.yaml.hbs`) is a handlebars template (docs/design.md#values-files),
+/// so a Corefile's `{{ .Zone }}` or a Go template in a chart value stays text.
+pub(crate) fn is_template(path: &Path) -> bool {
+    path.extension().is_some_and(|e| e == "hbs")
+}
+
+/// What to rename a plain values file to so it is rendered as a template.
+fn template_name(path: &Path) -> String {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    format!("{name}.hbs")
+}
+
+/// The first line (1-based) and expression of a plain values file that uses
+/// bootstrap's template context (`{{cluster.…}}`, `{{release.…}}`,
+/// `{{root}}`, `{{env …}}`): text that was meant to be rendered and would
+/// reach the chart as it is. Other `{{…}}` (Go templates, `{{ .Zone }}`) are
+/// values in their own right. Comment lines are not looked at.
+fn template_use(text: &str) -> Option<(u64, String)> {
+    for (n, line) in text.lines().enumerate() {
+        if line.trim_start().starts_with('#') {
+            continue;
+        }
+        let mut rest = line;
+        while let Some(start) = rest.find("{{") {
+            let after = &rest[start + 2..];
+            let inner = after.trim_start_matches(['~', '#', ' ']);
+            let ours = ["cluster.", "release.", "root", "env "]
+                .iter()
+                .any(|p| inner.starts_with(p));
+            if ours {
+                let end = after.find("}}").map_or(after.len(), |e| e + 2);
+                return Some((n as u64 + 1, format!("{{{{{}", &after[..end])));
+            }
+            rest = after;
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_hbs_names_are_templates() {
+        assert!(is_template(Path::new("values/cilium.yaml.hbs")));
+        assert!(is_template(Path::new("x.yml.hbs")));
+        assert!(!is_template(Path::new("values/cilium.yaml")));
+        assert!(!is_template(Path::new("hbs.yaml")));
+        assert_eq!(
+            template_name(Path::new("a/b/cilium.yaml")),
+            "cilium.yaml.hbs"
+        );
+    }
+
+    #[test]
+    fn template_context_is_found_outside_comments() {
+        assert_eq!(
+            template_use("a: 1\nb: \"{{cluster.name}}\"\n"),
+            Some((2, "{{cluster.name}}".into()))
+        );
+        assert_eq!(
+            template_use("x: {{~ release.name ~}}"),
+            Some((1, "{{~ release.name ~}}".into()))
+        );
+        assert_eq!(
+            template_use("x: '{{env \"A\"}}'"),
+            Some((1, "{{env \"A\"}}".into()))
+        );
+        assert_eq!(template_use("x: {{root}}/a"), Some((1, "{{root}}".into())));
+        assert_eq!(template_use("x: '{{root'"), Some((1, "{{root'".into())));
+        // Go templates and comments are values or text of their own.
+        assert_eq!(template_use("authority \"{{ .Zone }}\"\n"), None);
+        assert_eq!(template_use("  # uses {{cluster.name}}\n"), None);
+        assert_eq!(template_use("x: {{ .Values.cluster.name }}"), None);
+        assert_eq!(template_use("clusterName: x"), None);
+    }
+}
