@@ -1,17 +1,7 @@
-//! How numbers read in messages: durations (`250ms`, `45s`, `1m30s`,
-//! `1h02m`, never `1m 29s 999ms 974us 492ns`) and counts (`1 release`,
-//! `2 releases`).
+//! How durations read in messages: `250ms`, `45s`, `1m30s`, `1h02m`, never
+//! `1m 29s 999ms 974us 492ns`.
 
 use std::time::Duration;
-
-/// `n` and the word, singular for one: `1 release`, `0 releases`.
-pub fn count(n: usize, singular: &str) -> String {
-    if n == 1 {
-        format!("1 {singular}")
-    } else {
-        format!("{n} {singular}s")
-    }
-}
 
 pub fn span(d: Duration) -> String {
     if d < Duration::from_secs(1) {
@@ -42,13 +32,6 @@ pub fn timestamp(t: std::time::SystemTime) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn counts_agree_with_their_number() {
-        assert_eq!(count(1, "release"), "1 release");
-        assert_eq!(count(0, "release"), "0 releases");
-        assert_eq!(count(13, "release"), "13 releases");
-    }
 
     #[test]
     fn whole_units() {

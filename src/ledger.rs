@@ -23,7 +23,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Cause, Error, Failure};
-use crate::kube::apply::API_RETRY_BUDGET;
+use crate::kube::retry::API_RETRY_BUDGET;
 use crate::kube::retry::{self, retry};
 use crate::release::{Ownership, Release, ReleaseId};
 

@@ -25,6 +25,7 @@ pub mod ledger;
 pub mod lint;
 pub mod ownership;
 pub mod plan;
+pub mod plural;
 pub mod release;
 pub mod render;
 pub mod reporter;

@@ -238,7 +238,7 @@ pub async fn gather<H: Helm>(
         let params =
             ::kube::api::ListParams::default().labels(&format!("owner=helm,name={}", id.name));
         let secrets =
-            crate::kube::retry::retry(crate::kube::apply::API_RETRY_BUDGET, || api.list(&params))
+            crate::kube::retry::retry(crate::kube::retry::API_RETRY_BUDGET, || api.list(&params))
                 .await
                 .map_err(|e| Failure::ReleaseSecrets {
                     release: id.to_string(),

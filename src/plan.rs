@@ -298,13 +298,13 @@ impl Plan {
         let mut out = format!(
             "Plan for cluster `{}`: {} ({} installed)\n\n",
             self.cluster.name,
-            crate::duration::count(self.releases.len(), "release"),
+            crate::plural::count(self.releases.len(), "release"),
             self.installed().count()
         );
         let crds: Vec<&Release> = self.crd_releases().collect();
         out.push_str(&format!(
             "Phase 1: CRDs from {}\n",
-            crate::duration::count(crds.len(), "release")
+            crate::plural::count(crds.len(), "release")
         ));
         for r in &crds {
             let only = r.crds == crate::release::CrdPolicy::Only;
@@ -417,7 +417,7 @@ fn not_rendered_text(r: &Release) -> String {
         (crate::release::CrdPolicy::Only, _) => "CRDs only, never installed".to_string(),
         (_, Some(n)) if n > 0 => format!(
             "{} in crds/, applied here; installed with --skip-crds",
-            crate::duration::count(n, "CRD file")
+            crate::plural::count(n, "CRD file")
         ),
         _ if matches!(r.source, crate::release::Source::Manifests(_)) => {
             "CRDs from its manifests, applied here".to_string()

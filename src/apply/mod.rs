@@ -173,7 +173,7 @@ impl<H: Helm> Preflight<'_, H> {
         let owners = owners??;
         step(format!(
             "ownership: {} checked, no conflict",
-            crate::duration::count(installed, "release")
+            crate::plural::count(installed, "release")
         ));
         // The live lints (docs/design.md#lints): refuse before anything
         // changes on an error not in `lints.ignore`; warn about the rest.
@@ -185,7 +185,7 @@ impl<H: Helm> Preflight<'_, H> {
         }
         step(format!(
             "live lints: {}",
-            crate::duration::count(live.len(), "finding")
+            crate::plural::count(live.len(), "finding")
         ));
         let recorded = recorded??;
         step(match recorded.len() {
@@ -201,7 +201,7 @@ impl<H: Helm> Preflight<'_, H> {
         if carriers > 0 {
             step(format!(
                 "rendering the CRDs of {}",
-                crate::duration::count(carriers, "release")
+                crate::plural::count(carriers, "release")
             ));
         }
         Ok((owners, recorded, digest_key))
@@ -324,8 +324,8 @@ impl<H: Helm + 'static> Preflight<'_, H> {
         let crds = crds.map_err(|e| Error::from(Failure::CrdRender { source: e.into() }))?;
         step(format!(
             "CRDs rendered: {} from {}",
-            crate::duration::count(crds.len(), "CRD"),
-            crate::duration::count(plan.crd_releases().count(), "release")
+            crate::plural::count(crds.len(), "CRD"),
+            crate::plural::count(plan.crd_releases().count(), "release")
         ));
         events.emit(Event::PhaseFinished {
             phase: Phase::Preflight,

@@ -166,16 +166,16 @@ impl ReleaseChange {
             (_, Kind::Unchanged) if self.reasons.is_empty() => {
                 return format!(
                     "unchanged ({} the chart renders anew each time, not compared)",
-                    crate::duration::count(self.regenerated.len(), "object")
+                    crate::plural::count(self.regenerated.len(), "object")
                 );
             }
             (_, Kind::Unchanged) => return self.reasons.join(", "),
             (None, _) => {
                 parts.push(format!("install {}", self.desired));
                 if !self.values.is_empty() {
-                    parts.push(crate::duration::count(self.values.len(), "value"));
+                    parts.push(crate::plural::count(self.values.len(), "value"));
                 }
-                parts.push(crate::duration::count(self.objects.len(), "object"));
+                parts.push(crate::plural::count(self.objects.len(), "object"));
                 return parts.join(", ");
             }
             (Some(d), _) if d.chart != self.desired.chart => {
@@ -192,7 +192,7 @@ impl ReleaseChange {
         if !self.values.is_empty() {
             parts.push(format!(
                 "{} changed",
-                crate::duration::count(self.values.len(), "value")
+                crate::plural::count(self.values.len(), "value")
             ));
         }
         for (op, word) in [
@@ -202,7 +202,7 @@ impl ReleaseChange {
         ] {
             let n = self.objects.iter().filter(|o| o.op == op).count();
             if n > 0 {
-                parts.push(format!("{} {word}", crate::duration::count(n, "object")));
+                parts.push(format!("{} {word}", crate::plural::count(n, "object")));
             }
         }
         parts.extend(self.reasons.iter().cloned());

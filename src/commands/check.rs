@@ -4,11 +4,11 @@ use std::path::PathBuf;
 use serde_json::json;
 
 use crate::cli::{CheckArgs, Clusters, Config, OutputFormat, Verbosity};
-use crate::duration::count as counted;
 use crate::error::Error;
 use crate::flux::{BootstrapRelease, Finding, Handover, Severity, WorkloadRef};
 use crate::lint;
 use crate::plan::Plan;
+use crate::plural::count as counted;
 use crate::values::stack::Step;
 
 /// What bootstrap owns, as the scan needs it: each installed release with

@@ -61,7 +61,7 @@ pub fn run(config: &Config, args: &DiffArgs, out: &mut dyn std::io::Write) -> Re
     if args.exit_code && changed > 0 {
         return Err(Error::Changes(format!(
             "{} of cluster `{}` would change",
-            crate::duration::count(changed, "release"),
+            crate::plural::count(changed, "release"),
             args.cluster
         )));
     }
@@ -247,7 +247,7 @@ fn totals(cluster: &str, changes: &[ReleaseChange]) -> String {
     if install + upgrade == 0 {
         return format!(
             "{cluster}: no changes ({})\n",
-            crate::duration::count(unchanged, "release")
+            crate::plural::count(unchanged, "release")
         );
     }
     let mut parts = Vec::new();

@@ -10,9 +10,9 @@
 //! checks cannot be read; 2 for the usual prerequisites (helm, context).
 
 use crate::cli::{Clusters, Config, OutputFormat, StatusArgs, Verbosity};
-use crate::duration::count;
 use crate::error::Error;
 use crate::lint;
+use crate::plural::count;
 use crate::status::{self, Report};
 
 pub fn run(config: &Config, args: &StatusArgs, out: &mut dyn std::io::Write) -> Result<(), Error> {

@@ -8,7 +8,7 @@ use ::kube::core::GroupVersionKind;
 use ::kube::discovery::{self, Scope};
 use serde_json::Value;
 
-use super::retry::{is_not_found, retry};
+use super::retry::{API_RETRY_BUDGET, is_not_found, retry};
 
 /// What applying an object (a CRD, in the CRD phase) changed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -23,9 +23,6 @@ pub enum CrdChange {
 
 /// The field manager for everything bootstrap applies.
 pub const FIELD_MANAGER: &str = "bootstrap";
-
-/// How long transient API errors are retried for one call.
-pub const API_RETRY_BUDGET: Duration = Duration::from_secs(60);
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApplyError {

@@ -229,7 +229,7 @@ impl Lock {
     ) -> Result<Lock, LockError> {
         let api: Api<Lease> = Api::namespaced(client.clone(), LEASE_NAMESPACE);
         let holder = holder_identity();
-        let budget = super::apply::API_RETRY_BUDGET;
+        let budget = super::retry::API_RETRY_BUDGET;
         let fresh = |rv: Option<String>| lease(&holder, operation, helm_timeout, rv);
         let existing = retry(budget, || api.get_opt(LEASE_NAME))
             .await

@@ -8,6 +8,9 @@ use tokio::time::Instant;
 
 use crate::stop::Bounds;
 
+/// How long transient API errors are retried for one call.
+pub const API_RETRY_BUDGET: Duration = Duration::from_secs(60);
+
 /// Errors worth another try: connection problems, timeouts, 429 and 5xx.
 pub fn is_transient(error: &::kube::Error) -> bool {
     match error {

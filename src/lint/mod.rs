@@ -253,8 +253,8 @@ fn findings<'a>(
 pub fn summary(cluster: &str, findings: &[Finding]) -> String {
     format!(
         "lints {cluster}: {}, {}{}\n",
-        crate::duration::count(count(findings, Severity::Error), "error"),
-        crate::duration::count(count(findings, Severity::Warning), "warning"),
+        crate::plural::count(count(findings, Severity::Error), "error"),
+        crate::plural::count(count(findings, Severity::Warning), "warning"),
         match ignored_errors(findings).as_slice() {
             [] => String::new(),
             codes => format!("; ignored by lints.ignore: {}", codes.join(", ")),

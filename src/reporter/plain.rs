@@ -55,7 +55,7 @@ impl PlainReporter {
                 };
                 format!(
                     "cluster {cluster}: {}{dry}",
-                    crate::duration::count(releases.len(), "release")
+                    crate::plural::count(releases.len(), "release")
                 )
             }
             Event::PhaseStarted { phase } if !quiet => {

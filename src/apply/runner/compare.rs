@@ -69,7 +69,7 @@ impl<H: Helm> ReleaseRunner<H> {
         let message = if rerun {
             Some(format!(
                 "unchanged{ready}; ran {} again: {} changed since {} last ran",
-                crate::duration::count(commands.len(), "command hook"),
+                crate::plural::count(commands.len(), "command hook"),
                 if commands.len() == 1 {
                     "its definition"
                 } else {
@@ -81,7 +81,7 @@ impl<H: Helm> ReleaseRunner<H> {
             let names: Vec<String> = commands.iter().map(|h| h.action.to_string()).collect();
             Some(format!(
                 "unchanged{ready}; skipped {} ({}): neither the release nor {} changed since {} last ran; --force runs {}",
-                crate::duration::count(commands.len(), "command hook"),
+                crate::plural::count(commands.len(), "command hook"),
                 names.join(", "),
                 if commands.len() == 1 {
                     "the hook"

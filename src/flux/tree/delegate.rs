@@ -89,7 +89,7 @@ impl Walker {
             message: format!(
                 "{file} uses {}, which this scan does not model; it was built with `kubectl kustomize` instead ({})",
                 used.join(", "),
-                crate::duration::count(objects.len(), "object")
+                crate::plural::count(objects.len(), "object")
             ),
         });
         Some(objects)
