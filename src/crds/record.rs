@@ -21,8 +21,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::kube::apply::{API_RETRY_BUDGET, FIELD_MANAGER};
-use crate::kube::retry::{is_not_found, retry};
+use crate::kube::apply::FIELD_MANAGER;
+use crate::kube::retry::{API_RETRY_BUDGET, is_not_found, retry};
 use crate::ledger::LEDGER_NAMESPACE;
 
 /// The record's ConfigMap, beside the ledger (never labelled as a ledger

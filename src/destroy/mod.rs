@@ -391,9 +391,23 @@ impl<H: Helm> Destroyer<'_, H> {
                 });
             }
         }
-        // As `kubectl delete` waits: a CRD is gone once its custom
-        // resources are, and an apply right after must not find it
-        // half-deleted. Bounded: what is left goes on its own.
+        self.wait_gone(&api, deleted, stop).await;
+        self.events.emit(Event::PhaseFinished {
+            phase: Phase::Crds,
+            ok,
+        });
+        ok
+    }
+
+    /// As `kubectl delete` waits: a CRD is gone once its custom resources
+    /// are, and an apply right after must not find it half-deleted.
+    /// Bounded: what is left goes on its own.
+    async fn wait_gone(
+        &self,
+        api: &Api<CustomResourceDefinition>,
+        deleted: Vec<&Crd>,
+        stop: &StopSignal,
+    ) {
         let deadline = tokio::time::Instant::now() + crate::kube::apply::TERMINATING_WAIT;
         for crd in deleted {
             loop {
@@ -428,11 +442,6 @@ impl<H: Helm> Destroyer<'_, H> {
                 }
             }
         }
-        self.events.emit(Event::PhaseFinished {
-            phase: Phase::Crds,
-            ok,
-        });
-        ok
     }
 }
 
