@@ -410,13 +410,18 @@ impl<H: Helm> Destroyer<'_, H> {
     ) {
         let deadline = tokio::time::Instant::now() + crate::kube::apply::TERMINATING_WAIT;
         for crd in deleted {
+            let mut nudge = crate::kube::apply::CleanupNudge::default();
             loop {
                 if *stop.borrow() != Stop::Run {
                     break;
                 }
                 match retry(API_RETRY_BUDGET, || api.get_opt(&crd.name)).await {
                     Ok(None) => break,
-                    Ok(Some(_)) if tokio::time::Instant::now() < deadline => {
+                    Ok(Some(live)) if tokio::time::Instant::now() < deadline => {
+                        if let Ok(mut value) = serde_json::to_value(&live) {
+                            value["kind"] = "CustomResourceDefinition".into();
+                            nudge.when_stuck(api, &crd.name, &value).await;
+                        }
                         tokio::time::sleep(std::time::Duration::from_millis(250)).await;
                     }
                     Ok(Some(_)) => {

@@ -130,15 +130,19 @@ pub async fn apply(client: &::kube::Client, obj: &Value) -> Result<(CrdChange, V
     // being removed) would take the apply and then vanish: it is created
     // again once it is gone.
     let deadline = tokio::time::Instant::now() + TERMINATING_WAIT;
-    while existing
+    let mut nudge = CleanupNudge::default();
+    while let Some(terminating) = existing
         .as_ref()
-        .is_some_and(|o| o.metadata.deletion_timestamp.is_some())
+        .filter(|o| o.metadata.deletion_timestamp.is_some())
     {
         if tokio::time::Instant::now() >= deadline {
             return Err(ApplyError::StillTerminating {
                 what,
                 waited: TERMINATING_WAIT,
             });
+        }
+        if let Ok(value) = serde_json::to_value(terminating) {
+            nudge.when_stuck(&api, &name, &value).await;
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
         existing = get().await?;
@@ -159,6 +163,59 @@ pub async fn apply(client: &::kube::Client, obj: &Value) -> Result<(CrdChange, V
         Some(_) => CrdChange::Updated,
     };
     Ok((change, serde_json::to_value(applied).unwrap_or(Value::Null)))
+}
+
+/// A deleted CRD whose custom resources the API server failed to remove:
+/// condition `Terminating` with reason `InstanceDeletionFailed` (kube-apiserver
+/// reports "could not list instances: storage is (re)initializing" when the
+/// CRD is deleted moments after its storage was set up). Its cleanup is then
+/// retried only after a backoff that reaches minutes.
+pub fn cleanup_failed(crd: &Value) -> bool {
+    crd.pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .is_some_and(|conditions| {
+            conditions.iter().any(|c| {
+                c["type"] == "Terminating"
+                    && c["status"] == "True"
+                    && c["reason"] == "InstanceDeletionFailed"
+            })
+        })
+}
+
+/// The annotation whose write makes the API server retry a failed CRD
+/// cleanup now: its finalizer controller queues the CRD again on every
+/// update, ahead of its backoff.
+pub const CLEANUP_RETRIED: &str = "bootstrap.dev/cleanup-retried";
+
+/// How often a stuck cleanup is nudged.
+const NUDGE_EVERY: Duration = Duration::from_secs(2);
+
+/// Nudges a deleted CRD whose cleanup failed ([`cleanup_failed`]), at most
+/// every [`NUDGE_EVERY`]; a failed nudge only means the API server's own
+/// retry is waited for.
+#[derive(Default)]
+pub struct CleanupNudge {
+    last: Option<tokio::time::Instant>,
+}
+
+impl CleanupNudge {
+    pub async fn when_stuck<K>(&mut self, api: &Api<K>, name: &str, live: &Value)
+    where
+        K: ::kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+    {
+        if live["kind"] != "CustomResourceDefinition" || !cleanup_failed(live) {
+            return;
+        }
+        if self.last.is_some_and(|at| at.elapsed() < NUDGE_EVERY) {
+            return;
+        }
+        self.last = Some(tokio::time::Instant::now());
+        let now = humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string();
+        let patch = Patch::Merge(serde_json::json!({
+            "metadata": {"annotations": {CLEANUP_RETRIED: now}}
+        }));
+        let _ = api.patch(name, &PatchParams::default(), &patch).await;
+    }
 }
 
 /// Reads an object; `None` when it or its kind does not exist.
@@ -224,6 +281,20 @@ pub async fn list_all(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_crd_whose_cleanup_failed_is_told_apart() {
+        let crd = |reason: &str| {
+            serde_json::json!({"status": {"conditions": [
+                {"type": "Established", "status": "True"},
+                {"type": "Terminating", "status": "True", "reason": reason,
+                 "message": "could not list instances: storage is (re)initializing"},
+            ]}})
+        };
+        assert!(cleanup_failed(&crd("InstanceDeletionFailed")));
+        assert!(!cleanup_failed(&crd("InstanceDeletionInProgress")));
+        assert!(!cleanup_failed(&serde_json::json!({"status": {}})));
+    }
 
     #[test]
     fn identity_of_core_and_group_kinds() {

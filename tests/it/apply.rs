@@ -51,6 +51,17 @@ fn a_crd_being_deleted_is_created_again_once_it_is_gone() {
         !get().unwrap()["metadata"]["deletionTimestamp"].is_null(),
         "marked"
     );
+    // As kube-apiserver leaves a CRD deleted moments after its storage was
+    // set up: its cleanup failed, and is retried only after a backoff.
+    let mut failed = get().unwrap();
+    failed["status"]["conditions"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({
+            "type": "Terminating", "status": "True", "reason": "InstanceDeletionFailed",
+            "message": "could not list instances: storage is (re)initializing",
+        }));
+    cluster.api.insert(failed);
     let test = config();
     let mut child = cluster
         .command(&test, &["apply", "infra", "--output", "json"])
@@ -66,6 +77,13 @@ fn a_crd_being_deleted_is_created_again_once_it_is_gone() {
     assert!(
         cluster.installs().is_empty(),
         "no release before the CRD phase is done"
+    );
+    // The failed cleanup is nudged: an annotation write makes the API
+    // server retry it now.
+    assert!(
+        get().unwrap()["metadata"]["annotations"]["bootstrap.dev/cleanup-retried"].is_string(),
+        "{}",
+        get().unwrap()
     );
     let mut done = get().unwrap();
     done["metadata"]["finalizers"] = json!([]);
