@@ -418,8 +418,7 @@ impl<H: Helm> Destroyer<'_, H> {
                 match retry(API_RETRY_BUDGET, || api.get_opt(&crd.name)).await {
                     Ok(None) => break,
                     Ok(Some(live)) if tokio::time::Instant::now() < deadline => {
-                        if let Ok(mut value) = serde_json::to_value(&live) {
-                            value["kind"] = "CustomResourceDefinition".into();
+                        if let Ok(value) = serde_json::to_value(&live) {
                             nudge.when_stuck(api, &crd.name, &value).await;
                         }
                         tokio::time::sleep(std::time::Duration::from_millis(250)).await;

@@ -141,7 +141,9 @@ pub async fn apply(client: &::kube::Client, obj: &Value) -> Result<(CrdChange, V
                 waited: TERMINATING_WAIT,
             });
         }
-        if let Ok(value) = serde_json::to_value(terminating) {
+        if gvk.kind == "CustomResourceDefinition"
+            && let Ok(value) = serde_json::to_value(terminating)
+        {
             nudge.when_stuck(&api, &name, &value).await;
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
@@ -190,7 +192,8 @@ pub const CLEANUP_RETRIED: &str = "bootstrap.dev/cleanup-retried";
 /// How often a stuck cleanup is nudged.
 const NUDGE_EVERY: Duration = Duration::from_secs(2);
 
-/// Nudges a deleted CRD whose cleanup failed ([`cleanup_failed`]), at most
+/// Nudges a deleted CRD (callers pass only CRDs) whose cleanup failed
+/// ([`cleanup_failed`]), at most
 /// every [`NUDGE_EVERY`]; a failed nudge only means the API server's own
 /// retry is waited for.
 #[derive(Default)]
@@ -203,7 +206,7 @@ impl CleanupNudge {
     where
         K: ::kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
     {
-        if live["kind"] != "CustomResourceDefinition" || !cleanup_failed(live) {
+        if !cleanup_failed(live) {
             return;
         }
         if self.last.is_some_and(|at| at.elapsed() < NUDGE_EVERY) {

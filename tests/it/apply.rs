@@ -127,6 +127,17 @@ fn a_crd_as_the_last_apply_left_it_is_not_applied_again() {
             .filter(|r| r.is_mutation() && r.path.contains("/customresourcedefinitions"))
             .count()
     };
+    let live_crd = || {
+        cluster
+            .api
+            .get(
+                "apiextensions.k8s.io/v1",
+                "CustomResourceDefinition",
+                None,
+                name,
+            )
+            .unwrap()
+    };
     let changes = |out: &testkit::builder::Output| -> Vec<String> {
         out.stdout
             .lines()
@@ -162,15 +173,7 @@ fn a_crd_as_the_last_apply_left_it_is_not_applied_again() {
     );
 
     // Someone edits the CRD's spec: its generation moves, it is applied.
-    let mut edited = cluster
-        .api
-        .get(
-            "apiextensions.k8s.io/v1",
-            "CustomResourceDefinition",
-            None,
-            name,
-        )
-        .unwrap();
+    let mut edited = live_crd();
     edited["spec"]["names"]["shortNames"] = json!(["cert"]);
     cluster.api.insert(edited);
     let (change, writes) = apply(&[]);
@@ -182,15 +185,7 @@ fn a_crd_as_the_last_apply_left_it_is_not_applied_again() {
     );
 
     // A label bootstrap sets, changed by hand (no generation change).
-    let mut relabelled = cluster
-        .api
-        .get(
-            "apiextensions.k8s.io/v1",
-            "CustomResourceDefinition",
-            None,
-            name,
-        )
-        .unwrap();
+    let mut relabelled = live_crd();
     relabelled["metadata"]["labels"]["app.kubernetes.io/name"] = json!("changed-by-hand");
     cluster.api.insert(relabelled);
     assert_eq!(apply(&[]).1, 1, "a changed label is put back");
