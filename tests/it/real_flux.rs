@@ -198,12 +198,39 @@ impl Real {
     /// Waits for the Flux object at `path` to be Ready=`status`; returns it.
     fn wait_ready(&mut self, path: &str, status: &str, timeout: Duration) -> Value {
         let what = format!("{path} Ready={status}");
+        self.wait_object(path, &what, timeout, |o| {
+            ready(o).is_some_and(|(s, _, _)| s == status)
+        })
+    }
+
+    /// Waits until a HelmRelease is Ready=True and its `status.history`
+    /// holds the release. helm-controller's status patch (fluxcd/pkg
+    /// `runtime/patch`) writes the conditions before the rest of the
+    /// status, so Ready=True alone can be read before the history it
+    /// summarises.
+    fn wait_released(&mut self, path: &str, timeout: Duration) -> Value {
+        let what = format!("{path} Ready=True with status.history");
+        self.wait_object(path, &what, timeout, |o| {
+            ready(o).is_some_and(|(s, _, _)| s == "True")
+                && o.pointer("/status/history/0").is_some()
+        })
+    }
+
+    /// Waits until the object at `path` satisfies `done`, printing the last
+    /// one read if it never does.
+    fn wait_object(
+        &mut self,
+        path: &str,
+        what: &str,
+        timeout: Duration,
+        done: impl Fn(&Value) -> bool,
+    ) -> Value {
         let mut last = None;
         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            self.flux.wait(&self.plane, &what, timeout, |plane| {
+            self.flux.wait(&self.plane, what, timeout, |plane| {
                 let object = plane.api().get(path);
                 last = object.clone();
-                object.filter(|o| ready(o).is_some_and(|(s, _, _)| s == status))
+                object.filter(|o| done(o))
             })
         }));
         match result {
@@ -561,7 +588,7 @@ fn helm_controller_adopts_a_handover_release_without_a_workload_noticing() {
     for name in ["cilium", "coredns"] {
         let path =
             format!("/apis/helm.toolkit.fluxcd.io/v2/namespaces/kube-system/helmreleases/{name}");
-        let hr = real.wait_ready(&path, "True", Duration::from_secs(300));
+        let hr = real.wait_released(&path, Duration::from_secs(300));
         let history = hr["status"]["history"].as_array().expect("status.history");
         assert_eq!(history[0]["name"], name, "{hr}");
         // helm-controller upgraded the release: one new revision.
