@@ -14,7 +14,7 @@ use super::origin::Resolved;
 use super::position::located;
 use super::sops::{self, Sops};
 use crate::error::Problem;
-use crate::template::Renderer;
+use crate::template::{Renderer, TemplateContext};
 use crate::values::SecretPaths;
 use crate::values::stack::{Layer, Step, ValuesSource};
 use crate::yaml;
@@ -25,7 +25,7 @@ pub(crate) struct Layers<'a> {
     pub sops: &'a Sops,
     pub paths: &'a Paths,
     /// The template context of the release.
-    pub ctx: &'a Value,
+    pub ctx: &'a TemplateContext,
     pub draft: &'a Draft,
 }
 

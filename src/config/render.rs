@@ -3,8 +3,6 @@
 
 use std::path::{Path, PathBuf};
 
-use serde_json::Value;
-
 use super::Cluster;
 use super::draft::{Draft, Paths};
 use super::file::{DefaultsFile, HelmFile, OverrideFile};
@@ -15,7 +13,7 @@ use super::sops::Sops;
 use crate::error::Problem;
 use crate::hooks::{Hook, Templates};
 use crate::release::{CrdPolicy, HelmFlags, Hooks, Release, Source};
-use crate::template::{Renderer, context};
+use crate::template::{Renderer, TemplateContext, context};
 use crate::validate;
 use crate::values::stack::ValuesStack;
 
@@ -145,7 +143,7 @@ fn render_hooks(
     paths: &Paths,
     cluster: &Cluster,
     draft: &Draft,
-    ctx: &Value,
+    ctx: &TemplateContext,
     problems: &mut Vec<Problem>,
 ) -> Hooks {
     let shown_release = paths.show(&draft.file);
