@@ -29,8 +29,11 @@ use crate::yaml;
 #[derive(Default)]
 pub(crate) struct ValuesFiles {
     texts: Mutex<HashMap<PathBuf, Result<Arc<str>, Unreadable>>>,
-    parsed: Mutex<HashMap<PathBuf, HashMap<Arc<str>, Result<Value, Problem>>>>,
+    parsed: Mutex<HashMap<PathBuf, ParsedTexts>>,
 }
+
+/// What each text of one values file parsed to.
+type ParsedTexts = HashMap<Arc<str>, Result<Value, Problem>>;
 
 impl ValuesFiles {
     /// The text of `path`, as [`super::read::text`] reads it.
