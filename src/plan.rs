@@ -2,6 +2,7 @@
 //! what `apply` executes.
 
 use std::collections::BTreeSet;
+use std::fmt::Write as _;
 use std::path::PathBuf;
 
 use serde_json::{Map, Value, json};
@@ -122,7 +123,8 @@ impl Plan {
             .enumerate()
             .map(|(i, id)| (id, i))
             .collect();
-        releases.sort_by_key(|r| position.get(&r.id).copied().unwrap_or(usize::MAX));
+        // Each key looked up once, not once per comparison.
+        releases.sort_by_cached_key(|r| position.get(&r.id).copied().unwrap_or(usize::MAX));
         Plan {
             cluster,
             root,
@@ -317,11 +319,12 @@ impl Plan {
                 }
                 _ => not_rendered_text(r),
             };
-            out.push_str(&format!(
-                "  {:<45} {:<32} {what}\n",
+            let _ = writeln!(
+                out,
+                "  {:<45} {:<32} {what}",
                 r.id.to_string(),
                 format!("{} {}", r.chart_label(), r.version_label()).trim_end()
-            ));
+            );
             out.push_str(note.as_deref().unwrap_or_default());
         }
         out.push_str(
@@ -339,12 +342,13 @@ Phase 2: releases, each as soon as its needs are done
                     .collect::<Vec<_>>()
                     .join(", ")
             };
-            out.push_str(&format!(
-                "  {:>2}. {:<40} {:<28} needs: {needs}\n",
+            let _ = writeln!(
+                out,
+                "  {:>2}. {:<40} {:<28} needs: {needs}",
                 i + 1,
                 r.id.to_string(),
                 format!("{} {}", r.chart_label(), r.version_label())
-            ));
+            );
             if r.ownership == crate::release::Ownership::Handover {
                 out.push_str("      ownership: handover (installed once, then adopted by Flux)\n");
             }
@@ -363,10 +367,10 @@ Phase 2: releases, each as soon as its needs are done
                 ));
             }
             for hook in &r.hooks.presync {
-                out.push_str(&format!("      presync:  {}\n", hook.action));
+                let _ = writeln!(out, "      presync:  {}", hook.action);
             }
             for hook in &r.hooks.postsync {
-                out.push_str(&format!("      postsync: {}\n", hook.action));
+                let _ = writeln!(out, "      postsync: {}", hook.action);
             }
             if detail {
                 out.push_str(&detail_text(r));

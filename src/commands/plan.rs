@@ -59,6 +59,7 @@ pub fn run(config: &Config, clusters: &Clusters, out: &mut dyn Write) -> Result<
             findings.iter().filter(|f| f.blocks()).count(),
         ));
     }
+    super::drop_apart(linted);
     match (config.global.output, clusters) {
         (OutputFormat::Json, Clusters::One(_)) => super::write_json(out, &documents[0])?,
         (OutputFormat::Json, Clusters::All | Clusters::Named(_)) => {

@@ -4,7 +4,9 @@
 //! [`ValuesStack`](crate::values::stack::ValuesStack); step 0 (`from:`) comes
 //! from `origin`, the run's `--values`/`--set` from [`super::run_values`].
 
-use std::path::Path;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
 
@@ -12,20 +14,73 @@ use super::draft::{Draft, Paths};
 use super::file::{OverrideFile, Values};
 use super::origin::Resolved;
 use super::position::located;
+use super::read::Unreadable;
 use super::sops::{self, Sops};
 use crate::error::Problem;
-use crate::template::Renderer;
+use crate::template::{Renderer, TemplateContext};
 use crate::values::SecretPaths;
 use crate::values::stack::{Layer, Step, ValuesSource};
 use crate::yaml;
+
+/// The values files of a load, each read once, and each text (a plain
+/// file's, or a template's as rendered) parsed once: a catalog names the
+/// same few files from many releases, and a template that does not use
+/// `release.*` renders the same text for each of them.
+#[derive(Default)]
+pub(crate) struct ValuesFiles {
+    texts: Mutex<HashMap<PathBuf, Result<Arc<str>, Unreadable>>>,
+    parsed: Mutex<HashMap<PathBuf, ParsedTexts>>,
+}
+
+/// What each text of one values file parsed to.
+type ParsedTexts = HashMap<Arc<str>, Result<Value, Problem>>;
+
+impl ValuesFiles {
+    /// The text of `path`, as [`super::read::text`] reads it.
+    fn text(&self, path: &Path) -> Result<Arc<str>, Unreadable> {
+        if let Some(text) = lock(&self.texts).get(path) {
+            return text.clone();
+        }
+        let text = super::read::text(path).map(Arc::from);
+        lock(&self.texts).insert(path.to_path_buf(), text.clone());
+        text
+    }
+
+    /// What `parse` makes of `text` of `path`, made once per text.
+    fn parsed(
+        &self,
+        path: &Path,
+        text: &Arc<str>,
+        parse: impl FnOnce() -> Result<Value, Problem>,
+    ) -> Result<Value, Problem> {
+        if let Some(parsed) = lock(&self.parsed)
+            .get(path)
+            .and_then(|texts| texts.get(&**text))
+        {
+            return parsed.clone();
+        }
+        let parsed = parse();
+        lock(&self.parsed)
+            .entry(path.to_path_buf())
+            .or_default()
+            .insert(text.clone(), parsed.clone());
+        parsed
+    }
+}
+
+/// A poisoned cache only means another render panicked; its entries are whole.
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 /// What reading the layers of one release needs.
 pub(crate) struct Layers<'a> {
     pub renderer: &'a Renderer,
     pub sops: &'a Sops,
+    pub files: &'a ValuesFiles,
     pub paths: &'a Paths,
     /// The template context of the release.
-    pub ctx: &'a Value,
+    pub ctx: &'a TemplateContext,
     pub draft: &'a Draft,
 }
 
@@ -200,7 +255,7 @@ impl Layers<'_> {
     fn read(&self, path: &Path, problems: &mut Vec<Problem>, secrets: &mut SecretPaths) -> Value {
         let id = &self.draft.id;
         let shown = self.paths.show(path);
-        let text = match super::read::text(path) {
+        let text = match self.files.text(path) {
             Ok(text) => text,
             Err(unreadable) => {
                 problems.push(unreadable.about("values file").problem(&shown).release(id));
@@ -234,9 +289,9 @@ impl Layers<'_> {
                 }
             };
         }
-        let rendered = if template {
+        let rendered: Arc<str> = if template {
             match self.renderer.render_yaml(&text, self.ctx) {
-                Ok(r) => r,
+                Ok(r) => Arc::from(r),
                 Err(e) => {
                     // The whole file is the template: its positions are the file's.
                     let mut p = Problem::new(e.to_string()).file(&shown).release(id);
@@ -262,7 +317,10 @@ impl Layers<'_> {
             }
             text
         };
-        parsed(&rendered, &shown, template, path)
+        self.files
+            .parsed(path, &rendered, || {
+                parsed(&rendered, &shown, template, path)
+            })
             .map_err(|p| problems.push(p.release(id)))
             .unwrap_or(Value::Null)
     }
@@ -339,6 +397,32 @@ fn template_use(text: &str) -> Option<(u64, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_values_file_text_is_parsed_once_and_another_text_anew() {
+        let files = ValuesFiles::default();
+        let path = Path::new("values/common.yaml.hbs");
+        let parse = |text: &str| {
+            let text: Arc<str> = Arc::from(text);
+            let mut calls = 0;
+            let value = files.parsed(path, &text, || {
+                calls += 1;
+                Ok(serde_json::json!({ "text": &*text }))
+            });
+            (value.unwrap(), calls)
+        };
+        assert_eq!(parse("a: 1").1, 1);
+        assert_eq!(parse("a: 1"), (serde_json::json!({"text": "a: 1"}), 0));
+        assert_eq!(parse("a: 2"), (serde_json::json!({"text": "a: 2"}), 1));
+        // The same text of another file is that file's own.
+        let other: Arc<str> = Arc::from("a: 1");
+        let mut called = false;
+        let _ = files.parsed(Path::new("values/other.yaml"), &other, || {
+            called = true;
+            Ok(Value::Null)
+        });
+        assert!(called);
+    }
 
     #[test]
     fn only_hbs_names_are_templates() {

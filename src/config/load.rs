@@ -218,6 +218,7 @@ fn plan_cluster(
     let readers = Readers {
         renderer: crate::template::Renderer::new(),
         sops: super::sops::Sops::from_env(),
+        files: Default::default(),
     };
     // Each release on its own (in parallel), gathered in the catalog's order.
     let rendered = super::par::map(&selected, |draft| {

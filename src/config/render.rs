@@ -3,19 +3,17 @@
 
 use std::path::{Path, PathBuf};
 
-use serde_json::Value;
-
 use super::Cluster;
 use super::draft::{Draft, Paths};
 use super::file::{DefaultsFile, HelmFile, OverrideFile};
-use super::layers::Layers;
+use super::layers::{Layers, ValuesFiles};
 use super::origin::Resolved;
 use super::position::located;
 use super::sops::Sops;
 use crate::error::Problem;
 use crate::hooks::{Hook, Templates};
 use crate::release::{CrdPolicy, HelmFlags, Hooks, Release, Source};
-use crate::template::{Renderer, context};
+use crate::template::{Renderer, TemplateContext, context};
 use crate::validate;
 use crate::values::stack::ValuesStack;
 
@@ -29,10 +27,12 @@ pub(crate) struct Defaults<'a> {
 }
 
 /// What renders and reads values for every release of a load: the
-/// template engine and sops (which decrypts each file once).
+/// template engine, sops (which decrypts each file once) and the values
+/// files (each read, and each text parsed, once).
 pub(crate) struct Readers {
     pub renderer: Renderer,
     pub sops: Sops,
+    pub files: ValuesFiles,
 }
 
 /// The release `draft` on `cluster`: its values stacked layer by layer
@@ -58,6 +58,7 @@ pub(crate) fn render_release(
     let layers = Layers {
         renderer: &readers.renderer,
         sops: &readers.sops,
+        files: &readers.files,
         paths,
         ctx: &ctx,
         draft,
@@ -145,7 +146,7 @@ fn render_hooks(
     paths: &Paths,
     cluster: &Cluster,
     draft: &Draft,
-    ctx: &Value,
+    ctx: &TemplateContext,
     problems: &mut Vec<Problem>,
 ) -> Hooks {
     let shown_release = paths.show(&draft.file);

@@ -57,10 +57,9 @@ use std::time::Duration;
 
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
-use serde_json::Value;
 
 use crate::kube::diagnose::Diagnosis;
-use crate::template::{Located, Renderer};
+use crate::template::{Located, Renderer, TemplateContext};
 use crate::validate::{self, DurationError};
 pub use object::ObjectRef;
 
@@ -182,7 +181,7 @@ impl HookFile {
 /// and the config root (commands' `-f` files are checked against it).
 pub struct Templates<'a> {
     pub renderer: &'a Renderer,
-    pub context: &'a Value,
+    pub context: &'a TemplateContext,
     pub root: &'a Path,
 }
 

@@ -111,6 +111,19 @@ fn is_true(value: Option<&Value>) -> bool {
     matches!(value, Some(Value::Bool(true))) || value.and_then(Value::as_str) == Some("true")
 }
 
+/// `/NAME/` of each of [`PROVIDERS`], in its order: a chart path or
+/// manifest URL that holds it names the provider. Made once, not once per
+/// release and provider.
+fn provider_segments() -> &'static [String] {
+    static SEGMENTS: std::sync::LazyLock<Vec<String>> = std::sync::LazyLock::new(|| {
+        PROVIDERS
+            .iter()
+            .map(|(name, _)| format!("/{name}/"))
+            .collect()
+    });
+    &SEGMENTS
+}
+
 /// The CRD kinds a release provides.
 fn provides(release: &Release) -> BTreeSet<String> {
     let mut kinds = BTreeSet::new();
@@ -131,10 +144,10 @@ fn provides(release: &Release) -> BTreeSet<String> {
             }
         }
     }
-    for (name, provided) in PROVIDERS {
+    for ((name, provided), segment) in PROVIDERS.iter().zip(provider_segments()) {
         if names
             .iter()
-            .any(|n| n == name || n.contains(&format!("/{name}/")))
+            .any(|n| n == name || n.contains(segment.as_str()))
         {
             kinds.extend(provided.iter().map(|k| k.to_string()));
         }

@@ -32,6 +32,11 @@ pub fn merge_from(base: &mut Value, overlay: &Value) {
         *base = overlay.clone();
         return;
     };
+    if base.is_empty() {
+        // The first layer of a stack: a copy keeps its keys' hashes.
+        base.clone_from(overlay);
+        return;
+    }
     for (key, value) in overlay {
         match base.get_mut(key) {
             Some(existing) if existing.is_object() && value.is_object() => {
