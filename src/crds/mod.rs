@@ -281,19 +281,61 @@ pub async fn apply_all(
     known: &record::Known,
     events: &Emitter,
 ) -> Result<BTreeMap<String, record::Applied>, CrdError> {
-    // Opened before the first write, so it sees every change the writes
-    // cause (docs/design.md#phases-of-apply).
     let unchanged: Vec<bool> = crds
         .iter()
         .map(|crd| known.unchanged(&crd.name, &crd.manifest))
         .collect();
+    // Opened before the first write, so it sees every change the writes
+    // cause (docs/design.md#phases-of-apply).
     let mut watch = if unchanged.contains(&false) {
         established::EstablishedWatch::open(client, ESTABLISH_TIMEOUT).await
     } else {
         None
     };
+    let applied = write_all(client, crds, &unchanged, events).await?;
+    // Skipped (unchanged since it was Established), or Established already
+    // in what the apply returned: nothing to wait for.
+    let established = |crd: &Crd| {
+        events.emit(Event::CrdEstablished {
+            release: crd.release.clone(),
+            crd: crd.name.clone(),
+        });
+    };
+    let mut waiting: Vec<&Crd> = Vec::new();
+    for (crd, applied) in crds.iter().zip(&applied) {
+        if applied
+            .as_ref()
+            .is_none_or(|a| ready::crd_established(Some(a)) == ready::Readiness::Ready)
+        {
+            established(crd);
+        } else {
+            waiting.push(crd);
+        }
+    }
+    wait_established(client, waiting, watch.as_mut(), events).await?;
+    events.emit(Event::CrdsEstablished { count: crds.len() });
+    Ok(crds
+        .iter()
+        .zip(&applied)
+        .filter_map(|(crd, returned)| {
+            Some((
+                crd.name.clone(),
+                record::applied(&crd.manifest, returned.as_ref()?)?,
+            ))
+        })
+        .collect())
+}
+
+/// Applies every CRD not `unchanged`, up to [`PARALLEL_APPLIES`] at a
+/// time; what each apply returned, `None` for those skipped.
+async fn write_all(
+    client: &::kube::Client,
+    crds: &[Crd],
+    unchanged: &[bool],
+    events: &Emitter,
+) -> Result<Vec<Option<Value>>, CrdError> {
     let results: Vec<Result<Option<Value>, CrdError>> =
-        futures::stream::iter(crds.iter().zip(&unchanged))
+        futures::stream::iter(crds.iter().zip(unchanged))
             .map(|(crd, unchanged)| async move {
                 if *unchanged {
                     events.emit(Event::CrdApplied {
@@ -321,31 +363,26 @@ pub async fn apply_all(
             .buffered(PARALLEL_APPLIES)
             .collect()
             .await;
-    let applied = results
-        .into_iter()
-        .collect::<Result<Vec<Option<Value>>, CrdError>>()?;
+    results.into_iter().collect()
+}
 
-    // Skipped (unchanged since it was Established), or Established already
-    // in what the apply returned: nothing to wait for.
+/// Waits until every CRD of `waiting` is Established: through `watch`
+/// while it lasts, then one wait per CRD it did not see, all to one
+/// deadline.
+async fn wait_established(
+    client: &::kube::Client,
+    mut waiting: Vec<&Crd>,
+    watch: Option<&mut established::EstablishedWatch>,
+    events: &Emitter,
+) -> Result<(), CrdError> {
     let established = |crd: &Crd| {
         events.emit(Event::CrdEstablished {
             release: crd.release.clone(),
             crd: crd.name.clone(),
         });
     };
-    let mut waiting: Vec<&Crd> = Vec::new();
-    for (crd, applied) in crds.iter().zip(&applied) {
-        if applied
-            .as_ref()
-            .is_none_or(|a| ready::crd_established(Some(a)) == ready::Readiness::Ready)
-        {
-            established(crd);
-        } else {
-            waiting.push(crd);
-        }
-    }
     let deadline = tokio::time::Instant::now() + ESTABLISH_TIMEOUT;
-    if let Some(watch) = watch.as_mut()
+    if let Some(watch) = watch
         && !waiting.is_empty()
     {
         let by_name: BTreeMap<&str, &Crd> = waiting.iter().map(|c| (c.name.as_str(), *c)).collect();
@@ -409,17 +446,7 @@ pub async fn apply_all(
         .collect()
         .await;
     waits.into_iter().collect::<Result<Vec<()>, CrdError>>()?;
-    events.emit(Event::CrdsEstablished { count: crds.len() });
-    Ok(crds
-        .iter()
-        .zip(&applied)
-        .filter_map(|(crd, returned)| {
-            Some((
-                crd.name.clone(),
-                record::applied(&crd.manifest, returned.as_ref()?)?,
-            ))
-        })
-        .collect())
+    Ok(())
 }
 
 pub fn dry_run(crds: &[Crd], events: &Emitter) {
