@@ -37,6 +37,8 @@ impl Paths {
 pub(crate) struct Draft {
     pub id: ReleaseId,
     pub file: PathBuf,
+    /// `file` as shown ([`Paths::show`]), made once.
+    pub shown: PathBuf,
     pub line: u64,
     pub doc: ReleaseFile,
     /// `None` only with `from:`, which gives the chart once the cluster's

@@ -108,8 +108,9 @@ impl Layers<'_> {
             .iter()
             .map(|vf| {
                 let path = dir.join(&vf.value);
-                let label = format!("release valuesFile {}", self.paths.show(&path).display());
-                self.file(Step::ReleaseFile, label, &path, problems)
+                let shown = self.paths.show(&path);
+                let label = format!("release valuesFile {}", shown.display());
+                self.file(Step::ReleaseFile, label, (&path, shown), problems)
             })
             .collect()
     }
@@ -138,11 +139,9 @@ impl Layers<'_> {
                 );
                 continue;
             }
-            let label = format!(
-                "cluster override valuesFile {}",
-                self.paths.show(&path).display()
-            );
-            layers.push(self.file(Step::OverrideFile, label, &path, problems));
+            let shown = self.paths.show(&path);
+            let label = format!("cluster override valuesFile {}", shown.display());
+            layers.push(self.file(Step::OverrideFile, label, (&path, shown), problems));
         }
         layers
     }
@@ -162,7 +161,7 @@ impl Layers<'_> {
             "cluster override values ({} overrides.{key})",
             shown.display()
         );
-        let source = self.source(&file, &["overrides", key, "values"], None);
+        let source = self.source((&file, shown.clone()), &["overrides", key, "values"], None);
         Some(Layer::new(Step::OverrideValues, label, values).written_at(source))
     }
 
@@ -182,10 +181,10 @@ impl Layers<'_> {
         problems: &mut Vec<Problem>,
     ) -> Layer {
         let draft = self.draft;
-        let shown = self.paths.show(&draft.file);
-        let values = self.inline(map, (&draft.file, &shown, draft.line), problems);
+        let shown = &draft.shown;
+        let values = self.inline(map, (&draft.file, shown, draft.line), problems);
         let label = format!("{name} ({})", shown.display());
-        let source = self.source(&draft.file, &[key], Some(draft.line));
+        let source = self.source((&draft.file, shown.clone()), &[key], Some(draft.line));
         Layer::new(step, label, values).written_at(source)
     }
 
@@ -195,23 +194,30 @@ impl Layers<'_> {
         if own.iter().any(|l| l.values.is_object()) {
             return;
         }
-        let shown = self.paths.show(&self.draft.file);
+        let shown = &self.draft.shown;
         for missing in &from.unresolved {
             problems.push(
                 Problem::new(format!(
                     "its Flux HelmRelease {} takes values from {}, but {}: bootstrap cannot read it; give those values in the release's own `values`/`valuesFiles` (or a cluster override)",
                     from.from.helm_release, missing.what, missing.why
                 ))
-                .file(&shown)
+                .file(shown)
                 .release(&self.draft.id),
             );
         }
     }
 
-    fn source(&self, path: &Path, prefix: &[&str], document_line: Option<u64>) -> ValuesSource {
+    /// Where a layer is written: `path`, and `shown`, what
+    /// [`Paths::show`] makes of it.
+    fn source(
+        &self,
+        (path, shown): (&Path, PathBuf),
+        prefix: &[&str],
+        document_line: Option<u64>,
+    ) -> ValuesSource {
         ValuesSource {
             path: path.to_path_buf(),
-            shown: self.paths.show(path),
+            shown,
             prefix: prefix.iter().map(|p| p.to_string()).collect(),
             document_line,
         }
@@ -242,23 +248,34 @@ impl Layers<'_> {
 
     /// The layer of one values file; the leaves of a sops-encrypted one are
     /// its secrets.
-    fn file(&self, step: Step, label: String, path: &Path, problems: &mut Vec<Problem>) -> Layer {
+    fn file(
+        &self,
+        step: Step,
+        label: String,
+        (path, shown): (&Path, PathBuf),
+        problems: &mut Vec<Problem>,
+    ) -> Layer {
         let mut secrets = SecretPaths::default();
-        let values = self.read(path, problems, &mut secrets);
-        let mut layer = Layer::new(step, label, values).written_at(self.source(path, &[], None));
+        let values = self.read((path, &shown), problems, &mut secrets);
+        let mut layer =
+            Layer::new(step, label, values).written_at(self.source((path, shown), &[], None));
         layer.secrets = secrets;
         layer
     }
 
     /// The values of one file; the leaves of a sops-encrypted one are added
     /// to `secrets`.
-    fn read(&self, path: &Path, problems: &mut Vec<Problem>, secrets: &mut SecretPaths) -> Value {
+    fn read(
+        &self,
+        (path, shown): (&Path, &Path),
+        problems: &mut Vec<Problem>,
+        secrets: &mut SecretPaths,
+    ) -> Value {
         let id = &self.draft.id;
-        let shown = self.paths.show(path);
         let text = match self.files.text(path) {
             Ok(text) => text,
             Err(unreadable) => {
-                problems.push(unreadable.about("values file").problem(&shown).release(id));
+                problems.push(unreadable.about("values file").problem(shown).release(id));
                 return Value::Null;
             }
         };
@@ -272,7 +289,7 @@ impl Layers<'_> {
                     .map(|s| s.to_string_lossy().into_owned())
                     .unwrap_or_default()
             ))
-            .file(&shown)
+            .file(shown)
             .release(id),
         );
             return Value::Null;
@@ -284,7 +301,7 @@ impl Layers<'_> {
                     v
                 }
                 Err(failure) => {
-                    problems.push(failure.problem().file(&shown).release(id));
+                    problems.push(failure.problem().file(shown).release(id));
                     Value::Null
                 }
             };
@@ -294,7 +311,7 @@ impl Layers<'_> {
                 Ok(r) => Arc::from(r),
                 Err(e) => {
                     // The whole file is the template: its positions are the file's.
-                    let mut p = Problem::new(e.to_string()).file(&shown).release(id);
+                    let mut p = Problem::new(e.to_string()).file(shown).release(id);
                     if let Some((line, column)) = e.at {
                         p = p.at(line as u64, column as u64);
                     }
@@ -309,7 +326,7 @@ impl Layers<'_> {
                     "`{expression}` is not rendered: values files are plain YAML; rename it to {} to template it",
                     template_name(path)
                 ))
-                .file(&shown)
+                .file(shown)
                 .at(line, 0)
                 .release(id),
             );
@@ -318,9 +335,7 @@ impl Layers<'_> {
             text
         };
         self.files
-            .parsed(path, &rendered, || {
-                parsed(&rendered, &shown, template, path)
-            })
+            .parsed(path, &rendered, || parsed(&rendered, shown, template, path))
             .map_err(|p| problems.push(p.release(id)))
             .unwrap_or(Value::Null)
     }

@@ -122,7 +122,7 @@ fn read_release_file(paths: &Paths, file: &Path) -> FileRead {
         if parsed.problems.is_empty() {
             let Some(doc) = parsed.value else { continue };
             let id = ReleaseId::new(doc.namespace.value.clone(), doc.name.value.clone());
-            match check_release(paths, file, doc, problems) {
+            match check_release(paths, (file, &shown), doc, problems) {
                 Some(draft) => drafts.push(draft),
                 None => broken.push(Broken {
                     namespace: Some(id.namespace),
@@ -233,21 +233,20 @@ fn check_names(doc: &ReleaseFile, shown: &Path, problems: &mut Vec<Problem>) {
 /// Static checks of one release document; `None` when it is too broken to use.
 fn check_release(
     paths: &Paths,
-    file: &Path,
+    (file, shown): (&Path, &Path),
     doc: ReleaseFile,
     problems: &mut Vec<Problem>,
 ) -> Option<Draft> {
-    let shown = paths.show(file);
     let id = ReleaseId::new(doc.namespace.value.clone(), doc.name.value.clone());
     let before = problems.len();
     let checks = Checks {
-        shown: &shown,
+        shown,
         base: file.parent().unwrap_or(&paths.root),
         id: &id,
         line: doc.name.referenced.line(),
         before,
     };
-    check_names(&doc, &shown, problems);
+    check_names(&doc, shown, problems);
     checks.todo(&doc, problems);
     let source = checks.source(&doc, problems);
     let timeout = checks.timeout(&doc, problems);
@@ -260,6 +259,7 @@ fn check_release(
     Some(Draft {
         id,
         file: file.to_path_buf(),
+        shown: shown.to_path_buf(),
         line,
         doc,
         source,

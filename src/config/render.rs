@@ -91,7 +91,7 @@ pub(crate) fn render_release(
     if !problems.is_empty() {
         return Err(problems);
     }
-    let shown_release = paths.show(&draft.file);
+    let shown_release = draft.shown.clone();
     Ok(Release {
         id: draft.id.clone(),
         file: shown_release.clone(),
@@ -149,7 +149,7 @@ fn render_hooks(
     ctx: &TemplateContext,
     problems: &mut Vec<Problem>,
 ) -> Hooks {
-    let shown_release = paths.show(&draft.file);
+    let shown_release = draft.shown.clone();
     let problem = |message: String| {
         Problem::new(message)
             .file(&shown_release)
