@@ -131,6 +131,64 @@ impl Run {
         dag.critical_path(&durations)
     }
 
+    /// Where a release step's time beyond helm goes, per release (ms), from
+    /// the run's events alone: before helm (the check, its chart, a slot: from
+    /// `release_started` to the `installing` step), around helm (the install
+    /// step minus helm's own time: values file, process start and end, its
+    /// output read), the hooks (their own durations: the readiness watches
+    /// with workloads that roll out at once) and after them (from the last
+    /// hook's end, or helm's, to `release_finished`: the ledger record).
+    pub fn breakdown(&self, specs: &[Spec]) -> Vec<[f64; 4]> {
+        let run = self;
+        let at = |release: &str, pick: &dyn Fn(&serde_json::Value) -> bool| -> Vec<f64> {
+            run.events
+                .iter()
+                .filter(|e| e["release"] == release && pick(e))
+                .filter_map(|e| e["elapsed_ms"].as_f64())
+                .collect()
+        };
+        let mut out = Vec::new();
+        for spec in specs {
+            let id = spec.id();
+            let started = at(&id, &|e| e["event"] == "release_started");
+            let installing = at(&id, &|e| {
+                e["event"] == "release_step" && e["step"] == "installing"
+            });
+            let hook_started = at(&id, &|e| {
+                e["event"] == "release_step" && e["step"] == "hook"
+            });
+            let hook_finished = at(&id, &|e| e["event"] == "hook_finished");
+            let finished = at(&id, &|e| e["event"] == "release_finished");
+            let hooks: f64 = run
+                .events
+                .iter()
+                .filter(|e| e["release"] == id.as_str() && e["event"] == "hook_finished")
+                .filter_map(|e| e["duration"].as_f64())
+                .sum();
+            let helm: f64 = run
+                .calls
+                .iter()
+                .filter(|c| c.argv[0] == "upgrade")
+                .filter(|c| c.positionals().first() == Some(&spec.name))
+                .map(|c| c.end_ms.saturating_sub(c.start_ms) as f64)
+                .sum();
+            let (Some(started), Some(installing), Some(finished)) =
+                (started.first(), installing.first(), finished.last())
+            else {
+                continue;
+            };
+            let helm_done = hook_started.first().copied().unwrap_or(*finished);
+            let after_from = hook_finished.last().copied().unwrap_or(helm_done);
+            out.push([
+                installing - started,
+                helm_done - installing - helm,
+                hooks,
+                finished - after_from,
+            ]);
+        }
+        out
+    }
+
     /// Unix ms when the first helm process of `spec`'s release step (its
     /// `helm status`, or its install) started. The CRD phase's `helm
     /// template` of the release runs long before and is not its step.

@@ -5,7 +5,7 @@
 use super::applyrun::{self, Spec};
 use super::dag::Dag;
 use super::rng::Rng;
-use super::stats::median;
+use super::stats::{median, percentile};
 use super::{Mode, verdict};
 
 /// Far above any DAG's width here: the helm cap must not be what we measure.
@@ -142,10 +142,16 @@ pub fn run(mode: Mode) {
         let levels = case.dag.level_batched(&d);
         let (mut makespans, mut step_cps, mut overheads) = (Vec::new(), Vec::new(), Vec::new());
         let mut helm_cps = Vec::new();
+        let mut parts: [Vec<f64>; 4] = Default::default();
         for _ in 0..runs {
             let run = applyrun::apply(&case.specs, CONCURRENCY);
             makespans.push(run.makespan_ms());
             helm_cps.push(run.helm_critical_path(&case.specs, &case.dag, process));
+            for row in run.breakdown(&case.specs) {
+                for (part, value) in parts.iter_mut().zip(row) {
+                    part.push(value);
+                }
+            }
             let steps = run.step_ms();
             let step: Vec<f64> = case
                 .specs
@@ -187,6 +193,12 @@ pub fn run(mode: Mode) {
         println!(
             "  median per-release overhead      {:>8.1} ms   (step duration - delay_ms)",
             median(&overheads)
+        );
+        let p = |i: usize| (median(&parts[i]), percentile(&parts[i], 90.0));
+        let (before, around, hooks, after) = (p(0), p(1), p(2), p(3));
+        println!(
+            "    of which, median / p90 over releases: before helm {:.0} / {:.0}, around helm {:.0} / {:.0}, hooks {:.0} / {:.0}, after (ledger) {:.0} / {:.0} ms",
+            before.0, before.1, around.0, around.1, hooks.0, hooks.1, after.0, after.1
         );
         if !mode.quick {
             verdict(
