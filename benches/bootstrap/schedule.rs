@@ -124,7 +124,7 @@ pub fn run(mode: Mode) {
         vec![infra(1.0), random(200, 20, 300), skewed(8, 15, 100)]
     };
     println!(
-        "`bootstrap apply --concurrency {CONCURRENCY}` against the loopback API; each release's duration is the fake helm's delay_ms"
+        "`bootstrap apply --concurrency {CONCURRENCY}` against the loopback API, warm chart cache; each release's duration is the fake helm's delay_ms"
     );
     println!(
         "critical path and level batching are computed from the same delay_ms; 'level model' is a MODEL of helmfile's DAG batching, not a measurement of helmfile"
@@ -143,8 +143,16 @@ pub fn run(mode: Mode) {
         let (mut makespans, mut step_cps, mut overheads) = (Vec::new(), Vec::new(), Vec::new());
         let mut helm_cps = Vec::new();
         let mut parts: [Vec<f64>; 4] = Default::default();
+        // A warm chart cache, as section 9 has it: this section measures the
+        // schedule; downloads off the critical path are the chart-cache
+        // section's. The first apply fills it and is not counted.
+        let test = applyrun::config(&case.specs);
+        let concurrency = CONCURRENCY.to_string();
+        let args = ["--concurrency", concurrency.as_str()];
+        applyrun::apply_config(&test, &case.specs, applyrun::script(&case.specs), &args);
         for _ in 0..runs {
-            let run = applyrun::apply(&case.specs, CONCURRENCY);
+            let run =
+                applyrun::apply_config(&test, &case.specs, applyrun::script(&case.specs), &args);
             makespans.push(run.makespan_ms());
             helm_cps.push(run.helm_critical_path(&case.specs, &case.dag, process));
             for row in run.breakdown(&case.specs) {
