@@ -12,6 +12,7 @@ use testkit::builder::Test;
 use testkit::cluster::{Cluster, HelmCall, daemonset, deployment};
 
 use super::proc::{self, Measured};
+use super::stats::median;
 
 /// One release of a benchmark run.
 #[derive(Debug, Clone)]
@@ -106,6 +107,28 @@ impl Run {
             .filter(|e| e["event"] == "release_finished")
             .filter_map(|e| Some((e["release"].as_str()?.to_string(), e["duration"].as_f64()?)))
             .collect()
+    }
+
+    /// The floor of a run's release phase: the critical path of the chain
+    /// with each release taking exactly the time its helm processes took in
+    /// this run (their logged times, plus `process` ms each for exec, start-up
+    /// and exit), as an ideal runner using the same fake helm and API server
+    /// would take it. The fake helm does real work beyond the delay it is told
+    /// to take (it writes the release Secret and the chart's objects to the API
+    /// server), which is helm's time, not bootstrap's.
+    pub fn helm_critical_path(&self, specs: &[Spec], dag: &super::dag::Dag, process: f64) -> f64 {
+        let durations: Vec<f64> = specs
+            .iter()
+            .map(|spec| {
+                self.calls
+                    .iter()
+                    .filter(|c| matches!(c.argv[0].as_str(), "upgrade" | "install" | "status"))
+                    .filter(|c| c.positionals().first() == Some(&spec.name))
+                    .map(|c| c.end_ms.saturating_sub(c.start_ms) as f64 + process)
+                    .sum()
+            })
+            .collect();
+        dag.critical_path(&durations)
     }
 
     /// Unix ms when the first helm process of `spec`'s release step (its
@@ -231,4 +254,37 @@ pub fn apply_config(test: &Test, specs: &[Spec], script: Value, args: &[&str]) -
         events,
         calls,
     }
+}
+
+/// What a helm process costs beyond the time the fake helm logs (it stamps
+/// its start and end inside `main`): exec, start-up, its output and log
+/// written, exit. Measured in this run by starting the same fake helm from
+/// a plain parent, `helm version` 30 times, wall time minus logged time
+/// (median, ms). It belongs to helm, not to bootstrap's step.
+pub fn helm_process_overhead() -> f64 {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = dir.path().join("helm.log");
+    let mut walls = Vec::new();
+    for _ in 0..30 {
+        let start = std::time::Instant::now();
+        let status = std::process::Command::new(testkit::fake_helm())
+            .arg("version")
+            .env("FAKE_HELM_LOG", &log)
+            .env("FAKE_HELM_STATE", dir.path().join("state"))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .expect("run the fake helm");
+        assert!(status.success(), "fake helm version failed");
+        walls.push(start.elapsed().as_secs_f64() * 1000.0);
+    }
+    let logged: Vec<f64> = std::fs::read_to_string(&log)
+        .expect("the fake helm's log")
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter_map(|e| Some((e["end_ms"].as_f64()? - e["start_ms"].as_f64()?).max(0.0)))
+        .collect();
+    assert_eq!(logged.len(), walls.len(), "one log line per call");
+    let beyond: Vec<f64> = walls.iter().zip(&logged).map(|(w, l)| w - l).collect();
+    median(&beyond)
 }

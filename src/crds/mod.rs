@@ -2,6 +2,7 @@
 //! CustomResourceDefinitions, apply them all server-side, wait until each is
 //! Established. Runs before any release is touched.
 
+mod established;
 pub mod record;
 
 use std::collections::BTreeMap;
@@ -256,6 +257,20 @@ async fn fetch(source: &str) -> Result<String, FetchError> {
     }
 }
 
+/// The wait of a CRD the watch did not see Established by the phase's
+/// deadline reads it once more, for at least this long, so its error says
+/// what the CRD reports.
+const LAST_LOOK: Duration = Duration::from_secs(2);
+
+fn crd_target(name: &str) -> ObjectTarget {
+    ObjectTarget::new(
+        "apiextensions.k8s.io/v1",
+        "CustomResourceDefinition",
+        None,
+        name,
+    )
+}
+
 /// Applies and establishes `crds`; the first failure names the CRD and the
 /// release it came from. A CRD `known` says is as the last apply left it
 /// is not applied again (docs/design.md#crd-record). Returns what this run
@@ -266,76 +281,38 @@ pub async fn apply_all(
     known: &record::Known,
     events: &Emitter,
 ) -> Result<BTreeMap<String, record::Applied>, CrdError> {
-    let results: Vec<Result<Option<Value>, CrdError>> = futures::stream::iter(crds)
-        .map(|crd| async move {
-            if known.unchanged(&crd.name, &crd.manifest) {
-                events.emit(Event::CrdApplied {
-                    release: crd.release.clone(),
-                    crd: crd.name.clone(),
-                    change: CrdChange::Unchanged,
-                });
-                return Ok(None);
-            }
-            let (change, applied) =
-                apply::apply(client, &crd.manifest)
-                    .await
-                    .map_err(|source| CrdError::Apply {
-                        crd: crd.name.clone(),
-                        release: crd.release.clone(),
-                        source,
-                    })?;
-            events.emit(Event::CrdApplied {
-                release: crd.release.clone(),
-                crd: crd.name.clone(),
-                change,
-            });
-            Ok(Some(applied))
-        })
-        .buffered(PARALLEL_APPLIES)
-        .collect()
-        .await;
-    let applied = results
-        .into_iter()
-        .collect::<Result<Vec<Option<Value>>, CrdError>>()?;
-
-    let waits: Vec<Result<(), CrdError>> = futures::stream::iter(crds.iter().zip(&applied))
-        .map(|(crd, applied)| async move {
-            // Skipped (unchanged since it was Established), or Established
-            // already in what the apply returned: no watch needed.
-            let established = applied
-                .as_ref()
-                .is_none_or(|a| ready::crd_established(Some(a)) == ready::Readiness::Ready);
-            if !established {
-                let target = ObjectTarget::new(
-                    "apiextensions.k8s.io/v1",
-                    "CustomResourceDefinition",
-                    None,
-                    &crd.name,
-                );
-                wait_for(
-                    client.clone(),
-                    &target,
-                    ready::crd_established,
-                    ESTABLISH_TIMEOUT,
-                    |_: &str| {},
-                )
-                .await
-                .map_err(|source| CrdError::Establish {
-                    crd: crd.name.clone(),
-                    release: crd.release.clone(),
-                    source,
-                })?;
-            }
-            events.emit(Event::CrdEstablished {
-                release: crd.release.clone(),
-                crd: crd.name.clone(),
-            });
-            Ok(())
-        })
-        .buffer_unordered(PARALLEL_WAITS)
-        .collect()
-        .await;
-    waits.into_iter().collect::<Result<Vec<()>, CrdError>>()?;
+    let unchanged: Vec<bool> = crds
+        .iter()
+        .map(|crd| known.unchanged(&crd.name, &crd.manifest))
+        .collect();
+    // Opened before the first write, so it sees every change the writes
+    // cause (docs/design.md#phases-of-apply).
+    let mut watch = if unchanged.contains(&false) {
+        established::EstablishedWatch::open(client, ESTABLISH_TIMEOUT).await
+    } else {
+        None
+    };
+    let applied = write_all(client, crds, &unchanged, events).await?;
+    // Skipped (unchanged since it was Established), or Established already
+    // in what the apply returned: nothing to wait for.
+    let established = |crd: &Crd| {
+        events.emit(Event::CrdEstablished {
+            release: crd.release.clone(),
+            crd: crd.name.clone(),
+        });
+    };
+    let mut waiting: Vec<&Crd> = Vec::new();
+    for (crd, applied) in crds.iter().zip(&applied) {
+        if applied
+            .as_ref()
+            .is_none_or(|a| ready::crd_established(Some(a)) == ready::Readiness::Ready)
+        {
+            established(crd);
+        } else {
+            waiting.push(crd);
+        }
+    }
+    wait_established(client, waiting, watch.as_mut(), events).await?;
     events.emit(Event::CrdsEstablished { count: crds.len() });
     Ok(crds
         .iter()
@@ -347,6 +324,129 @@ pub async fn apply_all(
             ))
         })
         .collect())
+}
+
+/// Applies every CRD not `unchanged`, up to [`PARALLEL_APPLIES`] at a
+/// time; what each apply returned, `None` for those skipped.
+async fn write_all(
+    client: &::kube::Client,
+    crds: &[Crd],
+    unchanged: &[bool],
+    events: &Emitter,
+) -> Result<Vec<Option<Value>>, CrdError> {
+    let results: Vec<Result<Option<Value>, CrdError>> =
+        futures::stream::iter(crds.iter().zip(unchanged))
+            .map(|(crd, unchanged)| async move {
+                if *unchanged {
+                    events.emit(Event::CrdApplied {
+                        release: crd.release.clone(),
+                        crd: crd.name.clone(),
+                        change: CrdChange::Unchanged,
+                    });
+                    return Ok(None);
+                }
+                let (change, applied) =
+                    apply::apply(client, &crd.manifest)
+                        .await
+                        .map_err(|source| CrdError::Apply {
+                            crd: crd.name.clone(),
+                            release: crd.release.clone(),
+                            source,
+                        })?;
+                events.emit(Event::CrdApplied {
+                    release: crd.release.clone(),
+                    crd: crd.name.clone(),
+                    change,
+                });
+                Ok(Some(applied))
+            })
+            .buffered(PARALLEL_APPLIES)
+            .collect()
+            .await;
+    results.into_iter().collect()
+}
+
+/// Waits until every CRD of `waiting` is Established: through `watch`
+/// while it lasts, then one wait per CRD it did not see, all to one
+/// deadline.
+async fn wait_established(
+    client: &::kube::Client,
+    mut waiting: Vec<&Crd>,
+    watch: Option<&mut established::EstablishedWatch>,
+    events: &Emitter,
+) -> Result<(), CrdError> {
+    let established = |crd: &Crd| {
+        events.emit(Event::CrdEstablished {
+            release: crd.release.clone(),
+            crd: crd.name.clone(),
+        });
+    };
+    let deadline = tokio::time::Instant::now() + ESTABLISH_TIMEOUT;
+    if let Some(watch) = watch
+        && !waiting.is_empty()
+    {
+        let by_name: BTreeMap<&str, &Crd> = waiting.iter().map(|c| (c.name.as_str(), *c)).collect();
+        let names: Vec<&str> = by_name.keys().copied().collect();
+        let mut failed = None;
+        let left = watch
+            .until(&names, deadline, |name, seen| {
+                let crd = by_name[name];
+                match seen {
+                    established::Seen::Established => established(crd),
+                    established::Seen::Failed(reason) => {
+                        failed.get_or_insert((crd, reason));
+                    }
+                }
+            })
+            .await;
+        if let Some((crd, reason)) = failed {
+            return Err(CrdError::Establish {
+                crd: crd.name.clone(),
+                release: crd.release.clone(),
+                source: WaitError::Failed {
+                    target: crd_target(&crd.name).to_string(),
+                    reason,
+                },
+            });
+        }
+        waiting.retain(|c| left.contains(&c.name));
+    }
+
+    // What the watch did not see: one wait per CRD, until the same deadline.
+    let waits: Vec<Result<(), CrdError>> = futures::stream::iter(waiting)
+        .map(|crd| async move {
+            let timeout = deadline
+                .saturating_duration_since(tokio::time::Instant::now())
+                .max(LAST_LOOK);
+            wait_for(
+                client.clone(),
+                &crd_target(&crd.name),
+                ready::crd_established,
+                timeout,
+                |_: &str| {},
+            )
+            .await
+            .map_err(|source| CrdError::Establish {
+                crd: crd.name.clone(),
+                release: crd.release.clone(),
+                // The whole wait, the watch's part included.
+                source: match source {
+                    WaitError::Timeout { target, last, .. } => WaitError::Timeout {
+                        target,
+                        after: ESTABLISH_TIMEOUT,
+                        last,
+                    },
+                    other => other,
+                },
+            })?;
+            established(crd);
+            Ok(())
+        })
+        .buffer_unordered(PARALLEL_WAITS)
+        .collect()
+        .await;
+    waits.into_iter().collect::<Result<Vec<()>, CrdError>>()?;
+    Ok(())
 }
 
 pub fn dry_run(crds: &[Crd], events: &Emitter) {

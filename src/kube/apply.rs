@@ -80,6 +80,16 @@ pub async fn resolve(
     client: &::kube::Client,
     gvk: &GroupVersionKind,
 ) -> Result<(ApiResource, bool), ApplyError> {
+    // Served by every Kubernetes since 1.16, and applied by the dozen in
+    // the CRD phase: no discovery call per CRD.
+    if (gvk.group.as_str(), gvk.version.as_str(), gvk.kind.as_str())
+        == ("apiextensions.k8s.io", "v1", "CustomResourceDefinition")
+    {
+        return Ok((
+            ApiResource::from_gvk_with_plural(gvk, "customresourcedefinitions"),
+            false,
+        ));
+    }
     let (resource, caps) = retry(API_RETRY_BUDGET, || discovery::pinned_kind(client, gvk))
         .await
         .map_err(|e| match &e {
@@ -117,8 +127,10 @@ pub async fn apply(client: &::kube::Client, obj: &Value) -> Result<(CrdChange, V
     let (resource, namespaced) = resolve(client, &gvk).await?;
     let api = api_for(client, &resource, namespaced, namespace.as_deref());
     let what = format!("{} {name}", gvk.kind);
+    // Its metadata alone (a CRD can be a megabyte): whether it exists, its
+    // resourceVersion, whether it is being deleted.
     let get = || async {
-        retry(API_RETRY_BUDGET, || api.get_opt(&name))
+        retry(API_RETRY_BUDGET, || api.get_metadata_opt(&name))
             .await
             .map_err(|source| ApplyError::Api {
                 what: what.clone(),
@@ -131,9 +143,9 @@ pub async fn apply(client: &::kube::Client, obj: &Value) -> Result<(CrdChange, V
     // again once it is gone.
     let deadline = tokio::time::Instant::now() + TERMINATING_WAIT;
     let mut nudge = CleanupNudge::default();
-    while let Some(terminating) = existing
+    while existing
         .as_ref()
-        .filter(|o| o.metadata.deletion_timestamp.is_some())
+        .is_some_and(|o| o.metadata.deletion_timestamp.is_some())
     {
         if tokio::time::Instant::now() >= deadline {
             return Err(ApplyError::StillTerminating {
@@ -141,8 +153,12 @@ pub async fn apply(client: &::kube::Client, obj: &Value) -> Result<(CrdChange, V
                 waited: TERMINATING_WAIT,
             });
         }
+        // Its conditions say whether its cleanup failed: the whole object,
+        // read only when a nudge would be due.
         if gvk.kind == "CustomResourceDefinition"
-            && let Ok(value) = serde_json::to_value(terminating)
+            && nudge.due()
+            && let Ok(Some(full)) = api.get_opt(&name).await
+            && let Ok(value) = serde_json::to_value(full)
         {
             nudge.when_stuck(&api, &name, &value).await;
         }
@@ -202,6 +218,12 @@ pub struct CleanupNudge {
 }
 
 impl CleanupNudge {
+    /// Whether [`Self::when_stuck`] would nudge now if the CRD's cleanup
+    /// failed (none in the last [`NUDGE_EVERY`]).
+    pub fn due(&self) -> bool {
+        self.last.is_none_or(|at| at.elapsed() >= NUDGE_EVERY)
+    }
+
     pub async fn when_stuck<K>(&mut self, api: &Api<K>, name: &str, live: &Value)
     where
         K: ::kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
@@ -209,7 +231,7 @@ impl CleanupNudge {
         if !cleanup_failed(live) {
             return;
         }
-        if self.last.is_some_and(|at| at.elapsed() < NUDGE_EVERY) {
+        if !self.due() {
             return;
         }
         self.last = Some(tokio::time::Instant::now());

@@ -63,6 +63,81 @@ fn kinds_from_the_crd_phase_are_usable_by_the_releases() {
     );
 }
 
+/// Five CRD-only releases' CRDs, each Established 300 ms after it is written.
+fn five_slow_crds(cluster: &Cluster) -> Test {
+    let mut script = serde_json::Map::new();
+    let mut releases = String::new();
+    for i in 0..5 {
+        let plural = format!("widgets{i}");
+        cluster.api.set_crd_establish(
+            &format!("{plural}.example.com"),
+            Rollout::After(Duration::from_millis(300)),
+        );
+        script.insert(
+            format!("example/w{i}"),
+            json!({"crds": [crd("example.com", &plural, &format!("Widget{i}"))]}),
+        );
+        releases.push_str(&format!(
+            "---\nname: w{i}\nnamespace: example\nchart: {{ oci: oci://example.com/charts/w{i}, version: 1.0.0 }}\ncrds: only\n"
+        ));
+    }
+    cluster.script(serde_json::Value::Object(script));
+    Test::new()
+        .file("clusters/infra/cluster.yaml", CLUSTER)
+        .file("releases/r.yaml", &releases)
+}
+
+/// The CRD watches of the log: (on the collection, on one CRD by name).
+fn crd_watches(cluster: &Cluster) -> (usize, usize) {
+    let watches: Vec<_> = cluster
+        .api
+        .request_log()
+        .into_iter()
+        .filter(|r| r.is_watch() && r.path.ends_with("/customresourcedefinitions"))
+        .collect();
+    let by_name = watches
+        .iter()
+        .filter(|r| r.query.contains("fieldSelector=metadata.name"))
+        .count();
+    (watches.len() - by_name, by_name)
+}
+
+#[test]
+fn the_crd_phase_waits_for_every_crd_through_one_watch() {
+    let cluster = Cluster::start();
+    let test = five_slow_crds(&cluster);
+    let out = cluster.run(&test, &["apply", "infra", "--output", "json"]);
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    let established = out
+        .stdout
+        .lines()
+        .filter(|l| l.contains("\"crd_established\""))
+        .count();
+    assert_eq!(established, 5, "{}", out.stdout);
+    // One watch on the collection, opened before the writes; none per CRD
+    // (each would first list its whole CRD).
+    assert_eq!(crd_watches(&cluster), (1, 0));
+}
+
+#[test]
+fn a_crd_watch_that_ends_early_leaves_the_rest_to_a_wait_per_crd() {
+    // Every watch ends after its first event: the CRD phase's own watch
+    // sees one CRD written, none Established.
+    let cluster = Cluster::with(ApiServer::builder().close_watches_after(1).start());
+    let test = five_slow_crds(&cluster);
+    let out = cluster.run(&test, &["apply", "infra", "--output", "json"]);
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    let established = out
+        .stdout
+        .lines()
+        .filter(|l| l.contains("\"crd_established\""))
+        .count();
+    assert_eq!(established, 5, "{}", out.stdout);
+    let (collection, by_name) = crd_watches(&cluster);
+    assert_eq!(collection, 1);
+    assert!(by_name >= 5, "{by_name} watches by name");
+}
+
 #[test]
 fn a_crd_that_never_establishes_fails_before_any_release() {
     let cluster = Cluster::start();
