@@ -42,13 +42,15 @@ fn crd_resource() -> ApiResource {
 }
 
 impl EstablishedWatch {
-    /// Opens the watch at the CRDs' current resourceVersion (a list of
-    /// their metadata alone). `None` when it cannot be opened: the wait
-    /// per CRD does all the work then.
+    /// Opens the watch at the CRDs' current resourceVersion, read from a
+    /// list of one CRD's metadata (a list's resourceVersion is that of the
+    /// whole collection, however many items it returns; a CRD's metadata
+    /// alone can be large, its managedFields mirroring its schema). `None`
+    /// when it cannot be opened: the wait per CRD does all the work then.
     pub async fn open(client: &::kube::Client, timeout: std::time::Duration) -> Option<Self> {
         let api: Api<DynamicObject> = Api::all_with(client.clone(), &crd_resource());
         let version = api
-            .list_metadata(&ListParams::default())
+            .list_metadata(&ListParams::default().limit(1))
             .await
             .ok()?
             .metadata
