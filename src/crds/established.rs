@@ -10,7 +10,7 @@
 //! stream ends (an API server restart, an expired resourceVersion) is left
 //! to the wait of that one CRD, which reads it again.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use ::kube::api::{Api, ApiResource, DynamicObject, ListParams, WatchEvent, WatchParams};
 use futures::stream::BoxStream;
@@ -63,17 +63,21 @@ impl EstablishedWatch {
         Some(Self { stream })
     }
 
-    /// Reads the watch until every CRD of `waiting` has been seen
-    /// Established or Failed, the stream ends or fails, or `deadline`
-    /// passes. `seen` is called once per CRD of `waiting`, as it is seen;
-    /// the names not seen are returned, in order.
+    /// Reads the watch until every CRD of `waiting` (its name, and the uid
+    /// the apply returned) has been seen Established or Failed, the stream
+    /// ends or fails, or `deadline` passes. Only the object with that uid
+    /// counts: a CRD deleted just before the apply created it again shows
+    /// up in the stream first, still Established as it goes. `seen` is
+    /// called once per CRD of `waiting`, as it is seen; the names not seen
+    /// are returned, in order.
     pub async fn until(
         &mut self,
-        waiting: &[&str],
+        waiting: &[(&str, Option<&str>)],
         deadline: Instant,
         mut seen: impl FnMut(&str, Seen),
     ) -> Vec<String> {
-        let mut left: BTreeSet<&str> = waiting.iter().copied().collect();
+        let uids: BTreeMap<&str, Option<&str>> = waiting.iter().copied().collect();
+        let mut left: BTreeSet<&str> = uids.keys().copied().collect();
         while !left.is_empty() {
             let event = match tokio::time::timeout_at(deadline, self.stream.try_next()).await {
                 Ok(Ok(Some(event))) => event,
@@ -92,6 +96,9 @@ impl EstablishedWatch {
             let Some(key) = left.get(name).copied() else {
                 continue;
             };
+            if uids[key].is_some_and(|uid| crd.metadata.uid.as_deref() != Some(uid)) {
+                continue;
+            }
             // `data` holds the object's spec and status.
             match ready::crd_established(Some(&crd.data)) {
                 Readiness::Ready => seen(key, Seen::Established),
@@ -102,8 +109,8 @@ impl EstablishedWatch {
         }
         waiting
             .iter()
-            .filter(|n| left.contains(*n))
-            .map(|n| (*n).to_string())
+            .filter(|(n, _)| left.contains(n))
+            .map(|(n, _)| (*n).to_string())
             .collect()
     }
 }

@@ -301,15 +301,13 @@ pub async fn apply_all(
             crd: crd.name.clone(),
         });
     };
-    let mut waiting: Vec<&Crd> = Vec::new();
+    let mut waiting: Vec<(&Crd, Option<&str>)> = Vec::new();
     for (crd, applied) in crds.iter().zip(&applied) {
-        if applied
-            .as_ref()
-            .is_none_or(|a| ready::crd_established(Some(a)) == ready::Readiness::Ready)
-        {
-            established(crd);
-        } else {
-            waiting.push(crd);
+        match applied {
+            Some(a) if ready::crd_established(Some(a)) != ready::Readiness::Ready => {
+                waiting.push((crd, a.pointer("/metadata/uid").and_then(Value::as_str)));
+            }
+            _ => established(crd),
         }
     }
     wait_established(client, waiting, watch.as_mut(), events).await?;
@@ -371,7 +369,7 @@ async fn write_all(
 /// deadline.
 async fn wait_established(
     client: &::kube::Client,
-    mut waiting: Vec<&Crd>,
+    mut waiting: Vec<(&Crd, Option<&str>)>,
     watch: Option<&mut established::EstablishedWatch>,
     events: &Emitter,
 ) -> Result<(), CrdError> {
@@ -385,8 +383,12 @@ async fn wait_established(
     if let Some(watch) = watch
         && !waiting.is_empty()
     {
-        let by_name: BTreeMap<&str, &Crd> = waiting.iter().map(|c| (c.name.as_str(), *c)).collect();
-        let names: Vec<&str> = by_name.keys().copied().collect();
+        let by_name: BTreeMap<&str, &Crd> =
+            waiting.iter().map(|(c, _)| (c.name.as_str(), *c)).collect();
+        let names: Vec<(&str, Option<&str>)> = waiting
+            .iter()
+            .map(|(c, uid)| (c.name.as_str(), *uid))
+            .collect();
         let mut failed = None;
         let left = watch
             .until(&names, deadline, |name, seen| {
@@ -409,12 +411,12 @@ async fn wait_established(
                 },
             });
         }
-        waiting.retain(|c| left.contains(&c.name));
+        waiting.retain(|(c, _)| left.contains(&c.name));
     }
 
     // What the watch did not see: one wait per CRD, until the same deadline.
     let waits: Vec<Result<(), CrdError>> = futures::stream::iter(waiting)
-        .map(|crd| async move {
+        .map(|(crd, _)| async move {
             let timeout = deadline
                 .saturating_duration_since(tokio::time::Instant::now())
                 .max(LAST_LOOK);

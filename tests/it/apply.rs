@@ -1,6 +1,9 @@
 //! `bootstrap apply` end to end: the real binary against the loopback API
 //! server and the fake helm.
 
+use std::time::Duration;
+
+use kube_loopback::Rollout;
 use serde_json::json;
 use testkit::builder::Test;
 use testkit::cluster::{Cluster, crd, daemonset, deployment};
@@ -105,6 +108,69 @@ fn a_crd_being_deleted_is_created_again_once_it_is_gone() {
     assert_eq!(applied[0]["change"], "created", "{stdout}");
     let now = get().expect("created again");
     assert!(now["metadata"]["deletionTimestamp"].is_null(), "{now}");
+}
+
+/// The CRD phase's watch sees a CRD deleted moments before the apply
+/// created it again: the old object, Established to its end, comes first
+/// in the stream. Only the object the apply created counts: the phase ends
+/// once that one is Established, not when the old one was.
+#[test]
+fn a_crd_created_again_is_waited_for_not_the_one_it_replaced() {
+    let cluster = Cluster::start();
+    standard_script(&cluster);
+    let name = "certificates.cert-manager.io";
+    let mut held = crd("cert-manager.io", "certificates", "Certificate");
+    held["metadata"]["finalizers"] = json!(["test.example/hold"]);
+    // Established at once, as it was created.
+    cluster.api.insert(held);
+    let get = || {
+        cluster.api.get(
+            "apiextensions.k8s.io/v1",
+            "CustomResourceDefinition",
+            None,
+            name,
+        )
+    };
+    let established = |crd: &serde_json::Value| {
+        crd["status"]["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|c| c["type"] == "Established" && c["status"] == "True")
+    };
+    assert!(established(&get().unwrap()), "{}", get().unwrap());
+    cluster.api.delete(
+        "apiextensions.k8s.io/v1",
+        "CustomResourceDefinition",
+        None,
+        name,
+    );
+    // The one created again takes a while.
+    cluster
+        .api
+        .set_crd_establish(name, Rollout::After(Duration::from_millis(700)));
+    let test = config();
+    let child = cluster
+        .command(&test, &["apply", "infra", "--output", "json"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1000));
+    let mut gone = get().unwrap();
+    gone["metadata"]["finalizers"] = json!([]);
+    cluster.api.insert(gone);
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let now = get().expect("created again");
+    assert!(now["metadata"]["deletionTimestamp"].is_null(), "{now}");
+    assert!(established(&now), "the phase ended before it: {now}");
 }
 
 /// docs/design.md#crd-record: a re-run does not apply a CRD the last run
