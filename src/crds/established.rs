@@ -10,11 +10,12 @@
 //! stream ends (an API server restart, an expired resourceVersion) is left
 //! to the wait of that one CRD, which reads it again.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use ::kube::api::{Api, ApiResource, DynamicObject, ListParams, WatchEvent, WatchParams};
 use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use tokio::time::Instant;
 
 use crate::kube::ready::{self, Readiness};
@@ -31,16 +32,6 @@ pub struct EstablishedWatch {
     stream: BoxStream<'static, Result<WatchEvent<DynamicObject>, ::kube::Error>>,
 }
 
-fn crd_resource() -> ApiResource {
-    ApiResource {
-        group: "apiextensions.k8s.io".into(),
-        version: "v1".into(),
-        api_version: "apiextensions.k8s.io/v1".into(),
-        kind: "CustomResourceDefinition".into(),
-        plural: "customresourcedefinitions".into(),
-    }
-}
-
 impl EstablishedWatch {
     /// Opens the watch at the CRDs' current resourceVersion, read from a
     /// list of one CRD's metadata (a list's resourceVersion is that of the
@@ -48,7 +39,10 @@ impl EstablishedWatch {
     /// alone can be large, its managedFields mirroring its schema). `None`
     /// when it cannot be opened: the wait per CRD does all the work then.
     pub async fn open(client: &::kube::Client, timeout: std::time::Duration) -> Option<Self> {
-        let api: Api<DynamicObject> = Api::all_with(client.clone(), &crd_resource());
+        let api: Api<DynamicObject> = Api::all_with(
+            client.clone(),
+            &ApiResource::erase::<CustomResourceDefinition>(&()),
+        );
         let version = api
             .list_metadata(&ListParams::default().limit(1))
             .await
@@ -76,8 +70,7 @@ impl EstablishedWatch {
         deadline: Instant,
         mut seen: impl FnMut(&str, Seen),
     ) -> Vec<String> {
-        let uids: BTreeMap<&str, Option<&str>> = waiting.iter().copied().collect();
-        let mut left: BTreeSet<&str> = uids.keys().copied().collect();
+        let mut left: BTreeMap<&str, Option<&str>> = waiting.iter().copied().collect();
         while !left.is_empty() {
             let event = match tokio::time::timeout_at(deadline, self.stream.try_next()).await {
                 Ok(Ok(Some(event))) => event,
@@ -93,10 +86,10 @@ impl EstablishedWatch {
             let Some(name) = crd.metadata.name.as_deref() else {
                 continue;
             };
-            let Some(key) = left.get(name).copied() else {
+            let Some((&key, &uid)) = left.get_key_value(name) else {
                 continue;
             };
-            if uids[key].is_some_and(|uid| crd.metadata.uid.as_deref() != Some(uid)) {
+            if uid.is_some_and(|uid| crd.metadata.uid.as_deref() != Some(uid)) {
                 continue;
             }
             // `data` holds the object's spec and status.
@@ -109,7 +102,7 @@ impl EstablishedWatch {
         }
         waiting
             .iter()
-            .filter(|(n, _)| left.contains(n))
+            .filter(|(n, _)| left.contains_key(n))
             .map(|(n, _)| (*n).to_string())
             .collect()
     }

@@ -6,6 +6,7 @@ use std::time::Duration;
 use ::kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
 use ::kube::core::GroupVersionKind;
 use ::kube::discovery::{self, Scope};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use serde_json::Value;
 
 use super::retry::{API_RETRY_BUDGET, is_not_found, retry};
@@ -85,10 +86,7 @@ pub async fn resolve(
     if (gvk.group.as_str(), gvk.version.as_str(), gvk.kind.as_str())
         == ("apiextensions.k8s.io", "v1", "CustomResourceDefinition")
     {
-        return Ok((
-            ApiResource::from_gvk_with_plural(gvk, "customresourcedefinitions"),
-            false,
-        ));
+        return Ok((ApiResource::erase::<CustomResourceDefinition>(&()), false));
     }
     let (resource, caps) = retry(API_RETRY_BUDGET, || discovery::pinned_kind(client, gvk))
         .await

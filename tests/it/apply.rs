@@ -24,14 +24,9 @@ fn standard_script(cluster: &Cluster) {
     }));
 }
 
-/// A CRD still being deleted (a `destroy --crds` moments ago, its custom
-/// resources not yet removed) would take the CRD phase's apply and then
-/// vanish, leaving the phase to wait for an Established that never comes:
-/// the phase waits until it is gone and creates it again.
-#[test]
-fn a_crd_being_deleted_is_created_again_once_it_is_gone() {
-    let cluster = Cluster::start();
-    standard_script(&cluster);
+/// certificates.cert-manager.io held by a finalizer and deleted: it stays,
+/// marked, until the test lets it go.
+fn held_deleted_crd(cluster: &Cluster) -> &'static str {
     let name = "certificates.cert-manager.io";
     let mut held = crd("cert-manager.io", "certificates", "Certificate");
     held["metadata"]["finalizers"] = json!(["test.example/hold"]);
@@ -42,14 +37,28 @@ fn a_crd_being_deleted_is_created_again_once_it_is_gone() {
         None,
         name,
     );
-    let get = || {
-        cluster.api.get(
-            "apiextensions.k8s.io/v1",
-            "CustomResourceDefinition",
-            None,
-            name,
-        )
-    };
+    name
+}
+
+fn live_crd(cluster: &Cluster, name: &str) -> Option<serde_json::Value> {
+    cluster.api.get(
+        "apiextensions.k8s.io/v1",
+        "CustomResourceDefinition",
+        None,
+        name,
+    )
+}
+
+/// A CRD still being deleted (a `destroy --crds` moments ago, its custom
+/// resources not yet removed) would take the CRD phase's apply and then
+/// vanish, leaving the phase to wait for an Established that never comes:
+/// the phase waits until it is gone and creates it again.
+#[test]
+fn a_crd_being_deleted_is_created_again_once_it_is_gone() {
+    let cluster = Cluster::start();
+    standard_script(&cluster);
+    let name = held_deleted_crd(&cluster);
+    let get = || live_crd(&cluster, name);
     assert!(
         !get().unwrap()["metadata"]["deletionTimestamp"].is_null(),
         "marked"
@@ -118,19 +127,9 @@ fn a_crd_being_deleted_is_created_again_once_it_is_gone() {
 fn a_crd_created_again_is_waited_for_not_the_one_it_replaced() {
     let cluster = Cluster::start();
     standard_script(&cluster);
-    let name = "certificates.cert-manager.io";
-    let mut held = crd("cert-manager.io", "certificates", "Certificate");
-    held["metadata"]["finalizers"] = json!(["test.example/hold"]);
-    // Established at once, as it was created.
-    cluster.api.insert(held);
-    let get = || {
-        cluster.api.get(
-            "apiextensions.k8s.io/v1",
-            "CustomResourceDefinition",
-            None,
-            name,
-        )
-    };
+    // Established at once, as it was created, then deleted.
+    let name = held_deleted_crd(&cluster);
+    let get = || live_crd(&cluster, name);
     let established = |crd: &serde_json::Value| {
         crd["status"]["conditions"]
             .as_array()
@@ -139,12 +138,6 @@ fn a_crd_created_again_is_waited_for_not_the_one_it_replaced() {
             .any(|c| c["type"] == "Established" && c["status"] == "True")
     };
     assert!(established(&get().unwrap()), "{}", get().unwrap());
-    cluster.api.delete(
-        "apiextensions.k8s.io/v1",
-        "CustomResourceDefinition",
-        None,
-        name,
-    );
     // The one created again takes a while.
     cluster
         .api

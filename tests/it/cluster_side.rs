@@ -87,6 +87,18 @@ fn five_slow_crds(cluster: &Cluster) -> Test {
         .file("releases/r.yaml", &releases)
 }
 
+/// `apply` succeeds and reports each of the five CRDs Established.
+fn applies_five_established(cluster: &Cluster, test: &Test) {
+    let out = cluster.run(test, &["apply", "infra", "--output", "json"]);
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    let established = out
+        .stdout
+        .lines()
+        .filter(|l| l.contains("\"crd_established\""))
+        .count();
+    assert_eq!(established, 5, "{}", out.stdout);
+}
+
 /// The CRD watches of the log: (on the collection, on one CRD by name).
 fn crd_watches(cluster: &Cluster) -> (usize, usize) {
     let watches: Vec<_> = cluster
@@ -106,14 +118,7 @@ fn crd_watches(cluster: &Cluster) -> (usize, usize) {
 fn the_crd_phase_waits_for_every_crd_through_one_watch() {
     let cluster = Cluster::start();
     let test = five_slow_crds(&cluster);
-    let out = cluster.run(&test, &["apply", "infra", "--output", "json"]);
-    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
-    let established = out
-        .stdout
-        .lines()
-        .filter(|l| l.contains("\"crd_established\""))
-        .count();
-    assert_eq!(established, 5, "{}", out.stdout);
+    applies_five_established(&cluster, &test);
     // One watch on the collection, opened before the writes; none per CRD
     // (each would first list its whole CRD).
     assert_eq!(crd_watches(&cluster), (1, 0));
@@ -125,14 +130,7 @@ fn a_crd_watch_that_ends_early_leaves_the_rest_to_a_wait_per_crd() {
     // sees one CRD written, none Established.
     let cluster = Cluster::with(ApiServer::builder().close_watches_after(1).start());
     let test = five_slow_crds(&cluster);
-    let out = cluster.run(&test, &["apply", "infra", "--output", "json"]);
-    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
-    let established = out
-        .stdout
-        .lines()
-        .filter(|l| l.contains("\"crd_established\""))
-        .count();
-    assert_eq!(established, 5, "{}", out.stdout);
+    applies_five_established(&cluster, &test);
     let (collection, by_name) = crd_watches(&cluster);
     assert_eq!(collection, 1);
     assert!(by_name >= 5, "{by_name} watches by name");
