@@ -214,7 +214,7 @@ fn plan_cluster(
     if let Some(context) = context {
         cluster.context = Some(context.to_string());
     }
-    let origins = super::origin::resolve_all(paths, &cluster, &selected, &mut problems);
+    let origins = super::from::resolve_all(paths, &cluster, &selected, &mut problems);
     let shared_defaults = read_defaults(paths, &mut problems);
     let defaults = defaults(
         paths,
