@@ -67,6 +67,7 @@ const REALENV_TOOLS: [&str; 5] = ["kube", "kwok", "helm3", "helm4", "flux-crds"]
 
 fn main() {
     println!("cargo::rerun-if-changed=build.rs");
+    build_id();
 
     println!("cargo::rustc-check-cfg=cfg(bootstrap_e2e)");
     println!("cargo::rerun-if-env-changed=BOOTSTRAP_E2E");
@@ -228,6 +229,43 @@ fn main() {
     if venv || std::env::var_os("BOOTSTRAP_TEST_PYTHON").is_some_and(|v| !v.is_empty()) {
         println!("cargo::rustc-cfg=real_helm");
     }
+}
+
+/// `BOOTSTRAP_BUILD_ID`: the sha256 of every source of the binary (`src/`,
+/// build.rs, Cargo.toml, Cargo.lock: what decides how a release file is
+/// parsed and how the parse cache writes it). The parse cache keys its
+/// entries with it (docs/design.md#parse-cache), so a binary built from
+/// other sources or other dependency versions never reads what another
+/// wrote. From the sources rather than the binary's own bytes: hashing a
+/// 30 MB executable at every start would cost more than the cache saves.
+fn build_id() {
+    use sha2::{Digest, Sha256};
+    let mut files = Vec::new();
+    let mut dirs = vec![std::path::PathBuf::from("src")];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).expect("src/ is readable").flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else {
+                files.push(path);
+            }
+        }
+    }
+    files.sort();
+    files.extend(["build.rs", "Cargo.toml", "Cargo.lock"].map(std::path::PathBuf::from));
+    let mut hash = Sha256::new();
+    for file in &files {
+        let bytes = std::fs::read(file).unwrap_or_default();
+        hash.update(file.to_string_lossy().as_bytes());
+        hash.update((bytes.len() as u64).to_le_bytes());
+        hash.update(&bytes);
+    }
+    let id: String = hash.finalize().iter().map(|b| format!("{b:02x}")).collect();
+    println!("cargo::rustc-env=BOOTSTRAP_BUILD_ID={id}");
+    println!("cargo::rerun-if-changed=src");
+    println!("cargo::rerun-if-changed=Cargo.toml");
+    println!("cargo::rerun-if-changed=Cargo.lock");
 }
 
 /// Where `program` is on PATH (checked when the tests are built).

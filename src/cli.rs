@@ -76,6 +76,16 @@ pub struct Global {
     /// No chart cache: helm downloads each chart at each use.
     #[arg(long, global = true)]
     pub no_chart_cache: bool,
+    /// No parse cache: every release file is parsed at each run (default:
+    /// parsed release files are kept in parsed/ of the chart cache's
+    /// directory, keyed by their bytes).
+    #[arg(
+        long,
+        global = true,
+        env = "BOOTSTRAP_NO_PARSE_CACHE",
+        value_parser = clap::builder::FalseyValueParser::new()
+    )]
+    pub no_parse_cache: bool,
 }
 
 /// `--values FILE` and `--set PATH=VALUE` of one run: merged over every

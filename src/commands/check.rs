@@ -53,11 +53,7 @@ pub fn bootstrap_releases(plan: &Plan) -> Vec<BootstrapRelease> {
 pub fn run(config: &Config, args: &CheckArgs, out: &mut dyn Write) -> Result<(), Error> {
     let clusters = &args.clusters.clusters();
     let (flux_root, flux_entrypoint) = (args.flux_root.as_ref(), args.flux_entrypoint.as_ref());
-    let linted = super::linted(
-        &config.global.dir,
-        clusters,
-        config.global.context.as_deref(),
-    )?;
+    let linted = super::linted(&config.global, clusters, config.global.context.as_deref())?;
     let mut documents = Vec::new();
     let mut text = String::new();
     let mut errors = Vec::new();

@@ -10,7 +10,6 @@ use crate::cli::{Config, ImportHelmfileArgs};
 use crate::error::{Error, Prerequisite};
 use crate::import;
 
-#[allow(clippy::too_many_arguments)]
 pub fn run(config: &Config, args: &ImportHelmfileArgs, out: &mut dyn Write) -> Result<(), Error> {
     let (paths, cluster, force) = (&args.paths, &args.cluster, args.force);
     let environment = args.environment.as_deref();

@@ -16,7 +16,7 @@ use std::io::Write;
 
 use std::path::Path;
 
-use crate::cli::{Clusters, Command, Config, ImportSource};
+use crate::cli::{Clusters, Command, Config, Global, ImportSource};
 use crate::error::{Error, Failure};
 use crate::lint;
 use crate::plan::Plan;
@@ -79,27 +79,49 @@ pub(crate) fn write_json(out: &mut dyn Write, value: &serde_json::Value) -> Resu
 /// `context` (`--context`) applies to the one cluster named; with `--all`
 /// each cluster uses its own.
 pub(crate) fn linted(
-    dir: &Path,
+    global: &Global,
     clusters: &Clusters,
     context: Option<&str>,
 ) -> Result<Vec<(Plan, Vec<lint::Finding>)>, Error> {
-    linted_with(dir, clusters, context, &crate::plan::RunValues::default())
+    linted_with(
+        global,
+        clusters,
+        context,
+        &crate::plan::RunValues::default(),
+    )
+}
+
+/// The parse cache (docs/design.md#parse-cache): `parsed/` in the chart
+/// cache's directory (`--cache-dir`, `BOOTSTRAP_CACHE_DIR`, else the
+/// user's cache directory); none with `--no-parse-cache` or without a
+/// directory to put it in.
+pub(crate) fn parse_cache(global: &Global) -> Option<crate::config::ParseCache> {
+    if global.no_parse_cache {
+        return None;
+    }
+    let dir = global
+        .cache_dir
+        .clone()
+        .or_else(|| crate::helm::cache::ChartCache::default_dir(|name| std::env::var_os(name)))?;
+    Some(crate::config::ParseCache::new(&dir))
 }
 
 /// [`linted`] with the run's `--values`/`--set` merged into each cluster
 /// the command runs on, so the lints see what would be installed.
 pub(crate) fn linted_with(
-    dir: &Path,
+    global: &Global,
     clusters: &Clusters,
     context: Option<&str>,
     run: &crate::plan::RunValues,
 ) -> Result<Vec<(Plan, Vec<lint::Finding>)>, Error> {
+    let dir = &global.dir;
+    let cache = parse_cache(global);
     let names = crate::config::cluster_names(dir);
     let plans = match clusters {
         Clusters::One(cluster) => {
             // The release files are read once; the other clusters' plans
             // are made from them for the fleet lints.
-            let catalog = crate::config::Catalog::read(dir)?;
+            let catalog = crate::config::Catalog::read_cached(dir, cache.as_ref())?;
             let plan = catalog.plan(cluster, context)?.with_run_values(run);
             let others: Vec<Plan> = names
                 .iter()
@@ -111,7 +133,7 @@ pub(crate) fn linted_with(
             drop_apart((catalog, others));
             return Ok(vec![(plan, findings)]);
         }
-        Clusters::Named(named) => load_every(dir, named, run)?,
+        Clusters::Named(named) => load_every(dir, cache.as_ref(), named, run)?,
         Clusters::All => {
             if names.is_empty() {
                 return Err(Error::config(crate::error::Problem::new(format!(
@@ -119,7 +141,7 @@ pub(crate) fn linted_with(
                     dir.display()
                 ))));
             }
-            load_every(dir, &names, run)?
+            load_every(dir, cache.as_ref(), &names, run)?
         }
     };
     let fleet: Vec<&Plan> = plans.iter().collect();
@@ -130,10 +152,11 @@ pub(crate) fn linted_with(
 /// Every named cluster's plan, or every config problem of all of them.
 fn load_every(
     dir: &Path,
+    cache: Option<&crate::config::ParseCache>,
     names: &[String],
     run: &crate::plan::RunValues,
 ) -> Result<Vec<Plan>, Error> {
-    let catalog = crate::config::Catalog::read(dir)?;
+    let catalog = crate::config::Catalog::read_cached(dir, cache)?;
     let mut plans = Vec::new();
     let mut problems = Vec::new();
     for name in names {

@@ -11,11 +11,7 @@ use crate::lint;
 /// counts and the findings; `-v`: each release's values sources, digest,
 /// timeout and wait too (docs/design.md#global-flags).
 pub fn run(config: &Config, clusters: &Clusters, out: &mut dyn Write) -> Result<(), Error> {
-    let linted = super::linted(
-        &config.global.dir,
-        clusters,
-        config.global.context.as_deref(),
-    )?;
+    let linted = super::linted(&config.global, clusters, config.global.context.as_deref())?;
     let mut documents = Vec::new();
     let mut text = String::new();
     let mut blocking = Vec::new();

@@ -29,7 +29,7 @@ pub fn run(config: &Config, args: &StatusArgs, out: &mut dyn std::io::Write) -> 
     }
     // Many clusters (docs/fleet.md): every config first, then every cluster
     // read concurrently; one cluster that cannot be read never hides another.
-    let plans: Vec<crate::plan::Plan> = super::linted(&config.global.dir, clusters, None)?
+    let plans: Vec<crate::plan::Plan> = super::linted(&config.global, clusters, None)?
         .into_iter()
         .map(|(plan, _)| selection.apply(plan))
         .collect::<Result<_, _>>()?;

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use serde_saphyr::Spanned;
+use super::file::Spanned;
 
 use super::draft::Paths;
 use super::file::{ClusterFile, IgnoreEntry};

@@ -6,10 +6,10 @@
 
 use std::collections::BTreeMap;
 
+pub use super::spanned::Spanned;
 use schemars::JsonSchema;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
-use serde_saphyr::Spanned;
 
 use crate::hooks::HookFile;
 use crate::release::{CrdPolicy, Ownership};
@@ -67,7 +67,7 @@ pub struct DefaultsFile {
 
 /// Helm flags of an install (`helm upgrade --install`) that a release may
 /// set, as helmfile's `helmDefaults` spell them; docs/design.md#defaults.
-#[derive(Debug, Default, Clone, Deserialize, JsonSchema)]
+#[derive(Debug, Default, Clone, Deserialize, JsonSchema, Serialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct HelmFile {
     /// `--cleanup-on-fail`: delete resources a failed upgrade created.
@@ -144,7 +144,7 @@ fn dot() -> String {
 }
 
 /// One document of `releases/*.yaml`.
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Deserialize, JsonSchema, Serialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 #[schemars(title = "bootstrap release definition")]
 pub struct ReleaseFile {
@@ -199,7 +199,7 @@ pub struct ReleaseFile {
 }
 
 /// `from:` of a release.
-#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Deserialize, JsonSchema, Serialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct FromFile {
     /// A file relative to the cluster's `flux.root`
@@ -208,7 +208,7 @@ pub struct FromFile {
     pub helm_release: String,
 }
 
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Deserialize, JsonSchema, Serialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct ChartFile {
     /// Classic chart repository URL (passed as `helm --repo`), with `name`.
@@ -223,7 +223,7 @@ pub struct ChartFile {
     pub version: Option<String>,
 }
 
-#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[derive(Debug, Default, Deserialize, JsonSchema, Serialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct HooksFile {
     #[serde(default)]

@@ -2,7 +2,7 @@
 //! one function per layer: rendered, read and decrypted, each with where it
 //! is written and its label. `render` stacks them into the release's
 //! [`ValuesStack`](crate::values::stack::ValuesStack); step 0 (`from:`) comes
-//! from `origin`, the run's `--values`/`--set` from [`super::run_values`].
+//! from `from`, the run's `--values`/`--set` from [`super::run_values`].
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use super::draft::{Draft, Paths};
 use super::file::{OverrideFile, Values};
-use super::origin::Resolved;
+use super::from::Resolved;
 use super::position::located;
 use super::read::Unreadable;
 use super::sops::{self, Sops};

@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use super::cache::{Pack, ParseCache};
 use super::cluster_file::{build_cluster, read_cluster, select};
 use super::draft::{Draft, Paths};
 use super::file::{ClusterFile, DefaultsFile, OverrideFile};
@@ -51,6 +52,12 @@ struct Releases {
 impl Catalog {
     /// Reads `releases/` of the config root `dir`.
     pub fn read(dir: &Path) -> Result<Catalog, Error> {
+        Catalog::read_cached(dir, None)
+    }
+
+    /// [`Catalog::read`] through the parse cache `cache`
+    /// (docs/design.md#parse-cache).
+    pub fn read_cached(dir: &Path, cache: Option<&ParseCache>) -> Result<Catalog, Error> {
         let root = std::fs::canonicalize(dir).map_err(|e| {
             Error::config(Problem::new(format!(
                 "config root `{}` cannot be read ({e}); pass --dir with the directory that holds clusters/ and releases/",
@@ -58,7 +65,8 @@ impl Catalog {
             )))
         })?;
         let paths = Paths::new(root, dir.to_path_buf());
-        let read = read_catalog(&paths);
+        let pack = cache.map_or_else(Pack::none, |cache| cache.open(&paths.root));
+        let read = read_catalog(&paths, &pack);
         Ok(Catalog { paths, read })
     }
 
@@ -82,10 +90,10 @@ impl Catalog {
 
 /// Every release file parsed and checked, names unique, `needs` resolved,
 /// no cycles: the part of loading that does not depend on the cluster.
-fn read_catalog(paths: &Paths) -> Result<Releases, Problem> {
+fn read_catalog(paths: &Paths, pack: &Pack) -> Result<Releases, Problem> {
     let mut problems = Vec::new();
     let mut broken = Vec::new();
-    let drafts = read_releases(paths, &mut problems, &mut broken)?;
+    let drafts = read_releases(paths, pack, &mut problems, &mut broken)?;
 
     let mut by_id: BTreeMap<ReleaseId, usize> = BTreeMap::new();
     let mut catalog: Vec<Draft> = Vec::new();
@@ -206,7 +214,7 @@ fn plan_cluster(
     if let Some(context) = context {
         cluster.context = Some(context.to_string());
     }
-    let origins = super::origin::resolve_all(paths, &cluster, &selected, &mut problems);
+    let origins = super::from::resolve_all(paths, &cluster, &selected, &mut problems);
     let shared_defaults = read_defaults(paths, &mut problems);
     let defaults = defaults(
         paths,

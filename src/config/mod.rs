@@ -2,13 +2,14 @@
 //! here is synchronous and pure apart from reading files: every problem in the
 //! whole config is found before any command talks to a cluster.
 
+mod cache;
 mod chart_source;
 mod cluster_file;
 mod draft;
 pub mod file;
+mod from;
 mod layers;
 mod load;
-mod origin;
 mod par;
 mod position;
 pub(crate) mod read;
@@ -16,7 +17,9 @@ mod reference;
 mod releases;
 mod render;
 pub(crate) mod sops;
+mod spanned;
 
+pub use cache::ParseCache;
 pub use cluster_file::cluster_names;
 pub use load::{Catalog, load, load_for};
 

@@ -4,8 +4,9 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use serde_saphyr::Spanned;
+use super::file::Spanned;
 
+use super::cache::{Entry, Pack};
 use super::chart_source::check_chart;
 use super::draft::{Draft, Paths};
 use super::file::{DefaultsFile, ReleaseFile};
@@ -52,6 +53,7 @@ struct Identity {
 
 pub(super) fn read_releases(
     paths: &Paths,
+    pack: &Pack,
     problems: &mut Vec<Problem>,
     broken: &mut Vec<Broken>,
 ) -> Result<Vec<Draft>, Problem> {
@@ -86,11 +88,14 @@ pub(super) fn read_releases(
     files.sort();
     // Each file on its own (in parallel), gathered in file order.
     let mut drafts = Vec::new();
-    for mut read in super::par::map(&files, |file| read_release_file(paths, file)) {
+    let mut entries = Vec::new();
+    for mut read in super::par::map(&files, |file| read_release_file(paths, pack, file)) {
         drafts.append(&mut read.drafts);
         problems.append(&mut read.problems);
         broken.append(&mut read.broken);
+        entries.extend(read.entry);
     }
+    pack.save(entries);
     Ok(drafts)
 }
 
@@ -101,79 +106,110 @@ struct FileRead {
     drafts: Vec<Draft>,
     problems: Vec<Problem>,
     broken: Vec<Broken>,
+    /// Its entry in the parse cache, when it parsed without a problem.
+    entry: Option<Entry>,
 }
 
-fn read_release_file(paths: &Paths, file: &Path) -> FileRead {
+impl FileRead {
+    /// A document that parsed, checked.
+    fn parsed(&mut self, paths: &Paths, (file, shown): (&Path, &Path), doc: ReleaseFile) {
+        let id = ReleaseId::new(doc.namespace.value.clone(), doc.name.value.clone());
+        match check_release(paths, (file, shown), doc, &mut self.problems) {
+            Some(draft) => self.drafts.push(draft),
+            None => self.broken.push(Broken {
+                namespace: Some(id.namespace),
+                name: id.name,
+            }),
+        }
+    }
+}
+
+/// One release file, from the parse cache when it holds the file's bytes
+/// (docs/design.md#parse-cache), else parsed; checked the same either way.
+fn read_release_file(paths: &Paths, pack: &Pack, file: &Path) -> FileRead {
     let mut read = FileRead::default();
-    let FileRead {
-        drafts,
-        problems,
-        broken,
-    } = &mut read;
     let shown = paths.show(file);
     let text = match super::read::text(file) {
         Ok(text) => text,
         Err(unreadable) => {
-            problems.push(unreadable.problem(&shown));
+            read.problems.push(unreadable.problem(&shown));
             return read;
         }
     };
-    for mut parsed in yaml::each_document::<ReleaseFile>(&text, &shown) {
+    let key = pack.key(&text);
+    if let Some((key, docs)) = key.and_then(|key| Some((key, pack.get(&key)?))) {
+        read.entry = Some((key, None));
+        for doc in docs {
+            read.parsed(paths, (file, &shown), doc);
+        }
+        return read;
+    }
+    let parsed = yaml::each_document::<ReleaseFile>(&text, &shown);
+    if let Some(key) = key
+        && parsed.iter().all(|p| p.problems.is_empty())
+    {
+        let docs: Vec<&ReleaseFile> = parsed.iter().filter_map(|p| p.value.as_ref()).collect();
+        read.entry = Pack::encode(&docs).map(|json| (key, Some(json)));
+    }
+    for parsed in parsed {
         if parsed.problems.is_empty() {
-            let Some(doc) = parsed.value else { continue };
-            let id = ReleaseId::new(doc.namespace.value.clone(), doc.name.value.clone());
-            match check_release(paths, (file, &shown), doc, problems) {
-                Some(draft) => drafts.push(draft),
-                None => broken.push(Broken {
-                    namespace: Some(id.namespace),
-                    name: id.name,
-                }),
+            if let Some(doc) = parsed.value {
+                read.parsed(paths, (file, &shown), doc);
             }
             continue;
         }
-        // A Kubernetes object dropped among the release files: one
-        // error saying so, not one per key it has.
-        if let Some((kind, kind_line)) = kubernetes_object(&parsed.text) {
-            problems.push(
+        not_read(parsed, &shown, &mut read);
+    }
+    read
+}
+
+/// The problems of a document that did not parse, and its name, when it
+/// can be told, as a broken release.
+fn not_read(mut parsed: yaml::Parsed<ReleaseFile>, shown: &Path, read: &mut FileRead) {
+    let FileRead {
+        problems, broken, ..
+    } = read;
+    // A Kubernetes object dropped among the release files: one
+    // error saying so, not one per key it has.
+    if let Some((kind, kind_line)) = kubernetes_object(&parsed.text) {
+        problems.push(
                 Problem::new(format!(
                     "is a Kubernetes object ({kind}), not a release: release files hold `name`, `namespace` and `chart`; move it out of releases/ (a CustomResourceDefinition file can be listed in a release's `manifests:`, for the CRD phase)"
                 ))
-                .file(&shown)
+                .file(shown)
                 .at(kind_line, 0),
             );
-            continue;
-        }
-        // What the rest of the document says is not checked: keys were
-        // taken out of it to read it. Its names are whole.
-        if let Some(doc) = &parsed.value {
-            check_names(doc, &shown, &mut parsed.problems);
-            parsed.problems.sort_by_key(|p| (p.line, p.column));
-        }
-        let identity = match parsed.value {
-            Some(doc) => Some(Identity {
-                name: Some(doc.name.value),
-                namespace: Some(doc.namespace.value),
-            }),
-            None => serde_saphyr::from_str::<Identity>(&parsed.text)
-                .ok()
-                .or_else(|| identity_by_lines(&parsed.text)),
-        };
-        if let Some(Identity {
-            name: Some(name),
-            namespace,
-        }) = identity
-        {
-            if let Some(namespace) = &namespace {
-                let id = ReleaseId::new(namespace.clone(), name.clone());
-                for p in &mut parsed.problems {
-                    p.release = Some(id.to_string());
-                }
-            }
-            broken.push(Broken { namespace, name });
-        }
-        problems.append(&mut parsed.problems);
+        return;
     }
-    read
+    // What the rest of the document says is not checked: keys were
+    // taken out of it to read it. Its names are whole.
+    if let Some(doc) = &parsed.value {
+        check_names(doc, shown, &mut parsed.problems);
+        parsed.problems.sort_by_key(|p| (p.line, p.column));
+    }
+    let identity = match parsed.value {
+        Some(doc) => Some(Identity {
+            name: Some(doc.name.into_value()),
+            namespace: Some(doc.namespace.into_value()),
+        }),
+        None => serde_saphyr::from_str::<Identity>(&parsed.text)
+            .ok()
+            .or_else(|| identity_by_lines(&parsed.text)),
+    };
+    if let Some(Identity {
+        name: Some(name),
+        namespace,
+    }) = identity
+    {
+        if let Some(namespace) = &namespace {
+            let id = ReleaseId::new(namespace.clone(), name.clone());
+            for p in &mut parsed.problems {
+                p.release = Some(id.to_string());
+            }
+        }
+        broken.push(Broken { namespace, name });
+    }
+    problems.append(&mut parsed.problems);
 }
 
 /// `kind` of a document that is a Kubernetes object (top-level

@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 use super::Cluster;
 use super::draft::{Draft, Paths};
 use super::file::{DefaultsFile, HelmFile, OverrideFile};
+use super::from::Resolved;
 use super::layers::{Layers, ValuesFiles};
-use super::origin::Resolved;
 use super::position::located;
 use super::sops::Sops;
 use crate::error::Problem;
@@ -82,7 +82,7 @@ pub(crate) fn render_release(
     let hooks = render_hooks(readers, paths, cluster, draft, &ctx, &mut problems);
 
     // Without a chart, the `from:` did not resolve: its problem is the
-    // cluster's (`origin::resolve_all`), reported with the others.
+    // cluster's (`from::resolve_all`), reported with the others.
     let source = match (from, &draft.source) {
         (Some(from), _) => Source::Chart(from.chart.clone()),
         (None, Some(source)) => source.clone(),

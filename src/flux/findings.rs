@@ -159,7 +159,8 @@ pub fn handover(objects: &[Object], releases: &[BootstrapRelease]) -> Vec<Findin
         let Some(handover) = &release.handover else {
             continue;
         };
-        let managing = super::origin::managing(objects, &release.namespace, &release.name);
+        let managing =
+            super::helmrelease_source::managing(objects, &release.namespace, &release.name);
         let finding = |severity, code, hr: Option<&Object>, message: String| Finding {
             severity,
             code,
@@ -209,7 +210,7 @@ pub fn handover(objects: &[Object], releases: &[BootstrapRelease]) -> Vec<Findin
             ns_display(hr.namespace.as_deref()),
             hr.name
         );
-        let origin = match super::origin::resolve(hr, objects) {
+        let origin = match super::helmrelease_source::resolve(hr, objects) {
             Ok(origin) => origin,
             Err(why) => {
                 out.push(finding(
@@ -260,7 +261,7 @@ pub fn handover(objects: &[Object], releases: &[BootstrapRelease]) -> Vec<Findin
 fn differences(
     release: &BootstrapRelease,
     handover: &super::Handover,
-    origin: &super::origin::Origin,
+    origin: &super::helmrelease_source::Origin,
 ) -> Vec<String> {
     let mut differences = Vec::new();
     if release.chart.as_deref() != Some(origin.chart.name().as_str()) {

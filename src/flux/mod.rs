@@ -43,9 +43,9 @@
 pub mod artifact;
 pub mod findings;
 pub mod helmrelease;
+pub mod helmrelease_source;
 pub mod kustomize;
 pub mod object;
-pub mod origin;
 pub mod policy;
 pub mod resourceset;
 pub mod tree;

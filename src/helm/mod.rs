@@ -11,15 +11,15 @@ use crate::release::{Chart, ReleaseId};
 use crate::stop::StopSignal;
 
 pub mod args;
+pub mod binary;
 pub mod cache;
-pub mod cli;
 pub mod flags;
 pub mod output;
 pub mod process;
 pub mod redact;
 pub mod repos;
 
-pub use cli::HelmCli;
+pub use binary::HelmCli;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HelmVersion {
@@ -139,7 +139,7 @@ pub enum HelmError {
 }
 
 /// What bootstrap asks of helm. The process implementation is
-/// [`cli::HelmCli`]; tests use a fake helm binary behind the same runner.
+/// [`binary::HelmCli`]; tests use a fake helm binary behind the same runner.
 pub trait Helm: Send + Sync {
     /// Detects the version; fails with NotFound / TooOld before anything runs.
     fn version(&self) -> impl Future<Output = Result<HelmVersion, HelmError>> + Send;

@@ -6,7 +6,7 @@ use std::fmt;
 use std::time::Duration;
 
 use schemars::JsonSchema;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use super::object::{self, Diagnose, ObjectRef};
 use super::{HookEnv, HookFailure, HookKind};
@@ -14,7 +14,7 @@ use crate::kube::ready;
 
 pub struct Condition;
 
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Deserialize, JsonSchema, Serialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct ConditionFile {
     pub api_version: String,

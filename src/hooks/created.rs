@@ -5,7 +5,7 @@ use std::fmt;
 use std::time::Duration;
 
 use schemars::JsonSchema;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use super::object::{self, Diagnose, ObjectRef};
 use super::{HookEnv, HookFailure, HookKind};
@@ -13,7 +13,7 @@ use crate::kube::ready;
 
 pub struct Created;
 
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Deserialize, JsonSchema, Serialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct ObjectFile {
     pub api_version: String,

@@ -83,7 +83,7 @@ registry::hook_kinds! {
 /// [`KindError`].
 pub trait HookKind {
     /// What the user writes under the kind's key.
-    type File: DeserializeOwned + JsonSchema + fmt::Debug;
+    type File: DeserializeOwned + serde::Serialize + JsonSchema + fmt::Debug;
     /// The checked (and later rendered) hook.
     type Action: Clone + fmt::Debug + PartialEq + Eq + Send + Sync;
     /// Why a `File` cannot be used, or a rendered `Action` is wrong.

@@ -26,7 +26,7 @@ macro_rules! hook_kinds {
         pub const KINDS: &[&str] = &[$(stringify!($key)),+];
 
         #[doc = concat!("Exactly one of ", $crate::hooks::registry::join_keys!($($key),+), ".")]
-        #[derive(Debug, serde::Deserialize, schemars::JsonSchema)]
+        #[derive(Debug, serde::Deserialize, serde::Serialize, schemars::JsonSchema)]
         #[serde(deny_unknown_fields, rename_all = "camelCase")]
         pub struct HookFile {
             $(

@@ -18,7 +18,7 @@
 
 mod chart;
 mod cilium;
-mod crds;
+mod crd_ownership;
 mod kinds;
 pub mod live;
 pub mod locate;
@@ -60,9 +60,9 @@ pub const RULES: &[Rule] = &[
         scope: Scope::Cluster(cilium::kpr_partial),
     },
     Rule {
-        code: crds::CRD_VALUES_INVERTED,
+        code: crd_ownership::CRD_VALUES_INVERTED,
         severity: Severity::Error,
-        scope: Scope::Cluster(crds::crd_values_inverted),
+        scope: Scope::Cluster(crd_ownership::crd_values_inverted),
     },
     Rule {
         code: mesh::CLUSTER_ID_INVALID,

@@ -117,7 +117,7 @@ fn crd_values_inverted() {
     cm.stack = ValuesStack::of(json!({"crds": {"enabled": true}}));
     assert_eq!(
         codes(&run(&plan("infra", vec![cm.clone()]), &[])),
-        vec![crds::CRD_VALUES_INVERTED]
+        vec![crd_ownership::CRD_VALUES_INVERTED]
     );
     // The right way round: off for the install, on for the CRD render.
     cm.stack = ValuesStack::new(vec![
@@ -147,7 +147,7 @@ fn crd_values_inverted() {
     es.stack = ValuesStack::of(json!({"installCRDs": "true"}));
     assert_eq!(
         codes(&run(&plan("infra", vec![es]), &[])),
-        vec![crds::CRD_VALUES_INVERTED]
+        vec![crd_ownership::CRD_VALUES_INVERTED]
     );
 }
 

@@ -5,7 +5,9 @@
 
 use std::path::{Path, PathBuf};
 
-use bootstrap::flux::{BootstrapRelease, Finding, Scan, ScanInput, Severity, origin, scan, tree};
+use bootstrap::flux::{
+    BootstrapRelease, Finding, Scan, ScanInput, Severity, helmrelease_source, scan, tree,
+};
 use pretty_assertions::assert_eq;
 use serde_json::json;
 
@@ -182,7 +184,7 @@ fn one_file_reached_by_two_builds_is_one_object() {
     );
     assert_eq!(scan.helm_releases.len(), 1);
     let tree = resolve("reached-twice");
-    let found = origin::find(&tree.objects, "kube-system/cilium");
+    let found = helmrelease_source::find(&tree.objects, "kube-system/cilium");
     assert!(found.is_ok(), "{found:?}");
     // Both builds apply it: the entrypoint's and Kustomization cilium's.
     let appliers: Vec<_> = tree
@@ -210,22 +212,25 @@ fn generated_config_maps_keep_their_hash_and_name_references_follow() {
         "{}",
         cm.name
     );
-    let hr = origin::find(&tree.objects, "kube-system/cilium").unwrap();
+    let hr = helmrelease_source::find(&tree.objects, "kube-system/cilium").unwrap();
     assert_eq!(hr.body["spec"]["valuesFrom"][0]["name"], json!(cm.name));
-    let resolved = origin::resolve(hr, &tree.objects).unwrap();
-    assert_eq!(resolved.unresolved, Vec::<origin::Unresolved>::new());
+    let resolved = helmrelease_source::resolve(hr, &tree.objects).unwrap();
+    assert_eq!(
+        resolved.unresolved,
+        Vec::<helmrelease_source::Unresolved>::new()
+    );
     assert_eq!(resolved.values, json!({"operator": {"replicas": 1}}));
 }
 
 #[test]
 fn chart_ref_to_a_helm_chart_is_resolved() {
     let tree = resolve("chart-ref-helmchart");
-    let hr = origin::find(&tree.objects, "kube-system/cilium").unwrap();
-    let resolved = origin::resolve(hr, &tree.objects).unwrap();
+    let hr = helmrelease_source::find(&tree.objects, "kube-system/cilium").unwrap();
+    let resolved = helmrelease_source::resolve(hr, &tree.objects).unwrap();
     assert_eq!(
         resolved.chart,
-        origin::OriginChart {
-            location: origin::ChartLocation::Repo {
+        helmrelease_source::OriginChart {
+            location: helmrelease_source::ChartLocation::Repo {
                 url: "https://helm.cilium.io".into(),
                 name: "cilium".into()
             },
@@ -345,7 +350,7 @@ fn slugify_transliterates_the_whole_basic_multilingual_plane() {
 #[test]
 fn substituted_integers_read_as_go_yaml_v2_parses_them() {
     let tree = resolve("postbuild-int-forms");
-    let hr = origin::find(&tree.objects, "kube-system/cilium").unwrap();
+    let hr = helmrelease_source::find(&tree.objects, "kube-system/cilium").unwrap();
     assert_eq!(
         hr.body["spec"]["values"],
         json!({"hex": 16, "underscore": 1000, "binary": 5, "octal": 8.0, "date": "2024-1-2"})
@@ -355,7 +360,7 @@ fn substituted_integers_read_as_go_yaml_v2_parses_them() {
 #[test]
 fn a_strategic_merge_patch_keeps_the_quotes_of_the_field_it_replaces() {
     let tree = resolve("smp-keeps-quotes");
-    let hr = origin::find(&tree.objects, "kube-system/cilium").unwrap();
+    let hr = helmrelease_source::find(&tree.objects, "kube-system/cilium").unwrap();
     assert_eq!(
         hr.body["spec"]["values"],
         json!({"operator": {"replicas": "3"}, "agent": {"replicas": 3}})
@@ -366,7 +371,7 @@ fn a_strategic_merge_patch_keeps_the_quotes_of_the_field_it_replaces() {
 fn a_replacement_keeps_the_type_of_its_target_or_fails_the_build() {
     let scan = run("replacement-keeps-type");
     let tree = resolve("replacement-keeps-type");
-    let hr = origin::find(&tree.objects, "kube-system/cilium").unwrap();
+    let hr = helmrelease_source::find(&tree.objects, "kube-system/cilium").unwrap();
     assert_eq!(
         hr.body["spec"]["values"],
         json!({"operator": {"replicas": 5}, "label": "5", "created": 5})

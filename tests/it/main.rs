@@ -55,6 +55,7 @@ mod kube_wait;
 mod ledger;
 mod lint;
 mod loader_props;
+mod parse_cache;
 mod progress_pty;
 mod real_cluster;
 mod real_flux;

@@ -1,6 +1,6 @@
 //! The real tier (docs/design.md#real-environment): the `bootstrap` binary
 //! against a real kube-apiserver v1.34 with the real kube-controller-manager,
-//! kube-scheduler and kwok's Nodes (crates/testkit/src/realenv.rs), the real
+//! kube-scheduler and kwok's Nodes (crates/testkit/src/realenv/), the real
 //! helm CLIs (3 and 4) pulling the real charts of `../shared/charts` from a
 //! chart repository over loopback HTTP.
 //!

@@ -1,6 +1,6 @@
 //! The real tier with Flux (docs/design.md#real-environment): the
 //! `bootstrap` binary and the real helm 4 on the real control plane
-//! (crates/testkit/src/realenv.rs), with the real source-controller,
+//! (crates/testkit/src/realenv/), with the real source-controller,
 //! helm-controller and kustomize-controller reconciling a GitOps tree served
 //! by a git server on loopback, and charts from `../shared/charts` served
 //! as a HelmRepository (crates/testkit/src/realflux.rs).

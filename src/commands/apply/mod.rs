@@ -25,7 +25,7 @@ pub fn run(config: &Config, args: &ApplyArgs) -> Result<(), Error> {
     // Every cluster's config is read and validated before the first change
     // to any cluster: a config error (exit 2) stops them all.
     let linted = super::linted_with(
-        &config.global.dir,
+        &config.global,
         &args.clusters.clusters(),
         config.global.context.as_deref(),
         &run_values,

@@ -199,7 +199,6 @@ impl Walker {
     /// target's current id as a previous one (kustomize
     /// `PatchTransformer.transformJson6902` calls `StorePreviousId`; the
     /// legacy `patchesJson6902` does not).
-    #[allow(clippy::too_many_arguments)]
     pub(super) fn apply_patch(
         &mut self,
         patch: &Value,

@@ -2,7 +2,7 @@
 //! as `kubectl get pods` would show them, why each one is stuck, and the last
 //! events. Pure, so a stuck cluster can be replayed from YAML in a test.
 
-mod status;
+mod pod_status;
 
 use std::fmt;
 
@@ -42,7 +42,7 @@ pub struct PodDiagnosis {
 
 impl PodDiagnosis {
     pub fn from_pod(pod: &Pod) -> Self {
-        let row = status::pod_row(pod);
+        let row = pod_status::pod_row(pod);
         PodDiagnosis {
             name: pod.metadata.name.clone().unwrap_or_default(),
             phase: pod
@@ -171,14 +171,14 @@ fn explain(pod: &Pod) -> Option<String> {
         return Some(format!("{what}: {}", one_line(detail)));
     }
 
-    if !status::has_condition(pod, "Initialized") {
+    if !pod_status::has_condition(pod, "Initialized") {
         let stuck = status.init_container_statuses.iter().flatten().find(|c| {
             let done = c
                 .state
                 .as_ref()
                 .and_then(|s| s.terminated.as_ref())
                 .is_some_and(|t| t.exit_code == 0);
-            let sidecar_up = status::is_sidecar(pod, &c.name) && c.started == Some(true);
+            let sidecar_up = pod_status::is_sidecar(pod, &c.name) && c.started == Some(true);
             !done && !sidecar_up
         });
         if let Some(c) = stuck {

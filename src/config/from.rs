@@ -1,7 +1,7 @@
 //! `from: { helmRelease: … }` (docs/design.md#from-a-flux-helmrelease): the
 //! chart, version and values of a release taken from the Flux HelmRelease
 //! that will adopt it, resolved in the cluster's GitOps tree by the same
-//! resolution `check` scans with (`crate::flux::tree`, `crate::flux::origin`).
+//! resolution `check` scans with (`crate::flux::tree`, `crate::flux::helmrelease_source`).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -9,7 +9,7 @@ use std::path::Path;
 use super::Cluster;
 use super::draft::{Draft, Paths};
 use crate::error::Problem;
-use crate::flux::origin::{ChartLocation, Origin, Unresolved};
+use crate::flux::helmrelease_source::{ChartLocation, Origin, Unresolved};
 use crate::release::{Chart, ChartSource, FromHelmRelease, ReleaseId};
 use crate::validate;
 use crate::values::stack::{Layer, Step, ValuesSource};
@@ -67,8 +67,8 @@ pub(crate) fn resolve_all(
             .expect("filtered")
             .value
             .helm_release;
-        let converted = crate::flux::origin::find(&tree.objects, reference)
-            .and_then(|hr| crate::flux::origin::resolve(hr, &tree.objects))
+        let converted = crate::flux::helmrelease_source::find(&tree.objects, reference)
+            .and_then(|hr| crate::flux::helmrelease_source::resolve(hr, &tree.objects))
             .map_err(FromError::Origin)
             .and_then(|o| match convert(&o, &draft.id) {
                 Ok(chart) => Ok((o, chart)),
@@ -184,7 +184,7 @@ fn convert(origin: &Origin, id: &ReleaseId) -> Result<Chart, NotAdoptable> {
 #[derive(Debug, thiserror::Error)]
 enum FromError {
     #[error(transparent)]
-    Origin(crate::flux::origin::OriginError),
+    Origin(crate::flux::helmrelease_source::OriginError),
     #[error(transparent)]
     NotAdoptable(NotAdoptable),
 }

@@ -1,0 +1,218 @@
+//! The parse cache (docs/design.md#parse-cache) as a user meets it: a run
+//! with a warm cache prints what a run without one prints, to the byte,
+//! errors and their file:line:column included; an edited file is read
+//! again; a broken cache is ignored; `--no-parse-cache` and
+//! `BOOTSTRAP_NO_PARSE_CACHE` turn it off.
+
+use std::path::{Path, PathBuf};
+
+use testkit::builder::{Output, Test};
+
+const RELEASES: &str = "name: cilium
+namespace: kube-system
+chart: { repo: https://helm.cilium.io, name: cilium, version: 1.18.2 }
+values:
+  ipam: { mode: kubernetes }
+---
+name: coredns
+namespace: kube-system
+chart: { repo: https://coredns.github.io/helm, name: coredns, version: 1.44.3 }
+needs: [cilium]
+timeout: 5m
+";
+
+/// Problems found after the parse, each at its line and column: they come
+/// from the cached parse on a warm run.
+const CHECKED: &str = "name: cilium
+namespace: kube-system
+chart: { repo: https://helm.cilium.io, name: cilium, version: 1.18.2 }
+timeout: soon
+---
+name: coredns
+namespace: kube-system
+chart: { repo: https://coredns.github.io/helm, name: coredns, version: 1.44.3 }
+valuesFiles: [missing.yaml]
+---
+name: web
+namespace: apps
+chart: { repo: https://charts.example.com, name: web, version: 1.0.0 }
+needs: [coredns, cilum]
+";
+
+fn packs(test: &Test) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(test.cache_dir().join("parsed")) else {
+        return Vec::new();
+    };
+    let mut packs: Vec<PathBuf> = entries
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "pack"))
+        .collect();
+    packs.sort();
+    packs
+}
+
+fn same(a: &Output, b: &Output) {
+    assert_eq!(a.stdout, b.stdout);
+    assert_eq!(a.stderr, b.stderr);
+    assert_eq!(a.code, b.code);
+}
+
+/// The run of `test` with `args` added: cold (an empty cache), warm, and
+/// without the cache, all alike; the warm run read the pack and left it as
+/// it was.
+fn warm_is_cold(test: Test, args: &[&str]) -> Output {
+    let off = test
+        .command()
+        .args(args)
+        .arg("--no-parse-cache")
+        .output()
+        .unwrap();
+    let run = |test: &Test| {
+        let out = test.command().args(args).output().unwrap();
+        Output {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    };
+    assert!(packs(&test).is_empty(), "--no-parse-cache wrote a pack");
+    let cold = run(&test);
+    let written = packs(&test);
+    assert_eq!(written.len(), 1, "one pack for the config root");
+    let before = std::fs::read(&written[0]).unwrap();
+    let modified = std::fs::metadata(&written[0]).unwrap().modified().unwrap();
+    let warm = run(&test);
+    assert_eq!(std::fs::read(&written[0]).unwrap(), before);
+    assert_eq!(
+        std::fs::metadata(&written[0]).unwrap().modified().unwrap(),
+        modified,
+        "a warm run with nothing changed writes nothing"
+    );
+    same(&cold, &warm);
+    assert_eq!(cold.stdout, String::from_utf8_lossy(&off.stdout));
+    assert_eq!(cold.stderr, String::from_utf8_lossy(&off.stderr));
+    assert_eq!(Some(cold.code), off.status.code());
+    warm
+}
+
+#[test]
+fn a_warm_plan_prints_what_a_cold_one_prints() {
+    for args in [
+        &["plan", "infra"][..],
+        &["plan", "infra", "-v"],
+        &["plan", "infra", "-q"],
+        &["plan", "infra", "-o", "json"],
+    ] {
+        let out = warm_is_cold(Test::with_releases(RELEASES), args);
+        assert_eq!(out.code, 0, "{args:?}: {}", out.stderr);
+    }
+}
+
+#[test]
+fn errors_after_the_parse_keep_their_positions_warm() {
+    let out = warm_is_cold(Test::with_releases(CHECKED), &["plan", "infra"]);
+    assert_eq!(out.code, 2);
+    assert!(
+        out.stderr
+            .contains("releases/core.yaml:4:10: release `kube-system/cilium`: timeout"),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        out.stderr
+            .contains("releases/core.yaml:14:18: release `apps/web`: needs"),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        out.stderr.contains("releases/core.yaml:9:15: release `kube-system/coredns`: values file `missing.yaml` does not exist"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn a_parse_error_is_reported_alike_warm() {
+    // The good file is cached, the broken one never is: each run parses it.
+    let test =
+        Test::with_releases(RELEASES).file("releases/zz.yaml", "name: web\nnamespace: [apps\n");
+    let out = warm_is_cold(test, &["plan", "infra"]);
+    assert_eq!(
+        out.stderr,
+        "error: releases/zz.yaml:2:12: `namespace` must be a single text value, not a list or a map\n"
+    );
+}
+
+#[test]
+fn an_edited_file_is_read_again() {
+    let test = Test::with_releases(RELEASES).args(&["plan", "infra"]);
+    let first = test.run();
+    assert!(first.stdout.contains("1.18.2"), "{}", first.stdout);
+    let test = test.file("releases/core.yaml", &RELEASES.replace("1.18.2", "1.18.3"));
+    let second = test.run();
+    assert_eq!(second.code, 0, "{}", second.stderr);
+    assert!(second.stdout.contains("1.18.3"), "{}", second.stdout);
+    assert!(!second.stdout.contains("1.18.2"), "{}", second.stdout);
+    // And an edit that breaks it is reported, not hidden by the cache.
+    let test = test.file(
+        "releases/core.yaml",
+        &RELEASES.replace("timeout: 5m", "timeout: [5m"),
+    );
+    let third = test.run();
+    assert_eq!(third.code, 2);
+    assert!(
+        third.stderr.starts_with("error: releases/core.yaml:11:"),
+        "{}",
+        third.stderr
+    );
+}
+
+#[test]
+fn a_broken_cache_is_ignored_and_written_again() {
+    let test = Test::with_releases(RELEASES).args(&["plan", "infra"]);
+    let cold = test.run();
+    let pack = packs(&test).pop().unwrap();
+    let good = std::fs::read(&pack).unwrap();
+    let mut flipped = good.clone();
+    let at = good.len() - 20;
+    flipped[at] ^= 0x20;
+    for broken in [
+        flipped,
+        good[..good.len() / 3].to_vec(),
+        b"\0\0garbage".to_vec(),
+        Vec::new(),
+    ] {
+        std::fs::write(&pack, &broken).unwrap();
+        let out = test.run();
+        same(&cold, &out);
+        assert_eq!(
+            std::fs::read(&pack).unwrap(),
+            good,
+            "the pack is written again"
+        );
+    }
+    // A pack that is not a file at all.
+    std::fs::remove_file(&pack).unwrap();
+    std::fs::create_dir(&pack).unwrap();
+    same(&cold, &test.run());
+}
+
+#[test]
+fn the_cache_can_be_turned_off() {
+    let test = Test::with_releases(RELEASES).args(&["plan", "infra"]);
+    let off = test
+        .command()
+        .env("BOOTSTRAP_NO_PARSE_CACHE", "1")
+        .output()
+        .unwrap();
+    assert_eq!(off.status.code(), Some(0));
+    assert!(packs(&test).is_empty());
+    assert!(!Path::new(&test.cache_dir().join("parsed")).exists());
+    let on = test
+        .command()
+        .env("BOOTSTRAP_NO_PARSE_CACHE", "0")
+        .output()
+        .unwrap();
+    assert_eq!(on.stdout, off.stdout);
+    assert_eq!(packs(&test).len(), 1);
+}
