@@ -324,25 +324,25 @@ fn render_workloads(
     }
     let requests: Vec<_> = chosen
         .iter()
-        .map(|(_, r)| (*r, crate::render::Phase::Install))
+        .map(|(_, r)| (*r, crate::chart_render::Phase::Install))
         .collect();
-    let outcomes = crate::render::render_blocking(helm, &requests);
+    let outcomes = crate::chart_render::render_blocking(helm, &requests);
     let mut notes = Vec::new();
     for ((i, release), outcome) in chosen.iter().zip(outcomes) {
         match outcome {
-            crate::render::Outcome::Rendered(docs) => {
+            crate::chart_render::Outcome::Rendered(docs) => {
                 releases[*i].rendered = Some(crate::flux::findings::rendered_workloads(
                     &release.id.namespace,
                     &docs,
                 ));
             }
-            crate::render::Outcome::Failed(why) => {
+            crate::chart_render::Outcome::Failed(why) => {
                 notes.push(crate::flux::findings::chart_not_rendered(
                     &releases[*i],
                     &why,
                 ));
             }
-            crate::render::Outcome::Unavailable(_) => {}
+            crate::chart_render::Outcome::Unavailable(_) => {}
         }
     }
     notes

@@ -23,7 +23,7 @@ pub fn run(config: &Config, clusters: &Clusters, out: &mut dyn Write) -> Result<
             if config.verbosity == Verbosity::Quiet && config.global.output == OutputFormat::Text {
                 crate::plan::Carried::default()
             } else {
-                crate::render::carried_crds(config.global.helm.as_deref(), plan)
+                crate::chart_render::carried_crds(config.global.helm.as_deref(), plan)
             };
         // Built only when asked for: the values digests it holds cost a
         // fifth of a 1,000-release plan.

@@ -17,7 +17,7 @@ use super::position::located;
 use super::read::Unreadable;
 use super::sops::{self, Sops};
 use crate::error::Problem;
-use crate::template::{Renderer, TemplateContext};
+use crate::handlebars::{Renderer, TemplateContext};
 use crate::values::SecretPaths;
 use crate::values::stack::{Layer, Step, ValuesSource};
 use crate::yaml;

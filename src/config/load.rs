@@ -11,8 +11,8 @@ use super::cluster_file::{build_cluster, read_cluster, select};
 use super::draft::{Draft, Paths};
 use super::file::{ClusterFile, DefaultsFile, OverrideFile};
 use super::reference::{ResolveError, Resolver};
+use super::release_render::{Defaults, Readers, render_release};
 use super::releases::{DEFAULTS_FILE, read_defaults, read_releases};
-use super::render::{Defaults, Readers, render_release};
 use crate::error::{Error, Problem};
 use crate::graph::ReleaseGraph;
 use crate::plan::Plan;
@@ -224,7 +224,7 @@ fn plan_cluster(
         &mut problems,
     );
     let readers = Readers {
-        renderer: crate::template::Renderer::new(),
+        renderer: crate::handlebars::Renderer::new(),
         sops: super::sops::Sops::from_env(),
         files: Default::default(),
     };

@@ -14,8 +14,8 @@ mod par;
 mod position;
 pub(crate) mod read;
 mod reference;
+mod release_render;
 mod releases;
-mod render;
 pub(crate) mod sops;
 mod spanned;
 

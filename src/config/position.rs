@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use crate::error::Problem;
-use crate::template::Located;
+use crate::handlebars::Located;
 
 /// The 1-based line where the YAML document holding line `line` starts.
 fn document_start(lines: &[&str], line: u64) -> u64 {

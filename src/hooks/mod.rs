@@ -58,8 +58,8 @@ use std::time::Duration;
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 
+use crate::handlebars::{Located, Renderer, TemplateContext};
 use crate::kube::diagnose::Diagnosis;
-use crate::template::{Located, Renderer, TemplateContext};
 use crate::validate::{self, DurationError};
 pub use object::ObjectRef;
 

@@ -137,7 +137,7 @@ fn only_waits_are_readiness_hooks_and_only_rollouts_name_a_workload() {
 #[test]
 fn rendering_fills_names_namespaces_and_arguments_and_checks_files() {
     let renderer = Renderer::new();
-    let context = crate::template::TemplateContext::from(
+    let context = crate::handlebars::TemplateContext::from(
         serde_json::json!({"cluster": {"name": "infra"}, "root": "/nowhere"}),
     );
     let root = tempfile::tempdir().unwrap();

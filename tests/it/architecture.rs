@@ -268,7 +268,7 @@ const LEAVES: [&str; 30] = [
     "graph",
     "plan",
     "release",
-    "template",
+    "handlebars",
     "values",
     "yaml",
     "error",
@@ -285,7 +285,7 @@ const LEAVES: [&str; 30] = [
     "finding",
     "ledger",
     "lint",
-    "render",
+    "chart_render",
     "select",
     "validate",
 ];

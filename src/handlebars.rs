@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use handlebars::{
+use ::handlebars::{
     Context, Handlebars, Helper, HelperResult, Output, RenderContext, RenderError,
     RenderErrorReason, Renderable, Template,
 };
@@ -165,7 +165,7 @@ impl Renderer {
         let mut registry = Handlebars::new();
         registry.set_strict_mode(true);
         // Values are YAML, not HTML.
-        registry.register_escape_fn(handlebars::no_escape);
+        registry.register_escape_fn(::handlebars::no_escape);
         registry.register_helper("env", Box::new(env_helper));
         let mut yaml = registry.clone();
         yaml.register_escape_fn(yaml_scalar);
@@ -429,8 +429,8 @@ fn classify(error: &RenderError, ctx: &Value) -> TemplateError {
 /// A handlebars syntax error in one line, without the parser's list of
 /// grammar rules and its drawing of the template (the position is shown as
 /// `file:line:column` instead).
-fn syntax(error: &handlebars::TemplateError) -> String {
-    use handlebars::TemplateErrorReason as R;
+fn syntax(error: &::handlebars::TemplateError) -> String {
+    use ::handlebars::TemplateErrorReason as R;
     match error.reason() {
         R::MismatchingClosedHelper(open, close) | R::MismatchingClosedDecorator(open, close) => {
             format!("`{{{{#{open}}}}}` is closed by `{{{{/{close}}}}}`; close it with `{{{{/{open}}}}}`")

@@ -11,9 +11,9 @@ use super::layers::{Layers, ValuesFiles};
 use super::position::located;
 use super::sops::Sops;
 use crate::error::Problem;
+use crate::handlebars::{Renderer, TemplateContext, context};
 use crate::hooks::{Hook, Templates};
 use crate::release::{CrdPolicy, HelmFlags, Hooks, Release, Source};
-use crate::template::{Renderer, TemplateContext, context};
 use crate::validate;
 use crate::values::stack::ValuesStack;
 
