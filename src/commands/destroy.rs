@@ -34,11 +34,7 @@ pub fn confirmation(yes: bool, dry_run: bool, stdin_is_terminal: bool) -> Confir
 }
 
 pub fn run(config: &Config, args: &DestroyArgs) -> Result<(), Error> {
-    let full = crate::config::load_for(
-        &config.global.dir,
-        &args.cluster,
-        config.global.context.as_deref(),
-    )?;
+    let full = super::load_plan(&config.global, &args.cluster)?;
     let plan = full.clone().select(&args.only, &args.selector, true)?;
     let confirm = confirmation(
         args.yes,

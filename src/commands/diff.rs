@@ -34,12 +34,7 @@ struct Found {
 
 pub fn run(config: &Config, args: &DiffArgs, out: &mut dyn std::io::Write) -> Result<(), Error> {
     let run = crate::config::run_values(&args.values.files, &args.values.sets)?;
-    let whole = crate::config::load_for(
-        &config.global.dir,
-        &args.cluster,
-        config.global.context.as_deref(),
-    )?
-    .with_run_values(&run);
+    let whole = super::load_plan(&config.global, &args.cluster)?.with_run_values(&run);
     let chosen = args.selection().apply(whole.clone())?;
     let found = crate::run::block_on(read(config, &whole, &chosen))?;
     for conflict in &found.conflicts {

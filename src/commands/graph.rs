@@ -7,11 +7,7 @@ use crate::error::Error;
 
 pub fn run(config: &Config, args: &GraphArgs, out: &mut dyn Write) -> Result<(), Error> {
     let format = args.format(config.global.output)?;
-    let plan = crate::config::load_for(
-        &config.global.dir,
-        &args.cluster,
-        config.global.context.as_deref(),
-    )?;
+    let plan = super::load_plan(&config.global, &args.cluster)?;
     // `-v`: each node also says what it installs (docs/design.md#global-flags).
     let details: HashMap<_, _> = match config.verbosity {
         Verbosity::Verbose => plan

@@ -106,6 +106,15 @@ pub(crate) fn parse_cache(global: &Global) -> Option<crate::config::ParseCache> 
     Some(crate::config::ParseCache::new(&dir))
 }
 
+/// The plan of `cluster` from the config root of `global`, its release
+/// files read through the parse cache (`--context` as in
+/// [`crate::config::load_for`]).
+pub(crate) fn load_plan(global: &Global, cluster: &str) -> Result<Plan, Error> {
+    let cache = parse_cache(global);
+    crate::config::Catalog::read_cached(&global.dir, cache.as_ref())?
+        .plan(cluster, global.context.as_deref())
+}
+
 /// [`linted`] with the run's `--values`/`--set` merged into each cluster
 /// the command runs on, so the lints see what would be installed.
 pub(crate) fn linted_with(

@@ -18,11 +18,7 @@ use crate::status::{self, Report};
 pub fn run(config: &Config, args: &StatusArgs, out: &mut dyn std::io::Write) -> Result<(), Error> {
     let (clusters, selection) = (&args.clusters.clusters(), &args.selection);
     if let Clusters::One(cluster) = clusters {
-        let plan = selection.apply(crate::config::load_for(
-            &config.global.dir,
-            cluster,
-            config.global.context.as_deref(),
-        )?)?;
+        let plan = selection.apply(super::load_plan(&config.global, cluster)?)?;
         let (report, lints) = crate::run::block_on(read(config, &plan))?;
         write(config, out, &report, &lints)?;
         return verdict(&report, &lints);

@@ -108,6 +108,16 @@ fn a_warm_plan_prints_what_a_cold_one_prints() {
     }
 }
 
+/// Every command that reads the config root goes through the cache, and
+/// prints the same warm as cold.
+#[test]
+fn graph_and_template_read_through_the_cache_too() {
+    for args in [&["graph", "infra"][..], &["template", "infra", "cilium"]] {
+        let out = warm_is_cold(Test::with_releases(RELEASES), args);
+        assert_eq!(out.code, 0, "{args:?}: {}", out.stderr);
+    }
+}
+
 #[test]
 fn errors_after_the_parse_keep_their_positions_warm() {
     let out = warm_is_cold(Test::with_releases(CHECKED), &["plan", "infra"]);

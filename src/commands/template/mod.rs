@@ -22,11 +22,7 @@ pub fn run(config: &Config, args: &TemplateArgs, out: &mut dyn Write) -> Result<
     let run = crate::config::run_values(&args.values.files, &args.values.sets)?;
     let plan = args
         .selection
-        .apply(crate::config::load_for(
-            &config.global.dir,
-            cluster,
-            config.global.context.as_deref(),
-        )?)?
+        .apply(crate::commands::load_plan(&config.global, cluster)?)?
         .with_run_values(&run);
     let chosen = choose(&plan.releases, cluster, args.release.as_deref())?;
     let rendered = if options.manifests {
