@@ -1,7 +1,9 @@
 //! The parse cache (docs/design.md#parse-cache): the release files of a
 //! config root as serde-saphyr parsed them, kept in one pack per config
-//! root and build, so a run whose release files did not change reads one
-//! file and decodes JSON instead of parsing YAML. An entry is keyed by the
+//! root and build, and the values files each cluster's plan read (as
+//! rendered for it) in one pack per config root, cluster and build, so a
+//! run whose files did not change reads a file or two and decodes JSON
+//! instead of parsing YAML. An entry is keyed by the
 //! sha256 of the build's identity and the file's bytes; only files that
 //! parsed without a problem are kept, and every check after the parse runs
 //! on what the cache gives as it runs on what the parse gives. A pack that
@@ -13,16 +15,18 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 use sha2::{Digest, Sha256};
-
-use super::file::ReleaseFile;
 
 /// The sha256 of the sources this binary was built from (build.rs).
 const BUILD_ID: &str = env!("BOOTSTRAP_BUILD_ID");
 /// A pack's first line starts with this, then the build's identity.
-const MAGIC: &str = "bootstrap parse cache 1";
+const MAGIC: &str = "bootstrap parse cache 2";
 /// Packs kept: the most recently written ones, none older than [`MAX_AGE`].
-const KEEP_PACKS: usize = 16;
+/// Each cluster has its own values pack: a fleet of 100 clusters keeps
+/// every pack of its config root.
+const KEEP_PACKS: usize = 128;
 const MAX_AGE: Duration = Duration::from_secs(30 * 24 * 3600);
 /// A temporary file older than this is a write that never finished.
 const STALE_TEMP: Duration = Duration::from_secs(3600);
@@ -45,13 +49,24 @@ impl ParseCache {
         }
     }
 
-    /// The pack of the config root `root`, read with one read: empty when
-    /// there is none yet or it cannot be used.
+    /// The pack of the release files of the config root `root`, read with
+    /// one read: empty when there is none yet or it cannot be used.
     pub(super) fn open(&self, root: &Path) -> Pack {
-        let path = self.dir.join(format!(
-            "{}.pack",
-            hex(&digest(root.as_os_str().as_encoded_bytes()))
-        ));
+        self.open_named(root.as_os_str().as_encoded_bytes())
+    }
+
+    /// The pack of the values files `cluster`'s plan reads in the config
+    /// root `root`: one per cluster, since a template renders another text
+    /// for each, and planning one cluster must not drop another's entries.
+    pub(super) fn open_values(&self, root: &Path, cluster: &str) -> Pack {
+        let mut name = root.as_os_str().as_encoded_bytes().to_vec();
+        name.extend_from_slice(b"\0values\0");
+        name.extend_from_slice(cluster.as_bytes());
+        self.open_named(&name)
+    }
+
+    fn open_named(&self, name: &[u8]) -> Pack {
+        let path = self.dir.join(format!("{}.pack", hex(&digest(name))));
         let (bytes, entries) = std::fs::read(&path)
             .ok()
             .and_then(|bytes| index(&bytes).map(|entries| (bytes, entries)))
@@ -141,6 +156,12 @@ pub(super) struct Pack {
 /// was parsed rather than read from the pack, its parse as JSON.
 pub(super) type Entry = (Key, Option<Vec<u8>>);
 
+impl Default for Pack {
+    fn default() -> Pack {
+        Pack::none()
+    }
+}
+
 impl Pack {
     /// No cache: nothing is read or written.
     pub(super) fn none() -> Pack {
@@ -156,16 +177,16 @@ impl Pack {
         self.at.as_ref().map(|_| digest(text.as_bytes()))
     }
 
-    /// The documents of the file whose key is `key`, when the pack holds
-    /// them and they decode.
-    pub(super) fn get(&self, key: &Key) -> Option<Vec<ReleaseFile>> {
+    /// The parse of the text whose key is `key`, when the pack holds it and
+    /// it decodes.
+    pub(super) fn get<T: DeserializeOwned>(&self, key: &Key) -> Option<T> {
         let range = self.entries.get(key)?;
         serde_json::from_slice(&self.bytes[range.clone()]).ok()
     }
 
-    /// The parse of `docs` as the pack keeps it.
-    pub(super) fn encode(docs: &[&ReleaseFile]) -> Option<Vec<u8>> {
-        serde_json::to_vec(docs).ok()
+    /// A parse as the pack keeps it.
+    pub(super) fn encode<T: Serialize + ?Sized>(parsed: &T) -> Option<Vec<u8>> {
+        serde_json::to_vec(parsed).ok()
     }
 
     /// Writes the pack of this run's files, unless it is the one read: the
@@ -260,6 +281,9 @@ fn clean(dir: &Path) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::file::ReleaseFile;
+
+    type Docs = Vec<ReleaseFile>;
 
     /// Everything parsed but the character spans, which the cache does not
     /// keep (nothing uses them).
@@ -280,14 +304,14 @@ mod tests {
         let docs = release(text);
         let pack = cache.open(Path::new("/root"));
         let key = pack.key(text).unwrap();
-        assert!(pack.get(&key).is_none());
+        assert!(pack.get::<Docs>(&key).is_none());
         let json = Pack::encode(&docs.iter().collect::<Vec<_>>()).unwrap();
         pack.save(vec![(key, Some(json))]);
         let pack = cache.open(Path::new("/root"));
-        let back = pack.get(&key).unwrap();
+        let back = pack.get::<Docs>(&key).unwrap();
         assert_eq!(without_spans(&back), without_spans(&docs));
         // Another config root has its own pack.
-        assert!(cache.open(Path::new("/other")).get(&key).is_none());
+        assert!(cache.open(Path::new("/other")).get::<Docs>(&key).is_none());
     }
 
     #[test]
@@ -311,14 +335,14 @@ mod tests {
         let at = bad.len() - 10;
         bad[at] ^= 1;
         std::fs::write(&file, &bad).unwrap();
-        assert!(cache.open(Path::new("/root")).get(&key).is_none());
+        assert!(cache.open(Path::new("/root")).get::<Docs>(&key).is_none());
         // Truncated, and garbage.
         std::fs::write(&file, &good[..good.len() / 2]).unwrap();
-        assert!(cache.open(Path::new("/root")).get(&key).is_none());
+        assert!(cache.open(Path::new("/root")).get::<Docs>(&key).is_none());
         std::fs::write(&file, b"\xff\xfe not a pack").unwrap();
-        assert!(cache.open(Path::new("/root")).get(&key).is_none());
+        assert!(cache.open(Path::new("/root")).get::<Docs>(&key).is_none());
         std::fs::write(&file, &good).unwrap();
-        assert!(cache.open(Path::new("/root")).get(&key).is_some());
+        assert!(cache.open(Path::new("/root")).get::<Docs>(&key).is_some());
     }
 
     #[test]

@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
 
+use super::cache::{Entry, Pack};
 use super::draft::{Draft, Paths};
 use super::file::{OverrideFile, Values};
 use super::from::Resolved;
@@ -25,17 +26,37 @@ use crate::yaml;
 /// The values files of a load, each read once, and each text (a plain
 /// file's, or a template's as rendered) parsed once: a catalog names the
 /// same few files from many releases, and a template that does not use
-/// `release.*` renders the same text for each of them.
+/// `release.*` renders the same text for each of them. A text parsed on an
+/// earlier run comes from the cluster's parse-cache pack
+/// (docs/design.md#parse-cache), and [`ValuesFiles::save`] writes what this
+/// plan read back to it.
 #[derive(Default)]
 pub(crate) struct ValuesFiles {
     texts: Mutex<HashMap<PathBuf, Result<Arc<str>, Unreadable>>>,
     parsed: Mutex<HashMap<PathBuf, ParsedTexts>>,
+    pack: Pack,
+    /// The pack's entries for the texts this plan parsed or read from it.
+    used: Mutex<Vec<Entry>>,
 }
 
 /// What each text of one values file parsed to.
 type ParsedTexts = HashMap<Arc<str>, Result<Value, Problem>>;
 
 impl ValuesFiles {
+    /// Values files whose parses are kept in `pack`.
+    pub fn cached(pack: Pack) -> ValuesFiles {
+        ValuesFiles {
+            pack,
+            ..ValuesFiles::default()
+        }
+    }
+
+    /// Writes the texts this plan parsed to the pack (docs/design.md#parse-cache).
+    pub fn save(self) {
+        let used = self.used.into_inner().unwrap_or_else(|e| e.into_inner());
+        self.pack.save(used);
+    }
+
     /// The text of `path`, as [`super::read::text`] reads it.
     fn text(&self, path: &Path) -> Result<Arc<str>, Unreadable> {
         if let Some(text) = lock(&self.texts).get(path) {
@@ -46,7 +67,9 @@ impl ValuesFiles {
         text
     }
 
-    /// What `parse` makes of `text` of `path`, made once per text.
+    /// What `parse` makes of `text` of `path`, made once per text, and on a
+    /// later run read from the pack: what `parse` gives depends on nothing
+    /// but the text. Only a text that parsed is kept.
     fn parsed(
         &self,
         path: &Path,
@@ -59,7 +82,20 @@ impl ValuesFiles {
         {
             return parsed.clone();
         }
-        let parsed = parse();
+        let key = self.pack.key(text);
+        let parsed = match key.and_then(|key| Some((key, self.pack.get::<Value>(&key)?))) {
+            Some((key, value)) => {
+                lock(&self.used).push((key, None));
+                Ok(value)
+            }
+            None => {
+                let parsed = parse();
+                if let (Some(key), Ok(value)) = (key, &parsed) {
+                    lock(&self.used).push((key, Pack::encode(value)));
+                }
+                parsed
+            }
+        };
         lock(&self.parsed)
             .entry(path.to_path_buf())
             .or_default()

@@ -10,6 +10,7 @@ use super::cache::{Pack, ParseCache};
 use super::cluster_file::{build_cluster, read_cluster, select};
 use super::draft::{Draft, Paths};
 use super::file::{ClusterFile, DefaultsFile, OverrideFile};
+use super::layers::ValuesFiles;
 use super::reference::{ResolveError, Resolver};
 use super::release_render::{Defaults, Readers, render_release};
 use super::releases::{DEFAULTS_FILE, read_defaults, read_releases};
@@ -40,6 +41,8 @@ pub struct Catalog {
     paths: Paths,
     /// `Err` when `releases/` cannot be listed: no plan can be made.
     read: Result<Releases, Problem>,
+    /// Where each cluster's plan keeps the values files it parsed.
+    cache: Option<ParseCache>,
 }
 
 struct Releases {
@@ -67,7 +70,11 @@ impl Catalog {
         let paths = Paths::new(root, dir.to_path_buf());
         let pack = cache.map_or_else(Pack::none, |cache| cache.open(&paths.root));
         let read = read_catalog(&paths, &pack);
-        Ok(Catalog { paths, read })
+        Ok(Catalog {
+            paths,
+            read,
+            cache: cache.cloned(),
+        })
     }
 
     /// The plan of `cluster` (`context` as in [`load_for`]), or every
@@ -77,12 +84,14 @@ impl Catalog {
         let cluster_file = read_cluster(&self.paths, cluster, &mut problems)?;
         let releases = self.read.as_ref().map_err(|p| Error::config(p.clone()))?;
         problems.extend(releases.problems.iter().cloned());
+        let values = self.cache.as_ref().map_or_else(Pack::none, |cache| {
+            cache.open_values(&self.paths.root, cluster)
+        });
         plan_cluster(
             &self.paths,
             releases,
-            cluster,
-            cluster_file,
-            context,
+            (cluster, cluster_file, context),
+            values,
             problems,
         )
     }
@@ -167,9 +176,8 @@ fn read_catalog(paths: &Paths, pack: &Pack) -> Result<Releases, Problem> {
 fn plan_cluster(
     paths: &Paths,
     releases: &Releases,
-    cluster: &str,
-    cluster_file: Option<ClusterFile>,
-    context: Option<&str>,
+    (cluster, cluster_file, context): (&str, Option<ClusterFile>, Option<&str>),
+    values: Pack,
     mut problems: Vec<Problem>,
 ) -> Result<Plan, Error> {
     let Releases {
@@ -226,7 +234,7 @@ fn plan_cluster(
     let readers = Readers {
         renderer: crate::handlebars::Renderer::new(),
         sops: super::sops::Sops::from_env(),
-        files: Default::default(),
+        files: ValuesFiles::cached(values),
     };
     // Each release on its own (in parallel), gathered in the catalog's order.
     let rendered = super::par::map(&selected, |draft| {
@@ -240,6 +248,7 @@ fn plan_cluster(
             &defaults,
         )
     });
+    readers.files.save();
     let mut releases = Vec::new();
     for result in rendered {
         match result {

@@ -137,7 +137,8 @@ fn read_release_file(paths: &Paths, pack: &Pack, file: &Path) -> FileRead {
         }
     };
     let key = pack.key(&text);
-    if let Some((key, docs)) = key.and_then(|key| Some((key, pack.get(&key)?))) {
+    if let Some((key, docs)) = key.and_then(|key| Some((key, pack.get::<Vec<ReleaseFile>>(&key)?)))
+    {
         read.entry = Some((key, None));
         for doc in docs {
             read.parsed(paths, (file, &shown), doc);

@@ -1,7 +1,8 @@
 //! The parse cache (docs/design.md#parse-cache) as a user meets it: a run
 //! with a warm cache prints what a run without one prints, to the byte,
-//! errors and their file:line:column included; an edited file is read
-//! again; a broken cache is ignored; `--no-parse-cache` and
+//! errors and their file:line:column included; an edited file (a release
+//! file or a values file) is read again; each cluster keeps the values
+//! files it read; a broken cache is ignored; `--no-parse-cache` and
 //! `BOOTSTRAP_NO_PARSE_CACHE` turn it off.
 
 use std::path::{Path, PathBuf};
@@ -38,6 +39,30 @@ namespace: apps
 chart: { repo: https://charts.example.com, name: web, version: 1.0.0 }
 needs: [coredns, cilum]
 ";
+
+/// Release files that read values files, a plain one and a template that
+/// renders another text for each release and cluster. The floats are ones
+/// serde_json's fast parser reads back one unit off.
+const WITH_VALUES: &str = "name: web
+namespace: apps
+chart: { repo: https://charts.example.com, name: web, version: 1.0.0 }
+valuesFiles: [values/common.yaml, values/release.yaml.hbs]
+---
+name: api
+namespace: apps
+chart: { repo: https://charts.example.com, name: api, version: 2.0.0 }
+valuesFiles: [values/common.yaml, values/release.yaml.hbs]
+";
+const COMMON: &str =
+    "ratio: 1.0715660391465826e-75\nscale: -1.81996730402717e-179\nlist: [a, 0.1]\n";
+const PER_RELEASE: &str = "who: \"{{cluster.name}}/{{release.name}}\"\nreplicas: 2\n";
+
+fn with_values() -> Test {
+    Test::with_releases(WITH_VALUES)
+        .file("releases/values/common.yaml", COMMON)
+        .file("releases/values/release.yaml.hbs", PER_RELEASE)
+        .file("clusters/apps/cluster.yaml", "name: apps\n")
+}
 
 fn packs(test: &Test) -> Vec<PathBuf> {
     let Ok(entries) = std::fs::read_dir(test.cache_dir().join("parsed")) else {
@@ -78,14 +103,23 @@ fn warm_is_cold(test: Test, args: &[&str]) -> Output {
     assert!(packs(&test).is_empty(), "--no-parse-cache wrote a pack");
     let cold = run(&test);
     let written = packs(&test);
-    assert_eq!(written.len(), 1, "one pack for the config root");
-    let before = std::fs::read(&written[0]).unwrap();
-    let modified = std::fs::metadata(&written[0]).unwrap().modified().unwrap();
+    // One for the config root's release files, and one for the values
+    // files of each cluster planned (the fleet lints plan every cluster).
+    assert!(!written.is_empty());
+    let state = || {
+        written
+            .iter()
+            .map(|p| {
+                let modified = std::fs::metadata(p).unwrap().modified().unwrap();
+                (std::fs::read(p).unwrap(), modified)
+            })
+            .collect::<Vec<_>>()
+    };
+    let before = state();
     let warm = run(&test);
-    assert_eq!(std::fs::read(&written[0]).unwrap(), before);
-    assert_eq!(
-        std::fs::metadata(&written[0]).unwrap().modified().unwrap(),
-        modified,
+    assert_eq!(packs(&test), written);
+    assert!(
+        state() == before,
         "a warm run with nothing changed writes nothing"
     );
     same(&cold, &warm);
@@ -116,6 +150,80 @@ fn graph_and_template_read_through_the_cache_too() {
         let out = warm_is_cold(Test::with_releases(RELEASES), args);
         assert_eq!(out.code, 0, "{args:?}: {}", out.stderr);
     }
+}
+
+/// Values files come from the cluster's pack on a warm run, floats to the
+/// last bit, and each release and cluster gets its own rendering.
+#[test]
+fn values_files_read_through_the_cache_print_the_same() {
+    for args in [
+        &["plan", "infra", "-v"][..],
+        &["plan", "infra", "-o", "json"],
+    ] {
+        let test = with_values();
+        let out = warm_is_cold(test, args);
+        assert_eq!(out.code, 0, "{args:?}: {}", out.stderr);
+    }
+    let out = warm_is_cold(with_values(), &["template", "apps", "api"]);
+    assert!(
+        out.stdout
+            .contains("ratio: 1.0715660391465826e-75\nscale: -1.81996730402717e-179\n"),
+        "{}",
+        out.stdout
+    );
+    assert!(out.stdout.contains("who: apps/api\n"), "{}", out.stdout);
+}
+
+#[test]
+fn an_edited_values_file_is_read_again() {
+    let test = with_values().args(&["template", "infra", "web"]);
+    assert_eq!(test.run().code, 0);
+    let test = test.file(
+        "releases/values/common.yaml",
+        &COMMON.replace("0.1]", "0.25]"),
+    );
+    let edited = test.run();
+    assert_eq!(edited.code, 0, "{}", edited.stderr);
+    assert!(edited.stdout.contains("- 0.25\n"), "{}", edited.stdout);
+    // An edit that breaks it is reported at its line, not hidden by the cache.
+    let test = test.file("releases/values/common.yaml", "list: [a\n");
+    let broken = test.run();
+    assert_eq!(broken.code, 2, "{}", broken.stdout);
+    assert!(
+        broken.stderr.contains("releases/values/common.yaml:"),
+        "{}",
+        broken.stderr
+    );
+}
+
+/// Planning one cluster does not drop what another cluster's plan keeps:
+/// `plan infra`, `plan apps`, `plan infra` writes no pack the third time.
+#[test]
+fn each_cluster_keeps_its_own_values_pack() {
+    let test = with_values();
+    let plan = |cluster: &str| {
+        let out = test.command().args(["plan", cluster]).output().unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    plan("infra");
+    plan("apps");
+    let written = packs(&test);
+    assert_eq!(written.len(), 3, "{written:?}");
+    let state = || {
+        written
+            .iter()
+            .map(|p| std::fs::metadata(p).unwrap().modified().unwrap())
+            .collect::<Vec<_>>()
+    };
+    let before = state();
+    plan("infra");
+    plan("apps");
+    assert_eq!(state(), before, "a pack was written again");
 }
 
 #[test]
