@@ -76,8 +76,8 @@ pub struct Global {
     /// No chart cache: helm downloads each chart at each use.
     #[arg(long, global = true)]
     pub no_chart_cache: bool,
-    /// No parse cache: every release file is parsed at each run (default:
-    /// parsed release files are kept in parsed/ of the chart cache's
+    /// No parse cache: every release and values file is parsed at each run
+    /// (default: their parses are kept in parsed/ of the chart cache's
     /// directory, keyed by their bytes).
     #[arg(
         long,
