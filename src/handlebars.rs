@@ -359,6 +359,18 @@ fn whole_path(s: &str) -> Option<&str> {
     is_path.then_some(inner)
 }
 
+/// Whether `template` calls the `env` helper (or names anything `env`):
+/// what it renders holds values of the environment (a token, a password),
+/// which the parse cache never writes to disk.
+pub fn reads_environment(template: &str) -> bool {
+    template.split("{{").skip(1).any(|block| {
+        let inner = block.split("}}").next().unwrap_or(block);
+        inner
+            .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .any(|token| token == "env")
+    })
+}
+
 /// What handlebars renders `s` to, without handlebars, when `s` is text
 /// and `{{a.b}}` expressions only, each naming a text: what most values are
 /// (`registry.{{cluster.values.domain}}/app`), and a render through
@@ -610,6 +622,25 @@ mod tests {
             }
         }
         assert!(compared > 1_000, "{compared}");
+    }
+
+    #[test]
+    fn a_template_that_reads_the_environment_is_known() {
+        for t in [
+            "token: {{env \"TOKEN\"}}",
+            "a: {{ env 'A' \"b\" }}",
+            "{{#if (env \"X\")}}x{{/if}}",
+            "{{cluster.values.env}}",
+        ] {
+            assert!(reads_environment(t), "{t}");
+        }
+        for t in [
+            "env: prod\nname: {{cluster.name}}",
+            "{{environment}}",
+            "a: env",
+        ] {
+            assert!(!reads_environment(t), "{t}");
+        }
     }
 
     #[test]

@@ -68,12 +68,12 @@ impl ValuesFiles {
     }
 
     /// What `parse` makes of `text` of `path`, made once per text, and on a
-    /// later run read from the pack: what `parse` gives depends on nothing
-    /// but the text. Only a text that parsed is kept.
+    /// later run read from the pack when `keep`: what `parse` gives depends
+    /// on nothing but the text. Only a text that parsed is kept.
     fn parsed(
         &self,
         path: &Path,
-        text: &Arc<str>,
+        (text, keep): (&Arc<str>, bool),
         parse: impl FnOnce() -> Result<Value, Problem>,
     ) -> Result<Value, Problem> {
         if let Some(parsed) = lock(&self.parsed)
@@ -82,7 +82,7 @@ impl ValuesFiles {
         {
             return parsed.clone();
         }
-        let key = self.pack.key(text);
+        let key = self.pack.key(text).filter(|_| keep);
         let parsed = match key.and_then(|key| Some((key, self.pack.get::<Value>(&key)?))) {
             Some((key, value)) => {
                 lock(&self.used).push((key, None));
@@ -342,6 +342,9 @@ impl Layers<'_> {
                 }
             };
         }
+        // A template that reads the environment renders its values (a
+        // token): that text is never written to the parse cache.
+        let keep = !(template && crate::handlebars::reads_environment(&text));
         let rendered: Arc<str> = if template {
             match self.renderer.render_yaml(&text, self.ctx) {
                 Ok(r) => Arc::from(r),
@@ -371,7 +374,9 @@ impl Layers<'_> {
             text
         };
         self.files
-            .parsed(path, &rendered, || parsed(&rendered, shown, template, path))
+            .parsed(path, (&rendered, keep), || {
+                parsed(&rendered, shown, template, path)
+            })
             .map_err(|p| problems.push(p.release(id)))
             .unwrap_or(Value::Null)
     }
@@ -456,7 +461,7 @@ mod tests {
         let parse = |text: &str| {
             let text: Arc<str> = Arc::from(text);
             let mut calls = 0;
-            let value = files.parsed(path, &text, || {
+            let value = files.parsed(path, (&text, true), || {
                 calls += 1;
                 Ok(serde_json::json!({ "text": &*text }))
             });
@@ -468,7 +473,7 @@ mod tests {
         // The same text of another file is that file's own.
         let other: Arc<str> = Arc::from("a: 1");
         let mut called = false;
-        let _ = files.parsed(Path::new("values/other.yaml"), &other, || {
+        let _ = files.parsed(Path::new("values/other.yaml"), (&other, true), || {
             called = true;
             Ok(Value::Null)
         });

@@ -196,6 +196,40 @@ fn an_edited_values_file_is_read_again() {
     );
 }
 
+/// A values template that reads the environment renders a token: its text
+/// is never written to the cache, and a changed variable is seen.
+#[test]
+fn a_template_that_reads_the_environment_is_never_kept() {
+    let test = with_values().file(
+        "releases/values/release.yaml.hbs",
+        "token: {{env \"BOOTSTRAP_TEST_TOKEN\"}}\n",
+    );
+    let template = |token: &str| {
+        let out = test
+            .command()
+            .args(["template", "infra", "web", "--show-secrets"])
+            .env("BOOTSTRAP_TEST_TOKEN", token)
+            .output()
+            .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    assert!(template("s3cr3t-one").contains("token: s3cr3t-one\n"));
+    assert!(template("s3cr3t-two").contains("token: s3cr3t-two\n"));
+    let written = packs(&test);
+    assert!(!written.is_empty());
+    for pack in written {
+        let bytes = std::fs::read(&pack).unwrap();
+        let text = String::from_utf8_lossy(&bytes);
+        assert!(!text.contains("s3cr3t"), "{}: {text}", pack.display());
+    }
+}
+
 /// Planning one cluster does not drop what another cluster's plan keeps:
 /// `plan infra`, `plan apps`, `plan infra` writes no pack the third time.
 #[test]
