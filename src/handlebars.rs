@@ -200,7 +200,10 @@ impl Renderer {
     /// YAML scalar, quoted when it would otherwise change the document's
     /// structure (`"1\nhostNetwork: true"` stays one string).
     pub fn render_yaml(&self, template: &str, ctx: &TemplateContext) -> Result<String, Located> {
-        self.render_with(&self.yaml, template, ctx)
+        match interpolated(template, ctx.value(), yaml_scalar) {
+            Some(text) => Ok(text),
+            None => self.render_with(&self.yaml, template, ctx),
+        }
     }
 
     fn render_with(
@@ -312,7 +315,7 @@ impl Renderer {
                         template: s.clone(),
                         at: s.find("{{").map(|offset| line_column(s, offset)),
                     }),
-                    None => match interpolated(s, ctx.value()) {
+                    None => match interpolated(s, ctx.value(), str::to_string) {
                         Some(text) => Ok(Value::String(text)),
                         None => self.render_with(&self.registry, s, ctx).map(Value::String),
                     },
@@ -378,8 +381,9 @@ pub fn reads_environment(template: &str) -> bool {
 /// block, a number, an unknown path, a backslash): handlebars renders it,
 /// and says what is wrong. A path here has a dot, so it is never a helper's
 /// name, and segments of letters, digits and `_` that start with a letter
-/// or `_`, which handlebars reads as the same path.
-fn interpolated(s: &str, ctx: &Value) -> Option<String> {
+/// or `_`, which handlebars reads as the same path. Each text is inserted
+/// as `escape` gives it, as the registry's escape function would.
+fn interpolated(s: &str, ctx: &Value, escape: impl Fn(&str) -> String) -> Option<String> {
     if s.contains('\\') {
         return None;
     }
@@ -406,7 +410,7 @@ fn interpolated(s: &str, ctx: &Value) -> Option<String> {
             return None;
         };
         out.push_str(text);
-        out.push_str(value);
+        out.push_str(&escape(value));
         rest = &after[close + 2..];
     }
     if rest.contains("}}") {
@@ -555,8 +559,23 @@ mod tests {
     #[test]
     fn interpolation_renders_what_handlebars_renders() {
         let r = Renderer::new();
-        let ctx = ctx();
+        let values = json!({
+            "k8sServiceHost": "10.25.11.10",
+            "clusterId": 1,
+            "mesh": {"on": true},
+            "odd": "a: b #c",
+            "quoted": "it's \"q\"\nline",
+            "dash": "-x",
+        });
+        let ctx = context(
+            "infra",
+            Some("admin@infra"),
+            values.as_object().unwrap(),
+            Some(("kube-system", "cilium")),
+            "/repo",
+        );
         let by_handlebars = |t: &str| r.render_with(&r.registry, t, &ctx).map_err(|e| e.error);
+        let by_yaml = |t: &str| r.render_with(&r.yaml, t, &ctx).map_err(|e| e.error);
         let mut taken = 0;
         for t in [
             "registry.{{cluster.values.k8sServiceHost}}/app",
@@ -570,6 +589,7 @@ mod tests {
             "\\{{cluster.name}}",
             "{{~cluster.name}}",
             "{{cluster.values.clusterId}}x",
+            "a: {{cluster.values.odd}}\nb: {{cluster.values.quoted}}\nc: {{cluster.values.dash}}",
             "{{cluster.values.mesh}}",
             "{{cluster.values.nope}}",
             "{{root}}",
@@ -579,13 +599,16 @@ mod tests {
             "{{cluster.name}}{{",
             "héllo {{release.name}} ✓",
         ] {
-            let fast = interpolated(t, ctx.value());
+            let fast = interpolated(t, ctx.value(), str::to_string);
             if let Some(fast) = &fast {
                 taken += 1;
                 assert_eq!(Ok(fast.clone()), by_handlebars(t), "{t:?}");
             }
+            if let Some(fast) = interpolated(t, ctx.value(), yaml_scalar) {
+                assert_eq!(Ok(fast), by_yaml(t), "{t:?}");
+            }
         }
-        assert_eq!(taken, 6, "the templates the shortcut takes");
+        assert_eq!(taken, 7, "the templates the shortcut takes");
         // And on templates made of the pieces that matter, at random.
         let pieces = [
             "{{",
@@ -616,9 +639,12 @@ mod tests {
         for _ in 0..20_000 {
             let len = 1 + next(8);
             let t: String = (0..len).map(|_| pieces[next(pieces.len())]).collect();
-            if let Some(fast) = interpolated(&t, ctx.value()) {
+            if let Some(fast) = interpolated(&t, ctx.value(), str::to_string) {
                 compared += 1;
                 assert_eq!(Ok(fast), by_handlebars(&t), "{t:?}");
+            }
+            if let Some(fast) = interpolated(&t, ctx.value(), yaml_scalar) {
+                assert_eq!(Ok(fast), by_yaml(&t), "{t:?}");
             }
         }
         assert!(compared > 1_000, "{compared}");
