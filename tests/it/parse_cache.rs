@@ -92,14 +92,7 @@ fn warm_is_cold(test: Test, args: &[&str]) -> Output {
         .arg("--no-parse-cache")
         .output()
         .unwrap();
-    let run = |test: &Test| {
-        let out = test.command().args(args).output().unwrap();
-        Output {
-            code: out.status.code().unwrap_or(-1),
-            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        }
-    };
+    let run = |test: &Test| -> Output { test.command().args(args).output().unwrap().into() };
     assert!(packs(&test).is_empty(), "--no-parse-cache wrote a pack");
     let cold = run(&test);
     let written = packs(&test);
@@ -205,19 +198,15 @@ fn a_template_that_reads_the_environment_is_never_kept() {
         "token: {{env \"BOOTSTRAP_TEST_TOKEN\"}}\n",
     );
     let template = |token: &str| {
-        let out = test
+        let out: Output = test
             .command()
             .args(["template", "infra", "web", "--show-secrets"])
             .env("BOOTSTRAP_TEST_TOKEN", token)
             .output()
-            .unwrap();
-        assert_eq!(
-            out.status.code(),
-            Some(0),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
+            .unwrap()
+            .into();
+        assert_eq!(out.code, 0, "{}", out.stderr);
+        out.stdout
     };
     assert!(template("s3cr3t-one").contains("token: s3cr3t-one\n"));
     assert!(template("s3cr3t-two").contains("token: s3cr3t-two\n"));
@@ -236,13 +225,13 @@ fn a_template_that_reads_the_environment_is_never_kept() {
 fn each_cluster_keeps_its_own_values_pack() {
     let test = with_values();
     let plan = |cluster: &str| {
-        let out = test.command().args(["plan", cluster]).output().unwrap();
-        assert_eq!(
-            out.status.code(),
-            Some(0),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let out: Output = test
+            .command()
+            .args(["plan", cluster])
+            .output()
+            .unwrap()
+            .into();
+        assert_eq!(out.code, 0, "{}", out.stderr);
     };
     plan("infra");
     plan("apps");

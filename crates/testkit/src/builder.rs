@@ -21,6 +21,17 @@ pub struct Output {
     pub stderr: String,
 }
 
+/// A finished command's exit code (-1 for a signal) and its output as text.
+impl From<std::process::Output> for Output {
+    fn from(out: std::process::Output) -> Output {
+        Output {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+}
+
 const CLUSTER: &str = "name: infra\n";
 
 impl Default for Test {
@@ -90,12 +101,7 @@ impl Test {
     }
 
     pub fn run(&self) -> Output {
-        let out = self.command().output().expect("run bootstrap");
-        Output {
-            code: out.status.code().unwrap_or(-1),
-            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        }
+        self.command().output().expect("run bootstrap").into()
     }
 
     /// Runs and asserts exit code 2 with exactly `stderr` and nothing on stdout.
