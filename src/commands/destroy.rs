@@ -3,7 +3,7 @@
 //!
 //! Exit codes: 0 when every release was uninstalled (or was absent); 1 when
 //! an uninstall failed, the lock is held by another run, or the question was
-//! answered with no; 2 without `--yes` when stdin is not a terminal (nothing
+//! answered with no; 2 without `--yes` when stdin is not a terminal in the foreground (nothing
 //! is asked, nothing changes) and for the usual prerequisites; 130 on
 //! interrupt.
 
@@ -39,11 +39,14 @@ pub fn run(config: &Config, args: &DestroyArgs) -> Result<(), Error> {
     let confirm = confirmation(
         args.yes,
         args.options().dry_run,
-        std::io::stdin().is_terminal(),
+        // Reading a terminal from a background process group (`&`,
+        // `timeout` in a script) stops the process (SIGTTIN): nobody can
+        // answer there either.
+        std::io::stdin().is_terminal() && crate::reporter::in_foreground(0),
     );
     if confirm == Confirm::Refuse {
         return Err(Error::Usage(format!(
-            "destroy asks before it uninstalls anything, and stdin is not a terminal; pass --yes to uninstall the releases of cluster `{}` without asking (nothing was changed)",
+            "destroy asks before it uninstalls anything, and stdin is not a terminal in the foreground; pass --yes to uninstall the releases of cluster `{}` without asking (nothing was changed)",
             args.cluster
         )));
     }

@@ -16,7 +16,10 @@
 //!
 //! "A terminal" means stdout *and* stderr are terminals ([`detect`]): with
 //! `| tee log`, stdout is a pipe, so the log gets plain lines rather than an
-//! empty file next to bars drawn on stderr.
+//! empty file next to bars drawn on stderr. It also means this process has
+//! the terminal's foreground: run in the background (`&`), under `timeout`
+//! from a script, or by a task runner with a process group of its own, the
+//! run prints plain lines and never touches the terminal's settings.
 //!
 //! `-q` shows only failures, warnings and the summary (in the plain format,
 //! since there is nothing live to draw); `-v` adds command hook output and
@@ -53,7 +56,7 @@ pub mod layout;
 pub mod plain;
 pub mod progress;
 mod terminal;
-pub use terminal::stderr_target;
+pub use terminal::{in_foreground, stderr_target};
 pub mod summary;
 pub mod tagged;
 
@@ -125,7 +128,14 @@ pub fn detect(json: bool, no_progress: bool) -> ReporterKind {
         std::env::var_os("NO_COLOR").as_deref(),
         std::env::var_os("TERM").as_deref(),
     );
-    let is_terminal = animate && std::io::stdout().is_terminal() && std::io::stderr().is_terminal();
+    // A terminal this process does not have the foreground of (`cmd &`,
+    // `timeout cmd` from a script) gets the plain lines: the live display
+    // would redraw over the shell's own, and changing the terminal's
+    // settings from there stops the process (SIGTTOU).
+    let is_terminal = animate
+        && std::io::stdout().is_terminal()
+        && std::io::stderr().is_terminal()
+        && terminal::in_foreground(2);
     resolve(
         is_terminal,
         ci_from(std::env::var_os("CI").as_deref()),

@@ -3,6 +3,15 @@
 //! half drawn; terminals without it ignore the sequence) and the cursor
 //! hidden while the live area is up, and a typed Ctrl-C not echoed as `^C`
 //! there (see [`QuietCtrlC`]).
+//!
+//! Only a process in its terminal's foreground process group may change the
+//! terminal's settings: from a background group (`cmd &`, `timeout cmd` in a
+//! script, a task runner's own process group) `tcsetattr` raises SIGTTOU,
+//! which stops the process until someone brings it to the foreground, as
+//! helm or kubectl never would. [`in_foreground`] decides whether the live
+//! display may run at all, and every change of the settings is made with
+//! SIGTTOU blocked ([`without_sigttou`]), so that a run sent to the
+//! background after it started (Ctrl-Z, `bg`) still ends.
 
 use std::io::{self, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -15,10 +24,46 @@ const END_SYNC: &str = "\x1b[?2026l";
 const HIDE_CURSOR: &str = "\x1b[?25l";
 const SHOW_CURSOR: &str = "\x1b[?25h";
 
-/// Where the live display draws: stderr when it is a terminal.
+/// Whether this process is in the foreground process group of the terminal
+/// on `fd`: false when `fd` is not a terminal, is not this session's
+/// controlling terminal (`setsid`), or another group has the foreground
+/// (`&`, `timeout`, a task runner that makes a process group of its own).
+pub fn in_foreground(fd: std::os::fd::RawFd) -> bool {
+    // SAFETY: tcgetpgrp and getpgrp only read the process's and the
+    // terminal's state; tcgetpgrp returns -1 for a descriptor that is not
+    // the controlling terminal.
+    unsafe {
+        let group = libc::tcgetpgrp(fd);
+        group != -1 && group == libc::getpgrp()
+    }
+}
+
+/// Runs `f` (a `tcsetattr`) with SIGTTOU blocked on this thread: a process
+/// outside the foreground group then changes the settings (or gets EIO)
+/// instead of being stopped.
+fn without_sigttou<T>(f: impl FnOnce() -> T) -> T {
+    // SAFETY: sigset_t is plain data filled by sigemptyset/sigaddset;
+    // pthread_sigmask changes only this thread's mask, restored below.
+    unsafe {
+        let mut block = std::mem::MaybeUninit::<libc::sigset_t>::uninit();
+        libc::sigemptyset(block.as_mut_ptr());
+        libc::sigaddset(block.as_mut_ptr(), libc::SIGTTOU);
+        let block = block.assume_init();
+        let mut old = std::mem::MaybeUninit::<libc::sigset_t>::uninit();
+        let blocked = libc::pthread_sigmask(libc::SIG_BLOCK, &block, old.as_mut_ptr()) == 0;
+        let out = f();
+        if blocked {
+            libc::pthread_sigmask(libc::SIG_SETMASK, old.as_ptr(), std::ptr::null_mut());
+        }
+        out
+    }
+}
+
+/// Where the live display draws: stderr when it is a terminal whose
+/// foreground this process has.
 pub fn stderr_target() -> ProgressDrawTarget {
     let term = Term::stderr();
-    if !term.is_term() {
+    if !term.is_term() || !in_foreground(2) {
         return ProgressDrawTarget::hidden();
     }
     ProgressDrawTarget::term_like_with_hz(Box::new(Synchronized::new(term)), 20)
@@ -41,6 +86,9 @@ static SAVED: std::sync::Mutex<Option<libc::termios>> = std::sync::Mutex::new(No
 impl QuietCtrlC {
     /// On stderr's terminal (the one the display draws on).
     fn new() -> QuietCtrlC {
+        if !in_foreground(2) {
+            return QuietCtrlC;
+        }
         let mut saved = std::mem::MaybeUninit::<libc::termios>::uninit();
         // SAFETY: tcgetattr fills the struct when it returns 0; fd 2 stays
         // open for the process's life.
@@ -57,7 +105,9 @@ impl QuietCtrlC {
         quiet.c_lflag &= !libc::ECHOCTL;
         let mut slot = SAVED.lock().unwrap_or_else(|e| e.into_inner());
         // SAFETY: a valid termios for the same terminal.
-        if slot.is_none() && unsafe { libc::tcsetattr(2, libc::TCSANOW, &quiet) } == 0 {
+        if slot.is_none()
+            && without_sigttou(|| unsafe { libc::tcsetattr(2, libc::TCSANOW, &quiet) }) == 0
+        {
             *slot = Some(saved);
         }
         QuietCtrlC
@@ -75,7 +125,7 @@ impl Drop for QuietCtrlC {
 fn restore_echo() {
     if let Some(saved) = SAVED.lock().unwrap_or_else(|e| e.into_inner()).take() {
         // SAFETY: the settings read from this terminal in `QuietCtrlC::new`.
-        unsafe { libc::tcsetattr(2, libc::TCSANOW, &saved) };
+        without_sigttou(|| unsafe { libc::tcsetattr(2, libc::TCSANOW, &saved) });
     }
 }
 

@@ -423,3 +423,87 @@ fn clusters_waiting_for_their_turn_are_named() {
     assert_eq!(code, 0, "{text}");
     assert!(!text.contains("waiting for their turn"), "{text}");
 }
+
+/// `cmd` run by `bash -c script` on the terminal, with `"$@"` in the
+/// script standing for the command (its environment and directory kept):
+/// bash is the terminal's session leader and foreground group, as a
+/// user's shell running a script or a task-runner target is.
+fn in_shell(cmd: std::process::Command, script: &str) -> std::process::Command {
+    let mut shell = std::process::Command::new("bash");
+    shell
+        .arg("-c")
+        .arg(script)
+        .arg("bash")
+        .arg(cmd.get_program());
+    shell.args(cmd.get_args());
+    for (key, value) in cmd.get_envs() {
+        match value {
+            Some(value) => shell.env(key, value),
+            None => shell.env_remove(key),
+        };
+    }
+    if let Some(dir) = cmd.get_current_dir() {
+        shell.current_dir(dir);
+    }
+    shell
+}
+
+/// `apply` started by `script` on a terminal of 100 columns runs to the end
+/// once cilium rolls out, and says what happened in plain lines when it is
+/// not the terminal's foreground; the terminal's settings are untouched.
+fn runs_to_the_end(script: &str, live_display: bool) -> String {
+    let (cluster, test) = scenario();
+    let mut cmd = cluster.command(&test, &["apply", "infra"]);
+    cmd.env_remove("NO_COLOR");
+    let pty = Pty::spawn(in_shell(cmd, script), 30, 100);
+    let modes = pty.local_modes();
+    let before = modes.get();
+    // A process stopped by SIGTTOU shows nothing: this wait fails then.
+    pty.wait_for(WAIT, |f| {
+        f.contains("1 of 3 updated pods") || f.contains("rollout DaemonSet/cilium 1/3 ready")
+    });
+    if !live_display {
+        assert_eq!(modes.get(), before, "the terminal's settings are untouched");
+    }
+    roll_out(&cluster);
+    let (code, text) = pty.finish(WAIT);
+    assert_eq!(code, 0, "{script}:\n{text}");
+    assert!(text.contains("5 installed"), "{script}:\n{text}");
+    assert_eq!(modes.get(), before, "the terminal's settings come back");
+    if !live_display {
+        assert!(
+            text.contains("kube-system/cilium: installing"),
+            "plain lines: {script}:\n{text}"
+        );
+        assert!(
+            !text.contains("infra · "),
+            "no live area: {script}:\n{text}"
+        );
+    }
+    text
+}
+
+#[test]
+fn under_timeout_in_a_script_apply_runs_to_the_end() {
+    // timeout(1) puts the command in a process group of its own, outside
+    // the terminal's foreground: changing the terminal's settings from
+    // there stopped the run (SIGTTOU) until timeout killed it.
+    runs_to_the_end(r#"timeout 120 "$@"; exit $?"#, false);
+}
+
+#[test]
+fn in_the_background_apply_runs_to_the_end() {
+    // `set -m`: job control, as in an interactive shell: `cmd &` gets a
+    // process group of its own, in the background.
+    runs_to_the_end(r#"set -m; "$@" & wait $!"#, false);
+}
+
+#[test]
+fn under_setsid_with_stdin_closed_or_stdout_a_pipe_apply_runs_to_the_end() {
+    // A session of its own: the terminal is not its controlling terminal.
+    runs_to_the_end(r#"setsid -w "$@""#, false);
+    // stdout a pipe: the log gets plain lines.
+    runs_to_the_end(r#""$@" | cat; exit "${PIPESTATUS[0]}""#, false);
+    // stdin closed, in the foreground: the live display, as on any terminal.
+    runs_to_the_end(r#""$@" <&-"#, true);
+}
