@@ -415,6 +415,14 @@ pub struct ImportHelmfileArgs {
     /// helmfile's --environment to render with (needs helmfile).
     #[arg(long, value_name = "NAME")]
     pub environment: Option<String>,
+    /// The directory Flux's GitRepository points at (default: found in the repository
+    /// of the helmfiles); the releases its HelmReleases manage are written `ownership: handover`.
+    #[arg(long, value_name = "DIR")]
+    pub flux_root: Option<PathBuf>,
+    /// The path the root Flux Kustomization reconciles, relative to --flux-root (default:
+    /// found there).
+    #[arg(long, value_name = "PATH", requires = "flux_root")]
+    pub flux_entrypoint: Option<PathBuf>,
 }
 
 impl ImportHelmfileArgs {

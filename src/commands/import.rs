@@ -19,8 +19,21 @@ pub fn run(config: &Config, args: &ImportHelmfileArgs, out: &mut dyn Write) -> R
     let root = &config.global.dir;
     let mut options = import::Options {
         environment: environment.map(String::from),
+        flux_root: args.flux_root.clone(),
+        flux_entrypoint: args
+            .flux_entrypoint
+            .as_ref()
+            .map(|p| p.to_string_lossy().into_owned()),
         ..Default::default()
     };
+    if let Some(root) = &args.flux_root
+        && !root.is_dir()
+    {
+        return Err(Error::Usage(format!(
+            "--flux-root {}: no such directory",
+            root.display()
+        )));
+    }
     let broken = |e: import::rendered::BrokenHelmfile| {
         Error::from(Prerequisite::Helmfile { error: e.into() })
     };
@@ -83,6 +96,14 @@ fn document(
         "notConverted": imported.issues.iter().map(|i| json!({
             "file": i.file, "line": i.line, "construct": i.construct, "reason": i.reason,
         })).collect::<Vec<_>>(),
+        "flux": imported.flux.as_ref().map(|f| json!({
+            "root": f.root,
+            "entrypoint": f.entrypoint,
+            "handover": imported.groups.iter().flat_map(|g| &g.releases)
+                .filter(|r| r.from.is_some() || r.flux_managed.is_some())
+                .map(|r| r.id()).collect::<Vec<_>>(),
+        })),
+        "fluxSearched": imported.flux_searched,
         "notCarriedOver": imported.notes.iter().map(|i| json!({
             "file": i.file, "line": i.line, "construct": i.construct, "reason": i.reason,
         })).collect::<Vec<_>>(),
@@ -138,6 +159,7 @@ fn report(
             ));
         }
     }
+    text.push_str(&flux_lines(imported));
     if !imported.notes.is_empty() {
         text.push_str("not carried over (no effect on a bootstrap; said in cluster.yaml too):\n");
         for note in &imported.notes {
@@ -159,6 +181,57 @@ fn report(
     };
     text.push_str(&format!("next: bootstrap {dir}plan {cluster}\n"));
     text
+}
+
+/// What the import found of the repository's Flux tree: where, and which
+/// releases its HelmReleases manage (written `ownership: handover`); or
+/// where it looked, and how to point it at the tree.
+fn flux_lines(imported: &import::Imported) -> String {
+    let Some(flux) = &imported.flux else {
+        let searched: Vec<String> = imported
+            .flux_searched
+            .iter()
+            .map(|d| shown(d).display().to_string())
+            .collect();
+        return format!(
+            "no Flux tree found (searched {}): nothing says whether Flux manages these releases, and `bootstrap check` cannot tell; if a Flux repository manages any of them, import again with --flux-root DIR (and --flux-entrypoint PATH), or write `flux:` in cluster.yaml\n",
+            if searched.is_empty() {
+                "nothing".to_string()
+            } else {
+                searched.join(", ")
+            }
+        );
+    };
+    let handed: Vec<String> = imported
+        .groups
+        .iter()
+        .flat_map(|g| &g.releases)
+        .filter(|r| r.from.is_some() || r.flux_managed.is_some())
+        .map(|r| r.id())
+        .collect();
+    let mut text = format!(
+        "Flux tree: {} (entrypoint {})\n",
+        shown(&flux.root).display(),
+        flux.entrypoint
+    );
+    text.push_str(&match handed.len() {
+        0 => "  no HelmRelease of it manages an imported release: all stay bootstrap's\n".to_string(),
+        n => format!(
+            "  {} that its HelmReleases manage, written `ownership: handover` (Flux adopts {} after the bootstrap): {}\n",
+            crate::plural::count(n, "release"),
+            if n == 1 { "it" } else { "them" },
+            handed.join(", ")
+        ),
+    });
+    text
+}
+
+/// `path` as the user named it: relative to the working directory.
+fn shown(path: &std::path::Path) -> std::path::PathBuf {
+    match std::env::current_dir() {
+        Ok(cwd) => import::relative(&cwd, path),
+        Err(_) => path.to_path_buf(),
+    }
 }
 
 /// The not-converted list, one line per cause: its reason, how often, and

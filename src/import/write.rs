@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use super::convert::{ChartOut, FluxOut, Imported, ReleaseOut, ValuesOut};
+use super::convert::{ChartOut, FluxOut, FoundBy, Imported, ReleaseOut, ValuesOut};
 use super::hooks::{self, Phase};
 use super::relative;
 use crate::error::{Error, Failure, Problem};
@@ -360,27 +360,35 @@ fn cluster_text(imported: &Imported, root: &Path) -> String {
             scalar(context)
         ));
     }
-    if let Some(flux) = imported.flux.as_ref().filter(|_| {
-        imported
-            .groups
-            .iter()
-            .flat_map(|g| &g.releases)
-            .any(|r| r.from.is_some() || r.flux_managed.is_some())
-    }) {
+    if let Some(flux) = imported.flux.as_ref() {
         let dir = root.join("clusters").join(&imported.cluster);
-        let found = if flux.by_kustomization {
-            format!(
-                "the directory of the Flux Kustomization {}, whose path holds the HelmReleases read",
-                relative(&dir, &flux.source).display()
-            )
-        } else {
-            format!(
-                "the FluxInstance's sync path, from the values of {}",
-                relative(&dir, &flux.source).display()
-            )
+        let source = relative(&dir, &flux.source);
+        let source = source.display();
+        let found = match flux.by {
+            FoundBy::ReadHelmReleases => format!(
+                "the directory of the Flux Kustomization {source}, whose path holds the HelmReleases read"
+            ),
+            FoundBy::InstanceValues => {
+                format!("the FluxInstance's sync path, from the values of {source}")
+            }
+            FoundBy::Instance => format!("the FluxInstance's sync path in {source}"),
+            FoundBy::FluxSystem => {
+                format!("the path of the `flux-system` Kustomization in {source}")
+            }
+            FoundBy::Kustomization => format!(
+                "the directory of the Flux Kustomization {source}, which no other Kustomization's path holds"
+            ),
+            FoundBy::Options => "--flux-root and --flux-entrypoint".to_string(),
         };
         t.push_str(&comment(
-            &format!("The Flux tree the `from:` releases are read from: {found}"),
+            &match flux.by {
+                FoundBy::ReadHelmReleases | FoundBy::InstanceValues => {
+                    format!("The Flux tree the `from:` releases are read from: {found}")
+                }
+                _ => format!(
+                    "The Flux tree of the repository, which `bootstrap check` scans for HelmReleases that manage these releases: {found}"
+                ),
+            },
             "",
         ));
         t.push_str(&format!(

@@ -591,6 +591,7 @@ imported 3 releases from hf/helmfile.yaml into out:
   wrote out/releases/values/dns.yaml
   wrote out/releases/helmfile.yaml
   wrote out/clusters/lab/cluster.yaml
+no Flux tree found (searched hf, .): nothing says whether Flux manages these releases, and `bootstrap check` cannot tell; if a Flux repository manages any of them, import again with --flux-root DIR (and --flux-entrypoint PATH), or write `flux:` in cluster.yaml
 not converted (5):
   hf/helmfile.yaml:1: `environments`: helmfile environments become bootstrap clusters: one clusters/NAME/cluster.yaml each, per-cluster values under `values:` or `overrides:`
   hf/helmfile.yaml:15: `set extraArgs[0]`: a `--set` path with list indices is not converted; write the value into a values file

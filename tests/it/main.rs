@@ -48,6 +48,7 @@ mod handover_corpus;
 mod helm_driver;
 mod import;
 mod import_corpus;
+mod import_flux_tree;
 mod import_handover;
 mod import_helmfile;
 mod job_contract;

@@ -136,7 +136,7 @@ pub(super) fn flux_tree(groups: &[Group]) -> Option<FluxOut> {
         root,
         entrypoint,
         source,
-        by_kustomization: false,
+        by: super::FoundBy::InstanceValues,
     })
 }
 
@@ -196,7 +196,7 @@ pub(super) fn kustomization_tree(groups: &[Group]) -> Option<FluxOut> {
                 root: dir.to_path_buf(),
                 entrypoint: entrypoint.to_string_lossy().into_owned(),
                 source: file,
-                by_kustomization: true,
+                by: super::FoundBy::ReadHelmReleases,
             });
         }
     }

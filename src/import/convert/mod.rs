@@ -13,6 +13,7 @@ use crate::error::{Error, Problem};
 
 mod chart;
 mod defaults;
+mod discover;
 mod flux;
 mod hook;
 mod order;
@@ -33,8 +34,11 @@ pub struct Imported {
     pub groups: Vec<Group>,
     /// The kubeconfig context of `helmDefaults.kubeContext`.
     pub context: Option<String>,
-    /// The Flux tree, when the imported values name it.
+    /// The Flux tree: named by the imported values, given with
+    /// `--flux-root`, or found in the repository (`discover`).
     pub flux: Option<FluxOut>,
+    /// Where the import looked for a Flux tree and found none.
+    pub flux_searched: Vec<PathBuf>,
     pub issues: Vec<Issue>,
     /// Settings not carried over because they have no effect on a
     /// bootstrap (said in the output and in cluster.yaml, never silent).
@@ -52,6 +56,10 @@ pub struct Options {
     pub without: String,
     /// helmfile's `--environment`.
     pub environment: Option<String>,
+    /// `--flux-root`: the directory Flux's GitRepository is rooted at.
+    pub flux_root: Option<PathBuf>,
+    /// `--flux-entrypoint` (relative to the root): where Flux starts.
+    pub flux_entrypoint: Option<String>,
 }
 
 /// The releases of one state file: one `releases/<stem>.yaml`.
@@ -132,8 +140,26 @@ pub struct FluxOut {
     /// The file that says so (the flux-instance values, or the
     /// Kustomization's file), absolute.
     pub source: PathBuf,
-    /// Found through a Flux Kustomization, not a FluxInstance.
-    pub by_kustomization: bool,
+    /// How it was found, for the comment above `flux:`.
+    pub by: FoundBy,
+}
+
+/// How the import found the Flux tree.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FoundBy {
+    /// The FluxInstance's sync path, in the flux-instance values imported.
+    InstanceValues,
+    /// The Flux Kustomization whose path holds the HelmReleases read.
+    ReadHelmReleases,
+    /// A FluxInstance (or the flux-instance chart's values in a
+    /// HelmRelease) of the repository.
+    Instance,
+    /// The `flux-system` Kustomization of the repository (`flux bootstrap`'s).
+    FluxSystem,
+    /// A Flux Kustomization of the repository that no other one's path holds.
+    Kustomization,
+    /// `--flux-root` and `--flux-entrypoint`.
+    Options,
 }
 
 impl ReleaseOut {
@@ -219,6 +245,7 @@ pub fn import(
         groups: Vec::new(),
         context: None,
         flux: None,
+        flux_searched: Vec::new(),
         issues: Vec::new(),
         notes: Vec::new(),
         renderer: match &options.helmfile {
@@ -286,7 +313,7 @@ pub fn import(
     merge_duplicates(&mut imported.groups)?;
     resolve_needs(&mut imported.groups, &mut issues);
     order_files(&mut imported.groups);
-    imported.flux = flux_tree(&imported.groups).or_else(|| kustomization_tree(&imported.groups));
+    find_flux(&mut imported, options);
     if let Some(flux) = &imported.flux {
         read_from_flux(&mut imported.groups, flux);
         flux_managed(&mut imported.groups, flux);
@@ -306,6 +333,30 @@ pub fn import(
     issues.sort_by(|a, b| (rank(&a.file), &a.file, a.line).cmp(&(rank(&b.file), &b.file, b.line)));
     imported.issues = issues;
     Ok(imported)
+}
+
+/// The Flux tree: `--flux-root` with `--flux-entrypoint`, else the one the
+/// imported values name, else the repository's (`discover`), always looked
+/// for: a release a HelmRelease of the repository manages must not be
+/// written bootstrap-owned unseen.
+fn find_flux(imported: &mut Imported, options: &Options) {
+    imported.flux = match (&options.flux_root, &options.flux_entrypoint) {
+        (Some(root), Some(entrypoint)) => Some(FluxOut {
+            root: super::gotmpl::normalize(&hooks::absolute(root)),
+            entrypoint: entrypoint.trim_start_matches("./").to_string(),
+            source: super::gotmpl::normalize(&hooks::absolute(root)),
+            by: FoundBy::Options,
+        }),
+        (Some(_), None) => None,
+        (None, _) => flux_tree(&imported.groups).or_else(|| kustomization_tree(&imported.groups)),
+    };
+    if imported.flux.is_none() {
+        let state = imported.sources.first().cloned().unwrap_or_default();
+        match discover::repository_tree(&state, options.flux_root.as_deref(), &imported.cluster) {
+            Ok(found) => imported.flux = Some(found),
+            Err(discover::Searched(dirs)) => imported.flux_searched = dirs,
+        }
+    }
 }
 
 /// A release whose values template reads a Flux HelmRelease with

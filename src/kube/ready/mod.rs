@@ -264,6 +264,9 @@ pub fn job(j: &Job) -> Readiness {
 
 /// `status.conditions[type == type_].status == status`, for any object
 /// (CRD `Established`, Deployment `Available`, a Flux custom resource `Ready`).
+/// Type and status compare as `kubectl wait --for=condition=…` compares
+/// them, without regard to case (`condition=established` waits for
+/// `Established`; kubectl's `strings.EqualFold`).
 pub fn condition(obj: &Value, type_: &str, status: &str) -> Readiness {
     let generation = obj.pointer("/metadata/generation").and_then(Value::as_i64);
     let observed = obj
@@ -281,7 +284,11 @@ pub fn condition(obj: &Value, type_: &str, status: &str) -> Readiness {
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
-        .find(|c| c.get("type").and_then(Value::as_str) == Some(type_));
+        .find(|c| {
+            c.get("type")
+                .and_then(Value::as_str)
+                .is_some_and(|t| t.eq_ignore_ascii_case(type_))
+        });
     let Some(c) = found else {
         return Readiness::Pending(format!("condition {type_} not reported yet"));
     };
@@ -295,7 +302,7 @@ pub fn condition(obj: &Value, type_: &str, status: &str) -> Readiness {
         ));
     }
     let actual = c.get("status").and_then(Value::as_str).unwrap_or("Unknown");
-    if actual == status {
+    if actual.eq_ignore_ascii_case(status) {
         return Readiness::Ready;
     }
     let text = |k: &str| c.get(k).and_then(Value::as_str).filter(|s| !s.is_empty());

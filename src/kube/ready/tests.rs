@@ -205,6 +205,19 @@ fn crd_established_condition_is_ready() {
 }
 
 #[test]
+fn conditions_compare_without_case_as_kubectl_wait_does() {
+    // `kubectl wait --for condition=established` (imported as written)
+    // waits for `Established`, and `=true` for `True`.
+    let crd: Value = fixture("crd-gateways-established.yaml");
+    assert_eq!(condition(&crd, "established", "true"), Readiness::Ready);
+    assert_eq!(condition(&crd, "ESTABLISHED", "True"), Readiness::Ready);
+    let Readiness::Pending(why) = condition(&crd, "established", "false") else {
+        panic!("True is not false")
+    };
+    assert!(why.starts_with("condition established is True"), "{why}");
+}
+
+#[test]
 fn crd_not_yet_established_is_pending() {
     let crd: Value = fixture("crd-gateways-names-only.yaml");
     assert_eq!(
