@@ -337,6 +337,34 @@ pub enum Event {
     Warning {
         message: String,
     },
+    /// What `apply` found of Flux in git before anything changed
+    /// (docs/design.md#admission-guard): the GitOps tree of
+    /// cluster.yaml's `flux:` scanned, with no Flux object that would
+    /// manage a release bootstrap owns (else the run was refused).
+    GitopsScanned {
+        /// `ROOT` and `ENTRYPOINT` as scanned; `None`: the cluster has no
+        /// `flux:`, and nothing in git was checked.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        root: Option<std::path::PathBuf>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        entrypoint: Option<String>,
+        files: usize,
+        kustomizations: usize,
+        helm_releases: usize,
+    },
+    /// The admission guard that denies Flux HelmReleases for bootstrap's
+    /// releases in the cluster, once `apply` applied it (or why not).
+    Guard {
+        policy: String,
+        state: GuardState,
+    },
+    /// `destroy` of a whole cluster: what stays in the cluster on purpose
+    /// (the admission guard, the ledger, the CRD record, the lock's Lease,
+    /// the CRDs without `--crds`) and the command that removes it.
+    LeftBehind {
+        objects: Vec<String>,
+        remove: String,
+    },
     /// First SIGINT/SIGTERM: no new work starts; running work gets a grace period.
     Interrupting {
         running: Vec<ReleaseId>,
@@ -346,6 +374,21 @@ pub enum Event {
     RunFinished {
         summary: Summary,
     },
+}
+
+/// What became of the admission guard in one `apply`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GuardState {
+    Installed,
+    Updated,
+    Unchanged,
+    /// `--dry-run`: the API server accepted it without keeping it.
+    WouldApply,
+    /// `guard: false` in cluster.yaml.
+    Off,
+    /// The cluster does not serve ValidatingAdmissionPolicy (< 1.30).
+    Unsupported,
 }
 
 /// An event with the time it happened.

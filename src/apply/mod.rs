@@ -11,9 +11,10 @@ use tokio::sync::Semaphore;
 
 use crate::crds;
 use crate::error::{Error, Failure};
-use crate::event::{Emitter, Event, Phase, Summary};
+use crate::event::{Emitter, Event, GuardState, Phase, Summary};
 use crate::helm::Helm;
 use crate::hooks::HookEnv;
+use crate::kube::apply::CrdChange;
 use crate::kube::client::Connection;
 use crate::ledger::Ledger;
 use crate::ownership;
@@ -458,19 +459,39 @@ async fn install_guard(
     client: &::kube::Client,
     events: &Emitter,
 ) -> Result<(), Error> {
+    let policy = crate::flux::policy::POLICY_NAME.to_string();
     if !plan.cluster.guard {
+        events.emit(Event::Guard {
+            policy,
+            state: GuardState::Off,
+        });
         return Ok(());
     }
     let objects = crate::flux::admission_policy(
         crate::ledger::LEDGER_NAMESPACE,
         (crate::ledger::SHARD_LABEL, crate::ledger::SHARD_LABEL_VALUE),
     );
+    // The policy and its binding: the guard is as new as the newer of the two.
+    let mut state = GuardState::Unchanged;
     for object in &objects {
         match crate::kube::apply::apply(client, object).await {
-            Ok(_) => {}
+            Ok((change, _)) => {
+                state = match (state, change) {
+                    (_, CrdChange::Created) | (GuardState::Installed, _) => GuardState::Installed,
+                    (_, CrdChange::Updated) | (GuardState::Updated, _) => GuardState::Updated,
+                    (_, CrdChange::WouldApply) | (GuardState::WouldApply, _) => {
+                        GuardState::WouldApply
+                    }
+                    (state, CrdChange::Unchanged) => state,
+                };
+            }
             Err(crate::kube::apply::ApplyError::UnknownKind(_)) => {
                 events.emit(Event::Warning {
                     message: "this cluster does not serve admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy (Kubernetes < 1.30): the admission guard that keeps Flux off bootstrap releases is not installed; `bootstrap check` still finds them in git".into(),
+                });
+                events.emit(Event::Guard {
+                    policy,
+                    state: GuardState::Unsupported,
                 });
                 return Ok(());
             }
@@ -479,5 +500,6 @@ async fn install_guard(
             }
         }
     }
+    events.emit(Event::Guard { policy, state });
     Ok(())
 }

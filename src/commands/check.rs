@@ -115,8 +115,10 @@ fn check(
         .collect();
     let lint_text = lint::render_text(&shown);
     let Some(tree) = tree_of(config, plan, flux_root, flux_entrypoint)? else {
+        // Never "valid" here: what `check` exists for, that Flux manages no
+        // release of bootstrap's, was not checked.
         let message = format!(
-            "the config is valid; no GitOps tree was scanned: cluster `{cluster}` has no `flux:` (root, entrypoint) in clusters/{cluster}/cluster.yaml, and no --flux-root/--flux-entrypoint was given"
+            "ownership not checked: no GitOps tree was scanned, so nothing proves that Flux manages none of these releases; cluster `{cluster}` has no `flux:` (root, entrypoint) in clusters/{cluster}/cluster.yaml, and no --flux-root/--flux-entrypoint was given"
         );
         let mut findings: Vec<serde_json::Value> = lints.iter().map(|f| json!(f)).collect();
         findings.push(json!({"severity": "info", "code": "gitops-tree-not-scanned", "release": null, "object": null, "chain": [], "message": message}));

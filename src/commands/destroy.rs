@@ -91,9 +91,40 @@ async fn run_async(
         session.stop.clone(),
     )
     .await;
+    let whole = plan.releases.len() == full.releases.len();
+    if whole && !args.options().dry_run && result.as_ref().is_ok_and(|s| s.ok) {
+        events.emit(left_behind(&plan, args.options().crds));
+    }
     drop(events);
     session.finish(result.as_ref().ok()).await;
     outcome(&result?).map_err(|e| Error::Summarized(Box::new(e)))
+}
+
+/// What a destroy of the whole cluster leaves on purpose, and how to
+/// remove it (docs/design.md#destroy).
+fn left_behind(plan: &Plan, crds: bool) -> Event {
+    use crate::ledger::{DIGEST_KEY_SECRET, LEDGER_NAMESPACE, SHARD_LABEL, SHARD_LABEL_VALUE};
+    let ns = LEDGER_NAMESPACE;
+    let policy = crate::flux::policy::POLICY_NAME;
+    let lease = crate::kube::lock::LEASE_NAME;
+    let record = crate::crds::record::RECORD_NAME;
+    let mut objects = vec![
+        format!("the admission guard (ValidatingAdmissionPolicy and binding {policy})"),
+        format!(
+            "the ownership ledger (ConfigMaps {ns}/{SHARD_LABEL}={SHARD_LABEL_VALUE}, Secret {ns}/{DIGEST_KEY_SECRET})"
+        ),
+        format!("the CRD record (ConfigMap {ns}/{record})"),
+        format!("the lock (Lease {ns}/{lease})"),
+    ];
+    if !crds && plan.crd_releases().next().is_some() {
+        objects.push("the CRDs of the CRD phase (`destroy --crds` deletes them)".to_string());
+    }
+    Event::LeftBehind {
+        objects,
+        remove: format!(
+            "kubectl delete validatingadmissionpolicybinding,validatingadmissionpolicy {policy}; kubectl -n {ns} delete configmap -l {SHARD_LABEL}={SHARD_LABEL_VALUE}; kubectl -n {ns} delete configmap/{record} secret/{DIGEST_KEY_SECRET} lease/{lease}"
+        ),
+    }
 }
 
 fn question(plan: &Plan, context: Option<&str>, args: &DestroyArgs) -> String {

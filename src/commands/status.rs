@@ -239,6 +239,10 @@ pub fn render(report: &Report, verbosity: Verbosity) -> String {
             text.push_str(&format!("  {release}: {state}\n"));
         }
     }
+    // `-q`: only a guard that needs attention.
+    if !quiet || matches!(report.guard, status::Guard::Missing) {
+        text.push_str(&format!("\nadmission guard: {}\n", report.guard.describe()));
+    }
     let conflicts: Vec<_> = report.conflicts().collect();
     if conflicts.is_empty() {
         text.push_str("\nno conflicts\n");
@@ -327,6 +331,7 @@ mod tests {
             message: "Helm release kube-system/cilium is pending-upgrade".into(),
         });
         let report = Report {
+            guard: status::Guard::InPlace,
             cluster: "infra".into(),
             releases: vec![cilium, row("coredns", None, "not installed")],
         };
@@ -348,6 +353,7 @@ conflicts (`bootstrap apply` refuses until they are resolved):
     #[test]
     fn quiet_leaves_out_what_needs_nothing_and_says_how_many() {
         let report = Report {
+            guard: status::Guard::InPlace,
             cluster: "infra".into(),
             releases: vec![
                 row("cilium", Some(("1.0.0", "deployed")), "ready"),
@@ -368,6 +374,7 @@ no conflicts
 "
         );
         let settled = Report {
+            guard: status::Guard::InPlace,
             cluster: "infra".into(),
             releases: vec![row("cilium", Some(("1.0.0", "deployed")), "ready")],
         };
@@ -393,6 +400,7 @@ no conflicts
             },
         ];
         let report = Report {
+            guard: status::Guard::InPlace,
             cluster: "infra".into(),
             releases: vec![cilium],
         };

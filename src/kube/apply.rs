@@ -241,6 +241,17 @@ impl CleanupNudge {
     }
 }
 
+/// Whether the API server serves `kind` of `api_version` (false also when
+/// discovery cannot say).
+pub async fn serves(client: &::kube::Client, api_version: &str, kind: &str) -> bool {
+    let obj =
+        serde_json::json!({"apiVersion": api_version, "kind": kind, "metadata": {"name": "x"}});
+    let Ok((gvk, _, _)) = identity(&obj) else {
+        return false;
+    };
+    resolve(client, &gvk).await.is_ok()
+}
+
 /// Reads an object; `None` when it or its kind does not exist.
 pub async fn get(
     client: &::kube::Client,

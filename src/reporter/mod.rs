@@ -191,6 +191,59 @@ pub async fn drive(
     reporter
 }
 
+/// The line that says what protects the releases from Flux (the GitOps
+/// scan, the admission guard), for both human reporters; `None` for every
+/// other event.
+pub fn protection_line(event: &crate::event::Event) -> Option<String> {
+    use crate::event::{Event, GuardState};
+    use crate::plural::count;
+    match event {
+        Event::GitopsScanned {
+            root: Some(root),
+            entrypoint,
+            files,
+            kustomizations,
+            helm_releases,
+        } => Some(format!(
+            "GitOps tree {} (entrypoint {}) scanned: {}, {}, {}; none manages a release bootstrap owns",
+            root.display(),
+            entrypoint.as_deref().unwrap_or("."),
+            count(*files, "file"),
+            count(*kustomizations, "Flux Kustomization"),
+            count(*helm_releases, "HelmRelease"),
+        )),
+        Event::GitopsScanned { root: None, .. } => Some(
+            "no GitOps tree scanned (no `flux:` in cluster.yaml): whether Flux manages these releases was not checked"
+                .to_string(),
+        ),
+        Event::LeftBehind { objects, remove } => Some(format!(
+            "left in the cluster: {}; to remove them too: {remove}",
+            objects.join(", ")
+        )),
+        Event::Guard { policy, state } => Some(match state {
+            GuardState::Installed => format!(
+                "admission guard installed (ValidatingAdmissionPolicy {policy}): Flux HelmReleases for bootstrap's releases are denied"
+            ),
+            GuardState::Updated => format!(
+                "admission guard updated (ValidatingAdmissionPolicy {policy}): Flux HelmReleases for bootstrap's releases are denied"
+            ),
+            GuardState::Unchanged => format!(
+                "admission guard in place (ValidatingAdmissionPolicy {policy}, unchanged): Flux HelmReleases for bootstrap's releases are denied"
+            ),
+            GuardState::WouldApply => format!(
+                "admission guard would be installed (ValidatingAdmissionPolicy {policy}; --dry-run)"
+            ),
+            GuardState::Off => {
+                "admission guard off (`guard: false` in cluster.yaml): nothing in the cluster stops a Flux HelmRelease for bootstrap's releases".to_string()
+            }
+            GuardState::Unsupported => {
+                "admission guard not installed: the cluster does not serve ValidatingAdmissionPolicy".to_string()
+            }
+        }),
+        _ => None,
+    }
+}
+
 /// What a running release is doing, in the words of the live line.
 pub fn step_label(step: &Step) -> String {
     match step {

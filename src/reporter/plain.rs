@@ -85,6 +85,11 @@ impl PlainReporter {
                 format!("crds: {count} established")
             }
             Event::PreflightStep { step } if !quiet => format!("preflight: {step}"),
+            Event::GitopsScanned { .. } | Event::Guard { .. } | Event::LeftBehind { .. }
+                if !quiet =>
+            {
+                super::protection_line(event)?
+            }
             Event::CrdDeleted {
                 release,
                 crd,

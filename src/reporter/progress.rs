@@ -563,6 +563,11 @@ impl ProgressReporter {
                 let warning = self.paint(Style::new().yellow(), "warning");
                 self.println(&format!("{warning}: {message}"));
             }
+            Event::GitopsScanned { .. } | Event::Guard { .. } | Event::LeftBehind { .. } => {
+                if let Some(line) = super::protection_line(event) {
+                    self.println(&format!("✓ {line}"));
+                }
+            }
             Event::Interrupting { running, grace } => {
                 let text = format!(
                     "! interrupting: waiting up to {} for {} running release(s); Ctrl-C again stops at once",

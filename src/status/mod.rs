@@ -19,6 +19,69 @@ use crate::release::{ObjectRef, Ownership, Release, ReleaseId};
 pub struct Report {
     pub cluster: String,
     pub releases: Vec<ReleaseStatus>,
+    /// The admission guard in the cluster (docs/design.md#admission-guard).
+    pub guard: Guard,
+}
+
+/// Whether the admission guard that denies Flux HelmReleases for
+/// bootstrap's releases is in the cluster.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Guard {
+    /// The ValidatingAdmissionPolicy and its binding are there.
+    InPlace,
+    /// Either is missing: `apply` installs it.
+    Missing,
+    /// `guard: false` in cluster.yaml.
+    Off,
+    /// The cluster does not serve ValidatingAdmissionPolicy.
+    Unsupported,
+}
+
+impl Guard {
+    /// The words of `status`'s `admission guard:` line.
+    pub fn describe(self) -> String {
+        let policy = crate::flux::policy::POLICY_NAME;
+        match self {
+            Guard::InPlace => format!(
+                "in place (ValidatingAdmissionPolicy {policy} and its binding): Flux HelmReleases for bootstrap's releases are denied"
+            ),
+            Guard::Missing => format!(
+                "missing (ValidatingAdmissionPolicy {policy} or its binding): nothing in the cluster denies a Flux HelmRelease for bootstrap's releases; `bootstrap apply` installs it"
+            ),
+            Guard::Off => "off (`guard: false` in cluster.yaml)".to_string(),
+            Guard::Unsupported => {
+                "not available: the cluster does not serve ValidatingAdmissionPolicy (Kubernetes < 1.30)".to_string()
+            }
+        }
+    }
+}
+
+/// Reads whether the guard's policy and binding exist.
+async fn guard(plan: &Plan, client: &::kube::Client) -> Result<Guard, Error> {
+    if !plan.cluster.guard {
+        return Ok(Guard::Off);
+    }
+    const API: &str = "admissionregistration.k8s.io/v1";
+    let name = crate::flux::policy::POLICY_NAME;
+    let read = |kind: &'static str| crate::kube::apply::get(client, API, kind, None, name);
+    let (policy, binding) = tokio::join!(
+        read("ValidatingAdmissionPolicy"),
+        read("ValidatingAdmissionPolicyBinding")
+    );
+    let failed =
+        |e: crate::kube::apply::ApplyError| Error::from(Failure::Guard { source: e.into() });
+    let (policy, binding) = (policy.map_err(failed)?, binding.map_err(failed)?);
+    if policy.is_none()
+        && !crate::kube::apply::serves(client, API, "ValidatingAdmissionPolicy").await
+    {
+        return Ok(Guard::Unsupported);
+    }
+    Ok(if policy.is_some() && binding.is_some() {
+        Guard::InPlace
+    } else {
+        Guard::Missing
+    })
 }
 
 impl Report {
@@ -151,6 +214,7 @@ pub async fn collect<H: Helm>(
     Ok(Report {
         cluster: plan.cluster.name.clone(),
         releases,
+        guard: guard(plan, &connection.client).await?,
     })
 }
 

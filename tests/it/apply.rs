@@ -1800,3 +1800,129 @@ fn a_missing_chart_version_names_where_it_is_set() {
         found["kube-system/coredns"]
     );
 }
+
+/// A Flux tree whose only HelmRelease manages a release bootstrap does not
+/// install: the scan passes.
+const GITOPS_KS: &str = "apiVersion: kustomize.toolkit.fluxcd.io/v1
+kind: Kustomization
+metadata:
+  name: apps
+  namespace: flux-system
+spec:
+  interval: 10m
+  path: ./apps
+  prune: true
+  sourceRef:
+    kind: GitRepository
+    name: flux-system
+";
+
+const GITOPS_HR: &str = "apiVersion: helm.toolkit.fluxcd.io/v2
+kind: HelmRelease
+metadata:
+  name: podinfo
+  namespace: apps
+spec:
+  interval: 10m
+  chart:
+    spec:
+      chart: podinfo
+      sourceRef:
+        kind: HelmRepository
+        name: podinfo
+";
+
+#[test]
+fn apply_says_what_protects_the_releases_from_flux() {
+    let release = "name: r\nnamespace: apps\nchart: { oci: oci://example.com/charts/r, version: 1.0.0 }\ncrds: none\n";
+    let test = Test::new()
+        .file(
+            "clusters/infra/cluster.yaml",
+            &format!("{CLUSTER}flux:\n  root: gitops\n  entrypoint: clusters/infra\n"),
+        )
+        .file("releases/r.yaml", release)
+        .file("gitops/clusters/infra/apps.yaml", GITOPS_KS)
+        .file("gitops/apps/podinfo.yaml", GITOPS_HR);
+    let cluster = Cluster::start();
+    // Plain lines: the scan before anything changed, the guard once applied.
+    let first = cluster.run(&test, &["apply", "infra"]);
+    assert_eq!(first.code, 0, "{}\n{}", first.stdout, first.stderr);
+    let scanned = first
+        .stdout
+        .lines()
+        .position(|l| l.contains("GitOps tree "))
+        .unwrap_or_else(|| panic!("{}", first.stdout));
+    assert!(
+        first.stdout.lines().nth(scanned).unwrap().ends_with(
+            "(entrypoint clusters/infra) scanned: 2 files, 1 Flux Kustomization, 1 HelmRelease; none manages a release bootstrap owns"
+        ),
+        "{}",
+        first.stdout
+    );
+    assert!(
+        first.stdout.contains(
+            "admission guard installed (ValidatingAdmissionPolicy bootstrap-ownership-guard): Flux HelmReleases for bootstrap's releases are denied"
+        ),
+        "{}",
+        first.stdout
+    );
+    let helm = first
+        .stdout
+        .lines()
+        .position(|l| l.contains("apps/r: installing"))
+        .unwrap();
+    assert!(scanned < helm, "scanned before helm ran:\n{}", first.stdout);
+
+    // JSON: one event each, structured; the second run finds it in place.
+    let second = cluster.run(&test, &["apply", "infra", "--output", "json"]);
+    assert_eq!(second.code, 0, "{}", second.stderr);
+    let events: Vec<serde_json::Value> = second
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let of = |kind: &str| -> Vec<&serde_json::Value> {
+        events.iter().filter(|e| e["event"] == kind).collect()
+    };
+    let [scan] = of("gitops_scanned")[..] else {
+        panic!("{}", second.stdout)
+    };
+    assert_eq!(
+        (
+            &scan["entrypoint"],
+            &scan["files"],
+            &scan["kustomizations"],
+            &scan["helm_releases"]
+        ),
+        (&json!("clusters/infra"), &json!(2), &json!(1), &json!(1)),
+        "{scan}"
+    );
+    let [guard] = of("guard")[..] else {
+        panic!("{}", second.stdout)
+    };
+    assert_eq!(
+        (&guard["policy"], &guard["state"]),
+        (&json!("bootstrap-ownership-guard"), &json!("unchanged"))
+    );
+}
+
+#[test]
+fn apply_without_flux_says_git_was_not_checked_and_guard_off_says_so() {
+    let release = "name: r\nnamespace: apps\nchart: { oci: oci://example.com/charts/r, version: 1.0.0 }\ncrds: none\n";
+    let test = Test::new()
+        .file(
+            "clusters/infra/cluster.yaml",
+            &format!("{CLUSTER}guard: false\n"),
+        )
+        .file("releases/r.yaml", release);
+    let cluster = Cluster::start();
+    let out = cluster.run(&test, &["apply", "infra"]);
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    assert!(
+        out.stdout.contains(
+            "no GitOps tree scanned (no `flux:` in cluster.yaml): whether Flux manages these releases was not checked"
+        ) && out.stdout.contains("admission guard off (`guard: false` in cluster.yaml)"),
+        "{}",
+        out.stdout
+    );
+}

@@ -400,3 +400,44 @@ fn an_interrupt_lets_the_running_uninstall_finish_then_stops_with_130() {
         "the lock is released on interrupt"
     );
 }
+
+#[test]
+fn destroy_of_the_whole_cluster_names_what_it_leaves_and_how_to_remove_it() {
+    let (cluster, test) = applied();
+    let out = cluster.run(&test, &["destroy", "infra", "--yes"]);
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    let line = out
+        .stdout
+        .lines()
+        .find(|l| l.contains("left in the cluster: "))
+        .unwrap_or_else(|| panic!("{}", out.stdout));
+    for named in [
+        "the admission guard (ValidatingAdmissionPolicy and binding bootstrap-ownership-guard)",
+        "the ownership ledger (ConfigMaps kube-system/bootstrap.dev/ledger=ownership",
+        "the CRDs of the CRD phase (`destroy --crds` deletes them)",
+        "kubectl delete validatingadmissionpolicybinding,validatingadmissionpolicy bootstrap-ownership-guard",
+    ] {
+        assert!(line.contains(named), "{named}:\n{line}");
+    }
+    // What it names is there: the guard stays.
+    assert!(
+        cluster
+            .api
+            .get(
+                "admissionregistration.k8s.io/v1",
+                "ValidatingAdmissionPolicy",
+                None,
+                "bootstrap-ownership-guard"
+            )
+            .is_some()
+    );
+    // --only leaves the guard in use: nothing is said.
+    let (cluster, test) = applied();
+    let out = cluster.run(&test, &["destroy", "infra", "--yes", "--only", "spegel"]);
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    assert!(
+        !out.stdout.contains("left in the cluster"),
+        "{}",
+        out.stdout
+    );
+}

@@ -215,10 +215,12 @@ fn check_without_flux_says_nothing_was_scanned() {
     let out = t.args(&["check", "infra"]).run();
     assert_eq!(out.code, 0);
     assert!(
-        out.stdout.contains("no GitOps tree was scanned"),
+        out.stdout
+            .contains("ownership not checked: no GitOps tree was scanned"),
         "{}",
         out.stdout
     );
+    assert!(!out.stdout.contains("valid"), "{}", out.stdout);
 }
 
 #[test]

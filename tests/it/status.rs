@@ -86,6 +86,8 @@ kube-system/cilium   cilium   1.18.2   1.18.2    deployed  1    bootstrap  up to
 kube-system/coredns  coredns  1.44.3   1.44.3    deployed  1    bootstrap  up to date  -
 kube-system/spegel   spegel   0.4.0    0.4.0     deployed  1    bootstrap  up to date  -
 
+admission guard: in place (ValidatingAdmissionPolicy bootstrap-ownership-guard and its binding): Flux HelmReleases for bootstrap's releases are denied
+
 no conflicts
 "
     );
@@ -133,6 +135,28 @@ no conflicts
 
 /// `-q` shows only what needs attention; `-v` every workload judged
 /// (docs/design.md#global-flags).
+#[test]
+fn status_says_when_the_admission_guard_is_missing() {
+    let (cluster, test) = applied();
+    cluster.api.delete(
+        "admissionregistration.k8s.io/v1",
+        "ValidatingAdmissionPolicyBinding",
+        None,
+        "bootstrap-ownership-guard",
+    );
+    // -q too: a missing guard needs attention.
+    let out = cluster.run(&test, &["status", "infra", "-q"]);
+    assert!(
+        out.stdout.contains(
+            "admission guard: missing (ValidatingAdmissionPolicy bootstrap-ownership-guard or its binding): nothing in the cluster denies a Flux HelmRelease for bootstrap's releases; `bootstrap apply` installs it"
+        ),
+        "{}",
+        out.stdout
+    );
+    let (_, report, _) = status_json(&cluster, &test);
+    assert_eq!(report["guard"], "missing");
+}
+
 #[test]
 fn quiet_shows_only_what_needs_attention_and_verbose_each_workload() {
     let (cluster, test) = applied();

@@ -50,19 +50,36 @@ pub fn run(config: &Config, args: &ApplyArgs) -> Result<(), Error> {
 /// ownership scan. An error-level finding that `lints.ignore` does not list
 /// refuses the run before helm or the cluster is touched. Returns the
 /// warnings the run shows: the ignored errors and the warning-level findings.
-fn preflight(plan: &Plan, findings: &[lint::Finding]) -> Result<Vec<String>, Error> {
-    let mut notices =
-        lint::preflight(&plan.cluster.name, findings).map_err(Failure::LintRefused)?;
-    notices.extend(flux_preflight(plan)?);
+fn preflight(plan: &Plan, findings: &[lint::Finding]) -> Result<Vec<Event>, Error> {
+    let mut notices: Vec<Event> = lint::preflight(&plan.cluster.name, findings)
+        .map_err(Failure::LintRefused)?
+        .into_iter()
+        .map(|message| Event::Warning { message })
+        .collect();
+    let (scanned, warnings) = flux_preflight(plan)?;
+    notices.push(scanned);
+    notices.extend(
+        warnings
+            .into_iter()
+            .map(|message| Event::Warning { message }),
+    );
     Ok(notices)
 }
 
 /// `check`'s Flux scan as a gate: `apply` must not install what the GitOps
 /// tree hands to Flux (two controllers would fight over it). Charts are not
-/// rendered here: that sharpens a warning only.
-fn flux_preflight(plan: &Plan) -> Result<Vec<String>, Error> {
+/// rendered here: that sharpens a warning only. Returns what was scanned
+/// (the `gitops_scanned` event) and the warnings.
+fn flux_preflight(plan: &Plan) -> Result<(Event, Vec<String>), Error> {
     let Some(flux) = &plan.cluster.flux else {
-        return Ok(Vec::new());
+        let none = Event::GitopsScanned {
+            root: None,
+            entrypoint: None,
+            files: 0,
+            kustomizations: 0,
+            helm_releases: 0,
+        };
+        return Ok((none, Vec::new()));
     };
     let cluster = &plan.cluster.name;
     let tree = super::check::Tree {
@@ -91,7 +108,22 @@ fn flux_preflight(plan: &Plan) -> Result<Vec<String>, Error> {
         }
         .into());
     }
-    Ok(findings
+    let scan = &scanned.scan;
+    let scanned_event = Event::GitopsScanned {
+        root: Some(flux.root.clone()),
+        entrypoint: Some(flux.entrypoint.display().to_string()),
+        files: scan.files_scanned,
+        kustomizations: scan
+            .builds
+            .iter()
+            .filter(|b| {
+                b.by.as_deref()
+                    .is_some_and(|by| by.starts_with("Kustomization/"))
+            })
+            .count(),
+        helm_releases: scan.helm_releases.len(),
+    };
+    let warnings = findings
         .iter()
         .filter(|f| f.severity != crate::flux::Severity::Info)
         .map(|f| {
@@ -106,7 +138,8 @@ fn flux_preflight(plan: &Plan) -> Result<Vec<String>, Error> {
                 format!("flux scan {}: {}", f.code, f.message)
             }
         })
-        .collect())
+        .collect();
+    Ok((scanned_event, warnings))
 }
 
 /// The run's session: the process's own, or its cluster's place among
@@ -137,7 +170,7 @@ async fn run_async(
     config: &Config,
     args: &ApplyArgs,
     plan: Plan,
-    notices: Vec<String>,
+    notices: Vec<Event>,
     begun: std::time::Instant,
     fleet: Option<&fleet::Slot>,
 ) -> Result<(), Error> {
@@ -164,11 +197,7 @@ async fn run_async(
             ),
         },
     ];
-    earlier.extend(
-        notices
-            .into_iter()
-            .map(|message| Event::Warning { message }),
-    );
+    earlier.extend(notices);
     let timed_out = Arc::new(AtomicBool::new(false));
     let deadline = args.timeout.map(|timeout| {
         let stop_tx = session.stopper();
