@@ -167,6 +167,7 @@ impl Renderer {
         // Values are YAML, not HTML.
         registry.register_escape_fn(::handlebars::no_escape);
         registry.register_helper("env", Box::new(env_helper));
+        registry.register_helper("toJson", Box::new(to_json_helper));
         let mut yaml = registry.clone();
         yaml.register_escape_fn(yaml_scalar);
         Renderer {
@@ -505,6 +506,24 @@ fn syntax(error: &::handlebars::TemplateError) -> String {
     }
 }
 
+/// `{{toJson X}}`: X as JSON, which YAML reads back as the same value: a
+/// text stays a text (`{{toJson (env "PORT")}}` is the string `"8080"`,
+/// where `{{env "PORT"}}` in a values file would be the number 8080).
+fn to_json_helper(
+    h: &Helper,
+    _: &Handlebars,
+    _: &Context,
+    _: &mut RenderContext,
+    out: &mut dyn Output,
+) -> HelperResult {
+    let value = h
+        .param(0)
+        .map(|p| p.value())
+        .ok_or(RenderErrorReason::ParamNotFoundForIndex("toJson", 0))?;
+    out.write(&serde_json::to_string(value).unwrap_or_default())?;
+    Ok(())
+}
+
 /// `{{env "NAME"}}` or `{{env "NAME" "default"}}`.
 fn env_helper(
     h: &Helper,
@@ -740,6 +759,18 @@ mod tests {
             r.render_str("{{cluster.name", &ctx()),
             Err(TemplateError::Syntax(_))
         ));
+    }
+
+    #[test]
+    fn to_json_keeps_a_text_a_text() {
+        let r = Renderer::new();
+        let text = r
+            .render_yaml(
+                "p: {{toJson cluster.values.k8sServiceHost}}\nq: {{toJson cluster.values.clusterId}}\nr: {{toJson (env \"BOOTSTRAP_TEST_UNSET\" \"0644\")}}\n",
+                &ctx(),
+            )
+            .unwrap();
+        assert_eq!(text, "p: \"10.25.11.10\"\nq: 1\nr: \"0644\"\n");
     }
 
     #[test]

@@ -104,6 +104,7 @@ fn document(
                 .map(|r| r.id()).collect::<Vec<_>>(),
         })),
         "fluxSearched": imported.flux_searched,
+        "fromEnvironment": imported.from_environment,
         "notCarriedOver": imported.notes.iter().map(|i| json!({
             "file": i.file, "line": i.line, "construct": i.construct, "reason": i.reason,
         })).collect::<Vec<_>>(),
@@ -158,6 +159,12 @@ fn report(
                 doc.helmrelease
             ));
         }
+    }
+    if !imported.from_environment.is_empty() {
+        text.push_str(&format!(
+            "read from the environment by helmfile, written as `{{{{env \"X\"}}}}` templates and never as their values: {}\n",
+            imported.from_environment.join(", ")
+        ));
     }
     text.push_str(&flux_lines(imported));
     if !imported.notes.is_empty() {

@@ -5,6 +5,7 @@
 //! [`Issue`] with file and line; nothing is guessed.
 
 mod convert;
+pub mod environment;
 pub mod gotmpl;
 mod helmfile;
 pub mod hooks;
@@ -82,8 +83,10 @@ impl From<gotmpl::Unsupported> for Issue {
 }
 
 impl fmt::Display for Issue {
+    /// Never the importer's internal `env` mark: the template it stands for.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.location(), self.reason)
+        let text = format!("{}: {}", self.location(), self.reason);
+        f.write_str(&gotmpl::env_marks_to_templates(&text))
     }
 }
 

@@ -876,7 +876,8 @@ fn one_required_env_loses_no_release_and_becomes_an_env_template() {
     let values =
         std::fs::read_to_string(test.path().join("releases/values/cilium.yaml.hbs")).unwrap();
     assert!(
-        values.ends_with("cluster:\n  name: {{env \"CLUSTER_NAME\"}}\n"),
+        // setString: a string whatever the variable holds.
+        values.ends_with("cluster:\n  name: {{toJson (env \"CLUSTER_NAME\")}}\n"),
         "{values}"
     );
     let unset = bootstrap(test.path(), &["plan", "lab"]);

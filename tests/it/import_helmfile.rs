@@ -162,7 +162,8 @@ fn helmfile_renders_what_the_subset_cannot() {
         "{}",
         run.stdout
     );
-    let (plan, values) = installs(dir.path(), "out", &[]);
+    // The variable is read when bootstrap renders, as helmfile read it.
+    let (plan, values) = installs(dir.path(), "out", &env);
     assert_eq!(
         plan.as_array()
             .unwrap()
@@ -272,5 +273,123 @@ releases:
             ["kube-system/cni", {"ipam": {"mode": "kubernetes"}}],
             ["kube-system/dns", {"servers": [{"zones": [{"zone": "."}]}], "name": "dns", "replicas": 2}],
         ])
+    );
+}
+
+/// Every file under `dir`, with its text.
+fn written(dir: &Path) -> Vec<(PathBuf, String)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).unwrap().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                out.push((
+                    path.clone(),
+                    std::fs::read_to_string(&path).unwrap_or_default(),
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// What helmfile renders from the environment (a token read with
+/// `requiredEnv` into values, `set` and `setString`) is never written as
+/// its value: each leaf becomes `{{env "X"}}` (`{{toJson (env "X")}}` for
+/// `setString`, which stays a string), and bootstrap renders the same
+/// values as helmfile did once the variables are set.
+#[test]
+#[cfg_attr(
+    not(helmfile),
+    ignore = "needs helmfile: run `tools/realenv/build helmfile` (or set BOOTSTRAP_TEST_HELMFILE)"
+)]
+fn values_from_the_environment_are_never_written_as_their_values() {
+    let dir = fixture(&[
+        CHART,
+        (
+            "hf/helmfile.yaml.gotmpl",
+            r#"releases:
+  - name: app
+    namespace: apps
+    chart: ./charts/app
+    values:
+      - values.yaml.gotmpl
+    set:
+      - name: apiToken
+        value: {{ requiredEnv "API_TOKEN" }}
+    setString:
+      - name: port
+        value: {{ requiredEnv "APP_PORT" }}
+"#,
+        ),
+        (
+            "hf/values.yaml.gotmpl",
+            "onePassword:\n  token: {{ requiredEnv \"OP_CONNECT_TOKEN\" }}\nreplicas: 2\n",
+        ),
+    ]);
+    let env = [
+        ("API_TOKEN", "tok-9f8e7d6c5b4a"),
+        ("APP_PORT", "12345"),
+        ("OP_CONNECT_TOKEN", "eyJhbGciOiJFUzI1NiJ9.secret"),
+    ];
+    let run = import(dir.path(), "out", "helmfile", &env);
+    assert_eq!((run.code, run.stderr.as_str()), (0, ""), "{}", run.stdout);
+    assert!(
+        run.stdout.contains("read from the environment by helmfile, written as `{{env \"X\"}}` templates and never as their values: API_TOKEN, APP_PORT, OP_CONNECT_TOKEN\n"),
+        "{}",
+        run.stdout
+    );
+    for (path, text) in written(&dir.path().join("out")) {
+        for (name, value) in env {
+            assert!(
+                !text.contains(value),
+                "{} holds the value of {name}:\n{text}",
+                path.display()
+            );
+        }
+    }
+    // Rendered by bootstrap with the variables set: helmfile's values,
+    // `port` a string as `setString` made it.
+    let (_, values) = installs(dir.path(), "out", &env);
+    assert_eq!(
+        values,
+        json!([["apps/app", {
+            "onePassword": {"token": "eyJhbGciOiJFUzI1NiJ9.secret"},
+            "replicas": 2,
+            "apiToken": "tok-9f8e7d6c5b4a",
+            "port": "12345",
+        }]])
+    );
+}
+
+/// The importer's own subset keeps `setString` a string too.
+#[test]
+fn set_string_from_the_environment_stays_a_string_without_helmfile() {
+    let dir = fixture(&[
+        CHART,
+        (
+            "hf/helmfile.yaml",
+            r#"releases:
+  - name: app
+    namespace: apps
+    chart: ./charts/app
+    setString:
+      - name: port
+        value: '{{ requiredEnv "APP_PORT" }}'
+      - name: motd
+        value: '{{ env "APP_MOTD" }}'
+"#,
+        ),
+    ]);
+    let run = import(dir.path(), "out", "subset", &[]);
+    assert_eq!((run.code, run.stderr.as_str()), (0, ""), "{}", run.stdout);
+    let env = [("APP_PORT", "12345"), ("APP_MOTD", "a: b")];
+    let (_, values) = installs(dir.path(), "out", &env);
+    assert_eq!(
+        values,
+        json!([["apps/app", {"port": "12345", "motd": "a: b"}]])
     );
 }

@@ -39,6 +39,9 @@ pub struct Imported {
     pub flux: Option<FluxOut>,
     /// Where the import looked for a Flux tree and found none.
     pub flux_searched: Vec<PathBuf>,
+    /// The environment variables whose values helmfile rendered into what
+    /// is written: each written as `{{env "X"}}`, never as its value.
+    pub from_environment: Vec<String>,
     pub issues: Vec<Issue>,
     /// Settings not carried over because they have no effect on a
     /// bootstrap (said in the output and in cluster.yaml, never silent).
@@ -246,6 +249,7 @@ pub fn import(
         context: None,
         flux: None,
         flux_searched: Vec::new(),
+        from_environment: Vec::new(),
         issues: Vec::new(),
         notes: Vec::new(),
         renderer: match &options.helmfile {
@@ -259,10 +263,22 @@ pub fn import(
         let listed =
             helmfile::state_files(path).map_err(|m| Error::config(Problem::new(m.to_string())))?;
         if let Some(hf) = &options.helmfile {
+            // What the templates read from the environment: helmfile gives
+            // its values, which are never written as they are.
+            let variables = super::environment::referenced(&listed);
             // One state file at a time: the files are the ones listed here.
             for file in &listed {
                 match super::rendered::build(hf, file, options.environment.as_deref()) {
-                    Ok(states) => rendered.extend(states),
+                    Ok(mut states) => {
+                        for state in &mut states {
+                            for name in super::environment::mask(state, &variables) {
+                                if !imported.from_environment.contains(&name) {
+                                    imported.from_environment.push(name);
+                                }
+                            }
+                        }
+                        rendered.extend(states);
+                    }
                     Err(why) => issues.push(Issue::new(
                         file,
                         0,

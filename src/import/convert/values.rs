@@ -170,7 +170,12 @@ pub(super) fn set_values(
                         .render(text, &at.file, at.line, &state.dir)
                     {
                         Ok(rendered) if crate::import::gotmpl::has_env_mark(&rendered) => {
-                            Value::String(rendered)
+                            // setString: a string whatever the variable holds.
+                            Value::String(if as_string {
+                                crate::import::gotmpl::as_string_mark(&rendered)
+                            } else {
+                                rendered
+                            })
                         }
                         Ok(rendered) => typed_set_value(&Value::String(rendered), as_string),
                         Err(u) => {
@@ -178,6 +183,11 @@ pub(super) fn set_values(
                             continue;
                         }
                     }
+                }
+                // Marked by the import's environment masking (helmfile
+                // rendered the variable's value).
+                Some(text) if as_string && crate::import::gotmpl::has_env_mark(text) => {
+                    Value::String(crate::import::gotmpl::as_string_mark(text))
                 }
                 _ => value,
             };

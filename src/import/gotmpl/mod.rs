@@ -77,6 +77,26 @@ pub fn env_mark(name: &str, required: bool) -> String {
     )
 }
 
+/// [`env_mark`] for a value that stays a string whatever it reads as
+/// (`setString`): its template is `{{toJson (env "X")}}`.
+pub fn env_mark_string(name: &str, required: bool) -> String {
+    format!(
+        "${{bootstrap:envs{}:{name}}}",
+        if required { "" } else { "?" }
+    )
+}
+
+/// `mark` (one whole [`env_mark`]) as [`env_mark_string`]'s; anything else
+/// as it is.
+pub fn as_string_mark(mark: &str) -> String {
+    match mark.strip_prefix("${bootstrap:env") {
+        Some(rest) if !rest.starts_with('s') && env_mark_names(mark).len() == 1 => {
+            format!("${{bootstrap:envs{rest}")
+        }
+        _ => mark.to_string(),
+    }
+}
+
 /// Whether `text` holds an [`env_mark`].
 pub fn has_env_mark(text: &str) -> bool {
     text.contains("${bootstrap:env")
@@ -92,6 +112,10 @@ pub fn env_marks_to_templates(text: &str) -> String {
     while let Some(start) = rest.find("${bootstrap:env") {
         out.push_str(&rest[..start]);
         let tail = &rest[start + "${bootstrap:env".len()..];
+        let (string, tail) = match tail.strip_prefix('s') {
+            Some(t) => (true, t),
+            None => (false, tail),
+        };
         let (required, tail) = match tail.strip_prefix('?') {
             Some(t) => (false, t),
             None => (true, tail),
@@ -101,10 +125,15 @@ pub fn env_marks_to_templates(text: &str) -> String {
             return out;
         };
         let name = &tail[1..=end];
-        if required {
-            out.push_str(&format!("{{{{env {name:?}}}}}"));
+        let call = if required {
+            format!("env {name:?}")
         } else {
-            out.push_str(&format!("{{{{env {name:?} \"\"}}}}"));
+            format!("env {name:?} \"\"")
+        };
+        if string {
+            out.push_str(&format!("{{{{toJson ({call})}}}}"));
+        } else {
+            out.push_str(&format!("{{{{{call}}}}}"));
         }
         rest = &tail[end + 2..];
     }
@@ -117,7 +146,9 @@ pub fn env_mark_names(text: &str) -> Vec<String> {
     let mut names = Vec::new();
     let mut rest = text;
     while let Some(start) = rest.find("${bootstrap:env") {
-        let tail = rest[start + "${bootstrap:env".len()..].trim_start_matches('?');
+        let tail = rest[start + "${bootstrap:env".len()..]
+            .trim_start_matches('s')
+            .trim_start_matches('?');
         let Some(end) = tail.strip_prefix(':').and_then(|t| t.find('}')) else {
             break;
         };
