@@ -412,6 +412,10 @@ pub struct ImportHelmfileArgs {
     /// Evaluate the templates with the importer's own subset even when helmfile is installed.
     #[arg(long, conflicts_with = "helmfile")]
     no_helmfile: bool,
+    /// Never run the repository's commands: when rendering with helmfile would (an `exec`
+    /// template call, a `prepare` hook), the importer's own subset reads the files instead.
+    #[arg(long)]
+    pub no_exec: bool,
     /// helmfile's --environment to render with (needs helmfile).
     #[arg(long, value_name = "NAME")]
     pub environment: Option<String>,

@@ -46,10 +46,30 @@ pub fn run(config: &Config, args: &ImportHelmfileArgs, out: &mut dyn Write) -> R
             .map_err(broken)?
             .map_err(|why| why.to_string()),
     };
+    // helmfile runs the repository's commands while it renders (`exec`,
+    // `prepare` hooks): said in the output, refused with --no-exec.
+    let runs = match &found {
+        Ok(_) => import::commands(paths),
+        Err(_) => Vec::new(),
+    };
     match found {
+        Ok(_) if args.no_exec && !runs.is_empty() => {
+            options.without = format!(
+                "--no-exec: rendering with helmfile would run {}",
+                runs.iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
         Ok(found) => options.helmfile = Some(found),
         Err(why) => options.without = why,
     }
+    let ran = if options.helmfile.is_some() {
+        runs
+    } else {
+        Vec::new()
+    };
     if environment.is_some() && options.helmfile.is_none() {
         return Err(Error::Usage(format!(
             "--environment needs helmfile to render the environment ({}): install helmfile or pass --helmfile PATH",
@@ -61,9 +81,32 @@ pub fn run(config: &Config, args: &ImportHelmfileArgs, out: &mut dyn Write) -> R
     let written = import::write(&rendered, root, force)?;
     let releases: usize = imported.groups.iter().map(|g| g.releases.len()).sum();
     if config.json() {
-        super::write_json(out, &document(&imported, cluster, releases, &written))?;
+        let mut doc = document(&imported, cluster, releases, &written);
+        doc["ranCommands"] = json!(
+            ran.iter()
+                .map(|r| json!({
+                    "file": r.file, "line": r.line, "what": r.what,
+                }))
+                .collect::<Vec<_>>()
+        );
+        super::write_json(out, &doc)?;
     } else {
-        super::write(out, &report(&imported, root, cluster, releases, &written))?;
+        let mut text = report(&imported, root, cluster, releases, &written);
+        if !ran.is_empty() {
+            // Right after the renderer's line: what rendering executed.
+            let at = text.find('\n').map_or(0, |i| i + 1);
+            text.insert_str(
+                at,
+                &format!(
+                    "helmfile ran the repository's commands while rendering (twice: `build` and `build --embed-values`): {}; --no-exec renders without running them\n",
+                    ran.iter()
+                        .map(ToString::to_string)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            );
+        }
+        super::write(out, &text)?;
     }
     if imported.issues.is_empty() {
         return Ok(());
@@ -128,6 +171,9 @@ fn report(
         ),
         import::Renderer::Subset(why) if why == "--no-helmfile" => {
             "rendered with the importer's own template subset (--no-helmfile)\n".to_string()
+        }
+        import::Renderer::Subset(why) if why.starts_with("--no-exec") => {
+            format!("rendered with the importer's own template subset ({why})\n")
         }
         import::Renderer::Subset(why) => format!(
             "rendered with the importer's own template subset ({why}; install helmfile or pass --helmfile PATH to render with it)\n"

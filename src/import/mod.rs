@@ -17,6 +17,18 @@ use std::path::{Component, Path, PathBuf};
 
 pub use convert::{Imported, Options, import};
 pub use rendered::{Helmfile, Renderer};
+
+/// What rendering `paths` (as `import helmfile` lists their state files)
+/// with helmfile would execute of the repository's commands; paths that
+/// list no state file are left to the import to report.
+pub fn commands(paths: &[PathBuf]) -> Vec<rendered::Runs> {
+    let files: Vec<PathBuf> = paths
+        .iter()
+        .filter_map(|p| helmfile::state_files(p).ok())
+        .flatten()
+        .collect();
+    rendered::commands(&files)
+}
 pub use write::{Written, render, write};
 
 /// One construct the importer did not convert.

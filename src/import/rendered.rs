@@ -129,6 +129,83 @@ fn last_line(text: &str) -> String {
         .to_string()
 }
 
+/// A place where rendering with helmfile runs one of the repository's
+/// commands: an `exec` template call, or a hook on `prepare` (helmfile runs
+/// `prepare` hooks while it loads the state, `build` included).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Runs {
+    pub file: PathBuf,
+    pub line: usize,
+    pub what: &'static str,
+}
+
+impl std::fmt::Display for Runs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} at {}:{}", self.what, self.file.display(), self.line)
+    }
+}
+
+/// What rendering `files` (state files, and the `.gotmpl` files beside
+/// them) with helmfile would execute.
+pub fn commands(files: &[PathBuf]) -> Vec<Runs> {
+    let mut texts: Vec<PathBuf> = files.to_vec();
+    for file in files {
+        let Some(dir) = file.parent() else { continue };
+        if let Ok(entries) = std::fs::read_dir(dir) {
+            let mut beside: Vec<PathBuf> = entries
+                .flatten()
+                .map(|e| e.path())
+                .filter(|p| p.to_string_lossy().ends_with(".gotmpl") && !texts.contains(p))
+                .collect();
+            beside.sort();
+            texts.extend(beside);
+        }
+    }
+    let mut out = Vec::new();
+    for file in texts {
+        let Ok(text) = std::fs::read_to_string(&file) else {
+            continue;
+        };
+        let mut after_events = false;
+        for (i, line) in text.lines().enumerate() {
+            let code = line.split(" #").next().unwrap_or(line);
+            let exec = code.contains("{{")
+                && code.match_indices("exec").any(|(at, _)| {
+                    let before = code[..at].chars().next_back();
+                    let after = code[at + 4..].chars().next();
+                    !before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.')
+                        && after.is_some_and(|c| c == ' ' || c == '\t')
+                });
+            if exec {
+                out.push(Runs {
+                    file: file.clone(),
+                    line: i + 1,
+                    what: "an `exec` template call",
+                });
+            }
+            let raw = code.trim();
+            let item = raw.strip_prefix('-').map(str::trim_start);
+            let body = item.unwrap_or(raw);
+            let events = body.starts_with("events:");
+            let listed =
+                after_events && item.is_some_and(|i| i.trim_matches(['"', '\'', ' ']) == "prepare");
+            if (events && body.contains("prepare")) || listed {
+                out.push(Runs {
+                    file: file.clone(),
+                    line: i + 1,
+                    what: "a `prepare` hook",
+                });
+            }
+            if events {
+                after_events = true;
+            } else if body.contains(':') || (item.is_none() && !raw.is_empty()) {
+                after_events = false;
+            }
+        }
+    }
+    out
+}
+
 /// One state file as helmfile rendered it: its fields with values files
 /// as paths (`doc`), and the same releases with each values entry replaced
 /// by the values helmfile computed from it (`embedded`, index by index).
@@ -311,6 +388,32 @@ fn parse(stdout: &str) -> Result<Vec<Printed>, BuildError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_commands_helmfile_would_run_are_found_with_their_lines() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path().join("helmfile.yaml.gotmpl");
+        std::fs::write(
+            &state,
+            "releases:\n  - name: a\n    version: {{ exec \"git\" (list \"describe\") }}\n    hooks:\n      - events: [\"prepare\"]\n        command: ./x.sh\n      - events:\n          - presync\n          - prepare\n        command: y\n# exec is mentioned here\n",
+        )
+        .unwrap();
+        std::fs::write(
+            dir.path().join("v.yaml.gotmpl"),
+            "a: {{ .Values.executor }}\n",
+        )
+        .unwrap();
+        let found = commands(std::slice::from_ref(&state));
+        let at: Vec<(usize, &str)> = found.iter().map(|r| (r.line, r.what)).collect();
+        assert_eq!(
+            at,
+            [
+                (3, "an `exec` template call"),
+                (5, "a `prepare` hook"),
+                (9, "a `prepare` hook")
+            ]
+        );
+    }
 
     #[test]
     fn build_output_is_split_per_source() {

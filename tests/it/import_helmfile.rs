@@ -156,7 +156,7 @@ fn helmfile_renders_what_the_subset_cannot() {
     assert_eq!((run.code, run.stderr.as_str()), (0, ""), "{}", run.stdout);
     assert!(
         run.stdout.starts_with(&format!(
-            "rendered with helmfile v1.8.0 ({})\nimported 2 releases from hf/helmfile.yaml.gotmpl into out:\n",
+            "rendered with helmfile v1.8.0 ({})\nhelmfile ran the repository's commands while rendering (twice: `build` and `build --embed-values`): an `exec` template call at hf/values.yaml.gotmpl:2; --no-exec renders without running them\nimported 2 releases from hf/helmfile.yaml.gotmpl into out:\n",
             helmfile().display()
         )),
         "{}",
@@ -392,4 +392,65 @@ fn set_string_from_the_environment_stays_a_string_without_helmfile() {
         values,
         json!([["apps/app", {"port": "12345", "motd": "a: b"}]])
     );
+}
+
+/// Rendering with helmfile runs the repository's `prepare` hooks (twice:
+/// `build` and `build --embed-values`): the import says so, and
+/// `--no-exec` reads the files with the importer's own subset instead,
+/// which runs nothing.
+#[test]
+#[cfg_attr(
+    not(helmfile),
+    ignore = "needs helmfile: run `tools/realenv/build helmfile` (or set BOOTSTRAP_TEST_HELMFILE)"
+)]
+fn the_import_says_what_helmfile_ran_and_no_exec_runs_nothing() {
+    let dir = fixture(&[CHART]);
+    let marker = dir.path().join("ran.txt");
+    std::fs::write(
+        dir.path().join("hf/helmfile.yaml"),
+        format!(
+            r#"releases:
+  - name: app
+    namespace: apps
+    chart: ./charts/app
+    hooks:
+      - events: ["prepare"]
+        showlogs: true
+        command: sh
+        args: ["-c", "echo ran >> {}"]
+"#,
+            marker.display()
+        ),
+    )
+    .unwrap();
+    let ran = || std::fs::read_to_string(&marker).unwrap_or_default();
+    let run = import(dir.path(), "out", "helmfile", &[]);
+    assert!(
+        run.stdout.contains("helmfile ran the repository's commands while rendering (twice: `build` and `build --embed-values`): a `prepare` hook at hf/helmfile.yaml:6; --no-exec renders without running them\n"),
+        "{}{}",
+        run.stdout,
+        run.stderr
+    );
+    assert_eq!(ran(), "ran\nran\n", "helmfile ran the hook");
+
+    std::fs::remove_file(&marker).unwrap();
+    let mut args = vec![
+        "--dir",
+        "safe",
+        "import",
+        "helmfile",
+        "hf",
+        "--cluster",
+        "lab",
+    ];
+    let helmfile = helmfile();
+    args.extend(["--helmfile", helmfile.to_str().unwrap(), "--no-exec"]);
+    let safe = bootstrap(dir.path(), &args, &[]);
+    assert!(
+        safe.stdout.starts_with("rendered with the importer's own template subset (--no-exec: rendering with helmfile would run a `prepare` hook at hf/helmfile.yaml:6)\n"),
+        "{}{}",
+        safe.stdout,
+        safe.stderr
+    );
+    assert_eq!(ran(), "", "nothing ran");
 }
