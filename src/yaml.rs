@@ -71,11 +71,79 @@ fn problem(error: &serde_saphyr::Error, file: &Path, text: &str) -> Problem {
         None => (raw_message(error), location),
     };
     let message = in_context(error, message, &lines, location);
+    let (message, at) = in_words(message, &lines, at);
     let mut problem = Problem::new(message).file(file);
     if let Some((line, column)) = at {
         problem = problem.at(line, column);
     }
     problem
+}
+
+/// The scanner's words for a few syntax errors made the file's: a tab
+/// (reported by the scanner at the end of the line above it) is located
+/// at the tab; a line indented to match no map, and a `: ` inside a plain
+/// value, say what to do.
+fn in_words(
+    message: String,
+    lines: &[&str],
+    at: Option<(u64, u64)>,
+) -> (String, Option<(u64, u64)>) {
+    let index = at.and_then(|(l, _)| usize::try_from(l).ok()?.checked_sub(1));
+    if message.contains("found a tab") || message.contains("tabs disallowed") {
+        let tab = index.and_then(|i| {
+            (i..lines.len().min(i + 3)).find_map(|l| {
+                let indent: String = lines[l].chars().take_while(|c| c.is_whitespace()).collect();
+                let column = indent.find('\t')?;
+                Some((l as u64 + 1, indent[..column].chars().count() as u64 + 1))
+            })
+        });
+        return (
+            "a tab indents this line; YAML indents with spaces only: replace the tab with spaces"
+                .to_string(),
+            tab.or(at),
+        );
+    }
+    let Some(index) = index.filter(|i| *i < lines.len()) else {
+        return (message, at);
+    };
+    if message.contains("did not find expected key") {
+        let text = lines[index];
+        let indent = indentation(text);
+        let mut above: Vec<usize> = lines[..index]
+            .iter()
+            .filter(|l| {
+                let t = l.trim_start();
+                !t.is_empty() && !t.starts_with('#') && last_key(l, l.len(), 0).is_some()
+            })
+            .map(|l| indentation(l))
+            .collect();
+        above.sort_unstable();
+        above.dedup();
+        if !above.contains(&indent) {
+            let spaces = |n: usize| crate::plural::count(n, "space");
+            let listed: Vec<String> = above.iter().map(|n| n.to_string()).collect();
+            return (
+                format!(
+                    "this line is indented {}, which lines up with no key above it (those are at {} spaces): indent it as the keys of the map it belongs to",
+                    spaces(indent),
+                    listed.join(", ")
+                ),
+                Some((index as u64 + 1, indent as u64 + 1)),
+            );
+        }
+        return (
+            "a line here does not continue the map above it (a missing `:`, or a value that spans lines without quotes): check this line and the one above".to_string(),
+            at,
+        );
+    }
+    if message.contains("mapping values are not allowed in this context") {
+        return (
+            "a value holds `: `, which YAML reads as the start of a key: quote the value (`key: \"a: b\"`)"
+                .to_string(),
+            at,
+        );
+    }
+    (message, at)
 }
 
 /// The parser's words made the file's: a key unknown inside a nested map
@@ -271,6 +339,12 @@ fn key_at(lines: &[&str], line: u64, column: u64) -> Option<Key> {
     if let Some(mut key) = last_key(text, before.len(), index) {
         key.whole = before.trim_end().ends_with(':');
         return Some(key);
+    }
+    // At a key's own colon with nothing after it (`valuesFiles:` left
+    // empty): that key, not one of the lines above.
+    let rest = text[before.len().min(text.len())..].trim();
+    if rest == ":" || (rest.starts_with(':') && rest[1..].trim_start().starts_with('#')) {
+        return last_key(text, text.len(), index);
     }
     let indent = before.chars().count();
     (0..index).rev().find_map(|i| {

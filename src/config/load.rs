@@ -125,7 +125,27 @@ fn read_catalog(paths: &Paths, pack: &Pack) -> Result<Releases, Problem> {
         catalog.push(draft);
     }
 
-    let resolver = Resolver::new(catalog.iter().map(|d| &d.id), broken);
+    // A broken release's `needs` are checked too (its own problem is
+    // reported already): one run reports every problem of the config.
+    let resolver = Resolver::new(catalog.iter().map(|d| &d.id), broken.clone());
+    for b in &broken {
+        let Some(namespace) = &b.namespace else {
+            continue;
+        };
+        let (id, file) = (ReleaseId::new(namespace.clone(), b.name.clone()), &b.file);
+        for (need, line, column) in &b.needs {
+            if let Err(message @ (ResolveError::Unknown { .. } | ResolveError::Ambiguous { .. })) =
+                resolver.resolve(need)
+            {
+                problems.push(
+                    Problem::new(format!("needs {message}"))
+                        .file(file)
+                        .at(*line, *column)
+                        .release(&id),
+                );
+            }
+        }
+    }
     for draft in &mut catalog {
         let mut needs = Vec::new();
         for need in &draft.doc.needs {
@@ -164,6 +184,8 @@ fn read_catalog(paths: &Paths, pack: &Pack) -> Result<Releases, Problem> {
             .release(&first.id),
         );
     }
+    // In the order of the files' lines, as a reader goes through them.
+    problems.sort_by(|a, b| (&a.file, a.line, a.column).cmp(&(&b.file, b.line, b.column)));
     Ok(Releases {
         drafts: catalog,
         resolver,

@@ -12,6 +12,12 @@ use crate::release::ReleaseId;
 pub(super) struct Broken {
     pub namespace: Option<String>,
     pub name: String,
+    /// Its `needs` as written (name, line, column), when the rest of it
+    /// could be read: they are checked all the same, so that one run reports
+    /// a bad `needs` beside the problem that broke the release.
+    pub needs: Vec<(String, u64, u64)>,
+    /// Its file, as shown.
+    pub file: std::path::PathBuf,
 }
 
 /// A reference (`needs`, `releases`, `overrides`) that names no single
@@ -94,9 +100,13 @@ impl Resolver {
             if self.names_broken(reference) {
                 return ResolveError::Broken;
             }
+            // A release that failed its own checks is still a name the
+            // user meant (`cilum` for a `cilium` with a problem of its own).
+            let broken = self.broken.iter().map(|b| b.name.as_str());
             ResolveError::Unknown {
                 reference: reference.to_string(),
-                suggestion: suggest(reference, self.all.iter().map(String::as_str)).map(Into::into),
+                suggestion: suggest(reference, self.all.iter().map(String::as_str).chain(broken))
+                    .map(Into::into),
             }
         };
         match reference.split_once('/') {

@@ -114,11 +114,14 @@ impl FileRead {
     /// A document that parsed, checked.
     fn parsed(&mut self, paths: &Paths, (file, shown): (&Path, &Path), doc: ReleaseFile) {
         let id = ReleaseId::new(doc.namespace.value.clone(), doc.name.value.clone());
+        let needs = needs_written(&doc);
         match check_release(paths, (file, shown), doc, &mut self.problems) {
             Some(draft) => self.drafts.push(draft),
             None => self.broken.push(Broken {
                 namespace: Some(id.namespace),
                 name: id.name,
+                needs,
+                file: shown.to_path_buf(),
             }),
         }
     }
@@ -188,6 +191,7 @@ fn not_read(mut parsed: yaml::Parsed<ReleaseFile>, shown: &Path, read: &mut File
         check_names(doc, shown, &mut parsed.problems);
         parsed.problems.sort_by_key(|p| (p.line, p.column));
     }
+    let needs = parsed.value.as_ref().map(needs_written).unwrap_or_default();
     let identity = match parsed.value {
         Some(doc) => Some(Identity {
             name: Some(doc.name.into_value()),
@@ -208,9 +212,22 @@ fn not_read(mut parsed: yaml::Parsed<ReleaseFile>, shown: &Path, read: &mut File
                 p.release = Some(id.to_string());
             }
         }
-        broken.push(Broken { namespace, name });
+        broken.push(Broken {
+            namespace,
+            name,
+            needs,
+            file: shown.to_path_buf(),
+        });
     }
     problems.append(&mut parsed.problems);
+}
+
+/// A release's `needs` as written: (name, line, column).
+fn needs_written(doc: &ReleaseFile) -> Vec<(String, u64, u64)> {
+    doc.needs
+        .iter()
+        .map(|n| (n.value.clone(), n.referenced.line(), n.referenced.column()))
+        .collect()
 }
 
 /// `kind` of a document that is a Kubernetes object (top-level

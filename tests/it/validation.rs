@@ -351,8 +351,9 @@ fn every_problem_is_reported_in_one_run() {
     plan(&releases).invalid(
         "error: releases/core.yaml:3:8: release `kube-system/cilium`: chart version `latest` is not a pinned version; pin an exact version
 error: releases/core.yaml:6:12: release `Spegel/spegel`: namespace `Spegel` must consist of lower case letters, digits and '-', and start and end with a letter or digit (a DNS-1123 label)
+error: releases/core.yaml:12:9: release `kube-system/coredns`: needs `cilum`, which is not a release; did you mean `cilium`?
 error: releases/core.yaml:13:10: release `kube-system/coredns`: timeout `soon` is not a duration (expected number at 0); write it like `90s`, `5m` or `1h30m`
-error: 3 problems in the config; nothing was changed
+error: 4 problems in the config; nothing was changed
 ",
     );
 }
@@ -560,4 +561,45 @@ fn a_kubernetes_object_among_the_releases_is_one_error() {
         "{CILIUM}---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\ndata:\n  a: b\n"
     ))
     .invalid("error: releases/core.yaml:5: is a Kubernetes object (ConfigMap), not a release: release files hold `name`, `namespace` and `chart`; move it out of releases/ (a CustomResourceDefinition file can be listed in a release's `manifests:`, for the CRD phase)\n");
+}
+
+/// The README's promise, as it prints it: a bad `needs` and a bad
+/// `timeout` in one release are both reported in one run, in the order of
+/// the file (a release whose own checks fail still has its `needs` checked).
+#[test]
+fn the_readme_example_reports_every_problem_in_one_run() {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let after = readme
+        .split("config is reported in one run:\n\n```\n")
+        .nth(1)
+        .expect("the README's example");
+    let expected = &after[..after.find("```").unwrap()];
+    plan(&with_coredns(
+        "needs: [cilum]\nhooks:\n  postsync:\n    - rollout: { kind: Deployment, name: coredns }\nlabels: { tier: dns }\ntimeout: soon\n",
+    ))
+    .invalid(expected);
+}
+
+#[test]
+fn an_empty_list_key_is_named_and_nothing_else_is_blamed() {
+    plan(&format!("{CILIUM}valuesFiles:\nneeds: [coredns]\n")).invalid(
+        "error: releases/core.yaml:4:12: release `kube-system/cilium`: `valuesFiles` must be a list, like `valuesFiles: [a, b]`\nerror: releases/core.yaml:5:9: release `kube-system/cilium`: needs `coredns`, which is not a release\nerror: 2 problems in the config; nothing was changed\n",
+    );
+}
+
+/// The scanner's words made the file's: a tab is located at the tab (the
+/// scanner names the end of the line above), a line indented to match no
+/// map and a `: ` in a plain value say what to do.
+#[test]
+fn yaml_syntax_errors_in_the_files_words() {
+    plan(&format!("{CILIUM}values:\n  a: 1\n\tb: 2\n")).invalid(
+        "error: releases/core.yaml:6:1: release `kube-system/cilium`: a tab indents this line; YAML indents with spaces only: replace the tab with spaces\n",
+    );
+    plan(&format!("{CILIUM}values:\n  a: 1\n b: 2\n")).invalid(
+        "error: releases/core.yaml:6:2: release `kube-system/cilium`: this line is indented 1 space, which lines up with no key above it (those are at 0, 2 spaces): indent it as the keys of the map it belongs to\n",
+    );
+    plan(&format!("{CILIUM}values:\n  motd: a: b\n")).invalid(
+        "error: releases/core.yaml:5:10: release `kube-system/cilium`: a value holds `: `, which YAML reads as the start of a key: quote the value (`key: \"a: b\"`)\n",
+    );
 }
