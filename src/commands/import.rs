@@ -34,42 +34,7 @@ pub fn run(config: &Config, args: &ImportHelmfileArgs, out: &mut dyn Write) -> R
             root.display()
         )));
     }
-    let broken = |e: import::rendered::BrokenHelmfile| {
-        Error::from(Prerequisite::Helmfile { error: e.into() })
-    };
-    let found = match args.helmfile() {
-        crate::cli::HelmfileChoice::No => Err("--no-helmfile".to_string()),
-        crate::cli::HelmfileChoice::At(path) => import::rendered::find(Some(&path))
-            .map_err(broken)?
-            .map_err(|why| why.to_string()),
-        crate::cli::HelmfileChoice::Find => import::rendered::find(None)
-            .map_err(broken)?
-            .map_err(|why| why.to_string()),
-    };
-    // helmfile runs the repository's commands while it renders (`exec`,
-    // `prepare` hooks): said in the output, refused with --no-exec.
-    let runs = match &found {
-        Ok(_) => import::commands(paths),
-        Err(_) => Vec::new(),
-    };
-    match found {
-        Ok(_) if args.no_exec && !runs.is_empty() => {
-            options.without = format!(
-                "--no-exec: rendering with helmfile would run {}",
-                runs.iter()
-                    .map(ToString::to_string)
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            );
-        }
-        Ok(found) => options.helmfile = Some(found),
-        Err(why) => options.without = why,
-    }
-    let ran = if options.helmfile.is_some() {
-        runs
-    } else {
-        Vec::new()
-    };
+    let ran = choose_renderer(args, paths, &mut options)?;
     if environment.is_some() && options.helmfile.is_none() {
         return Err(Error::Usage(format!(
             "--environment needs helmfile to render the environment ({}): install helmfile or pass --helmfile PATH",
@@ -118,6 +83,52 @@ pub fn run(config: &Config, args: &ImportHelmfileArgs, out: &mut dyn Write) -> R
         if n == 1 { "was" } else { "were" },
         if n == 1 { "it" } else { "them" },
     )))
+}
+
+/// Who renders the state files (helmfile, or the importer's own subset and
+/// why) into `options`; returns what rendering with helmfile will run of
+/// the repository's commands (said in the output; `--no-exec` refuses).
+fn choose_renderer(
+    args: &ImportHelmfileArgs,
+    paths: &[std::path::PathBuf],
+    options: &mut import::Options,
+) -> Result<Vec<import::rendered::Runs>, Error> {
+    let broken = |e: import::rendered::BrokenHelmfile| {
+        Error::from(Prerequisite::Helmfile { error: e.into() })
+    };
+    let found = match args.helmfile() {
+        crate::cli::HelmfileChoice::No => Err("--no-helmfile".to_string()),
+        crate::cli::HelmfileChoice::At(path) => import::rendered::find(Some(&path))
+            .map_err(broken)?
+            .map_err(|why| why.to_string()),
+        crate::cli::HelmfileChoice::Find => import::rendered::find(None)
+            .map_err(broken)?
+            .map_err(|why| why.to_string()),
+    };
+    // helmfile runs the repository's commands while it renders (`exec`,
+    // `prepare` hooks): said in the output, refused with --no-exec.
+    let runs = match &found {
+        Ok(_) => import::commands(paths),
+        Err(_) => Vec::new(),
+    };
+    match found {
+        Ok(_) if args.no_exec && !runs.is_empty() => {
+            options.without = format!(
+                "--no-exec: rendering with helmfile would run {}",
+                runs.iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
+        Ok(found) => options.helmfile = Some(found),
+        Err(why) => options.without = why,
+    }
+    Ok(if options.helmfile.is_some() {
+        runs
+    } else {
+        Vec::new()
+    })
 }
 
 /// docs/design.md#import: what `--output json` prints.

@@ -344,6 +344,8 @@ release              chart    desired  deployed  helm             rev  owner    
 kube-system/cilium   cilium   1.0.0    1.0.0     pending-upgrade  2    bootstrap  up to date     ready
 kube-system/coredns  coredns  1.0.0    -         not installed    -    -          not installed  -
 
+admission guard: in place (ValidatingAdmissionPolicy bootstrap-ownership-guard and its binding): Flux HelmReleases for bootstrap's releases are denied
+
 conflicts (`bootstrap apply` refuses until they are resolved):
   kube-system/cilium: Helm release kube-system/cilium is pending-upgrade
 "

@@ -386,8 +386,14 @@ impl Difference {
     pub fn describe_with(&self, secrets: &SecretPaths) -> String {
         let secret =
             is_secret_key(self.path.rsplit('.').next().unwrap_or("")) || secrets.covers(&self.path);
+        // A secret-looking key holding `false` or null (a switch such as
+        // `createClusterSecretStore`) holds no secret, as `redact` keeps it;
+        // a path of a decrypted file hides everything.
         let show = |v: &Option<Value>| match v {
             None => "unset".to_string(),
+            Some(Value::Bool(_) | Value::Null) if !secrets.covers(&self.path) => {
+                v.as_ref().map(Value::to_string).unwrap_or_default()
+            }
             Some(_) if secret => REDACTED.to_string(),
             Some(v) => v.to_string(),
         };
@@ -610,6 +616,28 @@ mod tests {
         assert_eq!(
             d.describe(),
             "db.host: bootstrap \"db.internal\", Flux unset"
+        );
+    }
+
+    #[test]
+    fn a_switch_under_a_secret_looking_key_is_shown() {
+        let d = Difference {
+            path: "createClusterSecretStore".into(),
+            left: Some(json!(false)),
+            right: Some(json!(true)),
+        };
+        assert_eq!(
+            d.describe(),
+            "createClusterSecretStore: bootstrap false, Flux true"
+        );
+        let d = Difference {
+            path: "auth.password".into(),
+            left: Some(json!("hunter2")),
+            right: None,
+        };
+        assert_eq!(
+            d.describe(),
+            "auth.password: bootstrap <redacted>, Flux unset"
         );
     }
 

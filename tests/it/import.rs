@@ -1139,3 +1139,68 @@ fn the_not_converted_list_has_one_line_per_cause() {
         ]
     );
 }
+
+/// Two state files define the same release with the same text, and a part
+/// of it the subset cannot evaluate: whether they differ is unknown, so the
+/// import writes the release once with a `todo` naming both places rather
+/// than stopping (exit 2, nothing written) on a difference that may not be.
+#[test]
+fn the_same_release_twice_with_a_part_not_converted_is_written_once_with_a_todo() {
+    let state = r#"releases:
+  - name: cilium
+    namespace: kube-system
+    chart: oci://ghcr.io/cilium/charts/cilium
+    version: {{ exec "sh" (list "-c" "printf 1.18.2") }}
+"#;
+    let test = testkit::builder::Test::new()
+        .file("hf/helmfile.d/00-crds.yaml.gotmpl", state)
+        .file("hf/helmfile.d/01-apps.yaml.gotmpl", state);
+    let run = bootstrap(
+        test.path(),
+        &["import", "helmfile", "hf", "--cluster", "lab"],
+    );
+    assert_eq!(run.code, 1, "{}{}", run.stdout, run.stderr);
+    let written = std::fs::read_dir(test.path().join("releases"))
+        .unwrap()
+        .flatten()
+        .filter(|e| e.path().is_file())
+        .map(|e| std::fs::read_to_string(e.path()).unwrap())
+        .collect::<Vec<_>>()
+        .join("---\n");
+    assert_eq!(written.matches("name: cilium\n").count(), 1, "{written}");
+    assert!(
+        written.contains("defined again here (first at hf/helmfile.d/00-crds.yaml.gotmpl:"),
+        "{written}"
+    );
+}
+
+/// `atomic` means the same in `helmDefaults` and in a release: not carried
+/// over, said, and never a `todo` that stops `plan`.
+#[test]
+fn atomic_is_said_the_same_way_in_defaults_and_in_a_release() {
+    let test = testkit::builder::Test::new().file(
+        "hf/helmfile.yaml",
+        "helmDefaults:\n  atomic: true\nreleases:\n  - name: cilium\n    namespace: kube-system\n    chart: oci://ghcr.io/cilium/charts/cilium\n    version: 1.18.2\n    atomic: true\n",
+    );
+    let run = bootstrap(
+        test.path(),
+        &["import", "helmfile", "hf", "--cluster", "lab"],
+    );
+    assert_eq!((run.code, run.stderr.as_str()), (0, ""), "{}", run.stdout);
+    let notes: Vec<&str> = run
+        .stdout
+        .lines()
+        .filter(|l| l.contains("atomic: true`"))
+        .collect();
+    assert_eq!(notes.len(), 2, "{}", run.stdout);
+    assert!(
+        notes
+            .iter()
+            .all(|l| l.contains("bootstrap never rolls a release back")),
+        "{notes:?}"
+    );
+    let releases = std::fs::read_to_string(test.path().join("releases/helmfile.yaml")).unwrap();
+    assert!(!releases.contains("todo"), "{releases}");
+    let plan = bootstrap(test.path(), &["plan", "lab"]);
+    assert_eq!(plan.code, 0, "{}", plan.stderr);
+}

@@ -171,6 +171,12 @@ pub(super) fn no_effect(key: &str, value: &Value) -> Option<String> {
         "recreatePods" if value.as_bool() == Some(true) => Some(
             "helm 3 recreates pods only when it upgrades a release with it and helm 4 has no such flag, while bootstrap installs the releases of a new cluster".into(),
         ),
+        // helm uninstalls a failed first install and rolls a failed upgrade
+        // back; bootstrap stops the release's dependents instead, and the
+        // next apply resumes it: the same release in the end.
+        "atomic" | "rollbackOnFailure" if value.as_bool() == Some(true) => Some(
+            "bootstrap never rolls a release back: a release that fails stops its dependents, and the next apply resumes it from where it stopped".into(),
+        ),
         _ => None,
     }
 }

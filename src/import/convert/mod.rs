@@ -263,30 +263,13 @@ pub fn import(
         let listed =
             helmfile::state_files(path).map_err(|m| Error::config(Problem::new(m.to_string())))?;
         if let Some(hf) = &options.helmfile {
-            // What the templates read from the environment: helmfile gives
-            // its values, which are never written as they are.
-            let variables = super::environment::referenced(&listed);
-            // One state file at a time: the files are the ones listed here.
-            for file in &listed {
-                match super::rendered::build(hf, file, options.environment.as_deref()) {
-                    Ok(mut states) => {
-                        for state in &mut states {
-                            for name in super::environment::mask(state, &variables) {
-                                if !imported.from_environment.contains(&name) {
-                                    imported.from_environment.push(name);
-                                }
-                            }
-                        }
-                        rendered.extend(states);
-                    }
-                    Err(why) => issues.push(Issue::new(
-                        file,
-                        0,
-                        "helmfile build",
-                        format!("helmfile could not render it ({why}); the importer's own template subset read it instead: fix what helmfile says (a variable to set, `--environment`) and import again"),
-                    )),
-                }
-            }
+            rendered.extend(render_with_helmfile(
+                hf,
+                &listed,
+                options,
+                &mut imported.from_environment,
+                &mut issues,
+            ));
         }
         files.extend(listed);
     }
@@ -349,6 +332,43 @@ pub fn import(
     issues.sort_by(|a, b| (rank(&a.file), &a.file, a.line).cmp(&(rank(&b.file), &b.file, b.line)));
     imported.issues = issues;
     Ok(imported)
+}
+
+/// The state files `listed` as helmfile renders them, one at a time (the
+/// files are the ones listed here); a file helmfile cannot render is an
+/// issue, and the subset reads it. What the templates read from the
+/// environment comes back as its values, which are never written as they
+/// are: marked instead, the variables named in `from_environment`.
+fn render_with_helmfile(
+    hf: &super::Helmfile,
+    listed: &[PathBuf],
+    options: &Options,
+    from_environment: &mut Vec<String>,
+    issues: &mut Vec<Issue>,
+) -> Vec<super::rendered::RenderedState> {
+    let variables = super::environment::referenced(listed);
+    let mut rendered = Vec::new();
+    for file in listed {
+        match super::rendered::build(hf, file, options.environment.as_deref()) {
+            Ok(mut states) => {
+                for state in &mut states {
+                    for name in super::environment::mask(state, &variables) {
+                        if !from_environment.contains(&name) {
+                            from_environment.push(name);
+                        }
+                    }
+                }
+                rendered.extend(states);
+            }
+            Err(why) => issues.push(Issue::new(
+                file,
+                0,
+                "helmfile build",
+                format!("helmfile could not render it ({why}); the importer's own template subset read it instead: fix what helmfile says (a variable to set, `--environment`) and import again"),
+            )),
+        }
+    }
+    rendered
 }
 
 /// The Flux tree: `--flux-root` with `--flux-entrypoint`, else the one the

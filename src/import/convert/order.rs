@@ -63,6 +63,26 @@ pub(super) fn merge_duplicates(groups: &mut [Group]) -> Result<(), Error> {
                 kept.also.push(gone_at);
                 drop.push(gone);
                 seen.insert(id, keep);
+            } else if first_crds == later_crds && !comparable(first, later) {
+                // A part of either was not converted (a chart template the
+                // subset cannot evaluate): whether they differ is unknown.
+                // Written once, with a `todo` naming both places, rather
+                // than stopping the import on a difference that may not be.
+                let name = later.name.clone();
+                let issue = Issue::new(
+                    &at.0,
+                    at.1,
+                    format!("name: {name}"),
+                    format!(
+                        "defined again here (first at {}:{}); the two could not be compared, since a part of them was not converted: bootstrap installs the release once, as the first definition says; check that this one says the same",
+                        first.source.display(),
+                        first.line
+                    ),
+                );
+                let first = &mut groups[fg].releases[fr];
+                first.also.push(at);
+                first.todo.push(issue);
+                drop.push((g, r));
             } else {
                 problems.push(
                     Problem::new(format!(
@@ -86,6 +106,12 @@ pub(super) fn merge_duplicates(groups: &mut [Group]) -> Result<(), Error> {
         groups[g].releases.remove(r);
     }
     Ok(())
+}
+
+/// Whether two definitions were converted whole, so that a difference
+/// between them is one.
+fn comparable(a: &ReleaseOut, b: &ReleaseOut) -> bool {
+    a.chart.is_some() && b.chart.is_some() && a.todo.is_empty() && b.todo.is_empty()
 }
 
 pub(super) fn same_chart(a: &ReleaseOut, b: &ReleaseOut) -> bool {
