@@ -24,6 +24,7 @@ pub mod hooks;
 pub mod import;
 pub mod kube;
 pub mod ledger;
+pub mod lexical;
 pub mod lint;
 pub mod ownership;
 pub mod plan;

@@ -25,11 +25,14 @@ impl Paths {
 
     pub fn show(&self, path: &Path) -> PathBuf {
         let rel = path.strip_prefix(&self.root).unwrap_or(path);
-        if self.shown_root.as_os_str().is_empty() || self.shown_root == Path::new(".") {
+        // `releases/../../values.yaml` reads as the file it is.
+        crate::lexical::normalize(&if self.shown_root.as_os_str().is_empty()
+            || self.shown_root == Path::new(".")
+        {
             rel.to_path_buf()
         } else {
             self.shown_root.join(rel)
-        }
+        })
     }
 }
 

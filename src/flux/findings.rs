@@ -278,6 +278,17 @@ fn differences(
         ));
     }
     for d in crate::values::diff(&handover.values, &origin.values) {
+        // A value a `valuesFrom` source outside the tree may set (a Secret
+        // external-secrets makes, at its `targetPath`) is unknown here, not
+        // different: HANDOVER_VALUES_UNKNOWN says so; no config could make
+        // this finding go away.
+        if origin
+            .unresolved
+            .iter()
+            .any(|u| u.may_set(&d.path, &origin.values))
+        {
+            continue;
+        }
         let cause = handover
             .overrides
             .iter()

@@ -67,6 +67,26 @@ pub struct Unresolved {
     /// `Secret kube-system/cilium-values`.
     pub what: String,
     pub why: Unreadable,
+    /// Its `targetPath`: the one path whose value it sets; `None`: it is
+    /// merged at the top, so any value `spec.values` does not set may be
+    /// its.
+    pub target_path: Option<String>,
+}
+
+impl Unresolved {
+    /// Whether the value at the dotted `path` may come from this source
+    /// (so that what the HelmRelease's known values say there is not the
+    /// whole story).
+    pub fn may_set(&self, path: &str, known: &Value) -> bool {
+        match &self.target_path {
+            Some(target) => {
+                path == target
+                    || path.starts_with(&format!("{target}."))
+                    || target.starts_with(&format!("{path}."))
+            }
+            None => !crate::values::sets(known, path),
+        }
+    }
 }
 
 /// Why the values of a `valuesFrom` entry cannot be read offline.
@@ -342,11 +362,13 @@ fn values_from(
             && o.name == name
             && o.namespace.as_deref() == namespace
     });
+    let unresolved = |what, why| Unresolved {
+        what,
+        why,
+        target_path: target_path.map(String::from),
+    };
     let Some(source) = source else {
-        return Ok(skip_or(Unresolved {
-            what,
-            why: Unreadable::NotInTree,
-        }));
+        return Ok(skip_or(unresolved(what, Unreadable::NotInTree)));
     };
     let data = match data(source, key) {
         Ok(Some(data)) => data,
@@ -358,7 +380,7 @@ fn values_from(
                 file: source.file.clone(),
             });
         }
-        Err(why) => return Ok(skip_or(Unresolved { what, why })),
+        Err(why) => return Ok(skip_or(unresolved(what, why))),
     };
     let label = format!("{what} key {key}");
     let layer = if let Some(path) = target_path {
@@ -742,7 +764,8 @@ mod tests {
             origin.unresolved,
             [Unresolved {
                 what: "Secret kube-system/external".into(),
-                why: Unreadable::NotInTree
+                why: Unreadable::NotInTree,
+                target_path: None,
             }]
         );
     }

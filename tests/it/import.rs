@@ -389,7 +389,7 @@ fn jfroy_flatops_repositories_and_plain_values_files() {
     assert_eq!(plan.code, 2, "{}", plan.stderr);
     assert!(
         plan.stderr.starts_with(
-            "error: config/releases/../../kubernetes/bootstrap/coredns.sops.yaml: release `kube-system/coredns`: is encrypted with sops, and sops "
+            "error: kubernetes/bootstrap/coredns.sops.yaml: release `kube-system/coredns`: is encrypted with sops, and sops "
         ),
         "{}",
         plan.stderr

@@ -224,3 +224,38 @@ fn without_a_tree_the_import_says_where_it_looked_and_how_to_point_it() {
     let cluster = read(&test, "bootstrap/config/clusters/infra/cluster.yaml");
     assert!(!cluster.contains("flux:"), "{cluster}");
 }
+
+/// A HelmRelease that takes a value from a Secret outside the tree (one
+/// external-secrets makes) at a `targetPath`: what it sets there is unknown
+/// offline, not "unset", so the handover release that sets that path is no
+/// drift (which no config could fix) but a warning that it is not compared.
+#[test]
+fn a_target_path_from_a_secret_outside_the_tree_is_unknown_not_drift() {
+    let test = repository().file(
+        "apps/cilium/helmrelease.yaml",
+        &CILIUM_HR.replace(
+            "  values:\n",
+            "  valuesFrom:\n    - kind: Secret\n      name: cilium-clustermesh\n      valuesKey: token\n      targetPath: clustermesh.token\n  values:\n",
+        ),
+    );
+    let out = import(&test, &[]);
+    assert_eq!(out.code, 0, "{}", out.stdout);
+    // bootstrap sets the value the Secret gives Flux.
+    let values = test.path().join("bootstrap/cilium-values.yaml");
+    std::fs::write(
+        &values,
+        format!("{CILIUM_VALUES}clustermesh:\n  token: from-the-vault\n"),
+    )
+    .unwrap();
+    let check = run(&test, &["check", "infra"]);
+    assert_eq!(check.code, 0, "{}\n{}", check.stdout, check.stderr);
+    assert!(
+        check.stdout.contains("handover-values-unknown")
+            && check
+                .stdout
+                .contains("Secret kube-system/cilium-clustermesh")
+            && !check.stdout.contains("handover-drift"),
+        "{}",
+        check.stdout
+    );
+}

@@ -514,29 +514,7 @@ enum Failure {
     Inner(Unsupported),
 }
 
-/// `a/./b/../c` as `a/c`, without touching the file system (paths stay
-/// as the user wrote them, symlinks included).
-pub fn normalize(path: &Path) -> PathBuf {
-    use std::path::Component;
-    let mut out: Vec<Component> = Vec::new();
-    for part in path.components() {
-        match part {
-            Component::CurDir => {}
-            Component::ParentDir => match out.last() {
-                Some(Component::Normal(_)) => {
-                    out.pop();
-                }
-                Some(Component::RootDir) => {}
-                _ => out.push(part),
-            },
-            other => out.push(other),
-        }
-    }
-    if out.is_empty() {
-        return PathBuf::from(".");
-    }
-    out.iter().collect()
-}
+pub use crate::lexical::normalize;
 
 fn empty(value: &Value) -> bool {
     match value {
