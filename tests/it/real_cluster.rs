@@ -1894,3 +1894,277 @@ fn apply_all_over_two_real_api_servers() {
     let again = fleet(&["apply", "--all"]);
     assert_eq!(again.code, 0, "{}\n{}", again.stderr, again.stdout);
 }
+
+// The journey (docs/design.md#the-journey): the shipped `infra` cluster as a
+// user applies it, every release and all eleven real charts, with
+// flux-operator's real controller running as the flux-operator release's
+// pod would: it installs Flux from the FluxInstance, so the catalog's
+// `FluxInstance … Ready=True` hook passes because the operator said so.
+
+/// Every chart the shipped catalog pins, served on the loopback.
+fn journey_repo() -> &'static ChartRepo {
+    static REPO: OnceLock<ChartRepo> = OnceLock::new();
+    REPO.get_or_init(|| {
+        let charts = charts();
+        let names = [
+            "cilium",
+            "coredns",
+            "cert-manager",
+            "spegel",
+            "external-secrets",
+            "flux-operator",
+            "flux-instance",
+            "prometheus-operator-crds",
+            "victoria-metrics-operator-crds",
+            "cloudnative-pg",
+        ];
+        let dirs: Vec<PathBuf> = names.iter().map(|n| charts.join(n)).collect();
+        ChartRepo::serve(&realenv::helm(4), &dirs)
+    })
+}
+
+/// The releases of the shipped `infra` cluster that install (the CRD-only
+/// ones apply their CRDs in the CRD phase).
+const SHIPPED_INSTALLED: [&str; 7] = [
+    "cert-manager/cert-manager",
+    "external-secrets/external-secrets",
+    "flux-system/flux-instance",
+    "flux-system/flux-operator",
+    "kube-system/cilium",
+    "kube-system/coredns",
+    "kube-system/spegel",
+];
+
+/// The wall time of each step, printed at the end (past the harness's
+/// capture) and in docs/design.md#the-journey.
+struct Steps(Vec<(String, Duration)>, Instant);
+
+impl Steps {
+    fn new() -> Steps {
+        Steps(Vec::new(), Instant::now())
+    }
+
+    fn done(&mut self, step: &str) {
+        let now = Instant::now();
+        self.0.push((step.to_string(), now - self.1));
+        self.1 = now;
+    }
+
+    fn print(&self, title: &str) {
+        let mut text = format!("{title}:\n");
+        for (step, took) in &self.0 {
+            text.push_str(&format!("  {:>6.1} s  {step}\n", took.as_secs_f64()));
+        }
+        let total: Duration = self.0.iter().map(|(_, d)| *d).sum();
+        text.push_str(&format!("  {:>6.1} s  in all\n", total.as_secs_f64()));
+        eprint!("{text}");
+    }
+}
+
+fn journey(helm_major: u8) {
+    let _slot = realenv::one_at_a_time();
+    let mut steps = Steps::new();
+    let registry = testkit::registry::Registry::start(&realenv::helm(4));
+    let artifact = testkit::realflux::manifests_artifact(&registry);
+    let mut made = None;
+    let git = testkit::realflux::GitServer::serve_made(|url| {
+        let root = realenv::journey_root(&journey_repo().url, &charts(), url, &artifact);
+        let path = root.path().to_path_buf();
+        made = Some(root);
+        path
+    });
+    let real = Real {
+        plane: ControlPlane::start(),
+        helm: realenv::helm(helm_major),
+        root: made.expect("the journey's config root"),
+        home: tempfile::tempdir().unwrap(),
+    };
+    let (plane, api) = (&real.plane, real.plane.api());
+    steps.done(
+        "control plane up, 10 charts served, the Flux manifests artifact pushed, the repository served over git",
+    );
+
+    // apply, as a user runs it; the operator starts as its pod would, once
+    // helm has installed the flux-operator release.
+    let log = real.home.path().join("apply.jsonl");
+    let mut cmd = real.command(&["apply", "infra", "--output", "json"]);
+    cmd.stdin(Stdio::null())
+        .stdout(std::fs::File::create(&log).unwrap())
+        .stderr(std::fs::File::create(real.home.path().join("apply.err")).unwrap());
+    let mut child = cmd.spawn().expect("bootstrap apply");
+    let deadline = Instant::now() + realenv::COMMAND_LIMIT;
+    let deployment = "/apis/apps/v1/namespaces/flux-system/deployments/flux-operator";
+    while api.get(deployment).is_none() {
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "apply ended before flux-operator was installed:\n{}\n{}",
+            std::fs::read_to_string(&log).unwrap_or_default(),
+            std::fs::read_to_string(real.home.path().join("apply.err")).unwrap_or_default()
+        );
+        assert!(Instant::now() < deadline, "flux-operator never installed");
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    steps.done("apply: CRD phase and releases up to flux-operator");
+    let mut operator = testkit::realflux::Operator::start_with(plane, &registry.env());
+    steps.done("flux-operator's controller started");
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        operator.check_alive();
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("apply still running after {:?}", realenv::COMMAND_LIMIT);
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    };
+    let stdout = std::fs::read_to_string(&log).unwrap();
+    let stderr = std::fs::read_to_string(real.home.path().join("apply.err")).unwrap();
+    assert!(
+        status.success(),
+        "apply failed (logs: {}):\n{stderr}\n{stdout}",
+        plane.logs().display()
+    );
+    steps.done("apply: flux-instance and its hooks (Flux installed by the operator)");
+    let events: Vec<Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    assert_eq!(outcomes(&events), all(&SHIPPED_INSTALLED, "installed"));
+    // Every CRD of the CRD phase Established before the first release.
+    let established = events
+        .iter()
+        .position(|e| e["event"] == "crds_established")
+        .expect("crds_established");
+    let first_release = events
+        .iter()
+        .position(|e| e["event"] == "release_started")
+        .expect("release_started");
+    assert!(established < first_release);
+    // `needs` order: each release started after everything it needs finished.
+    let at = |kind: &str, release: &str| {
+        events
+            .iter()
+            .position(|e| e["event"] == kind && e["release"] == release)
+            .unwrap_or_else(|| panic!("no {kind} of {release}"))
+    };
+    for (release, need) in [
+        ("kube-system/coredns", "kube-system/cilium"),
+        ("kube-system/spegel", "kube-system/coredns"),
+        ("cert-manager/cert-manager", "kube-system/coredns"),
+        (
+            "external-secrets/external-secrets",
+            "cert-manager/cert-manager",
+        ),
+        ("flux-system/flux-operator", "cert-manager/cert-manager"),
+        ("flux-system/flux-instance", "flux-system/flux-operator"),
+    ] {
+        assert!(
+            at("release_finished", need) < at("release_started", release),
+            "{release} started before {need} finished"
+        );
+    }
+
+    // The FluxInstance is Ready because the operator reconciled it: it
+    // wrote the revision it applied, and Flux's controllers and CRDs are
+    // in the cluster.
+    let instance = api
+        .get("/apis/fluxcd.controlplane.io/v1/namespaces/flux-system/fluxinstances/flux")
+        .expect("the FluxInstance");
+    assert!(condition(&instance, "Ready"), "{instance:#}");
+    let revision = instance["status"]["lastAppliedRevision"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(revision.starts_with("v2.7."), "{instance:#}");
+    for controller in [
+        "source-controller",
+        "kustomize-controller",
+        "helm-controller",
+        "notification-controller",
+    ] {
+        assert!(
+            api.get(&format!(
+                "/apis/apps/v1/namespaces/flux-system/deployments/{controller}"
+            ))
+            .is_some(),
+            "the operator installed no {controller}"
+        );
+    }
+    for crd in [
+        "gitrepositories.source.toolkit.fluxcd.io",
+        "kustomizations.kustomize.toolkit.fluxcd.io",
+        "helmreleases.helm.toolkit.fluxcd.io",
+    ] {
+        let crd = api
+            .get(&format!(
+                "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{crd}"
+            ))
+            .unwrap_or_else(|| panic!("no CRD {crd}"));
+        assert!(condition(&crd, "Established"), "{crd:#}");
+    }
+    // The catalog's sync hook applied the tree's GitRepository, which names
+    // the repository the tree is served from.
+    let repository = api
+        .get("/apis/source.toolkit.fluxcd.io/v1/namespaces/flux-system/gitrepositories/flux-system")
+        .expect("the GitRepository of sync.yaml");
+    assert_eq!(repository["spec"]["url"], git.url.as_str());
+    // The scan and the guard were said.
+    assert!(
+        events.iter().any(|e| e["event"] == "gitops_scanned"
+            && e["entrypoint"] == "examples/gitops/clusters/infra")
+    );
+    assert!(
+        events
+            .iter()
+            .any(|e| e["event"] == "guard" && e["state"] == "installed")
+    );
+
+    // status, diff --exit-code, a second apply: all clean.
+    let run = real.run(&["status", "infra"]);
+    assert_eq!(run.code, 0, "status:\n{}\n{}", run.stdout, run.stderr);
+    steps.done("status");
+    let run = real.run(&["diff", "infra", "--exit-code"]);
+    assert_eq!(run.code, 0, "diff:\n{}\n{}", run.stdout, run.stderr);
+    steps.done("diff --exit-code");
+    let events = real.apply(&[]);
+    assert_eq!(outcomes(&events), all(&SHIPPED_INSTALLED, "unchanged"));
+    steps.done("apply again (nothing upgraded)");
+
+    // destroy: dependents first; the operator (still running) removes Flux
+    // when flux-instance's FluxInstance goes.
+    let events = real.events("destroy", &["--yes"]);
+    assert_eq!(outcomes(&events), all(&SHIPPED_INSTALLED, "uninstalled"));
+    let finished = |release: &str| at_in(&events, "release_finished", release);
+    assert!(finished("flux-system/flux-instance") < finished("flux-system/flux-operator"));
+    assert!(finished("flux-system/flux-operator") < finished("cert-manager/cert-manager"));
+    assert!(finished("kube-system/coredns") < finished("kube-system/cilium"));
+    steps.done("destroy (reverse order)");
+    operator.check_alive();
+    drop(operator);
+    steps.print(&format!("the journey with helm {helm_major}"));
+}
+
+fn at_in(events: &[Value], kind: &str, release: &str) -> usize {
+    events
+        .iter()
+        .position(|e| e["event"] == kind && e["release"] == release)
+        .unwrap_or_else(|| panic!("no {kind} of {release}"))
+}
+
+#[test]
+#[cfg_attr(
+    not(all(real_flux, shared_charts)),
+    ignore = "needs the real test environment with Flux (`tools/realenv/build`, with flux-controllers and flux-operator) and the real charts (../shared/charts, BOOTSTRAP_TEST_CHARTS=DIR or scripts/pull-test-charts)"
+)]
+fn the_journey_with_helm_4() {
+    journey(4);
+}
+
+#[test]
+#[cfg_attr(
+    not(all(real_flux, shared_charts)),
+    ignore = "needs the real test environment with Flux (`tools/realenv/build`, with flux-controllers and flux-operator) and the real charts (../shared/charts, BOOTSTRAP_TEST_CHARTS=DIR or scripts/pull-test-charts)"
+)]
+fn the_journey_with_helm_3() {
+    journey(3);
+}

@@ -224,6 +224,130 @@ impl Drop for Flux {
     }
 }
 
+/// flux-operator's controller (its `cmd/operator`, built by
+/// `tools/realenv/build flux-operator`) running against a control plane as
+/// a process, as its Deployment runs it in a cluster: it reconciles
+/// FluxInstances (installing Flux from the distribution manifests of its
+/// module's `config/data`, the `/data` of its image) and ResourceSets.
+/// Dropping it stops it.
+pub struct Operator {
+    proc: Proc,
+    _dir: tempfile::TempDir,
+}
+
+impl Operator {
+    /// Starts the operator on `plane` and waits until it reports ready. The
+    /// flux-operator CRDs must be installed already (a release's CRD phase
+    /// does it in the tests; the operator only watches them).
+    pub fn start(plane: &ControlPlane) -> Operator {
+        Self::start_with(plane, &[])
+    }
+
+    /// [`Operator::start`] with `env` added to its environment (a
+    /// registry's `SSL_CERT_FILE`).
+    pub fn start_with(plane: &ControlPlane, env: &[(String, String)]) -> Operator {
+        use std::os::unix::process::CommandExt;
+        let missing = missing();
+        assert!(
+            missing.is_empty(),
+            "the real test environment lacks {missing:?}: build it with `{BUILD}`"
+        );
+        let dir = tempfile::Builder::new()
+            .prefix("flux-operator-")
+            .tempdir()
+            .expect("tempdir");
+        let log = plane.logs().join("flux-operator.log");
+        let file = std::fs::File::create(&log).expect("create the log file");
+        let health = free_port();
+        // Canonical: the share directory is reached through the tool's
+        // symlink, and Go cleans `bin/../share` lexically.
+        let data = crate::realenv::share(
+            "flux-operator",
+            "github.com/controlplaneio-fluxcd/flux-operator/config/data",
+        )
+        .canonicalize()
+        .expect("the operator's data directory");
+        let child = Command::new(crate::realenv::bin("flux-operator", "operator"))
+            .arg(format!("--metrics-addr=127.0.0.1:{}", free_port()))
+            .arg(format!("--health-addr=127.0.0.1:{health}"))
+            .arg(format!("--web-server-port={}", free_port()))
+            .arg(format!("--storage-path={}", data.display()))
+            .arg("--enable-leader-election=false")
+            .arg("--log-encoding=console")
+            .arg("--requeue-dependency=2s")
+            .env("KUBECONFIG", &plane.kubeconfig)
+            .env("RUNTIME_NAMESPACE", "flux-system")
+            // The operator refuses to run outside FIPS 140-3 mode; its image
+            // is built with GOFIPS140, this binary turns it on at run time.
+            .env("GODEBUG", "fips140=on")
+            .env("HOME", dir.path())
+            .env("TMPDIR", dir.path())
+            .envs(env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::null())
+            .stdout(file.try_clone().expect("log file"))
+            .stderr(file)
+            .process_group(0)
+            .spawn()
+            .unwrap_or_else(|e| panic!("starting flux-operator: {e}"));
+        let mut operator = Operator {
+            proc: Proc {
+                name: "flux-operator",
+                child,
+                log,
+                health,
+            },
+            _dir: dir,
+        };
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while http_get(health, "/readyz").is_none_or(|(code, _)| code != 200) {
+            operator.proc.check_alive();
+            assert!(
+                Instant::now() < deadline,
+                "flux-operator not ready after 120 s (log: {})",
+                operator.proc.log.display()
+            );
+            std::thread::sleep(Duration::from_millis(250));
+        }
+        operator
+    }
+
+    /// Panics with the end of its log when the operator has exited.
+    pub fn check_alive(&mut self) {
+        self.proc.check_alive();
+    }
+}
+
+impl Drop for Operator {
+    fn drop(&mut self) {
+        self.proc.stop();
+    }
+}
+
+/// Serves the Flux distribution manifests the operator ships (its module's
+/// `config/data/flux`, every Flux version's manifests) from `registry` as
+/// the OCI artifact a FluxInstance's `spec.distribution.artifact` names,
+/// in the place of `oci://ghcr.io/controlplaneio-fluxcd/flux-operator-manifests`.
+/// The operator reads the first layer of the artifact as a tar.gz holding
+/// `flux/VERSION/...` (`internal/builder/pull.go`); a chart named `flux`
+/// pushed by the real `helm push` is such an artifact: its one layer is the
+/// `.tgz` of `flux/`. Returns the `oci://` reference.
+pub fn manifests_artifact(registry: &crate::registry::Registry) -> String {
+    let data = crate::realenv::share(
+        "flux-operator",
+        "github.com/controlplaneio-fluxcd/flux-operator/config/data",
+    );
+    let dir = tempfile::tempdir().expect("tempdir");
+    let flux = dir.path().join("flux");
+    crate::builder::copy_dir(&data.join("flux"), &flux);
+    std::fs::write(
+        flux.join("Chart.yaml"),
+        "apiVersion: v2\nname: flux\nversion: 1.0.0\ndescription: the Flux distribution manifests flux-operator ships, as its manifests artifact\n",
+    )
+    .expect("Chart.yaml");
+    registry.push(&flux, "controlplaneio-fluxcd");
+    format!("oci://{}/controlplaneio-fluxcd/flux:1.0.0", registry.addr())
+}
+
 /// The status, reason and message of a Flux object's `Ready` condition.
 pub fn ready(object: &Value) -> Option<(String, String, String)> {
     let conditions = object["status"]["conditions"].as_array()?;
@@ -264,12 +388,22 @@ impl GitServer {
     /// Commits the files of `tree` (recursively) to branch `main` and
     /// serves the repository.
     pub fn serve(tree: &Path) -> GitServer {
+        Self::serve_made(|_| tree.to_path_buf())
+    }
+
+    /// [`GitServer::serve`] of the tree `make` writes once it knows the
+    /// repository's URL (a tree whose GitRepository names its own URL).
+    pub fn serve_made(make: impl FnOnce(&str) -> PathBuf) -> GitServer {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind the git server");
+        let port = listener.local_addr().expect("address").port();
+        let url = format!("http://127.0.0.1:{port}/repo.git");
+        let tree = make(&url);
         let dir = tempfile::Builder::new()
             .prefix("realflux-git-")
             .tempdir()
             .expect("tempdir");
         let work = dir.path().join("work");
-        crate::builder::copy_dir(tree, &work);
+        crate::builder::copy_dir(&tree, &work);
         let git = |cwd: &Path, args: &[&str]| {
             let out = Command::new("git")
                 .current_dir(cwd)
@@ -306,8 +440,6 @@ impl GitServer {
             &["clone", "-q", "--bare", "work", "served/repo.git"],
         );
 
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind the git server");
-        let port = listener.local_addr().expect("address").port();
         let stop = Arc::new(AtomicBool::new(false));
         let stopping = stop.clone();
         let thread = std::thread::spawn(move || {
@@ -322,7 +454,7 @@ impl GitServer {
             }
         });
         GitServer {
-            url: format!("http://127.0.0.1:{port}/repo.git"),
+            url,
             dir,
             stop,
             port,

@@ -63,6 +63,95 @@ pub fn infra_root(repo_url: &str, charts: &Path, releases: &[&str]) -> tempfile:
     root
 }
 
+/// The shipped `infra` cluster as a user applies it (the journey): every
+/// release and its `flux:` tree, in a temporary config root holding
+/// `releases/`, `clusters/infra/` and `examples/gitops/`. What stands in for
+/// the internet is the only change: each chart repository and OCI chart is
+/// `repo_url` (a [`ChartRepo`] serving all eleven charts), the Gateway API's
+/// URL its file in `charts`, the FluxInstance's distribution artifact
+/// `artifact` (the same manifests, from a loopback registry), and the
+/// GitRepository of `sync.yaml` the loopback `git_url`.
+pub fn journey_root(
+    repo_url: &str,
+    charts: &Path,
+    git_url: &str,
+    artifact: &str,
+) -> tempfile::TempDir {
+    use crate::builder::{copy_dir, repo_root};
+    let root = tempfile::tempdir().expect("tempdir");
+    copy_dir(&repo_root().join("releases"), &root.path().join("releases"));
+    copy_dir(&repo_root().join("clusters"), &root.path().join("clusters"));
+    copy_dir(
+        &repo_root().join("examples/gitops"),
+        &root.path().join("examples/gitops"),
+    );
+    let repo = format!("repo: {repo_url}");
+    let oci = |chart: &str, name: &str| {
+        (
+            format!("  oci: oci://{chart}"),
+            format!("  repo: {repo_url}\n  name: {name}"),
+        )
+    };
+    let (spegel, spegel_to) = oci("ghcr.io/spegel-org/helm-charts/spegel", "spegel");
+    let (operator, operator_to) = oci(
+        "ghcr.io/controlplaneio-fluxcd/charts/flux-operator",
+        "flux-operator",
+    );
+    let (instance, instance_to) = oci(
+        "ghcr.io/controlplaneio-fluxcd/charts/flux-instance",
+        "flux-instance",
+    );
+    rewrite(
+        root.path(),
+        "releases/core.yaml",
+        &[
+            ("repo: https://helm.cilium.io", repo.clone()),
+            ("repo: https://coredns.github.io/helm", repo.clone()),
+            ("repo: https://charts.jetstack.io", repo.clone()),
+            ("repo: https://charts.external-secrets.io", repo.clone()),
+            (&spegel, spegel_to),
+            (&operator, operator_to),
+            (&instance, instance_to),
+        ],
+    );
+    rewrite(
+        root.path(),
+        "releases/crds.yaml",
+        &[
+            (
+                "repo: https://prometheus-community.github.io/helm-charts",
+                repo.clone(),
+            ),
+            (
+                "repo: https://victoriametrics.github.io/helm-charts",
+                repo.clone(),
+            ),
+            ("repo: https://cloudnative-pg.github.io/charts", repo),
+            (
+                "https://github.com/kubernetes-sigs/gateway-api/releases/download/v1.2.1/standard-install.yaml",
+                charts.join(GATEWAY_API).display().to_string(),
+            ),
+        ],
+    );
+    rewrite(
+        root.path(),
+        "releases/values/flux-instance.yaml",
+        &[(
+            "    artifact: oci://ghcr.io/controlplaneio-fluxcd/flux-operator-manifests",
+            format!("    artifact: {artifact}"),
+        )],
+    );
+    rewrite(
+        root.path(),
+        "examples/gitops/clusters/infra/flux-system/sync.yaml",
+        &[(
+            "url: https://github.com/example/bootstrap",
+            format!("url: {git_url}"),
+        )],
+    );
+    root
+}
+
 /// Replaces, in `file` under `root`, each `from` by its `to`; a `from` the
 /// file no longer holds fails the test (the shipped file changed).
 pub fn rewrite(root: &Path, file: &str, pairs: &[(&str, String)]) {

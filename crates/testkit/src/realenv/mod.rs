@@ -40,7 +40,7 @@ mod api;
 mod charts;
 
 pub use api::{Api, ApiError};
-pub use charts::{ChartRepo, GATEWAY_API, infra_root, rewrite};
+pub use charts::{ChartRepo, GATEWAY_API, infra_root, journey_root, rewrite};
 
 /// The command that builds the environment.
 pub const BUILD: &str = "tools/realenv/build";
