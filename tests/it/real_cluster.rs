@@ -2119,6 +2119,111 @@ fn journey(helm_major: u8) {
             .any(|e| e["event"] == "guard" && e["state"] == "installed")
     );
 
+    // Flux takes over: its real controllers (standing in for the pods of
+    // the Deployments the operator installed) reconcile the tree from git,
+    // starting from the objects the sync hook applied.
+    let mut flux = testkit::realflux::Flux::start_controllers(plane);
+    steps.done("Flux's controllers started");
+    const SYNC: &str =
+        "/apis/kustomize.toolkit.fluxcd.io/v1/namespaces/flux-system/kustomizations/flux-system";
+    const REPOSITORY: &str =
+        "/apis/source.toolkit.fluxcd.io/v1/namespaces/flux-system/gitrepositories/flux-system";
+    let ready = |p: &ControlPlane, path: &str| {
+        let object = p.api().get(path)?;
+        testkit::realflux::ready(&object)
+    };
+    flux.wait(plane, "flux-system Ready", Duration::from_secs(180), |p| {
+        ready(p, SYNC).filter(|(status, ..)| status == "True")
+    });
+    for applied in ["cilium-config", "metrics-server"] {
+        assert!(
+            api.get(&format!(
+                "/apis/kustomize.toolkit.fluxcd.io/v1/namespaces/flux-system/kustomizations/{applied}"
+            ))
+            .is_some(),
+            "Flux did not apply the tree's Kustomization {applied}"
+        );
+    }
+    steps.done("Flux reconciled the tree (flux-system Ready)");
+
+    // The outage, after the bootstrap: a commit puts a HelmRelease for the
+    // bootstrap release kube-system/cilium in the tree. The admission guard
+    // denies it, Flux's Kustomization says so, and Cilium keeps its
+    // revision and its pods.
+    let generation = |p: &ControlPlane| {
+        p.api()
+            .get("/apis/apps/v1/namespaces/kube-system/daemonsets/cilium")
+            .expect("cilium's DaemonSet")["metadata"]["generation"]
+            .clone()
+    };
+    let before = generation(plane);
+    // In the repository and in its working copy (the config root, where
+    // `check` reads it), as a user's commit is in both.
+    git.commit("a HelmRelease for cilium", |tree| {
+        outage(tree, true);
+        outage(real.root.path(), true);
+    });
+    for path in [REPOSITORY, SYNC] {
+        let now = format!("{:?}", std::time::SystemTime::now());
+        api.merge_patch(
+            path,
+            &json!({"metadata": {"annotations": {"reconcile.fluxcd.io/requestedAt": now}}}),
+        )
+        .unwrap_or_else(|e| panic!("requesting a reconcile of {path}: {e}"));
+    }
+    let (_, reason, message) = flux.wait(
+        plane,
+        "flux-system denied by the guard",
+        Duration::from_secs(180),
+        |p| ready(p, SYNC).filter(|(status, ..)| status == "False"),
+    );
+    assert!(
+        message.contains("bootstrap-ownership-guard") && message.contains("HelmRelease"),
+        "{reason}: {message}"
+    );
+    assert!(
+        api.get("/apis/helm.toolkit.fluxcd.io/v2/namespaces/kube-system/helmreleases/cilium")
+            .is_none(),
+        "the HelmRelease for cilium was created"
+    );
+    let history: Vec<Value> =
+        serde_json::from_str(&real.helm(&["history", "cilium", "-n", "kube-system", "-o", "json"]))
+            .unwrap();
+    assert_eq!(history.len(), 1, "cilium has one revision: {history:?}");
+    assert_eq!(generation(plane), before, "cilium's DaemonSet changed");
+    // `check` finds it in git, with the chain of files.
+    let check = real.run(&["check", "infra"]);
+    assert_eq!(check.code, 1, "{}\n{}", check.stdout, check.stderr);
+    assert!(
+        check.stdout.contains("flux-manages-bootstrap-release")
+            && check
+                .stdout
+                .contains("examples/gitops/clusters/infra/cilium.yaml"),
+        "{}",
+        check.stdout
+    );
+    steps.done("a HelmRelease for cilium in git: denied by the guard, cilium unchanged");
+    // Taken out again, as the fix: Flux is Ready once more.
+    git.commit("no HelmRelease for cilium", |tree| {
+        outage(tree, false);
+        outage(real.root.path(), false);
+    });
+    for path in [REPOSITORY, SYNC] {
+        let now = format!("{:?}", std::time::SystemTime::now());
+        api.merge_patch(
+            path,
+            &json!({"metadata": {"annotations": {"reconcile.fluxcd.io/requestedAt": now}}}),
+        )
+        .unwrap_or_else(|e| panic!("requesting a reconcile of {path}: {e}"));
+    }
+    flux.wait(
+        plane,
+        "flux-system Ready again",
+        Duration::from_secs(180),
+        |p| ready(p, SYNC).filter(|(status, ..)| status == "True"),
+    );
+    steps.done("the fix committed: flux-system Ready again");
+
     // status, diff --exit-code, a second apply: all clean.
     let run = real.run(&["status", "infra"]);
     assert_eq!(run.code, 0, "status:\n{}\n{}", run.stdout, run.stderr);
@@ -2139,9 +2244,29 @@ fn journey(helm_major: u8) {
     assert!(finished("flux-system/flux-operator") < finished("cert-manager/cert-manager"));
     assert!(finished("kube-system/coredns") < finished("kube-system/cilium"));
     steps.done("destroy (reverse order)");
+    drop(flux);
     operator.check_alive();
     drop(operator);
     steps.print(&format!("the journey with helm {helm_major}"));
+}
+
+/// The outage's mistake in the tree under `root`: a HelmRelease for the
+/// bootstrap release kube-system/cilium, added (`true`) or taken out.
+fn outage(root: &std::path::Path, add: bool) {
+    let dir = root.join("examples/gitops/clusters/infra");
+    let kustomization = dir.join("kustomization.yaml");
+    let text = std::fs::read_to_string(&kustomization).unwrap();
+    if add {
+        std::fs::write(
+            dir.join("cilium.yaml"),
+            "apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata:\n  name: cilium\n  namespace: kube-system\nspec:\n  interval: 10m\n  chart:\n    spec:\n      chart: cilium\n      version: 1.18.2\n      sourceRef:\n        kind: HelmRepository\n        name: cilium\n",
+        )
+        .unwrap();
+        std::fs::write(&kustomization, format!("{text}  - cilium.yaml\n")).unwrap();
+    } else {
+        std::fs::remove_file(dir.join("cilium.yaml")).unwrap();
+        std::fs::write(&kustomization, text.replace("  - cilium.yaml\n", "")).unwrap();
+    }
 }
 
 fn at_in(events: &[Value], kind: &str, release: &str) -> usize {

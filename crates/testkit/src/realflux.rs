@@ -99,17 +99,24 @@ impl Flux {
     /// Installs the controllers' CRDs and namespace `flux-system` on
     /// `plane`, starts the controllers and waits until they are ready.
     pub fn start(plane: &ControlPlane) -> Flux {
-        let missing = missing();
-        assert!(
-            missing.is_empty(),
-            "the real test environment lacks {missing:?}: build it with `{BUILD}`"
-        );
         for module in CONTROLLERS {
             plane.api().install_crds(&crate::realenv::share(
                 "flux-controllers",
                 &format!("{module}/config/crd/bases"),
             ));
         }
+        Self::start_controllers(plane)
+    }
+
+    /// The three controllers on a cluster where Flux is installed already
+    /// (its CRDs and namespace, by flux-operator): they stand in for the
+    /// pods of its Deployments.
+    pub fn start_controllers(plane: &ControlPlane) -> Flux {
+        let missing = missing();
+        assert!(
+            missing.is_empty(),
+            "the real test environment lacks {missing:?}: build it with `{BUILD}`"
+        );
         let namespace =
             json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "flux-system"}});
         match plane.api().create("/api/v1/namespaces", &namespace) {
@@ -465,6 +472,38 @@ impl GitServer {
     /// The repository's work tree (what was committed).
     pub fn tree(&self) -> PathBuf {
         self.dir.path().join("work")
+    }
+
+    /// A new commit on `main`: `edit` changes the work tree, and the
+    /// served repository gets the commit (what a `git push` does).
+    pub fn commit(&self, message: &str, edit: impl FnOnce(&Path)) {
+        let work = self.tree();
+        edit(&work);
+        for args in [
+            &["add", "-A"][..],
+            &["commit", "-q", "-m", message],
+            &["push", "-q", "../served/repo.git", "main"],
+        ] {
+            let out = Command::new("git")
+                .current_dir(&work)
+                .args([
+                    "-c",
+                    "user.name=realflux",
+                    "-c",
+                    "user.email=realflux@127.0.0.1",
+                ])
+                .args(["-c", "commit.gpgsign=false"])
+                .args(args)
+                .env_remove("GIT_DIR")
+                .env_remove("GIT_WORK_TREE")
+                .output()
+                .expect("running git");
+            assert!(
+                out.status.success(),
+                "git {args:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
     }
 }
 
