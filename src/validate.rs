@@ -10,6 +10,10 @@ pub enum NameError {
     #[error("is {0} characters long; at most 63 are allowed")]
     TooLong(usize),
     #[error(
+        "is {0} characters long; helm allows at most 53 in a release name (it appends suffixes to name objects after it)"
+    )]
+    TooLongForHelm(usize),
+    #[error(
         "must consist of lower case letters, digits and '-', and start and end with a letter or digit (a DNS-1123 label)"
     )]
     NotALabel,
@@ -38,6 +42,16 @@ pub fn dns_label(value: &str) -> Result<(), NameError> {
     } else {
         Ok(())
     }
+}
+
+/// What helm accepts as a release name: a DNS-1123 label of at most 53
+/// characters (helm's `ValidateReleaseName`).
+pub fn release_name(value: &str) -> Result<(), NameError> {
+    dns_label(value)?;
+    if value.len() > 53 {
+        return Err(NameError::TooLongForHelm(value.len()));
+    }
+    Ok(())
 }
 
 /// Why a chart version is not pinned; reads after "chart version ".
@@ -77,7 +91,15 @@ pub enum DurationError {
     },
     #[error("`{0}` is zero; give a positive duration")]
     Zero(String),
+    #[error(
+        "`{0}` is longer than 7 days, more than any bootstrap step or run waits; give a shorter duration"
+    )]
+    TooLong(String),
 }
+
+/// The longest duration accepted: every wait, helm's `--timeout` (Go's
+/// `time.Duration`) and the run's deadline represent it exactly.
+pub const LONGEST: Duration = Duration::from_secs(7 * 24 * 3600);
 
 pub fn duration(text: &str) -> Result<Duration, DurationError> {
     let d = humantime::parse_duration(text.trim()).map_err(|reason| DurationError::Unparsable {
@@ -86,6 +108,9 @@ pub fn duration(text: &str) -> Result<Duration, DurationError> {
     })?;
     if d.is_zero() {
         return Err(DurationError::Zero(text.to_string()));
+    }
+    if d > LONGEST {
+        return Err(DurationError::TooLong(text.to_string()));
     }
     Ok(d)
 }
@@ -131,6 +156,29 @@ mod tests {
         ] {
             assert!(!chart_name(bad), "{bad}");
         }
+    }
+
+    #[test]
+    fn durations_are_bounded_as_helm_and_the_waits_can_hold_them() {
+        assert_eq!(duration("10m"), Ok(Duration::from_secs(600)));
+        assert_eq!(duration("7d"), Ok(LONGEST));
+        for huge in ["18446744073709551615s", "8d", "99999h"] {
+            assert!(
+                matches!(duration(huge), Err(DurationError::TooLong(_))),
+                "{huge}: {:?}",
+                duration(huge)
+            );
+        }
+    }
+
+    #[test]
+    fn release_names_are_at_most_53_characters() {
+        assert!(release_name(&"a".repeat(53)).is_ok());
+        assert_eq!(
+            release_name(&"a".repeat(54)),
+            Err(NameError::TooLongForHelm(54))
+        );
+        assert_eq!(release_name("Cilium"), Err(NameError::NotALabel));
     }
 
     #[test]

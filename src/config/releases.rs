@@ -272,8 +272,11 @@ fn identity_by_lines(text: &str) -> Option<Identity> {
 /// `name` and `namespace` are DNS-1123 labels.
 fn check_names(doc: &ReleaseFile, shown: &Path, problems: &mut Vec<Problem>) {
     let id = ReleaseId::new(doc.namespace.value.clone(), doc.name.value.clone());
-    for (what, field) in [("name", &doc.name), ("namespace", &doc.namespace)] {
-        if let Err(why) = validate::dns_label(&field.value) {
+    for (what, field, check) in [
+        ("name", &doc.name, validate::release_name as fn(&str) -> _),
+        ("namespace", &doc.namespace, validate::dns_label),
+    ] {
+        if let Err(why) = check(&field.value) {
             problems.push(
                 Problem::new(format!("{what} `{}` {why}", field.value))
                     .file(shown)

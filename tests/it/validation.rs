@@ -603,3 +603,16 @@ fn yaml_syntax_errors_in_the_files_words() {
         "error: releases/core.yaml:5:10: release `kube-system/cilium`: a value holds `: `, which YAML reads as the start of a key: quote the value (`key: \"a: b\"`)\n",
     );
 }
+
+/// Input edges found by a mutation campaign: a timeout too long for helm
+/// and the waits (it panicked in apply), and a release name helm refuses.
+#[test]
+fn an_oversized_timeout_and_a_54_character_name_are_refused_before_anything_runs() {
+    plan(&format!("{CILIUM}timeout: 18446744073709551615s\n")).invalid(
+        "error: releases/core.yaml:4:10: release `kube-system/cilium`: timeout `18446744073709551615s` is longer than 7 days, more than any bootstrap step or run waits; give a shorter duration\n",
+    );
+    let long = "a".repeat(54);
+    plan(&CILIUM.replace("name: cilium\n", &format!("name: {long}\n"))).invalid(&format!(
+        "error: releases/core.yaml:1:7: release `kube-system/{long}`: name `{long}` is 54 characters long; helm allows at most 53 in a release name (it appends suffixes to name objects after it)\n"
+    ));
+}
