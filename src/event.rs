@@ -271,6 +271,10 @@ pub enum Event {
     PhaseFinished {
         phase: Phase,
         ok: bool,
+        /// The run was stopped (Ctrl-C, `--timeout`) before the phase was
+        /// done: what did not finish was stopped, not failed.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        stopped: bool,
     },
     /// What preflight just did, as it happens (`helm 3.16.2`, `context
     /// admin@infra`, `lock taken`, `ownership: 7 releases checked`, ...).

@@ -235,7 +235,7 @@ pub async fn run<R: Runner>(
                 }
                 interrupted = true;
                 if halted.is_none() {
-                    halted = Some("not started: the run was interrupted".to_string());
+                    halted = Some("the run was stopped before it started".to_string());
                 }
             }
         }
@@ -251,11 +251,9 @@ pub async fn run<R: Runner>(
                     .cloned()
                     .or_else(|| halted.clone())
                     .unwrap_or_else(|| "not started".to_string());
-                let outcome = if interrupted && !skipped.contains_key(id) {
-                    Outcome::Interrupted
-                } else {
-                    Outcome::Skipped
-                };
+                // Never started: skipped, whatever stopped the run
+                // (`interrupted` is for what was running and was stopped).
+                let outcome = Outcome::Skipped;
                 if !skipped.contains_key(id) {
                     events.emit(Event::ReleaseFinished {
                         result: not_run(id, outcome, message.clone()),
@@ -650,7 +648,7 @@ mod tests {
         assert!(summary.interrupted);
         assert_eq!(outcome("a"), Outcome::Installed, "running work finishes");
         assert_eq!(outcome("x"), Outcome::Installed);
-        assert_eq!(outcome("b"), Outcome::Interrupted, "nothing new starts");
+        assert_eq!(outcome("b"), Outcome::Skipped, "nothing new starts");
         drop(events);
         let mut running = None;
         while let Some(e) = rx.recv().await {

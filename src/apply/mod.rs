@@ -219,6 +219,7 @@ impl<H: Helm> Preflight<'_, H> {
             events.emit(Event::PhaseFinished {
                 phase: Phase::Crds,
                 ok: true,
+                stopped: false,
             });
             return Ok(());
         }
@@ -230,6 +231,7 @@ impl<H: Helm> Preflight<'_, H> {
                 events.emit(Event::PhaseFinished {
                     phase: Phase::Crds,
                     ok: false,
+                    stopped: false,
                 });
                 return Err(Failure::CrdPhase { source: e.into() }.into());
             }
@@ -237,6 +239,7 @@ impl<H: Helm> Preflight<'_, H> {
         events.emit(Event::PhaseFinished {
             phase: Phase::Crds,
             ok: true,
+            stopped: false,
         });
         // The record is written beside the guard: neither needs the other.
         let record = async {
@@ -331,6 +334,7 @@ impl<H: Helm + 'static> Preflight<'_, H> {
         events.emit(Event::PhaseFinished {
             phase: Phase::Preflight,
             ok: true,
+            stopped: false,
         });
         let preflight = preflight.elapsed();
 
@@ -383,6 +387,7 @@ impl<H: Helm + 'static> Preflight<'_, H> {
         events.emit(Event::PhaseFinished {
             phase: Phase::Releases,
             ok: summary.ok,
+            stopped: summary.interrupted,
         });
         let phases = crate::event::PhaseTimes {
             preflight,

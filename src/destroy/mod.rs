@@ -110,6 +110,7 @@ pub async fn run<H: Helm>(
         events.emit(Event::PhaseFinished {
             phase: Phase::Preflight,
             ok: true,
+            stopped: false,
         });
         let destroyer = Destroyer {
             helm,
@@ -127,6 +128,7 @@ pub async fn run<H: Helm>(
         events.emit(Event::PhaseFinished {
             phase: Phase::Releases,
             ok,
+            stopped: interrupted,
         });
         let left_to_flux = results.iter().any(|r| r.outcome == Outcome::Adopted);
         if options.crds && left_to_flux {
@@ -338,6 +340,7 @@ impl<H: Helm> Destroyer<'_, H> {
             self.events.emit(Event::PhaseFinished {
                 phase: Phase::Crds,
                 ok: false,
+                stopped: false,
             });
             return false;
         }
@@ -395,6 +398,7 @@ impl<H: Helm> Destroyer<'_, H> {
         self.events.emit(Event::PhaseFinished {
             phase: Phase::Crds,
             ok,
+            stopped: false,
         });
         ok
     }

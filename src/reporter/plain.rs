@@ -61,10 +61,22 @@ impl PlainReporter {
             Event::PhaseStarted { phase } if !quiet => {
                 format!("{} phase started", phase_label(*phase))
             }
-            Event::PhaseFinished { phase, ok: true } if !quiet => {
+            Event::PhaseFinished {
+                phase,
+                stopped: true,
+                ..
+            } => {
+                let stopped = self.paint(Style::new().yellow(), "stopped");
+                format!("{} phase {stopped}", phase_label(*phase))
+            }
+            Event::PhaseFinished {
+                phase, ok: true, ..
+            } if !quiet => {
                 format!("{} phase done", phase_label(*phase))
             }
-            Event::PhaseFinished { phase, ok: false } => {
+            Event::PhaseFinished {
+                phase, ok: false, ..
+            } => {
                 let failed = self.paint(Style::new().red().bold(), "failed");
                 format!("{} phase {failed}", phase_label(*phase))
             }
@@ -385,6 +397,7 @@ mod tests {
                 Event::PhaseFinished {
                     phase: Phase::Releases,
                     ok: false,
+                    stopped: false,
                 },
             ),
             at(

@@ -511,8 +511,12 @@ impl ProgressReporter {
     fn print_event(&mut self, event: &Event) {
         let verbose = self.verbosity == Verbosity::Verbose;
         match event {
-            Event::PhaseFinished { phase, ok } => {
-                if !ok {
+            Event::PhaseFinished { phase, ok, stopped } => {
+                if *stopped {
+                    // A deliberate stop: not a failure.
+                    let stopped = self.paint(Style::new().yellow(), "stopped");
+                    self.println(&format!("! {} phase {stopped}", super::phase_label(*phase)));
+                } else if !ok {
                     let failed = self.paint(Style::new().red().bold(), "failed");
                     self.println(&format!("✗ {} phase {failed}", super::phase_label(*phase)));
                 } else if *phase == Phase::Preflight {
@@ -732,10 +736,12 @@ mod tests {
             Event::PhaseFinished {
                 phase: Phase::Crds,
                 ok: true,
+                stopped: false,
             },
             Event::PhaseFinished {
                 phase: Phase::Releases,
                 ok: false,
+                stopped: false,
             },
             Event::CrdApplied {
                 release: id("a"),

@@ -873,9 +873,10 @@ fn sigint_stops_cleanly_and_a_rerun_resumes() {
         Some("installed"),
         "{stdout}"
     );
+    // Never started: skipped (`interrupted` is for what was stopped).
     assert_eq!(
         outcome_of(&stdout, "kube-system/coredns").as_deref(),
-        Some("interrupted")
+        Some("skipped")
     );
     assert_eq!(
         cluster.release_state("kube-system", "cilium").unwrap()["status"],
@@ -1924,5 +1925,56 @@ fn apply_without_flux_says_git_was_not_checked_and_guard_off_says_so() {
         ) && out.stdout.contains("admission guard off (`guard: false` in cluster.yaml)"),
         "{}",
         out.stdout
+    );
+}
+
+/// Ctrl-C is a deliberate stop: the releases phase is "stopped", never
+/// "failed"; what never started is "skipped" and listed once as not
+/// started, what finished as finished.
+#[test]
+fn ctrl_c_says_stopped_and_names_what_never_started_once() {
+    let cluster = Cluster::start();
+    let test = config();
+    cluster.script(json!({
+        "*": {"delay_ms": 20},
+        "kube-system/cilium": {"delay_ms": 1500, "apply_manifests": true, "manifests": [daemonset("kube-system", "cilium")]},
+    }));
+    let child = cluster
+        .command(&test, &["apply", "infra"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let state = cluster.path().join("helm-state/kube-system__cilium.json");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !state.exists() {
+        assert!(std::time::Instant::now() < deadline, "cilium never started");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(130), "{stdout}");
+    assert!(stdout.contains("] releases phase stopped\n"), "{stdout}");
+    assert!(!stdout.contains("phase failed"), "{stdout}");
+    assert!(
+        stdout.contains("kube-system/coredns: skipped: the run was stopped before it started"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("\nfinished: kube-system/cilium\n"),
+        "{stdout}"
+    );
+    let not_started = stdout
+        .lines()
+        .filter(|l| l.starts_with("not started: "))
+        .collect::<Vec<_>>();
+    assert_eq!(not_started.len(), 1, "{stdout}");
+    assert!(
+        !stdout.contains("\ninterrupted: "),
+        "nothing was running when it stopped: {stdout}"
     );
 }
