@@ -105,28 +105,7 @@ fn calls(text: &str) -> Vec<(String, bool)> {
 
 /// The template files below `dir` (hidden directories left out).
 fn template_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    let mut entries: Vec<PathBuf> = entries.flatten().map(|e| e.path()).collect();
-    entries.sort();
-    for path in entries {
-        if out.len() >= FILE_LIMIT {
-            return;
-        }
-        let name = path.file_name().unwrap_or_default().to_string_lossy();
-        if name.starts_with('.') {
-            continue;
-        }
-        if path.is_dir() {
-            template_files(&path, out);
-        } else if [".yaml", ".yml", ".gotmpl", ".tpl"]
-            .iter()
-            .any(|ext| name.ends_with(ext))
-        {
-            out.push(path);
-        }
-    }
+    super::files_below(dir, &[".yaml", ".yml", ".gotmpl", ".tpl"], FILE_LIMIT, out);
 }
 
 /// Puts each variable's mark where its value is, in what the import writes

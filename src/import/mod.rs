@@ -131,6 +131,30 @@ pub fn causes(issues: &[Issue]) -> Vec<Cause<'_>> {
     out
 }
 
+/// The files below `dir` whose names end with one of `endings`, in name
+/// order, hidden files and directories left out, until `out` holds `limit`.
+pub(crate) fn files_below(dir: &Path, endings: &[&str], limit: usize, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let mut entries: Vec<PathBuf> = entries.flatten().map(|e| e.path()).collect();
+    entries.sort();
+    for path in entries {
+        if out.len() >= limit {
+            return;
+        }
+        let name = path.file_name().unwrap_or_default().to_string_lossy();
+        if name.starts_with('.') {
+            continue;
+        }
+        if path.is_dir() {
+            files_below(&path, endings, limit, out);
+        } else if endings.iter().any(|e| name.ends_with(e)) {
+            out.push(path);
+        }
+    }
+}
+
 /// `to` relative to the directory `from`; both absolute or both relative
 /// to the same place, compared lexically.
 pub fn relative(from: &Path, to: &Path) -> PathBuf {

@@ -1188,12 +1188,24 @@ fn apply_while_cilium_installs(
     test: &Test,
     cilium_ms: u64,
 ) -> std::process::Child {
+    apply_while_cilium_installs_with(cluster, test, cilium_ms, &["--output", "json"])
+}
+
+/// [`apply_while_cilium_installs`] with `args` after `apply infra`.
+fn apply_while_cilium_installs_with(
+    cluster: &Cluster,
+    test: &Test,
+    cilium_ms: u64,
+    args: &[&str],
+) -> std::process::Child {
     cluster.script(json!({
         "*": {"delay_ms": 20},
         "kube-system/cilium": {"delay_ms": cilium_ms, "apply_manifests": true, "manifests": [daemonset("kube-system", "cilium")]},
     }));
+    let mut argv = vec!["apply", "infra"];
+    argv.extend_from_slice(args);
     let child = cluster
-        .command(test, &["apply", "infra", "--output", "json"])
+        .command(test, &argv)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -1935,22 +1947,7 @@ fn apply_without_flux_says_git_was_not_checked_and_guard_off_says_so() {
 fn ctrl_c_says_stopped_and_names_what_never_started_once() {
     let cluster = Cluster::start();
     let test = config();
-    cluster.script(json!({
-        "*": {"delay_ms": 20},
-        "kube-system/cilium": {"delay_ms": 1500, "apply_manifests": true, "manifests": [daemonset("kube-system", "cilium")]},
-    }));
-    let child = cluster
-        .command(&test, &["apply", "infra"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let state = cluster.path().join("helm-state/kube-system__cilium.json");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while !state.exists() {
-        assert!(std::time::Instant::now() < deadline, "cilium never started");
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
+    let child = apply_while_cilium_installs_with(&cluster, &test, 1500, &[]);
     std::process::Command::new("kill")
         .args(["-INT", &child.id().to_string()])
         .status()

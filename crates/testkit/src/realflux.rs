@@ -411,32 +411,6 @@ impl GitServer {
             .expect("tempdir");
         let work = dir.path().join("work");
         crate::builder::copy_dir(&tree, &work);
-        let git = |cwd: &Path, args: &[&str]| {
-            let out = Command::new("git")
-                .current_dir(cwd)
-                .args([
-                    "-c",
-                    "user.name=realflux",
-                    "-c",
-                    "user.email=realflux@127.0.0.1",
-                ])
-                .args([
-                    "-c",
-                    "init.defaultBranch=main",
-                    "-c",
-                    "commit.gpgsign=false",
-                ])
-                .args(args)
-                .env_remove("GIT_DIR")
-                .env_remove("GIT_WORK_TREE")
-                .output()
-                .expect("running git");
-            assert!(
-                out.status.success(),
-                "git {args:?}: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        };
         git(&work, &["init", "-q", "-b", "main"]);
         git(&work, &["add", "-A"]);
         git(&work, &["commit", "-q", "-m", "tree"]);
@@ -484,27 +458,38 @@ impl GitServer {
             &["commit", "-q", "-m", message],
             &["push", "-q", "../served/repo.git", "main"],
         ] {
-            let out = Command::new("git")
-                .current_dir(&work)
-                .args([
-                    "-c",
-                    "user.name=realflux",
-                    "-c",
-                    "user.email=realflux@127.0.0.1",
-                ])
-                .args(["-c", "commit.gpgsign=false"])
-                .args(args)
-                .env_remove("GIT_DIR")
-                .env_remove("GIT_WORK_TREE")
-                .output()
-                .expect("running git");
-            assert!(
-                out.status.success(),
-                "git {args:?}: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
+            git(&work, args);
         }
     }
+}
+
+/// `git ARGS` in `cwd` as the served repository's author, never a user's
+/// own git settings; fails the test when git does.
+fn git(cwd: &Path, args: &[&str]) {
+    let out = Command::new("git")
+        .current_dir(cwd)
+        .args([
+            "-c",
+            "user.name=realflux",
+            "-c",
+            "user.email=realflux@127.0.0.1",
+        ])
+        .args([
+            "-c",
+            "init.defaultBranch=main",
+            "-c",
+            "commit.gpgsign=false",
+        ])
+        .args(args)
+        .env_remove("GIT_DIR")
+        .env_remove("GIT_WORK_TREE")
+        .output()
+        .expect("running git");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 impl Drop for GitServer {

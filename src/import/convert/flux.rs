@@ -206,25 +206,7 @@ pub(super) fn kustomization_tree(groups: &[Group]) -> Option<FluxOut> {
 /// The `*.yaml`/`*.yml` files below `dir` (hidden directories left out),
 /// at most `limit` of them.
 pub(super) fn yaml_files(dir: &Path, out: &mut Vec<PathBuf>, limit: usize) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    let mut entries: Vec<PathBuf> = entries.flatten().map(|e| e.path()).collect();
-    entries.sort();
-    for path in entries {
-        if out.len() >= limit {
-            return;
-        }
-        let name = path.file_name().unwrap_or_default().to_string_lossy();
-        if name.starts_with('.') {
-            continue;
-        }
-        if path.is_dir() {
-            yaml_files(&path, out, limit);
-        } else if name.ends_with(".yaml") || name.ends_with(".yml") {
-            out.push(path);
-        }
-    }
+    crate::import::files_below(dir, &[".yaml", ".yml"], limit, out);
 }
 
 /// Every release with a [`from_candidate`] inside the Flux tree is read
