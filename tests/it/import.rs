@@ -1204,3 +1204,27 @@ fn atomic_is_said_the_same_way_in_defaults_and_in_a_release() {
     let plan = bootstrap(test.path(), &["plan", "lab"]);
     assert_eq!(plan.code, 0, "{}", plan.stderr);
 }
+
+/// A values path that reads the environment names the pattern and the
+/// files it may name, not a file that "does not exist".
+#[test]
+fn a_values_path_from_the_environment_names_the_files_it_may_be() {
+    let test = testkit::builder::Test::new()
+        .file(
+            "hf/helmfile.yaml.gotmpl",
+            "releases:\n  - name: app\n    namespace: apps\n    chart: oci://ghcr.io/example/app\n    version: 1.0.0\n    values:\n      - values/{{ requiredEnv \"CLUSTER\" }}.yaml\n",
+        )
+        .file("hf/values/infra.yaml", "a: 1\n")
+        .file("hf/values/apps.yaml", "a: 2\n");
+    let run = bootstrap(
+        test.path(),
+        &["import", "helmfile", "hf", "--cluster", "lab"],
+    );
+    assert_eq!(run.code, 1, "{}{}", run.stdout, run.stderr);
+    assert!(
+        run.stdout.contains("hf/helmfile.yaml.gotmpl:6: `values values/{{env \"CLUSTER\"}}.yaml`: the values path reads the environment variable `CLUSTER`, so the file it names depends on the machine (it may name values/apps.yaml, values/infra.yaml): write the path of the file this cluster uses, or import with helmfile and `CLUSTER` set"),
+        "{}",
+        run.stdout
+    );
+    assert!(!run.stdout.contains("does not exist"), "{}", run.stdout);
+}

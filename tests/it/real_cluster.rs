@@ -2293,3 +2293,60 @@ fn the_journey_with_helm_4() {
 fn the_journey_with_helm_3() {
     journey(3);
 }
+
+/// A helmfile hook `kubectl wait --for condition=established crd/…` is
+/// imported as a typed `condition` hook with kubectl's word as written
+/// (`established`), and passes against the real API server, whose CRD
+/// reports `Established`: conditions compare without case, as kubectl
+/// compares them (it waited until its timeout before).
+#[test]
+#[cfg_attr(
+    not(all(realenv, shared_charts)),
+    ignore = "needs the real test environment and the real charts: run `tools/realenv/build` (the charts are ../shared/charts beside the repository, or BOOTSTRAP_TEST_CHARTS)"
+)]
+fn an_imported_kubectl_wait_for_established_passes_on_the_real_api_server() {
+    let _slot = realenv::one_at_a_time();
+    let root = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(root.path().join("hf")).unwrap();
+    std::fs::write(
+        root.path().join("hf/helmfile.yaml"),
+        format!(
+            "repositories:\n  - name: local\n    url: {}\nreleases:\n  - name: coredns\n    namespace: kube-system\n    chart: local/coredns\n    version: 1.44.3\n    values:\n      - fullnameOverride: coredns\n    hooks:\n      - events: [\"postsync\"]\n        command: kubectl\n        args: [\"wait\", \"--for\", \"condition=established\", \"crd/helmreleases.helm.toolkit.fluxcd.io\", \"--timeout=60s\"]\n",
+            repo().url
+        ),
+    )
+    .unwrap();
+    let real = Real {
+        plane: ControlPlane::start(),
+        helm: realenv::helm(4),
+        root,
+        home: tempfile::tempdir().unwrap(),
+    };
+    let import = real.run(&[
+        "import",
+        "helmfile",
+        "hf",
+        "--cluster",
+        "infra",
+        "--no-helmfile",
+    ]);
+    assert_eq!(import.code, 0, "{}\n{}", import.stdout, import.stderr);
+    let written = std::fs::read_to_string(real.root.path().join("releases/helmfile.yaml")).unwrap();
+    assert!(written.contains("type: established"), "{written}");
+    real.plane
+        .api()
+        .install_crds(&realenv::share("flux-crds", HELM_RELEASE_CRD));
+    let started = Instant::now();
+    let events = real.apply(&[]);
+    assert_eq!(outcomes(&events)["kube-system/coredns"], "installed");
+    let hook = events
+        .iter()
+        .find(|e| e["event"] == "hook_finished")
+        .expect("the imported hook ran");
+    assert_eq!(hook["ok"], true, "{hook}");
+    assert!(
+        started.elapsed() < Duration::from_secs(50),
+        "the hook waited for its timeout: {:?}",
+        started.elapsed()
+    );
+}

@@ -304,6 +304,10 @@ fn values_file(
     } else {
         text.to_string()
     };
+    if crate::import::gotmpl::has_env_mark(&rel) {
+        issues.push(env_path_issue(&at, &rel, &state.dir));
+        return None;
+    }
     let path = normalize(&state.dir.join(&rel));
     if !path.is_file() {
         issues.push(Issue::new(
@@ -386,4 +390,55 @@ pub(super) enum NotValues {
     NotYaml(String),
     #[error("YAML that is not a map")]
     NotAMap,
+}
+
+/// A values path that reads the environment (`values/{{ requiredEnv
+/// "CLUSTER" }}.yaml`): which file it names depends on the machine, so the
+/// issue names the pattern and the files of the repository it may name.
+fn env_path_issue(at: &super::Origin, rel: &str, dir: &Path) -> Issue {
+    let names = crate::import::gotmpl::env_mark_names(rel).join("`, `");
+    let shown = crate::import::gotmpl::env_marks_to_templates(rel);
+    // The files the pattern can name: text before the first mark, after the last.
+    let before = &rel[..rel.find("${bootstrap:env").unwrap_or(0)];
+    let after = &rel[rel.rfind('}').map_or(rel.len(), |i| i + 1)..];
+    let parent = normalize(&dir.join(before)).parent().map(Path::to_path_buf);
+    let mut candidates: Vec<String> = Vec::new();
+    if let Some(parent) = parent.filter(|p| p.is_dir()) {
+        let stem = Path::new(before)
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .filter(|_| !before.ends_with('/'))
+            .unwrap_or_default();
+        let search = if before.ends_with('/') {
+            normalize(&dir.join(before))
+        } else {
+            parent
+        };
+        if let Ok(entries) = std::fs::read_dir(&search) {
+            for entry in entries.flatten() {
+                let name = entry.file_name().to_string_lossy().into_owned();
+                if name.starts_with(&stem) && name.ends_with(after) && entry.path().is_file() {
+                    candidates.push(
+                        crate::import::relative(dir, &entry.path())
+                            .display()
+                            .to_string(),
+                    );
+                }
+            }
+        }
+    }
+    candidates.sort();
+    let which = if candidates.is_empty() {
+        String::new()
+    } else {
+        format!(" (it may name {})", candidates.join(", "))
+    };
+    Issue::new(
+        &at.file,
+        at.line,
+        format!("values {shown}"),
+        format!(
+            "the values path reads the environment variable `{names}`, so the file it names depends on the machine{which}: write the path of the file this cluster uses, or import with helmfile and `{names}` set"
+        ),
+    )
 }
