@@ -159,6 +159,9 @@ fn document(
         })),
         "fluxSearched": imported.flux_searched,
         "fromEnvironment": imported.from_environment,
+        "fromEnvironmentWritten": imported.literals.iter().map(|l| json!({
+            "release": l.release, "key": l.key, "variable": l.variable,
+        })).collect::<Vec<_>>(),
         "notCarriedOver": imported.notes.iter().map(|i| json!({
             "file": i.file, "line": i.line, "construct": i.construct, "reason": i.reason,
         })).collect::<Vec<_>>(),
@@ -216,6 +219,12 @@ fn report(
                 doc.helmrelease
             ));
         }
+    }
+    for l in &imported.literals {
+        text.push_str(&format!(
+            "`{}` of {}: the value of the environment variable `{}` as helmfile rendered it, written as that value (bootstrap takes no template in `{}`)\n",
+            l.key, l.release, l.variable, l.key
+        ));
     }
     if !imported.from_environment.is_empty() {
         text.push_str(&format!(

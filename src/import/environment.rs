@@ -111,11 +111,14 @@ fn template_files(dir: &Path, out: &mut Vec<PathBuf>) {
 /// Puts each variable's mark where its value is, in what the import writes
 /// of `state`: the computed values, inline values, `set`/`setString` and
 /// hook arguments of every release (never names, namespaces, charts or
-/// paths). Returns the names of the variables whose values it replaced.
-pub fn mask(state: &mut RenderedState, vars: &[Variable]) -> BTreeSet<String> {
+/// paths). Returns the names of the variables whose values it replaced,
+/// and the fields bootstrap takes no template in that hold a variable's
+/// value (written as that value, and said: see [`Literal`]).
+pub fn mask(state: &mut RenderedState, vars: &[Variable]) -> (BTreeSet<String>, Vec<Literal>) {
     let mut used = BTreeSet::new();
+    let mut literal = Vec::new();
     if vars.is_empty() {
-        return used;
+        return (used, literal);
     }
     for release in &mut state.embedded {
         if let Some(values) = release.get_mut("values") {
@@ -127,6 +130,17 @@ pub fn mask(state: &mut RenderedState, vars: &[Variable]) -> BTreeSet<String> {
             let Value::Object(release) = release else {
                 continue;
             };
+            let text = |k: &str| release.get(k).and_then(Value::as_str).unwrap_or("");
+            let id = format!("{}/{}", text("namespace"), text("name"));
+            for key in ["name", "namespace", "chart", "version"] {
+                if let Some(var) = vars.iter().find(|v| v.value == text(key)) {
+                    literal.push(Literal {
+                        release: id.clone(),
+                        key,
+                        variable: var.name.clone(),
+                    });
+                }
+            }
             for key in ["set", "setString", "hooks"] {
                 if let Some(value) = release.get_mut(key) {
                     mask_value(value, vars, &mut used);
@@ -139,7 +153,17 @@ pub fn mask(state: &mut RenderedState, vars: &[Variable]) -> BTreeSet<String> {
             }
         }
     }
-    used
+    (used, literal)
+}
+
+/// A field bootstrap takes no template in (a release's name, namespace,
+/// chart or version) that holds the value of a variable the templates
+/// read: written as the value helmfile rendered, and said.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Literal {
+    pub release: String,
+    pub key: &'static str,
+    pub variable: String,
 }
 
 fn mask_value(value: &mut Value, vars: &[Variable], used: &mut BTreeSet<String>) {

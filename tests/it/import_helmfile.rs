@@ -315,6 +315,7 @@ fn values_from_the_environment_are_never_written_as_their_values() {
   - name: app
     namespace: apps
     chart: ./charts/app
+    version: {{ env "APP_CHART_VERSION" }}
     values:
       - values.yaml.gotmpl
     set:
@@ -334,6 +335,7 @@ fn values_from_the_environment_are_never_written_as_their_values() {
         ("API_TOKEN", "tok-9f8e7d6c5b4a"),
         ("APP_PORT", "12345"),
         ("OP_CONNECT_TOKEN", "eyJhbGciOiJFUzI1NiJ9.secret"),
+        ("APP_CHART_VERSION", "0.1.0"),
     ];
     let run = import(dir.path(), "out", "helmfile", &env);
     assert_eq!((run.code, run.stderr.as_str()), (0, ""), "{}", run.stdout);
@@ -342,8 +344,15 @@ fn values_from_the_environment_are_never_written_as_their_values() {
         "{}",
         run.stdout
     );
+    // A version read from the environment is written as its value
+    // (bootstrap takes no template there), and said.
+    assert!(
+        run.stdout.contains("`version` of apps/app: the value of the environment variable `APP_CHART_VERSION` as helmfile rendered it, written as that value (bootstrap takes no template in `version`)\n"),
+        "{}",
+        run.stdout
+    );
     for (path, text) in written(&dir.path().join("out")) {
-        for (name, value) in env {
+        for (name, value) in env.iter().filter(|(n, _)| *n != "APP_CHART_VERSION") {
             assert!(
                 !text.contains(value),
                 "{} holds the value of {name}:\n{text}",

@@ -42,6 +42,9 @@ pub struct Imported {
     /// The environment variables whose values helmfile rendered into what
     /// is written: each written as `{{env "X"}}`, never as its value.
     pub from_environment: Vec<String>,
+    /// Fields bootstrap takes no template in that hold a variable's value
+    /// (a version read with `env`): written as the value, and said.
+    pub literals: Vec<super::environment::Literal>,
     pub issues: Vec<Issue>,
     /// Settings not carried over because they have no effect on a
     /// bootstrap (said in the output and in cluster.yaml, never silent).
@@ -250,6 +253,7 @@ pub fn import(
         flux: None,
         flux_searched: Vec::new(),
         from_environment: Vec::new(),
+        literals: Vec::new(),
         issues: Vec::new(),
         notes: Vec::new(),
         renderer: match &options.helmfile {
@@ -267,7 +271,7 @@ pub fn import(
                 hf,
                 &listed,
                 options,
-                &mut imported.from_environment,
+                (&mut imported.from_environment, &mut imported.literals),
                 &mut issues,
             ));
         }
@@ -343,7 +347,7 @@ fn render_with_helmfile(
     hf: &super::Helmfile,
     listed: &[PathBuf],
     options: &Options,
-    from_environment: &mut Vec<String>,
+    (from_environment, literals): (&mut Vec<String>, &mut Vec<super::environment::Literal>),
     issues: &mut Vec<Issue>,
 ) -> Vec<super::rendered::RenderedState> {
     let variables = super::environment::referenced(listed);
@@ -352,11 +356,13 @@ fn render_with_helmfile(
         match super::rendered::build(hf, file, options.environment.as_deref()) {
             Ok(mut states) => {
                 for state in &mut states {
-                    for name in super::environment::mask(state, &variables) {
+                    let (used, literal) = super::environment::mask(state, &variables);
+                    for name in used {
                         if !from_environment.contains(&name) {
                             from_environment.push(name);
                         }
                     }
+                    literals.extend(literal);
                 }
                 rendered.extend(states);
             }
