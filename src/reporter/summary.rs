@@ -62,41 +62,47 @@ pub fn render_summary(summary: &Summary, interrupted_in_helm: &BTreeSet<ReleaseI
 }
 
 /// One row per release: how long it worked (`run`), how long it waited
-/// before (for its needs, and for a helm slot), and why it failed.
+/// for its needs (`queued`) and, when any release waited for one, for a
+/// helm slot (`slot`, apart: `--concurrency`), and why it failed.
 fn table(out: &mut String, releases: &[ReleaseResult]) {
-    let rows: Vec<[String; 5]> = releases
+    let slots = releases.iter().any(|r| !r.timing.queued_slot.is_zero());
+    let rows: Vec<Vec<String>> = releases
         .iter()
         .map(|r| {
             let ran = r.outcome != Outcome::Skipped && !r.duration.is_zero();
-            let (run, queued) = if ran {
-                (
-                    fmt_duration(r.duration.saturating_sub(r.timing.queued_slot)),
-                    fmt_duration(r.timing.queued_needs + r.timing.queued_slot),
-                )
-            } else {
-                ("-".to_string(), "-".to_string())
+            let time = |d: Duration| {
+                if ran {
+                    fmt_duration(d)
+                } else {
+                    "-".to_string()
+                }
             };
             let message = r
                 .message
                 .as_deref()
                 .and_then(|m| m.lines().next())
                 .unwrap_or("");
-            [
+            let mut row = vec![
                 r.release.to_string(),
                 r.outcome.label().to_string(),
-                run,
-                queued,
-                message.to_string(),
-            ]
+                time(r.duration.saturating_sub(r.timing.queued_slot)),
+                time(r.timing.queued_needs),
+            ];
+            if slots {
+                row.push(time(r.timing.queued_slot));
+            }
+            row.push(message.to_string());
+            row
         })
         .collect();
-    let header = [
-        "release".to_string(),
-        "outcome".to_string(),
-        "run".to_string(),
-        "queued".to_string(),
-        "message".to_string(),
-    ];
+    let mut header: Vec<String> = ["release", "outcome", "run", "queued"]
+        .map(String::from)
+        .into();
+    if slots {
+        header.push("slot".to_string());
+    }
+    header.push("message".to_string());
+    let columns = header.len();
     let width = |i: usize| {
         rows.iter()
             .chain(std::iter::once(&header))
@@ -104,12 +110,18 @@ fn table(out: &mut String, releases: &[ReleaseResult]) {
             .max()
             .unwrap_or(0)
     };
-    let (w0, w1, w2, w3) = (width(0), width(1), width(2), width(3));
+    let widths: Vec<usize> = (0..columns - 1).map(width).collect();
     for row in std::iter::once(&header).chain(&rows) {
-        let line = format!(
-            "{:<w0$}  {:<w1$}  {:>w2$}  {:>w3$}  {}",
-            row[0], row[1], row[2], row[3], row[4]
-        );
+        let mut line = String::new();
+        for (i, cell) in row.iter().enumerate() {
+            let w = widths.get(i).copied().unwrap_or(0);
+            match i {
+                // Names left, times right, the message as it is.
+                0 | 1 => line.push_str(&format!("{cell:<w$}  ")),
+                i if i + 1 < columns => line.push_str(&format!("{cell:>w$}  ")),
+                _ => line.push_str(cell),
+            }
+        }
         let _ = writeln!(out, "{}", line.trim_end());
     }
 }
@@ -322,6 +334,32 @@ mod tests {
             interrupted: false,
             lock_lost: None,
         }
+    }
+
+    #[test]
+    fn a_wait_for_a_helm_slot_is_shown_apart_from_queued() {
+        let mut a = result("kube-system/a", Outcome::Installed, 2.0, None);
+        a.timing.queued_needs = Duration::from_secs(1);
+        a.timing.queued_slot = Duration::from_millis(500);
+        let b = result("kube-system/b", Outcome::Installed, 1.0, None);
+        let text = render_summary(&summary(vec![a, b], &[], &[]), &BTreeSet::new());
+        let lines: Vec<&str> = text.lines().take(3).collect();
+        assert_eq!(
+            lines,
+            [
+                "release        outcome     run  queued  slot  message",
+                "kube-system/a  installed  1.5s    1.0s  0.5s",
+                "kube-system/b  installed  1.0s    0.0s  0.0s",
+            ],
+            "{text}"
+        );
+        // No slot waited for: no slot column.
+        let c = result("kube-system/c", Outcome::Installed, 1.0, None);
+        let text = render_summary(&summary(vec![c], &[], &[]), &BTreeSet::new());
+        assert!(
+            text.starts_with("release        outcome     run  queued  message\n"),
+            "{text}"
+        );
     }
 
     #[test]
