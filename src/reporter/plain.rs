@@ -7,7 +7,7 @@ use std::io::Write;
 use console::Style;
 
 use super::Verbosity;
-use super::summary::{fmt_duration, render_summary};
+use super::summary::{fmt_duration, render_summary_for};
 use super::{Reporter, Tracker, phase_label, step_label};
 use crate::event::{CrdChange, Event, Outcome, Stamped, Step};
 
@@ -239,7 +239,8 @@ impl PlainReporter {
 impl Reporter for PlainReporter {
     fn report(&mut self, stamped: &Stamped) {
         if let Event::RunFinished { summary } = &stamped.event {
-            let table = render_summary(summary, &self.tracker.interrupted_in_helm);
+            let quiet = self.verbosity == Verbosity::Quiet;
+            let table = render_summary_for(summary, &self.tracker.interrupted_in_helm, quiet);
             self.write(&format!("\n{table}"));
             return;
         }

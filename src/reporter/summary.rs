@@ -36,12 +36,36 @@ pub fn took(result: &ReleaseResult) -> String {
 /// `interrupted_in_helm`: releases whose helm operation was stopped (see
 /// [`super::Tracker`]); they may be left `pending-*` in Helm.
 pub fn render_summary(summary: &Summary, interrupted_in_helm: &BTreeSet<ReleaseId>) -> String {
+    render_summary_for(summary, interrupted_in_helm, false)
+}
+
+/// [`render_summary`]; `quiet` (`-q`): only the releases that did not
+/// succeed in the table (and how many did), no critical path.
+pub fn render_summary_for(
+    summary: &Summary,
+    interrupted_in_helm: &BTreeSet<ReleaseId>,
+    quiet: bool,
+) -> String {
     let mut out = String::new();
-    if !summary.releases.is_empty() {
-        table(&mut out, &summary.releases);
+    let shown: Vec<ReleaseResult> = summary
+        .releases
+        .iter()
+        .filter(|r| !quiet || !r.outcome.is_success())
+        .cloned()
+        .collect();
+    if !shown.is_empty() {
+        table(&mut out, &shown);
+        let hidden = summary.releases.len() - shown.len();
+        if hidden > 0 {
+            let _ = writeln!(
+                out,
+                "(and {} that succeeded)",
+                crate::plural::count(hidden, "release")
+            );
+        }
         out.push('\n');
     }
-    if !summary.critical_path.is_empty() {
+    if !quiet && !summary.critical_path.is_empty() {
         critical_path(&mut out, summary);
     }
     totals(&mut out, summary);

@@ -1975,3 +1975,29 @@ fn ctrl_c_says_stopped_and_names_what_never_started_once() {
         "nothing was running when it stopped: {stdout}"
     );
 }
+
+/// `-q` shows only failures, warnings and the summary: the table lists the
+/// releases that did not succeed and counts the rest.
+#[test]
+fn quiet_lists_only_what_did_not_succeed() {
+    let cluster = Cluster::start();
+    cluster.script(json!({
+        "*": {"delay_ms": 20},
+        "kube-system/cilium": {"apply_manifests": true, "manifests": [daemonset("kube-system", "cilium")]},
+        "kube-system/coredns": {"fail": "boom"},
+    }));
+    let out = cluster.run(&config(), &["apply", "infra", "-q"]);
+    assert_eq!(out.code, 1, "{}\n{}", out.stdout, out.stderr);
+    assert!(
+        out.stdout.contains("kube-system/coredns") && out.stdout.contains("failed"),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        !out.stdout.contains("kube-system/cilium   ")
+            && out.stdout.contains("(and 1 release that succeeded)"),
+        "{}",
+        out.stdout
+    );
+    assert!(!out.stdout.contains("critical path"), "{}", out.stdout);
+}
