@@ -3,7 +3,7 @@
 //! on every exit path.
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use tokio::time::Instant;
 
@@ -167,18 +167,180 @@ fn now() -> MicroTime {
     MicroTime(Timestamp::now())
 }
 
-fn expired(lease: &Lease) -> bool {
-    let Some(spec) = &lease.spec else { return true };
-    let Some(renewed) = spec.renew_time.as_ref().or(spec.acquire_time.as_ref()) else {
-        return true;
+/// How a Lease held by another run looks by this machine's clock. Only a
+/// refusal is ever based on it: the holder's `renewTime` is written by the
+/// holder's clock, which may differ from ours by seconds or hours, so a
+/// Lease that looks expired is watched before it is taken over
+/// ([`watch_holder`]), never taken on the clocks' word
+/// (docs/design.md#cluster-lock).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Looks {
+    /// Renewed within its duration by our clock, and not from our future:
+    /// the holder is taken to be alive.
+    Live,
+    /// Not renewed within its duration by our clock, or renewed at a time
+    /// still ahead of our clock: the clocks may disagree.
+    Unsure,
+}
+
+/// A renewal this far ahead of our clock still counts as consistent (the
+/// latency of a write and small clock differences).
+const AHEAD_MARGIN: Duration = Duration::from_secs(5);
+
+fn looks(lease: &Lease, now: Timestamp) -> Looks {
+    let Some(spec) = &lease.spec else {
+        return Looks::Unsure;
     };
-    let seconds = spec.lease_duration_seconds.unwrap_or(LEASE_SECONDS) as i64;
-    let until = renewed.0.as_second() + seconds;
-    let now = SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map(|d| d.as_secs() as i64)
-        .unwrap_or(i64::MAX);
-    now > until
+    let Some(renewed) = spec.renew_time.as_ref().or(spec.acquire_time.as_ref()) else {
+        return Looks::Unsure;
+    };
+    let renewed = renewed.0.as_second();
+    let now = now.as_second();
+    let ahead = renewed - now > AHEAD_MARGIN.as_secs() as i64;
+    if !ahead && now <= renewed.saturating_add(i64::from(declared_seconds(lease))) {
+        Looks::Live
+    } else {
+        Looks::Unsure
+    }
+}
+
+/// The duration the holder declared in its Lease (ours: [`LEASE_SECONDS`]).
+fn declared_seconds(lease: &Lease) -> i32 {
+    lease
+        .spec
+        .as_ref()
+        .and_then(|s| s.lease_duration_seconds)
+        .filter(|s| *s > 0)
+        .unwrap_or(LEASE_SECONDS)
+}
+
+/// What watching another run's Lease found.
+enum Watched {
+    /// Its record changed: renewed (the holder is alive) or taken by a
+    /// third run; the Lease as it is now.
+    Renewed(Lease),
+    /// Deleted or released while we watched: try again from the start.
+    Gone,
+    /// Unchanged for its whole declared duration on our own monotonic
+    /// clock: its holder stopped renewing it, whatever the clocks say.
+    Unchanged(Lease),
+}
+
+/// Watches a Lease held by another run until its record changes or has
+/// stayed the same for the duration its holder declared, measured on this
+/// machine's monotonic clock from our first read, as Kubernetes' leader
+/// election does: a live holder renews within that, a dead one never does.
+async fn watch_holder(api: &Api<Lease>, seen: Lease) -> Result<Watched, ::kube::Error> {
+    let declared = Duration::from_secs(declared_seconds(&seen) as u64);
+    let until = Instant::now() + declared;
+    let every = (declared / 4).clamp(Duration::from_millis(100), Duration::from_secs(1));
+    let version = seen.metadata.resource_version.clone();
+    loop {
+        let now = Instant::now();
+        if now >= until {
+            return Ok(Watched::Unchanged(seen));
+        }
+        tokio::time::sleep(every.min(until - now)).await;
+        // A read that fails is retried; the watch goes on either way, as
+        // the takeover is conditional on the record we saw.
+        let Some(lease) = retry(super::retry::API_RETRY_BUDGET, || api.get_opt(LEASE_NAME)).await?
+        else {
+            return Ok(Watched::Gone);
+        };
+        if lease.metadata.resource_version == version {
+            continue;
+        }
+        let holder = lease.spec.as_ref().and_then(|s| s.holder_identity.clone());
+        return Ok(match holder {
+            Some(h) if !h.is_empty() => Watched::Renewed(lease),
+            _ => Watched::Gone,
+        });
+    }
+}
+
+/// What [`Lock::acquire`] tells the run while it takes the lock.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LockNote {
+    /// Watching a Lease that looks expired, or comes from a clock ahead of
+    /// ours, before taking it over.
+    Watching(String),
+    /// Took over a dead run's lock.
+    TookOver(String),
+}
+
+fn holder_of(lease: &Lease) -> String {
+    lease
+        .spec
+        .as_ref()
+        .and_then(|s| s.holder_identity.clone())
+        .unwrap_or_default()
+}
+
+/// The run whose lock this one takes: its holder (taken over), or the dead
+/// run an earlier run passed on in a released Lease (inherited).
+fn predecessor(lease: &Lease) -> Option<Predecessor> {
+    let annotation = |key: &str| {
+        lease
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(key))
+            .cloned()
+    };
+    let seconds = |key: &str| {
+        annotation(key)
+            .and_then(|s| s.parse::<u64>().ok())
+            .map(Duration::from_secs)
+    };
+    let other = holder_of(lease);
+    if !other.is_empty() {
+        Some(Predecessor {
+            holder: other,
+            inherited: false,
+            helm_timeout: seconds(HELM_TIMEOUT_ANNOTATION),
+        })
+    } else {
+        annotation(LEFT_BY_ANNOTATION).map(|dead| Predecessor {
+            holder: dead,
+            inherited: true,
+            helm_timeout: seconds(LEFT_BY_TIMEOUT_ANNOTATION),
+        })
+    }
+}
+
+fn watching_message(lease: &Lease) -> String {
+    let renewed = lease
+        .spec
+        .as_ref()
+        .and_then(|s| s.renew_time.as_ref().or(s.acquire_time.as_ref()))
+        .map(|t| t.0.to_string())
+        .unwrap_or_else(|| "never".into());
+    let seconds = declared_seconds(lease);
+    format!(
+        "the cluster lock is held by {}, last renewed at {renewed} by its own clock, which is not within the last {seconds}s of this machine's; watching it for {seconds}s before taking it over (a live run renews it every {}s)",
+        holder_of(lease),
+        RENEW_EVERY.as_secs()
+    )
+}
+
+fn held_error(lease: &Lease) -> LockError {
+    let spec = lease.spec.clone().unwrap_or_default();
+    let since = spec
+        .acquire_time
+        .map(|t| t.0.to_string())
+        .unwrap_or_else(|| "?".into());
+    let operation = lease
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get("bootstrap/operation"))
+        .cloned()
+        .unwrap_or_else(|| "run".into());
+    LockError::Held {
+        operation,
+        holder: spec.holder_identity.unwrap_or_default(),
+        since,
+    }
 }
 
 /// The Lease this run writes: held by `holder` for `operation`, with the
@@ -218,86 +380,69 @@ fn lease(
 }
 
 impl Lock {
-    /// Takes the lock or fails (exit 3) naming who holds it. `helm_timeout`:
-    /// the longest a helm operation of this run may last, recorded in the
-    /// Lease for a run that takes it over after this one died.
+    /// Takes the lock or fails (exit 3) naming who holds it. A Lease held
+    /// by another run that does not look alive by our clock is watched for
+    /// its whole duration first ([`watch_holder`]): clocks are never
+    /// compared across machines. `helm_timeout`: the longest a helm
+    /// operation of this run may last, recorded in the Lease for a run that
+    /// takes it over after this one died.
     pub async fn acquire(
         client: &::kube::Client,
         operation: &str,
         helm_timeout: Duration,
-        on_takeover: impl FnOnce(String),
+        mut notify: impl FnMut(LockNote),
     ) -> Result<Lock, LockError> {
         let api: Api<Lease> = Api::namespaced(client.clone(), LEASE_NAMESPACE);
         let holder = holder_identity();
         let budget = super::retry::API_RETRY_BUDGET;
         let fresh = |rv: Option<String>| lease(&holder, operation, helm_timeout, rv);
-        let existing = retry(budget, || api.get_opt(LEASE_NAME))
-            .await
-            .map_err(LockError::Read)?;
         let mut took_over = None;
-        // Before the write: "valid until" counts from no later than the
-        // moment the Lease's renewTime was set.
-        let sent = Instant::now();
-        let result = match existing {
-            None => {
+        // A Lease deleted or released while we watched it is read again, a
+        // few times at most (another run may be taking it meanwhile).
+        let mut attempts = 0;
+        let (result, sent) = loop {
+            attempts += 1;
+            if attempts > 3 {
+                return Err(LockError::Race);
+            }
+            let existing = retry(budget, || api.get_opt(LEASE_NAME))
+                .await
+                .map_err(LockError::Read)?;
+            let Some(mut lease) = existing else {
+                // Before the write: "valid until" counts from no later than
+                // the moment the Lease's renewTime was set.
+                let sent = Instant::now();
                 let lease = fresh(None);
                 let params = PostParams::default();
-                retry(budget, || api.create(&params, &lease)).await
-            }
-            Some(lease) => {
-                let spec = lease.spec.clone().unwrap_or_default();
-                let other = spec.holder_identity.clone().unwrap_or_default();
-                if !expired(&lease) && !other.is_empty() {
-                    let since = spec
-                        .acquire_time
-                        .map(|t| t.0.to_string())
-                        .unwrap_or_else(|| "?".into());
-                    let operation = lease
-                        .metadata
-                        .annotations
-                        .as_ref()
-                        .and_then(|a| a.get("bootstrap/operation"))
-                        .cloned()
-                        .unwrap_or_else(|| "run".into());
-                    return Err(LockError::Held {
-                        operation,
-                        holder: other,
-                        since,
-                    });
+                break (retry(budget, || api.create(&params, &lease)).await, sent);
+            };
+            let other = holder_of(&lease);
+            if !other.is_empty() {
+                if looks(&lease, Timestamp::now()) == Looks::Live {
+                    return Err(held_error(&lease));
                 }
-                let annotation = |key: &str| {
-                    lease
-                        .metadata
-                        .annotations
-                        .as_ref()
-                        .and_then(|a| a.get(key))
-                        .cloned()
-                };
-                let seconds = |key: &str| {
-                    annotation(key)
-                        .and_then(|s| s.parse::<u64>().ok())
-                        .map(Duration::from_secs)
-                };
-                if !other.is_empty() {
-                    on_takeover(format!(
-                        "took over the expired bootstrap lock of {other}; that run is presumed dead"
-                    ));
-                    took_over = Some(Predecessor {
-                        holder: other.clone(),
-                        inherited: false,
-                        helm_timeout: seconds(HELM_TIMEOUT_ANNOTATION),
-                    });
-                } else if let Some(dead) = annotation(LEFT_BY_ANNOTATION) {
-                    took_over = Some(Predecessor {
-                        holder: dead,
-                        inherited: true,
-                        helm_timeout: seconds(LEFT_BY_TIMEOUT_ANNOTATION),
-                    });
+                notify(LockNote::Watching(watching_message(&lease)));
+                match watch_holder(&api, lease).await.map_err(LockError::Read)? {
+                    Watched::Renewed(now) => return Err(held_error(&now)),
+                    Watched::Gone => continue,
+                    Watched::Unchanged(seen) => lease = seen,
                 }
-                let taken = fresh(lease.metadata.resource_version.clone());
-                let params = PostParams::default();
-                retry(budget, || api.replace(LEASE_NAME, &params, &taken)).await
             }
+            took_over = predecessor(&lease);
+            if let Some(dead) = took_over.as_ref().filter(|p| !p.inherited) {
+                notify(LockNote::TookOver(format!(
+                    "took over the bootstrap lock of {}: it went unrenewed for {}s; that run is presumed dead",
+                    dead.holder,
+                    declared_seconds(&lease)
+                )));
+            }
+            let sent = Instant::now();
+            let taken = fresh(lease.metadata.resource_version.clone());
+            let params = PostParams::default();
+            break (
+                retry(budget, || api.replace(LEASE_NAME, &params, &taken)).await,
+                sent,
+            );
         };
         let held = match result {
             Ok(lease) => lease,
@@ -586,6 +731,44 @@ async fn renew(api: Api<Lease>, shared: Arc<Shared>) {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
+    fn renewed(at: Timestamp, seconds: i32) -> Lease {
+        let mut held = lease(
+            "alice@laptop pid 1",
+            "apply",
+            Duration::from_secs(600),
+            None,
+        );
+        let spec = held.spec.as_mut().unwrap();
+        spec.renew_time = Some(MicroTime(at));
+        spec.lease_duration_seconds = Some(seconds);
+        held
+    }
+
+    /// Only a Lease renewed within its duration, by our clock, and not from
+    /// our future, is refused at once; anything else is watched.
+    #[test]
+    fn a_lease_looks_live_only_when_both_clocks_could_agree() {
+        let now = Timestamp::from_second(1_800_000_000).unwrap();
+        let at = |offset: i64| now.checked_add(jiff_seconds(offset)).unwrap();
+        assert_eq!(looks(&renewed(now, 30), now), Looks::Live);
+        assert_eq!(looks(&renewed(at(-29), 30), now), Looks::Live);
+        assert_eq!(looks(&renewed(at(3), 30), now), Looks::Live);
+        assert_eq!(looks(&renewed(at(-31), 30), now), Looks::Unsure);
+        assert_eq!(looks(&renewed(at(-3600), 30), now), Looks::Unsure);
+        assert_eq!(looks(&renewed(at(3600), 30), now), Looks::Unsure);
+        assert_eq!(looks(&renewed(at(-5), 2), now), Looks::Unsure);
+        let mut never = renewed(now, 30);
+        never.spec.as_mut().unwrap().renew_time = None;
+        never.spec.as_mut().unwrap().acquire_time = None;
+        assert_eq!(looks(&never, now), Looks::Unsure);
+    }
+
+    fn jiff_seconds(s: i64) -> k8s_openapi::jiff::SignedDuration {
+        k8s_openapi::jiff::SignedDuration::from_secs(s)
+    }
+
     /// Without $USER (a Job's container, `env -i`), the holder still names
     /// the real account, as `id -un` does, or its uid.
     #[test]

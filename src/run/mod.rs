@@ -16,7 +16,7 @@ use crate::helm::Helm;
 use crate::helm::binary::HelmCli;
 use crate::helm::cache::ChartCache;
 use crate::kube::client::Connection;
-use crate::kube::lock::{Lock, LockCheck, Predecessor};
+use crate::kube::lock::{Lock, LockCheck, LockNote, Predecessor};
 use crate::plan::Plan;
 use crate::stop::{GRACE, Stop, StopSignal, interruptible};
 
@@ -211,8 +211,11 @@ pub async fn lock(
             follower: None,
         });
     }
-    let warn = |message: String| events.emit(Event::Warning { message });
-    let lock = interruptible(stop, Lock::acquire(client, operation, helm_timeout, warn)).await??;
+    let note = |note: LockNote| match note {
+        LockNote::Watching(step) => events.emit(Event::PreflightStep { step }),
+        LockNote::TookOver(message) => events.emit(Event::Warning { message }),
+    };
+    let lock = interruptible(stop, Lock::acquire(client, operation, helm_timeout, note)).await??;
     let lost = lock.lost();
     let (tx, inner) = tokio::sync::watch::channel(*stop.borrow());
     let follower = tokio::spawn(follow(

@@ -6,7 +6,7 @@ use std::time::Duration;
 use kube_loopback::Rollout;
 use serde_json::json;
 use testkit::builder::Test;
-use testkit::cluster::{Cluster, crd, daemonset, deployment};
+use testkit::cluster::{Cluster, crd, daemonset, dead_lease, deployment, live_lease};
 
 use testkit::cluster::{CLUSTER, RELEASES};
 
@@ -702,12 +702,7 @@ fn unknown_context_is_a_prerequisite_error() {
 fn a_second_apply_fails_fast_naming_the_lock_holder() {
     let cluster = Cluster::start();
     standard_script(&cluster);
-    let now = "2099-01-01T00:00:00.000000Z";
-    cluster.api.insert(json!({
-        "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-        "metadata": {"name": "bootstrap-lock", "namespace": "kube-system", "annotations": {"bootstrap/operation": "apply"}},
-        "spec": {"holderIdentity": "alice@laptop pid 4242", "leaseDurationSeconds": 30, "acquireTime": now, "renewTime": now}
-    }));
+    cluster.api.insert(live_lease("alice@laptop pid 4242"));
     let out = cluster.run(&config(), &["apply", "infra"]);
     assert_eq!(out.code, 3, "{}\n{}", out.stdout, out.stderr);
     assert!(
@@ -722,17 +717,12 @@ fn a_second_apply_fails_fast_naming_the_lock_holder() {
 fn an_expired_lock_is_taken_over_with_a_warning() {
     let cluster = Cluster::start();
     standard_script(&cluster);
-    let then = "2020-01-01T00:00:00.000000Z";
-    cluster.api.insert(json!({
-        "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-        "metadata": {"name": "bootstrap-lock", "namespace": "kube-system"},
-        "spec": {"holderIdentity": "bob@ci pid 7", "leaseDurationSeconds": 30, "acquireTime": then, "renewTime": then}
-    }));
+    cluster.api.insert(dead_lease("bob@ci pid 7"));
     let out = cluster.run(&config(), &["apply", "infra"]);
     assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
     assert!(
         out.stdout
-            .contains("took over the expired bootstrap lock of bob@ci pid 7"),
+            .contains("took over the bootstrap lock of bob@ci pid 7: it went unrenewed for 1s"),
         "{}",
         out.stdout
     );
@@ -1752,12 +1742,7 @@ fn apply_of_another_cluster_config_over_recorded_releases_stops() {
 fn a_run_stopped_in_preflight_ends_its_json_lines_with_run_failed() {
     let cluster = Cluster::start();
     standard_script(&cluster);
-    cluster.api.insert(json!({
-        "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-        "metadata": {"name": "bootstrap-lock", "namespace": "kube-system"},
-        "spec": {"holderIdentity": "job-infra-1 pid 1", "leaseDurationSeconds": 30,
-                 "acquireTime": "2099-01-01T00:00:00.000000Z", "renewTime": "2099-01-01T00:00:00.000000Z"},
-    }));
+    cluster.api.insert(live_lease("job-infra-1 pid 1"));
     let out = cluster.run(&config(), &["apply", "infra", "-o", "json"]);
     assert_eq!(out.code, 3, "{}\n{}", out.stdout, out.stderr);
     let events: Vec<serde_json::Value> = out
@@ -1774,7 +1759,7 @@ fn a_run_stopped_in_preflight_ends_its_json_lines_with_run_failed() {
         last["error"]
             .as_str()
             .unwrap()
-            .contains("another bootstrap run holds the lock on this cluster: job-infra-1 pid 1"),
+            .contains("another bootstrap apply holds the lock on this cluster: job-infra-1 pid 1"),
         "{last}"
     );
     assert_eq!(

@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use testkit::builder::Test;
-use testkit::cluster::{CLUSTER, Cluster, crd, daemonset, deployment, lease};
+use testkit::cluster::{CLUSTER, Cluster, crd, daemonset, deployment, live_lease};
 
 const SEED: u64 = 0x5eed_b007_c4a0_5001;
 const SECRET: &str = "S3cr3t-chaos-hunter2";
@@ -313,9 +313,7 @@ impl Scenario {
                 self.wait_for_helm();
                 std::thread::sleep(Duration::from_millis(rng.below(400)));
                 if self.fault == Fault::LeaseStolen {
-                    self.cluster
-                        .api
-                        .insert(lease("thief@chaos pid 1", "2099-01-01T00:00:00.000000Z"));
+                    self.cluster.api.insert(live_lease("thief@chaos pid 1"));
                 } else {
                     self.cluster.api.delete(
                         "coordination.k8s.io/v1",
@@ -518,6 +516,9 @@ impl Scenario {
         if let Some(mut held) = self.lease() {
             held["spec"]["renewTime"] = json!("2020-01-01T00:00:00.000000Z");
             held["spec"]["acquireTime"] = json!("2020-01-01T00:00:00.000000Z");
+            // Watched unchanged for its declared duration before it is
+            // taken over (docs/design.md#cluster-lock): 1 s here.
+            held["spec"]["leaseDurationSeconds"] = json!(1);
             self.cluster.api.insert(held);
         }
         for (ns, name) in RELEASES {

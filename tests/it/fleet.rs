@@ -3,7 +3,7 @@
 //! helm state (docs/fleet.md).
 
 use serde_json::{Value, json};
-use testkit::cluster::{daemonset, lease};
+use testkit::cluster::{daemonset, live_lease};
 use testkit::fleet::{Fleet, fleet_releases};
 
 fn script(fleet: &Fleet) {
@@ -35,9 +35,7 @@ fn ledger(fleet: &Fleet, cluster: &str) -> Vec<String> {
 }
 
 fn hold_lock(fleet: &Fleet, cluster: &str) {
-    fleet
-        .api(cluster)
-        .insert(lease("ci-job-7 pid 1", "2099-01-01T00:00:00.000000Z"));
+    fleet.api(cluster).insert(live_lease("ci-job-7 pid 1"));
 }
 
 #[test]

@@ -356,13 +356,13 @@ fn a_held_lock_is_retried_and_a_config_error_fails_the_job() {
 
     let cluster = Cluster::start();
     healthy(&cluster);
-    let now = "2099-01-01T00:00:00.000000Z";
     cluster.api.insert(json!({
         "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
         "metadata": {"name": "bootstrap-lock", "namespace": "kube-system",
                      "annotations": {"bootstrap/operation": "apply"}},
         "spec": {"holderIdentity": "bootstrap-prod-us-1-x7k2p pid 1", "leaseDurationSeconds": 30,
-                 "acquireTime": now, "renewTime": now}
+                 "acquireTime": testkit::cluster::rfc3339(std::time::SystemTime::now()),
+                 "renewTime": testkit::cluster::rfc3339(std::time::SystemTime::now())}
     }));
     let pod = Pod::new(&cluster, "prod-us-1-admin@prod-us-1", pod_spec, container);
     let out = run(&cluster, &pod, &args, &container["env"]);

@@ -5,7 +5,7 @@
 
 use serde_json::{Value, json};
 use testkit::builder::Test;
-use testkit::cluster::{CLUSTER, Cluster, RELEASES, daemonset, lease};
+use testkit::cluster::{CLUSTER, Cluster, RELEASES, daemonset, dead_lease, live_lease};
 
 fn config() -> Test {
     Test::new()
@@ -50,9 +50,7 @@ fn a_successful_apply_leaves_its_counts_in_the_termination_message() {
 fn a_held_lock_exits_3_and_says_so_in_the_termination_message() {
     let cluster = Cluster::start();
     script(&cluster);
-    cluster
-        .api
-        .insert(lease("job-infra-1 pid 1", "2099-01-01T00:00:00.000000Z"));
+    cluster.api.insert(live_lease("job-infra-1 pid 1"));
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("termination-log");
     let out = cluster.run(
@@ -166,9 +164,7 @@ fn a_rerun_after_a_killed_run_repairs_its_pending_install() {
         .unwrap(),
     )
     .unwrap();
-    cluster
-        .api
-        .insert(lease("job-infra-1 pid 1", "2020-01-01T00:00:00.000000Z"));
+    cluster.api.insert(dead_lease("job-infra-1 pid 1"));
     let out = cluster.run(&config(), &["apply", "infra"]);
     assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
     let said = format!("{}{}", out.stdout, out.stderr);

@@ -31,7 +31,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use serde_json::{Value, json};
 use testkit::builder::{copy_dir, repo_root};
@@ -1210,6 +1210,13 @@ fn lease_holder(real: &Real) -> Option<String> {
     })
 }
 
+/// The Lease's renewTime set back to 2020: by this machine's clock, its
+/// holder stopped renewing it long ago.
+fn long_unrenewed(real: &Real) {
+    let then = json!({"spec": {"renewTime": "2020-01-01T00:00:00.000000Z"}});
+    real.plane.api().merge_patch(LEASE, &then).expect("set back renewTime");
+}
+
 fn spawn_apply(real: &Real) -> Child {
     real.command(&["apply", "infra", "--output", "json"])
         .stdout(Stdio::piped())
@@ -1266,6 +1273,42 @@ fn the_lock_on_the_real_lease_api() {
     );
     assert_eq!(lease_holder(&real), None, "the lock was released");
 
+    // A live run on a machine whose clock is an hour behind: its renewals
+    // look an hour old here. Watched, seen renewed, refused: exit 3.
+    let skewed = || testkit::cluster::rfc3339(SystemTime::now() - Duration::from_secs(3600));
+    let alive = testkit::cluster::lease("alice@behind pid 1", &skewed());
+    real.plane
+        .api()
+        .create(
+            "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases",
+            &alive,
+        )
+        .expect("create the skewed Lease");
+    let renewing = std::sync::atomic::AtomicBool::new(true);
+    let refused = std::thread::scope(|scope| {
+        scope.spawn(|| {
+            while renewing.load(std::sync::atomic::Ordering::Relaxed) {
+                let renewal = json!({"spec": {"renewTime": skewed()}});
+                real.plane
+                    .api()
+                    .merge_patch(LEASE, &renewal)
+                    .expect("renew");
+                std::thread::sleep(Duration::from_secs(1));
+            }
+        });
+        let refused = real.run(&["apply", "infra"]);
+        renewing.store(false, std::sync::atomic::Ordering::Relaxed);
+        refused
+    });
+    assert_eq!(refused.code, 3, "{}\n{}", refused.stdout, refused.stderr);
+    assert!(
+        refused.stderr.contains("alice@behind pid 1"),
+        "{}",
+        refused.stderr
+    );
+    assert_eq!(lease_holder(&real).as_deref(), Some("alice@behind pid 1"));
+    real.plane.api().delete(LEASE).unwrap();
+
     // kill -9 in the middle of an upgrade.
     real.edit_cluster(|text| {
         text.replace(
@@ -1293,16 +1336,13 @@ fn the_lock_on_the_real_lease_api() {
     assert_eq!(blocked.code, 3, "{}", blocked.stderr);
     assert!(blocked.stderr.contains(&holder), "{}", blocked.stderr);
 
-    // Expired: taken over with a warning; the run converges.
-    let renewed = real.plane.api().get(LEASE).unwrap()["spec"]["renewTime"].clone();
-    std::thread::sleep(Duration::from_secs(31));
-    assert_eq!(
-        real.plane.api().get(LEASE).unwrap()["spec"]["renewTime"],
-        renewed,
-        "nobody renewed the dead run's Lease"
-    );
+    // Not renewed for longer than its 30 s (by this clock: its renewTime
+    // set back, as if time had passed): the next run still watches it for
+    // its 30 s on its own clock, takes it over with a warning, and
+    // converges.
+    long_unrenewed(&real);
     let events = real.apply(&[]);
-    let warning = format!("took over the expired bootstrap lock of {holder}");
+    let warning = format!("took over the bootstrap lock of {holder}: it went unrenewed for 30s");
     assert!(
         events.iter().any(|e| e["event"] == "warning"
             && e["message"].as_str().is_some_and(|m| m.contains(&warning))),
@@ -1584,7 +1624,10 @@ fn take_over_and_recover(real: &Real, killed: &Killed) -> Vec<Value> {
         Some(killed.holder.as_str()),
         "the dead run's Lease stays"
     );
-    std::thread::sleep(Duration::from_secs(31));
+    // Long unrenewed by this clock (as if time had passed); the next run
+    // still watches it for its 30 s before it takes it over
+    // (docs/design.md#cluster-lock).
+    long_unrenewed(real);
     let pending = killed.left.starts_with("pending-");
     if pending {
         let refused = real.run(&["apply", "infra"]);
@@ -1598,7 +1641,7 @@ fn take_over_and_recover(real: &Real, killed: &Killed) -> Vec<Value> {
                 "by {}, whose expired lock this run took over; a helm of that run may still be working on it for up to ",
                 killed.holder
             )) && said.contains(&format!(
-                "took over the expired bootstrap lock of {}",
+                "took over the bootstrap lock of {}: it went unrenewed for 30s",
                 killed.holder
             )),
             "{said}"
@@ -1643,7 +1686,10 @@ fn take_over_and_recover(real: &Real, killed: &Killed) -> Vec<Value> {
             assert!(warnings.contains(&warning.as_str()), "{warnings:?}");
         }
         None => {
-            let takeover = format!("took over the expired bootstrap lock of {}", killed.holder);
+            let takeover = format!(
+                "took over the bootstrap lock of {}: it went unrenewed for 30s",
+                killed.holder
+            );
             assert!(
                 warnings.iter().any(|w| w.contains(&takeover)),
                 "{warnings:?}"

@@ -345,6 +345,9 @@ fn killed_run_leaves_no_helm_and_the_next_run_converges(major: u8) {
         )
         .expect("the killed run held the lock");
     lease["spec"]["renewTime"] = json!("2020-01-01T00:00:00.000000Z");
+    // Watched unchanged for its declared duration before it is taken over
+    // (docs/design.md#cluster-lock): 1 s here, for the test's sake.
+    lease["spec"]["leaseDurationSeconds"] = json!(1);
     env.api.insert(lease);
     let out = bootstrap(&env, &test, tmp.path()).output().unwrap();
     let said = String::from_utf8_lossy(&out.stdout);

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use testkit::builder::Test;
-use testkit::cluster::{CLUSTER, Cluster, RELEASES, daemonset, lease};
+use testkit::cluster::{CLUSTER, Cluster, RELEASES, daemonset, dead_lease, live_lease};
 
 fn config() -> Test {
     Test::new()
@@ -212,10 +212,7 @@ fn a_lost_lock_is_found_before_the_next_ledger_write_and_release() {
     let tmp = tempfile::tempdir().unwrap();
     let child = apply_while_cilium_installs(&cluster, &test, tmp.path(), 1500);
     wait_until("the lock", || the_lease(&cluster).is_some());
-    cluster.api.insert(lease(
-        "thief@elsewhere pid 1",
-        "2099-01-01T00:00:00.000000Z",
-    ));
+    cluster.api.insert(live_lease("thief@elsewhere pid 1"));
     let out = child.wait_with_output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -277,6 +274,76 @@ fn a_takeover_refuses_a_pending_install_a_helm_may_still_be_working_on() {
     the_next_run_installs_coredns_afresh(&cluster);
 }
 
+/// A run whose machine's clock is behind this one's (by 30 s, 40 s and an
+/// hour) keeps renewing its Lease: its `renewTime`, written by its own
+/// clock, looks expired here. The second run watches the Lease, sees it
+/// renewed, and refuses (exit 3) naming the holder, with no helm call: two
+/// runs never both hold the lock, whatever the clocks say.
+#[test]
+fn a_live_run_whose_clock_is_behind_keeps_its_lock() {
+    for behind in [30, 40, 3600].map(Duration::from_secs) {
+        let cluster = Cluster::start();
+        cilium_installs(&cluster);
+        let renewing = std::sync::atomic::AtomicBool::new(true);
+        let out = std::thread::scope(|scope| {
+            scope.spawn(|| {
+                while renewing.load(std::sync::atomic::Ordering::Relaxed) {
+                    let skewed = testkit::cluster::rfc3339(std::time::SystemTime::now() - behind);
+                    let holder = testkit::cluster::lease("alice@laptop pid 4242", &skewed);
+                    cluster.api.insert(holder);
+                    std::thread::sleep(Duration::from_millis(500));
+                }
+            });
+            // The renewer has written once before the run starts.
+            wait_until("the first renewal", || the_lease(&cluster).is_some());
+            let out = cluster.run(&config(), &["apply", "infra"]);
+            renewing.store(false, std::sync::atomic::Ordering::Relaxed);
+            out
+        });
+        let said = format!("{}{}", out.stdout, out.stderr);
+        assert_eq!(out.code, 3, "{behind:?} behind: {said}");
+        assert!(
+            out.stderr.contains(
+                "another bootstrap apply holds the lock on this cluster: alice@laptop pid 4242"
+            ),
+            "{said}"
+        );
+        // Not renewed within 30 s by this clock: watched, not taken.
+        if behind > Duration::from_secs(30) {
+            assert!(said.contains("watching it for 30s"), "{said}");
+        }
+        assert!(cluster.installs().is_empty(), "{behind:?} behind: {said}");
+        assert!(cluster.ledger().is_empty());
+    }
+}
+
+/// A run whose machine's clock was an hour ahead died: its Lease's
+/// `renewTime` is in this machine's future. The next run does not wait for
+/// the hour; it watches the Lease unchanged for its declared duration and
+/// takes it over.
+#[test]
+fn a_dead_run_whose_clock_was_ahead_is_taken_over_after_its_duration() {
+    let cluster = Cluster::start();
+    cilium_installs(&cluster);
+    let ahead = testkit::cluster::rfc3339(std::time::SystemTime::now() + Duration::from_secs(3600));
+    let mut dead = testkit::cluster::lease("bob@ci pid 7", &ahead);
+    dead["spec"]["leaseDurationSeconds"] = json!(2);
+    cluster.api.insert(dead);
+    let started = Instant::now();
+    let out = cluster.run(&config(), &["apply", "infra"]);
+    let said = format!("{}{}", out.stdout, out.stderr);
+    assert_eq!(out.code, 0, "{said}");
+    assert!(
+        said.contains("took over the bootstrap lock of bob@ci pid 7: it went unrenewed for 2s"),
+        "{said}"
+    );
+    assert!(
+        started.elapsed() >= Duration::from_secs(2),
+        "watched for its 2 s"
+    );
+    assert_eq!(the_lease(&cluster), None, "released at the end");
+}
+
 /// A cluster after the dead run of the takeover tests: its Lease expired
 /// long ago (helm timeout 10m recorded), coredns left `pending-install`
 /// `ago` seconds ago; the fake helm installs cilium's DaemonSet.
@@ -291,7 +358,7 @@ fn after_a_dead_run(ago: u64) -> Cluster {
         .unwrap(),
     )
     .unwrap();
-    let mut dead = lease("job-infra-1 pid 1", "2020-01-01T00:00:00.000000Z");
+    let mut dead = dead_lease("job-infra-1 pid 1");
     dead["metadata"]["annotations"]["bootstrap/helm-timeout-seconds"] = json!("600");
     cluster.api.insert(dead);
     cluster
@@ -401,7 +468,7 @@ fn a_takeover_rolls_back_an_abandoned_pending_upgrade_and_upgrades_it() {
         .unwrap(),
     )
     .unwrap();
-    let mut dead = lease("job-infra-1 pid 1", "2020-01-01T00:00:00.000000Z");
+    let mut dead = dead_lease("job-infra-1 pid 1");
     dead["metadata"]["annotations"]["bootstrap/helm-timeout-seconds"] = json!("600");
     cluster.api.insert(dead);
     let out = cluster.run(&config(), &["apply", "infra", "--timeout", "60s"]);

@@ -231,6 +231,47 @@ pub fn lease(holder: &str, renewed: &str) -> Value {
     })
 }
 
+/// A Lease another run holds and renews: renewed now, by the clock the
+/// run under test reads too, so it is refused at once.
+pub fn live_lease(holder: &str) -> Value {
+    lease(holder, &rfc3339(std::time::SystemTime::now()))
+}
+
+/// The Lease of a run that died: renewed long ago and declared 1 s long, so
+/// a run watches it unchanged for 1 s (docs/design.md#cluster-lock) and
+/// takes it over.
+pub fn dead_lease(holder: &str) -> Value {
+    let mut lease = lease(holder, "2020-01-01T00:00:00.000000Z");
+    lease["spec"]["leaseDurationSeconds"] = serde_json::json!(1);
+    lease
+}
+
+/// `t` as a Kubernetes MicroTime (`2026-11-29T01:02:03.000000Z`).
+pub fn rfc3339(t: std::time::SystemTime) -> String {
+    let secs = t
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0);
+    let (days, rest) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // Days since 1970-01-01 to a civil date (the proleptic Gregorian
+    // calendar), as `date -u` prints it.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.000000Z",
+        rest / 3600,
+        rest % 3600 / 60,
+        rest % 60
+    )
+}
+
 pub const CLUSTER: &str = "name: infra\ncontext: admin@infra\n";
 
 /// cilium -> coredns -> {cert-manager, spegel}; cert-manager carries CRDs.
