@@ -91,6 +91,7 @@ pub async fn run<H: Helm + 'static>(
     } else {
         "cluster lock taken".to_string()
     });
+    let user = stop;
     let stop = held.stop.clone();
     let took_over = held.took_over();
     // The releases the dead run may have left pending-*, until recovered.
@@ -112,6 +113,7 @@ pub async fn run<H: Helm + 'static>(
             preflight,
         )
         .await;
+    let result = held.judge(result, &user, "apply", &plan.cluster.name);
     let lost = held.lost();
     // Passed on unless this run recovered every release the dead run may
     // have left: one not reached (`--only`, a run stopped before it) or

@@ -167,7 +167,7 @@ fn outcome(summary: &Summary) -> Result<(), Error> {
     match summary.verdict() {
         Verdict::Ok => Ok(()),
         Verdict::Interrupted => Err(Error::Interrupted),
-        Verdict::LockLost(why) => Err(super::apply::lock_lost("destroy", &summary.cluster, &why)),
+        Verdict::LockLost(why) => Err(crate::run::lock_lost("destroy", &summary.cluster, &why)),
         Verdict::Failed { releases } => Err(Failure::DestroyFailed {
             cluster: summary.cluster.clone(),
             releases,

@@ -94,6 +94,7 @@ pub async fn run<H: Helm>(
         &stop,
     )
     .await?;
+    let user = stop;
     let stop = held.stop.clone();
     let result = async {
         // Rendered before the first uninstall, so a chart that cannot be
@@ -119,6 +120,7 @@ pub async fn run<H: Helm>(
             events,
             dry_run: options.dry_run,
             adopted,
+            lock: held.checker(),
         };
         events.emit(Event::PhaseStarted {
             phase: Phase::Releases,
@@ -157,6 +159,7 @@ pub async fn run<H: Helm>(
         })
     }
     .await;
+    let result = held.judge(result, &user, "destroy", &plan.cluster.name);
     let lost = held.lost();
     // A dead run whose lock this run took over (or inherited) is passed on:
     // destroy does not read which releases it left pending, and the next
@@ -174,9 +177,23 @@ struct Destroyer<'a, H: Helm> {
     dry_run: bool,
     /// Handover releases adopted by Flux, with the HelmRelease's `namespace/name`.
     adopted: BTreeMap<ReleaseId, String>,
+    /// Checked before each uninstall, ledger write and CRD deletion, as
+    /// `apply` checks it (docs/design.md#cluster-lock); `None`: a dry run.
+    lock: Option<crate::kube::lock::LockCheck>,
 }
 
 impl<H: Helm> Destroyer<'_, H> {
+    /// `Err(message)` when the cluster lock is lost or may be: the step
+    /// that asked is not done, and the run starts nothing new.
+    async fn lock_held(&self, what: &str) -> Result<(), String> {
+        let Some(lock) = &self.lock else {
+            return Ok(());
+        };
+        lock.ensure().await.map_err(|why| {
+            format!("{what}: the cluster lock may be lost ({why}); run `bootstrap destroy` again")
+        })
+    }
+
     /// Every release in `order`; returns the results and whether the run was interrupted.
     async fn releases(
         &self,
@@ -193,7 +210,13 @@ impl<H: Helm> Destroyer<'_, H> {
             let begun = Instant::now();
             interrupted = interrupted || *stop.borrow() != Stop::Run;
             let (outcome, message) = if interrupted {
-                (Outcome::Interrupted, Some(NOT_STARTED.to_string()))
+                let why = match self.lock.as_ref().and_then(|l| l.lost()) {
+                    Some(why) => format!(
+                        "not started: the cluster lock was lost ({why}); run `bootstrap destroy` again"
+                    ),
+                    None => NOT_STARTED.to_string(),
+                };
+                (Outcome::Interrupted, Some(why))
             } else if let Some(why) = kept.get(id) {
                 (Outcome::Skipped, Some(why.clone()))
             } else {
@@ -247,10 +270,13 @@ impl<H: Helm> Destroyer<'_, H> {
         if let Some(by) = self.adopted.get(id) {
             // Uninstalling it would take from Flux what it now manages (and
             // helm-controller would install it again).
-            if !self.dry_run
-                && let Err(e) = self.ledger.remove(id).await
-            {
-                return (Outcome::Failed, Some(one_line(&e)));
+            if !self.dry_run {
+                if let Err(why) = self.lock_held("not started").await {
+                    return (Outcome::Interrupted, Some(why));
+                }
+                if let Err(e) = self.ledger.remove(id).await {
+                    return (Outcome::Failed, Some(one_line(&e)));
+                }
             }
             return (
                 Outcome::Adopted,
@@ -270,6 +296,9 @@ impl<H: Helm> Destroyer<'_, H> {
         };
         let Some(deployed) = deployed else {
             if !self.dry_run {
+                if let Err(why) = self.lock_held("not started").await {
+                    return (Outcome::Interrupted, Some(why));
+                }
                 // A ledger entry without a release would claim ownership of nothing.
                 if let Err(e) = self.ledger.remove(id).await {
                     return (Outcome::Failed, Some(one_line(&e)));
@@ -289,6 +318,9 @@ impl<H: Helm> Destroyer<'_, H> {
         }
         if *stop.borrow() != Stop::Run {
             return (Outcome::Interrupted, Some(NOT_STARTED.into()));
+        }
+        if let Err(why) = self.lock_held("not started").await {
+            return (Outcome::Interrupted, Some(why));
         }
         self.events.emit(Event::ReleaseStep {
             release: id.clone(),
@@ -314,6 +346,12 @@ impl<H: Helm> Destroyer<'_, H> {
             }
             Ok(Err(e)) => return (Outcome::Failed, Some(e.to_string())),
             Ok(Ok(())) => {}
+        }
+        if let Err(why) = self
+            .lock_held("uninstalled, but not removed from the ledger")
+            .await
+        {
+            return (Outcome::Interrupted, Some(why));
         }
         if let Err(e) = self.ledger.remove(id).await {
             return (
@@ -341,6 +379,15 @@ impl<H: Helm> Destroyer<'_, H> {
                 phase: Phase::Crds,
                 ok: false,
                 stopped: false,
+            });
+            return false;
+        }
+        if let Err(message) = self.lock_held("CRDs kept").await {
+            self.events.emit(Event::Warning { message });
+            self.events.emit(Event::PhaseFinished {
+                phase: Phase::Crds,
+                ok: false,
+                stopped: true,
             });
             return false;
         }

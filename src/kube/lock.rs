@@ -617,6 +617,11 @@ pub struct LockCheck {
 }
 
 impl LockCheck {
+    /// Why the lock is lost, if it is known to be (no request made).
+    pub fn lost(&self) -> Option<LockLost> {
+        self.shared.lost.borrow().clone()
+    }
+
     /// `Err(why)` when the lock is lost or may be: deleted or taken over
     /// (found by renewing now), or not renewed successfully for so long
     /// that another run may have taken it. A failure is also reported as

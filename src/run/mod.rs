@@ -174,6 +174,25 @@ impl Held {
         self.lost.as_ref().and_then(|l| l.borrow().clone())
     }
 
+    /// A run that ended in an error because the lost lock stopped it (in
+    /// preflight, the CRD phase, before any release), not because its user
+    /// did: the lock's error, exit 3, instead of "interrupted"
+    /// (docs/design.md#cluster-lock). `user`: the command's own stop.
+    pub fn judge<T>(
+        &self,
+        result: Result<T, Error>,
+        user: &StopSignal,
+        command: &str,
+        cluster: &str,
+    ) -> Result<T, Error> {
+        match (result, self.lost()) {
+            (Err(Error::Interrupted), Some(why)) if *user.borrow() == Stop::Run => {
+                Err(lock_lost(command, cluster, &why.to_string()))
+            }
+            (result, _) => result,
+        }
+    }
+
     /// Gives the lock back; a failure to is a warning (the Lease then
     /// expires by itself). `pass_on`: a dead run that may have left a
     /// release `pending-*` this run did not recover, recorded in the
@@ -190,6 +209,13 @@ impl Held {
             });
         }
     }
+}
+
+/// The error of a run that lost its cluster lock.
+pub fn lock_lost(command: &str, cluster: &str, why: &str) -> Error {
+    Error::Locked(format!(
+        "{command} of cluster `{cluster}` stopped: the cluster lock was lost ({why}); nothing new was started after that. Run `bootstrap {command}` again once the other run has finished"
+    ))
 }
 
 /// Takes the cluster lock (not for a dry run, which changes nothing);

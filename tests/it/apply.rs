@@ -1301,6 +1301,52 @@ fn a_deleted_lock_stops_the_run() {
     assert!(lease(&cluster).is_none(), "not recreated");
 }
 
+/// The Lease deleted while the CRD phase waits for a CRD: the run stops
+/// before any release, and ends with exit 3 naming the lost lock, not as
+/// "interrupted" (exit 130): nobody pressed Ctrl-C.
+#[test]
+fn a_lock_lost_in_the_crd_phase_exits_3() {
+    let cluster = Cluster::start();
+    standard_script(&cluster);
+    let name = "certificates.cert-manager.io";
+    cluster
+        .api
+        .set_crd_establish(name, Rollout::After(Duration::from_secs(20)));
+    let test = config();
+    let child = cluster
+        .command(&test, &["apply", "infra"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while live_crd(&cluster, name).is_none() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the CRD was never applied"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    cluster
+        .api
+        .delete(
+            "coordination.k8s.io/v1",
+            "Lease",
+            Some("kube-system"),
+            "bootstrap-lock",
+        )
+        .expect("apply held the lock");
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(
+        stderr.contains("apply of cluster `infra` stopped: the cluster lock was lost (the Lease kube-system/bootstrap-lock was deleted)"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("interrupted"), "{stderr}");
+    assert!(cluster.installs().is_empty());
+}
+
 /// The ledger deleted mid-run: the next record creates it again with every
 /// entry this run and earlier runs recorded, and says so.
 #[test]

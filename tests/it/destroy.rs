@@ -441,3 +441,56 @@ fn destroy_of_the_whole_cluster_names_what_it_leaves_and_how_to_remove_it() {
         out.stdout
     );
 }
+
+/// The Lease deleted while the first uninstall runs: `destroy` checks the
+/// lock before each uninstall (docs/design.md#cluster-lock), so no other
+/// uninstall starts, and the run ends with exit 3 saying why, not
+/// "interrupted".
+#[test]
+fn a_lock_lost_mid_destroy_starts_no_other_uninstall_and_exits_3() {
+    let (cluster, test) = applied();
+    cluster.script(json!({"*": {"delay_ms": 1500}}));
+    let child = cluster
+        .command(&test, &["destroy", "infra", "--yes"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let uninstalling = || {
+        [("kube-system", "spegel"), ("cert-manager", "cert-manager")]
+            .iter()
+            .any(|(ns, name)| {
+                cluster
+                    .release_state(ns, name)
+                    .is_some_and(|s| s["status"] == "uninstalling")
+            })
+    };
+    while !uninstalling() {
+        assert!(std::time::Instant::now() < deadline, "no uninstall started");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    cluster
+        .api
+        .delete(
+            "coordination.k8s.io/v1",
+            "Lease",
+            Some("kube-system"),
+            "bootstrap-lock",
+        )
+        .expect("destroy held the lock");
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(3), "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("destroy of cluster `infra` stopped: the cluster lock was lost (the Lease kube-system/bootstrap-lock was deleted)"),
+        "{stderr}"
+    );
+    assert_eq!(uninstalls(&cluster).len(), 1, "{stdout}");
+    assert!(
+        stdout.contains("not started: the cluster lock was lost (the Lease kube-system/bootstrap-lock was deleted)"),
+        "{stdout}"
+    );
+    assert!(lease(&cluster).is_none(), "not recreated");
+}

@@ -1214,7 +1214,10 @@ fn lease_holder(real: &Real) -> Option<String> {
 /// holder stopped renewing it long ago.
 fn long_unrenewed(real: &Real) {
     let then = json!({"spec": {"renewTime": "2020-01-01T00:00:00.000000Z"}});
-    real.plane.api().merge_patch(LEASE, &then).expect("set back renewTime");
+    real.plane
+        .api()
+        .merge_patch(LEASE, &then)
+        .expect("set back renewTime");
 }
 
 fn spawn_apply(real: &Real) -> Child {

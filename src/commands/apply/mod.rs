@@ -316,18 +316,11 @@ fn outcome(summary: &Summary, timed_out: bool, timeout: Option<Duration>) -> Res
         Verdict::Ok => Ok(()),
         _ if timed_out => Err(Failure::TimedOut { timeout }.into()),
         Verdict::Interrupted => Err(Error::Interrupted),
-        Verdict::LockLost(why) => Err(lock_lost("apply", &summary.cluster, &why)),
+        Verdict::LockLost(why) => Err(crate::run::lock_lost("apply", &summary.cluster, &why)),
         Verdict::Failed { releases } => Err(Failure::ApplyFailed {
             cluster: summary.cluster.clone(),
             releases,
         }
         .into()),
     }
-}
-
-/// The error of a run that lost its cluster lock (shared with destroy).
-pub(super) fn lock_lost(command: &str, cluster: &str, why: &str) -> Error {
-    Error::Locked(format!(
-        "{command} of cluster `{cluster}` stopped: the cluster lock was lost ({why}); nothing new was started after that. Run `bootstrap {command}` again once the other run has finished"
-    ))
 }
