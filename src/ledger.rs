@@ -188,6 +188,10 @@ pub enum LedgerError {
     #[error("cannot remove {0} from the ownership ledger")]
     Remove(ReleaseId, #[source] ::kube::Error),
     #[error(
+        "cannot check the ownership ledger at the end of the run (ConfigMaps kube-system/bootstrap-ownership*); until it holds every release, the admission guard may admit a Flux HelmRelease for one: run `bootstrap apply` again"
+    )]
+    Verify(#[source] ::kube::Error),
+    #[error(
         "cannot read or create the ledger's digest key (Secret kube-system/{DIGEST_KEY_SECRET})"
     )]
     Key(#[source] ::kube::Error),
@@ -591,9 +595,29 @@ impl Ledger {
             }
             *checked = Some(std::time::Instant::now());
         }
+        self.put_right(others).await
+    }
+
+    /// The check at the end of a run (docs/design.md#ledger): every entry
+    /// this run knows, read at its start or recorded by it, is in the
+    /// ledger as it knows it. A shard deleted or rewritten since (which no
+    /// record noticed: a run whose releases were all unchanged records
+    /// nothing) is put right, and said so.
+    pub async fn verify(&self) -> Result<Vec<Repair>, LedgerError> {
+        let _turn = self.recording.lock().await;
+        let shards: Vec<usize> = self.known().sizes().into_keys().collect();
+        if shards.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.put_right(shards).await.map_err(LedgerError::Verify)
+    }
+
+    /// Recreates the known shards of `indexes` that are gone and restores
+    /// the known entries the others lack or hold otherwise.
+    async fn put_right(&self, indexes: Vec<usize>) -> Result<Vec<Repair>, ::kube::Error> {
         let present = self.shards().await?;
         let mut repairs = Vec::new();
-        for index in others {
+        for index in indexes {
             if let Some(cm) = present.get(&index) {
                 // There, but perhaps rewritten.
                 let data = cm.data.clone().unwrap_or_default();

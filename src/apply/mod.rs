@@ -357,7 +357,7 @@ impl<H: Helm + 'static> Preflight<'_, H> {
                 context: connection.target.context.clone(),
                 stream: options.verbose,
             },
-            ledger: Some(ledger),
+            ledger: Some(ledger.clone()),
             recorded: Arc::new(recorded.into_iter().collect::<BTreeMap<_, _>>()),
             digest_key,
             listed: Some(Arc::new(owners.listed)),
@@ -370,7 +370,7 @@ impl<H: Helm + 'static> Preflight<'_, H> {
             verbose: options.verbose,
             left_by: took_over,
             left_pending,
-            lock,
+            lock: lock.clone(),
             cluster: plan.cluster.name.clone(),
         };
         let summary = scheduler::run(
@@ -391,6 +391,10 @@ impl<H: Helm + 'static> Preflight<'_, H> {
             ok: summary.ok,
             stopped: summary.interrupted,
         });
+        if !options.dry_run && !summary.interrupted {
+            self.verify_ledger(&ledger, lock.as_ref(), summary.ok)
+                .await?;
+        }
         let phases = crate::event::PhaseTimes {
             preflight,
             crds: crd_phase,
@@ -400,6 +404,44 @@ impl<H: Helm + 'static> Preflight<'_, H> {
             phases: Some(phases),
             ..summary
         })
+    }
+}
+
+impl<H: Helm> Preflight<'_, H> {
+    /// The ledger checked at the end of a run that was not stopped
+    /// (docs/design.md#ledger): what a deletion or rewrite during the run
+    /// took from it is put back, with a warning each. A ledger that cannot
+    /// be checked fails a run that would otherwise exit 0 (the guard may
+    /// admit HelmReleases for its releases until it is right); on a run
+    /// that failed anyway it is a warning. Not without the lock.
+    async fn verify_ledger(
+        &self,
+        ledger: &Ledger,
+        lock: Option<&crate::kube::lock::LockCheck>,
+        ok: bool,
+    ) -> Result<(), Error> {
+        if let Some(lock) = lock
+            && lock.ensure().await.is_err()
+        {
+            return Ok(());
+        }
+        match ledger.verify().await {
+            Ok(repairs) => {
+                for repair in repairs {
+                    self.events.emit(Event::Warning {
+                        message: repair.message(),
+                    });
+                }
+                Ok(())
+            }
+            Err(e) if ok => Err(e.into()),
+            Err(e) => {
+                self.events.emit(Event::Warning {
+                    message: crate::error::one_line(&e),
+                });
+                Ok(())
+            }
+        }
     }
 }
 

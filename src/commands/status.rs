@@ -243,6 +243,18 @@ pub fn render(report: &Report, verbosity: Verbosity) -> String {
     if !quiet || matches!(report.guard, status::Guard::Missing) {
         text.push_str(&format!("\nadmission guard: {}\n", report.guard.describe()));
     }
+    let unrecorded = report.unrecorded();
+    if !unrecorded.is_empty() && report.guard != status::Guard::Off {
+        let names: Vec<String> = unrecorded.iter().map(ToString::to_string).collect();
+        text.push_str(&format!(
+            "ownership ledger: does not record {} helm has ({}): the guard denies no Flux HelmRelease for {}; `bootstrap apply {}` records {}\n",
+            count(unrecorded.len(), "release"),
+            names.join(", "),
+            if unrecorded.len() == 1 { "it" } else { "them" },
+            report.cluster,
+            if unrecorded.len() == 1 { "it" } else { "them" },
+        ));
+    }
     let conflicts: Vec<_> = report.conflicts().collect();
     if conflicts.is_empty() {
         text.push_str("\nno conflicts\n");
@@ -319,6 +331,25 @@ mod tests {
             .into(),
             handover: None,
             conflicts: vec![],
+        }
+    }
+
+    /// A release helm has and the ledger lacks (the ledger deleted or
+    /// rewritten since): the guard line is followed by what it leaves
+    /// unguarded and what to run, also with `-q`.
+    #[test]
+    fn a_ledger_that_lacks_an_installed_release_is_named_after_the_guard() {
+        let mut cilium = row("cilium", Some(("1.0.0", "deployed")), "ready");
+        cilium.owner = status::UNRECORDED.into();
+        let report = Report {
+            guard: status::Guard::InPlace,
+            cluster: "infra".into(),
+            releases: vec![cilium, row("coredns", Some(("1.0.0", "deployed")), "ready")],
+        };
+        let said = "ownership ledger: does not record 1 release helm has (kube-system/cilium): the guard denies no Flux HelmRelease for it; `bootstrap apply infra` records it\n";
+        for verbosity in [Verbosity::Normal, Verbosity::Quiet] {
+            let text = render(&report, verbosity);
+            assert!(text.contains(said), "{text}");
         }
     }
 

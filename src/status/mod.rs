@@ -88,7 +88,21 @@ impl Report {
     pub fn conflicts(&self) -> impl Iterator<Item = &Conflict> {
         self.releases.iter().flat_map(|r| &r.conflicts)
     }
+
+    /// Releases helm has that the ledger does not record (deleted or
+    /// rewritten since they were installed): the admission guard denies
+    /// nothing for them (docs/design.md#ledger).
+    pub fn unrecorded(&self) -> Vec<&ReleaseId> {
+        self.releases
+            .iter()
+            .filter(|r| r.deployed.is_some() && r.owner == UNRECORDED)
+            .map(|r| &r.release)
+            .collect()
+    }
 }
+
+/// The owner column of a release helm has and the ledger lacks.
+pub const UNRECORDED: &str = "unrecorded";
 
 #[derive(Debug, Clone, Serialize)]
 pub struct ReleaseStatus {
@@ -307,7 +321,7 @@ pub fn owner(installed: bool, entry: Option<&Entry>) -> String {
     match (installed, entry) {
         (false, _) => "-".into(),
         (true, Some(entry)) => entry.policy.clone(),
-        (true, None) => "unrecorded".into(),
+        (true, None) => UNRECORDED.into(),
     }
 }
 

@@ -1347,6 +1347,82 @@ fn a_lock_lost_in_the_crd_phase_exits_3() {
     assert!(cluster.installs().is_empty());
 }
 
+/// A run whose releases are all unchanged records nothing, so only the
+/// check at its end can find a ledger deleted or rewritten while it ran
+/// (here: while the CRD phase waits for a CRD deleted by hand). It puts
+/// every entry back and says so; the run exits 0 and the guard keeps
+/// guarding every release.
+#[test]
+fn a_ledger_lost_during_a_run_that_records_nothing_is_put_back() {
+    let name = "certificates.cert-manager.io";
+    for rewrite in [false, true] {
+        let cluster = Cluster::start();
+        standard_script(&cluster);
+        let test = config();
+        let first = cluster.run(&test, &["apply", "infra"]);
+        assert_eq!(first.code, 0, "{}", first.stderr);
+        let recorded = cluster.ledger();
+        assert_eq!(recorded.len(), 4);
+        cluster
+            .api
+            .delete(
+                "apiextensions.k8s.io/v1",
+                "CustomResourceDefinition",
+                None,
+                name,
+            )
+            .expect("the CRD exists");
+        cluster
+            .api
+            .set_crd_establish(name, Rollout::After(Duration::from_millis(1500)));
+        let child = cluster
+            .command(&test, &["apply", "infra"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while live_crd(&cluster, name).is_none() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the CRD was never applied"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        if rewrite {
+            cluster.api.insert(json!({
+                "apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "bootstrap-ownership", "namespace": "kube-system"},
+                "data": {},
+            }));
+        } else {
+            cluster
+                .api
+                .delete(
+                    "v1",
+                    "ConfigMap",
+                    Some("kube-system"),
+                    "bootstrap-ownership",
+                )
+                .expect("the ledger exists");
+        }
+        let out = child.wait_with_output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), Some(0), "{stdout}");
+        assert!(
+            stdout.contains("4 unchanged"),
+            "every release unchanged: {stdout}"
+        );
+        let said = if rewrite {
+            "(ConfigMap kube-system/bootstrap-ownership) was rewritten during the run; 4 entries recorded earlier were restored"
+        } else {
+            "(ConfigMap kube-system/bootstrap-ownership) was deleted during the run; it was created again with all 4 entries"
+        };
+        assert!(stdout.contains(said), "{stdout}");
+        assert_eq!(cluster.ledger(), recorded, "rewrite: {rewrite}");
+    }
+}
+
 /// The ledger deleted mid-run: the next record creates it again with every
 /// entry this run and earlier runs recorded, and says so.
 #[test]
