@@ -103,31 +103,11 @@ fn secret_leaves(value: &Value, secret: bool, out: &mut Vec<String>) {
     }
 }
 
-/// `scheme://user:pass@host/...` → `scheme://<redacted>@host/...`, anywhere in
-/// the text. A bare user is redacted too: tokens are often passed as the user.
+/// Credentials recognised by their shape (URL userinfo, tokens in a URL's
+/// query, webhook paths, connection-string passwords), anywhere in the text
+/// (docs/design.md#secrets).
 pub fn redact_url_credentials(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(at) = rest.find("://") {
-        let (before, after) = rest.split_at(at + 3);
-        out.push_str(before);
-        let authority_len = after
-            .find(|c: char| {
-                c.is_whitespace() || matches!(c, '/' | '?' | '#' | '"' | '\'' | '`' | '<' | '>')
-            })
-            .unwrap_or(after.len());
-        let authority = &after[..authority_len];
-        match authority.rfind('@') {
-            Some(user_end) => {
-                out.push_str(REDACTED);
-                out.push_str(&authority[user_end..]);
-            }
-            None => out.push_str(authority),
-        }
-        rest = &after[authority_len..];
-    }
-    out.push_str(rest);
-    out
+    crate::values::shape::redact_shapes(text).into_owned()
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! Values trees: deep merge, digests and redaction of secrets; `stack`: a
 //! release's values as the layers of the merge order.
 
+pub mod shape;
 pub mod stack;
 
 use serde_json::{Map, Value};
@@ -189,6 +190,16 @@ const SECRET_WORDS: &[&str] = &[
     "cookie",
     "connectionstring",
     "tlskey",
+    // Reported missing by a redaction campaign: short and compound names of
+    // passwords, keys and tokens, and webhook URLs (their path is a token).
+    "pwd",
+    "passphrase",
+    "jwt",
+    "cakey",
+    "licensekey",
+    "licencekey",
+    "webhookurl",
+    "dsn",
 ];
 
 pub fn is_secret_key(key: &str) -> bool {
@@ -335,6 +346,7 @@ fn redact_at(path: &str, value: &Value, secrets: &SecretPaths) -> Value {
             Value::Array(items.iter().map(|v| redact_at(path, v, secrets)).collect())
         }
         Value::String(text) if holds_credentials(text) => Value::String(REDACTED.into()),
+        Value::String(text) => Value::String(shape::redact_shapes(text).into_owned()),
         other => other.clone(),
     }
 }
@@ -515,6 +527,40 @@ mod tests {
         let b: Value = serde_json::from_str(r#"{"b":{"d":3,"c":2},"a":1}"#).unwrap();
         assert_eq!(digest(&a), digest(&b));
         assert_ne!(digest(&a), digest(&json!({"a": 2})));
+    }
+
+    /// The names a redaction campaign found shown, case-insensitive, are
+    /// secret; the names of the charts this tool installs that look close
+    /// are not; a secret of a recognised shape is redacted under any key.
+    #[test]
+    fn short_and_compound_secret_names_and_shapes_are_redacted() {
+        let values = json!({
+            "db": {"pwd": "hunter2-pw", "PASSPHRASE": "correct horse", "dsn": "x"},
+            "auth0": {"jwtSigning": "eyJhbGciOi"},
+            "tls": {"caKey": "-----", "ca_key": "-----"},
+            "enterprise": {"licenseKey": "LIC-123", "licence-key": "LIC-456"},
+            "alerting": {"webhookUrl": "https://example.com/hook"},
+            "sentry": {"endpoint": "https://abc123@o1.ingest.sentry.io/2"},
+            "notify": {"slack": "https://hooks.slack.com/services/T0/B0/xyz"},
+            "affinity": {"topologyKey": "kubernetes.io/hostname"},
+            "webhook": {"enabled": true, "port": 10250},
+            "publicKey": "ssh-ed25519 AAAA",
+        });
+        assert_eq!(
+            redact(&values),
+            json!({
+                "db": {"pwd": REDACTED, "PASSPHRASE": REDACTED, "dsn": REDACTED},
+                "auth0": {"jwtSigning": REDACTED},
+                "tls": {"caKey": REDACTED, "ca_key": REDACTED},
+                "enterprise": {"licenseKey": REDACTED, "licence-key": REDACTED},
+                "alerting": {"webhookUrl": REDACTED},
+                "sentry": {"endpoint": "https://<redacted>@o1.ingest.sentry.io/2"},
+                "notify": {"slack": "https://hooks.slack.com/<redacted>"},
+                "affinity": {"topologyKey": "kubernetes.io/hostname"},
+                "webhook": {"enabled": true, "port": 10250},
+                "publicKey": "ssh-ed25519 AAAA",
+            })
+        );
     }
 
     #[test]
