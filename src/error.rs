@@ -432,8 +432,10 @@ pub fn one_line(error: &(dyn std::error::Error + 'static)) -> String {
 pub fn causes(mut source: Option<&(dyn std::error::Error + 'static)>) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     while let Some(cause) = source {
-        let text = words(cause);
-        if !out.last().is_some_and(|last| last.contains(&text)) {
+        // A cause with no words of its own (an io::Error built from an
+        // empty message) is never printed as an empty line.
+        let text = words(cause).trim().to_string();
+        if !text.is_empty() && !out.last().is_some_and(|last| last.contains(&text)) {
             out.push(text);
         }
         if cause.downcast_ref::<::kube::Error>().is_some() {
@@ -516,10 +518,15 @@ impl Error {
             Error::Config(problems) => {
                 for problem in problems {
                     out.push_str(&format!("error: {problem}\n"));
-                    if !problem.causes.is_empty() {
+                    let said: Vec<&String> = problem
+                        .causes
+                        .iter()
+                        .filter(|c| !c.trim().is_empty())
+                        .collect();
+                    if !said.is_empty() {
                         out.push_str("Caused by:\n");
                     }
-                    for cause in problem.causes.iter() {
+                    for cause in said {
                         out.push_str(&format!("    {cause}\n"));
                     }
                 }
@@ -722,5 +729,22 @@ mod tests {
         );
         let e = Error::config(Problem::new("a").caused_by("why"));
         assert_eq!(e.render(), "error: a\nCaused by:\n    why\n");
+    }
+
+    /// A cause with no words (an io::Error made from an empty message, as
+    /// a full disk can give) is never printed as an empty `Caused by:`.
+    #[test]
+    fn an_empty_cause_is_never_printed() {
+        #[derive(Debug, thiserror::Error)]
+        #[error("cannot write the values file of kube-system/cilium")]
+        struct Write(#[source] std::io::Error);
+        let empty = Write(std::io::Error::other(""));
+        assert_eq!(
+            one_line(&empty),
+            "cannot write the values file of kube-system/cilium"
+        );
+        assert!(causes(std::error::Error::source(&empty)).is_empty());
+        let e = Error::config(Problem::new("a").caused_by(" "));
+        assert_eq!(e.render(), "error: a\n");
     }
 }

@@ -130,9 +130,191 @@ pub fn is_url(text: &str) -> bool {
     text.contains("://")
 }
 
+/// What makes a chart repository URL or OCI reference unusable; each
+/// ends the sentence "is not a reference helm can use: …".
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum UrlError {
+    #[error("it holds {0}, which a URL cannot (percent-encode it, e.g. a space as %20)")]
+    Character(&'static str),
+    #[error("it has no host after `://`")]
+    NoHost,
+    #[error("its port `{0}` is not a number from 1 to 65535")]
+    Port(String),
+    #[error("it names no chart: write `oci://REGISTRY/PATH/CHART`")]
+    NoChart,
+    #[error(
+        "its path `{0}` is not a repository name an OCI registry accepts (lowercase letters, digits and single `.`, `_`, `__` or `-` between them)"
+    )]
+    OciPath(String),
+    #[error("it carries a tag or digest (`{0}`); give the chart's version in `version` instead")]
+    OciTag(String),
+}
+
+/// The part after `scheme://`, split into authority (without userinfo)
+/// and path; the characters no URL may hold refused.
+fn url_parts(text: &str) -> Result<(&str, &str), UrlError> {
+    if let Some(c) = text.chars().find(|c| c.is_whitespace() || c.is_control()) {
+        return Err(UrlError::Character(if c == ' ' {
+            "a space"
+        } else if c.is_whitespace() {
+            "whitespace"
+        } else {
+            "a control character"
+        }));
+    }
+    if let Some(c) = text
+        .chars()
+        .find(|c| matches!(c, '"' | '<' | '>' | '\\' | '^' | '`' | '{' | '|' | '}'))
+    {
+        return Err(UrlError::Character(match c {
+            '"' => "a `\"`",
+            '<' | '>' => "a `<` or `>`",
+            '\\' => "a backslash",
+            '{' | '}' => "a brace",
+            '|' => "a `|`",
+            _ => "a `^` or backtick",
+        }));
+    }
+    let rest = text.split_once("://").map_or(text, |(_, rest)| rest);
+    let (authority, path) = rest.split_at(rest.find(['/', '?', '#']).unwrap_or(rest.len()));
+    let host_port = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    // `[::1]:5000`: an IPv6 host is bracketed.
+    let (host, port) = match host_port.strip_prefix('[').and_then(|h| h.find(']')) {
+        Some(end) => {
+            let (host, after) = host_port.split_at(end + 2);
+            (host, after.strip_prefix(':'))
+        }
+        None => match host_port.rsplit_once(':') {
+            Some((host, port)) => (host, Some(port)),
+            None => (host_port, None),
+        },
+    };
+    if host.is_empty() {
+        return Err(UrlError::NoHost);
+    }
+    if let Some(port) = port
+        && !port.parse::<u16>().is_ok_and(|p| p > 0)
+    {
+        return Err(UrlError::Port(port.to_string()));
+    }
+    Ok((host_port, path))
+}
+
+/// A chart repository URL helm can fetch `index.yaml` under:
+/// `http(s)://[user:token@]host[:port][/path]`.
+pub fn repository_url(text: &str) -> Result<(), UrlError> {
+    url_parts(text).map(|_| ())
+}
+
+/// An OCI chart reference as helm and registries take it:
+/// `oci://registry[:port]/path/chart`, the path a registry repository
+/// name, no tag or digest (the version is `version`).
+pub fn oci_reference(text: &str) -> Result<(), UrlError> {
+    let (_, path) = url_parts(text)?;
+    let path = path.trim_start_matches('/').trim_end_matches('/');
+    if path.is_empty() {
+        return Err(UrlError::NoChart);
+    }
+    if let Some(at) = path.find('@') {
+        return Err(UrlError::OciTag(path[at..].to_string()));
+    }
+    let last = path.rsplit('/').next().unwrap_or(path);
+    if let Some(colon) = last.find(':') {
+        return Err(UrlError::OciTag(last[colon..].to_string()));
+    }
+    if !path.split('/').all(oci_component) {
+        return Err(UrlError::OciPath(path.to_string()));
+    }
+    Ok(())
+}
+
+/// One component of a registry repository name (the distribution spec's
+/// `[a-z0-9]+((\.|_|__|-+)[a-z0-9]+)*`).
+fn oci_component(component: &str) -> bool {
+    let bytes = component.as_bytes();
+    let alnum = |b: &u8| b.is_ascii_lowercase() || b.is_ascii_digit();
+    if bytes.is_empty() || !alnum(&bytes[0]) || !alnum(&bytes[bytes.len() - 1]) {
+        return false;
+    }
+    let mut i = 0;
+    while i < bytes.len() {
+        if alnum(&bytes[i]) {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < bytes.len() && !alnum(&bytes[i]) {
+            i += 1;
+        }
+        let separator = &component[start..i];
+        let dashes = separator.bytes().all(|b| b == b'-');
+        if !(matches!(separator, "." | "_" | "__") || dashes) {
+            return false;
+        }
+    }
+    true
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn repository_urls_and_oci_references_are_parsed() {
+        for ok in [
+            "https://helm.cilium.io",
+            "https://helm.cilium.io/",
+            "http://127.0.0.1:8080/charts",
+            "https://user:tok%20en@charts.example.com/stable",
+            "http://[::1]:8080",
+        ] {
+            assert_eq!(repository_url(ok), Ok(()), "{ok}");
+        }
+        for (bad, why) in [
+            (
+                "https://helm.cilium.io/ charts",
+                UrlError::Character("a space"),
+            ),
+            ("https://", UrlError::NoHost),
+            ("https:///charts", UrlError::NoHost),
+            ("https://host:99999", UrlError::Port("99999".into())),
+            ("https://host:http", UrlError::Port("http".into())),
+            ("https://ho\tst", UrlError::Character("whitespace")),
+            ("https://host/{x}", UrlError::Character("a brace")),
+        ] {
+            assert_eq!(repository_url(bad), Err(why), "{bad}");
+        }
+        for ok in [
+            "oci://ghcr.io/fluxcd/charts/flux-operator",
+            "oci://quay.io/jetstack/charts/cert-manager",
+            "oci://127.0.0.1:5000/charts/a__b.c-d",
+            "oci://registry.example.com/x",
+        ] {
+            assert_eq!(oci_reference(ok), Ok(()), "{ok}");
+        }
+        for (bad, why) in [
+            (
+                "oci://ghcr.io/fluxcd/charts/flux operator",
+                UrlError::Character("a space"),
+            ),
+            ("oci://ghcr.io", UrlError::NoChart),
+            ("oci://ghcr.io/", UrlError::NoChart),
+            ("oci:///charts/x", UrlError::NoHost),
+            (
+                "oci://ghcr.io/FluxCD/x",
+                UrlError::OciPath("FluxCD/x".into()),
+            ),
+            ("oci://ghcr.io/a//b", UrlError::OciPath("a//b".into())),
+            ("oci://ghcr.io/a/-b", UrlError::OciPath("a/-b".into())),
+            ("oci://ghcr.io/a/b:1.2.3", UrlError::OciTag(":1.2.3".into())),
+            (
+                "oci://ghcr.io/a/b@sha256:abc",
+                UrlError::OciTag("@sha256:abc".into()),
+            ),
+        ] {
+            assert_eq!(oci_reference(bad), Err(why), "{bad}");
+        }
+    }
 
     #[test]
     fn chart_names_never_start_like_a_flag() {

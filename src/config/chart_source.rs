@@ -45,6 +45,12 @@ pub(crate) enum ChartError {
     OciWithName,
     #[error("chart `oci: {0}` must start with oci://")]
     NotOci(String),
+    #[error("chart `{field}: {text}` is not a reference helm can use: {why}")]
+    Unparsable {
+        field: &'static str,
+        text: String,
+        why: validate::UrlError,
+    },
     #[error("chart path `{0}` has no Chart.yaml (paths are relative to the release file)")]
     NoChartYaml(String),
     /// A local chart's version is optional, but when given it must be exact.
@@ -95,6 +101,11 @@ pub(super) fn check_chart(chart: &ChartFile, base: &Path) -> Result<Chart, Chart
         if !(repo.starts_with("https://") || repo.starts_with("http://")) {
             return Err(ChartError::RepoNotHttp(repo.clone()));
         }
+        validate::repository_url(repo).map_err(|why| ChartError::Unparsable {
+            field: "repo",
+            text: repo.clone(),
+            why,
+        })?;
         let version = pinned(&chart.version)?;
         return Ok(Chart {
             source: ChartSource::Repo {
@@ -111,6 +122,11 @@ pub(super) fn check_chart(chart: &ChartFile, base: &Path) -> Result<Chart, Chart
         if !oci.starts_with("oci://") {
             return Err(ChartError::NotOci(oci.clone()));
         }
+        validate::oci_reference(oci).map_err(|why| ChartError::Unparsable {
+            field: "oci",
+            text: oci.clone(),
+            why,
+        })?;
         let version = pinned(&chart.version)?;
         return Ok(Chart {
             source: ChartSource::Oci(oci.clone()),

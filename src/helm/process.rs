@@ -143,10 +143,51 @@ pub async fn run(invocation: Invocation<'_>) -> Result<Finished, RunError> {
         }
     };
     let status: ExitStatus = status?;
-    Ok(Finished {
+    let finished = Finished {
         code: status.code(),
         stdout: read_back(stdout).await.map_err(RunError::Output)?,
         stderr: read_back(stderr).await.map_err(RunError::Output)?,
+    };
+    // helm ignores a failed write to its stdout: on a full temporary
+    // directory its output is lost without a word, and `helm version`'s
+    // empty answer would read as an unknown helm. Said for what it is.
+    let silent = finished.stdout.is_empty() && finished.stderr.is_empty();
+    if (silent || !finished.success())
+        && let Some(full) = temp_dir_full()
+    {
+        return Err(RunError::Output(full));
+    }
+    Ok(finished)
+}
+
+/// Below this, the temporary directory is taken to be full: helm's output
+/// and a release's values file may not fit.
+const TEMP_ROOM: u64 = 1 << 20;
+
+/// `Some` when the temporary directory has less than [`TEMP_ROOM`] free.
+pub fn temp_dir_full() -> Option<std::io::Error> {
+    dir_full(&std::env::temp_dir())
+}
+
+fn dir_full(dir: &Path) -> Option<std::io::Error> {
+    let path = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes()).ok()?;
+    // SAFETY: `path` is a NUL-terminated string that outlives the call, and
+    // `stats` is a plain struct statvfs only writes into.
+    let free = unsafe {
+        let mut stats: libc::statvfs = std::mem::zeroed();
+        if libc::statvfs(path.as_ptr(), &mut stats) != 0 {
+            return None;
+        }
+        (stats.f_bavail as u64).saturating_mul(stats.f_frsize as u64)
+    };
+    (free < TEMP_ROOM).then(|| {
+        std::io::Error::new(
+            std::io::ErrorKind::StorageFull,
+            format!(
+                "it is full ({} KiB free): free some space, or point TMPDIR at a directory with room",
+                free / 1024
+            ),
+        )
     })
 }
 
@@ -181,6 +222,20 @@ pub fn program(path: Option<PathBuf>) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A directory with no room left is said to be full, with how much is
+    /// free; one with room is not (`/proc` has no blocks to give).
+    #[test]
+    fn a_directory_without_room_is_full() {
+        let full = dir_full(Path::new("/proc")).expect("/proc has no free blocks");
+        assert_eq!(full.kind(), std::io::ErrorKind::StorageFull);
+        assert!(
+            full.to_string().starts_with("it is full (0 KiB free)"),
+            "{full}"
+        );
+        let roomy = tempfile::tempdir().unwrap();
+        assert!(dir_full(roomy.path()).is_none());
+    }
 
     fn sh(script: &str) -> Vec<String> {
         vec!["-c".into(), script.into()]
