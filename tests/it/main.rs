@@ -31,6 +31,7 @@ mod chaos;
 mod chart_cache;
 mod check_workloads;
 mod cluster_side;
+mod config_fuzz;
 mod defaults;
 mod destroy;
 mod diff;
