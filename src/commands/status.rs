@@ -239,6 +239,23 @@ pub fn render(report: &Report, verbosity: Verbosity) -> String {
             text.push_str(&format!("  {release}: {state}\n"));
         }
     }
+    text.push_str(&guard_lines(report, quiet));
+    let conflicts: Vec<_> = report.conflicts().collect();
+    if conflicts.is_empty() {
+        text.push_str("\nno conflicts\n");
+    } else {
+        text.push_str("\nconflicts (`bootstrap apply` refuses until they are resolved):\n");
+        for c in conflicts {
+            text.push_str(&format!("  {}: {}\n", c.release, c.message));
+        }
+    }
+    text
+}
+
+/// The admission guard's line (with `-q`, only a guard that needs
+/// attention), then the releases the ledger lacks, which it cannot guard.
+fn guard_lines(report: &Report, quiet: bool) -> String {
+    let mut text = String::new();
     // `-q`: only a guard that needs attention.
     if !quiet || matches!(report.guard, status::Guard::Missing) {
         text.push_str(&format!("\nadmission guard: {}\n", report.guard.describe()));
@@ -254,15 +271,6 @@ pub fn render(report: &Report, verbosity: Verbosity) -> String {
             report.cluster,
             if unrecorded.len() == 1 { "it" } else { "them" },
         ));
-    }
-    let conflicts: Vec<_> = report.conflicts().collect();
-    if conflicts.is_empty() {
-        text.push_str("\nno conflicts\n");
-    } else {
-        text.push_str("\nconflicts (`bootstrap apply` refuses until they are resolved):\n");
-        for c in conflicts {
-            text.push_str(&format!("  {}: {}\n", c.release, c.message));
-        }
     }
     text
 }

@@ -183,15 +183,13 @@ struct Destroyer<'a, H: Helm> {
 }
 
 impl<H: Helm> Destroyer<'_, H> {
-    /// `Err(message)` when the cluster lock is lost or may be: the step
-    /// that asked is not done, and the run starts nothing new.
-    async fn lock_held(&self, what: &str) -> Result<(), String> {
-        let Some(lock) = &self.lock else {
-            return Ok(());
-        };
-        lock.ensure().await.map_err(|why| {
-            format!("{what}: the cluster lock may be lost ({why}); run `bootstrap destroy` again")
-        })
+    /// The message when the cluster lock is lost or may be: the step that
+    /// asked is not done, and the run starts nothing new.
+    async fn lock_lost(&self, what: &str) -> Option<String> {
+        let why = self.lock.as_ref()?.ensure().await.err()?;
+        Some(format!(
+            "{what}: the cluster lock may be lost ({why}); run `bootstrap destroy` again"
+        ))
     }
 
     /// Every release in `order`; returns the results and whether the run was interrupted.
@@ -271,7 +269,7 @@ impl<H: Helm> Destroyer<'_, H> {
             // Uninstalling it would take from Flux what it now manages (and
             // helm-controller would install it again).
             if !self.dry_run {
-                if let Err(why) = self.lock_held("not started").await {
+                if let Some(why) = self.lock_lost("not started").await {
                     return (Outcome::Interrupted, Some(why));
                 }
                 if let Err(e) = self.ledger.remove(id).await {
@@ -296,7 +294,7 @@ impl<H: Helm> Destroyer<'_, H> {
         };
         let Some(deployed) = deployed else {
             if !self.dry_run {
-                if let Err(why) = self.lock_held("not started").await {
+                if let Some(why) = self.lock_lost("not started").await {
                     return (Outcome::Interrupted, Some(why));
                 }
                 // A ledger entry without a release would claim ownership of nothing.
@@ -319,7 +317,7 @@ impl<H: Helm> Destroyer<'_, H> {
         if *stop.borrow() != Stop::Run {
             return (Outcome::Interrupted, Some(NOT_STARTED.into()));
         }
-        if let Err(why) = self.lock_held("not started").await {
+        if let Some(why) = self.lock_lost("not started").await {
             return (Outcome::Interrupted, Some(why));
         }
         self.events.emit(Event::ReleaseStep {
@@ -347,8 +345,8 @@ impl<H: Helm> Destroyer<'_, H> {
             Ok(Err(e)) => return (Outcome::Failed, Some(e.to_string())),
             Ok(Ok(())) => {}
         }
-        if let Err(why) = self
-            .lock_held("uninstalled, but not removed from the ledger")
+        if let Some(why) = self
+            .lock_lost("uninstalled, but not removed from the ledger")
             .await
         {
             return (Outcome::Interrupted, Some(why));
@@ -382,7 +380,7 @@ impl<H: Helm> Destroyer<'_, H> {
             });
             return false;
         }
-        if let Err(message) = self.lock_held("CRDs kept").await {
+        if let Some(message) = self.lock_lost("CRDs kept").await {
             self.events.emit(Event::Warning { message });
             self.events.emit(Event::PhaseFinished {
                 phase: Phase::Crds,
