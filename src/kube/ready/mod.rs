@@ -67,12 +67,20 @@ pub fn tally(kind: &str, objects: &[Value]) -> Option<(i64, i64)> {
         let generation = int(o, "/metadata/generation").unwrap_or(1).max(1);
         let current = int(o, "/status/observedGeneration").is_some_and(|g| g >= generation);
         let (done, total) = match kind {
-            "Deployment" => (
-                int(o, "/status/updatedReplicas")
-                    .unwrap_or(0)
-                    .min(int(o, "/status/availableReplicas").unwrap_or(0)),
-                int(o, "/spec/replicas").unwrap_or(1),
-            ),
+            "Deployment" => {
+                // `availableReplicas` counts the old ReplicaSets' pods too:
+                // only what is left after every old pod is counted
+                // available is surely the new template's, as `kubectl
+                // rollout status` sees it (its "N of M updated replicas are
+                // available" once no old pod is left).
+                let updated = int(o, "/status/updatedReplicas").unwrap_or(0);
+                let old = (int(o, "/status/replicas").unwrap_or(0) - updated).max(0);
+                let available = int(o, "/status/availableReplicas").unwrap_or(0);
+                (
+                    (available - old).clamp(0, updated.max(0)),
+                    int(o, "/spec/replicas").unwrap_or(1),
+                )
+            }
             "StatefulSet" => (
                 int(o, "/status/readyReplicas").unwrap_or(0),
                 int(o, "/spec/replicas").unwrap_or(1),
@@ -86,11 +94,15 @@ pub fn tally(kind: &str, objects: &[Value]) -> Option<(i64, i64)> {
                     .and_then(Value::as_str)
                     == Some("OnDelete");
                 let updated = int(o, "/status/updatedNumberScheduled").unwrap_or(0);
+                // The nodes not updated yet may run an old pod, counted in
+                // `numberAvailable`: only what is left without them is
+                // surely new.
+                let old = (total - updated).max(0);
                 (
                     if on_delete {
                         available
                     } else {
-                        available.min(updated)
+                        (available - old).clamp(0, updated.max(0))
                     },
                     total,
                 )
