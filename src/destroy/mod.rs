@@ -126,6 +126,7 @@ pub async fn run<H: Helm>(
             phase: Phase::Releases,
         });
         let (results, interrupted) = destroyer.releases(plan, &order, stop.clone()).await;
+        destroyer.namespaces_settled(&results, &stop).await;
         let ok = results.iter().all(|r| r.outcome.is_success());
         events.emit(Event::PhaseFinished {
             phase: Phase::Releases,
@@ -168,6 +169,10 @@ pub async fn run<H: Helm>(
     held.release(events, pass_on.as_ref()).await;
     result.map(|summary| summary.with_lock_lost(lost.map(|why| why.to_string())))
 }
+
+/// How long `destroy` waits for the namespaces its uninstalls emptied to
+/// finish being deleted.
+const NAMESPACES_WITHIN: std::time::Duration = std::time::Duration::from_secs(120);
 
 struct Destroyer<'a, H: Helm> {
     helm: &'a H,
@@ -358,6 +363,37 @@ impl<H: Helm> Destroyer<'_, H> {
             );
         }
         (Outcome::Uninstalled, Some(format!("was {what}")))
+    }
+
+    /// Waits (up to [`NAMESPACES_WITHIN`], all at once) for the namespaces
+    /// of uninstalled releases that are being deleted (a chart that carried
+    /// its Namespace); warns about each still being deleted then, with why,
+    /// so a `destroy && apply` is not a surprise (docs/design.md#destroy).
+    async fn namespaces_settled(&self, results: &[ReleaseResult], stop: &StopSignal) {
+        use crate::kube::namespace::{Unsettled, settled};
+        if self.dry_run {
+            return;
+        }
+        let namespaces: BTreeSet<&str> = results
+            .iter()
+            .filter(|r| r.outcome == Outcome::Uninstalled)
+            .map(|r| r.release.namespace.as_str())
+            .collect();
+        let client = &self.connection.client;
+        let until = Instant::now() + NAMESPACES_WITHIN;
+        let waits = namespaces
+            .iter()
+            .map(|ns| async move { (*ns, settled(client, ns, until, stop).await) });
+        for (ns, settled) in futures::future::join_all(waits).await {
+            if let Err(Unsettled::Lingering(why)) = settled {
+                self.events.emit(Event::Warning {
+                    message: format!(
+                        "namespace {ns} is still being deleted after {} ({why}); `bootstrap apply` waits for it before installing into it",
+                        crate::duration::span(NAMESPACES_WITHIN)
+                    ),
+                });
+            }
+        }
     }
 
     /// Deletes the CRDs once every release is gone; with releases left, the

@@ -1423,6 +1423,55 @@ fn a_ledger_lost_during_a_run_that_records_nothing_is_put_back() {
     }
 }
 
+/// A release's namespace still being deleted (a `destroy` just before took
+/// a chart's Namespace with it, held by a finalizer): the install waits,
+/// saying so, until the namespace is gone, instead of failing on helm's
+/// "is being terminated".
+#[test]
+fn an_install_into_a_namespace_still_being_deleted_waits_for_it() {
+    let cluster = Cluster::start();
+    standard_script(&cluster);
+    let held = json!({
+        "apiVersion": "v1", "kind": "Namespace",
+        "metadata": {"name": "cert-manager", "finalizers": ["example.com/hold"],
+                     "deletionTimestamp": "2026-01-01T00:00:00Z"},
+        "status": {"phase": "Terminating"}
+    });
+    cluster.api.insert(held.clone());
+    let test = config();
+    let child = cluster
+        .command(&test, &["apply", "infra"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(2500));
+    assert!(
+        cluster
+            .release_state("cert-manager", "cert-manager")
+            .is_none(),
+        "no helm ran into the terminating namespace"
+    );
+    let mut gone = held;
+    gone["metadata"]["finalizers"] = json!([]);
+    cluster.api.insert(gone);
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert!(
+        stdout.contains(
+            "cert-manager/cert-manager: waiting for namespace cert-manager to finish being deleted"
+        ),
+        "{stdout}"
+    );
+    assert_eq!(
+        cluster
+            .release_state("cert-manager", "cert-manager")
+            .unwrap()["status"],
+        "deployed"
+    );
+}
+
 /// The ledger deleted mid-run: the next record creates it again with every
 /// entry this run and earlier runs recorded, and says so.
 #[test]

@@ -494,3 +494,56 @@ fn a_lock_lost_mid_destroy_starts_no_other_uninstall_and_exits_3() {
     );
     assert!(lease(&cluster).is_none(), "not recreated");
 }
+
+/// An uninstall that took its chart's Namespace with it, held a moment by
+/// a finalizer: `destroy` waits until it is gone before it ends, so a
+/// `destroy && apply` does not meet a namespace being deleted.
+#[test]
+fn destroy_waits_for_a_namespace_its_uninstall_is_deleting() {
+    let cluster = Cluster::start();
+    let namespace = json!({"apiVersion": "v1", "kind": "Namespace",
+        "metadata": {"name": "cert-manager", "finalizers": ["example.com/hold"]}});
+    cluster.script(json!({
+        "*": {"delay_ms": 20},
+        "kube-system/cilium": {"apply_manifests": true, "manifests": [daemonset("kube-system", "cilium")]},
+        "cert-manager/cert-manager": {"apply_manifests": true,
+            "crds": [crd("cert-manager.io", "certificates", "Certificate")],
+            "manifests": [namespace, deployment("cert-manager", "cert-manager")]},
+    }));
+    let test = Test::new()
+        .file("clusters/infra/cluster.yaml", CLUSTER)
+        .file("releases/core.yaml", RELEASES);
+    let out = cluster.run(&test, &["apply", "infra"]);
+    assert_eq!(out.code, 0, "apply: {}\n{}", out.stdout, out.stderr);
+    let mut child = cluster
+        .command(&test, &["destroy", "infra", "--yes"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let ns = || cluster.api.get("v1", "Namespace", None, "cert-manager");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !ns().is_some_and(|n| !n["metadata"]["deletionTimestamp"].is_null()) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the namespace was never deleted"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "destroy ended while the namespace was still being deleted"
+    );
+    let mut released = ns().expect("held by its finalizer");
+    released["metadata"]["finalizers"] = json!([]);
+    cluster.api.insert(released);
+    let let_go = std::time::Instant::now();
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert!(ns().is_none());
+    assert!(!stdout.contains("still being deleted"), "{stdout}");
+    // And it ended soon after the namespace was let go.
+    assert!(let_go.elapsed() < std::time::Duration::from_secs(5));
+}

@@ -124,6 +124,11 @@ impl<H: Helm> ReleaseRunner<H> {
             return self.unchanged(release, &change, deadline, stop).await;
         }
 
+        if let Change::Install = change
+            && let Err(result) = self.namespace_settled(release, deadline, &stop).await
+        {
+            return result;
+        }
         for hook in &release.hooks.presync {
             if let Err(result) = self
                 .hook(release, HookPhase::Presync, hook, deadline, stop.clone())
@@ -209,6 +214,42 @@ impl<H: Helm> ReleaseRunner<H> {
         } else {
             Outcome::Installed
         })
+    }
+
+    /// The namespace of a release to install, still being deleted (a
+    /// `destroy` just before, which took a chart's Namespace with it):
+    /// waited for until it is gone, within the release's budget, so helm
+    /// does not fail on "is being terminated" (docs/design.md#destroy).
+    async fn namespace_settled(
+        &self,
+        release: &Release,
+        deadline: Instant,
+        stop: &StopSignal,
+    ) -> Result<(), StepResult> {
+        use crate::kube::namespace::{self, Unsettled};
+        let Some(client) = &self.hooks.client else {
+            return Ok(());
+        };
+        let ns = &release.id.namespace;
+        if !matches!(namespace::terminating(client, ns).await, Ok(Some(_))) {
+            return Ok(());
+        }
+        self.step_event(
+            release,
+            Step::Waiting {
+                what: format!("namespace {ns} to finish being deleted"),
+            },
+        );
+        namespace::settled(client, ns, deadline, stop)
+            .await
+            .map_err(|unsettled| match unsettled {
+                Unsettled::Stopped => interrupted(
+                    "interrupted while its namespace was being deleted; nothing was changed for this release",
+                ),
+                Unsettled::Lingering(why) => StepResult::failed(format!(
+                    "namespace {ns} is still being deleted ({why}); remove what holds it, or wait, and run `bootstrap apply` again"
+                )),
+            })
     }
 
     /// A dry run's result: what apply would do to the release.

@@ -365,7 +365,10 @@ fn a_rollout_is_counted_in_pods_of_the_current_template() {
         "status": {"observedGeneration": 2, "replicas": 2, "updatedReplicas": 1,
                    "availableReplicas": 1, "readyReplicas": 1, "unavailableReplicas": 1}
     });
-    assert_eq!(tally("Deployment", std::slice::from_ref(&rolling)), Some((0, 1)));
+    assert_eq!(
+        tally("Deployment", std::slice::from_ref(&rolling)),
+        Some((0, 1))
+    );
     // Once the old pod is gone and the new one available: 1/1.
     let mut done = rolling;
     done["status"] = serde_json::json!({"observedGeneration": 2, "replicas": 1,
