@@ -523,7 +523,7 @@ fn destroy_waits_for_a_namespace_its_uninstall_is_deleting() {
         .unwrap();
     let ns = || cluster.api.get("v1", "Namespace", None, "cert-manager");
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while !ns().is_some_and(|n| !n["metadata"]["deletionTimestamp"].is_null()) {
+    while ns().is_none_or(|n| n["metadata"]["deletionTimestamp"].is_null()) {
         assert!(
             std::time::Instant::now() < deadline,
             "the namespace was never deleted"
