@@ -463,6 +463,21 @@ pub fn describe_kube(e: &::kube::Error) -> String {
             (true, true) => format!("HTTP {}", s.code),
         };
     }
+    // The transport's chain (`ServiceError: client error (Connect): tcp
+    // connect error: Connection refused (os error 111)`) says one thing:
+    // the server could not be reached, and its innermost cause why.
+    if let ::kube::Error::Service(_) | ::kube::Error::HyperError(_) = e {
+        let mut innermost = e.to_string();
+        let mut source = std::error::Error::source(e);
+        while let Some(cause) = source {
+            let text = cause.to_string();
+            if !text.trim().is_empty() {
+                innermost = text;
+            }
+            source = cause.source();
+        }
+        return format!("the API server could not be reached: {innermost}");
+    }
     let mut out = e.to_string();
     let mut source = std::error::Error::source(e);
     while let Some(cause) = source {
@@ -729,6 +744,20 @@ mod tests {
         );
         let e = Error::config(Problem::new("a").caused_by("why"));
         assert_eq!(e.render(), "error: a\nCaused by:\n    why\n");
+    }
+
+    /// A transport error reads as what it means, with its innermost cause,
+    /// not as the client's chain of wrappers.
+    #[test]
+    fn an_unreachable_api_server_is_said_in_words() {
+        let refused = ::kube::Error::Service(Box::new(std::io::Error::new(
+            std::io::ErrorKind::ConnectionRefused,
+            "Connection refused (os error 111)",
+        )));
+        assert_eq!(
+            describe_kube(&refused),
+            "the API server could not be reached: Connection refused (os error 111)"
+        );
     }
 
     /// A cause with no words (an io::Error made from an empty message, as

@@ -55,7 +55,6 @@ pub async fn run<H: Helm + 'static>(
             .map(|r| (r.id.clone(), r.needs.clone()))
             .collect(),
     });
-    let client = &connection.client;
     let step = |step: String| events.emit(Event::PreflightStep { step });
 
     let preflight = tokio::time::Instant::now();
@@ -85,7 +84,8 @@ pub async fn run<H: Helm + 'static>(
         .map(|r| r.budget())
         .max()
         .unwrap_or(crate::release::DEFAULT_RELEASE_TIMEOUT);
-    let held = crate::run::lock(client, "apply", longest, options.dry_run, events, &stop).await?;
+    let held =
+        crate::run::lock(connection, "apply", longest, options.dry_run, events, &stop).await?;
     step(if options.dry_run {
         "no cluster lock (--dry-run)".to_string()
     } else {

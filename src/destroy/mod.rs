@@ -82,7 +82,7 @@ pub async fn run<H: Helm>(
         phase: Phase::Preflight,
     });
     let held = crate::run::lock(
-        &connection.client,
+        connection,
         "destroy",
         order
             .iter()

@@ -107,7 +107,42 @@ struct Shared {
     /// next renewal conditional); the mutex serialises renewals.
     held: tokio::sync::Mutex<Held>,
     lost: tokio::sync::watch::Sender<Option<LockLost>>,
+    /// Whether the API server answers the renewals: the run's heartbeat
+    /// (a renewal every 5 s, bounded), so an outage is said while it lasts.
+    health: tokio::sync::watch::Sender<Option<Unanswered>>,
     holder: String,
+}
+
+/// The API server has not answered a renewal since `since` (the last
+/// renewal that it answered), the last attempt failing with `cause`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unanswered {
+    pub since: Instant,
+    pub cause: String,
+}
+
+impl Shared {
+    /// Records how the last renewal went, for [`Lock::health`].
+    fn answered(&self, outcome: &Renewal, held: &Held) {
+        match outcome {
+            Renewal::Failed(e) => {
+                let cause = super::retry::describe(e);
+                self.health.send_if_modified(|now| match now {
+                    Some(u) if u.cause == cause => false,
+                    _ => {
+                        *now = Some(Unanswered {
+                            since: held.renewed,
+                            cause,
+                        });
+                        true
+                    }
+                });
+            }
+            _ => {
+                self.health.send_if_modified(|now| now.take().is_some());
+            }
+        }
+    }
 }
 
 struct Held {
@@ -450,12 +485,14 @@ impl Lock {
             Err(e) => return Err(LockError::Take(e)),
         };
         let (lost_tx, lost) = tokio::sync::watch::channel(None);
+        let (health, _) = tokio::sync::watch::channel(None);
         let shared = Arc::new(Shared {
             held: tokio::sync::Mutex::new(Held {
                 lease: held,
                 renewed: sent,
             }),
             lost: lost_tx,
+            health,
             holder: holder.clone(),
         });
         let renewer = tokio::spawn(renew(api.clone(), shared.clone()));
@@ -484,6 +521,12 @@ impl Lock {
     /// it is held.
     pub fn lost(&self) -> tokio::sync::watch::Receiver<Option<LockLost>> {
         self.lost.clone()
+    }
+
+    /// `Some` while the API server does not answer the lock's renewals
+    /// (docs/design.md#cluster-lock): the run's view of an outage.
+    pub fn health(&self) -> tokio::sync::watch::Receiver<Option<Unanswered>> {
+        self.shared.health.subscribe()
     }
 
     /// The run whose expired lock this run took over, if it did.
@@ -635,6 +678,7 @@ impl LockCheck {
             return Ok(());
         }
         let outcome = renew_once(&self.api, &self.shared.holder, &mut held).await;
+        self.shared.answered(&outcome, &held);
         match outcome {
             Renewal::Renewed => Ok(()),
             Renewal::Lost(why) => {
@@ -723,7 +767,9 @@ async fn renew(api: Api<Lease>, shared: Arc<Shared>) {
     loop {
         tokio::time::sleep(RENEW_EVERY).await;
         let mut held = shared.held.lock().await;
-        let why = match renew_once(&api, &shared.holder, &mut held).await {
+        let outcome = renew_once(&api, &shared.holder, &mut held).await;
+        shared.answered(&outcome, &held);
+        let why = match outcome {
             Renewal::Renewed => continue,
             Renewal::Failed(_) if Instant::now() < held.valid_until() => continue,
             Renewal::Failed(e) => unrenewed(&held, &e),

@@ -154,6 +154,8 @@ pub struct Held {
     pub stop: StopSignal,
     lost: Option<tokio::sync::watch::Receiver<Option<crate::kube::lock::LockLost>>>,
     follower: Option<tokio::task::JoinHandle<()>>,
+    /// Says when the API server stops and starts answering again.
+    outages: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl Held {
@@ -201,6 +203,9 @@ impl Held {
         if let Some(follower) = self.follower {
             follower.abort();
         }
+        if let Some(outages) = self.outages {
+            outages.abort();
+        }
         if let Some(lock) = self.lock
             && let Err(message) = lock.release(pass_on).await
         {
@@ -222,7 +227,7 @@ pub fn lock_lost(command: &str, cluster: &str, why: &str) -> Error {
 /// taking over an expired lock is a warning. `helm_timeout`: the longest a
 /// helm operation of this run may last (its longest release budget).
 pub async fn lock(
-    client: &::kube::Client,
+    connection: &crate::kube::client::Connection,
     operation: &str,
     helm_timeout: Duration,
     dry_run: bool,
@@ -235,12 +240,14 @@ pub async fn lock(
             stop: stop.clone(),
             lost: None,
             follower: None,
+            outages: None,
         });
     }
     let note = |note: LockNote| match note {
         LockNote::Watching(step) => events.emit(Event::PreflightStep { step }),
         LockNote::TookOver(message) => events.emit(Event::Warning { message }),
     };
+    let client = &connection.client;
     let lock = interruptible(stop, Lock::acquire(client, operation, helm_timeout, note)).await??;
     let lost = lock.lost();
     let (tx, inner) = tokio::sync::watch::channel(*stop.borrow());
@@ -250,12 +257,55 @@ pub async fn lock(
         std::sync::Arc::new(tx),
         events.clone(),
     ));
+    let outages = tokio::spawn(say_outages(
+        lock.health(),
+        connection.server.clone(),
+        events.clone(),
+    ));
     Ok(Held {
         lock: Some(lock),
         stop: inner,
         lost: Some(lost),
         follower: Some(follower),
+        outages: Some(outages),
     })
+}
+
+/// Says when the API server stops answering the lock's renewals and when
+/// it answers again (docs/design.md#cluster-lock): an outage is seen
+/// within a renewal or two (5 to 10 s), in the tool's own words, whether
+/// the server refuses connections or stops answering.
+async fn say_outages(
+    mut health: tokio::sync::watch::Receiver<Option<crate::kube::lock::Unanswered>>,
+    server: String,
+    events: Emitter,
+) {
+    let mut away: Option<tokio::time::Instant> = None;
+    while health.changed().await.is_ok() {
+        let now = health.borrow_and_update().clone();
+        match (now, away) {
+            (Some(unanswered), None) => {
+                away = Some(unanswered.since);
+                events.emit(Event::Warning {
+                    message: format!(
+                        "the Kubernetes API server at {server} has not answered for {} ({}); waiting for it: what runs goes on when it answers, and the run stops (exit 3) if it stays away until the cluster lock may be lost",
+                        crate::duration::span(unanswered.since.elapsed()),
+                        unanswered.cause
+                    ),
+                });
+            }
+            (None, Some(since)) => {
+                away = None;
+                events.emit(Event::Warning {
+                    message: format!(
+                        "the Kubernetes API server at {server} answers again, after {} without an answer",
+                        crate::duration::span(since.elapsed())
+                    ),
+                });
+            }
+            _ => {}
+        }
+    }
 }
 
 /// Forwards the command's stop to the engine's, and stops the engine

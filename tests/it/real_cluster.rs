@@ -1364,6 +1364,45 @@ fn the_lock_on_the_real_lease_api() {
     );
     let status = real.run(&["status", "infra", "--output", "json"]);
     assert_eq!(status.code, 0, "{}", status.stderr);
+
+    // The API server stops answering (SIGSTOP: connections are accepted,
+    // nothing is answered, as in a partition) for 12 s right after a run
+    // took the lock: the run says so in its own words within seconds, says
+    // when it answers again, and converges.
+    let run = spawn_apply(&real);
+    let pid = run.id();
+    plane_wait(&real.plane, "the run to take the lock", || {
+        lease_holder(&real).filter(|h| h.ends_with(&format!("pid {pid}")))
+    });
+    real.plane.signal("kube-apiserver", libc::SIGSTOP);
+    std::thread::sleep(Duration::from_secs(12));
+    real.plane.signal("kube-apiserver", libc::SIGCONT);
+    let run = finish(run);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    let warnings: Vec<String> = run
+        .stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|e| e["event"] == "warning")
+        .filter_map(|e| e["message"].as_str().map(String::from))
+        .collect();
+    let away = format!(
+        "the Kubernetes API server at {} has not answered for ",
+        real.plane.server
+    );
+    assert!(
+        warnings.iter().any(|w| w.starts_with(&away)),
+        "{warnings:?}"
+    );
+    assert!(
+        warnings.iter().any(|w| w.contains("answers again, after ")),
+        "{warnings:?}"
+    );
+    assert!(
+        !run.stdout.contains("ServiceError") && !run.stderr.contains("ServiceError"),
+        "{}",
+        run.stdout
+    );
 }
 
 // ---------------------------------------------------------------------------

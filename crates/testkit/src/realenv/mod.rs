@@ -480,6 +480,22 @@ impl ControlPlane {
         }
     }
 
+    /// Sends `signal` to the process group of the environment's process
+    /// `name` (`kube-apiserver`, `etcd`, ...): SIGSTOP makes an API server
+    /// that accepts connections and answers nothing, as a partition does;
+    /// SIGCONT lets it go on.
+    pub fn signal(&self, name: &str, signal: libc::c_int) {
+        let proc = self
+            .procs
+            .iter()
+            .find(|p| p.name == name)
+            .unwrap_or_else(|| panic!("no process {name} in the environment"));
+        let pgid = proc.child.id() as libc::pid_t;
+        // SAFETY: a plain syscall on a process group this environment started.
+        let rc = unsafe { libc::kill(-pgid, signal) };
+        assert_eq!(rc, 0, "signal {signal} to {name}");
+    }
+
     /// The client of this API server, as admin.
     pub fn api(&self) -> &Api {
         &self.api
