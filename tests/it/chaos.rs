@@ -2,7 +2,8 @@
 //! and the fake helm with one random fault each (API errors, watch drops,
 //! the Lease stolen or deleted, ledger shards deleted or rewritten, helm
 //! failing, slow or hung, SIGINT/SIGTERM/SIGHUP, kill -9, a second run at
-//! the same time, `--timeout` with the API gone), each followed by a clean
+//! the same time, one whose clock reads the first run's Lease as an hour
+//! old, `--timeout` with the API gone), each followed by a clean
 //! re-run. The seed is fixed, so every run of this test draws the same
 //! scenarios (the timing of a fault against the run still varies).
 //!
@@ -107,11 +108,14 @@ enum Fault {
     /// bootstrap.
     Kill9WithHelm,
     Concurrent,
+    /// A second run while the first one's Lease looks an hour old, as it
+    /// does from a machine whose clock is an hour ahead of the holder's.
+    SkewedConcurrent,
     HelmHangsPastTimeout,
     ApiGoneWithTimeout,
 }
 
-const FAULTS: [Fault; 17] = [
+const FAULTS: [Fault; 18] = [
     Fault::ApiErrors,
     Fault::LedgerWriteErrors,
     Fault::WatchDrops,
@@ -127,6 +131,7 @@ const FAULTS: [Fault; 17] = [
     Fault::Kill9,
     Fault::Kill9WithHelm,
     Fault::Concurrent,
+    Fault::SkewedConcurrent,
     Fault::HelmHangsPastTimeout,
     Fault::ApiGoneWithTimeout,
 ];
@@ -412,6 +417,38 @@ impl Scenario {
                     }
                 }
                 self.check_success(&b);
+                a
+            }
+            Fault::SkewedConcurrent => {
+                let first = self.spawn(&[]);
+                let deadline = Instant::now() + Duration::from_secs(10);
+                while self.lease().is_none() && Instant::now() < deadline {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                std::thread::sleep(Duration::from_millis(rng.below(300)));
+                let mut second = self.spawn(&[]);
+                let hour_ago = testkit::cluster::rfc3339(
+                    std::time::SystemTime::now() - Duration::from_secs(3600),
+                );
+                // The holder's renewals, as this machine's clock reads them.
+                while second.try_wait().unwrap().is_none() && started.elapsed() < bound {
+                    if let Some(mut held) = self.lease() {
+                        held["spec"]["renewTime"] = json!(hour_ago);
+                        self.cluster.api.insert(held);
+                    }
+                    std::thread::sleep(Duration::from_millis(200));
+                }
+                let b = self.finish(second, started, bound);
+                let a = self.finish(first, started, bound);
+                for run in [&a, &b] {
+                    if !matches!(run.code, Some(0 | 3)) {
+                        self.violation(format!(
+                            "skewed concurrent run: exit {:?}\n{}",
+                            run.code, run.stderr
+                        ));
+                    }
+                }
+                self.check_success(&a);
                 a
             }
             Fault::HelmHangsPastTimeout => {
