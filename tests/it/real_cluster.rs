@@ -1403,6 +1403,50 @@ fn the_lock_on_the_real_lease_api() {
         "{}",
         run.stdout
     );
+
+    // A rolling update that stays unready: the new pod can be scheduled
+    // nowhere, the real Deployment controller keeps the 3 old pods
+    // available. The tally counts pods of the new template only (0/3, never
+    // the old pods' 1/3 or 3/3), and the release fails at its timeout
+    // saying why, as `kubectl rollout status` would.
+    real.edit_cluster(|text| {
+        text.replace(
+            "overrides:\n  coredns:\n    values: { replicaCount: 3 }\n",
+            "overrides:\n  coredns:\n    timeout: 20s\n    values: { replicaCount: 3, nodeSelector: { bootstrap.dev/nowhere: \"true\" } }\n",
+        )
+    });
+    let stuck = real.run(&["apply", "infra", "--output", "json"]);
+    assert_eq!(stuck.code, 1, "{}\n{}", stuck.stdout, stuck.stderr);
+    let events: Vec<Value> = stuck
+        .stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let tallies: Vec<(i64, i64)> = events
+        .iter()
+        .filter(|e| e["event"] == "release_progress" && e["release"] == "kube-system/coredns")
+        .filter_map(|e| Some((e["tally"]["done"].as_i64()?, e["tally"]["total"].as_i64()?)))
+        .collect();
+    assert!(!tallies.is_empty(), "{}", stuck.stdout);
+    assert!(
+        tallies
+            .iter()
+            .all(|(done, total)| *done == 0 && *total == 3),
+        "{tallies:?}"
+    );
+    assert_eq!(outcomes(&events)["kube-system/coredns"], "failed");
+    let failed = events
+        .iter()
+        .find(|e| e["event"] == "release_finished" && e["release"] == "kube-system/coredns")
+        .and_then(|e| e["message"].as_str())
+        .unwrap_or_default();
+    // Said as `kubectl rollout status` says it: new pods missing (1 or 2 of
+    // 3 updated, as coredns' surge and unavailability allow), never ready.
+    assert!(
+        failed.contains(" of 3 pods updated") || failed.contains(" of 3 updated pods available"),
+        "{failed}\n{}",
+        stuck.stdout
+    );
 }
 
 // ---------------------------------------------------------------------------
