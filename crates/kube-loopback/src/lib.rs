@@ -1,8 +1,9 @@
 //! A loopback Kubernetes API server for binary-level tests and benchmarks.
 //!
 //! It serves discovery, CRUD, patch (including server-side apply), status
-//! subresources and watches over plain HTTP, faithfully enough for kube-rs
-//! and kubectl, from an in-memory store. Scripted controllers roll out
+//! subresources, watches and metadata-only reads (`Accept: …;as=PartialObjectMetadata`
+//! or `…List`) over plain HTTP, faithfully enough for kube-rs and kubectl,
+//! from an in-memory store. Scripted controllers roll out
 //! workloads and establish CRDs; faults can be injected on demand.
 //!
 //! It runs on its own tokio runtime in a background thread so plain `#[test]`
