@@ -113,6 +113,7 @@ async fn handle(
         path: uri.path().to_string(),
         query: uri.query().unwrap_or_default().to_string(),
         content_type: content_type.clone(),
+        accept: header_str(header::ACCEPT),
         body: body.clone(),
     };
     if let Some(code) = shared.admit(request) {

@@ -46,6 +46,9 @@ pub struct Request {
     pub path: String,
     pub query: String,
     pub content_type: Option<String>,
+    /// The Accept header (`…;as=PartialObjectMetadataList;…` for a
+    /// metadata-only list).
+    pub accept: Option<String>,
     /// What the client sent (tests look for secrets in it).
     pub body: axum::body::Bytes,
 }
@@ -53,6 +56,14 @@ pub struct Request {
 impl Request {
     pub fn is_mutation(&self) -> bool {
         self.method != "GET"
+    }
+
+    /// Asked for the objects' metadata only (`as=PartialObjectMetadata` or
+    /// `as=PartialObjectMetadataList`).
+    pub fn is_metadata_only(&self) -> bool {
+        self.accept
+            .as_deref()
+            .is_some_and(|a| a.contains("as=PartialObjectMetadata"))
     }
 
     pub fn is_watch(&self) -> bool {
