@@ -108,6 +108,11 @@ async fn handle(
             .map(String::from)
     };
     let content_type = header_str(header::CONTENT_TYPE);
+    // A remote server: half the round trip before the request arrives,
+    // half after it is served.
+    let delay = shared.delay();
+    let there = delay / 2;
+    tokio::time::sleep(there).await;
     let request = Request {
         method: method.to_string(),
         path: uri.path().to_string(),
@@ -115,23 +120,32 @@ async fn handle(
         content_type: content_type.clone(),
         accept: header_str(header::ACCEPT),
         body: body.clone(),
+        seq: 0,
+        received: std::time::Instant::now(),
+        answered: None,
     };
-    if let Some(code) = shared.admit(request) {
-        return error_response(&ApiError::injected(code));
-    }
-    let call = Call {
-        method,
-        params: Query::<HashMap<String, String>>::try_from_uri(&uri)
-            .map(|q| q.0)
-            .unwrap_or_default(),
-        content_type: content_type.unwrap_or_default(),
-        body,
-        aggregated_discovery: header_str(header::ACCEPT)
-            .is_some_and(|a| a.contains("as=APIGroupDiscoveryList")),
-        accept: header_str(header::ACCEPT),
+    let (index, fault) = shared.admit(request);
+    let response = match fault {
+        Some(code) => error_response(&ApiError::injected(code)),
+        None => {
+            let call = Call {
+                method,
+                params: Query::<HashMap<String, String>>::try_from_uri(&uri)
+                    .map(|q| q.0)
+                    .unwrap_or_default(),
+                content_type: content_type.unwrap_or_default(),
+                body,
+                aggregated_discovery: header_str(header::ACCEPT)
+                    .is_some_and(|a| a.contains("as=APIGroupDiscoveryList")),
+                accept: header_str(header::ACCEPT),
+            };
+            let segments: Vec<&str> = uri.path().split('/').filter(|s| !s.is_empty()).collect();
+            dispatch(&shared, &segments, &call).unwrap_or_else(|e| error_response(&e))
+        }
     };
-    let segments: Vec<&str> = uri.path().split('/').filter(|s| !s.is_empty()).collect();
-    dispatch(&shared, &segments, &call).unwrap_or_else(|e| error_response(&e))
+    tokio::time::sleep(delay - there).await;
+    shared.answered(index);
+    response
 }
 
 fn dispatch(shared: &Arc<Shared>, segments: &[&str], call: &Call) -> Result<Response, ApiError> {

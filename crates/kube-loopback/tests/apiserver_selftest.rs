@@ -1213,3 +1213,41 @@ async fn metadata_only_requests_get_partial_object_metadata() {
         .collect();
     assert_eq!(added, ["a.v1", "a.v2"]);
 }
+
+/// A latency delays every answer by about its base, requests in flight
+/// together overlap (as on a network), and the log says how many a client
+/// waited for in turn.
+#[tokio::test]
+async fn latency_delays_each_request_and_overlapping_ones_together() {
+    let latency = Duration::from_millis(60);
+    let server = ApiServer::builder()
+        .latency(latency, Duration::from_millis(10))
+        .start();
+    let cms: Api<ConfigMap> = Api::namespaced(client(&server), "apps");
+    let started = Instant::now();
+    cms.list(&ListParams::default()).await.unwrap();
+    cms.list(&ListParams::default()).await.unwrap();
+    let serial = started.elapsed();
+    assert!(serial >= 2 * Duration::from_millis(50), "{serial:?}");
+    assert_eq!(kube_loopback::serial_depth(&server.request_log()), 2);
+
+    server.clear_request_log();
+    let started = Instant::now();
+    let params = ListParams::default();
+    let lists = (0..8).map(|_| cms.list(&params));
+    for list in futures::future::join_all(lists).await {
+        list.unwrap();
+    }
+    let together = started.elapsed();
+    assert!(
+        together >= Duration::from_millis(50) && together < 2 * latency,
+        "{together:?}"
+    );
+    let log = server.request_log();
+    assert_eq!(log.len(), 8);
+    assert!(
+        log.iter()
+            .all(|r| r.answered.is_some_and(|a| a >= r.received))
+    );
+    assert_eq!(kube_loopback::serial_depth(&log), 1);
+}
