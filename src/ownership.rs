@@ -10,7 +10,7 @@ use futures::StreamExt;
 
 use crate::error::{Error, Failure};
 use crate::helm::{DeployedRelease, Helm};
-use crate::kube::apply::list_all;
+use crate::kube::apply::ApplyError;
 use crate::kube::client::Connection;
 use crate::plan::Plan;
 use crate::release::{Ownership, Release, ReleaseId};
@@ -111,7 +111,7 @@ pub async fn helm_releases(
 ) -> Result<BTreeMap<ReleaseId, Vec<LiveHelmRelease>>, Error> {
     let lists = futures::future::join_all(
         HELM_RELEASE_VERSIONS
-            .map(|api_version| list_all(&connection.client, api_version, "HelmRelease")),
+            .map(|api_version| list_helm_releases(&connection.client, api_version)),
     )
     .await;
     let mut managed_by: BTreeMap<ReleaseId, Vec<LiveHelmRelease>> = BTreeMap::new();
@@ -153,6 +153,45 @@ pub async fn helm_releases(
 
 /// Each release's Helm release Secrets: name and labels.
 type SecretLabels = BTreeMap<ReleaseId, Vec<(String, BTreeMap<String, String>)>>;
+
+/// Every HelmRelease of `api_version` in all namespaces, as JSON with its
+/// `apiVersion` and `kind`. Listed directly: its resource is `helmreleases`,
+/// namespaced, in every version of Flux, so no discovery round trip comes
+/// first; a version the cluster does not serve answers 404, which is none.
+async fn list_helm_releases(
+    client: &::kube::Client,
+    api_version: &str,
+) -> Result<Vec<serde_json::Value>, ApplyError> {
+    use ::kube::api::{ApiResource, DynamicObject, GroupVersionKind, ListParams};
+    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+    let gvk = GroupVersionKind::gvk(group, version, "HelmRelease");
+    let resource = ApiResource::from_gvk_with_plural(&gvk, "helmreleases");
+    let api: ::kube::Api<DynamicObject> = ::kube::Api::all_with(client.clone(), &resource);
+    let params = ListParams::default();
+    let list =
+        match crate::kube::retry::retry(crate::kube::retry::API_RETRY_BUDGET, || api.list(&params))
+            .await
+        {
+            Ok(list) => list,
+            Err(e) if crate::kube::retry::is_not_found(&e) => return Ok(Vec::new()),
+            Err(source) => {
+                return Err(ApplyError::Api {
+                    what: "list HelmRelease".into(),
+                    source,
+                });
+            }
+        };
+    Ok(list
+        .items
+        .into_iter()
+        .filter_map(|o| {
+            let mut v = serde_json::to_value(o).ok()?;
+            v["apiVersion"] = serde_json::Value::String(api_version.to_string());
+            v["kind"] = serde_json::Value::String("HelmRelease".into());
+            Some(v)
+        })
+        .collect())
+}
 
 /// How many namespaces' Helm release secrets are listed at once.
 const SECRET_LISTS_AT_ONCE: usize = 16;
