@@ -180,7 +180,42 @@ pub fn run(mode: Mode) {
             }
         }
     }
+    graph_against_plan(mode);
     println!();
+}
+
+/// `graph c00` against `plan c00` on the same catalog, warm parse cache,
+/// alternately: graph prints the DAG and renders no values
+/// (docs/design.md#commands), so it costs less than plan, which renders
+/// every release's values. CPU time (the process's own, user + system),
+/// which a shared machine disturbs less than the wall clock.
+fn graph_against_plan(mode: Mode) {
+    let size = if mode.quick { 200 } else { 1000 };
+    let runs = mode.runs(9);
+    let dir = tempfile::tempdir().expect("tempdir");
+    catalog::config(dir.path(), size, 1, seed(size));
+    let cache = tempfile::tempdir().expect("tempdir");
+    let (mut graph, mut plan) = (Vec::new(), Vec::new());
+    for round in 0..=runs {
+        let p = proc::run(bootstrap(dir.path(), cache.path(), &["plan", "c00"]));
+        assert_eq!(p.code, 0, "plan failed:\n{}", p.stderr);
+        let g = proc::run(bootstrap(dir.path(), cache.path(), &["graph", "c00"]));
+        assert_eq!(g.code, 0, "graph failed:\n{}", g.stderr);
+        if round > 0 {
+            plan.push(ms(p.cpu_own));
+            graph.push(ms(g.cpu_own));
+        }
+    }
+    let (graph, plan) = (median(&graph), median(&plan));
+    println!(
+        "\ngraph vs plan, {size} releases, 1 cluster, warm parse cache, CPU time (medians of {runs}): graph {graph:.1} ms, plan {plan:.1} ms ({:.2})",
+        graph / plan
+    );
+    verdict(
+        "graph renders nothing it does not print (costs less CPU than plan)",
+        graph < plan,
+        format!("{graph:.1} vs {plan:.1} ms"),
+    );
 }
 
 pub fn seed(size: usize) -> u64 {

@@ -176,7 +176,7 @@ struct Shared {
     drop_tx: channel::Sender<u64>,
     runtime: Handle,
     addr: SocketAddr,
-    latency: Latency,
+    latency: Mutex<Latency>,
     /// xorshift64 state for the jitter.
     random: AtomicU64,
 }
@@ -189,7 +189,8 @@ impl Shared {
         x ^= x >> 7;
         x ^= x << 17;
         self.random.store(x, Ordering::Relaxed);
-        self.latency.sample(x)
+        let latency = *self.latency.lock().unwrap_or_else(|e| e.into_inner());
+        latency.sample(x)
     }
 
     /// Notes when the answer to request `seq` left.
@@ -348,7 +349,7 @@ impl Builder {
             drop_tx: channel::Sender::new(0),
             runtime,
             addr,
-            latency: self.latency,
+            latency: Mutex::new(self.latency),
             random: AtomicU64::new(
                 std::time::SystemTime::now()
                     .duration_since(std::time::UNIX_EPOCH)
@@ -482,7 +483,21 @@ impl ApiServer {
 
     /// The delay every request gets ([`Builder::latency`]).
     pub fn latency(&self) -> Latency {
-        self.shared.latency
+        *self
+            .shared
+            .latency
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Changes the delay of the requests that arrive from now on (a
+    /// benchmark sets a cluster up at no latency, then measures at several).
+    pub fn set_latency(&self, base: Duration, jitter: Duration) {
+        *self
+            .shared
+            .latency
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Latency { base, jitter };
     }
 
     pub fn clear_request_log(&self) {
