@@ -15,6 +15,13 @@
 //! the whole command; its helm processes are counted apart (the fake helm
 //! answers from files: a real helm's `history` or `list` is one API round
 //! trip or more of its own).
+//!
+//! Then a `needs` edge at the same distances: a chain of 10 releases, each
+//! needing the one before, installed by an instant fake helm on a fresh
+//! cluster; the release phase (its own events) divided by the chain's
+//! length gives each step's time and its requests, serial ones apart: what
+//! a dependent waits for after the release it needs has finished in helm
+//! (the ledger record, the lock checks, the next step's start).
 
 use std::io::{BufRead, BufReader};
 use std::process::Stdio;
@@ -163,6 +170,75 @@ fn status(cluster: &Cluster, test: &Test) -> Figures {
     }
 }
 
+/// Releases in the `needs` chain.
+const CHAIN: usize = 10;
+
+/// The chain `c0 <- c1 <- …`, one namespace, CRDs left to helm.
+fn chain_catalog() -> Test {
+    let releases: String = (0..CHAIN)
+        .map(|i| {
+            let needs = if i == 0 {
+                String::new()
+            } else {
+                format!("needs: [c{}]\n", i - 1)
+            };
+            format!(
+                "---\nname: c{i}\nnamespace: chain\nchart: {{ repo: https://charts.example.com, name: app, version: 1.0.0 }}\ncrds: chart\n{needs}"
+            )
+        })
+        .collect();
+    Test::new()
+        .file(
+            "clusters/infra/cluster.yaml",
+            "name: infra\ncontext: admin@infra\n",
+        )
+        .file("releases/chain.yaml", &releases)
+}
+
+/// A whole apply of the chain at `rtt`: per step (release phase ÷ chain),
+/// its ms, requests and serial requests.
+fn chain(test: &Test, rtt: Duration) -> (f64, f64, f64) {
+    let cluster = Cluster::start();
+    cluster.script(json!({"*": {"delay_ms": 0}}));
+    cluster.api.set_latency(rtt, rtt / 10);
+    let clock = Clock::now();
+    let out = cluster.run(test, &["apply", "infra", "--output", "json"]);
+    assert_eq!(out.code, 0, "chain: {}\n{}", out.stdout, out.stderr);
+    let events: Vec<Value> = out
+        .stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let at = |name: &str| {
+        events
+            .iter()
+            .find(|e| e["event"] == name && e["phase"] == "releases")
+            .expect("release phase events")
+            .clone()
+    };
+    let (started, finished) = (at("phase_started"), at("phase_finished"));
+    let ms = finished["elapsed_ms"].as_f64().unwrap() - started["elapsed_ms"].as_f64().unwrap();
+    let (from, to) = (
+        event_unix_ms(&started) - 1.0,
+        event_unix_ms(&finished) + 1.0,
+    );
+    let requests: Vec<Request> = cluster
+        .api
+        .request_log()
+        .into_iter()
+        .filter(|r| {
+            let at = clock.unix_ms(r.received);
+            at >= from && at <= to
+        })
+        .collect();
+    let per = |n: f64| n / CHAIN as f64;
+    (
+        per(ms),
+        per(requests.len() as f64),
+        per(serial_depth(&requests) as f64),
+    )
+}
+
 fn median_of(figures: &[Figures]) -> Figures {
     let pick = |f: &dyn Fn(&Figures) -> f64| median(&figures.iter().map(f).collect::<Vec<_>>());
     Figures {
@@ -248,6 +324,33 @@ pub fn run(mode: Mode) {
         "preflight's serial requests do not grow with the releases (100 ms RTT)",
         many <= few,
         format!("{few} at {} releases, {many} at {}", SIZES[0], SIZES[2]),
+    );
+
+    println!(
+        "\na needs edge: a chain of {CHAIN} releases, instant fake helm, fresh cluster; per step (release phase / {CHAIN}), medians of {runs} run(s)"
+    );
+    println!(
+        "{:>6} | {:>8} {:>9} {:>7}",
+        "RTT", "step ms", "requests", "serial"
+    );
+    let test = chain_catalog();
+    let mut serial_at_100 = f64::NAN;
+    for &rtt in &RTTS_MS {
+        let measured: Vec<(f64, f64, f64)> = (0..runs)
+            .map(|_| chain(&test, Duration::from_millis(rtt)))
+            .collect();
+        let pick =
+            |f: fn(&(f64, f64, f64)) -> f64| median(&measured.iter().map(f).collect::<Vec<_>>());
+        let (ms, requests, serial) = (pick(|m| m.0), pick(|m| m.1), pick(|m| m.2));
+        println!("{rtt:>3} ms | {ms:>8.1} {requests:>9.1} {serial:>7.1}");
+        if rtt == 100 {
+            serial_at_100 = serial;
+        }
+    }
+    verdict(
+        "a needs edge costs at most one round trip at 100 ms RTT (serial requests per step)",
+        serial_at_100 <= 1.0,
+        format!("{serial_at_100:.1}"),
     );
     println!();
 }
