@@ -264,9 +264,12 @@ pub enum Failure {
         #[source]
         source: BoxError,
     },
-    #[error("cannot read the Helm release secrets of {release}")]
+    /// `releases`: the plan's releases in `namespace` whose secrets were
+    /// to be read (`kube-system/cilium, kube-system/coredns`).
+    #[error("cannot read the Helm release secrets in namespace {namespace} (of {releases})")]
     ReleaseSecrets {
-        release: String,
+        namespace: String,
+        releases: String,
         #[source]
         source: BoxError,
     },

@@ -6,9 +6,11 @@
 
 use std::collections::BTreeMap;
 
+use futures::StreamExt;
+
 use crate::error::{Error, Failure};
 use crate::helm::{DeployedRelease, Helm};
-use crate::kube::apply::list_all;
+use crate::kube::apply::ApplyError;
 use crate::kube::client::Connection;
 use crate::plan::Plan;
 use crate::release::{Ownership, Release, ReleaseId};
@@ -92,21 +94,29 @@ impl Live {
     }
 }
 
+/// The API versions of Flux's HelmRelease read, newest first.
+const HELM_RELEASE_VERSIONS: [&str; 3] = [
+    "helm.toolkit.fluxcd.io/v2",
+    "helm.toolkit.fluxcd.io/v2beta2",
+    "helm.toolkit.fluxcd.io/v2beta1",
+];
+
 /// The Flux HelmReleases in the cluster (`v2`, `v2beta2`, `v2beta1`) that
 /// manage releases of the plan, by release (helm-controller's identity rules).
+/// The three versions are listed at once (docs/design.md#preflight-requests);
+/// they are read in the order above whatever answered first.
 pub async fn helm_releases(
     plan: &Plan,
     connection: &Connection,
 ) -> Result<BTreeMap<ReleaseId, Vec<LiveHelmRelease>>, Error> {
+    let lists = futures::future::join_all(
+        HELM_RELEASE_VERSIONS
+            .map(|api_version| list_helm_releases(&connection.client, api_version)),
+    )
+    .await;
     let mut managed_by: BTreeMap<ReleaseId, Vec<LiveHelmRelease>> = BTreeMap::new();
-    for api_version in [
-        "helm.toolkit.fluxcd.io/v2",
-        "helm.toolkit.fluxcd.io/v2beta2",
-        "helm.toolkit.fluxcd.io/v2beta1",
-    ] {
-        let list = list_all(&connection.client, api_version, "HelmRelease")
-            .await
-            .map_err(|e| Failure::ListHelmReleases { source: e.into() })?;
+    for list in lists {
+        let list = list.map_err(|e| Failure::ListHelmReleases { source: e.into() })?;
         for hr in list {
             let name = hr
                 .pointer("/metadata/name")
@@ -139,6 +149,113 @@ pub async fn helm_releases(
         }
     }
     Ok(managed_by)
+}
+
+/// Each release's Helm release Secrets: name and labels.
+type SecretLabels = BTreeMap<ReleaseId, Vec<(String, BTreeMap<String, String>)>>;
+
+/// Every HelmRelease of `api_version` in all namespaces, as JSON with its
+/// `apiVersion` and `kind`. Listed directly: its resource is `helmreleases`,
+/// namespaced, in every version of Flux, so no discovery round trip comes
+/// first; a version the cluster does not serve answers 404, which is none.
+async fn list_helm_releases(
+    client: &::kube::Client,
+    api_version: &str,
+) -> Result<Vec<serde_json::Value>, ApplyError> {
+    use ::kube::api::{ApiResource, DynamicObject, GroupVersionKind, ListParams};
+    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+    let gvk = GroupVersionKind::gvk(group, version, "HelmRelease");
+    let resource = ApiResource::from_gvk_with_plural(&gvk, "helmreleases");
+    let api: ::kube::Api<DynamicObject> = ::kube::Api::all_with(client.clone(), &resource);
+    let params = ListParams::default();
+    let list =
+        match crate::kube::retry::retry(crate::kube::retry::API_RETRY_BUDGET, || api.list(&params))
+            .await
+        {
+            Ok(list) => list,
+            Err(e) if crate::kube::retry::is_not_found(&e) => return Ok(Vec::new()),
+            Err(source) => {
+                return Err(ApplyError::Api {
+                    what: "list HelmRelease".into(),
+                    source,
+                });
+            }
+        };
+    Ok(list
+        .items
+        .into_iter()
+        .filter_map(|o| {
+            let mut v = serde_json::to_value(o).ok()?;
+            v["apiVersion"] = serde_json::Value::String(api_version.to_string());
+            v["kind"] = serde_json::Value::String("HelmRelease".into());
+            Some(v)
+        })
+        .collect())
+}
+
+/// How many namespaces' Helm release secrets are listed at once.
+const SECRET_LISTS_AT_ONCE: usize = 16;
+
+/// The labels of every Helm release Secret (`owner=helm`) of `releases`,
+/// by release, each release's in the API server's order (by name): one
+/// metadata-only list per namespace (a Secret's payload is every kept
+/// revision of the release; only its labels are read), those of all
+/// namespaces at once, each retried as any read (docs/design.md#one-deadline).
+/// A namespace that cannot be read fails with its releases named; with
+/// several, the first in `releases`' order.
+async fn release_secret_labels(
+    releases: &[&Release],
+    client: &::kube::Client,
+) -> Result<SecretLabels, Error> {
+    let mut namespaces: Vec<(&str, Vec<&ReleaseId>)> = Vec::new();
+    for release in releases {
+        let id = &release.id;
+        match namespaces.iter_mut().find(|(ns, _)| *ns == id.namespace) {
+            Some((_, ids)) => ids.push(id),
+            None => namespaces.push((&id.namespace, vec![id])),
+        }
+    }
+    let params = ::kube::api::ListParams::default().labels("owner=helm");
+    let listed: Vec<_> = futures::stream::iter(namespaces.iter().map(|(namespace, _)| {
+        let api: ::kube::Api<k8s_openapi::api::core::v1::Secret> =
+            ::kube::Api::namespaced(client.clone(), namespace);
+        let params = &params;
+        async move {
+            crate::kube::retry::retry(crate::kube::retry::API_RETRY_BUDGET, || {
+                api.list_metadata(params)
+            })
+            .await
+        }
+    }))
+    .buffered(SECRET_LISTS_AT_ONCE)
+    .collect()
+    .await;
+    let mut labels = SecretLabels::new();
+    for ((namespace, ids), list) in namespaces.iter().zip(listed) {
+        let list = list.map_err(|e| Failure::ReleaseSecrets {
+            namespace: namespace.to_string(),
+            releases: ids
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", "),
+            source: e.into(),
+        })?;
+        for secret in list.items {
+            let secret_labels = secret.metadata.labels.unwrap_or_default();
+            let Some(id) = ids
+                .iter()
+                .find(|id| secret_labels.get("name") == Some(&id.name))
+            else {
+                continue;
+            };
+            labels
+                .entry((*id).clone())
+                .or_default()
+                .push((secret.metadata.name.unwrap_or_default(), secret_labels));
+        }
+    }
+    Ok(labels)
 }
 
 /// Handover releases a Flux HelmRelease has adopted, with its `namespace/name`.
@@ -225,33 +342,30 @@ pub async fn gather<H: Helm>(
     connection: &Connection,
 ) -> Result<Live, Error> {
     let ours: Vec<&Release> = plan.installed().collect();
-    let managed_by = helm_releases(plan, connection).await?;
+    // helm-controller's own labels are expected once Flux adopts a handover
+    // release: only the others' secrets are read.
+    let owned: Vec<&Release> = ours
+        .iter()
+        .copied()
+        .filter(|r| r.ownership != Ownership::Handover)
+        .collect();
+    // Three independent reads at once (docs/design.md#preflight-requests),
+    // judged in this order whatever answered first.
+    let (managed_by, secrets, deployed) = tokio::join!(
+        helm_releases(plan, connection),
+        release_secret_labels(&owned, &connection.client),
+        helm.list(&connection.target),
+    );
+    let (managed_by, secrets) = (managed_by?, secrets?);
     let mut found = helm_release_conflicts(&ours, &managed_by);
-    for release in &ours {
-        if release.ownership == Ownership::Handover {
-            // helm-controller's own labels are expected once Flux adopts it.
-            continue;
-        }
+    for release in &owned {
         let id = &release.id;
-        let api: ::kube::Api<k8s_openapi::api::core::v1::Secret> =
-            ::kube::Api::namespaced(connection.client.clone(), &id.namespace);
-        let params =
-            ::kube::api::ListParams::default().labels(&format!("owner=helm,name={}", id.name));
-        let secrets =
-            crate::kube::retry::retry(crate::kube::retry::API_RETRY_BUDGET, || api.list(&params))
-                .await
-                .map_err(|e| Failure::ReleaseSecrets {
-                    release: id.to_string(),
-                    source: e.into(),
-                })?;
-        for secret in secrets.items {
-            let labels = secret.metadata.labels.clone().unwrap_or_default();
+        for (secret_name, labels) in secrets.get(id).map(Vec::as_slice).unwrap_or_default() {
             if labels
                 .keys()
                 .any(|k| k.starts_with("helm.toolkit.fluxcd.io/"))
                 && !found.iter().any(|c: &Conflict| &c.release == id)
             {
-                let secret_name = secret.metadata.name.clone().unwrap_or_default();
                 found.push(Conflict {
                     release: id.clone(),
                     object: format!("Secret {}/{secret_name}", id.namespace),
@@ -264,10 +378,7 @@ pub async fn gather<H: Helm>(
         }
     }
 
-    let deployed = helm
-        .list(&connection.target)
-        .await
-        .map_err(|e| Failure::ListReleases { source: e.into() })?;
+    let deployed = deployed.map_err(|e| Failure::ListReleases { source: e.into() })?;
     let listed: BTreeMap<ReleaseId, DeployedRelease> =
         deployed.iter().map(|r| (r.id.clone(), r.clone())).collect();
     let mut managed_by = managed_by;

@@ -5,7 +5,7 @@
 //! `cargo bench --bench bootstrap` runs everything; `-- --quick` runs small
 //! sizes once (what .ci/run does to prove the benchmarks still work); other
 //! arguments select sections: `plan`, `flux`, `schedule`, `readiness`, `overhead`,
-//! `fleet`, `display`, `chart-cache`, `fixed`, `crds-real`.
+//! `fleet`, `display`, `chart-cache`, `fixed`, `crds-real`, `latency`.
 
 mod alloc;
 mod applyrun;
@@ -17,6 +17,7 @@ mod display;
 mod fixed;
 mod fleet;
 mod flux_scan;
+mod latency;
 mod overhead;
 mod plan_scale;
 mod proc;
@@ -57,7 +58,7 @@ pub fn verdict(target: &str, met: bool, figure: String) {
     );
 }
 
-const SECTIONS: [&str; 10] = [
+const SECTIONS: [&str; 11] = [
     "plan",
     "flux",
     "schedule",
@@ -68,6 +69,7 @@ const SECTIONS: [&str; 10] = [
     "chart-cache",
     "fixed",
     "crds-real",
+    "latency",
 ];
 
 fn main() {
@@ -128,6 +130,9 @@ fn main() {
     }
     if wanted("crds-real") {
         crds_real::run(mode);
+    }
+    if wanted("latency") {
+        latency::run(mode);
     }
 }
 

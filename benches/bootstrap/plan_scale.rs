@@ -180,7 +180,47 @@ pub fn run(mode: Mode) {
             }
         }
     }
+    graph_against_plan(mode);
     println!();
+}
+
+/// `graph c00` against `plan c00` on a catalog of 1,000 releases, warm
+/// parse cache, alternately: graph prints the DAG and renders no values
+/// (docs/design.md#commands), so it costs less than plan, which renders
+/// every release's values. CPU time (the process's own, user + system),
+/// which a shared machine disturbs less than the wall clock; the kernel
+/// counts it in 10 ms ticks, so the mean of the runs is printed.
+fn graph_against_plan(mode: Mode) {
+    let size = 1000;
+    let runs = if mode.quick { 5 } else { 15 };
+    let dir = tempfile::tempdir().expect("tempdir");
+    catalog::config(dir.path(), size, 1, seed(size));
+    let cache = tempfile::tempdir().expect("tempdir");
+    let (mut graph, mut plan) = (Vec::new(), Vec::new());
+    for round in 0..=runs {
+        let p = proc::run(bootstrap(dir.path(), cache.path(), &["plan", "c00"]));
+        assert_eq!(p.code, 0, "plan failed:\n{}", p.stderr);
+        let g = proc::run(bootstrap(dir.path(), cache.path(), &["graph", "c00"]));
+        assert_eq!(g.code, 0, "graph failed:\n{}", g.stderr);
+        if round > 0 {
+            plan.push((ms(p.cpu_own), ms(p.wall)));
+            graph.push((ms(g.cpu_own), ms(g.wall)));
+        }
+    }
+    let mean = |v: &[(f64, f64)]| v.iter().map(|(cpu, _)| cpu).sum::<f64>() / v.len() as f64;
+    let wall = |v: &[(f64, f64)]| median(&v.iter().map(|(_, wall)| *wall).collect::<Vec<_>>());
+    let (graph_cpu, plan_cpu) = (mean(&graph), mean(&plan));
+    println!(
+        "\ngraph vs plan, {size} releases, 1 cluster, warm parse cache, {runs} runs each: CPU (mean) graph {graph_cpu:.1} ms, plan {plan_cpu:.1} ms ({:.2}); wall (median) {:.1} / {:.1} ms",
+        graph_cpu / plan_cpu,
+        wall(&graph),
+        wall(&plan)
+    );
+    verdict(
+        "graph renders nothing it does not print (less CPU than plan)",
+        graph_cpu < plan_cpu,
+        format!("{graph_cpu:.1} vs {plan_cpu:.1} ms"),
+    );
 }
 
 pub fn seed(size: usize) -> u64 {

@@ -140,9 +140,9 @@ impl<H: Helm> Preflight<'_, H> {
 
     /// The checks on the live cluster, read side by side: ownership
     /// conflicts (`took_over`: after a dead run's lock), the live lints,
-    /// the ledger (and another cluster's entries in it), then its digest
-    /// key, the run's first write past the lock. Returns what the release
-    /// phase needs of them.
+    /// the ledger (and another cluster's entries in it) and its digest key;
+    /// only creating that key, the run's first write past the lock, waits
+    /// for them. Returns what the release phase needs of them.
     async fn checks(
         &self,
         ledger: &Ledger,
@@ -165,13 +165,16 @@ impl<H: Helm> Preflight<'_, H> {
         let (client, stop) = (&connection.client, self.stop);
         let installed = plan.installed().count();
         let step = |step: String| self.step(step);
-        let (owners, state, recorded) = tokio::join!(
+        // The digest key is read beside them; only creating it (a first
+        // run) waits for every check (docs/design.md#preflight-requests).
+        let (owners, state, recorded, key) = tokio::join!(
             interruptible(
                 stop,
                 ownership::live_conflicts(plan, helm, connection, took_over),
             ),
             interruptible(stop, crate::lint::live::gather(plan, client)),
             interruptible(stop, ledger.entries()),
+            interruptible(stop, ledger.digest_key(false)),
         );
         let owners = owners??;
         step(format!(
@@ -199,7 +202,10 @@ impl<H: Helm> Preflight<'_, H> {
             installed_by_another(plan, &recorded)?;
         }
         // The first write of the run past the lock, after every check.
-        let digest_key = interruptible(stop, ledger.digest_key(!options.dry_run)).await??;
+        let digest_key = match key?? {
+            Some(key) => Some(key),
+            None => interruptible(stop, ledger.digest_key(!options.dry_run)).await??,
+        };
         let carriers = plan.crd_releases().count();
         if carriers > 0 {
             step(format!(

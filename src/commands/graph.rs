@@ -7,7 +7,8 @@ use crate::error::Error;
 
 pub fn run(config: &Config, args: &GraphArgs, out: &mut dyn Write) -> Result<(), Error> {
     let format = args.format(config.global.output)?;
-    let plan = super::load_plan(&config.global, &args.cluster)?;
+    // The DAG and, with `-v`, each chart: nothing else is rendered.
+    let plan = super::load_shape(&config.global, &args.cluster)?;
     // `-v`: each node also says what it installs (docs/design.md#global-flags).
     let details: HashMap<_, _> = match config.verbosity {
         Verbosity::Verbose => plan

@@ -115,6 +115,13 @@ pub(crate) fn load_plan(global: &Global, cluster: &str) -> Result<Plan, Error> {
         .plan(cluster, global.context.as_deref())
 }
 
+/// The plan of `cluster` as `graph` prints it: no values or hooks rendered
+/// (docs/design.md#commands).
+pub(crate) fn load_shape(global: &Global, cluster: &str) -> Result<Plan, Error> {
+    let cache = parse_cache(global);
+    crate::config::Catalog::read_cached(&global.dir, cache.as_ref())?.shape(cluster)
+}
+
 /// [`linted`] with the run's `--values`/`--set` merged into each cluster
 /// the command runs on, so the lints see what would be installed.
 pub(crate) fn linted_with(

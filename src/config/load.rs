@@ -12,7 +12,7 @@ use super::draft::{Draft, Paths};
 use super::file::{ClusterFile, DefaultsFile, OverrideFile};
 use super::layers::ValuesFiles;
 use super::reference::{ResolveError, Resolver};
-use super::release_render::{Defaults, Readers, render_release};
+use super::release_render::{Defaults, Readers, render_release, shape_release};
 use super::releases::{DEFAULTS_FILE, read_defaults, read_releases};
 use crate::error::{Error, Problem};
 use crate::graph::ReleaseGraph;
@@ -80,18 +80,30 @@ impl Catalog {
     /// The plan of `cluster` (`context` as in [`load_for`]), or every
     /// problem of its cluster file and of the release files.
     pub fn plan(&self, cluster: &str, context: Option<&str>) -> Result<Plan, Error> {
+        self.plan_as(cluster, context, Render::Values)
+    }
+
+    /// The plan of `cluster` as `graph` prints it (docs/design.md#commands):
+    /// the releases, their charts and needs, checked as for [`plan`](Self::plan),
+    /// but no values, values files or hooks read or rendered.
+    pub fn shape(&self, cluster: &str) -> Result<Plan, Error> {
+        self.plan_as(cluster, None, Render::Shape)
+    }
+
+    fn plan_as(&self, cluster: &str, context: Option<&str>, render: Render) -> Result<Plan, Error> {
         let mut problems = Vec::new();
         let cluster_file = read_cluster(&self.paths, cluster, &mut problems)?;
         let releases = self.read.as_ref().map_err(|p| Error::config(p.clone()))?;
         problems.extend(releases.problems.iter().cloned());
-        let values = self.cache.as_ref().map_or_else(Pack::none, |cache| {
-            cache.open_values(&self.paths.root, cluster)
-        });
+        let values = match (&self.cache, render) {
+            (Some(cache), Render::Values) => cache.open_values(&self.paths.root, cluster),
+            _ => Pack::none(),
+        };
         plan_cluster(
             &self.paths,
             releases,
             (cluster, cluster_file, context),
-            values,
+            (values, render),
             problems,
         )
     }
@@ -195,11 +207,19 @@ fn read_catalog(paths: &Paths, pack: &Pack) -> Result<Releases, Problem> {
 
 /// The plan of `cluster` from the checked catalog; `problems` holds what
 /// was found so far (its cluster file's, then the release files').
+/// What a plan's releases get: their values and hooks rendered, or only
+/// what `graph` prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Render {
+    Values,
+    Shape,
+}
+
 fn plan_cluster(
     paths: &Paths,
     releases: &Releases,
     (cluster, cluster_file, context): (&str, Option<ClusterFile>, Option<&str>),
-    values: Pack,
+    (values, render): (Pack, Render),
     mut problems: Vec<Problem>,
 ) -> Result<Plan, Error> {
     let Releases {
@@ -253,24 +273,33 @@ fn plan_cluster(
         shared_defaults.as_ref(),
         &mut problems,
     );
-    let readers = Readers {
-        renderer: crate::handlebars::Renderer::new(),
-        sops: super::sops::Sops::from_env(),
-        files: ValuesFiles::cached(values),
+    let rendered = match render {
+        Render::Shape => selected
+            .iter()
+            .map(|draft| shape_release(draft, origins.get(&draft.id), &defaults))
+            .collect(),
+        Render::Values => {
+            let readers = Readers {
+                renderer: crate::handlebars::Renderer::new(),
+                sops: super::sops::Sops::from_env(),
+                files: ValuesFiles::cached(values),
+            };
+            // Each release on its own (in parallel), gathered in the catalog's order.
+            let rendered = super::par::map(&selected, |draft| {
+                render_release(
+                    &readers,
+                    paths,
+                    &cluster,
+                    draft,
+                    overrides.get(&draft.id).copied(),
+                    origins.get(&draft.id),
+                    &defaults,
+                )
+            });
+            readers.files.save();
+            rendered
+        }
     };
-    // Each release on its own (in parallel), gathered in the catalog's order.
-    let rendered = super::par::map(&selected, |draft| {
-        render_release(
-            &readers,
-            paths,
-            &cluster,
-            draft,
-            overrides.get(&draft.id).copied(),
-            origins.get(&draft.id),
-            &defaults,
-        )
-    });
-    readers.files.save();
     let mut releases = Vec::new();
     for result in rendered {
         match result {

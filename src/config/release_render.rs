@@ -80,7 +80,35 @@ pub(crate) fn render_release(
     }
     stack.extend(layers.crd_values(&mut problems));
     let hooks = render_hooks(readers, paths, cluster, draft, &ctx, &mut problems);
+    assemble(
+        draft,
+        from,
+        defaults,
+        (ValuesStack::new(stack), hooks, timeout),
+        problems,
+    )
+}
 
+/// The release `draft` on `cluster` as `graph` prints it (docs/design.md#commands):
+/// its id, chart, needs and CRD policy; no values, hooks or timeout rendered
+/// or read (an empty stack, no hooks, the release's own timeout).
+pub(crate) fn shape_release(
+    draft: &Draft,
+    from: Option<&Resolved>,
+    defaults: &[Defaults<'_>],
+) -> Result<Release, Vec<Problem>> {
+    let unrendered = (ValuesStack::default(), Hooks::default(), draft.timeout);
+    assemble(draft, from, defaults, unrendered, Vec::new())
+}
+
+/// The release of `draft` with what was rendered for it, or every problem.
+fn assemble(
+    draft: &Draft,
+    from: Option<&Resolved>,
+    defaults: &[Defaults<'_>],
+    (stack, hooks, timeout): (ValuesStack, Hooks, Option<std::time::Duration>),
+    problems: Vec<Problem>,
+) -> Result<Release, Vec<Problem>> {
     // Without a chart, the `from:` did not resolve: its problem is the
     // cluster's (`from::resolve_all`), reported with the others.
     let source = match (from, &draft.source) {
@@ -103,7 +131,7 @@ pub(crate) fn render_release(
             .crds
             .or_else(|| defaults.iter().find_map(|d| d.doc.crds))
             .unwrap_or(CrdPolicy::Bootstrap),
-        stack: ValuesStack::new(stack),
+        stack,
         from: from.map(|f| f.from.clone()),
         timeout,
         wait: draft

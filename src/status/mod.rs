@@ -4,6 +4,7 @@
 //! workload whether it is ready now, and the preflight checks what would make
 //! `apply` refuse.
 
+use futures::StreamExt;
 use serde::Serialize;
 
 use crate::error::{Error, Failure};
@@ -158,77 +159,93 @@ pub struct WorkloadReady {
     pub message: String,
 }
 
+/// How many releases' readiness (and a handover release's values) are read
+/// at once.
+const RELEASES_AT_ONCE: usize = 16;
+
 /// Reads everything `status` shows. Fails (exit 1) only when helm, the
 /// ledger or the conflict checks cannot be read; a workload that cannot be
 /// read is shown as not ready instead.
+///
+/// Nothing is read once per release in turn (docs/design.md#commands): the
+/// conflict checks (docs/design.md#preflight-requests), the ledger, its key
+/// and the guard at once; what helm deploys comes from the checks' one
+/// `helm list`, as apply's release steps take it; then each release's
+/// rollout hooks (and a handover release's deployed values), up to 16
+/// releases at once. Errors are judged in that order, releases in plan
+/// order, whatever came back first.
 pub async fn collect<H: Helm>(
     plan: &Plan,
     helm: &H,
     connection: &Connection,
 ) -> Result<Report, Error> {
-    let live = ownership::gather(plan, helm, connection).await?;
-    let conflicts = &live.conflicts;
     let ledger = Ledger::new(&connection.client);
-    let recorded = ledger.entries().await?;
-    let key = ledger.digest_key(false).await?;
-    let mut releases = Vec::new();
-    for release in plan.installed() {
-        let deployed = helm
-            .status(&connection.target, &release.id)
-            .await
-            .map_err(|e| Failure::ReadRelease {
-                release: release.id.to_string(),
-                source: e.into(),
-            })?;
-        let ready = match &deployed {
-            None => Ready {
-                ok: false,
-                message: "not installed".into(),
-                workloads: Vec::new(),
-            },
-            Some(_) => readiness(&connection.client, release).await,
-        };
-        let mut status = status_of(
-            release,
-            deployed.as_ref(),
-            recorded.get(&ledger::key(&release.id)),
-            key.as_ref(),
-            ready,
-            conflicts
-                .iter()
-                .filter(|c| c.release == release.id)
-                .cloned()
-                .collect(),
-        );
-        if release.ownership == Ownership::Handover {
-            let managed_by = live
-                .managed_by
-                .get(&release.id)
-                .map(Vec::as_slice)
-                .unwrap_or_default();
-            let deployed_values = match &deployed {
-                Some(_) if !managed_by.is_empty() => Some(
-                    helm.get_values(&connection.target, &release.id)
-                        .await
-                        .map_err(|e| Failure::ReadValues {
-                            release: release.id.to_string(),
-                            source: e.into(),
-                        })?,
-                ),
-                _ => None,
-            };
-            status.handover = Some(handover_state(
-                managed_by,
-                deployed_values.as_ref(),
-                release.secrets(),
-            ));
-        }
-        releases.push(status);
-    }
+    let (live, recorded, key, guard) = tokio::join!(
+        ownership::gather(plan, helm, connection),
+        ledger.entries(),
+        ledger.digest_key(false),
+        guard(plan, &connection.client),
+    );
+    let (live, recorded, key) = (live?, recorded?, key?);
+    let conflicts = &live.conflicts;
+    let releases: Vec<Result<ReleaseStatus, Error>> =
+        futures::stream::iter(plan.installed().map(|release| {
+            let deployed = live.listed.get(&release.id);
+            let (live, recorded, key) = (&live, &recorded, &key);
+            async move {
+                let ready = match deployed {
+                    None => Ready {
+                        ok: false,
+                        message: "not installed".into(),
+                        workloads: Vec::new(),
+                    },
+                    Some(_) => readiness(&connection.client, release).await,
+                };
+                let mut status = status_of(
+                    release,
+                    deployed,
+                    recorded.get(&ledger::key(&release.id)),
+                    key.as_ref(),
+                    ready,
+                    conflicts
+                        .iter()
+                        .filter(|c| c.release == release.id)
+                        .cloned()
+                        .collect(),
+                );
+                if release.ownership == Ownership::Handover {
+                    let managed_by = live
+                        .managed_by
+                        .get(&release.id)
+                        .map(Vec::as_slice)
+                        .unwrap_or_default();
+                    let deployed_values = match deployed {
+                        Some(_) if !managed_by.is_empty() => Some(
+                            helm.get_values(&connection.target, &release.id)
+                                .await
+                                .map_err(|e| Failure::ReadValues {
+                                    release: release.id.to_string(),
+                                    source: e.into(),
+                                })?,
+                        ),
+                        _ => None,
+                    };
+                    status.handover = Some(handover_state(
+                        managed_by,
+                        deployed_values.as_ref(),
+                        release.secrets(),
+                    ));
+                }
+                Ok(status)
+            }
+        }))
+        .buffered(RELEASES_AT_ONCE)
+        .collect()
+        .await;
     Ok(Report {
         cluster: plan.cluster.name.clone(),
-        releases,
-        guard: guard(plan, &connection.client).await?,
+        releases: releases.into_iter().collect::<Result<_, _>>()?,
+        guard: guard?,
     })
 }
 
@@ -368,11 +385,11 @@ pub fn rollout_targets(release: &Release) -> Vec<&ObjectRef> {
         .collect()
 }
 
-/// Readiness now: one GET per rollout hook, judged by the same pure
-/// functions the waits use.
+/// Readiness now: one GET per rollout hook, all at once, judged by the same
+/// pure functions the waits use.
 async fn readiness(client: &::kube::Client, release: &Release) -> Ready {
-    let mut judged = Vec::new();
-    for target in rollout_targets(release) {
+    let targets = rollout_targets(release);
+    let states = futures::future::join_all(targets.iter().map(|target| async move {
         let found = crate::kube::apply::get(
             client,
             &target.api_version,
@@ -381,13 +398,14 @@ async fn readiness(client: &::kube::Client, release: &Release) -> Ready {
             &target.name,
         )
         .await;
-        let state = match found {
+        match found {
             Ok(Some(obj)) => ready::judge(&target.kind, &obj),
             Ok(None) => Readiness::Pending("does not exist".into()),
             Err(e) => Readiness::Pending(format!("cannot be read: {e}")),
-        };
-        judged.push((target, state));
-    }
+        }
+    }))
+    .await;
+    let judged: Vec<(&ObjectRef, Readiness)> = targets.into_iter().zip(states).collect();
     summarize(&judged)
 }
 

@@ -1139,6 +1139,103 @@ fn a_release_flux_already_manages_is_refused() {
     assert!(cluster.installs().is_empty(), "nothing was installed");
 }
 
+/// `count` releases of one chart, round-robin over `namespaces` namespaces
+/// (`ns0`, `ns1`, …), no needs.
+fn spread(count: usize, namespaces: usize) -> Test {
+    let releases: String = (0..count)
+        .map(|i| {
+            format!(
+                "name: r{i}\nnamespace: ns{}\nchart: {{ repo: https://charts.example.com, name: app, version: 1.0.0 }}\n---\n",
+                i % namespaces
+            )
+        })
+        .collect();
+    Test::new()
+        .file("clusters/infra/cluster.yaml", CLUSTER)
+        .file("releases/many.yaml", &releases)
+}
+
+/// Preflight's requests do not grow with the releases
+/// (docs/design.md#preflight-requests): the Helm release Secrets are read
+/// with one metadata-only list per namespace (their payloads are every kept
+/// revision of the release; only labels are read), not one list per release.
+#[test]
+fn preflight_makes_one_secret_list_per_namespace_whatever_the_releases() {
+    let preflight = |releases: usize| {
+        let cluster = Cluster::start();
+        cluster.script(json!({"*": {"delay_ms": 0}}));
+        let out = cluster.run(&spread(releases, 3), &["apply", "infra", "--dry-run"]);
+        assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+        cluster.api.request_log()
+    };
+    let (few, many) = (preflight(3), preflight(60));
+    let secret_lists = |log: &[kube_loopback::Request]| -> Vec<String> {
+        let mut lists: Vec<String> = log
+            .iter()
+            .filter(|r| r.path.ends_with("/secrets"))
+            .map(|r| {
+                assert!(r.is_metadata_only(), "a whole-object list: {r:?}");
+                assert_eq!(r.query, "&labelSelector=owner%3Dhelm", "{r:?}");
+                r.path.clone()
+            })
+            .collect();
+        lists.sort();
+        lists
+    };
+    let per_namespace: Vec<String> = (0..3)
+        .map(|n| format!("/api/v1/namespaces/ns{n}/secrets"))
+        .collect();
+    assert_eq!(secret_lists(&few), per_namespace);
+    assert_eq!(secret_lists(&many), per_namespace);
+    assert_eq!(
+        few.len(),
+        many.len(),
+        "20 times the releases, the same requests:\n{:#?}\n{:#?}",
+        few.iter().map(|r| &r.path).collect::<Vec<_>>(),
+        many.iter().map(|r| &r.path).collect::<Vec<_>>()
+    );
+}
+
+/// Reading the secrets per namespace keeps the per-release judgement: only
+/// the release's own Secrets (its namespace, its `name` label) count, and a
+/// namespace that cannot be read is named with its releases.
+#[test]
+fn a_namespace_list_judges_each_release_by_its_own_secrets() {
+    let cluster = Cluster::start();
+    standard_script(&cluster);
+    let flux_labelled = |namespace: &str, name: &str| {
+        json!({
+            "apiVersion": "v1", "kind": "Secret", "type": "helm.sh/release.v1",
+            "metadata": {"name": format!("sh.helm.release.v1.{name}.v1"), "namespace": namespace,
+                         "labels": {"owner": "helm", "name": name, "status": "deployed", "version": "1",
+                                    "helm.toolkit.fluxcd.io/name": name, "helm.toolkit.fluxcd.io/namespace": namespace}},
+            "data": {"release": "e30="}
+        })
+    };
+    // Another namespace's coredns, and a release of kube-system that is
+    // not bootstrap's: neither is a conflict.
+    cluster.api.insert(flux_labelled("other", "coredns"));
+    cluster
+        .api
+        .insert(flux_labelled("kube-system", "metrics-server"));
+    let out = cluster.run(&config(), &["apply", "infra", "--dry-run"]);
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+
+    // The list only (`path?query`), not the ledger's key read beside it.
+    cluster
+        .api
+        .fail_next_matching(1, 403, "namespaces/kube-system/secrets?");
+    let out = cluster.run(&config(), &["apply", "infra", "--dry-run"]);
+    assert_eq!(out.code, 1, "{}\n{}", out.stdout, out.stderr);
+    assert!(
+        out.stderr.contains(
+            "cannot read the Helm release secrets in namespace kube-system (of kube-system/cilium, kube-system/coredns, kube-system/spegel)"
+        ),
+        "{}",
+        out.stderr
+    );
+}
+
 /// An API server that answers 503 to everything: the wait for it is bounded
 /// by `--timeout` (never minutes of silent retries), says what it waits for,
 /// and nothing is changed.

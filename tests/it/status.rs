@@ -133,6 +133,36 @@ no conflicts
     );
 }
 
+/// Nothing is read once per release in turn (docs/design.md#commands):
+/// helm is asked once for every release (`helm list`), never a `helm
+/// history` per release, and the Helm release Secrets with one
+/// metadata-only list for the namespace.
+#[test]
+fn status_asks_helm_once_and_lists_secrets_once_per_namespace() {
+    let (cluster, test) = applied();
+    let before = cluster.helm_calls().len();
+    cluster.api.clear_request_log();
+    let out = cluster.run(&test, &["status", "infra"]);
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    let helm: Vec<String> = cluster.helm_calls()[before..]
+        .iter()
+        .map(|c| c.argv[..2].join(" "))
+        .filter(|c| !c.starts_with("version"))
+        .collect();
+    assert_eq!(helm, ["list --all-namespaces"], "{helm:?}");
+    let secret_lists: Vec<_> = cluster
+        .api
+        .request_log()
+        .into_iter()
+        .filter(|r| r.path.ends_with("/secrets"))
+        .map(|r| (r.path.clone(), r.is_metadata_only()))
+        .collect();
+    assert_eq!(
+        secret_lists,
+        [("/api/v1/namespaces/kube-system/secrets".to_string(), true)]
+    );
+}
+
 /// `-q` shows only what needs attention; `-v` every workload judged
 /// (docs/design.md#global-flags).
 #[test]

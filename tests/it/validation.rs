@@ -445,6 +445,37 @@ fn a_template_values_file_reports_template_errors() {
     );
 }
 
+/// `graph` prints the DAG (with `-v`, each chart): it renders no values,
+/// values files or hooks, which it would not print (docs/design.md#commands),
+/// so a values template only `plan` and `check` report is no error of it.
+#[test]
+fn graph_renders_no_values() {
+    let broken = |args: &[&str]| {
+        Test::with_releases(&format!(
+            "{CILIUM}valuesFiles: [values/cilium.yaml.hbs]\nhooks:\n  postsync:\n    - shell: echo {{{{cluster.values.nope}}}}\n"
+        ))
+        .file(
+            "releases/values/cilium.yaml.hbs",
+            "cluster:\n  id: {{cluster.values.id}}\n",
+        )
+        .args(args)
+        .run()
+    };
+    let plan = broken(&["plan", "infra"]);
+    assert_eq!(plan.code, 2, "{}", plan.stderr);
+    assert!(plan.stderr.contains("cluster.values.id"), "{}", plan.stderr);
+    let graph = broken(&["graph", "infra", "-v"]);
+    assert_eq!(graph.code, 0, "{}", graph.stderr);
+    assert!(graph.stdout.contains("cilium 1.18.2"), "{}", graph.stdout);
+    let json = broken(&["graph", "infra", "--format", "json"]);
+    assert_eq!(json.code, 0, "{}", json.stderr);
+    assert!(
+        json.stdout.contains("\"kube-system/cilium\""),
+        "{}",
+        json.stdout
+    );
+}
+
 /// With `--output json`, errors are JSON on stdout as well, with every
 /// problem and the same exit code, on every command (docs/design.md#error-json).
 #[test]

@@ -36,6 +36,7 @@ struct Call {
     content_type: String,
     body: Bytes,
     aggregated_discovery: bool,
+    accept: Option<String>,
 }
 
 impl Call {
@@ -107,28 +108,44 @@ async fn handle(
             .map(String::from)
     };
     let content_type = header_str(header::CONTENT_TYPE);
+    // A remote server: half the round trip before the request arrives,
+    // half after it is served.
+    let delay = shared.delay();
+    let there = delay / 2;
+    tokio::time::sleep(there).await;
     let request = Request {
         method: method.to_string(),
         path: uri.path().to_string(),
         query: uri.query().unwrap_or_default().to_string(),
         content_type: content_type.clone(),
+        accept: header_str(header::ACCEPT),
         body: body.clone(),
+        seq: 0,
+        received: std::time::Instant::now(),
+        answered: None,
     };
-    if let Some(code) = shared.admit(request) {
-        return error_response(&ApiError::injected(code));
-    }
-    let call = Call {
-        method,
-        params: Query::<HashMap<String, String>>::try_from_uri(&uri)
-            .map(|q| q.0)
-            .unwrap_or_default(),
-        content_type: content_type.unwrap_or_default(),
-        body,
-        aggregated_discovery: header_str(header::ACCEPT)
-            .is_some_and(|a| a.contains("as=APIGroupDiscoveryList")),
+    let (index, fault) = shared.admit(request);
+    let response = match fault {
+        Some(code) => error_response(&ApiError::injected(code)),
+        None => {
+            let call = Call {
+                method,
+                params: Query::<HashMap<String, String>>::try_from_uri(&uri)
+                    .map(|q| q.0)
+                    .unwrap_or_default(),
+                content_type: content_type.unwrap_or_default(),
+                body,
+                aggregated_discovery: header_str(header::ACCEPT)
+                    .is_some_and(|a| a.contains("as=APIGroupDiscoveryList")),
+                accept: header_str(header::ACCEPT),
+            };
+            let segments: Vec<&str> = uri.path().split('/').filter(|s| !s.is_empty()).collect();
+            dispatch(&shared, &segments, &call).unwrap_or_else(|e| error_response(&e))
+        }
     };
-    let segments: Vec<&str> = uri.path().split('/').filter(|s| !s.is_empty()).collect();
-    dispatch(&shared, &segments, &call).unwrap_or_else(|e| error_response(&e))
+    tokio::time::sleep(delay - there).await;
+    shared.answered(index);
+    response
 }
 
 fn dispatch(shared: &Arc<Shared>, segments: &[&str], call: &Call) -> Result<Response, ApiError> {
@@ -213,34 +230,44 @@ fn resource(
     call: &Call,
 ) -> Result<Response, ApiError> {
     let target = parse_target(shared, group, version, rest)?;
+    let metadata = negotiate(call.accept.as_deref())?;
     let rt = &target.rt;
     let ns = target.namespace.as_deref();
     let Some(name) = target.name.as_deref() else {
-        return match call.method {
-            Method::GET if call.flag("watch") => Ok(start_watch(shared, &target, call)?),
-            Method::GET => list(shared, rt, ns, call),
-            Method::POST if ns.is_some() || !rt.namespaced => {
-                create(shared, rt, ns.unwrap_or_default(), call)
+        let (code, list) = match call.method {
+            Method::GET if call.flag("watch") => {
+                return start_watch(shared, &target, call, metadata);
             }
-            Method::DELETE => delete_collection(shared, rt, ns, call),
-            _ => Err(ApiError::method_not_allowed()),
+            Method::GET => list(shared, rt, ns, call)?,
+            Method::POST if ns.is_some() || !rt.namespaced => {
+                let (code, obj) = create(shared, rt, ns.unwrap_or_default(), call)?;
+                return Ok(json_response(
+                    code,
+                    &transform(obj, metadata.as_ref(), false)?,
+                ));
+            }
+            Method::DELETE => delete_collection(shared, rt, ns, call)?,
+            _ => return Err(ApiError::method_not_allowed()),
         };
+        return Ok(json_response(
+            code,
+            &transform(list, metadata.as_ref(), true)?,
+        ));
     };
     let ns = ns.unwrap_or_default();
-    match call.method {
+    let (code, obj) = match call.method {
         Method::GET => {
             let obj = shared.lock().store.get(rt, ns, name);
-            obj.map(|o| json_response(200, &o))
-                .ok_or_else(|| ApiError::not_found(rt, name))
+            (200, obj.ok_or_else(|| ApiError::not_found(rt, name))?)
         }
         Method::PUT => {
             let body = call.body()?;
             let opts = write_opts(call, &body, false);
             let obj =
                 shared.mutate(|st| st.store.update(rt, ns, name, body, target.status, &opts))?;
-            Ok(json_response(200, &obj))
+            (200, obj)
         }
-        Method::PATCH => patch(shared, &target, ns, name, call),
+        Method::PATCH => patch(shared, &target, ns, name, call)?,
         Method::DELETE if !target.status => {
             let body = call.body()?;
             let dry_run = call.dry_run(&body);
@@ -248,9 +275,104 @@ fn resource(
                 st.store
                     .delete(rt, ns, name, &body["preconditions"], dry_run)
             })?;
-            Ok(json_response(200, &obj))
+            (200, obj)
         }
-        _ => Err(ApiError::method_not_allowed()),
+        _ => return Err(ApiError::method_not_allowed()),
+    };
+    Ok(json_response(
+        code,
+        &transform(obj, metadata.as_ref(), false)?,
+    ))
+}
+
+/// What a client asked for with `Accept: application/json;as=…;g=meta.k8s.io;v=…`:
+/// only the metadata of the object (`PartialObjectMetadata`) or of each
+/// object of a list (`PartialObjectMetadataList`), in that group version.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Metadata {
+    /// `PartialObjectMetadata` or `PartialObjectMetadataList`.
+    kind: String,
+    /// `meta.k8s.io/v1` or `meta.k8s.io/v1beta1`.
+    api_version: String,
+}
+
+/// The Accept header's media ranges in order, as kube-apiserver negotiates
+/// them (`handlers/negotiation`, `RequestScope.AllowsMediaTypeTransform`):
+/// the first range without `as=` gets the object itself; the first asking
+/// for `PartialObjectMetadata` or `PartialObjectMetadataList` in
+/// `meta.k8s.io` `v1`/`v1beta1` gets the metadata only; a range naming any
+/// other transform is passed over (`Table` too: this server renders no
+/// tables, so a client asking for one falls back to its next range, as
+/// kubectl always offers plain JSON after it); none left is 406.
+fn negotiate(accept: Option<&str>) -> Result<Option<Metadata>, ApiError> {
+    let Some(accept) = accept.filter(|a| !a.trim().is_empty()) else {
+        return Ok(None);
+    };
+    for range in accept.split(',') {
+        let params: HashMap<&str, &str> = range
+            .split(';')
+            .skip(1)
+            .filter_map(|p| p.split_once('='))
+            .map(|(k, v)| (k.trim(), v.trim()))
+            .collect();
+        let Some(kind) = params.get("as") else {
+            return Ok(None);
+        };
+        let group = params.get("g").copied().unwrap_or_default();
+        let version = params.get("v").copied().unwrap_or_default();
+        if matches!(*kind, "PartialObjectMetadata" | "PartialObjectMetadataList")
+            && group == "meta.k8s.io"
+            && matches!(version, "v1" | "v1beta1")
+        {
+            return Ok(Some(Metadata {
+                kind: kind.to_string(),
+                api_version: format!("{group}/{version}"),
+            }));
+        }
+    }
+    Err(ApiError::not_acceptable(
+        "only the following media types are accepted: application/json, application/yaml, application/vnd.kubernetes.protobuf",
+    ))
+}
+
+/// `obj` as the negotiated transform has it (kube-apiserver's
+/// `handlers/response.go`: `asPartialObjectMetadata`,
+/// `asPartialObjectMetadataList`): every object's whole `metadata` under the
+/// kind `PartialObjectMetadata`; a list keeps its own `metadata`
+/// (resourceVersion, continue). A `Status` passes as it is; a list asked for
+/// as one object, or an object asked for as a list, is 406.
+pub(crate) fn transform(
+    obj: Value,
+    metadata: Option<&Metadata>,
+    is_list: bool,
+) -> Result<Value, ApiError> {
+    let Some(metadata) = metadata else {
+        return Ok(obj);
+    };
+    if obj["kind"] == "Status" {
+        return Ok(obj);
+    }
+    let partial = |o: &Value| {
+        json!({
+            "kind": "PartialObjectMetadata",
+            "apiVersion": metadata.api_version,
+            "metadata": o["metadata"].clone(),
+        })
+    };
+    match (metadata.kind.as_str(), is_list) {
+        ("PartialObjectMetadata", false) => Ok(partial(&obj)),
+        ("PartialObjectMetadataList", true) => Ok(json!({
+            "kind": "PartialObjectMetadataList",
+            "apiVersion": metadata.api_version,
+            "metadata": obj["metadata"].clone(),
+            "items": obj["items"].as_array().map(|items| items.iter().map(partial).collect::<Vec<_>>()).unwrap_or_default(),
+        })),
+        ("PartialObjectMetadata", true) => Err(ApiError::not_acceptable(
+            "you requested PartialObjectMetadata, but the requested object is a list",
+        )),
+        _ => Err(ApiError::not_acceptable(
+            "you requested PartialObjectMetadataList, but the requested object is not a list",
+        )),
     }
 }
 
@@ -273,7 +395,7 @@ fn list(
     rt: &ResourceType,
     ns: Option<&str>,
     call: &Call,
-) -> Result<Response, ApiError> {
+) -> Result<(u16, Value), ApiError> {
     let selector = selector(call)?;
     let st = shared.lock();
     let items = st.store.list(rt, ns, &selector);
@@ -283,7 +405,7 @@ fn list(
         "metadata": { "resourceVersion": st.store.rv().to_string() },
         "items": items,
     });
-    Ok(json_response(200, &doc))
+    Ok((200, doc))
 }
 
 fn create(
@@ -291,11 +413,11 @@ fn create(
     rt: &ResourceType,
     ns: &str,
     call: &Call,
-) -> Result<Response, ApiError> {
+) -> Result<(u16, Value), ApiError> {
     let body = call.body()?;
     let opts = write_opts(call, &body, false);
     let obj = shared.mutate(|st| st.store.create(rt, ns, body, &opts))?;
-    Ok(json_response(201, &obj))
+    Ok((201, obj))
 }
 
 fn delete_collection(
@@ -303,7 +425,7 @@ fn delete_collection(
     rt: &ResourceType,
     ns: Option<&str>,
     call: &Call,
-) -> Result<Response, ApiError> {
+) -> Result<(u16, Value), ApiError> {
     let selector = selector(call)?;
     let body = call.body()?;
     let dry_run = call.dry_run(&body);
@@ -319,10 +441,26 @@ fn delete_collection(
             .collect::<Vec<_>>()
     });
     let doc = json!({ "kind": format!("{}List", rt.kind), "apiVersion": rt.api_version(), "metadata": {}, "items": deleted });
-    Ok(json_response(200, &doc))
+    Ok((200, doc))
 }
 
-fn start_watch(shared: &Arc<Shared>, target: &Target, call: &Call) -> Result<Response, ApiError> {
+fn start_watch(
+    shared: &Arc<Shared>,
+    target: &Target,
+    call: &Call,
+    metadata: Option<Metadata>,
+) -> Result<Response, ApiError> {
+    // Each event's object is transformed as a GET's would be; a watch asked
+    // for as a list is refused before it starts (the real server fails its
+    // first event).
+    if metadata
+        .as_ref()
+        .is_some_and(|m| m.kind != "PartialObjectMetadata")
+    {
+        return Err(ApiError::not_acceptable(
+            "you requested PartialObjectMetadataList, but the requested object is not a list",
+        ));
+    }
     let since = match call.param("resourceVersion") {
         None | Some("0") => None,
         Some(rv) => Some(
@@ -341,6 +479,7 @@ fn start_watch(shared: &Arc<Shared>, target: &Target, call: &Call) -> Result<Res
         send_initial_events: call.flag("sendInitialEvents"),
         namespace: target.namespace.clone(),
         selector: selector(call)?,
+        metadata,
     };
     Ok(watch::respond(shared.clone(), target.rt.clone(), params))
 }
@@ -357,7 +496,7 @@ fn patch(
     ns: &str,
     name: &str,
     call: &Call,
-) -> Result<Response, ApiError> {
+) -> Result<(u16, Value), ApiError> {
     let rt = &target.rt;
     let media_type = call
         .content_type
@@ -399,10 +538,7 @@ fn patch(
             }
             let mut obj = body;
             obj["metadata"]["name"] = json!(name);
-            return st
-                .store
-                .create(rt, ns, obj, &opts)
-                .map(|o| json_response(201, &o));
+            return st.store.create(rt, ns, obj, &opts).map(|o| (201, o));
         };
         let mut candidate = existing;
         match kind {
@@ -412,6 +548,6 @@ fn patch(
         }
         st.store
             .update(rt, ns, name, candidate, target.status, &opts)
-            .map(|o| json_response(200, &o))
+            .map(|o| (200, o))
     })
 }

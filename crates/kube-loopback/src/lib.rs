@@ -1,8 +1,9 @@
 //! A loopback Kubernetes API server for binary-level tests and benchmarks.
 //!
 //! It serves discovery, CRUD, patch (including server-side apply), status
-//! subresources and watches over plain HTTP, faithfully enough for kube-rs
-//! and kubectl, from an in-memory store. Scripted controllers roll out
+//! subresources, watches and metadata-only reads (`Accept: …;as=PartialObjectMetadata`
+//! or `…List`) over plain HTTP, faithfully enough for kube-rs and kubectl,
+//! from an in-memory store. Scripted controllers roll out
 //! workloads and establish CRDs; faults can be injected on demand.
 //!
 //! It runs on its own tokio runtime in a background thread so plain `#[test]`
@@ -25,9 +26,10 @@ mod watch;
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use tokio::runtime::Handle;
@@ -45,8 +47,21 @@ pub struct Request {
     pub path: String,
     pub query: String,
     pub content_type: Option<String>,
+    /// The Accept header (`…;as=PartialObjectMetadataList;…` for a
+    /// metadata-only list).
+    pub accept: Option<String>,
     /// What the client sent (tests look for secrets in it).
     pub body: axum::body::Bytes,
+    /// Its place among every request the server received, from 0 (kept
+    /// when the log is cleared).
+    pub seq: u64,
+    /// When the server received it (after the first half of any
+    /// [latency](Builder::latency)).
+    pub received: Instant,
+    /// When its answer left, (after the second half of the latency);
+    /// `None` while it is being served, and for a watch, when its stream
+    /// started.
+    pub answered: Option<Instant>,
 }
 
 impl Request {
@@ -54,11 +69,80 @@ impl Request {
         self.method != "GET"
     }
 
+    /// Asked for the objects' metadata only (`as=PartialObjectMetadata` or
+    /// `as=PartialObjectMetadataList`).
+    pub fn is_metadata_only(&self) -> bool {
+        self.accept
+            .as_deref()
+            .is_some_and(|a| a.contains("as=PartialObjectMetadata"))
+    }
+
     pub fn is_watch(&self) -> bool {
         self.query
             .split('&')
             .any(|p| p == "watch=true" || p == "watch=1")
     }
+}
+
+/// A network's delay on every request: `base` ± up to `jitter`, uniformly.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Latency {
+    pub base: Duration,
+    pub jitter: Duration,
+}
+
+impl Latency {
+    /// `KUBE_LOOPBACK_LATENCY_MS` and `KUBE_LOOPBACK_JITTER_MS` (whole or
+    /// fractional milliseconds); none when unset or unreadable.
+    pub fn from_env() -> Latency {
+        let ms = |name: &str| {
+            std::env::var(name)
+                .ok()
+                .and_then(|v| v.trim().parse::<f64>().ok())
+                .filter(|v| v.is_finite() && *v >= 0.0)
+                .map_or(Duration::ZERO, |v| Duration::from_secs_f64(v / 1000.0))
+        };
+        Latency {
+            base: ms("KUBE_LOOPBACK_LATENCY_MS"),
+            jitter: ms("KUBE_LOOPBACK_JITTER_MS"),
+        }
+    }
+
+    /// One request's whole delay; `random` is uniform over `u64`.
+    fn sample(self, random: u64) -> Duration {
+        if self.jitter.is_zero() {
+            return self.base;
+        }
+        let span = self.jitter.as_secs_f64() * 2.0;
+        let offset = (random as f64 / u64::MAX as f64) * span - self.jitter.as_secs_f64();
+        Duration::from_secs_f64((self.base.as_secs_f64() + offset).max(0.0))
+    }
+}
+
+/// How many of `requests` a client waited for one after another: the
+/// longest chain in which each request was received after the one before
+/// it was answered (requests that overlap are one step of it). A request
+/// not answered yet, or a watch, counts from its start. With a
+/// [latency](Builder::latency) well above the client's own work between
+/// requests, this is the round trips on the critical path.
+pub fn serial_depth(requests: &[Request]) -> usize {
+    let mut spans: Vec<(Instant, Instant)> = requests
+        .iter()
+        .map(|r| (r.received, r.answered.unwrap_or(r.received)))
+        .collect();
+    spans.sort();
+    let mut depth: Vec<usize> = Vec::with_capacity(spans.len());
+    for (i, (received, _)) in spans.iter().enumerate() {
+        let before = spans[..i]
+            .iter()
+            .zip(&depth)
+            .filter(|((_, answered), _)| answered <= received)
+            .map(|(_, d)| *d)
+            .max()
+            .unwrap_or(0);
+        depth.push(before + 1);
+    }
+    depth.into_iter().max().unwrap_or(0)
 }
 
 struct Fault {
@@ -77,6 +161,8 @@ struct State {
     crd_establish: HashMap<String, Rollout>,
     completed_at: HashMap<ObjectRef, Instant>,
     log: Vec<Request>,
+    /// Requests received so far.
+    received: u64,
     faults: Vec<Fault>,
     watch_event_limit: Option<usize>,
     open_watches: usize,
@@ -90,9 +176,31 @@ struct Shared {
     drop_tx: channel::Sender<u64>,
     runtime: Handle,
     addr: SocketAddr,
+    latency: Mutex<Latency>,
+    /// xorshift64 state for the jitter.
+    random: AtomicU64,
 }
 
 impl Shared {
+    /// The next request's delay (the whole round trip).
+    fn delay(&self) -> Duration {
+        let mut x = self.random.load(Ordering::Relaxed);
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.random.store(x, Ordering::Relaxed);
+        let latency = *self.latency.lock().unwrap_or_else(|e| e.into_inner());
+        latency.sample(x)
+    }
+
+    /// Notes when the answer to request `seq` left.
+    fn answered(&self, seq: u64) {
+        let mut st = self.lock();
+        if let Some(request) = st.log.iter_mut().rev().find(|r| r.seq == seq) {
+            request.answered = Some(Instant::now());
+        }
+    }
+
     fn lock(&self) -> MutexGuard<'_, State> {
         // A test that panicked while holding the lock must not hide its own
         // failure behind poison errors in every later request.
@@ -114,21 +222,27 @@ impl Shared {
         result
     }
 
-    /// Logs the request and says which injected failure, if any, it gets.
-    fn admit(&self, req: Request) -> Option<u16> {
+    /// Logs the request (numbering it) and says its number and which
+    /// injected failure, if any, it gets.
+    fn admit(&self, mut req: Request) -> (u64, Option<u16>) {
         let target = format!("{}?{}", req.path, req.query);
         let mut st = self.lock();
+        let index = st.received;
+        st.received += 1;
+        req.seq = index;
         st.log.push(req);
-        let fault = st.faults.iter_mut().find(|f| {
+        let Some(fault) = st.faults.iter_mut().find(|f| {
             f.remaining > 0
                 && f.target_contains
                     .as_deref()
                     .is_none_or(|t| target.contains(t))
-        })?;
+        }) else {
+            return (index, None);
+        };
         fault.remaining -= 1;
         let code = fault.code;
         st.faults.retain(|f| f.remaining > 0);
-        Some(code)
+        (index, Some(code))
     }
 }
 
@@ -139,9 +253,20 @@ pub struct Builder {
     default_rollout: Rollout,
     history_capacity: usize,
     watch_event_limit: Option<usize>,
+    latency: Latency,
 }
 
 impl Builder {
+    /// Delays every request as a server `base` away would (± up to
+    /// `jitter`, uniformly): half before it is served (a write happens
+    /// then), half before its answer leaves; a watch's later events are not
+    /// delayed. By default `KUBE_LOOPBACK_LATENCY_MS` and
+    /// `KUBE_LOOPBACK_JITTER_MS`, else none.
+    pub fn latency(mut self, base: Duration, jitter: Duration) -> Self {
+        self.latency = Latency { base, jitter };
+        self
+    }
+
     /// Simulates a cluster that does not serve ValidatingAdmissionPolicy.
     pub fn without_validating_admission_policy(mut self) -> Self {
         self.validating_admission_policy = false;
@@ -215,6 +340,7 @@ impl Builder {
                 crd_establish: HashMap::new(),
                 completed_at: HashMap::new(),
                 log: Vec::new(),
+                received: 0,
                 faults: Vec::new(),
                 watch_event_limit: self.watch_event_limit,
                 open_watches: 0,
@@ -223,6 +349,13 @@ impl Builder {
             drop_tx: channel::Sender::new(0),
             runtime,
             addr,
+            latency: Mutex::new(self.latency),
+            random: AtomicU64::new(
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(1, |d| d.as_nanos() as u64)
+                    | 1,
+            ),
         }
     }
 }
@@ -259,6 +392,7 @@ impl ApiServer {
             default_rollout: Rollout::Immediately,
             history_capacity: 10_000,
             watch_event_limit: None,
+            latency: Latency::from_env(),
         }
     }
 
@@ -345,6 +479,25 @@ impl ApiServer {
             .into_iter()
             .filter(Request::is_mutation)
             .collect()
+    }
+
+    /// The delay every request gets ([`Builder::latency`]).
+    pub fn latency(&self) -> Latency {
+        *self
+            .shared
+            .latency
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Changes the delay of the requests that arrive from now on (a
+    /// benchmark sets a cluster up at no latency, then measures at several).
+    pub fn set_latency(&self, base: Duration, jitter: Duration) {
+        *self
+            .shared
+            .latency
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Latency { base, jitter };
     }
 
     pub fn clear_request_log(&self) {

@@ -79,6 +79,12 @@ impl ApiError {
         Self::new(415, "UnsupportedMediaType", msg)
     }
 
+    /// What kube-apiserver answers when no media type of the request's
+    /// Accept header can be served (`errNotAcceptable`).
+    pub fn not_acceptable(message: impl Into<String>) -> Self {
+        Self::new(406, "NotAcceptable", message)
+    }
+
     pub fn expired(message: impl Into<String>) -> Self {
         Self::new(410, "Expired", message)
     }

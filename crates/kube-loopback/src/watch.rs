@@ -28,6 +28,8 @@ pub struct WatchParams {
     pub send_initial_events: bool,
     pub namespace: Option<String>,
     pub selector: Selector,
+    /// Each event's object as its metadata only (`as=PartialObjectMetadata`).
+    pub metadata: Option<super::http::Metadata>,
 }
 
 /// Decrements the open-watch count however the stream ends.
@@ -65,14 +67,19 @@ fn line(kind: &str, object: Value) -> Bytes {
     Bytes::from(bytes)
 }
 
-fn bookmark(rt: &ResourceType, rv: u64, initial_events_end: bool) -> Bytes {
+fn bookmark(
+    rt: &ResourceType,
+    rv: u64,
+    initial_events_end: bool,
+    shape: &impl Fn(Value) -> Value,
+) -> Bytes {
     let mut meta = json!({ "resourceVersion": rv.to_string() });
     if initial_events_end {
         meta["annotations"] = json!({ "k8s.io/initial-events-end": "true" });
     }
     line(
         "BOOKMARK",
-        json!({ "kind": rt.kind, "apiVersion": rt.api_version(), "metadata": meta }),
+        shape(json!({ "kind": rt.kind, "apiVersion": rt.api_version(), "metadata": meta })),
     )
 }
 
@@ -93,6 +100,11 @@ async fn run(
         ns.is_none_or(|ns| obj["metadata"]["namespace"].as_str() == Some(ns))
             && params.selector.matches(obj)
     };
+    // The real server transforms every event's object, bookmarks too.
+    let shape = |obj: Value| match &params.metadata {
+        Some(m) => super::http::transform(obj.clone(), Some(m), false).unwrap_or(obj),
+        None => obj,
+    };
     let limit = shared.lock().watch_event_limit;
     let mut sent = 0usize;
     let mut send = async |chunk: Bytes, counts: bool| -> bool {
@@ -112,13 +124,13 @@ async fn run(
         }
     };
     for obj in initial {
-        if !send(line("ADDED", obj), true).await {
+        if !send(line("ADDED", shape(obj)), true).await {
             return;
         }
     }
     if params.send_initial_events
         && params.bookmarks
-        && !send(bookmark(rt, last, true), false).await
+        && !send(bookmark(rt, last, true, &shape), false).await
     {
         return;
     }
@@ -143,7 +155,11 @@ async fn run(
             let same_kind = event.group == rt.group && event.res_kind == rt.kind;
             if same_kind
                 && matches(&event.object)
-                && !send(line(event.kind, Store::present(rt, &event.object)), true).await
+                && !send(
+                    line(event.kind, shape(Store::present(rt, &event.object))),
+                    true,
+                )
+                .await
             {
                 return;
             }
@@ -160,7 +176,7 @@ async fn run(
             _ = sleep => return,
             changed = rv_rx.changed() => if changed.is_err() { return },
             _ = ticks.tick(), if params.bookmarks => {
-                if !send(bookmark(rt, last, false), false).await {
+                if !send(bookmark(rt, last, false, &shape), false).await {
                     return;
                 }
             }

@@ -65,6 +65,23 @@ fn raw(
     (code, serde_json::from_str(body).unwrap())
 }
 
+/// A GET without kube-rs with the given Accept header: the status code and
+/// the body as JSON.
+fn get_accepting(server: &ApiServer, path: &str, accept: &str) -> (u16, Value) {
+    let mut stream =
+        std::net::TcpStream::connect(server.url().trim_start_matches("http://")).unwrap();
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: loopback\r\nAccept: {accept}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let (head, body) = response.split_once("\r\n\r\n").unwrap();
+    let code = head.split(' ').nth(1).unwrap().parse().unwrap();
+    (code, serde_json::from_str(body).unwrap())
+}
+
 fn widget_crd() -> CustomResourceDefinition {
     let schema = json!({"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}});
     from_json(json!({
@@ -1073,4 +1090,164 @@ async fn a_service_cluster_ip_is_immutable() {
         .patch("dns", &PatchParams::default(), &patch)
         .await
         .unwrap();
+}
+
+/// `Accept: application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1`
+/// (kube-rs `list_metadata`) gets every object's metadata and nothing else,
+/// as kube-apiserver's `asPartialObjectMetadataList` gives it; the same for
+/// one object, for a watch's events, and 406 for a list asked for as one
+/// object (and the reverse), or for a transform this server does not render.
+#[tokio::test]
+async fn metadata_only_requests_get_partial_object_metadata() {
+    let server = ApiServer::start();
+    let client = client(&server);
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> =
+        Api::namespaced(client.clone(), "kube-system");
+    for (name, owner) in [("a.v1", "helm"), ("a.v2", "helm"), ("other", "me")] {
+        let secret = from_json(json!({
+            "metadata": {"name": name, "labels": {"owner": owner}, "annotations": {"n": name}},
+            "data": {"release": "cGF5bG9hZA=="}
+        }));
+        secrets
+            .create(&PostParams::default(), &secret)
+            .await
+            .unwrap();
+    }
+
+    let list = secrets
+        .list_metadata(&ListParams::default().labels("owner=helm"))
+        .await
+        .unwrap();
+    let names: Vec<_> = list
+        .items
+        .iter()
+        .map(|i| i.metadata.name.clone().unwrap())
+        .collect();
+    assert_eq!(names, ["a.v1", "a.v2"]);
+    assert_eq!(
+        list.items[0].metadata.labels.as_ref().unwrap()["owner"],
+        "helm"
+    );
+    assert_eq!(
+        list.metadata.resource_version,
+        Some(server.resource_version().to_string())
+    );
+
+    let path = "/api/v1/namespaces/kube-system/secrets?labelSelector=owner%3Dhelm";
+    let list_mime = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1";
+    let (code, raw_list) = get_accepting(&server, path, list_mime);
+    assert_eq!(code, 200, "{raw_list}");
+    assert_eq!(raw_list["kind"], "PartialObjectMetadataList");
+    assert_eq!(raw_list["apiVersion"], "meta.k8s.io/v1");
+    let item = &raw_list["items"][0];
+    assert_eq!(item["kind"], "PartialObjectMetadata");
+    assert_eq!(item["apiVersion"], "meta.k8s.io/v1");
+    assert_eq!(item["metadata"]["annotations"]["n"], "a.v1");
+    assert!(item.get("data").is_none(), "no payload: {item}");
+    assert_eq!(item.as_object().unwrap().len(), 3, "{item}");
+    let (code, beta) = get_accepting(
+        &server,
+        path,
+        "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1beta1",
+    );
+    assert_eq!(
+        (code, beta["apiVersion"].as_str()),
+        (200, Some("meta.k8s.io/v1beta1"))
+    );
+
+    let one = secrets.get_metadata("a.v2").await.unwrap();
+    assert_eq!(one.metadata.name.as_deref(), Some("a.v2"));
+    let (code, raw_one) = get_accepting(
+        &server,
+        "/api/v1/namespaces/kube-system/secrets/a.v2",
+        "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1",
+    );
+    assert_eq!(code, 200);
+    assert_eq!(raw_one["kind"], "PartialObjectMetadata");
+    assert!(raw_one.get("data").is_none() && raw_one.get("type").is_none());
+
+    // The wrong shape, and nothing acceptable: 406, as kube-apiserver.
+    let (code, status) = get_accepting(
+        &server,
+        path,
+        "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1",
+    );
+    assert_eq!(
+        (code, status["reason"].as_str()),
+        (406, Some("NotAcceptable"))
+    );
+    let (code, _) = get_accepting(
+        &server,
+        "/api/v1/namespaces/kube-system/secrets/a.v2",
+        list_mime,
+    );
+    assert_eq!(code, 406);
+    let (code, _) = get_accepting(
+        &server,
+        path,
+        "application/json;as=PartialObjectMetadataList;g=example.com;v=v1",
+    );
+    assert_eq!(code, 406);
+    // A transform not served here falls back to the next range offered.
+    let (code, plain) = get_accepting(
+        &server,
+        path,
+        "application/json;as=Table;v=v1;g=meta.k8s.io,application/json",
+    );
+    assert_eq!((code, plain["kind"].as_str()), (200, Some("SecretList")));
+    assert_eq!(plain["items"][0]["data"]["release"], "cGF5bG9hZA==");
+
+    let events: Vec<_> = secrets
+        .watch_metadata(&WatchParams::default().labels("owner=helm").timeout(1), "0")
+        .await
+        .unwrap()
+        .try_collect()
+        .await
+        .unwrap();
+    let added: Vec<String> = events
+        .into_iter()
+        .filter_map(|e| match e {
+            WatchEvent::Added(o) => o.metadata.name,
+            _ => None,
+        })
+        .collect();
+    assert_eq!(added, ["a.v1", "a.v2"]);
+}
+
+/// A latency delays every answer by about its base, requests in flight
+/// together overlap (as on a network), and the log says how many a client
+/// waited for in turn.
+#[tokio::test]
+async fn latency_delays_each_request_and_overlapping_ones_together() {
+    let latency = Duration::from_millis(60);
+    let server = ApiServer::builder()
+        .latency(latency, Duration::from_millis(10))
+        .start();
+    let cms: Api<ConfigMap> = Api::namespaced(client(&server), "apps");
+    let started = Instant::now();
+    cms.list(&ListParams::default()).await.unwrap();
+    cms.list(&ListParams::default()).await.unwrap();
+    let serial = started.elapsed();
+    assert!(serial >= 2 * Duration::from_millis(50), "{serial:?}");
+    assert_eq!(kube_loopback::serial_depth(&server.request_log()), 2);
+
+    server.clear_request_log();
+    let started = Instant::now();
+    let params = ListParams::default();
+    let lists = (0..8).map(|_| cms.list(&params));
+    for list in futures::future::join_all(lists).await {
+        list.unwrap();
+    }
+    let together = started.elapsed();
+    assert!(
+        together >= Duration::from_millis(50) && together < 2 * latency,
+        "{together:?}"
+    );
+    let log = server.request_log();
+    assert_eq!(log.len(), 8);
+    assert!(
+        log.iter()
+            .all(|r| r.answered.is_some_and(|a| a >= r.received))
+    );
+    assert_eq!(kube_loopback::serial_depth(&log), 1);
 }
