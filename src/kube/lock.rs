@@ -58,6 +58,9 @@ pub struct Lock {
     api: Api<Lease>,
     holder: String,
     renewer: tokio::task::JoinHandle<()>,
+    /// Watches the Lease, so a deletion or takeover is known the moment the
+    /// API server tells it, without a request before each step.
+    watcher: tokio::task::JoinHandle<()>,
     /// What the renewer and [`Lock::check`] share.
     shared: Arc<Shared>,
     /// Set when the lock is no longer ours (or may not be), with the reason.
@@ -111,6 +114,12 @@ struct Shared {
     /// (a renewal every 5 s, bounded), so an outage is said while it lasts.
     health: tokio::sync::watch::Sender<Option<Unanswered>>,
     holder: String,
+    /// When the last successful renewal was sent (as `Held::renewed`),
+    /// readable while a renewal holds `held`.
+    renewed: std::sync::Mutex<Instant>,
+    /// A watch of the Lease is open and has missed nothing since our last
+    /// write: a change by anyone else would have been seen.
+    watching: std::sync::atomic::AtomicBool,
 }
 
 /// The API server has not answered a renewal since `since` (the last
@@ -138,10 +147,23 @@ impl Shared {
                     }
                 });
             }
-            _ => {
+            Renewal::Renewed => {
+                *self.renewed.lock().unwrap_or_else(|e| e.into_inner()) = held.renewed;
                 self.health.send_if_modified(|now| now.take().is_some());
             }
+            Renewal::Lost(_) => {}
         }
+    }
+
+    /// The watch saw the lock lost: said once, to every waiter.
+    fn lose(&self, why: LockLost) {
+        self.lost.send_if_modified(|now| {
+            let first = now.is_none();
+            if first {
+                *now = Some(why);
+            }
+            first
+        });
     }
 }
 
@@ -494,12 +516,16 @@ impl Lock {
             lost: lost_tx,
             health,
             holder: holder.clone(),
+            renewed: std::sync::Mutex::new(sent),
+            watching: std::sync::atomic::AtomicBool::new(false),
         });
         let renewer = tokio::spawn(renew(api.clone(), shared.clone()));
+        let watcher = tokio::spawn(watch_lease(api.clone(), shared.clone()));
         Ok(Lock {
             api,
             holder,
             renewer,
+            watcher,
             shared,
             lost,
             released: false,
@@ -542,6 +568,7 @@ impl Lock {
     /// the last renewal). `Err(why)` when it could not be given back.
     pub async fn release(mut self, pass_on: Option<&Predecessor>) -> Result<(), NotReleased> {
         self.renewer.abort();
+        self.watcher.abort();
         self.released = true;
         let released = async {
             match pass_on {
@@ -591,6 +618,7 @@ pub enum LockLost {
 impl Drop for Lock {
     fn drop(&mut self) {
         self.renewer.abort();
+        self.watcher.abort();
         if self.released {
             return;
         }
@@ -672,6 +700,23 @@ impl LockCheck {
     pub async fn ensure(&self) -> Result<(), LockLost> {
         if let Some(why) = self.shared.lost.borrow().clone() {
             return Err(why);
+        }
+        // With the Lease watched since our last write, a deletion or a
+        // takeover would have been seen: no request before the step, only
+        // the local "valid until" (docs/design.md#cluster-lock).
+        let renewed = *self
+            .shared
+            .renewed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let valid_until = renewed + Duration::from_secs(LEASE_SECONDS as u64) - VALID_MARGIN;
+        if self
+            .shared
+            .watching
+            .load(std::sync::atomic::Ordering::Acquire)
+            && Instant::now() < valid_until
+        {
+            return Ok(());
         }
         let mut held = self.shared.held.lock().await;
         if held.renewed.elapsed() < CONFIRM_AFTER {
@@ -757,6 +802,73 @@ fn unrenewed(held: &Held, e: &::kube::Error) -> LockLost {
     LockLost::Unrenewed {
         since: held.renewed.elapsed(),
         cause: super::retry::describe(e),
+    }
+}
+
+/// Watches the Lease from the resourceVersion of our last write: a
+/// deletion, or a write that gives it another holder, loses the lock the
+/// moment the API server says so. While no watch is open (not yet, or
+/// broken and being opened again), [`LockCheck::ensure`] renews before a
+/// step as it did without one.
+async fn watch_lease(api: Api<Lease>, shared: Arc<Shared>) {
+    use ::kube::api::{WatchEvent, WatchParams};
+    use futures::StreamExt;
+    let watching = |on: bool| {
+        shared
+            .watching
+            .store(on, std::sync::atomic::Ordering::Release)
+    };
+    loop {
+        let from = shared
+            .held
+            .lock()
+            .await
+            .lease
+            .metadata
+            .resource_version
+            .clone()
+            .unwrap_or_else(|| "0".into());
+        let params = WatchParams::default()
+            .fields(&format!("metadata.name={LEASE_NAME}"))
+            .timeout(290);
+        let stream = match api.watch(&params, &from).await {
+            Ok(stream) => stream,
+            Err(_) => {
+                watching(false);
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                continue;
+            }
+        };
+        let mut stream = std::pin::pin!(stream);
+        watching(true);
+        while let Some(event) = stream.next().await {
+            match event {
+                Ok(WatchEvent::Added(lease) | WatchEvent::Modified(lease)) => {
+                    let other = holder_of(&lease);
+                    if other != shared.holder {
+                        watching(false);
+                        shared.lose(if other.is_empty() {
+                            LockLost::Deleted
+                        } else {
+                            LockLost::TakenBy(other)
+                        });
+                        return;
+                    }
+                }
+                Ok(WatchEvent::Deleted(_)) => {
+                    watching(false);
+                    shared.lose(LockLost::Deleted);
+                    return;
+                }
+                Ok(WatchEvent::Bookmark(_)) => {}
+                // Too old a resourceVersion (410) or another error: what
+                // happened since is unknown; open a new watch from our
+                // last write, renewing before steps meanwhile.
+                Ok(WatchEvent::Error(_)) | Err(_) => break,
+            }
+        }
+        watching(false);
+        tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
 

@@ -154,8 +154,8 @@ pub struct Held {
     pub stop: StopSignal,
     lost: Option<tokio::sync::watch::Receiver<Option<crate::kube::lock::LockLost>>>,
     follower: Option<tokio::task::JoinHandle<()>>,
-    /// Says when the API server stops and starts answering again.
-    outages: Option<tokio::task::JoinHandle<()>>,
+    /// Says when the API server (its URL) stops and starts answering again.
+    outages: Option<(tokio::task::JoinHandle<()>, String)>,
 }
 
 impl Held {
@@ -203,15 +203,24 @@ impl Held {
         if let Some(follower) = self.follower {
             follower.abort();
         }
-        if let Some(outages) = self.outages {
+        if let Some((outages, _)) = &self.outages {
             outages.abort();
         }
-        if let Some(lock) = self.lock
-            && let Err(message) = lock.release(pass_on).await
-        {
-            events.emit(Event::Warning {
+        let Some(lock) = self.lock else { return };
+        // An outage said and not yet seen over (the next renewal had not
+        // come): the release's answer says it is.
+        let away = lock.health().borrow().clone();
+        match lock.release(pass_on).await {
+            Err(message) => events.emit(Event::Warning {
                 message: message.to_string(),
-            });
+            }),
+            Ok(()) => {
+                if let (Some(away), Some((_, server))) = (away, &self.outages) {
+                    events.emit(Event::Warning {
+                        message: answers_again(server, away.since),
+                    });
+                }
+            }
         }
     }
 }
@@ -267,8 +276,15 @@ pub async fn lock(
         stop: inner,
         lost: Some(lost),
         follower: Some(follower),
-        outages: Some(outages),
+        outages: Some((outages, connection.server.clone())),
     })
+}
+
+fn answers_again(server: &str, since: tokio::time::Instant) -> String {
+    format!(
+        "the Kubernetes API server at {server} answers again, after {} without an answer",
+        crate::duration::span(since.elapsed())
+    )
 }
 
 /// Says when the API server stops answering the lock's renewals and when
@@ -297,10 +313,7 @@ async fn say_outages(
             (None, Some(since)) => {
                 away = None;
                 events.emit(Event::Warning {
-                    message: format!(
-                        "the Kubernetes API server at {server} answers again, after {} without an answer",
-                        crate::duration::span(since.elapsed())
-                    ),
+                    message: answers_again(&server, since),
                 });
             }
             _ => {}
