@@ -68,6 +68,7 @@ const REALENV_TOOLS: [&str; 5] = ["kube", "kwok", "helm3", "helm4", "flux-crds"]
 fn main() {
     println!("cargo::rerun-if-changed=build.rs");
     build_id();
+    version_info();
 
     println!("cargo::rustc-check-cfg=cfg(bootstrap_e2e)");
     println!("cargo::rerun-if-env-changed=BOOTSTRAP_E2E");
@@ -272,6 +273,64 @@ fn build_id() {
     println!("cargo::rerun-if-changed=src");
     println!("cargo::rerun-if-changed=Cargo.toml");
     println!("cargo::rerun-if-changed=Cargo.lock");
+}
+
+/// What `bootstrap version` says of the build: the git commit, whether
+/// the tracked files differed from it, and the build date (UTC, from
+/// `SOURCE_DATE_EPOCH` for a reproducible build). Without git (a source
+/// tarball) the commit is `unknown`. Rerun with the sources (build_id) and
+/// on each commit; not on `.git/index`, which `git status` itself touches.
+fn version_info() {
+    let git = |args: &[&str]| {
+        std::process::Command::new("git")
+            .args(args)
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+    };
+    let commit = git(&["rev-parse", "--short=12", "HEAD"]).unwrap_or_else(|| "unknown".into());
+    let dirty = match git(&["status", "--porcelain", "--untracked-files=no"]) {
+        Some(changes) if changes.is_empty() => "false",
+        Some(_) => "true",
+        None => "unknown",
+    };
+    println!("cargo::rustc-env=BOOTSTRAP_GIT_COMMIT={commit}");
+    println!("cargo::rustc-env=BOOTSTRAP_GIT_DIRTY={dirty}");
+    let suffix = if dirty == "true" { "-dirty" } else { "" };
+    println!("cargo::rustc-env=BOOTSTRAP_GIT_DIRTY_SUFFIX={suffix}");
+    println!("cargo::rerun-if-env-changed=SOURCE_DATE_EPOCH");
+    let secs = std::env::var("SOURCE_DATE_EPOCH")
+        .ok()
+        .and_then(|s| s.parse::<i64>().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_secs() as i64)
+                .unwrap_or(0)
+        });
+    println!("cargo::rustc-env=BOOTSTRAP_BUILD_DATE={}", civil_date(secs));
+    if let Some(head) = git(&["rev-parse", "--git-path", "HEAD"]) {
+        println!("cargo::rerun-if-changed={head}");
+    }
+    if let Some(refs) = git(&["rev-parse", "--git-path", "refs/heads"]) {
+        println!("cargo::rerun-if-changed={refs}");
+    }
+}
+
+/// `YYYY-MM-DD` (UTC) of a Unix time: days to the proleptic Gregorian
+/// calendar.
+fn civil_date(secs: i64) -> String {
+    let z = secs.div_euclid(86_400) + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02}")
 }
 
 /// Where `program` is on PATH (checked when the tests are built).

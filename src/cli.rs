@@ -12,10 +12,25 @@ use clap::{Parser, Subcommand as ClapSubcommand, ValueEnum};
 use crate::error::Error;
 pub use crate::reporter::Verbosity;
 
+/// `--version`'s text after the name: the version, the commit (marked
+/// `-dirty` when the tracked files differed from it; build.rs), the build
+/// date and the helm versions supported (a test in `commands::version`
+/// keeps the minimum equal to `helm::binary::MIN_VERSION`).
+pub const LONG_VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("BOOTSTRAP_GIT_COMMIT"),
+    env!("BOOTSTRAP_GIT_DIRTY_SUFFIX"),
+    ", built ",
+    env!("BOOTSTRAP_BUILD_DATE"),
+    "; helm 3.13 or newer, 3 and 4)"
+);
+
 #[derive(Debug, Parser)]
 #[command(
     name = "bootstrap",
     version,
+    long_version = LONG_VERSION,
     about = "Bring a fresh Kubernetes cluster from \"API server up, no CNI\" to \"Flux owns everything else\".",
     long_about = None,
     after_help = "Exit codes: 0 success, 1 operation failed (or `check` found an error), 2 invalid input or missing prerequisite (nothing changed), 3 another run holds the cluster lock or took it over (retry later), 130 interrupted."
@@ -93,7 +108,7 @@ pub struct Global {
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct RunValuesArgs {
     /// A YAML values file merged over every chosen release's values (repeatable; before --set).
-    #[arg(long = "values", value_name = "FILE")]
+    #[arg(short = 'f', long = "values", value_name = "FILE")]
     pub files: Vec<PathBuf>,
     /// A value for every chosen release, helm's syntax: `a.b=c`, `a=1,b=2` (repeatable; wins over everything).
     #[arg(long = "set", value_name = "PATH=VALUE")]
@@ -148,6 +163,9 @@ pub enum Command {
     Schema(SchemaArgs),
     /// Print shell completions.
     Completions(CompletionsArgs),
+    /// Print the version, the git commit it was built from, the build date
+    /// and the helm versions it supports (`-o json` for scripts and bug reports).
+    Version,
 }
 
 /// `CLUSTER`, `--all` or `--clusters A,B`: the clusters of `plan`, `check`,
@@ -683,15 +701,48 @@ fn global_flags_of(subcommand: &str) -> &'static [&'static str] {
             "quiet",
         ],
         "graph" => &["dir", "output", "verbose", "quiet"],
+        "version" => &["output"],
         "import" => &["dir", "verbose", "quiet"],
         _ => &[],
     }
 }
 
+/// helmfile's verbs, with the command that does their job here.
+const HELMFILE_VERBS: &[(&str, &str)] = &[
+    ("sync", "apply"),
+    ("lint", "check"),
+    ("build", "plan"),
+    ("list", "status"),
+    ("write-values", "template"),
+    ("init", "import"),
+];
+
+/// An unknown subcommand that is one of helmfile's verbs gets clap's
+/// "did you mean" tip naming the command that does its job here.
+fn helmfile_verb_tip(mut e: clap::Error) -> clap::Error {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    if e.kind() != ErrorKind::InvalidSubcommand {
+        return e;
+    }
+    let used = match e.get(ContextKind::InvalidSubcommand) {
+        Some(ContextValue::String(used)) => used.clone(),
+        _ => return e,
+    };
+    if let Some((_, ours)) = HELMFILE_VERBS.iter().find(|(verb, _)| *verb == used) {
+        e.insert(
+            ContextKind::SuggestedSubcommand,
+            ContextValue::String((*ours).to_string()),
+        );
+    }
+    e
+}
+
 /// Parses `args` with [`command`]'s help.
 pub fn parse(args: &[std::ffi::OsString]) -> Result<Arguments, clap::Error> {
     use clap::FromArgMatches;
-    let matches = command().try_get_matches_from(args)?;
+    let matches = command()
+        .try_get_matches_from(args)
+        .map_err(helmfile_verb_tip)?;
     let mut arguments = Arguments::from_arg_matches(&matches)?;
     arguments.subcommand = matches.subcommand_name().unwrap_or_default().to_string();
     Ok(arguments)

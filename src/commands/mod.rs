@@ -11,6 +11,7 @@ mod plan;
 mod schema;
 mod status;
 mod template;
+pub(crate) mod version;
 
 use std::io::Write;
 
@@ -32,6 +33,7 @@ pub fn execute(config: &Config, out: &mut dyn Write) -> Result<(), Error> {
         Command::Status(args) => status::run(config, args, out),
         Command::Destroy(args) => destroy::run(config, args),
         Command::Schema(args) => schema::run(args.kind, out),
+        Command::Version => version::run(config.global.output, out),
         Command::Import(ImportSource::Helmfile(args)) => import::run(config, args, out),
         Command::Completions(args) => {
             // clap_complete panics on a write error; `| head` closes the pipe.

@@ -647,3 +647,38 @@ fn an_oversized_timeout_and_a_54_character_name_are_refused_before_anything_runs
         "error: releases/core.yaml:1:7: release `kube-system/{long}`: name `{long}` is 54 characters long; helm allows at most 53 in a release name (it appends suffixes to name objects after it)\n"
     ));
 }
+
+/// helmfile's and helm's habits: `sync`/`lint` get a tip naming the command
+/// that does their job (exit 2, nothing run), `-f` is `--values`, and
+/// `--version` / `version -o json` say which build ran.
+#[test]
+fn helmfile_verbs_get_a_tip_and_the_version_names_its_build() {
+    for (verb, ours) in [("sync", "apply"), ("lint", "check"), ("build", "plan")] {
+        let out = Test::new().args(&[verb, "infra"]).run();
+        assert_eq!(out.code, 2, "{}", out.stderr);
+        assert!(
+            out.stderr
+                .contains(&format!("tip: a similar subcommand exists: '{ours}'")),
+            "{verb}: {}",
+            out.stderr
+        );
+    }
+    let values = Test::with_releases(CILIUM)
+        .file("extra.yaml", "debug: { enabled: true }\n")
+        .args(&["template", "infra", "-f", "extra.yaml"])
+        .run();
+    assert_eq!(values.code, 0, "{}", values.stderr);
+    assert!(values.stdout.contains("debug:"), "{}", values.stdout);
+    let long = Test::new().args(&["--version"]).run();
+    assert!(
+        long.stdout.starts_with("bootstrap 0.") && long.stdout.contains("(commit "),
+        "{}",
+        long.stdout
+    );
+    let json = Test::new().args(&["version", "-o", "json"]).run();
+    assert_eq!(json.code, 0);
+    let document: serde_json::Value = serde_json::from_str(&json.stdout).unwrap();
+    assert_eq!(document["version"], env!("CARGO_PKG_VERSION"));
+    assert!(document["commit"].as_str().is_some_and(|c| !c.is_empty()));
+    assert_eq!(document["helm"]["majors"], serde_json::json!([3, 4]));
+}
