@@ -163,6 +163,10 @@ pub enum Command {
     Schema(SchemaArgs),
     /// Print shell completions.
     Completions(CompletionsArgs),
+    /// Write a minimal working config root (one cluster, a CNI and a DNS
+    /// release) that `plan` and `check` accept at once; never overwrites
+    /// without --force.
+    Init(InitArgs),
     /// Print the version, the git commit it was built from, the build date
     /// and the helm versions it supports (`-o json` for scripts and bug reports).
     Version,
@@ -394,6 +398,20 @@ pub struct SchemaArgs {
     /// Which file format: `cluster` (clusters/<name>/cluster.yaml) or `release` (releases/*.yaml).
     #[arg(value_enum, default_value_t = SchemaKind::Release)]
     pub kind: SchemaKind,
+}
+
+/// `bootstrap init`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct InitArgs {
+    /// The config root to write (created if missing).
+    #[arg(value_name = "DIR", default_value = ".")]
+    pub root: PathBuf,
+    /// The cluster's name: `clusters/<NAME>/cluster.yaml`.
+    #[arg(long, default_value = "dev")]
+    pub cluster: String,
+    /// Overwrite files that exist.
+    #[arg(long)]
+    pub force: bool,
 }
 
 /// `bootstrap completions`.
@@ -702,6 +720,7 @@ fn global_flags_of(subcommand: &str) -> &'static [&'static str] {
         ],
         "graph" => &["dir", "output", "verbose", "quiet"],
         "version" => &["output"],
+        "init" => &["context"],
         "import" => &["dir", "verbose", "quiet"],
         _ => &[],
     }

@@ -7,6 +7,7 @@ mod destroy;
 mod diff;
 mod graph;
 mod import;
+mod init;
 mod plan;
 mod schema;
 mod status;
@@ -34,6 +35,7 @@ pub fn execute(config: &Config, out: &mut dyn Write) -> Result<(), Error> {
         Command::Destroy(args) => destroy::run(config, args),
         Command::Schema(args) => schema::run(args.kind, out),
         Command::Version => version::run(config.global.output, out),
+        Command::Init(args) => init::run(args, config.global.context.as_deref(), out),
         Command::Import(ImportSource::Helmfile(args)) => import::run(config, args, out),
         Command::Completions(args) => {
             // clap_complete panics on a write error; `| head` closes the pipe.

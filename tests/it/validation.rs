@@ -682,3 +682,55 @@ fn helmfile_verbs_get_a_tip_and_the_version_names_its_build() {
     assert!(document["commit"].as_str().is_some_and(|c| !c.is_empty()));
     assert_eq!(document["helm"]["majors"], serde_json::json!([3, 4]));
 }
+
+/// `bootstrap init DIR` writes a config root `plan` and `check` accept at
+/// once, with the context given; a second init overwrites nothing (exit 2,
+/// naming each file) unless --force.
+#[test]
+fn init_writes_a_root_plan_and_check_accept_and_never_overwrites() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("new");
+    let root_arg = root.to_str().unwrap();
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new(testkit::bootstrap())
+            .args(args)
+            .current_dir(dir.path())
+            .env("NO_COLOR", "1")
+            .output()
+            .unwrap();
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, stdout, stderr) = run(&[
+        "init",
+        root_arg,
+        "--cluster",
+        "lab",
+        "--context",
+        "kind-lab",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("`bootstrap plan lab --dir "), "{stdout}");
+    let cluster = std::fs::read_to_string(root.join("clusters/lab/cluster.yaml")).unwrap();
+    assert!(cluster.contains("context: kind-lab\n"), "{cluster}");
+    for command in ["plan", "check"] {
+        let (code, stdout, stderr) = run(&[command, "lab", "--dir", root_arg]);
+        assert_eq!(code, 0, "{command}: {stdout}{stderr}");
+    }
+    std::fs::write(root.join("releases/core.yaml"), "# mine\n").unwrap();
+    let (code, _, stderr) = run(&["init", root_arg, "--cluster", "lab"]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains("releases/core.yaml: already exists; nothing was written"),
+        "{stderr}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join("releases/core.yaml")).unwrap(),
+        "# mine\n"
+    );
+    let (code, _, stderr) = run(&["init", root_arg, "--cluster", "lab", "--force"]);
+    assert_eq!(code, 0, "{stderr}");
+}
