@@ -57,6 +57,7 @@ mod kube_wait;
 mod ledger;
 mod lint;
 mod loader_props;
+mod manpages;
 mod parse_cache;
 mod progress_pty;
 mod real_cluster;
