@@ -75,12 +75,7 @@ fn a_crd_being_deleted_is_created_again_once_it_is_gone() {
         }));
     cluster.api.insert(failed);
     let test = config();
-    let mut child = cluster
-        .command(&test, &["apply", "infra", "--output", "json"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = cluster.spawn(&test, &["apply", "infra", "--output", "json"]);
     std::thread::sleep(std::time::Duration::from_millis(1500));
     assert!(
         child.try_wait().unwrap().is_none(),
@@ -143,12 +138,7 @@ fn a_crd_created_again_is_waited_for_not_the_one_it_replaced() {
         .api
         .set_crd_establish(name, Rollout::After(Duration::from_millis(700)));
     let test = config();
-    let child = cluster
-        .command(&test, &["apply", "infra", "--output", "json"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = cluster.spawn(&test, &["apply", "infra", "--output", "json"]);
     std::thread::sleep(Duration::from_millis(1000));
     let mut gone = get().unwrap();
     gone["metadata"]["finalizers"] = json!([]);
@@ -917,18 +907,9 @@ fn a_hook_cut_short_by_a_second_interrupt_keeps_its_own_text() {
             "releases/r.yaml",
             "name: waiter\nnamespace: default\nchart: { oci: oci://example.com/charts/waiter, version: 1.0.0 }\nhooks:\n  postsync:\n    - command: [sh, -c, 'touch Started; sleep 30 # Wait-For-IT']\n",
         );
-    let child = cluster
-        .command(&test, &["apply", "infra", "--output", "json"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = cluster.spawn(&test, &["apply", "infra", "--output", "json"]);
     let started = test.path().join("Started");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while !started.exists() {
-        assert!(std::time::Instant::now() < deadline, "the hook never ran");
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
+    testkit::wait_until("the hook to run", || started.exists());
     for _ in 0..2 {
         std::process::Command::new("kill")
             .args(["-INT", &child.id().to_string()])
@@ -1298,14 +1279,7 @@ fn apply_while_cilium_installs_with(
         .spawn()
         .unwrap();
     let state = cluster.path().join("helm-state/kube-system__cilium.json");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while !state.exists() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "cilium install never started"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
+    testkit::wait_until("cilium's install to start", || state.exists());
     child
 }
 
@@ -1410,29 +1384,11 @@ fn a_lock_lost_in_the_crd_phase_exits_3() {
         .api
         .set_crd_establish(name, Rollout::After(Duration::from_secs(20)));
     let test = config();
-    let child = cluster
-        .command(&test, &["apply", "infra"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    while live_crd(&cluster, name).is_none() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the CRD was never applied"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    cluster
-        .api
-        .delete(
-            "coordination.k8s.io/v1",
-            "Lease",
-            Some("kube-system"),
-            "bootstrap-lock",
-        )
-        .expect("apply held the lock");
+    let child = cluster.spawn(&test, &["apply", "infra"]);
+    testkit::wait_until("the CRD to be applied", || {
+        live_crd(&cluster, name).is_some()
+    });
+    cluster.delete_lease();
     let out = child.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(3), "{stderr}");
@@ -1472,20 +1428,10 @@ fn a_ledger_lost_during_a_run_that_records_nothing_is_put_back() {
         cluster
             .api
             .set_crd_establish(name, Rollout::After(Duration::from_millis(1500)));
-        let child = cluster
-            .command(&test, &["apply", "infra"])
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        let deadline = std::time::Instant::now() + Duration::from_secs(20);
-        while live_crd(&cluster, name).is_none() {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "the CRD was never applied"
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        let child = cluster.spawn(&test, &["apply", "infra"]);
+        testkit::wait_until("the CRD to be applied", || {
+            live_crd(&cluster, name).is_some()
+        });
         if rewrite {
             cluster.api.insert(json!({
                 "apiVersion": "v1", "kind": "ConfigMap",
@@ -1536,12 +1482,7 @@ fn an_install_into_a_namespace_still_being_deleted_waits_for_it() {
     });
     cluster.api.insert(held.clone());
     let test = config();
-    let child = cluster
-        .command(&test, &["apply", "infra"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = cluster.spawn(&test, &["apply", "infra"]);
     std::thread::sleep(Duration::from_millis(2500));
     assert!(
         cluster

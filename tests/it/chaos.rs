@@ -73,21 +73,7 @@ const RELEASES: [(&str, &str); 4] = [
     ("kube-system", "spegel"),
 ];
 
-/// xorshift64*: small, and the same on every machine.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
+use testkit::Rng;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Fault {

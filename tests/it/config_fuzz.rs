@@ -10,6 +10,7 @@
 
 use std::time::{Duration, Instant};
 
+use testkit::Rng;
 use testkit::builder::Test;
 
 const CASES: usize = 400;
@@ -117,29 +118,18 @@ const STRAYS: &[&str] = &[
     "\u{0}", "é", "\u{feff}", "\r", "@", "`",
 ];
 
-/// xorshift64*: small, fixed, good enough to draw cases.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
+/// A draw in `0..n` as an index.
+fn pick(rng: &mut Rng, n: usize) -> usize {
+    rng.below(n as u64) as usize
 }
 
 /// One edit of `text`, described for the failure message.
 fn mutate(rng: &mut Rng, text: &str) -> (String, String) {
     let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
-    let at = rng.below(lines.len());
-    let what = match rng.below(6) {
+    let at = pick(rng, lines.len());
+    let what = match pick(rng, 6) {
         0 => {
-            let edge = EDGES[rng.below(EDGES.len())];
+            let edge = EDGES[pick(rng, EDGES.len())];
             let line = &lines[at];
             match line.find(": ") {
                 Some(colon) => lines[at] = format!("{}: {edge}", &line[..colon]),
@@ -157,13 +147,13 @@ fn mutate(rng: &mut Rng, text: &str) -> (String, String) {
             format!("line {} duplicated", at + 1)
         }
         3 => {
-            let other = rng.below(lines.len());
+            let other = pick(rng, lines.len());
             lines.swap(at, other);
             format!("lines {} and {} swapped", at + 1, other + 1)
         }
         4 => {
-            let indent = [" ", "  ", "   ", "\t"][rng.below(4)];
-            lines[at] = if rng.below(2) == 0 {
+            let indent = [" ", "  ", "   ", "\t"][pick(rng, 4)];
+            lines[at] = if pick(rng, 2) == 0 {
                 format!("{indent}{}", lines[at])
             } else {
                 lines[at].trim_start().to_string()
@@ -171,9 +161,9 @@ fn mutate(rng: &mut Rng, text: &str) -> (String, String) {
             format!("line {} re-indented", at + 1)
         }
         _ => {
-            let stray = STRAYS[rng.below(STRAYS.len())];
+            let stray = STRAYS[pick(rng, STRAYS.len())];
             let line = &lines[at];
-            let mut cut = rng.below(line.len() + 1);
+            let mut cut = pick(rng, line.len() + 1);
             while !line.is_char_boundary(cut) {
                 cut -= 1;
             }
@@ -218,8 +208,8 @@ fn mutated_configs_get_an_answer_never_a_panic() {
     for case in 0..CASES {
         let (mut cluster, mut releases) = (CLUSTER.to_string(), RELEASES.to_string());
         let mut edits = Vec::new();
-        for _ in 0..1 + rng.below(3) {
-            let (file, text) = if rng.below(4) == 0 {
+        for _ in 0..1 + pick(&mut rng, 3) {
+            let (file, text) = if pick(&mut rng, 4) == 0 {
                 ("cluster.yaml", &mut cluster)
             } else {
                 ("releases/core.yaml", &mut releases)

@@ -156,12 +156,7 @@ fn destroy_crds_waits_until_each_crd_is_gone() {
     held["metadata"]["finalizers"] = json!(["test.example/hold"]);
     cluster.api.insert(held);
     let started = std::time::Instant::now();
-    let mut child = cluster
-        .command(&test, &["destroy", "infra", "--yes", "--crds"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = cluster.spawn(&test, &["destroy", "infra", "--yes", "--crds"]);
     // Marked, not gone, while the finalizer holds it.
     let marked = || {
         cluster
@@ -350,12 +345,7 @@ fn a_failed_uninstall_keeps_what_it_needs_and_exits_1() {
 fn an_interrupt_lets_the_running_uninstall_finish_then_stops_with_130() {
     let (cluster, test) = applied();
     cluster.script(json!({"kube-system/spegel": {"delay_ms": 1500}}));
-    let child = cluster
-        .command(&test, &["destroy", "infra", "--yes"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = cluster.spawn(&test, &["destroy", "infra", "--yes"]);
     // The fake helm marks the release `uninstalling` before its delay.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     while cluster
@@ -450,13 +440,7 @@ fn destroy_of_the_whole_cluster_names_what_it_leaves_and_how_to_remove_it() {
 fn a_lock_lost_mid_destroy_starts_no_other_uninstall_and_exits_3() {
     let (cluster, test) = applied();
     cluster.script(json!({"*": {"delay_ms": 1500}}));
-    let child = cluster
-        .command(&test, &["destroy", "infra", "--yes"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let child = cluster.spawn(&test, &["destroy", "infra", "--yes"]);
     let uninstalling = || {
         [("kube-system", "spegel"), ("cert-manager", "cert-manager")]
             .iter()
@@ -466,19 +450,8 @@ fn a_lock_lost_mid_destroy_starts_no_other_uninstall_and_exits_3() {
                     .is_some_and(|s| s["status"] == "uninstalling")
             })
     };
-    while !uninstalling() {
-        assert!(std::time::Instant::now() < deadline, "no uninstall started");
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
-    cluster
-        .api
-        .delete(
-            "coordination.k8s.io/v1",
-            "Lease",
-            Some("kube-system"),
-            "bootstrap-lock",
-        )
-        .expect("destroy held the lock");
+    testkit::wait_until("an uninstall to start", uninstalling);
+    cluster.delete_lease();
     let out = child.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -515,21 +488,11 @@ fn destroy_waits_for_a_namespace_its_uninstall_is_deleting() {
         .file("releases/core.yaml", RELEASES);
     let out = cluster.run(&test, &["apply", "infra"]);
     assert_eq!(out.code, 0, "apply: {}\n{}", out.stdout, out.stderr);
-    let mut child = cluster
-        .command(&test, &["destroy", "infra", "--yes"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = cluster.spawn(&test, &["destroy", "infra", "--yes"]);
     let ns = || cluster.api.get("v1", "Namespace", None, "cert-manager");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while ns().is_none_or(|n| n["metadata"]["deletionTimestamp"].is_null()) {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the namespace was never deleted"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
+    testkit::wait_until("the namespace to be deleted", || {
+        ns().is_some_and(|n| !n["metadata"]["deletionTimestamp"].is_null())
+    });
     std::thread::sleep(std::time::Duration::from_millis(1500));
     assert!(
         child.try_wait().unwrap().is_none(),

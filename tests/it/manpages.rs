@@ -69,5 +69,7 @@ fn man_pages_are_current() {
         stale.is_empty(),
         "docs/man/ is not what the CLI generates: {stale:?}; run `BOOTSTRAP_BLESS=1 cargo test --test it manpages`"
     );
-    assert!(expected.contains("bootstrap-apply.1") && expected.contains("bootstrap-import-helmfile.1"));
+    assert!(
+        expected.contains("bootstrap-apply.1") && expected.contains("bootstrap-import-helmfile.1")
+    );
 }

@@ -106,6 +106,29 @@ impl Cluster {
         output(self.command(test, args))
     }
 
+    /// `bootstrap ARGS` started with its stdout and stderr piped, for a test
+    /// that acts on the cluster while it runs.
+    pub fn spawn(&self, test: &Test, args: &[&str]) -> std::process::Child {
+        self.command(test, args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("start bootstrap")
+    }
+
+    /// Deletes the cluster lock's Lease (another run's doing, in a test);
+    /// panics when there is none.
+    pub fn delete_lease(&self) {
+        self.api
+            .delete(
+                "coordination.k8s.io/v1",
+                "Lease",
+                Some("kube-system"),
+                "bootstrap-lock",
+            )
+            .expect("the cluster lock is held");
+    }
+
     pub fn helm_calls(&self) -> Vec<HelmCall> {
         helm_calls_in(self.dir.path())
     }

@@ -26,3 +26,33 @@ pub mod realflux;
 pub mod registry;
 
 pub use bins::{bootstrap, fake_helm};
+
+/// Polls `done` every 10 ms, failing the test after 20 s with `what`.
+pub fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !done() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
+/// xorshift64*: small, and the same on every machine (the seeded tests'
+/// random draws).
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn draw(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    /// A draw in `0..n` (`0` when `n` is 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.draw() % n.max(1)
+    }
+}
