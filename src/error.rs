@@ -458,6 +458,21 @@ fn words(error: &(dyn std::error::Error + 'static)) -> String {
 
 /// An API error in a person's words: the server's message and status code,
 /// not the Debug dump of a `Status`; other errors with their causes.
+/// The innermost cause of `e` with words of its own (`Connection refused
+/// (os error 111)`), else `e` itself.
+pub fn innermost(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut innermost = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        let text = cause.to_string();
+        if !text.trim().is_empty() {
+            innermost = text;
+        }
+        source = cause.source();
+    }
+    innermost
+}
+
 pub fn describe_kube(e: &::kube::Error) -> String {
     if let ::kube::Error::Api(s) = e {
         return match (s.message.is_empty(), s.reason.is_empty()) {
@@ -470,16 +485,7 @@ pub fn describe_kube(e: &::kube::Error) -> String {
     // connect error: Connection refused (os error 111)`) says one thing:
     // the server could not be reached, and its innermost cause why.
     if let ::kube::Error::Service(_) | ::kube::Error::HyperError(_) = e {
-        let mut innermost = e.to_string();
-        let mut source = std::error::Error::source(e);
-        while let Some(cause) = source {
-            let text = cause.to_string();
-            if !text.trim().is_empty() {
-                innermost = text;
-            }
-            source = cause.source();
-        }
-        return format!("the API server could not be reached: {innermost}");
+        return format!("the API server could not be reached: {}", innermost(e));
     }
     let mut out = e.to_string();
     let mut source = std::error::Error::source(e);

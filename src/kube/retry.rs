@@ -133,16 +133,7 @@ pub fn root_cause(e: &::kube::Error) -> String {
     if let ::kube::Error::Api(_) = e {
         return describe(e);
     }
-    let mut innermost = e.to_string();
-    let mut source = std::error::Error::source(e);
-    while let Some(cause) = source {
-        let text = cause.to_string();
-        if !text.trim().is_empty() {
-            innermost = text;
-        }
-        source = cause.source();
-    }
-    innermost
+    crate::error::innermost(e)
 }
 
 pub fn describe(e: &::kube::Error) -> String {
