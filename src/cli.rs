@@ -74,6 +74,10 @@ pub struct Global {
     /// NO_COLOR or TERM=dumb).
     #[arg(long, global = true)]
     pub no_progress: bool,
+    /// Keep no run record (apply and destroy write their events to
+    /// $XDG_CACHE_HOME/bootstrap/runs/CLUSTER/; `bootstrap runs` shows them).
+    #[arg(long, global = true)]
+    pub no_record: bool,
     /// How long apply, destroy and status wait for the Kubernetes API server
     /// to answer, e.g. 10m for a control plane that is still coming up
     /// (default 30s; apply's --timeout bounds it too).
@@ -163,6 +167,9 @@ pub enum Command {
     Schema(SchemaArgs),
     /// Print shell completions.
     Completions(CompletionsArgs),
+    /// List the recorded runs of apply and destroy (newest first), or show one
+    /// (`--show`: its events as JSON Lines).
+    Runs(RunsArgs),
     /// Write a minimal working config root (one cluster, a CNI and a DNS
     /// release) that `plan` and `check` accept at once; never overwrites
     /// without --force.
@@ -398,6 +405,17 @@ pub struct SchemaArgs {
     /// Which file format: `cluster` (clusters/<name>/cluster.yaml) or `release` (releases/*.yaml).
     #[arg(value_enum, default_value_t = SchemaKind::Release)]
     pub kind: SchemaKind,
+}
+
+/// `bootstrap runs`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct RunsArgs {
+    /// Only this cluster's runs.
+    pub cluster: Option<String>,
+    /// Print the Nth newest run's record (1: the last run) as it was
+    /// written: its events as JSON Lines, then how it exited.
+    #[arg(long, value_name = "N", num_args = 0..=1, default_missing_value = "1")]
+    pub show: Option<usize>,
 }
 
 /// `bootstrap init`.
@@ -689,10 +707,11 @@ pub fn command() -> clap::Command {
 
 /// The global flags a subcommand uses (docs/design.md#global-flags).
 fn global_flags_of(subcommand: &str) -> &'static [&'static str] {
-    // The cluster commands' flags; `--no-progress` (first) only where a
-    // live display runs.
+    // The cluster commands' flags; `--no-progress` and `--no-record` (the
+    // first two) only where a live display runs and a run is recorded.
     const RUN: &[&str] = &[
         "no_progress",
+        "no_record",
         "dir",
         "output",
         "helm",
@@ -707,7 +726,7 @@ fn global_flags_of(subcommand: &str) -> &'static [&'static str] {
     ];
     match subcommand {
         "apply" | "destroy" => RUN,
-        "diff" | "status" => RUN.split_at(1).1,
+        "diff" | "status" => RUN.split_at(2).1,
         "plan" | "check" | "template" => &[
             "dir",
             "output",
@@ -721,6 +740,7 @@ fn global_flags_of(subcommand: &str) -> &'static [&'static str] {
         "graph" => &["dir", "output", "verbose", "quiet"],
         "version" => &["output"],
         "init" => &["context"],
+        "runs" => &["output", "cache_dir"],
         "import" => &["dir", "verbose", "quiet"],
         _ => &[],
     }

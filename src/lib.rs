@@ -99,6 +99,9 @@ pub fn run<I: IntoIterator<Item = OsString>>(args: I) -> i32 {
             e.exit_code()
         }
     };
+    // The run record's last line: how the command exited (with the error
+    // JSON when it failed), in every record this process opened.
+    run::record::close(code, result.as_ref().err().map(|e| e.to_json()));
     if let Some(path) = termination {
         run::termination::write(&path, &subcommand, code, result.err().as_ref());
     }

@@ -72,7 +72,12 @@ async fn run_async(
         }
     }
 
-    let session = Session::start(config.json(), config.verbosity, config.global.no_progress);
+    let session = Session::start(
+        config.json(),
+        config.verbosity,
+        config.global.no_progress,
+        run::record_for(config, &plan.cluster.name, "destroy"),
+    );
     let events = session.events.clone();
     for (dependent, need) in destroy::left_behind(full, &plan) {
         events.emit(Event::Warning {

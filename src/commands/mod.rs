@@ -9,6 +9,7 @@ mod graph;
 mod import;
 mod init;
 mod plan;
+mod runs;
 mod schema;
 mod status;
 mod template;
@@ -36,6 +37,7 @@ pub fn execute(config: &Config, out: &mut dyn Write) -> Result<(), Error> {
         Command::Schema(args) => schema::run(args.kind, out),
         Command::Version => version::run(config.global.output, out),
         Command::Init(args) => init::run(args, config.global.context.as_deref(), out),
+        Command::Runs(args) => runs::run(config, args, out),
         Command::Import(ImportSource::Helmfile(args)) => import::run(config, args, out),
         Command::Completions(args) => {
             // clap_complete panics on a write error; `| head` closes the pipe.

@@ -77,6 +77,26 @@ pub trait Reporter: Send {
     fn finish(&mut self) {}
 }
 
+/// Two reporters fed the same events: the display and the run record.
+pub struct Tee(pub Box<dyn Reporter>, pub Box<dyn Reporter>);
+
+impl Reporter for Tee {
+    fn report(&mut self, event: &Stamped) {
+        self.0.report(event);
+        self.1.report(event);
+    }
+
+    fn tick(&mut self) {
+        self.0.tick();
+        self.1.tick();
+    }
+
+    fn finish(&mut self) {
+        self.0.finish();
+        self.1.finish();
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReporterKind {
     Progress,

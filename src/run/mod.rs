@@ -3,6 +3,7 @@
 //! (reporter task, signals, stop). The commands are siblings on this layer
 //! and never import each other.
 
+pub mod record;
 pub mod session;
 pub mod termination;
 
@@ -63,6 +64,21 @@ impl Target<'_> {
     pub fn helm(&self) -> HelmCli {
         HelmCli::new(self.helm.map(Path::to_path_buf)).with_cache(self.chart_cache())
     }
+}
+
+/// The run record of `command` on `cluster` (docs/design.md#run-record):
+/// none with `--no-record`, or when there is no cache directory or it
+/// cannot be written (a run is never stopped for its record).
+pub fn record_for(
+    config: &crate::cli::Config,
+    cluster: &str,
+    command: &str,
+) -> Option<record::Recorder> {
+    if config.global.no_record {
+        return None;
+    }
+    let root = record::root(config.global.cache_dir.as_deref())?;
+    record::open(&root, cluster, command)
 }
 
 /// Runs `work` on a multi-threaded runtime: the one place a cluster command

@@ -38,14 +38,21 @@ pub struct Session {
 impl Session {
     /// Starts the reporter (JSON Lines with `json`) and the signal watch.
     /// `no_progress`: `--no-progress`, plain lines even on a terminal.
-    pub fn start(json: bool, verbosity: Verbosity, no_progress: bool) -> Session {
+    /// `record`: the run record to write beside the display.
+    pub fn start(
+        json: bool,
+        verbosity: Verbosity,
+        no_progress: bool,
+        record: Option<super::record::Recorder>,
+    ) -> Session {
         let kind = reporter::detect(json, no_progress);
-        Session::with_reporter(reporter::make(
+        let display = reporter::make(
             kind,
             verbosity,
             Box::new(std::io::stdout()),
             Box::new(std::io::stderr()),
-        ))
+        );
+        Session::with_reporter(display, record)
     }
 
     /// One cluster's session among many in one process (docs/fleet.md):
@@ -60,6 +67,7 @@ impl Session {
         verbosity: Verbosity,
         streams: &Streams,
         screen: Option<(&SharedScreen, usize)>,
+        record: Option<super::record::Recorder>,
     ) -> Session {
         let kind = if json {
             reporter::ReporterKind::Json
@@ -80,10 +88,18 @@ impl Session {
             )),
             _ => reporter::make(kind, verbosity, tagged(&streams.out), tagged(&streams.err)),
         };
-        Session::with_reporter(reporter)
+        Session::with_reporter(reporter, record)
     }
 
-    fn with_reporter(reporter: Box<dyn reporter::Reporter>) -> Session {
+    fn with_reporter(
+        display: Box<dyn reporter::Reporter>,
+        record: Option<super::record::Recorder>,
+    ) -> Session {
+        // The run record beside the display (docs/design.md#run-record).
+        let reporter: Box<dyn reporter::Reporter> = match record {
+            Some(recorder) => Box::new(reporter::Tee(display, Box::new(recorder))),
+            None => display,
+        };
         let (events, rx) = Emitter::new();
         let reporting = tokio::spawn(reporter::drive(rx, reporter));
         let (stop_tx, stop) = watch::channel(Stop::Run);

@@ -2240,3 +2240,69 @@ fn a_needs_edge_makes_no_request_for_the_lock() {
         "{lease_writes} Lease writes in {took:?} for 8 steps"
     );
 }
+
+/// Every apply leaves a run record (its JSON events, how it exited), named
+/// on stderr; `runs` lists them newest first and `runs --show` prints one;
+/// a failed run's record ends with its error; `--no-record` keeps none
+/// (docs/design.md#run-record).
+#[test]
+fn an_apply_leaves_a_record_that_runs_lists_and_shows() {
+    let cluster = Cluster::start();
+    standard_script(&cluster);
+    let test = config();
+    let out = cluster.run(&test, &["apply", "infra", "--set", "token=s3cr3t-value"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let named = out
+        .stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("run record: "))
+        .expect("the record is named")
+        .to_string();
+    let record = std::fs::read_to_string(&named).unwrap();
+    let events: Vec<serde_json::Value> = record
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON Lines"))
+        .collect();
+    assert_eq!(events[0]["event"], "run_started");
+    assert!(events.iter().any(|e| e["event"] == "run_finished"));
+    assert_eq!(events.last().unwrap()["event"], "exited");
+    assert_eq!(events.last().unwrap()["exitCode"], 0);
+    assert!(!record.contains("s3cr3t-value"), "{record}");
+
+    // A second run, refused: the lock is held.
+    cluster.api.insert(live_lease("alice@laptop pid 4242"));
+    let refused = cluster.run(&test, &["apply", "infra"]);
+    assert_eq!(refused.code, 3);
+    cluster.delete_lease();
+    let _ = cluster.run(&test, &["apply", "infra", "--no-record"]);
+
+    let listed = cluster.run(&test, &["runs", "infra"]);
+    assert_eq!(listed.code, 0, "{}", listed.stderr);
+    let lines: Vec<&str> = listed.stdout.lines().collect();
+    assert!(
+        lines[0].starts_with(" 1  ") && lines[0].contains("apply    infra        exit 3"),
+        "{}",
+        listed.stdout
+    );
+    assert!(
+        lines[1].starts_with(" 2  ") && lines[1].contains("exit 0") && lines[1].ends_with(&named),
+        "{}",
+        listed.stdout
+    );
+    assert_eq!(lines.len(), 3, "--no-record left none: {}", listed.stdout);
+
+    let shown = cluster.run(&test, &["runs", "infra", "--show"]);
+    let last: serde_json::Value =
+        serde_json::from_str(shown.stdout.lines().last().unwrap()).unwrap();
+    assert_eq!(last["exitCode"], 3);
+    assert!(
+        last["error"]["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("alice@laptop pid 4242")),
+        "{last}"
+    );
+    let json = cluster.run(&test, &["runs", "-o", "json"]);
+    let runs: serde_json::Value = serde_json::from_str(&json.stdout).unwrap();
+    assert_eq!(runs["runs"].as_array().map(Vec::len), Some(2));
+    assert_eq!(runs["runs"][1]["exitCode"], 0);
+}

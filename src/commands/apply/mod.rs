@@ -146,7 +146,12 @@ fn flux_preflight(plan: &Plan) -> Result<(Event, Vec<String>), Error> {
 /// many (tagged lines, a board of the shared screen).
 fn session(config: &Config, plan: &Plan, fleet: Option<&fleet::Slot>) -> Session {
     match fleet {
-        None => Session::start(config.json(), config.verbosity, config.global.no_progress),
+        None => Session::start(
+            config.json(),
+            config.verbosity,
+            config.global.no_progress,
+            run::record_for(config, &plan.cluster.name, "apply"),
+        ),
         Some(slot) => Session::for_cluster(
             &plan.cluster.name,
             slot.width,
@@ -160,6 +165,7 @@ fn session(config: &Config, plan: &Plan, fleet: Option<&fleet::Slot>) -> Session
                     .unwrap_or(0);
                 (screen, index)
             }),
+            run::record_for(config, &plan.cluster.name, "apply"),
         ),
     }
 }
