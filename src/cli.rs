@@ -68,7 +68,7 @@ pub struct Global {
     #[arg(long, global = true, value_name = "FILE")]
     pub kubeconfig: Option<PathBuf>,
     /// kubeconfig context (overrides the cluster's `context`).
-    #[arg(long, global = true, value_name = "NAME")]
+    #[arg(long, global = true, value_name = "NAME", add = clap_complete::ArgValueCandidates::new(crate::complete::contexts))]
     pub context: Option<String>,
     /// No live progress display: one line per event, as in CI (also with
     /// NO_COLOR or TERM=dumb).
@@ -185,7 +185,7 @@ pub enum Command {
 #[derive(Debug, Clone, clap::Args)]
 pub struct ClusterSelection {
     /// The cluster: `clusters/<CLUSTER>/cluster.yaml` under --dir.
-    #[arg(required_unless_present_any = ["all", "clusters"], conflicts_with_all = ["all", "clusters"])]
+    #[arg(required_unless_present_any = ["all", "clusters"], conflicts_with_all = ["all", "clusters"], add = clap_complete::ArgValueCandidates::new(crate::complete::clusters))]
     cluster: Option<String>,
     /// Every cluster of the config root, each with its own kube context (and
     /// the lints across clusters); `apply` runs them concurrently, each with
@@ -224,6 +224,7 @@ pub struct PlanArgs {
 #[derive(Debug, Clone, clap::Args)]
 pub struct GraphArgs {
     /// The cluster: `clusters/<CLUSTER>/cluster.yaml` under --dir.
+    #[arg(add = clap_complete::ArgValueCandidates::new(crate::complete::clusters))]
     pub cluster: String,
     /// dot, mermaid or json (default: json with `--output json`, else dot).
     #[arg(long, value_enum)]
@@ -252,6 +253,7 @@ impl GraphArgs {
 #[derive(Debug, Clone, clap::Args)]
 pub struct TemplateArgs {
     /// The cluster: `clusters/<CLUSTER>/cluster.yaml` under --dir.
+    #[arg(add = clap_complete::ArgValueCandidates::new(crate::complete::clusters))]
     pub cluster: String,
     /// Only this release (name or namespace/name).
     pub release: Option<String>,
@@ -316,6 +318,7 @@ impl ApplyArgs {
 #[derive(Debug, Clone, clap::Args)]
 pub struct DiffArgs {
     /// The cluster: `clusters/<CLUSTER>/cluster.yaml` under --dir.
+    #[arg(add = clap_complete::ArgValueCandidates::new(crate::complete::clusters))]
     pub cluster: String,
     /// Only these releases (name or namespace/name); default: every release.
     #[arg(value_name = "RELEASE")]
@@ -359,6 +362,7 @@ pub struct StatusArgs {
 #[derive(Debug, Clone, clap::Args)]
 pub struct DestroyArgs {
     /// The cluster: `clusters/<CLUSTER>/cluster.yaml` under --dir.
+    #[arg(add = clap_complete::ArgValueCandidates::new(crate::complete::clusters))]
     pub cluster: String,
     /// Do not ask for confirmation.
     #[arg(long, short = 'y')]
@@ -367,7 +371,7 @@ pub struct DestroyArgs {
     #[arg(long)]
     crds: bool,
     /// Only this release (repeatable); what it needs stays installed.
-    #[arg(long, value_name = "NAME")]
+    #[arg(long, value_name = "NAME", add = clap_complete::ArgValueCandidates::new(crate::complete::releases))]
     pub only: Vec<String>,
     /// Releases whose labels match (helmfile syntax: `key=value`, `key!=value`; comma = AND; repeat for OR).
     #[arg(long, short = 'l', value_name = "SELECTOR", value_parser = parse_selector)]
@@ -411,6 +415,7 @@ pub struct SchemaArgs {
 #[derive(Debug, Clone, clap::Args)]
 pub struct RunsArgs {
     /// Only this cluster's runs.
+    #[arg(add = clap_complete::ArgValueCandidates::new(crate::complete::clusters))]
     pub cluster: Option<String>,
     /// Print the Nth newest run's record (1: the last run) as it was
     /// written: its events as JSON Lines, then how it exited.
@@ -534,7 +539,7 @@ impl Config {
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct Selection {
     /// Only this release (repeatable), plus what it needs unless --no-needs.
-    #[arg(long, value_name = "NAME")]
+    #[arg(long, value_name = "NAME", add = clap_complete::ArgValueCandidates::new(crate::complete::releases))]
     pub only: Vec<String>,
     /// Releases whose labels match (helmfile syntax: `key=value`, `key!=value`; comma = AND; repeat for OR).
     #[arg(long, short = 'l', value_name = "SELECTOR", value_parser = parse_selector)]

@@ -9,6 +9,7 @@ pub mod chart_render;
 pub mod child;
 pub mod cli;
 pub mod commands;
+pub mod complete;
 pub mod config;
 pub mod crds;
 pub mod destroy;
@@ -47,6 +48,13 @@ use crate::error::{EXIT_INVALID, EXIT_OK};
 pub fn run<I: IntoIterator<Item = OsString>>(args: I) -> i32 {
     let begun = std::time::Instant::now();
     let args: Vec<OsString> = args.into_iter().collect();
+    // `COMPLETE=bash bootstrap …`: the shell asks for completions
+    // (src/complete.rs); answered here, and nothing else runs.
+    if let Ok(true) = clap_complete::CompleteEnv::with_factory(cli::command)
+        .try_complete(args.clone(), std::env::current_dir().ok().as_deref())
+    {
+        return EXIT_OK;
+    }
     let arguments = match cli::parse(&args) {
         Ok(arguments) => arguments,
         Err(e) => {

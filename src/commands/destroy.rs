@@ -76,7 +76,7 @@ async fn run_async(
         config.json(),
         config.verbosity,
         config.global.no_progress,
-        run::record_for(config, &plan.cluster.name, "destroy"),
+        super::record_for(config, &plan.cluster.name, "destroy"),
     );
     let events = session.events.clone();
     for (dependent, need) in destroy::left_behind(full, &plan) {

@@ -53,6 +53,21 @@ pub fn execute(config: &Config, out: &mut dyn Write) -> Result<(), Error> {
     }
 }
 
+/// The run record of `command` on `cluster` (docs/design.md#run-record):
+/// none with `--no-record`, or when there is no cache directory or it
+/// cannot be written (a run is never stopped for its record).
+pub(crate) fn record_for(
+    config: &crate::cli::Config,
+    cluster: &str,
+    command: &str,
+) -> Option<crate::run::record::Recorder> {
+    if config.global.no_record {
+        return None;
+    }
+    let root = crate::run::record::root(config.global.cache_dir.as_deref())?;
+    crate::run::record::open(&root, cluster, command)
+}
+
 pub(crate) fn write(out: &mut dyn Write, text: &str) -> Result<(), Error> {
     // A closed pipe (`bootstrap plan infra | head`) is not an error worth a message.
     match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {

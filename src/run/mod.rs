@@ -66,21 +66,6 @@ impl Target<'_> {
     }
 }
 
-/// The run record of `command` on `cluster` (docs/design.md#run-record):
-/// none with `--no-record`, or when there is no cache directory or it
-/// cannot be written (a run is never stopped for its record).
-pub fn record_for(
-    config: &crate::cli::Config,
-    cluster: &str,
-    command: &str,
-) -> Option<record::Recorder> {
-    if config.global.no_record {
-        return None;
-    }
-    let root = record::root(config.global.cache_dir.as_deref())?;
-    record::open(&root, cluster, command)
-}
-
 /// Runs `work` on a multi-threaded runtime: the one place a cluster command
 /// builds one.
 pub fn block_on<T>(work: impl Future<Output = Result<T, Error>>) -> Result<T, Error> {

@@ -734,3 +734,43 @@ fn init_writes_a_root_plan_and_check_accept_and_never_overwrites() {
     let (code, _, stderr) = run(&["init", root_arg, "--cluster", "lab", "--force"]);
     assert_eq!(code, 0, "{stderr}");
 }
+
+/// Dynamic completions (`COMPLETE=SHELL bootstrap`, as the registered
+/// shell function calls it): cluster names from the config root, release
+/// names for `--only`, contexts from the kubeconfig for `--context`.
+#[test]
+fn completions_offer_clusters_releases_and_contexts() {
+    let test = Test::with_releases(&with_coredns(""))
+        .file("clusters/apps/cluster.yaml", "name: apps\ncontext: admin@apps\n")
+        .file(
+            "kubeconfig",
+            "apiVersion: v1\nkind: Config\ncurrent-context: admin@infra\nclusters: []\nusers: []\ncontexts:\n- name: admin@infra\n  context: {cluster: x, user: y}\n- name: kind-lab\n  context: {cluster: x, user: y}\n",
+        );
+    let complete = |words: &[&str]| {
+        let out = test
+            .command()
+            .env("COMPLETE", "fish")
+            .env("KUBECONFIG", test.path().join("kubeconfig"))
+            .arg("--")
+            .arg("bootstrap")
+            .args(words)
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|l| l.split('\t').next().unwrap_or_default().to_string())
+            .filter(|c| !c.starts_with('-'))
+            .collect::<Vec<String>>()
+    };
+    assert_eq!(complete(&["apply", ""]), ["apps", "infra"]);
+    assert_eq!(complete(&["status", "i"]), ["infra"]);
+    assert_eq!(
+        complete(&["apply", "infra", "--only", "c"]),
+        ["cilium", "coredns"]
+    );
+    assert_eq!(
+        complete(&["plan", "infra", "--context", ""]),
+        ["admin@infra", "kind-lab"]
+    );
+}

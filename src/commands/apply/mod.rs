@@ -150,7 +150,7 @@ fn session(config: &Config, plan: &Plan, fleet: Option<&fleet::Slot>) -> Session
             config.json(),
             config.verbosity,
             config.global.no_progress,
-            run::record_for(config, &plan.cluster.name, "apply"),
+            super::record_for(config, &plan.cluster.name, "apply"),
         ),
         Some(slot) => Session::for_cluster(
             &plan.cluster.name,
@@ -165,7 +165,7 @@ fn session(config: &Config, plan: &Plan, fleet: Option<&fleet::Slot>) -> Session
                     .unwrap_or(0);
                 (screen, index)
             }),
-            run::record_for(config, &plan.cluster.name, "apply"),
+            super::record_for(config, &plan.cluster.name, "apply"),
         ),
     }
 }
