@@ -152,6 +152,7 @@ impl<H: Helm> Preflight<'_, H> {
             ownership::Live,
             BTreeMap<String, crate::ledger::Entry>,
             Option<crate::ledger::DigestKey>,
+            Option<std::collections::BTreeSet<String>>,
         ),
         Error,
     > {
@@ -167,7 +168,7 @@ impl<H: Helm> Preflight<'_, H> {
         let step = |step: String| self.step(step);
         // The digest key is read beside them; only creating it (a first
         // run) waits for every check (docs/design.md#preflight-requests).
-        let (owners, state, recorded, key) = tokio::join!(
+        let (owners, state, recorded, key, terminating) = tokio::join!(
             interruptible(
                 stop,
                 ownership::live_conflicts(plan, helm, connection, took_over),
@@ -175,7 +176,11 @@ impl<H: Helm> Preflight<'_, H> {
             interruptible(stop, crate::lint::live::gather(plan, client)),
             interruptible(stop, ledger.entries()),
             interruptible(stop, ledger.digest_key(false)),
+            interruptible(stop, crate::kube::namespace::all_terminating(client)),
         );
+        // Not read (an API server that refuses to list namespaces): each
+        // install asks for its own namespace instead.
+        let terminating = terminating?.ok();
         let owners = owners??;
         step(format!(
             "ownership: {} checked, no conflict",
@@ -213,7 +218,7 @@ impl<H: Helm> Preflight<'_, H> {
                 crate::plural::count(carriers, "release")
             ));
         }
-        Ok((owners, recorded, digest_key))
+        Ok((owners, recorded, digest_key, terminating))
     }
 
     /// The CRD phase (docs/design.md#phases-of-apply): the CRDs applied and
@@ -324,7 +329,7 @@ impl<H: Helm + 'static> Preflight<'_, H> {
         let render =
             async { Ok::<_, Error>(interruptible(stop, crds::render(helm.as_ref(), plan)).await?) };
         let checks = self.checks(&ledger, took_over.is_some());
-        let ((owners, recorded, digest_key), crds) = tokio::try_join!(checks, render)?;
+        let ((owners, recorded, digest_key, terminating), crds) = tokio::try_join!(checks, render)?;
         left_pending.listed(owners.listed.values());
         // Handover releases Flux has adopted: never upgraded again
         // (docs/design.md#handover).
@@ -378,6 +383,7 @@ impl<H: Helm + 'static> Preflight<'_, H> {
             left_pending,
             lock: lock.clone(),
             cluster: plan.cluster.name.clone(),
+            terminating: terminating.map(Arc::new),
         };
         let summary = scheduler::run(
             &plan.cluster.name,

@@ -26,6 +26,23 @@ pub async fn terminating(
     Ok(namespace.and_then(|ns| lingering(&ns)))
 }
 
+/// The namespaces being deleted, from one metadata-only list: what
+/// `apply` reads in preflight, so a release step waits (and asks again)
+/// only for a namespace in it, and a `needs` edge costs no request for it.
+pub async fn all_terminating(
+    client: &::kube::Client,
+) -> Result<std::collections::BTreeSet<String>, ::kube::Error> {
+    let api: Api<Namespace> = Api::all(client.clone());
+    let params = ::kube::api::ListParams::default();
+    let list = retry(API_RETRY_BUDGET, || api.list_metadata(&params)).await?;
+    Ok(list
+        .items
+        .into_iter()
+        .filter(|ns| ns.metadata.deletion_timestamp.is_some())
+        .filter_map(|ns| ns.metadata.name)
+        .collect())
+}
+
 /// Why a namespace with a deletionTimestamp is still there; `None` when it
 /// is not being deleted.
 fn lingering(ns: &Namespace) -> Option<String> {

@@ -69,6 +69,9 @@ pub struct ReleaseRunner<H: Helm> {
     pub verbose: bool,
     /// The cluster config being applied, recorded in each ledger entry.
     pub cluster: String,
+    /// The namespaces being deleted when preflight read them: an install
+    /// waits only for one of these (`None`: not read, each asks).
+    pub terminating: Option<Arc<std::collections::BTreeSet<String>>>,
 }
 
 enum Change {
@@ -231,6 +234,13 @@ impl<H: Helm> ReleaseRunner<H> {
             return Ok(());
         };
         let ns = &release.id.namespace;
+        if self
+            .terminating
+            .as_ref()
+            .is_some_and(|set| !set.contains(ns))
+        {
+            return Ok(());
+        }
         if !matches!(namespace::terminating(client, ns).await, Ok(Some(_))) {
             return Ok(());
         }
