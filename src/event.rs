@@ -420,6 +420,9 @@ fn rfc3339<S: serde::Serializer>(t: &SystemTime, s: S) -> Result<S::Ok, S::Error
 pub struct Emitter {
     started: std::time::Instant,
     tx: tokio::sync::mpsc::UnboundedSender<Stamped>,
+    /// The releases started and not finished, as the events said: what
+    /// an outage warning names as in flight.
+    running: std::sync::Arc<std::sync::Mutex<std::collections::BTreeSet<ReleaseId>>>,
 }
 
 impl Emitter {
@@ -429,17 +432,69 @@ impl Emitter {
             Emitter {
                 started: std::time::Instant::now(),
                 tx,
+                running: Default::default(),
             },
             rx,
         )
     }
 
+    /// The releases started and not yet finished.
+    pub fn running(&self) -> Vec<ReleaseId> {
+        let running = self.running.lock().unwrap_or_else(|e| e.into_inner());
+        running.iter().cloned().collect()
+    }
+
     pub fn emit(&self, event: Event) {
+        match &event {
+            Event::ReleaseStarted { release } => {
+                let mut running = self.running.lock().unwrap_or_else(|e| e.into_inner());
+                running.insert(release.clone());
+            }
+            Event::ReleaseFinished { result, .. } => {
+                let mut running = self.running.lock().unwrap_or_else(|e| e.into_inner());
+                running.remove(&result.release);
+            }
+            _ => {}
+        }
         // The reporter is gone only when the run is over; nothing to do then.
         let _ = self.tx.send(Stamped {
             time: SystemTime::now(),
             elapsed: self.started.elapsed(),
             event,
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What an outage warning names as in flight: started, not finished.
+    #[test]
+    fn the_emitter_knows_which_releases_are_running() {
+        let (events, _rx) = Emitter::new();
+        let id = |name: &str| ReleaseId {
+            namespace: "kube-system".into(),
+            name: name.into(),
+        };
+        events.emit(Event::ReleaseStarted {
+            release: id("cilium"),
+        });
+        events.emit(Event::ReleaseStarted {
+            release: id("coredns"),
+        });
+        assert_eq!(events.running(), [id("cilium"), id("coredns")]);
+        events.emit(Event::ReleaseFinished {
+            result: ReleaseResult {
+                release: id("cilium"),
+                outcome: Outcome::Installed,
+                duration: Duration::ZERO,
+                timing: Timing::default(),
+                message: None,
+            },
+            diagnostics: None,
+            diagnostics_text: None,
+        });
+        assert_eq!(events.clone().running(), [id("coredns")]);
     }
 }

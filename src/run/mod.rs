@@ -303,9 +303,15 @@ async fn say_outages(
         match (now, away) {
             (Some(unanswered), None) => {
                 away = Some(unanswered.since);
+                let running: Vec<String> =
+                    events.running().iter().map(ToString::to_string).collect();
+                let in_flight = match running.as_slice() {
+                    [] => "nothing in flight".to_string(),
+                    names => format!("in flight: {}", names.join(", ")),
+                };
                 events.emit(Event::Warning {
                     message: format!(
-                        "the Kubernetes API server at {server} has not answered for {} ({}); waiting for it: what runs goes on when it answers, and the run stops (exit 3) if it stays away until the cluster lock may be lost",
+                        "the Kubernetes API server at {server} has not answered for {} ({}; {in_flight}); waiting for it: what runs goes on when it answers, and the run stops (exit 3) if it stays away until the cluster lock may be lost",
                         crate::duration::span(unanswered.since.elapsed()),
                         unanswered.cause
                     ),
