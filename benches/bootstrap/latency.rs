@@ -120,21 +120,7 @@ fn preflight(cluster: &Cluster, test: &Test) -> Figures {
         Some("kube-system"),
         "bootstrap-lock",
     );
-    let ms = finished["elapsed_ms"].as_f64().unwrap() - started["elapsed_ms"].as_f64().unwrap();
-    // Whole milliseconds: the window is widened by one at each end.
-    let (from, to) = (
-        event_unix_ms(&started) - 1.0,
-        event_unix_ms(&finished) + 1.0,
-    );
-    let requests: Vec<Request> = cluster
-        .api
-        .request_log()
-        .into_iter()
-        .filter(|r| {
-            let at = clock.unix_ms(r.received);
-            at >= from && at <= to
-        })
-        .collect();
+    let (ms, requests, (from, to)) = between(cluster, &clock, &started, &finished);
     let helm = cluster.helm_calls()[helm_before..]
         .iter()
         .filter(|c| c.argv[0] != "version")
@@ -170,6 +156,29 @@ fn status(cluster: &Cluster, test: &Test) -> Figures {
         serial: serial_depth(&requests),
         helm,
     }
+}
+
+/// The milliseconds between two events of a run and the API requests the
+/// server received between them (whole milliseconds: the window is widened
+/// by one at each end), and that window in Unix milliseconds.
+fn between(
+    cluster: &Cluster,
+    clock: &Clock,
+    started: &Value,
+    finished: &Value,
+) -> (f64, Vec<Request>, (f64, f64)) {
+    let ms = finished["elapsed_ms"].as_f64().unwrap() - started["elapsed_ms"].as_f64().unwrap();
+    let (from, to) = (event_unix_ms(started) - 1.0, event_unix_ms(finished) + 1.0);
+    let requests = cluster
+        .api
+        .request_log()
+        .into_iter()
+        .filter(|r| {
+            let at = clock.unix_ms(r.received);
+            at >= from && at <= to
+        })
+        .collect();
+    (ms, requests, (from, to))
 }
 
 /// Releases in the `needs` chain; the longer one is measured too, so the
@@ -222,20 +231,7 @@ fn chain(test: &Test, rtt: Duration) -> (f64, f64, f64) {
             .clone()
     };
     let (started, finished) = (at("phase_started"), at("phase_finished"));
-    let ms = finished["elapsed_ms"].as_f64().unwrap() - started["elapsed_ms"].as_f64().unwrap();
-    let (from, to) = (
-        event_unix_ms(&started) - 1.0,
-        event_unix_ms(&finished) + 1.0,
-    );
-    let requests: Vec<Request> = cluster
-        .api
-        .request_log()
-        .into_iter()
-        .filter(|r| {
-            let at = clock.unix_ms(r.received);
-            at >= from && at <= to
-        })
-        .collect();
+    let (ms, requests, _) = between(&cluster, &clock, &started, &finished);
     (ms, requests.len() as f64, serial_depth(&requests) as f64)
 }
 

@@ -177,8 +177,14 @@ impl Held {
     /// Nobody else can take the lock before this: the Lease's duration from
     /// the moment our last successful renewal was sent, less a margin.
     fn valid_until(&self) -> Instant {
-        self.renewed + Duration::from_secs(LEASE_SECONDS as u64) - VALID_MARGIN
+        valid_until(self.renewed)
     }
+}
+
+/// Nobody else can take the lock before this, for a renewal sent at
+/// `renewed`: the Lease's duration from then, less a margin.
+fn valid_until(renewed: Instant) -> Instant {
+    renewed + Duration::from_secs(LEASE_SECONDS as u64) - VALID_MARGIN
 }
 
 /// `user@host pid N` — what a second run prints about the first.
@@ -709,12 +715,11 @@ impl LockCheck {
             .renewed
             .lock()
             .unwrap_or_else(|e| e.into_inner());
-        let valid_until = renewed + Duration::from_secs(LEASE_SECONDS as u64) - VALID_MARGIN;
         if self
             .shared
             .watching
             .load(std::sync::atomic::Ordering::Acquire)
-            && Instant::now() < valid_until
+            && Instant::now() < valid_until(renewed)
         {
             return Ok(());
         }
