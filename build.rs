@@ -36,6 +36,11 @@
 //!   loopback, for the tests that pull charts by `oci://` without the
 //!   network (tests/it/import_corpus.rs, with `cfg(helmfile)`,
 //!   `cfg(shared_corpus)` and the real helm 4 CLI).
+//! - `cfg(renovate)` when the real Renovate is installed
+//!   (`tools/realenv/build renovate`, which links `tools/realenv/.bin/renovate`):
+//!   the tests of the Renovate preset renovate/bootstrap.json5
+//!   (tests/it/renovate.rs; its lookups also need `cfg(oci_registry)` and the
+//!   real helm 4).
 //! - `cfg(realenv)` when the real test environment is built: every tool
 //!   testkit's real front end needs is linked in `tools/realenv/.bin/`
 //!   (`tools/realenv/build`; docs/design.md#real-environment). The tier of
@@ -60,6 +65,7 @@ const FLUX_ORACLE: &str = "tools/realenv/.bin/flux-oracle/flux-oracle";
 const SHARED_CORPUS: &str = "../shared/corpus";
 const REALENV_HELMFILE: &str = "tools/realenv/.bin/helmfile/helmfile";
 const OCI_REGISTRY: &str = "tools/realenv/.bin/oci-registry/oci-registry";
+const RENOVATE: &str = "tools/realenv/.bin/renovate/renovate";
 /// Where tools/realenv/build links each tool's binaries, and the tools the
 /// real tier needs (testkit::realenv::TOOLS).
 const REALENV_BIN: &str = "tools/realenv/.bin";
@@ -155,6 +161,11 @@ fn main() {
     if Path::new(OCI_REGISTRY).exists() {
         println!("cargo::rerun-if-changed={OCI_REGISTRY}");
         println!("cargo::rustc-cfg=oci_registry");
+    }
+    println!("cargo::rustc-check-cfg=cfg(renovate)");
+    if Path::new(RENOVATE).exists() {
+        println!("cargo::rerun-if-changed={RENOVATE}");
+        println!("cargo::rustc-cfg=renovate");
     }
     // The real helm 4 CLI alone (the import's comparison with helmfile runs
     // helmfile and bootstrap on it).

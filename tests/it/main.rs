@@ -65,6 +65,7 @@ mod real_flux;
 mod real_helm;
 mod real_helm_signals;
 mod reliability;
+mod renovate;
 mod selection;
 mod shipped_config;
 mod sops;
