@@ -38,11 +38,12 @@ pub const LONG_VERSION: &str = concat!(
 pub struct Arguments {
     #[command(flatten)]
     global: Global,
-    /// More output (repeat for more); streams hook output.
-    #[arg(short, long, global = true, action = clap::ArgAction::Count, conflicts_with = "quiet")]
+    /// More output (repeat for more); `apply` and `destroy` also stream
+    /// what hooks print.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count, conflicts_with = "quiet", help_heading = GLOBAL)]
     verbose: u8,
     /// Only errors and the final result.
-    #[arg(short, long, global = true)]
+    #[arg(short, long, global = true, help_heading = GLOBAL)]
     quiet: bool,
     #[command(subcommand)]
     command: Command,
@@ -51,9 +52,14 @@ pub struct Arguments {
     subcommand: String,
 }
 
+/// The heading of the global flags in each subcommand's help, apart from
+/// the subcommand's own options.
+const GLOBAL: &str = "Global options";
+
 /// The global flags, declared once: clap reads them into this struct and
 /// [`Config`] carries it as it is.
 #[derive(Debug, Clone, clap::Args)]
+#[command(next_help_heading = GLOBAL)]
 pub struct Global {
     /// Config root holding clusters/ and releases/.
     #[arg(long, global = true, default_value = ".", value_name = "DIR")]
@@ -143,39 +149,69 @@ pub enum SchemaKind {
 #[derive(Debug, Clone, ClapSubcommand)]
 pub enum Command {
     /// Validate everything, lint the rendered values and print the phases and releases in execution order.
+    #[command(
+        after_help = "Examples:\n  bootstrap plan infra\n  bootstrap plan infra -o json | jq '.releases[].id'\n  bootstrap plan --all --dir ~/src/platform"
+    )]
     Plan(PlanArgs),
     /// Print the release DAG.
+    #[command(
+        after_help = "Examples:\n  bootstrap graph infra | dot -Tsvg > infra.svg\n  bootstrap graph infra --format mermaid"
+    )]
     Graph(GraphArgs),
     /// Print the rendered, merged values of a cluster's releases (and, with
     /// --manifests, the chart rendered by `helm template`).
+    #[command(
+        after_help = "Examples:\n  bootstrap template infra cilium\n  bootstrap template infra --manifests --only coredns\n  bootstrap template infra --crds cert-manager"
+    )]
     Template(TemplateArgs),
     /// Apply CRDs, then install releases in DAG order with hooks; record ownership.
+    #[command(
+        after_help = "Examples:\n  bootstrap apply infra\n  bootstrap apply infra --dry-run\n  bootstrap apply infra --only coredns --timeout 15m\n  bootstrap apply --all -o json > run.jsonl"
+    )]
     Apply(ApplyArgs),
     /// What `apply` would change, per release: chart and version, values as key paths, and the
     /// rendered manifests against the deployed release as a unified diff (read-only).
+    #[command(
+        after_help = "Examples:\n  bootstrap diff infra\n  bootstrap diff infra cilium --exit-code"
+    )]
     Diff(DiffArgs),
     /// Live state of each release: helm status, readiness, owner, drift, conflicts (read-only).
+    #[command(after_help = "Examples:\n  bootstrap status infra\n  bootstrap status --all -o json")]
     Status(StatusArgs),
     /// Uninstall the releases in reverse DAG order (asks unless --yes); CRDs stay unless --crds.
+    #[command(
+        after_help = "Examples:\n  bootstrap destroy infra --dry-run\n  bootstrap destroy infra --yes --crds"
+    )]
     Destroy(DestroyArgs),
     /// Static validation, the lints, and the Flux ownership scan of the GitOps tree.
+    #[command(
+        after_help = "Examples:\n  bootstrap check infra\n  bootstrap check --all -o json\n  bootstrap check infra --flux-root ../gitops --flux-entrypoint clusters/infra"
+    )]
     Check(CheckArgs),
     /// Write a config root from another tool's files (writes what it can, lists the rest).
     #[command(subcommand)]
     Import(ImportSource),
     /// Print the JSON Schema of cluster.yaml or release files (for editors).
+    #[command(after_help = "Examples:\n  bootstrap schema cluster > cluster.schema.json")]
     Schema(SchemaArgs),
     /// Print shell completions.
     Completions(CompletionsArgs),
     /// List the recorded runs of apply and destroy (newest first), or show one
     /// (`--show`: its events as JSON Lines).
+    #[command(
+        after_help = "Examples:\n  bootstrap runs infra\n  bootstrap runs infra --show\n  bootstrap runs infra --show 2 | jq 'select(.event == \"release_finished\")'"
+    )]
     Runs(RunsArgs),
     /// Write a minimal working config root (one cluster, a CNI and a DNS
     /// release) that `plan` and `check` accept at once; never overwrites
     /// without --force.
+    #[command(
+        after_help = "Examples:\n  bootstrap init platform --cluster dev --context kind-dev\n  bootstrap plan dev --dir platform"
+    )]
     Init(InitArgs),
     /// Print the version, the git commit it was built from, the build date
     /// and the helm versions it supports (`-o json` for scripts and bug reports).
+    #[command(after_help = "Examples:\n  bootstrap version -o json")]
     Version,
 }
 
@@ -218,6 +254,8 @@ impl ClusterSelection {
 pub struct PlanArgs {
     #[command(flatten)]
     pub clusters: ClusterSelection,
+    #[command(flatten)]
+    pub selection: Selection,
 }
 
 /// `bootstrap graph`.
@@ -534,8 +572,8 @@ impl Config {
     }
 }
 
-/// `--only`, `--selector` and `--no-needs` of apply, diff, template and
-/// status, declared once (docs/design.md#selection).
+/// `--only`, `--selector` and `--no-needs` of plan, apply, diff, template
+/// and status, declared once (docs/design.md#selection).
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct Selection {
     /// Only this release (repeatable), plus what it needs unless --no-needs.
@@ -575,6 +613,7 @@ impl Command {
         match self {
             Command::Graph(args) => args.format(output).map(drop),
             Command::Template(TemplateArgs { selection, .. })
+            | Command::Plan(PlanArgs { selection, .. })
             | Command::Apply(ApplyArgs { selection, .. })
             | Command::Diff(DiffArgs { selection, .. })
             | Command::Status(StatusArgs { selection, .. }) => selection.check(),
@@ -781,12 +820,57 @@ fn helmfile_verb_tip(mut e: clap::Error) -> clap::Error {
     e
 }
 
+/// A missing `CLUSTER` gets a tip naming the clusters of the config root
+/// (`--dir`, as given on the command line, else `.`), so the user need not
+/// go and look.
+fn clusters_tip(mut e: clap::Error, args: &[std::ffi::OsString]) -> clap::Error {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    let missing_cluster = e.kind() == ErrorKind::MissingRequiredArgument
+        && matches!(e.get(ContextKind::InvalidArg), Some(ContextValue::Strings(missing))
+            if missing.iter().any(|a| a.starts_with("<CLUSTER>")));
+    if !missing_cluster {
+        return e;
+    }
+    let dir = args
+        .iter()
+        .zip(args.iter().skip(1))
+        .find(|(flag, _)| *flag == "--dir")
+        .map(|(_, dir)| PathBuf::from(dir))
+        .or_else(|| {
+            args.iter().find_map(|a| {
+                a.to_str()
+                    .and_then(|a| a.strip_prefix("--dir="))
+                    .map(PathBuf::from)
+            })
+        })
+        .unwrap_or_else(|| PathBuf::from("."));
+    let names = crate::config::cluster_names(&dir);
+    let tip = if names.is_empty() {
+        format!(
+            "there is no clusters/<name>/cluster.yaml under `{}`: pass --dir with your config root, or write one with `bootstrap init`",
+            dir.display()
+        )
+    } else {
+        format!(
+            "the clusters under `{}`: {}",
+            dir.display(),
+            names.join(", ")
+        )
+    };
+    e.insert(
+        ContextKind::Suggested,
+        ContextValue::StyledStrs(vec![tip.into()]),
+    );
+    e
+}
+
 /// Parses `args` with [`command`]'s help.
 pub fn parse(args: &[std::ffi::OsString]) -> Result<Arguments, clap::Error> {
     use clap::FromArgMatches;
     let matches = command()
         .try_get_matches_from(args)
-        .map_err(helmfile_verb_tip)?;
+        .map_err(helmfile_verb_tip)
+        .map_err(|e| clusters_tip(e, args))?;
     let mut arguments = Arguments::from_arg_matches(&matches)?;
     arguments.subcommand = matches.subcommand_name().unwrap_or_default().to_string();
     Ok(arguments)
@@ -819,6 +903,69 @@ mod tests {
         assert!(
             matches!(&c.command, Command::Plan(plan) if plan.clusters.clusters() == Clusters::One("infra".into()))
         );
+    }
+
+    /// Every example of every subcommand's help is a command line clap
+    /// accepts (what comes after a `|` or a `>` is the shell's).
+    #[test]
+    fn the_help_examples_parse() {
+        let command = command();
+        let mut seen = 0;
+        for sub in command.get_subcommands() {
+            let help = sub
+                .get_after_help()
+                .map(|h| h.to_string())
+                .unwrap_or_default();
+            let examples = help
+                .split_once("Examples:\n")
+                .map(|(_, e)| e)
+                .unwrap_or_default();
+            for line in examples.lines() {
+                let line = line.split(['|', '>']).next().unwrap().trim();
+                let args: Vec<std::ffi::OsString> =
+                    line.split_whitespace().map(Into::into).collect();
+                assert_eq!(args[0], "bootstrap", "{line}");
+                if let Err(e) = super::parse(&args) {
+                    panic!("`{line}` is refused: {e}");
+                }
+                seen += 1;
+            }
+        }
+        assert!(seen >= 20, "only {seen} examples");
+    }
+
+    /// A subcommand's help lists its own options first and the global ones
+    /// apart, under their own heading.
+    #[test]
+    fn global_options_are_listed_apart() {
+        let mut command = command();
+        command.build();
+        let help = command
+            .find_subcommand_mut("apply")
+            .unwrap()
+            .render_help()
+            .to_string();
+        let (own, global) = help.split_once("Global options:").unwrap();
+        // The flags a part lists: the `--flag` each option line starts with.
+        let listed = |part: &str| -> Vec<String> {
+            part.lines()
+                .map(str::trim_start)
+                .filter(|l| l.starts_with('-'))
+                .filter_map(|l| l.split_once("--"))
+                .filter(|(before, _)| before.is_empty() || before.ends_with(", "))
+                .map(|(_, flag)| format!("--{}", flag.split([' ', '.']).next().unwrap()))
+                .collect()
+        };
+        let (own, global) = (listed(own), listed(global));
+        for flag in ["--dry-run", "--timeout", "--only"] {
+            assert!(own.contains(&flag.to_string()), "{flag}: {own:?}");
+        }
+        for flag in ["--dir", "--output", "--context", "--verbose", "--quiet"] {
+            assert!(
+                global.contains(&flag.to_string()) && !own.contains(&flag.to_string()),
+                "{flag}: {own:?} {global:?}"
+            );
+        }
     }
 
     #[test]

@@ -26,7 +26,7 @@ use crate::plan::Plan;
 
 pub fn execute(config: &Config, out: &mut dyn Write) -> Result<(), Error> {
     match &config.command {
-        Command::Plan(args) => plan::run(config, &args.clusters.clusters(), out),
+        Command::Plan(args) => plan::run(config, args, out),
         Command::Graph(args) => graph::run(config, args, out),
         Command::Template(args) => template::run(config, args, out),
         Command::Check(args) => check::run(config, args, out),

@@ -2,7 +2,7 @@ use std::io::Write;
 
 use serde_json::json;
 
-use crate::cli::{Clusters, Config, OutputFormat, Verbosity};
+use crate::cli::{Clusters, Config, OutputFormat, PlanArgs, Verbosity};
 use crate::error::Error;
 use crate::lint;
 
@@ -10,8 +10,27 @@ use crate::lint;
 /// when a finding is an error `lints.ignore` does not list. `-q`: only the
 /// counts and the findings; `-v`: each release's values sources, digest,
 /// timeout and wait too (docs/design.md#global-flags).
-pub fn run(config: &Config, clusters: &Clusters, out: &mut dyn Write) -> Result<(), Error> {
-    let linted = super::linted(&config.global, clusters, config.global.context.as_deref())?;
+///
+/// `--only`/`--selector` narrow what is shown: the chosen releases (with
+/// what they need unless `--no-needs`) and the findings about them or about
+/// no release in particular; the lints still see the whole cluster.
+pub fn run(config: &Config, args: &PlanArgs, out: &mut dyn Write) -> Result<(), Error> {
+    let clusters = &args.clusters.clusters();
+    let linted = super::linted(&config.global, clusters, config.global.context.as_deref())?
+        .into_iter()
+        .map(|(plan, findings)| {
+            let plan = args.selection.apply(plan)?;
+            let findings: Vec<lint::Finding> = findings
+                .into_iter()
+                .filter(|f| {
+                    f.release
+                        .as_ref()
+                        .is_none_or(|id| plan.releases.iter().any(|r| r.id.to_string() == *id))
+                })
+                .collect();
+            Ok((plan, findings))
+        })
+        .collect::<Result<Vec<_>, Error>>()?;
     let mut documents = Vec::new();
     let mut text = String::new();
     let mut blocking = Vec::new();

@@ -719,3 +719,65 @@ fn the_test_charts_found_are_the_ones_the_tests_were_written_against() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// A command run without its cluster names the clusters of the config root
+/// (`--dir`), or says there are none and how to get one.
+#[test]
+fn a_missing_cluster_is_answered_with_the_clusters_there_are() {
+    for command in [
+        "plan", "check", "template", "graph", "apply", "diff", "status", "destroy",
+    ] {
+        let out = bootstrap(&[command]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{command}: {err}");
+        assert!(
+            err.contains("tip: the clusters under `.`: apps, infra"),
+            "{command}: {err}"
+        );
+    }
+    let out = bootstrap(&["plan", "--dir", "examples"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("there is no clusters/<name>/cluster.yaml under `examples`")
+            && err.contains("bootstrap init"),
+        "{err}"
+    );
+}
+
+/// `plan` takes the selection flags of the commands it previews: `-l`
+/// with what the chosen releases need, `--no-needs` for exactly them.
+#[test]
+fn plan_shows_the_releases_a_selection_chooses() {
+    let ids = |args: &[&str]| -> Vec<String> {
+        let out = bootstrap(&[&["plan", "infra", "-o", "json"], args].concat());
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let plan: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        plan["releases"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["id"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(
+        ids(&["-l", "tier=security", "--no-needs"]),
+        [
+            "cert-manager/cert-manager",
+            "external-secrets/external-secrets"
+        ]
+    );
+    assert_eq!(
+        ids(&["--only", "spegel"]),
+        [
+            "kube-system/cilium",
+            "kube-system/coredns",
+            "kube-system/spegel"
+        ]
+    );
+}
