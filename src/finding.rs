@@ -83,6 +83,33 @@ pub fn render_text(findings: &[Finding]) -> String {
     text
 }
 
+/// Rendered findings with each `severity[code]` heading coloured as rustc
+/// and cargo colour theirs (bold; error red, warning yellow, info cyan):
+/// what `check`, `plan` and `status` print when their output takes colour.
+pub fn colour_headings(text: &str) -> String {
+    let styles = [
+        ("error[", console::Style::new().red().bold()),
+        ("warning[", console::Style::new().yellow().bold()),
+        ("info[", console::Style::new().cyan().bold()),
+    ];
+    text.split_inclusive('\n')
+        .map(|line| {
+            let heading = styles.iter().find_map(|(start, style)| {
+                let end = line.find(']').filter(|_| line.starts_with(start))?;
+                Some((style, end))
+            });
+            match heading {
+                Some((style, end)) => format!(
+                    "{}{}",
+                    style.apply_to(&line[..=end]).force_styling(true),
+                    &line[end + 1..]
+                ),
+                None => line.to_string(),
+            }
+        })
+        .collect()
+}
+
 /// `apply` of `cluster` refused before anything changed: its error-level
 /// findings that `lints.ignore` does not list.
 #[derive(Debug, Clone)]

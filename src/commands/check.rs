@@ -71,7 +71,7 @@ pub fn run(config: &Config, args: &CheckArgs, out: &mut dyn Write) -> Result<(),
         (OutputFormat::Json, Clusters::All | Clusters::Named(_)) => {
             super::write_json(out, &json!({ "clusters": documents }))?
         }
-        (OutputFormat::Text, _) => super::write(out, &text)?,
+        (OutputFormat::Text, _) => super::write_findings(out, &text)?,
     }
     let blocking: Vec<String> = errors
         .iter()

@@ -68,6 +68,16 @@ pub(crate) fn record_for(
     crate::run::record::open(&root, cluster, command)
 }
 
+/// [`write`] of text holding findings: their headings coloured when stdout
+/// takes colour (a terminal, no `NO_COLOR`, not `TERM=dumb`).
+pub(crate) fn write_findings(out: &mut dyn Write, text: &str) -> Result<(), Error> {
+    if console::colors_enabled() {
+        write(out, &crate::finding::colour_headings(text))
+    } else {
+        write(out, text)
+    }
+}
+
 pub(crate) fn write(out: &mut dyn Write, text: &str) -> Result<(), Error> {
     // A closed pipe (`bootstrap plan infra | head`) is not an error worth a message.
     match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {

@@ -80,7 +80,7 @@ pub fn run(config: &Config, args: &PlanArgs, out: &mut dyn Write) -> Result<(), 
         (OutputFormat::Json, Clusters::All | Clusters::Named(_)) => {
             super::write_json(out, &json!({ "clusters": documents }))?
         }
-        (OutputFormat::Text, _) => super::write(out, &text)?,
+        (OutputFormat::Text, _) => super::write_findings(out, &text)?,
     }
     super::lint_errors("plan", &blocking)
 }

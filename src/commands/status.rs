@@ -121,7 +121,7 @@ fn write(
                 text.push_str("\nlive lints:\n\n");
                 text.push_str(&lint::render_text(lints));
             }
-            super::write(out, &text)
+            super::write_findings(out, &text)
         }
     }
 }

@@ -781,3 +781,52 @@ fn plan_shows_the_releases_a_selection_chooses() {
         ]
     );
 }
+
+/// `check` on a terminal colours each finding's `severity[code]` as rustc
+/// and cargo do; piped or with `NO_COLOR`, it prints no escape.
+#[test]
+fn findings_are_coloured_only_on_a_terminal() {
+    let args = [
+        "check",
+        "infra",
+        "--dir",
+        "examples/flux-dual-management/broken",
+    ];
+    let on_tty = |no_color: bool| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_bootstrap"));
+        cmd.args(args)
+            .current_dir(repo_root())
+            .env_remove("NO_COLOR");
+        if no_color {
+            cmd.env("NO_COLOR", "1");
+        }
+        let pty = testkit::pty::Pty::spawn(cmd, 40, 200);
+        let bytes = pty.bytes();
+        let (code, _) = pty.finish(std::time::Duration::from_secs(60));
+        assert_eq!(code, 1);
+        String::from_utf8_lossy(&bytes.lock().unwrap()).into_owned()
+    };
+    let coloured = on_tty(false);
+    let heading = "error[flux-manages-bootstrap-release]";
+    let at = coloured.find(heading).expect("the finding is printed");
+    assert!(
+        coloured[..at].ends_with("\u{1b}[31m\u{1b}[1m"),
+        "{:?}",
+        &coloured[at.saturating_sub(20)..at + heading.len() + 10]
+    );
+    assert!(
+        coloured.contains("\u{1b}[33m\u{1b}[1mwarning["),
+        "{coloured:?}"
+    );
+    let plain = on_tty(true);
+    assert!(
+        plain.contains(heading) && !plain.contains('\u{1b}'),
+        "{plain:?}"
+    );
+    let piped = bootstrap(&args);
+    let stdout = String::from_utf8_lossy(&piped.stdout);
+    assert!(
+        stdout.contains(heading) && !stdout.contains('\u{1b}'),
+        "{stdout}"
+    );
+}
