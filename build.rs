@@ -9,6 +9,8 @@
 //!   Cargo cannot watch for a file to appear without rebuilding every time
 //!   it is missing, so a venv created after the last build is noticed on the
 //!   next change to this file (`touch build.rs`) or with `BOOTSTRAP_TEST_PYTHON`.
+//! - `cfg(tmux)` when `tmux` is on PATH: the live display's resize test
+//!   (tests/it/progress_pty.rs) runs in it, a terminal that reflows.
 //! - `cfg(kubectl)` when `kubectl` is on PATH: the tests that run it (the
 //!   differential kustomize tests, a command hook calling kubectl).
 //! - `cfg(sops)` when a sops binary and `age-keygen` are found: the tests of
@@ -80,6 +82,11 @@ fn main() {
     println!("cargo::rerun-if-env-changed=BOOTSTRAP_E2E");
     if std::env::var("BOOTSTRAP_E2E").as_deref() == Ok("1") {
         println!("cargo::rustc-cfg=bootstrap_e2e");
+    }
+
+    println!("cargo::rustc-check-cfg=cfg(tmux)");
+    if on_path("tmux").is_some() {
+        println!("cargo::rustc-cfg=tmux");
     }
 
     println!("cargo::rustc-check-cfg=cfg(kubectl)");

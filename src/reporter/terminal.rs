@@ -14,7 +14,6 @@
 //! background after it started (Ctrl-Z, `bg`) still ends.
 
 use std::io::{self, Write};
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use console::Term;
 use indicatif::{ProgressDrawTarget, TermLike};
@@ -129,14 +128,47 @@ fn restore_echo() {
     }
 }
 
+/// Draws indicatif's frames so that they survive a resize.
+///
+/// indicatif writes each line of the live area padded with spaces to the
+/// terminal's width and leaves the wrap to the terminal, so the whole area
+/// is one soft-wrapped line, and it clears the previous frame by moving up
+/// as many rows as it drew. Terminals that reflow on a resize (tmux, VTE,
+/// iTerm2, kitty, Windows Terminal…) rejoin soft-wrapped rows when they
+/// widen: the area shrinks to fewer rows, indicatif moves up past it and
+/// erases the permanent lines above; when they narrow, every row wraps and
+/// moving up that many rows leaves stale rows behind.
+///
+/// So a frame is collected whole (its rows cut at the width indicatif laid
+/// it out for, trailing padding dropped) and written at `flush` as rows
+/// ended by real newlines, which no terminal rejoins. Each frame starts at
+/// the top of the previous one, found from what was drawn: as many rows as
+/// it had, or, on a narrower terminal, as many as its rows take once
+/// rewrapped (a terminal that truncates instead of rewrapping, like xterm,
+/// loses that many rows above the area), each of them cleared.
 #[derive(Debug)]
 struct Synchronized {
     term: Term,
     _quiet: QuietCtrlC,
-    /// A frame is being written: its end marker is due at `flush`.
-    open: AtomicBool,
+    state: std::sync::Mutex<State>,
+}
+
+#[derive(Debug, Default)]
+struct State {
     /// The cursor was hidden and must be shown again.
-    hidden: AtomicBool,
+    hidden: bool,
+    /// A frame is being written: its end marker is due at `flush`.
+    open: bool,
+    /// This frame has moved to the top of the previous one.
+    positioned: bool,
+    /// This frame's text as indicatif wrote it.
+    text: String,
+    /// The width indicatif asked for last (what it laid this frame out for).
+    width: usize,
+    /// The previous frame: the visible width of each row, and the
+    /// terminal's width then.
+    drawn: Vec<usize>,
+    drawn_width: usize,
 }
 
 impl Synchronized {
@@ -144,70 +176,176 @@ impl Synchronized {
         Synchronized {
             term,
             _quiet: QuietCtrlC::new(),
-            open: AtomicBool::new(false),
-            hidden: AtomicBool::new(false),
+            state: std::sync::Mutex::new(State::default()),
         }
     }
 
-    /// Before anything of a frame: open it (and hide the cursor once).
-    fn begin(&self) -> io::Result<()> {
-        if !self.hidden.swap(true, Ordering::SeqCst) {
-            (&self.term).write_all(HIDE_CURSOR.as_bytes())?;
-        }
-        if !self.open.swap(true, Ordering::SeqCst) {
-            (&self.term).write_all(BEGIN_SYNC.as_bytes())?;
-        }
-        Ok(())
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
+
+    /// Before anything of a frame: open it (hiding the cursor once) and go
+    /// to the top of the previous frame, clearing from there down.
+    fn begin(&self, state: &mut State) -> io::Result<()> {
+        let mut out = String::new();
+        if !state.hidden {
+            state.hidden = true;
+            out.push_str(HIDE_CURSOR);
+        }
+        if !state.open {
+            state.open = true;
+            out.push_str(BEGIN_SYNC);
+        }
+        if !state.positioned {
+            state.positioned = true;
+            let width = usize::from(self.term.size().1).max(1);
+            let rows = rows_now(&state.drawn, state.drawn_width, width);
+            // Row by row: clearing to the end of the screen from its top
+            // left corner makes tmux keep a copy of the screen in the
+            // scrollback (its `scroll-on-clear`).
+            let up = |n: usize| {
+                if n > 0 {
+                    format!("\x1b[{n}A")
+                } else {
+                    String::new()
+                }
+            };
+            out.push_str(&up(rows.saturating_sub(1)));
+            for row in 0..rows {
+                out.push_str("\r\x1b[2K");
+                if row + 1 < rows {
+                    out.push_str("\x1b[1B");
+                }
+            }
+            out.push_str(&up(rows.saturating_sub(1)));
+            out.push('\r');
+            state.drawn.clear();
+        }
+        (&self.term).write_all(out.as_bytes())
+    }
+}
+
+/// How many rows a frame drawn as rows of `drawn` visible widths on a
+/// terminal `then` columns wide takes on one `now` wide: the same rows, or
+/// on a narrower one each rewrapped.
+fn rows_now(drawn: &[usize], then: usize, now: usize) -> usize {
+    if now >= then {
+        return drawn.len();
+    }
+    drawn.iter().map(|w| w.div_ceil(now).max(1)).sum()
+}
+
+/// `text` (lines each padded to `width` columns, as indicatif writes them)
+/// cut into the rows the terminal shows, each without its trailing
+/// padding, with its visible width. Escape sequences take no column.
+fn rows_of(text: &str, width: usize) -> Vec<(String, usize)> {
+    let width = width.max(1);
+    let mut rows = Vec::new();
+    let (mut row, mut used) = (String::new(), 0);
+    for (piece, escape) in console::AnsiCodeIterator::new(text) {
+        if escape {
+            row.push_str(piece);
+            continue;
+        }
+        for c in piece.chars() {
+            if c == '\n' {
+                rows.push((std::mem::take(&mut row), used));
+                used = 0;
+                continue;
+            }
+            let w = console::measure_text_width(c.encode_utf8(&mut [0; 4]));
+            if used + w > width {
+                rows.push((std::mem::take(&mut row), used));
+                used = 0;
+            }
+            row.push(c);
+            used += w;
+        }
+    }
+    if !row.is_empty() {
+        rows.push((row, used));
+    }
+    rows.into_iter()
+        .map(|(row, _)| {
+            // The padding goes; escapes after it (none, as indicatif writes)
+            // would stay.
+            let trimmed = row.trim_end_matches(' ').to_string();
+            let visible = console::measure_text_width(&trimmed);
+            (trimmed, visible)
+        })
+        .collect()
 }
 
 impl TermLike for Synchronized {
     fn width(&self) -> u16 {
-        self.term.size().1
+        let width = self.term.size().1;
+        self.state().width = usize::from(width);
+        width
     }
 
     fn height(&self) -> u16 {
         self.term.size().0
     }
 
-    fn move_cursor_up(&self, n: usize) -> io::Result<()> {
-        self.begin()?;
-        self.term.move_cursor_up(n)
+    // indicatif's own moves and clears only position the frame, which
+    // `begin` has done.
+    fn move_cursor_up(&self, _n: usize) -> io::Result<()> {
+        self.begin(&mut self.state())
     }
 
-    fn move_cursor_down(&self, n: usize) -> io::Result<()> {
-        self.begin()?;
-        self.term.move_cursor_down(n)
+    fn move_cursor_down(&self, _n: usize) -> io::Result<()> {
+        self.begin(&mut self.state())
     }
 
-    fn move_cursor_right(&self, n: usize) -> io::Result<()> {
-        self.begin()?;
-        self.term.move_cursor_right(n)
+    fn move_cursor_right(&self, _n: usize) -> io::Result<()> {
+        self.begin(&mut self.state())
     }
 
-    fn move_cursor_left(&self, n: usize) -> io::Result<()> {
-        self.begin()?;
-        self.term.move_cursor_left(n)
+    fn move_cursor_left(&self, _n: usize) -> io::Result<()> {
+        self.begin(&mut self.state())
     }
 
     fn write_line(&self, s: &str) -> io::Result<()> {
-        self.begin()?;
-        self.term.write_line(s)
+        let mut state = self.state();
+        self.begin(&mut state)?;
+        state.text.push_str(s);
+        state.text.push('\n');
+        Ok(())
     }
 
     fn write_str(&self, s: &str) -> io::Result<()> {
-        self.begin()?;
-        self.term.write_str(s)
+        let mut state = self.state();
+        self.begin(&mut state)?;
+        state.text.extend(s.chars().filter(|c| *c != '\r'));
+        Ok(())
     }
 
     fn clear_line(&self) -> io::Result<()> {
-        self.begin()?;
-        self.term.clear_line()
+        self.begin(&mut self.state())
     }
 
+    /// Writes the frame: its rows ended by newlines, the cursor left after
+    /// the last one (where the next frame's count starts).
     fn flush(&self) -> io::Result<()> {
-        if self.open.swap(false, Ordering::SeqCst) {
-            (&self.term).write_all(END_SYNC.as_bytes())?;
+        let mut state = self.state();
+        if state.open {
+            let width = if state.width == 0 {
+                usize::from(self.term.size().1)
+            } else {
+                state.width
+            };
+            let rows = rows_of(&std::mem::take(&mut state.text), width);
+            let mut out = rows
+                .iter()
+                .map(|(row, _)| row.as_str())
+                .collect::<Vec<_>>()
+                .join("\n");
+            out.push_str(END_SYNC);
+            state.drawn = rows.iter().map(|(_, w)| *w).collect();
+            state.drawn_width = width;
+            state.open = false;
+            state.positioned = false;
+            (&self.term).write_all(out.as_bytes())?;
         }
         self.term.flush()
     }
@@ -216,10 +354,11 @@ impl TermLike for Synchronized {
 impl Drop for Synchronized {
     /// The cursor comes back with the shell prompt, however the run ended.
     fn drop(&mut self) {
-        if self.open.swap(false, Ordering::SeqCst) {
+        let state = self.state.get_mut().unwrap_or_else(|e| e.into_inner());
+        if std::mem::take(&mut state.open) {
             let _ = (&self.term).write_all(END_SYNC.as_bytes());
         }
-        if self.hidden.swap(false, Ordering::SeqCst) {
+        if std::mem::take(&mut state.hidden) {
             let _ = (&self.term).write_all(SHOW_CURSOR.as_bytes());
         }
         let _ = self.term.flush();

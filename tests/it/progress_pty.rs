@@ -507,3 +507,76 @@ fn under_setsid_with_stdin_closed_or_stdout_a_pipe_apply_runs_to_the_end() {
     // stdin closed, in the foreground: the live display, as on any terminal.
     runs_to_the_end(r#""$@" <&-"#, true);
 }
+
+/// Resized mid-run in a terminal that reflows (tmux), wider and narrower
+/// (80 → 200 → 80 → 60 → 200 columns), the display keeps every permanent
+/// line, in scrollback and on screen, exactly once, and leaves no stale
+/// frame behind.
+#[test]
+#[cfg_attr(
+    not(tmux),
+    ignore = "needs tmux, a terminal that reflows when resized: apt install tmux"
+)]
+fn resizing_the_terminal_keeps_every_permanent_line_and_leaves_no_stale_frame() {
+    let (cluster, test) = scenario();
+    let mut cmd = cluster.command(&test, &["apply", "infra", "--concurrency", "1"]);
+    cmd.env_remove("NO_COLOR");
+    let tmux = testkit::tmux::Tmux::start(&cmd, 80, 30);
+    // cilium waits for its pods: the live area is up, below the lines the
+    // CRD phase left.
+    let before = tmux.wait_for(WAIT, |t| t.contains("infra · 1 running"));
+    let permanent: Vec<String> = before
+        .lines()
+        .filter(|l| l.starts_with('✓'))
+        .map(|l| l.trim_end().to_string())
+        .collect();
+    assert!(!permanent.is_empty(), "{before}");
+    let headers = before.lines().filter(|l| l.starts_with("infra · ")).count();
+    assert_eq!(headers, 1, "before any resize, a stale frame:\n{before}");
+    for cols in [200, 80, 60, 200] {
+        tmux.resize(cols, 30);
+        // Two frames drawn at the new size (the timers change every frame).
+        for _ in 0..2 {
+            let shown = tmux.capture();
+            tmux.wait_for(WAIT, |t| t != shown);
+        }
+        let now = tmux.capture();
+        for line in &permanent {
+            assert_eq!(
+                now.lines().filter(|l| l.trim_end() == line).count(),
+                1,
+                "at {cols} columns, `{line}` is not shown once:\n{now}"
+            );
+        }
+        let headers = now.lines().filter(|l| l.starts_with("infra · ")).count();
+        assert_eq!(headers, 1, "at {cols} columns, a stale frame:\n{now}");
+    }
+    roll_out(&cluster);
+    assert_eq!(tmux.wait_exit(WAIT), 0, "{}", tmux.capture());
+    let after = tmux.capture();
+    for line in &permanent {
+        assert_eq!(
+            after.lines().filter(|l| l.trim_end() == line).count(),
+            1,
+            "`{line}` is not shown once:\n{after}"
+        );
+    }
+    assert!(
+        !after.lines().any(|l| l.starts_with("infra · ")),
+        "a stale frame:\n{after}"
+    );
+    for release in [
+        "kube-system/cilium",
+        "kube-system/coredns",
+        "cert-manager/cert-manager",
+    ] {
+        assert_eq!(
+            after
+                .lines()
+                .filter(|l| l.starts_with('✓') && l.contains(release) && l.contains("installed"))
+                .count(),
+            1,
+            "{release}:\n{after}"
+        );
+    }
+}

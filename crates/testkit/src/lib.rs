@@ -6,6 +6,7 @@
 //! - [`cluster::Cluster`] puts a loopback API server ([`kube_loopback`]) and
 //!   the fake helm (crates/fake-helm) behind it;
 //! - [`pty::Pty`] runs it on a pseudo-terminal and keeps the screen it draws;
+//!   [`tmux::Tmux`] in tmux, a terminal that reflows when resized;
 //! - [`realenv`] starts the real test environment (kube-apiserver and the
 //!   controllers, kwok, the real helm CLIs, a chart repository);
 //! - [`realflux`] serves a git repository for Flux over loopback HTTP and
@@ -24,6 +25,7 @@ pub mod pty;
 pub mod realenv;
 pub mod realflux;
 pub mod registry;
+pub mod tmux;
 
 pub use bins::{bootstrap, fake_helm};
 
