@@ -64,7 +64,8 @@ pub struct Global {
     /// Config root holding clusters/ and releases/.
     #[arg(long, global = true, default_value = ".", value_name = "DIR")]
     pub dir: PathBuf,
-    /// Output format.
+    /// Output format: text for people; json or yaml for programs (one
+    /// document; apply and destroy: one event per JSON line or YAML document).
     #[arg(short = 'o', long, global = true, value_enum, default_value_t = OutputFormat::Text)]
     pub output: OutputFormat,
     /// The helm binary (default: `helm` from PATH).
@@ -129,6 +130,19 @@ pub struct RunValuesArgs {
 pub enum OutputFormat {
     Text,
     Json,
+    Yaml,
+}
+
+impl OutputFormat {
+    /// JSON or YAML: the same documents and events, for programs
+    /// (docs/design.md#json-shapes); `None` for text.
+    pub fn structured(self) -> Option<crate::output::Format> {
+        match self {
+            OutputFormat::Text => None,
+            OutputFormat::Json => Some(crate::output::Format::Json),
+            OutputFormat::Yaml => Some(crate::output::Format::Yaml),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -142,6 +156,8 @@ pub enum GraphFormat {
 pub enum SchemaKind {
     Cluster,
     Release,
+    /// The events of `apply` and `destroy` (`--output json|yaml`).
+    Events,
 }
 
 /// The subcommands, each declared once: its clap type is what
@@ -191,8 +207,11 @@ pub enum Command {
     /// Write a config root from another tool's files (writes what it can, lists the rest).
     #[command(subcommand)]
     Import(ImportSource),
-    /// Print the JSON Schema of cluster.yaml or release files (for editors).
-    #[command(after_help = "Examples:\n  bootstrap schema cluster > cluster.schema.json")]
+    /// Print the JSON Schema of cluster.yaml or release files (for editors),
+    /// or of the events apply and destroy print.
+    #[command(after_help = "Examples:
+  bootstrap schema cluster > cluster.schema.json
+  bootstrap schema events")]
     Schema(SchemaArgs),
     /// Print shell completions.
     Completions(CompletionsArgs),
@@ -272,11 +291,17 @@ pub struct GraphArgs {
 impl GraphArgs {
     /// The format printed: `--format`, else what `--output` asks for.
     pub fn format(&self, output: OutputFormat) -> Result<GraphFormat, Error> {
-        match (self.format, output == OutputFormat::Json) {
+        let asked = if output == OutputFormat::Yaml {
+            "yaml"
+        } else {
+            "json"
+        };
+        match (self.format, output.structured().is_some()) {
             (None, true) | (Some(GraphFormat::Json), _) => Ok(GraphFormat::Json),
             (None, false) => Ok(GraphFormat::Dot),
             (Some(other), true) => Err(Error::Usage(format!(
-                "`--output json` prints the graph as JSON; drop `--format {}` or `--output json`",
+                "`--output {asked}` prints the graph as {}; drop `--format {}` or `--output {asked}`",
+                asked.to_uppercase(),
                 match other {
                     GraphFormat::Mermaid => "mermaid",
                     _ => "dot",
@@ -444,7 +469,8 @@ pub struct CheckArgs {
 /// `bootstrap schema`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct SchemaArgs {
-    /// Which file format: `cluster` (clusters/<name>/cluster.yaml) or `release` (releases/*.yaml).
+    /// Which format: `cluster` (clusters/<name>/cluster.yaml), `release`
+    /// (releases/*.yaml), or `events` (apply's and destroy's `--output json|yaml`).
     #[arg(value_enum, default_value_t = SchemaKind::Release)]
     pub kind: SchemaKind,
 }
@@ -549,8 +575,9 @@ pub struct Config {
 }
 
 impl Config {
-    pub fn json(&self) -> bool {
-        self.global.output == OutputFormat::Json
+    /// `--output json` or `--output yaml`: documents and events for programs.
+    pub fn structured(&self) -> Option<crate::output::Format> {
+        self.global.output.structured()
     }
 
     /// How long the cluster commands wait for the API server to answer.
@@ -662,15 +689,30 @@ fn parse_duration_arg(text: &str) -> Result<Duration, crate::validate::DurationE
     crate::validate::duration(text)
 }
 
-/// Whether a command line that clap refused asked for `--output json`, so
-/// its error is printed as JSON too.
-pub fn asks_for_json(args: &[std::ffi::OsString]) -> bool {
-    args.iter()
-        .zip(args.iter().skip(1))
-        .any(|(a, b)| (a == "--output" || a == "-o") && b == "json")
-        || args
-            .iter()
-            .any(|a| a == "--output=json" || a == "-ojson" || a == "-o=json")
+/// Whether a command line that clap refused asked for `--output json` or
+/// `--output yaml`, so its error is printed as that document too.
+pub fn asks_for_structured(args: &[std::ffi::OsString]) -> Option<crate::output::Format> {
+    let asks = |format: &str| {
+        args.iter()
+            .zip(args.iter().skip(1))
+            .any(|(a, b)| (a == "--output" || a == "-o") && b == format)
+            || args.iter().any(|a| {
+                [
+                    format!("--output={format}"),
+                    format!("-o{format}"),
+                    format!("-o={format}"),
+                ]
+                .iter()
+                .any(|f| a == f.as_str())
+            })
+    };
+    if asks("json") {
+        Some(crate::output::Format::Json)
+    } else if asks("yaml") {
+        Some(crate::output::Format::Yaml)
+    } else {
+        None
+    }
 }
 
 /// clap's usage error as one line: its message, its tips and the usage
@@ -686,9 +728,9 @@ pub fn usage_error_line(rendered: &str) -> String {
 }
 
 impl Arguments {
-    /// `--output json`.
-    pub fn json(&self) -> bool {
-        self.global.output == OutputFormat::Json
+    /// `--output json` or `--output yaml`.
+    pub fn structured(&self) -> Option<crate::output::Format> {
+        self.global.output.structured()
     }
 
     /// `--termination-log`.

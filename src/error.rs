@@ -226,21 +226,24 @@ pub enum Failure {
     /// Error-level lint findings that `lints.ignore` does not list.
     #[error(transparent)]
     LintRefused(#[from] crate::finding::Refusal),
-    /// Error-level findings of the Flux scan; `findings` is their text.
+    /// Error-level findings of the Flux scan: `text` as `check` words
+    /// them, `findings` as check JSON shapes them (the error JSON's
+    /// `findings`; `error` sits below `flux` and cannot name its type).
     #[error(
         "apply of cluster `{cluster}` refused: the GitOps tree Flux applies ({}, entrypoint {}) conflicts with bootstrap's releases ({count} error-level finding{} of the Flux scan); nothing was changed. Fix {} as said below, or list `{{code: CODE, release: NAMESPACE/NAME}}` in `lints.ignore` in clusters/{cluster}/cluster.yaml to go ahead anyway\n\n{}",
         .root.display(),
         .entrypoint.display(),
-        if *.count == 1 { "" } else { "s" },
-        if *.count == 1 { "it" } else { "them" },
-        .findings.trim_end()
+        if .findings.len() == 1 { "" } else { "s" },
+        if .findings.len() == 1 { "it" } else { "them" },
+        .text.trim_end(),
+        count = .findings.len()
     )]
     FluxRefused {
         cluster: String,
         root: PathBuf,
         entrypoint: PathBuf,
-        count: usize,
-        findings: String,
+        text: String,
+        findings: Vec<serde_json::Value>,
     },
     /// The live refusal rules (docs/design.md#live-refusal-rules), one line each.
     #[error("refusing to apply; nothing was changed:\n  {}", .conflicts.join("\n  "))]
@@ -590,6 +593,23 @@ impl Problem {
 }
 
 impl Error {
+    /// The findings a refusal rests on, as check JSON shapes them
+    /// (docs/design.md#error-json); empty for every other error.
+    fn findings_json(&self) -> Vec<serde_json::Value> {
+        let Error::Failed(failure) = self else {
+            return Vec::new();
+        };
+        match failure.as_ref() {
+            Failure::FluxRefused { findings, .. } => findings.clone(),
+            Failure::LintRefused(refusal) => refusal
+                .blocking
+                .iter()
+                .filter_map(|f| serde_json::to_value(f).ok())
+                .collect(),
+            _ => Vec::new(),
+        }
+    }
+
     /// The error as `--output json` prints it on stdout
     /// (docs/design.md#error-json): one line, so it is also a valid last
     /// line of `apply`'s and `destroy`'s JSON Lines.
@@ -619,6 +639,7 @@ impl Error {
             "error": error,
             "exitCode": self.exit_code(),
             "problems": problems,
+            "findings": self.findings_json(),
             "causes": causes,
         })
     }
@@ -698,6 +719,7 @@ mod tests {
                     {"file": "r.yaml", "line": 3, "column": 4, "release": "ns/x", "message": "a", "causes": []},
                     {"file": null, "line": null, "column": null, "release": null, "message": "b", "causes": []},
                 ],
+                "findings": [],
                 "causes": [],
             })
         );

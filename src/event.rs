@@ -37,7 +37,11 @@ impl std::fmt::Display for HookPhase {
 
 /// What a running release is doing right now (the live line of a reporter).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(tag = "step", rename_all = "snake_case")]
+#[serde(
+    tag = "step",
+    rename_all = "snake_case",
+    rename_all_fields = "camelCase"
+)]
 pub enum Step {
     /// Comparing the deployed release with the desired one.
     Checking,
@@ -147,8 +151,9 @@ impl std::fmt::Display for CrdRemoval {
 }
 
 /// Where a release's time went (docs/design.md#apply-and-destroy-events):
-/// `duration` = `run` + `queued_slot`; `queued_needs` came before it.
+/// `duration` = `run` + `queuedSlot`; `queuedNeeds` came before it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Timing {
     /// Working: the release step without the wait for a helm slot.
     #[serde(serialize_with = "millis")]
@@ -163,6 +168,7 @@ pub struct Timing {
 }
 
 #[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct ReleaseResult {
     pub release: ReleaseId,
     pub outcome: Outcome,
@@ -176,6 +182,7 @@ pub struct ReleaseResult {
 }
 
 #[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Summary {
     pub cluster: String,
     pub ok: bool,
@@ -200,6 +207,7 @@ pub struct Summary {
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct PhaseTimes {
     /// Prerequisites (helm, the API server) and preflight (lock, live
     /// checks, ledger, CRD renders).
@@ -253,8 +261,14 @@ impl Summary {
     }
 }
 
+/// Event names are snake_case values (`run_finished`), their fields
+/// camelCase keys, as every key of the JSON output (docs/design.md#json-shapes).
 #[derive(Debug, Clone, Serialize)]
-#[serde(tag = "event", rename_all = "snake_case")]
+#[serde(
+    tag = "event",
+    rename_all = "snake_case",
+    rename_all_fields = "camelCase"
+)]
 pub enum Event {
     RunStarted {
         cluster: String,
@@ -395,24 +409,52 @@ pub enum GuardState {
     Unsupported,
 }
 
-/// An event with the time it happened.
-#[derive(Debug, Clone, Serialize)]
+/// An event with the time it happened. Its JSON is `time`, `elapsedMs`,
+/// `event`, `schemaVersion`, then the event's own fields
+/// (docs/design.md#apply-and-destroy-events).
+#[derive(Debug, Clone)]
 pub struct Stamped {
-    #[serde(serialize_with = "rfc3339")]
     pub time: SystemTime,
-    /// Since the run started.
-    #[serde(serialize_with = "millis", rename = "elapsed_ms")]
+    /// Since the command started: the same origin as the summary's
+    /// `duration`, so no event says less time passed than the summary.
     pub elapsed: Duration,
-    #[serde(flatten)]
     pub event: Event,
 }
 
-fn millis<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_u64(d.as_millis().try_into().unwrap_or(u64::MAX))
+impl Serialize for Stamped {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::{Error, SerializeMap};
+        let serde_json::Value::Object(fields) =
+            serde_json::to_value(&self.event).map_err(S::Error::custom)?
+        else {
+            return Err(S::Error::custom("an event is a JSON object"));
+        };
+        let mut map = s.serialize_map(Some(fields.len() + 3))?;
+        map.serialize_entry(
+            "time",
+            &humantime::format_rfc3339_millis(self.time).to_string(),
+        )?;
+        map.serialize_entry("elapsedMs", &as_millis(self.elapsed))?;
+        for (key, value) in &fields {
+            map.serialize_entry(key, value)?;
+            if key == "event" {
+                map.serialize_entry(
+                    crate::output::SCHEMA_VERSION_KEY,
+                    &crate::output::SCHEMA_VERSION,
+                )?;
+            }
+        }
+        map.end()
+    }
 }
 
-fn rfc3339<S: serde::Serializer>(t: &SystemTime, s: S) -> Result<S::Ok, S::Error> {
-    s.collect_str(&humantime::format_rfc3339_millis(*t))
+/// A duration as the integer milliseconds of the JSON output.
+pub fn as_millis(d: Duration) -> u64 {
+    d.as_millis().try_into().unwrap_or(u64::MAX)
+}
+
+fn millis<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_u64(as_millis(*d))
 }
 
 /// Where the engine sends events; cheap to clone into every task.
@@ -427,10 +469,18 @@ pub struct Emitter {
 
 impl Emitter {
     pub fn new() -> (Emitter, tokio::sync::mpsc::UnboundedReceiver<Stamped>) {
+        Emitter::since(std::time::Instant::now())
+    }
+
+    /// An emitter whose events' `elapsed` counts from `started` (the
+    /// command's start, which the summary's `duration` counts from too).
+    pub fn since(
+        started: std::time::Instant,
+    ) -> (Emitter, tokio::sync::mpsc::UnboundedReceiver<Stamped>) {
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         (
             Emitter {
-                started: std::time::Instant::now(),
+                started,
                 tx,
                 running: Default::default(),
             },

@@ -22,6 +22,7 @@ pub enum Severity {
 /// and `line` say where the value is written; `fix` what to change;
 /// `ignored` that `lints.ignore` lists the code.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Finding {
     pub severity: Severity,
     pub code: &'static str,

@@ -27,6 +27,7 @@ pub mod kube;
 pub mod ledger;
 pub mod lexical;
 pub mod lint;
+pub mod output;
 pub mod ownership;
 pub mod plan;
 pub mod plural;
@@ -64,10 +65,12 @@ pub fn run<I: IntoIterator<Item = OsString>>(args: I) -> i32 {
                 EXIT_OK
             };
             let _ = e.print();
-            if code != EXIT_OK && cli::asks_for_json(&args) {
+            if code != EXIT_OK
+                && let Some(format) = cli::asks_for_structured(&args)
+            {
                 let text = e.render().to_string();
                 let error = error::Error::Usage(cli::usage_error_line(&text));
-                println!("{}", error.to_json());
+                print!("{}", error_document(&error, format));
             }
             return code;
         }
@@ -79,7 +82,7 @@ pub fn run<I: IntoIterator<Item = OsString>>(args: I) -> i32 {
         console::set_colors_enabled(false);
         console::set_colors_enabled_stderr(false);
     }
-    let json = arguments.json();
+    let structured = arguments.structured();
     let termination = run::termination::destination(arguments.termination_log());
     let subcommand = arguments.subcommand_name().to_string();
     let result = arguments
@@ -95,14 +98,17 @@ pub fn run<I: IntoIterator<Item = OsString>>(args: I) -> i32 {
             // a failed print would panic.
             let _ = write!(std::io::stderr(), "{}", e.render());
             // docs/design.md#error-json: scripts read errors where they read results.
-            if json && !e.already_reported() {
-                let mut line = e.to_json();
-                // apply's and destroy's JSON Lines end with an event:
+            if let Some(format) = structured
+                && !e.already_reported()
+            {
+                // apply's and destroy's events end with an event:
                 // `run_finished`, or this (docs/design.md#run_failed).
-                if matches!(subcommand.as_str(), "apply" | "destroy") {
-                    line = run_failed(line, begun.elapsed());
-                }
-                let _ = writeln!(std::io::stdout(), "{line}");
+                let text = if matches!(subcommand.as_str(), "apply" | "destroy") {
+                    output::event(format, &run_failed(e.to_json(), begun.elapsed()))
+                } else {
+                    error_document(e, format)
+                };
+                let _ = write!(std::io::stdout(), "{text}");
             }
             e.exit_code()
         }
@@ -116,8 +122,18 @@ pub fn run<I: IntoIterator<Item = OsString>>(args: I) -> i32 {
     code
 }
 
-/// The error JSON as the last event of a JSON Lines run: `time`,
-/// `elapsed_ms` and `event` first, as every event has them.
+/// The error JSON as a document of its own: one line of JSON (so it is
+/// also a line a JSON Lines reader takes), or YAML.
+fn error_document(error: &error::Error, format: output::Format) -> String {
+    let document = output::versioned(error.to_json());
+    match format {
+        output::Format::Json => format!("{document}\n"),
+        output::Format::Yaml => output::document(format, &document),
+    }
+}
+
+/// The error JSON as the last event of a run: `time`, `elapsedMs`,
+/// `event` and `schemaVersion` first, as every event has them.
 fn run_failed(error: serde_json::Value, elapsed: std::time::Duration) -> serde_json::Value {
     let mut line = serde_json::Map::new();
     line.insert(
@@ -126,13 +142,12 @@ fn run_failed(error: serde_json::Value, elapsed: std::time::Duration) -> serde_j
             .to_string()
             .into(),
     );
-    line.insert(
-        "elapsed_ms".into(),
-        u64::try_from(elapsed.as_millis())
-            .unwrap_or(u64::MAX)
-            .into(),
-    );
+    line.insert("elapsedMs".into(), event::as_millis(elapsed).into());
     line.insert("event".into(), "run_failed".into());
+    line.insert(
+        output::SCHEMA_VERSION_KEY.into(),
+        output::SCHEMA_VERSION.into(),
+    );
     if let serde_json::Value::Object(fields) = error {
         line.extend(fields);
     }

@@ -17,6 +17,7 @@ use crate::release::{Ownership, Release, ReleaseId};
 
 /// A reason a bootstrap release must not be touched now.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Conflict {
     pub release: ReleaseId,
     pub object: String,

@@ -94,7 +94,7 @@ impl Run {
             self.events
                 .iter()
                 .find(|e| e["event"] == name && e["phase"] == "releases")
-                .and_then(|e| e["elapsed_ms"].as_f64())
+                .and_then(|e| e["elapsedMs"].as_f64())
                 .expect("release phase events")
         };
         at("phase_finished") - at("phase_started")
@@ -144,7 +144,7 @@ impl Run {
             run.events
                 .iter()
                 .filter(|e| e["release"] == release && pick(e))
-                .filter_map(|e| e["elapsed_ms"].as_f64())
+                .filter_map(|e| e["elapsedMs"].as_f64())
                 .collect()
         };
         let mut out = Vec::new();

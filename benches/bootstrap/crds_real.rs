@@ -203,14 +203,14 @@ mod real {
                 events
                     .iter()
                     .find(|e| e["event"] == event && e["phase"] == "crds")
-                    .and_then(|e| e["elapsed_ms"].as_f64())
+                    .and_then(|e| e["elapsedMs"].as_f64())
                     .unwrap_or_else(|| panic!("no {event} of the CRD phase in:\n{stdout}"))
             };
             let last = |event: &str| {
                 events
                     .iter()
                     .filter(|e| e["event"] == event)
-                    .filter_map(|e| e["elapsed_ms"].as_f64())
+                    .filter_map(|e| e["elapsedMs"].as_f64())
                     .fold(0.0, f64::max)
             };
             let start = at("phase_started");

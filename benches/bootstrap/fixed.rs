@@ -44,7 +44,7 @@ fn phase_ms(run: &Run, phase: &str) -> f64 {
         run.events
             .iter()
             .find(|e| e["event"] == event && e["phase"] == phase)
-            .and_then(|e| e["elapsed_ms"].as_f64())
+            .and_then(|e| e["elapsedMs"].as_f64())
             .unwrap_or_else(|| panic!("no {event} of {phase}"))
     };
     at("phase_finished") - at("phase_started")

@@ -167,7 +167,7 @@ fn between(
     started: &Value,
     finished: &Value,
 ) -> (f64, Vec<Request>, (f64, f64)) {
-    let ms = finished["elapsed_ms"].as_f64().unwrap() - started["elapsed_ms"].as_f64().unwrap();
+    let ms = finished["elapsedMs"].as_f64().unwrap() - started["elapsedMs"].as_f64().unwrap();
     let (from, to) = (event_unix_ms(started) - 1.0, event_unix_ms(finished) + 1.0);
     let requests = cluster
         .api

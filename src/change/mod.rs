@@ -29,6 +29,7 @@ pub enum Kind {
 
 /// A chart and its version, as helm names them.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct ChartVersion {
     pub chart: String,
     pub version: String,
@@ -42,6 +43,7 @@ impl std::fmt::Display for ChartVersion {
 
 /// Everything `apply` would change in one release.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct ReleaseChange {
     pub release: ReleaseId,
     pub change: Kind,

@@ -29,6 +29,7 @@ impl Op {
 /// One value that would change, already redacted: `from` is the deployed
 /// value, `to` bootstrap's (`None` where it is not set).
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct ValueChange {
     pub path: String,
     pub op: Op,

@@ -3,7 +3,7 @@ use std::path::PathBuf;
 
 use serde_json::json;
 
-use crate::cli::{CheckArgs, Clusters, Config, OutputFormat, Verbosity};
+use crate::cli::{CheckArgs, Clusters, Config, Verbosity};
 use crate::error::Error;
 use crate::flux::{BootstrapRelease, Finding, Handover, Severity, WorkloadRef};
 use crate::lint;
@@ -66,12 +66,12 @@ pub fn run(config: &Config, args: &CheckArgs, out: &mut dyn Write) -> Result<(),
         text.push_str(&checked.text);
         errors.push((plan.cluster.name.clone(), checked.errors));
     }
-    match (config.global.output, clusters) {
-        (OutputFormat::Json, Clusters::One(_)) => super::write_json(out, &documents[0])?,
-        (OutputFormat::Json, Clusters::All | Clusters::Named(_)) => {
-            super::write_json(out, &json!({ "clusters": documents }))?
+    match (config.structured(), clusters) {
+        (Some(format), Clusters::One(_)) => super::write_document(out, format, &documents[0])?,
+        (Some(format), Clusters::All | Clusters::Named(_)) => {
+            super::write_document(out, format, &json!({ "clusters": documents }))?
         }
-        (OutputFormat::Text, _) => super::write_findings(out, &text)?,
+        (None, _) => super::write_findings(out, &text)?,
     }
     let blocking: Vec<String> = errors
         .iter()

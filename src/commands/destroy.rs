@@ -34,6 +34,8 @@ pub fn confirmation(yes: bool, dry_run: bool, stdin_is_terminal: bool) -> Confir
 }
 
 pub fn run(config: &Config, args: &DestroyArgs) -> Result<(), Error> {
+    // Every event's `elapsedMs` counts from here, as apply's do.
+    let begun = std::time::Instant::now();
     let full = super::load_plan(&config.global, &args.cluster)?;
     let plan = full.clone().select(&args.only, &args.selector, true)?;
     let confirm = confirmation(
@@ -50,7 +52,7 @@ pub fn run(config: &Config, args: &DestroyArgs) -> Result<(), Error> {
             args.cluster
         )));
     }
-    run::block_on(run_async(config, args, &full, plan, confirm))
+    run::block_on(run_async(config, args, &full, plan, confirm, begun))
 }
 
 async fn run_async(
@@ -59,6 +61,7 @@ async fn run_async(
     full: &Plan,
     plan: Plan,
     confirm: Confirm,
+    begun: std::time::Instant,
 ) -> Result<(), Error> {
     let (helm, connection, _) =
         run::prerequisites(config.target(), &plan, config.wait_for_api()).await?;
@@ -73,10 +76,11 @@ async fn run_async(
     }
 
     let session = Session::start(
-        config.json(),
+        config.structured(),
         config.verbosity,
         config.global.no_progress,
         super::record_for(config, &plan.cluster.name, "destroy"),
+        begun,
     );
     let events = session.events.clone();
     for (dependent, need) in destroy::left_behind(full, &plan) {

@@ -12,7 +12,7 @@ use futures::StreamExt;
 use serde_json::json;
 
 use crate::change::{self, Kind, Op, ReleaseChange};
-use crate::cli::{Config, DiffArgs, OutputFormat, Verbosity};
+use crate::cli::{Config, DiffArgs, Verbosity};
 use crate::error::{Error, Failure};
 use crate::helm::{DeployedRelease, Helm};
 use crate::kube::client::Connection;
@@ -40,9 +40,9 @@ pub fn run(config: &Config, args: &DiffArgs, out: &mut dyn std::io::Write) -> Re
     for conflict in &found.conflicts {
         eprintln!("warning: apply would refuse: {conflict}");
     }
-    match config.global.output {
-        OutputFormat::Json => super::write_json(out, &document(&args.cluster, &found)),
-        OutputFormat::Text => super::write(
+    match config.structured() {
+        Some(format) => super::write_document(out, format, &document(&args.cluster, &found)),
+        None => super::write(
             out,
             &text(
                 &args.cluster,

@@ -29,6 +29,10 @@ pub fn run(config: &Config, args: &GraphArgs, out: &mut dyn Write) -> Result<(),
     match format {
         GraphFormat::Dot => super::write(out, &plan.graph.to_dot(&args.cluster, &details)),
         GraphFormat::Mermaid => super::write(out, &plan.graph.to_mermaid(&details)),
-        GraphFormat::Json => super::write_json(out, &plan.graph.to_json(&args.cluster)),
+        GraphFormat::Json => super::write_document(
+            out,
+            config.structured().unwrap_or(crate::output::Format::Json),
+            &plan.graph.to_json(&args.cluster),
+        ),
     }
 }

@@ -45,7 +45,7 @@ pub fn run(config: &Config, args: &ImportHelmfileArgs, out: &mut dyn Write) -> R
     let rendered = import::render(&imported, root);
     let written = import::write(&rendered, root, force)?;
     let releases: usize = imported.groups.iter().map(|g| g.releases.len()).sum();
-    if config.json() {
+    if let Some(format) = config.structured() {
         let mut doc = document(&imported, cluster, releases, &written);
         doc["ranCommands"] = json!(
             ran.iter()
@@ -54,7 +54,7 @@ pub fn run(config: &Config, args: &ImportHelmfileArgs, out: &mut dyn Write) -> R
                 }))
                 .collect::<Vec<_>>()
         );
-        super::write_json(out, &doc)?;
+        super::write_document(out, format, &doc)?;
     } else {
         let mut text = report(&imported, root, cluster, releases, &written);
         if !ran.is_empty() {

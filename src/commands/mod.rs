@@ -34,7 +34,7 @@ pub fn execute(config: &Config, out: &mut dyn Write) -> Result<(), Error> {
         Command::Diff(args) => diff::run(config, args, out),
         Command::Status(args) => status::run(config, args, out),
         Command::Destroy(args) => destroy::run(config, args),
-        Command::Schema(args) => schema::run(args.kind, out),
+        Command::Schema(args) => schema::run(args.kind, config.structured(), out),
         Command::Version => version::run(config.global.output, out),
         Command::Init(args) => init::run(args, config.global.context.as_deref(), out),
         Command::Runs(args) => runs::run(config, args, out),
@@ -98,9 +98,15 @@ pub(crate) fn drop_apart<T: Send + 'static>(value: T) {
         .spawn(move || drop(value));
 }
 
-pub(crate) fn write_json(out: &mut dyn Write, value: &serde_json::Value) -> Result<(), Error> {
-    let text = serde_json::to_string_pretty(value).unwrap_or_default();
-    write(out, &format!("{text}\n"))
+/// A command's document (docs/design.md#json-shapes): `schemaVersion`
+/// first, as pretty JSON or YAML.
+pub(crate) fn write_document(
+    out: &mut dyn Write,
+    format: crate::output::Format,
+    value: &serde_json::Value,
+) -> Result<(), Error> {
+    let document = crate::output::versioned(value.clone());
+    write(out, &crate::output::document(format, &document))
 }
 
 /// The plans of `clusters` with their lint findings (docs/design.md#lints).

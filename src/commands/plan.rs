@@ -46,7 +46,7 @@ pub fn run(config: &Config, args: &PlanArgs, out: &mut dyn Write) -> Result<(), 
             };
         // Built only when asked for: the values digests it holds cost a
         // fifth of a 1,000-release plan.
-        if config.global.output == OutputFormat::Json {
+        if config.structured().is_some() {
             let mut doc = plan.to_json(&carried);
             doc["lints"] = json!(findings);
             documents.push(doc);
@@ -75,12 +75,12 @@ pub fn run(config: &Config, args: &PlanArgs, out: &mut dyn Write) -> Result<(), 
         ));
     }
     super::drop_apart(linted);
-    match (config.global.output, clusters) {
-        (OutputFormat::Json, Clusters::One(_)) => super::write_json(out, &documents[0])?,
-        (OutputFormat::Json, Clusters::All | Clusters::Named(_)) => {
-            super::write_json(out, &json!({ "clusters": documents }))?
+    match (config.structured(), clusters) {
+        (Some(format), Clusters::One(_)) => super::write_document(out, format, &documents[0])?,
+        (Some(format), Clusters::All | Clusters::Named(_)) => {
+            super::write_document(out, format, &json!({ "clusters": documents }))?
         }
-        (OutputFormat::Text, _) => super::write_findings(out, &text)?,
+        (None, _) => super::write_findings(out, &text)?,
     }
     super::lint_errors("plan", &blocking)
 }

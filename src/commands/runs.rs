@@ -28,11 +28,14 @@ pub fn run(config: &Config, args: &RunsArgs, out: &mut dyn Write) -> Result<(), 
         let text = std::fs::read_to_string(path).unwrap_or_default();
         return super::write(out, &text);
     }
-    if config.json() {
+    if let Some(format) = config.structured() {
         let list: Vec<Value> = runs.iter().map(Run::to_json).collect();
-        let mut text =
-            serde_json::to_string(&serde_json::json!({ "runs": list })).unwrap_or_default();
-        text.push('\n');
+        let document = crate::output::versioned(serde_json::json!({ "runs": list }));
+        let text = match format {
+            // One line, as it always was.
+            crate::output::Format::Json => format!("{document}\n"),
+            crate::output::Format::Yaml => crate::output::document(format, &document),
+        };
         return super::write(out, &text);
     }
     if runs.is_empty() {

@@ -9,7 +9,7 @@
 //! (docs/design.md#lints) not in `lints.ignore`. 1 also when helm, the ledger or the conflict
 //! checks cannot be read; 2 for the usual prerequisites (helm, context).
 
-use crate::cli::{Clusters, Config, OutputFormat, StatusArgs, Verbosity};
+use crate::cli::{Clusters, Config, StatusArgs, Verbosity};
 use crate::error::Error;
 use crate::lint;
 use crate::plural::count;
@@ -39,9 +39,9 @@ pub fn run(config: &Config, args: &StatusArgs, out: &mut dyn std::io::Write) -> 
         let cluster = &plan.cluster.name;
         let outcome = match result {
             Ok((report, lints)) => {
-                match config.global.output {
-                    OutputFormat::Json => documents.push(document(&report, &lints)),
-                    OutputFormat::Text => {
+                match config.structured() {
+                    Some(_) => documents.push(document(&report, &lints)),
+                    None => {
                         super::write(out, &format!("cluster `{cluster}`:\n"))?;
                         write(config, out, &report, &lints)?;
                         super::write(out, "\n")?;
@@ -50,7 +50,7 @@ pub fn run(config: &Config, args: &StatusArgs, out: &mut dyn std::io::Write) -> 
                 verdict(&report, &lints)
             }
             Err(e) => {
-                if config.global.output == OutputFormat::Json {
+                if config.structured().is_some() {
                     let mut error = e.to_json();
                     error["cluster"] = serde_json::json!(cluster);
                     documents.push(error);
@@ -70,8 +70,8 @@ pub fn run(config: &Config, args: &StatusArgs, out: &mut dyn std::io::Write) -> 
             codes.push(e.exit_code());
         }
     }
-    if config.global.output == OutputFormat::Json {
-        super::write_json(out, &serde_json::json!({ "clusters": documents }))?;
+    if let Some(format) = config.structured() {
+        super::write_document(out, format, &serde_json::json!({ "clusters": documents }))?;
     }
     let code = super::apply::worst(codes);
     if code == crate::error::EXIT_OK {
@@ -113,9 +113,9 @@ fn write(
     report: &Report,
     lints: &[lint::Finding],
 ) -> Result<(), Error> {
-    match config.global.output {
-        OutputFormat::Json => super::write_json(out, &document(report, lints)),
-        OutputFormat::Text => {
+    match config.structured() {
+        Some(format) => super::write_document(out, format, &document(report, lints)),
+        None => {
             let mut text = render(report, config.verbosity);
             if !lints.is_empty() {
                 text.push_str("\nlive lints:\n\n");

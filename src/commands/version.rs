@@ -21,15 +21,15 @@ fn helm_minimum() -> String {
 }
 
 pub fn run(output: OutputFormat, out: &mut dyn Write) -> Result<(), Error> {
-    let text = match output {
-        OutputFormat::Json => {
-            let mut json = serde_json::to_string(&document()).unwrap_or_default();
-            json.push('\n');
-            json
+    match output.structured() {
+        // One line, as it always was: `bootstrap version -o json | jq`.
+        Some(crate::output::Format::Json) => {
+            let document = crate::output::versioned(document());
+            super::write(out, &format!("{document}\n"))
         }
-        OutputFormat::Text => format!("bootstrap {LONG}\n"),
-    };
-    super::write(out, &text)
+        Some(format) => super::write_document(out, format, &document()),
+        None => super::write(out, &format!("bootstrap {LONG}\n")),
+    }
 }
 
 /// `version -o json`.

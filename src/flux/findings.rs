@@ -38,6 +38,7 @@ pub const IGNORABLE: [&str; 4] = [
 pub use crate::finding::Severity;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Finding {
     pub severity: Severity,
     pub code: &'static str,

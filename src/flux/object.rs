@@ -8,6 +8,7 @@ use serde_json::Value;
 
 /// A Kubernetes object as found in git.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct ObjectRef {
     pub kind: String,
     pub name: String,

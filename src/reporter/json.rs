@@ -1,21 +1,28 @@
 //! `--output json`: JSON Lines on stdout, one object per event, flushed as it
 //! happens so a consumer (`jq`, a provisioning script) sees progress live.
 //! The last line is `run_finished`, carrying the summary (docs/design.md#run_finished).
+//! `--output yaml`: the same events, each a YAML document starting with `---`.
 
 use std::io::Write;
 
 use super::Reporter;
 use crate::event::Stamped;
+use crate::output::Format;
 
 pub struct JsonReporter {
     out: Box<dyn Write + Send>,
+    format: Format,
     /// The reader went away (`| head`): stop writing, the run goes on.
     closed: bool,
 }
 
 impl JsonReporter {
-    pub fn new(out: Box<dyn Write + Send>) -> Self {
-        JsonReporter { out, closed: false }
+    pub fn new(out: Box<dyn Write + Send>, format: Format) -> Self {
+        JsonReporter {
+            out,
+            format,
+            closed: false,
+        }
     }
 }
 
@@ -24,10 +31,14 @@ impl Reporter for JsonReporter {
         if self.closed {
             return;
         }
-        let Ok(line) = serde_json::to_string(event) else {
+        let Ok(value) = serde_json::to_value(event) else {
             return;
         };
-        let written = writeln!(self.out, "{line}").and_then(|()| self.out.flush());
+        let text = crate::output::event(self.format, &value);
+        let written = self
+            .out
+            .write_all(text.as_bytes())
+            .and_then(|()| self.out.flush());
         self.closed = written.is_err();
     }
 
@@ -50,7 +61,7 @@ mod tests {
     #[test]
     fn one_parseable_object_per_event_ending_with_the_summary() {
         let out = Shared::default();
-        let mut reporter = JsonReporter::new(Box::new(out.clone()));
+        let mut reporter = JsonReporter::new(Box::new(out.clone()), Format::Json);
         let cilium = ReleaseId::new("kube-system", "cilium");
         let result = ReleaseResult {
             release: cilium.clone(),
@@ -120,17 +131,21 @@ mod tests {
         assert_eq!(lines[2]["what"], "DaemonSet kube-system/cilium");
         assert_eq!(lines[3]["release"], "kube-system/cilium");
         assert_eq!(lines[3]["outcome"], "installed");
-        assert_eq!(lines[4]["elapsed_ms"], 4000);
+        assert_eq!(lines[4]["elapsedMs"], 4000);
+        assert_eq!(lines[4]["schemaVersion"], 1);
+        let keys: Vec<&String> = lines[4].as_object().unwrap().keys().collect();
+        assert_eq!(keys[..4], ["time", "elapsedMs", "event", "schemaVersion"]);
         let summary = &lines[4]["summary"];
         assert_eq!(summary["releases"][0]["outcome"], "installed");
         assert_eq!(summary["releases"][0]["duration"], 63_000);
-        assert_eq!(summary["critical_path"][0], "kube-system/cilium");
+        assert_eq!(summary["criticalPath"][0], "kube-system/cilium");
+        assert_eq!(summary["releases"][0]["queuedSlot"], 0);
     }
 
     #[test]
     fn a_counted_rollout_and_the_needs_are_in_the_events() {
         let out = Shared::default();
-        let mut reporter = JsonReporter::new(Box::new(out.clone()));
+        let mut reporter = JsonReporter::new(Box::new(out.clone()), Format::Json);
         let cilium = ReleaseId::new("kube-system", "cilium");
         let coredns = ReleaseId::new("kube-system", "coredns");
         let events = [
@@ -186,7 +201,7 @@ mod tests {
                 Ok(())
             }
         }
-        let mut reporter = JsonReporter::new(Box::new(Broken));
+        let mut reporter = JsonReporter::new(Box::new(Broken), Format::Json);
         reporter.report(&at(
             0,
             Event::Warning {

@@ -3,6 +3,7 @@
 //! Which one runs is [`resolve`]d from the environment:
 //! - `--output json` ([`json`]): JSON Lines on stdout, one object per event,
 //!   the last one `run_finished` with the summary. Nothing else goes to stdout.
+//!   `--output yaml`: the same events, each a YAML document (`---` first).
 //! - a terminal, not CI ([`progress`]): live indicatif lines on stderr, one per
 //!   running release, finished releases printed above them; the summary table
 //!   goes to stdout once the bars are gone.
@@ -101,14 +102,20 @@ impl Reporter for Tee {
 pub enum ReporterKind {
     Progress,
     Plain,
-    Json,
+    /// `--output json|yaml`: one JSON line or YAML document per event.
+    Structured(crate::output::Format),
 }
 
-/// Which reporter fits: JSON when asked for, live bars only on an interactive
-/// terminal outside CI (CI log viewers render cursor movement as garbage).
-pub fn resolve(is_terminal: bool, is_ci: bool, json: bool) -> ReporterKind {
-    if json {
-        ReporterKind::Json
+/// Which reporter fits: JSON or YAML when asked for, live bars only on an
+/// interactive terminal outside CI (CI log viewers render cursor movement
+/// as garbage).
+pub fn resolve(
+    is_terminal: bool,
+    is_ci: bool,
+    structured: Option<crate::output::Format>,
+) -> ReporterKind {
+    if let Some(format) = structured {
+        ReporterKind::Structured(format)
     } else if is_terminal && !is_ci {
         ReporterKind::Progress
     } else {
@@ -142,7 +149,7 @@ pub fn animation_allowed(
 }
 
 /// [`resolve`] for this process.
-pub fn detect(json: bool, no_progress: bool) -> ReporterKind {
+pub fn detect(structured: Option<crate::output::Format>, no_progress: bool) -> ReporterKind {
     let animate = animation_allowed(
         no_progress,
         std::env::var_os("NO_COLOR").as_deref(),
@@ -159,7 +166,7 @@ pub fn detect(json: bool, no_progress: bool) -> ReporterKind {
     resolve(
         is_terminal,
         ci_from(std::env::var_os("CI").as_deref()),
-        json,
+        structured,
     )
 }
 
@@ -173,7 +180,7 @@ pub fn make(
     err: Box<dyn Write + Send>,
 ) -> Box<dyn Reporter> {
     match kind {
-        ReporterKind::Json => Box::new(json::JsonReporter::new(out)),
+        ReporterKind::Structured(format) => Box::new(json::JsonReporter::new(out, format)),
         ReporterKind::Progress if verbosity != Verbosity::Quiet => {
             Box::new(progress::ProgressReporter::new(
                 verbosity,
@@ -380,23 +387,25 @@ pub(crate) mod tests {
 
     #[test]
     fn resolve_truth_table() {
+        use crate::output::Format;
         use ReporterKind::*;
         let table = [
-            // (terminal, ci, json) -> kind
-            ((true, false, false), Progress),
-            ((true, true, false), Plain),
-            ((false, false, false), Plain),
-            ((false, true, false), Plain),
-            ((true, false, true), Json),
-            ((true, true, true), Json),
-            ((false, false, true), Json),
-            ((false, true, true), Json),
+            // (terminal, ci, structured) -> kind
+            ((true, false, None), Progress),
+            ((true, true, None), Plain),
+            ((false, false, None), Plain),
+            ((false, true, None), Plain),
+            ((true, false, Some(Format::Json)), Structured(Format::Json)),
+            ((true, true, Some(Format::Json)), Structured(Format::Json)),
+            ((false, false, Some(Format::Json)), Structured(Format::Json)),
+            ((false, true, Some(Format::Yaml)), Structured(Format::Yaml)),
+            ((true, false, Some(Format::Yaml)), Structured(Format::Yaml)),
         ];
-        for ((terminal, ci, json), kind) in table {
+        for ((terminal, ci, structured), kind) in table {
             assert_eq!(
-                resolve(terminal, ci, json),
+                resolve(terminal, ci, structured),
                 kind,
-                "terminal={terminal} ci={ci} json={json}"
+                "terminal={terminal} ci={ci} structured={structured:?}"
             );
         }
     }
@@ -461,7 +470,7 @@ pub(crate) mod tests {
     async fn drive_reports_every_event_then_finishes() {
         let out = Shared::default();
         let reporter = make(
-            ReporterKind::Json,
+            ReporterKind::Structured(crate::output::Format::Json),
             Verbosity::Normal,
             Box::new(out.clone()),
             Box::new(std::io::sink()),

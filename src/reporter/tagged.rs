@@ -18,17 +18,24 @@ pub struct Tagged {
     cluster: String,
     /// Width the cluster names are padded to, so text lines align.
     width: usize,
-    json: bool,
+    /// `--output json|yaml`: the lines written are JSON Lines, tagged and
+    /// printed as JSON lines or YAML documents.
+    structured: Option<crate::output::Format>,
     partial: Vec<u8>,
     out: Shared,
 }
 
 impl Tagged {
-    pub fn new(cluster: &str, width: usize, json: bool, out: Shared) -> Tagged {
+    pub fn new(
+        cluster: &str,
+        width: usize,
+        structured: Option<crate::output::Format>,
+        out: Shared,
+    ) -> Tagged {
         Tagged {
             cluster: cluster.to_string(),
             width,
-            json,
+            structured,
             partial: Vec::new(),
             out,
         }
@@ -37,7 +44,7 @@ impl Tagged {
     /// One complete line (without its newline), tagged.
     fn tag(&self, line: &[u8]) -> Vec<u8> {
         let text = String::from_utf8_lossy(line);
-        if self.json
+        if let Some(format) = self.structured
             && let Ok(serde_json::Value::Object(object)) =
                 serde_json::from_str::<serde_json::Value>(&text)
         {
@@ -46,11 +53,9 @@ impl Tagged {
                 tagged.insert("cluster".into(), self.cluster.clone().into());
             }
             tagged.extend(object);
-            let mut bytes = serde_json::to_vec(&tagged).unwrap_or_else(|_| line.to_vec());
-            bytes.push(b'\n');
-            return bytes;
+            return crate::output::event(format, &serde_json::Value::Object(tagged)).into_bytes();
         }
-        if self.json || text.trim().is_empty() {
+        if self.structured.is_some() || text.trim().is_empty() {
             let mut bytes = line.to_vec();
             bytes.push(b'\n');
             return bytes;
@@ -114,8 +119,8 @@ mod tests {
     fn text_lines_carry_the_cluster_and_never_mix() {
         let buffer = Buffer::default();
         let out = shared(Box::new(buffer.clone()));
-        let mut infra = Tagged::new("infra", 5, false, out.clone());
-        let mut apps = Tagged::new("apps", 5, false, out);
+        let mut infra = Tagged::new("infra", 5, None, out.clone());
+        let mut apps = Tagged::new("apps", 5, None, out);
         infra.write_all(b"12:00:01 \xe2\x9c\x93 cil").unwrap();
         apps.write_all(b"12:00:01 \xe2\x9c\x93 coredns installed\n")
             .unwrap();
@@ -132,7 +137,7 @@ mod tests {
     fn json_lines_get_a_cluster_field_first() {
         let buffer = Buffer::default();
         let out = shared(Box::new(buffer.clone()));
-        let mut infra = Tagged::new("infra", 5, true, out);
+        let mut infra = Tagged::new("infra", 5, Some(crate::output::Format::Json), out);
         infra
             .write_all(b"{\"event\":\"release_finished\",\"release\":\"kube-system/cilium\"}\n{\"event\":\"run_started\",\"cluster\":\"infra\"}\n")
             .unwrap();

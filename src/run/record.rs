@@ -78,11 +78,16 @@ pub fn open(root: &Path, cluster: &str, command: &str) -> Option<Recorder> {
 }
 
 /// Appends how the command exited to every record this process opened:
-/// `{"event":"exited","exitCode":N}`, with the error's JSON when it failed;
+/// `{"event":"exited","schemaVersion":1,"exitCode":N}`, with the error's
+/// JSON when it failed;
 /// then names each on stderr, after the error (`run record: PATH`).
 pub fn close(code: i32, error: Option<serde_json::Value>) {
     let paths = std::mem::take(&mut *OPEN.lock().unwrap_or_else(|e| e.into_inner()));
-    let mut line = serde_json::json!({"event": "exited", "exitCode": code});
+    let mut line = serde_json::json!({
+        "event": "exited",
+        crate::output::SCHEMA_VERSION_KEY: crate::output::SCHEMA_VERSION,
+        "exitCode": code,
+    });
     if let Some(error) = error {
         line["error"] = error;
     }

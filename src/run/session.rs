@@ -40,45 +40,48 @@ impl Session {
     /// `no_progress`: `--no-progress`, plain lines even on a terminal.
     /// `record`: the run record to write beside the display.
     pub fn start(
-        json: bool,
+        structured: Option<crate::output::Format>,
         verbosity: Verbosity,
         no_progress: bool,
         record: Option<super::record::Recorder>,
+        begun: std::time::Instant,
     ) -> Session {
-        let kind = reporter::detect(json, no_progress);
+        let kind = reporter::detect(structured, no_progress);
         let display = reporter::make(
             kind,
             verbosity,
             Box::new(std::io::stdout()),
             Box::new(std::io::stderr()),
         );
-        Session::with_reporter(display, record)
+        Session::with_reporter(display, record, begun)
     }
 
     /// One cluster's session among many in one process (docs/fleet.md):
     /// plain lines or JSON Lines, tagged with the cluster, written to the
     /// streams every cluster shares.
     /// `screen`: the fleet's live display and this cluster's board on it
-    /// (a terminal; else plain lines).
+    /// (a terminal; else plain lines). `(cluster, width)`: its name and
+    /// the width every cluster's name is padded to.
     pub fn for_cluster(
-        cluster: &str,
-        width: usize,
-        json: bool,
+        (cluster, width): (&str, usize),
+        structured: Option<crate::output::Format>,
         verbosity: Verbosity,
         streams: &Streams,
         screen: Option<(&SharedScreen, usize)>,
         record: Option<super::record::Recorder>,
+        begun: std::time::Instant,
     ) -> Session {
-        let kind = if json {
-            reporter::ReporterKind::Json
-        } else {
-            reporter::ReporterKind::Plain
+        // JSON lines to the tagging writer, which prints each tagged event
+        // as JSON or YAML.
+        let kind = match structured {
+            Some(_) => reporter::ReporterKind::Structured(crate::output::Format::Json),
+            None => reporter::ReporterKind::Plain,
         };
         let tagged = |out: &tagged::Shared| -> Box<tagged::Tagged> {
-            Box::new(tagged::Tagged::new(cluster, width, json, out.clone()))
+            Box::new(tagged::Tagged::new(cluster, width, structured, out.clone()))
         };
         let reporter: Box<dyn reporter::Reporter> = match screen {
-            Some((screen, index)) if !json => Box::new(ProgressReporter::on(
+            Some((screen, index)) if structured.is_none() => Box::new(ProgressReporter::on(
                 screen.clone(),
                 index,
                 verbosity,
@@ -88,19 +91,22 @@ impl Session {
             )),
             _ => reporter::make(kind, verbosity, tagged(&streams.out), tagged(&streams.err)),
         };
-        Session::with_reporter(reporter, record)
+        Session::with_reporter(reporter, record, begun)
     }
 
+    /// `begun`: the command's start, which every event's `elapsed` and the
+    /// summary's `duration` count from.
     fn with_reporter(
         display: Box<dyn reporter::Reporter>,
         record: Option<super::record::Recorder>,
+        begun: std::time::Instant,
     ) -> Session {
         // The run record beside the display (docs/design.md#run-record).
         let reporter: Box<dyn reporter::Reporter> = match record {
             Some(recorder) => Box::new(reporter::Tee(display, Box::new(recorder))),
             None => display,
         };
-        let (events, rx) = Emitter::new();
+        let (events, rx) = Emitter::since(begun);
         let reporting = tokio::spawn(reporter::drive(rx, reporter));
         let (stop_tx, stop) = watch::channel(Stop::Run);
         let stop_tx = Arc::new(stop_tx);

@@ -101,6 +101,7 @@ pub fn message(command: &str, code: i32, error: Option<&Error>, summaries: &[Sum
     };
     let build = |with_lists: bool, error_text: Option<String>| -> String {
         let mut value = json!({
+            crate::output::SCHEMA_VERSION_KEY: crate::output::SCHEMA_VERSION,
             "command": command,
             "exitCode": code,
             "clusters": clusters(with_lists),
@@ -129,7 +130,13 @@ pub fn message(command: &str, code: i32, error: Option<&Error>, summaries: &[Sum
     if shorter.len() <= LIMIT {
         return shorter;
     }
-    json!({"command": command, "exitCode": code, "truncated": true}).to_string()
+    json!({
+        crate::output::SCHEMA_VERSION_KEY: crate::output::SCHEMA_VERSION,
+        "command": command,
+        "exitCode": code,
+        "truncated": true,
+    })
+    .to_string()
 }
 
 #[cfg(test)]
@@ -183,7 +190,7 @@ mod tests {
         assert_eq!(
             value,
             json!({
-                "command": "apply", "exitCode": 1,
+                "schemaVersion": 1, "command": "apply", "exitCode": 1,
                 "error": "apply of cluster `infra` failed: 1 failed",
                 "clusters": [{
                     "cluster": "infra", "ok": false, "dryRun": false, "interrupted": false,
@@ -221,7 +228,7 @@ mod tests {
         let value: Value = serde_json::from_str(&message("apply", 2, Some(&error), &[])).unwrap();
         assert_eq!(
             value,
-            json!({"command": "apply", "exitCode": 2, "clusters": [], "error": "helm not found"})
+            json!({"schemaVersion": 1, "command": "apply", "exitCode": 2, "clusters": [], "error": "helm not found"})
         );
     }
 }

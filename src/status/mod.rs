@@ -17,6 +17,7 @@ use crate::plan::Plan;
 use crate::release::{ObjectRef, Ownership, Release, ReleaseId};
 
 #[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Report {
     pub cluster: String,
     pub releases: Vec<ReleaseStatus>,
@@ -106,6 +107,7 @@ impl Report {
 pub const UNRECORDED: &str = "unrecorded";
 
 #[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct ReleaseStatus {
     pub release: ReleaseId,
     pub chart: String,
@@ -132,6 +134,7 @@ pub struct Desired {
 }
 
 #[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Deployed {
     pub version: String,
     /// Helm's status: deployed, failed, pending-install, ...
@@ -140,6 +143,7 @@ pub struct Deployed {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Ready {
     pub ok: bool,
     pub message: String,
@@ -151,6 +155,7 @@ pub struct Ready {
 
 /// One workload's readiness now.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct WorkloadReady {
     /// `DaemonSet kube-system/cilium`.
     pub object: String,

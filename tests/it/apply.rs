@@ -1669,17 +1669,17 @@ fn queued_time_run_time_and_the_whole_run() {
     let summary = &events.last().unwrap()["summary"];
     let ms = |v: &serde_json::Value| v.as_u64().unwrap();
     let releases = summary["releases"].as_array().unwrap();
-    let slots: Vec<u64> = releases.iter().map(|r| ms(&r["queued_slot"])).collect();
+    let slots: Vec<u64> = releases.iter().map(|r| ms(&r["queuedSlot"])).collect();
     let runs: Vec<u64> = releases.iter().map(|r| ms(&r["run"])).collect();
     for r in releases {
-        // duration = run + queued_slot (each rounded down to a millisecond);
+        // duration = run + queuedSlot (each rounded down to a millisecond);
         // each ran at least the fake's 300 ms.
-        let parts = ms(&r["run"]) + ms(&r["queued_slot"]);
+        let parts = ms(&r["run"]) + ms(&r["queuedSlot"]);
         assert!(ms(&r["duration"]).abs_diff(parts) <= 1, "{r}");
         assert!(ms(&r["run"]) >= 300, "{r}");
     }
     // No needs: nothing waits for them, however slow the machine.
-    let needs: Vec<u64> = releases.iter().map(|r| ms(&r["queued_needs"])).collect();
+    let needs: Vec<u64> = releases.iter().map(|r| ms(&r["queuedNeeds"])).collect();
     assert!(needs.iter().max() < runs.iter().min(), "{needs:?} {runs:?}");
     // One slot: the wait for it is the time from a release's `queued` step
     // (its check done) to its `installing` step, counted apart from its run
@@ -1691,7 +1691,7 @@ fn queued_time_run_time_and_the_whole_run() {
         events
             .iter()
             .find(|e| e["event"] == "release_step" && e["release"] == *release && e["step"] == step)
-            .map(|e| ms(&e["elapsed_ms"]))
+            .map(|e| ms(&e["elapsedMs"]))
             .unwrap_or_else(|| panic!("no {step} step of {release}"))
     };
     let mut granted: Vec<(u64, u64)> = Vec::new();
@@ -1717,7 +1717,7 @@ fn queued_time_run_time_and_the_whole_run() {
     }
     let last = (0..releases.len()).max_by_key(|&i| slots[i]).unwrap();
     assert!(slots[last] > 0, "{slots:?} {runs:?}");
-    assert_eq!(summary["critical_path"].as_array().unwrap().len(), 1);
+    assert_eq!(summary["criticalPath"].as_array().unwrap().len(), 1);
     let phases = &summary["phases"];
     assert!(ms(&phases["releases"]) >= 1200, "{phases}");
     assert!(
@@ -1963,7 +1963,7 @@ fn a_run_stopped_in_preflight_ends_its_json_lines_with_run_failed() {
     let last = events.last().unwrap();
     assert_eq!(last["event"], "run_failed", "{}", out.stdout);
     assert_eq!(last["exitCode"], 3);
-    assert!(last["elapsed_ms"].is_u64());
+    assert!(last["elapsedMs"].is_u64());
     assert!(
         last["error"]
             .as_str()
@@ -2099,7 +2099,7 @@ fn apply_says_what_protects_the_releases_from_flux() {
             &scan["entrypoint"],
             &scan["files"],
             &scan["kustomizations"],
-            &scan["helm_releases"]
+            &scan["helmReleases"]
         ),
         (&json!("clusters/infra"), &json!(2), &json!(1), &json!(1)),
         "{scan}"

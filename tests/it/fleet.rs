@@ -197,9 +197,13 @@ fn json_lines_carry_the_cluster_and_end_with_the_fleet_result() {
         ("infra", "apps")
     };
     assert!(finished(first) < started(second));
+    let mut last = lines.last().unwrap().clone();
+    let stamp = last.as_object_mut().unwrap();
+    assert!(stamp.remove("time").unwrap().is_string());
+    assert!(stamp.remove("elapsedMs").unwrap().is_u64());
     assert_eq!(
-        lines.last().unwrap(),
-        &json!({"event": "fleet_finished", "exitCode": 0,
+        last,
+        json!({"event": "fleet_finished", "schemaVersion": 1, "exitCode": 0,
                 "clusters": [{"cluster": "apps", "exitCode": 0}, {"cluster": "infra", "exitCode": 0}]})
     );
 }

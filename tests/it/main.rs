@@ -53,6 +53,7 @@ mod import_flux_tree;
 mod import_handover;
 mod import_helmfile;
 mod job_contract;
+mod json_output;
 mod kube_wait;
 mod ledger;
 mod lint;

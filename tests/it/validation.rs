@@ -489,20 +489,20 @@ fn errors_are_json_on_stdout_with_output_json() {
             .run();
         assert_eq!(out.code, 2, "{command}: {}", out.stderr);
         // apply's and destroy's JSON Lines end with an event, `run_failed`:
-        // the same fields after `time`, `elapsed_ms` and `event`.
+        // the same fields after `time`, `elapsedMs`, `event` and `schemaVersion`.
         let stdout = if matches!(command, "apply" | "destroy") {
             let (stamp, rest) = out
                 .stdout
-                .split_once(",\"event\":\"run_failed\",")
+                .split_once(",\"event\":\"run_failed\",\"schemaVersion\":1,")
                 .expect(&out.stdout);
             assert!(stamp.starts_with("{\"time\":\""), "{stamp}");
-            format!("{{{rest}")
+            format!("{{\"schemaVersion\":1,{rest}")
         } else {
             out.stdout.clone()
         };
         assert_eq!(
             stdout,
-            "{\"error\":\"2 problems in the config; nothing was changed\",\"exitCode\":2,\"problems\":[{\"file\":\"releases/core.yaml\",\"line\":4,\"column\":7,\"release\":\"kube-system/cilium\",\"message\":\"`wait: maybe` must be `true` or `false`\",\"causes\":[]},{\"file\":\"releases/core.yaml\",\"line\":5,\"column\":8,\"release\":\"kube-system/cilium\",\"message\":\"`needs` must be a list, like `needs: [coredns]`\",\"causes\":[]}],\"causes\":[]}\n",
+            "{\"schemaVersion\":1,\"error\":\"2 problems in the config; nothing was changed\",\"exitCode\":2,\"problems\":[{\"file\":\"releases/core.yaml\",\"line\":4,\"column\":7,\"release\":\"kube-system/cilium\",\"message\":\"`wait: maybe` must be `true` or `false`\",\"causes\":[]},{\"file\":\"releases/core.yaml\",\"line\":5,\"column\":8,\"release\":\"kube-system/cilium\",\"message\":\"`needs` must be a list, like `needs: [coredns]`\",\"causes\":[]}],\"findings\":[],\"causes\":[]}\n",
             "{command}"
         );
         assert!(
@@ -516,7 +516,7 @@ fn errors_are_json_on_stdout_with_output_json() {
     assert_eq!(out.code, 2);
     assert_eq!(
         out.stdout,
-        "{\"error\":\"unexpected argument '--bogus' found; tip: to pass '--bogus' as a value, use '-- --bogus'; Usage: bootstrap plan --output <OUTPUT> [CLUSTER]\",\"exitCode\":2,\"problems\":[],\"causes\":[]}\n"
+        "{\"schemaVersion\":1,\"error\":\"unexpected argument '--bogus' found; tip: to pass '--bogus' as a value, use '-- --bogus'; Usage: bootstrap plan --output <OUTPUT> [CLUSTER]\",\"exitCode\":2,\"problems\":[],\"findings\":[],\"causes\":[]}\n"
     );
 }
 

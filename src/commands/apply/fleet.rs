@@ -60,6 +60,7 @@ pub(super) async fn run(
     config: &Config,
     args: &ApplyArgs,
     linted: Vec<(Plan, Vec<lint::Finding>)>,
+    begun: std::time::Instant,
 ) -> Result<(), Error> {
     let width = linted
         .iter()
@@ -69,7 +70,7 @@ pub(super) async fn run(
     let streams = Streams::standard();
     // Grouped live progress on a terminal (docs/design.md#the-live-display);
     // one board per cluster, in the order they were named.
-    let live = reporter::detect(config.json(), config.global.no_progress)
+    let live = reporter::detect(config.structured(), config.global.no_progress)
         == reporter::ReporterKind::Progress
         && config.verbosity != reporter::Verbosity::Quiet;
     let screen = live.then(|| {
@@ -147,7 +148,7 @@ pub(super) async fn run(
             .iter()
             .map(|(_, r)| r.as_ref().map_or_else(Error::exit_code, |_| EXIT_OK)),
     );
-    summary(config, &streams, &results, code);
+    summary(config, &streams, &results, code, begun);
     if code == EXIT_OK {
         return Ok(());
     }
@@ -162,10 +163,17 @@ pub(super) async fn run(
     })
 }
 
-/// One line per cluster at the end (text), or one `fleet_finished` JSON line.
-fn summary(config: &Config, streams: &Streams, results: &[(String, Result<(), Error>)], code: i32) {
+/// One line per cluster at the end (text), or one `fleet_finished` event
+/// (`elapsedMs` from the command's start).
+fn summary(
+    config: &Config,
+    streams: &Streams,
+    results: &[(String, Result<(), Error>)],
+    code: i32,
+    begun: std::time::Instant,
+) {
     let mut out = streams.out.lock().unwrap_or_else(|e| e.into_inner());
-    if config.json() {
+    if let Some(format) = config.structured() {
         let clusters: Vec<serde_json::Value> = results
             .iter()
             .map(|(cluster, r)| {
@@ -173,9 +181,16 @@ fn summary(config: &Config, streams: &Streams, results: &[(String, Result<(), Er
                 serde_json::json!({"cluster": cluster, "exitCode": code})
             })
             .collect();
-        let line =
-            serde_json::json!({"event": "fleet_finished", "clusters": clusters, "exitCode": code});
-        let _ = writeln!(out, "{line}");
+        let line = serde_json::json!({
+            "time": humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string(),
+            "elapsedMs": crate::event::as_millis(begun.elapsed()),
+            "event": "fleet_finished",
+            crate::output::SCHEMA_VERSION_KEY: crate::output::SCHEMA_VERSION,
+            "clusters": clusters,
+            "exitCode": code,
+        });
+        let _ = write!(out, "{}", crate::output::event(format, &line));
+        let _ = out.flush();
         return;
     }
     let ok = results.iter().filter(|(_, r)| r.is_ok()).count();

@@ -41,7 +41,7 @@ pub fn run(config: &Config, args: &ApplyArgs) -> Result<(), Error> {
         let plan = args.selection.apply(plan)?;
         return run::block_on(run_async(config, args, plan, notices, begun, None));
     }
-    run::block_on(fleet::run(config, args, linted))
+    run::block_on(fleet::run(config, args, linted, begun))
 }
 
 /// The offline checks of apply's preflight (docs/design.md#phases-of-apply),
@@ -100,10 +100,13 @@ fn flux_preflight(plan: &Plan) -> Result<(Event, Vec<String>), Error> {
             cluster: cluster.clone(),
             root: flux.root.clone(),
             entrypoint: flux.entrypoint.clone(),
-            count: blocking.len(),
-            findings: blocking
+            text: blocking
                 .iter()
                 .map(|f| super::check::render_finding(plan, f))
+                .collect(),
+            findings: blocking
+                .iter()
+                .filter_map(|f| serde_json::to_value(f).ok())
                 .collect(),
         }
         .into());
@@ -144,18 +147,23 @@ fn flux_preflight(plan: &Plan) -> Result<(Event, Vec<String>), Error> {
 
 /// The run's session: the process's own, or its cluster's place among
 /// many (tagged lines, a board of the shared screen).
-fn session(config: &Config, plan: &Plan, fleet: Option<&fleet::Slot>) -> Session {
+fn session(
+    config: &Config,
+    plan: &Plan,
+    fleet: Option<&fleet::Slot>,
+    begun: std::time::Instant,
+) -> Session {
     match fleet {
         None => Session::start(
-            config.json(),
+            config.structured(),
             config.verbosity,
             config.global.no_progress,
             super::record_for(config, &plan.cluster.name, "apply"),
+            begun,
         ),
         Some(slot) => Session::for_cluster(
-            &plan.cluster.name,
-            slot.width,
-            config.json(),
+            (&plan.cluster.name, slot.width),
+            config.structured(),
             config.verbosity,
             &slot.streams,
             slot.screen.as_ref().map(|(screen, boards)| {
@@ -166,6 +174,7 @@ fn session(config: &Config, plan: &Plan, fleet: Option<&fleet::Slot>) -> Session
                 (screen, index)
             }),
             super::record_for(config, &plan.cluster.name, "apply"),
+            begun,
         ),
     }
 }
@@ -188,7 +197,7 @@ async fn run_async(
         run::prerequisites(config.target(), &plan, reachability).await?;
     helm_flags_supported(&plan, &version)?;
 
-    let session = session(config, &plan, fleet);
+    let session = session(config, &plan, fleet, begun);
     let events = session.events.clone();
     // What the prerequisites found, shown once the run has started
     // (`run_started` is the first event).

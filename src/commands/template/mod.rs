@@ -9,7 +9,7 @@ use std::io::Write;
 
 use serde_json::{Value, json};
 
-use crate::cli::{Config, OutputFormat, TemplateArgs, Verbosity};
+use crate::cli::{Config, TemplateArgs, Verbosity};
 use crate::error::{Error, Failure, Problem, did_you_mean};
 use crate::helm::Helm;
 use crate::release::Release;
@@ -43,8 +43,8 @@ pub fn run(config: &Config, args: &TemplateArgs, out: &mut dyn Write) -> Result<
             r.redacted(v)
         }
     };
-    match config.global.output {
-        OutputFormat::Json => {
+    match config.structured() {
+        Some(format) => {
             let list: Vec<_> = chosen
                 .iter()
                 .enumerate()
@@ -71,9 +71,9 @@ pub fn run(config: &Config, args: &TemplateArgs, out: &mut dyn Write) -> Result<
             if let Some(api_versions) = api_versions {
                 doc["apiVersions"] = json!(api_versions);
             }
-            super::write_json(out, &doc)
+            super::write_document(out, format, &doc)
         }
-        OutputFormat::Text => {
+        None => {
             let mut text = String::new();
             if let Some(api_versions) = api_versions {
                 text.push_str(&api_versions_note(api_versions));

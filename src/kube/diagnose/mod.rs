@@ -19,6 +19,7 @@ const SHOWN_PODS: usize = 10;
 const MAX_MESSAGE: usize = 300;
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Diagnosis {
     /// Unhealthy pods first, then by name.
     pub pods: Vec<PodDiagnosis>,
@@ -27,6 +28,7 @@ pub struct Diagnosis {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct PodDiagnosis {
     pub name: String,
     pub phase: String,

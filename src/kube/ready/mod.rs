@@ -27,6 +27,7 @@ pub enum Readiness {
 /// pods (`unit` `ready`), or completions of a Job (`unit` `complete`).
 /// `subject` names what is counted, `DaemonSet/cilium`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Tally {
     pub subject: String,
     pub done: i64,
