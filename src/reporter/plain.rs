@@ -240,7 +240,12 @@ impl Reporter for PlainReporter {
     fn report(&mut self, stamped: &Stamped) {
         if let Event::RunFinished { summary } = &stamped.event {
             let quiet = self.verbosity == Verbosity::Quiet;
-            let table = render_summary_for(summary, &self.tracker.interrupted_in_helm, quiet);
+            let table = render_summary_for(
+                summary,
+                &self.tracker.interrupted_in_helm,
+                quiet,
+                super::summary::stdout_width(),
+            );
             self.write(&format!("\n{table}"));
             return;
         }

@@ -23,7 +23,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use super::Verbosity;
 use super::layout::{self, Board, Queued, Row};
-use super::summary::{fmt_duration, render_summary};
+use super::summary::{fmt_duration, render_summary_for, stdout_width};
 use super::{Reporter, Tracker, step_label};
 use crate::event::{Event, Outcome, Phase, Stamped, Step};
 use crate::release::ReleaseId;
@@ -581,7 +581,12 @@ impl ProgressReporter {
                 self.println(&text);
             }
             Event::RunFinished { summary } => {
-                let table = render_summary(summary, &self.tracker.interrupted_in_helm);
+                let table = render_summary_for(
+                    summary,
+                    &self.tracker.interrupted_in_helm,
+                    false,
+                    stdout_width(),
+                );
                 let mut screen = lock(&self.screen);
                 if screen.all_finished() {
                     screen.clear();

@@ -36,15 +36,30 @@ pub fn took(result: &ReleaseResult) -> String {
 /// `interrupted_in_helm`: releases whose helm operation was stopped (see
 /// [`super::Tracker`]); they may be left `pending-*` in Helm.
 pub fn render_summary(summary: &Summary, interrupted_in_helm: &BTreeSet<ReleaseId>) -> String {
-    render_summary_for(summary, interrupted_in_helm, false)
+    render_summary_for(summary, interrupted_in_helm, false, None)
+}
+
+/// The width of the terminal stdout is, when it is one: a summary printed
+/// there is fitted to it; one piped to a file or a log keeps its lines
+/// whole.
+pub fn stdout_width() -> Option<usize> {
+    let term = console::Term::stdout();
+    term.is_term()
+        .then(|| term.size_checked())
+        .flatten()
+        .map(|(_, cols)| usize::from(cols))
 }
 
 /// [`render_summary`]; `quiet` (`-q`): only the releases that did not
-/// succeed in the table (and how many did), no critical path.
+/// succeed in the table (and how many did), no critical path. `width`: the
+/// terminal's, to fit (lines broken between words and between the items of
+/// a list, never inside a name; a table too wide becomes a block per
+/// release).
 pub fn render_summary_for(
     summary: &Summary,
     interrupted_in_helm: &BTreeSet<ReleaseId>,
     quiet: bool,
+    width: Option<usize>,
 ) -> String {
     let mut out = String::new();
     let shown: Vec<ReleaseResult> = summary
@@ -54,7 +69,7 @@ pub fn render_summary_for(
         .cloned()
         .collect();
     if !shown.is_empty() {
-        table(&mut out, &shown);
+        table(&mut out, &shown, width);
         let hidden = summary.releases.len() - shown.len();
         if hidden > 0 {
             let _ = writeln!(
@@ -66,9 +81,9 @@ pub fn render_summary_for(
         out.push('\n');
     }
     if !quiet && !summary.critical_path.is_empty() {
-        critical_path(&mut out, summary);
+        critical_path(&mut out, summary, width);
     }
-    totals(&mut out, summary);
+    totals(&mut out, summary, width);
     if summary.interrupted {
         if summary.releases.iter().all(|r| r.outcome.is_success()) {
             // The interrupt came while the last releases finished in their
@@ -78,17 +93,58 @@ pub fn render_summary_for(
                 "interrupted, but every release had finished; nothing is left to do"
             );
         } else {
-            interruption(&mut out, summary, interrupted_in_helm);
+            interruption(&mut out, summary, interrupted_in_helm, width);
         }
     }
-    root_failures(&mut out, summary);
+    root_failures(&mut out, summary, width);
+    out
+}
+
+/// `words` broken at spaces into lines of at most `width` columns (none:
+/// one line), each line after the first indented by `indent` spaces. A
+/// word longer than a line stays whole.
+fn wrap(text: &str, width: Option<usize>, indent: usize) -> String {
+    let words: Vec<&str> = text.split(' ').collect();
+    join_fitted(&words, " ", width, indent)
+}
+
+/// `items` joined by `separator`, broken after a separator where the next
+/// item would pass `width` columns; continuation lines indented by `indent`.
+fn join_fitted(items: &[&str], separator: &str, width: Option<usize>, indent: usize) -> String {
+    let Some(width) = width else {
+        return items.join(separator);
+    };
+    let columns = |s: &str| console::measure_text_width(s);
+    let mut out = String::new();
+    let mut line = 0;
+    for (i, item) in items.iter().enumerate() {
+        let sep = if i + 1 < items.len() {
+            separator.trim_end()
+        } else {
+            ""
+        };
+        if i > 0 {
+            let space = separator.len() - separator.trim_end().len();
+            if line > indent && line + space + columns(item) + columns(sep) > width {
+                out.push('\n');
+                out.push_str(&" ".repeat(indent));
+                line = indent;
+            } else {
+                out.push_str(&" ".repeat(space));
+                line += space;
+            }
+        }
+        out.push_str(item);
+        out.push_str(sep);
+        line += columns(item) + columns(sep);
+    }
     out
 }
 
 /// One row per release: how long it worked (`run`), how long it waited
 /// for its needs (`queued`) and, when any release waited for one, for a
 /// helm slot (`slot`, apart: `--concurrency`), and why it failed.
-fn table(out: &mut String, releases: &[ReleaseResult]) {
+fn table(out: &mut String, releases: &[ReleaseResult], fit: Option<usize>) {
     let slots = releases.iter().any(|r| !r.timing.queued_slot.is_zero());
     let rows: Vec<Vec<String>> = releases
         .iter()
@@ -135,6 +191,14 @@ fn table(out: &mut String, releases: &[ReleaseResult]) {
             .unwrap_or(0)
     };
     let widths: Vec<usize> = (0..columns - 1).map(width).collect();
+    // The columns before the message, and room for some of it.
+    let fixed: usize = widths.iter().map(|w| w + 2).sum();
+    if let Some(fit) = fit
+        && fixed + MESSAGE_ROOM.min(width(columns - 1)) > fit
+    {
+        return blocks(out, &header, &rows, fit);
+    }
+    let message_width = fit.map(|fit| fit.saturating_sub(fixed));
     for row in std::iter::once(&header).chain(&rows) {
         let mut line = String::new();
         for (i, cell) in row.iter().enumerate() {
@@ -143,14 +207,42 @@ fn table(out: &mut String, releases: &[ReleaseResult]) {
                 // Names left, times right, the message as it is.
                 0 | 1 => line.push_str(&format!("{cell:<w$}  ")),
                 i if i + 1 < columns => line.push_str(&format!("{cell:>w$}  ")),
-                _ => line.push_str(cell),
+                // The message wrapped in its column.
+                _ => line.push_str(
+                    &wrap(cell, message_width, 0)
+                        .replace('\n', &format!("\n{}", " ".repeat(fixed))),
+                ),
             }
         }
         let _ = writeln!(out, "{}", line.trim_end());
     }
 }
 
-fn critical_path(out: &mut String, summary: &Summary) {
+/// The columns a message keeps beside the others before the table turns
+/// into blocks.
+const MESSAGE_ROOM: usize = 24;
+
+/// The table as a block per release, for a terminal too narrow for its
+/// columns: the release on its own line, then its outcome and times, then
+/// its message, each wrapped.
+fn blocks(out: &mut String, header: &[String], rows: &[Vec<String>], width: usize) {
+    let message = header.len() - 1;
+    for row in rows {
+        let _ = writeln!(out, "{}", row[0]);
+        let mut facts = vec![row[1].clone()];
+        for (name, value) in header.iter().zip(row).take(message).skip(2) {
+            facts.push(format!("{name} {value}"));
+        }
+        let facts = format!("  {}", facts.join(" · "));
+        let _ = writeln!(out, "{}", wrap(&facts, Some(width), 4));
+        if !row[message].is_empty() {
+            let text = format!("  {}", row[message]);
+            let _ = writeln!(out, "{}", wrap(&text, Some(width), 4));
+        }
+    }
+}
+
+fn critical_path(out: &mut String, summary: &Summary, width: Option<usize>) {
     let mut total = Duration::ZERO;
     let steps: Vec<String> = summary
         .critical_path
@@ -166,12 +258,12 @@ fn critical_path(out: &mut String, summary: &Summary) {
             },
         )
         .collect();
-    let _ = writeln!(
-        out,
-        "critical path: {} = {}",
-        steps.join(" → "),
-        fmt_duration(total)
-    );
+    let mut items: Vec<String> = vec![format!("critical path: {}", steps[0])];
+    items.extend(steps.iter().skip(1).map(|s| format!("→ {s}")));
+    let last = items.len() - 1;
+    items[last].push_str(&format!(" = {}", fmt_duration(total)));
+    let items: Vec<&str> = items.iter().map(String::as_str).collect();
+    let _ = writeln!(out, "{}", join_fitted(&items, " ", width, 2));
 }
 
 /// Where an outcome sits in the totals line; exhaustive so that a new outcome
@@ -194,7 +286,7 @@ fn rank(outcome: Outcome) -> u8 {
 }
 
 /// `infra: 5 installed, 1 failed, 1 skipped in 2m40s`.
-fn totals(out: &mut String, summary: &Summary) {
+fn totals(out: &mut String, summary: &Summary, width: Option<usize>) {
     let mut outcomes: Vec<Outcome> = summary.releases.iter().map(|r| r.outcome).collect();
     outcomes.sort_by_key(|&o| rank(o));
     outcomes.dedup();
@@ -225,15 +317,20 @@ fn totals(out: &mut String, summary: &Summary) {
         ),
         None => String::new(),
     };
-    let _ = writeln!(
-        out,
+    let line = format!(
         "{}{dry_run}: {counts} in {}{phases}",
         summary.cluster,
         fmt_duration(summary.duration)
     );
+    let _ = writeln!(out, "{}", wrap(&line, width, 2));
 }
 
-fn interruption(out: &mut String, summary: &Summary, in_helm: &BTreeSet<ReleaseId>) {
+fn interruption(
+    out: &mut String,
+    summary: &Summary,
+    in_helm: &BTreeSet<ReleaseId>,
+    width: Option<usize>,
+) {
     let names = |pick: &dyn Fn(Outcome) -> bool| -> Vec<String> {
         summary
             .releases
@@ -252,7 +349,10 @@ fn interruption(out: &mut String, summary: &Summary, in_helm: &BTreeSet<ReleaseI
     ];
     for (label, group) in groups {
         if !group.is_empty() {
-            let _ = writeln!(out, "{label}: {}", group.join(", "));
+            let mut items: Vec<String> = group.clone();
+            items[0] = format!("{label}: {}", items[0]);
+            let items: Vec<&str> = items.iter().map(String::as_str).collect();
+            let _ = writeln!(out, "{}", join_fitted(&items, ", ", width, 2));
         }
     }
     let attention: Vec<&ReleaseId> = summary
@@ -267,14 +367,14 @@ fn interruption(out: &mut String, summary: &Summary, in_helm: &BTreeSet<ReleaseI
     }
     let _ = writeln!(out, "may need attention (stopped during a helm operation):");
     for id in attention {
-        let _ = writeln!(
-            out,
+        let text = format!(
             "  {id}: may be pending-install or pending-upgrade: run `bootstrap apply` again; \
              if helm reports another operation in progress, `helm uninstall {} -n {}` \
              when it is pending-install (a first install), `helm rollback {0} -n {1}` \
              when it is pending-upgrade",
             id.name, id.namespace
         );
+        let _ = writeln!(out, "{}", wrap(&text, width, 4));
     }
 }
 
@@ -301,7 +401,7 @@ fn continue_hint(summary: &Summary) -> &'static str {
     }
 }
 
-fn root_failures(out: &mut String, summary: &Summary) {
+fn root_failures(out: &mut String, summary: &Summary, width: Option<usize>) {
     for id in &summary.root_failures {
         let message = summary
             .releases
@@ -309,14 +409,11 @@ fn root_failures(out: &mut String, summary: &Summary) {
             .find(|r| &r.release == id)
             .and_then(|r| r.message.as_deref())
             .and_then(|m| m.lines().next());
-        match message {
-            Some(message) => {
-                let _ = writeln!(out, "root failure: {id}: {message}");
-            }
-            None => {
-                let _ = writeln!(out, "root failure: {id}");
-            }
-        }
+        let line = match message {
+            Some(message) => format!("root failure: {id}: {message}"),
+            None => format!("root failure: {id}"),
+        };
+        let _ = writeln!(out, "{}", wrap(&line, width, 2));
     }
 }
 
@@ -358,6 +455,71 @@ mod tests {
             interrupted: false,
             lock_lost: None,
         }
+    }
+
+    /// The longest line of `text`, in columns.
+    fn widest(text: &str) -> usize {
+        text.lines().map(|l| l.chars().count()).max().unwrap_or(0)
+    }
+
+    #[test]
+    fn on_a_narrow_terminal_lines_break_between_words_and_list_items() {
+        let long = "external-secrets-system/external-secrets-operator-for-the-whole-fleet";
+        let releases = vec![
+            result("kube-system/cilium", Outcome::Installed, 63.0, None),
+            result(
+                long,
+                Outcome::Failed,
+                5.0,
+                Some(
+                    "timed out waiting for the rollout of Deployment external-secrets-system/webhook: 0/1 ready",
+                ),
+            ),
+            result(
+                "kube-system/coredns",
+                Outcome::Skipped,
+                0.0,
+                Some("needs a release that failed"),
+            ),
+        ];
+        let mut s = summary(releases, &["kube-system/cilium", long], &[long]);
+        s.interrupted = true;
+        let whole = render_summary_for(&s, &BTreeSet::new(), false, None);
+        for width in [60, 80] {
+            let fitted = render_summary_for(&s, &BTreeSet::new(), false, Some(width));
+            // Nothing longer than the terminal but a line holding the long
+            // release id, which is never cut.
+            for line in fitted.lines() {
+                assert!(
+                    line.chars().count() <= width || line.contains(long),
+                    "{width}: `{line}`\n{fitted}"
+                );
+            }
+            // The same words, only broken differently.
+            let words = |t: &str| t.split_whitespace().map(String::from).collect::<Vec<_>>();
+            let (a, b) = (words(&whole), words(&fitted));
+            for word in &a {
+                if !["release", "outcome", "run", "queued", "message"].contains(&word.as_str()) {
+                    assert!(b.contains(word), "{width}: `{word}` lost\n{fitted}");
+                }
+            }
+            // Lists break after a separator, never inside a name.
+            assert!(
+                fitted.contains("critical path: kube-system/cilium (63.0s)\n  → "),
+                "{fitted}"
+            );
+            assert!(fitted.contains(&format!("→ {long}")), "{fitted}");
+        }
+        // Too narrow for the table's columns: a block per release.
+        let narrow = render_summary_for(&s, &BTreeSet::new(), false, Some(60));
+        assert!(
+            narrow.contains(&format!("{long}\n  failed · run 5.0s")),
+            "{narrow}"
+        );
+        assert!(widest(&whole) > 120, "{whole}");
+        // Wide enough: the table, as when piped.
+        let wide = render_summary_for(&s, &BTreeSet::new(), false, Some(300));
+        assert_eq!(wide, whole);
     }
 
     #[test]

@@ -196,6 +196,20 @@ fn at_80_columns_the_display_counts_queues_and_cuts_with_an_ellipsis() {
     assert!(text.contains("5 installed"), "{text}");
     assert!(!text.contains("infra · "), "the live area is gone:\n{text}");
     assert!(!text.contains("queued: "), "{text}");
+    // The summary fits the 80 columns: a block per release (the table's
+    // columns do not fit beside the long name), the critical path broken
+    // at an arrow; no line the terminal would wrap but one holding the
+    // long name, which is never cut.
+    let plain = console::strip_ansi_codes(&bytes).replace("\r\n", "\n");
+    let start = plain.rfind("\nkube-system/cilium\n");
+    let summary = &plain[start.unwrap_or_else(|| panic!("no block per release:\n{plain}"))..];
+    for line in summary.lines() {
+        assert!(
+            line.chars().count() <= 80 || line.contains(LONG),
+            "`{line}` is wider than the terminal:\n{summary}"
+        );
+    }
+    assert!(summary.contains("\n  → "), "{summary}");
 }
 
 #[test]

@@ -183,6 +183,40 @@ pub fn truncate(text: &str, width: usize) -> String {
     cut
 }
 
+/// A step cut to `width` characters, keeping its count: in `rollout
+/// Deployment ns/webhook 0/1 ready` or `CRDs 1/2 Established` the tally
+/// from its `N/M` on is what changes and what the user watches, so the
+/// subject before it is cut instead (`rollout Deployment ns/we… 0/1
+/// ready`); a step without one is cut at its end.
+fn truncate_step(step: &str, width: usize) -> String {
+    if chars(step) <= width {
+        return step.to_string();
+    }
+    let tally = step.rfind(' ').and_then(|_| {
+        let words: Vec<(usize, &str)> = step
+            .match_indices(' ')
+            .map(|(i, _)| (i + 1, &step[i + 1..]))
+            .collect();
+        words.into_iter().rev().find(|(_, rest)| {
+            let word = rest.split(' ').next().unwrap_or_default();
+            word.split_once('/').is_some_and(|(a, b)| {
+                !a.is_empty()
+                    && !b.is_empty()
+                    && a.chars().all(|c| c.is_ascii_digit())
+                    && b.chars().all(|c| c.is_ascii_digit())
+            })
+        })
+    });
+    match tally {
+        // Room for the tally and at least a few characters of the subject.
+        Some((at, tail)) if chars(tail) + 4 <= width => {
+            let subject = truncate(step[..at].trim_end(), width - chars(tail) - 1);
+            format!("{subject} {tail}")
+        }
+        _ => truncate(step, width),
+    }
+}
+
 fn counted(n: usize, what: &str) -> Option<String> {
     (n > 0).then(|| format!("{n} {what}"))
 }
@@ -302,7 +336,14 @@ fn block(board: &Board, width: usize, budget: usize, frame: usize) -> Vec<Line> 
         .iter()
         .map(|r| crate::reporter::summary::fmt_duration(r.elapsed))
         .collect();
-    let timer_width = timers.iter().map(|t| chars(t)).max().unwrap_or(0);
+    // The header's timer is in the same column.
+    let header_timer = chars(&crate::reporter::summary::fmt_duration(board.elapsed));
+    let timer_width = timers
+        .iter()
+        .map(|t| chars(t))
+        .chain([header_timer])
+        .max()
+        .unwrap_or(0);
     // "  ⠋ " + name + " " + step + "  " + timer
     let room = width.saturating_sub(4 + 1 + 2 + timer_width);
     let longest = rows.iter().map(|r| chars(&r.name)).max().unwrap_or(0);
@@ -317,7 +358,7 @@ fn block(board: &Board, width: usize, budget: usize, frame: usize) -> Vec<Line> 
         .map(|(row, timer)| {
             let name = truncate(&row.name, name_width);
             let pad = " ".repeat(name_width - chars(&name));
-            let step = truncate(&row.step, step_width);
+            let step = truncate_step(&row.step, step_width);
             Line {
                 text: format!("  {spinner} {name}{pad} {step}")
                     .trim_end()
@@ -419,7 +460,9 @@ fn fit(lines: Vec<Line>, width: usize) -> Vec<String> {
         .into_iter()
         .map(|line| match line.timer {
             Some(timer) => {
-                let text = truncate(&line.text, text_room);
+                // A line cut here (another cluster's timer is wider) keeps
+                // its count too.
+                let text = truncate_step(&line.text, text_room);
                 let pad = column - chars(&text);
                 format!("{text}{}  {timer:>timer_width$}", " ".repeat(pad))
             }

@@ -91,6 +91,26 @@ fn at_80_columns_names_and_steps_are_cut_with_an_ellipsis() {
 }
 
 #[test]
+fn at_80_columns_a_rollout_keeps_its_count_and_loses_its_subject() {
+    let mut board = infra();
+    board.running[0].name = "external-secrets/external-secrets".into();
+    board.running[0].step =
+        "rollout Deployment external-secrets/external-secrets-cert-controller 0/1 ready".into();
+    let lines = single(&board, 80, 40, 0);
+    assert_eq!(
+        lines[1],
+        "  ⠋ external-secrets/external-secrets rollout Deployment exte… 0/1 ready   8.1s"
+    );
+    // Where there is no room even for the count, the step is cut at its end.
+    assert_eq!(truncate_step("CRDs 1/2 Established", 8), "CRDs 1/…");
+    assert_eq!(
+        truncate_step("CRDs 1/2 Established", 19),
+        "CR… 1/2 Established"
+    );
+    assert_eq!(truncate_step("installing the chart", 12), "installing…");
+}
+
+#[test]
 fn long_names_are_cut_before_they_squeeze_the_step_to_nothing() {
     let board = Board {
         cluster: "infra".into(),
