@@ -13,6 +13,29 @@ pub const EXIT_INVALID: i32 = 2;
 pub const EXIT_LOCKED: i32 = 3;
 pub const EXIT_INTERRUPTED: i32 = 130;
 
+/// How bad an exit code is, for the code of many clusters (`--all`,
+/// `--clusters`): a config or prerequisite problem (permanent) over a
+/// failure over a held lock (retry later) over success. An interrupt wins
+/// over everything: the operator asked to stop.
+fn rank(code: i32) -> u8 {
+    match code {
+        EXIT_OK => 0,
+        EXIT_LOCKED => 1,
+        EXIT_FAILED => 2,
+        EXIT_INVALID => 3,
+        EXIT_INTERRUPTED => 5,
+        _ => 4,
+    }
+}
+
+/// The exit code of many clusters: the worst of theirs.
+pub fn worst(codes: impl IntoIterator<Item = i32>) -> i32 {
+    codes
+        .into_iter()
+        .max_by_key(|c| rank(*c))
+        .unwrap_or(EXIT_OK)
+}
+
 /// One thing wrong with the user's input, located as precisely as we can.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Problem {
@@ -674,6 +697,16 @@ pub fn did_you_mean<'a>(wrong: &str, candidates: impl IntoIterator<Item = &'a st
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_worst_exit_code_wins() {
+        assert_eq!(worst([0, 0]), 0);
+        assert_eq!(worst([0, 3]), 3);
+        assert_eq!(worst([3, 1, 0]), 1);
+        assert_eq!(worst([1, 2, 3]), 2);
+        assert_eq!(worst([2, 130, 0]), 130);
+        assert_eq!(worst([]), 0);
+    }
+
     use super::*;
 
     #[test]

@@ -18,6 +18,7 @@ pub mod error;
 pub mod event;
 pub mod finding;
 pub mod flux;
+pub(crate) mod gate;
 pub mod graph;
 pub mod handlebars;
 pub mod helm;

@@ -73,7 +73,7 @@ pub fn run(config: &Config, args: &StatusArgs, out: &mut dyn std::io::Write) -> 
     if let Some(format) = config.structured() {
         super::write_document(out, format, &serde_json::json!({ "clusters": documents }))?;
     }
-    let code = super::apply::worst(codes);
+    let code = crate::error::worst(codes);
     if code == crate::error::EXIT_OK {
         return Ok(());
     }

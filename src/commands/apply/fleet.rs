@@ -13,9 +13,7 @@ use tokio::sync::Semaphore;
 
 use super::{preflight, run_async};
 use crate::cli::{ApplyArgs, Config};
-use crate::error::{
-    EXIT_FAILED, EXIT_INTERRUPTED, EXIT_INVALID, EXIT_LOCKED, EXIT_OK, Error, Failure,
-};
+use crate::error::{EXIT_OK, Error, Failure};
 use crate::lint;
 use crate::plan::Plan;
 use crate::reporter::{
@@ -32,28 +30,6 @@ pub(super) struct Slot {
     /// On a terminal: the live display every cluster draws its board on,
     /// and the clusters' names in board order.
     pub screen: Option<(SharedScreen, Vec<String>)>,
-}
-
-/// How bad an exit code is, for the fleet's own: a config or prerequisite
-/// problem (permanent) over a failure over a held lock (retry later) over
-/// success. An interrupt wins over everything: the operator asked to stop.
-fn rank(code: i32) -> u8 {
-    match code {
-        EXIT_OK => 0,
-        EXIT_LOCKED => 1,
-        EXIT_FAILED => 2,
-        EXIT_INVALID => 3,
-        EXIT_INTERRUPTED => 5,
-        _ => 4,
-    }
-}
-
-/// The fleet's exit code: the worst of its clusters'.
-pub fn worst(codes: impl IntoIterator<Item = i32>) -> i32 {
-    codes
-        .into_iter()
-        .max_by_key(|c| rank(*c))
-        .unwrap_or(EXIT_OK)
 }
 
 pub(super) async fn run(
@@ -143,7 +119,7 @@ pub(super) async fn run(
             failed.push(format!("{cluster} (exit {})", e.exit_code()));
         }
     }
-    let code = worst(
+    let code = crate::error::worst(
         results
             .iter()
             .map(|(_, r)| r.as_ref().map_or_else(Error::exit_code, |_| EXIT_OK)),
@@ -220,19 +196,4 @@ async fn watch_interrupt(interrupted: Arc<AtomicBool>) {
         _ = hup.recv() => {}
     }
     interrupted.store(true, Ordering::SeqCst);
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_worst_exit_code_wins() {
-        assert_eq!(worst([0, 0]), 0);
-        assert_eq!(worst([0, 3]), 3);
-        assert_eq!(worst([3, 1, 0]), 1);
-        assert_eq!(worst([1, 2, 3]), 2);
-        assert_eq!(worst([2, 130, 0]), 130);
-        assert_eq!(worst([]), 0);
-    }
 }

@@ -16,8 +16,6 @@ use crate::stop::Stop;
 
 mod fleet;
 
-pub(super) use fleet::worst;
-
 pub fn run(config: &Config, args: &ApplyArgs) -> Result<(), Error> {
     // The summary's duration is the whole run, from here.
     let begun = std::time::Instant::now();
@@ -82,17 +80,17 @@ fn flux_preflight(plan: &Plan) -> Result<(Event, Vec<String>), Error> {
         return Ok((none, Vec::new()));
     };
     let cluster = &plan.cluster.name;
-    let tree = super::check::Tree {
+    let tree = crate::gate::Tree {
         root: flux.root.clone(),
         entrypoint: flux.entrypoint.clone(),
     };
-    let scanned = super::check::scan(None, plan, &tree, false)?;
+    let scanned = crate::gate::scan(None, plan, &tree, false)?;
     let findings = &scanned.scan.findings;
     // `handover-drift` is no dual management: Flux is meant to adopt the
     // release, and its adoption upgrade then changes the values named (a
     // warning here; `check` fails on it). Once adopted, bootstrap no longer
     // touches the release at all.
-    let blocking: Vec<&crate::flux::Finding> = super::check::blocking(plan, findings)
+    let blocking: Vec<&crate::flux::Finding> = crate::gate::blocking(plan, findings)
         .filter(|f| f.code != crate::flux::findings::HANDOVER_DRIFT)
         .collect();
     if !blocking.is_empty() {
@@ -102,7 +100,7 @@ fn flux_preflight(plan: &Plan) -> Result<(Event, Vec<String>), Error> {
             entrypoint: flux.entrypoint.clone(),
             text: blocking
                 .iter()
-                .map(|f| super::check::render_finding(plan, f))
+                .map(|f| crate::gate::render_finding(plan, f))
                 .collect(),
             findings: blocking
                 .iter()
