@@ -418,3 +418,51 @@ fn a_json_patch_replace_sets_a_missing_key_as_kustomize_does() {
         ]
     );
 }
+
+// kustomize's label and annotation transformers (issue 40): labels set
+// inside are in place before the outer patches select by them, and Flux
+// reads the annotations they set.
+
+#[test]
+fn labels_and_annotations_set_inside_are_selected_by_outer_patches() {
+    let scan = run("kustomize-labels-select");
+    assert_eq!(
+        lines(&scan),
+        [
+            "error flux-manages-bootstrap-release kube-system/cilium | HelmRelease networking/network",
+            "error flux-manages-bootstrap-release kube-system/spegel | HelmRelease registry/mirror",
+        ]
+    );
+}
+
+#[test]
+fn common_annotations_disable_substitution_for_every_object() {
+    let scan = run("common-annotations-substitute-disabled");
+    assert_eq!(
+        lines(&scan),
+        [
+            "error flux-manages-bootstrap-release kube-system/cilium | HelmRelease kube-system/cilium"
+        ]
+    );
+    let tree = resolve("common-annotations-substitute-disabled");
+    let hr = helmrelease_source::find(&tree.objects, "kube-system/cilium").unwrap();
+    assert_eq!(
+        hr.body["spec"]["values"],
+        json!({"cluster": {"name": "test"}})
+    );
+    let dashboard = tree
+        .objects
+        .iter()
+        .find(|o| o.name == "cilium-dashboard")
+        .unwrap();
+    assert!(
+        dashboard.body["data"]["cilium.json"]
+            .as_str()
+            .unwrap()
+            .contains("${__field.labels.pod}")
+    );
+    assert_eq!(
+        dashboard.body["metadata"]["labels"],
+        json!({"grafana_dashboard": "1"})
+    );
+}
