@@ -396,18 +396,22 @@ pub fn apply(objects: &mut [Object], transformer: &Transformer) -> Result<(), Me
                 continue;
             }
             let steps: Vec<&str> = spec.path.split('/').filter(|s| !s.is_empty()).collect();
-            set(&mut obj.body, &steps, spec.create, &transformer.pairs).map_err(|at| {
-                MetadataError::NotAMapping {
+            set(&mut obj.body, &steps, spec.create, &transformer.pairs).map_err(
+                |ScalarStep(at)| MetadataError::NotAMapping {
                     path: spec.path.clone(),
                     kind: obj.kind.clone(),
                     name: obj.name.clone(),
                     at,
-                }
-            })?;
+                },
+            )?;
         }
     }
     Ok(())
 }
+
+/// The step of a field spec's path that is a scalar where a map or list is
+/// wanted.
+struct ScalarStep(String);
 
 /// kustomize `fieldspec.Filter.filter`: `Err` names the step that is a
 /// scalar.
@@ -416,10 +420,10 @@ fn set(
     steps: &[&str],
     create: bool,
     pairs: &BTreeMap<String, String>,
-) -> Result<(), String> {
+) -> Result<(), ScalarStep> {
     let Some((first, rest)) = steps.split_first() else {
         let Value::Object(map) = node else {
-            return Err("the last field".to_string());
+            return Err(ScalarStep("the last field".to_string()));
         };
         for (k, v) in pairs {
             map.insert(k.clone(), Value::String(v.clone()));
@@ -450,7 +454,7 @@ fn set(
             }
             set(field, rest, create, pairs)
         }
-        _ => Err(first.to_string()),
+        _ => Err(ScalarStep(first.to_string())),
     }
 }
 
