@@ -466,3 +466,40 @@ fn common_annotations_disable_substitution_for_every_object() {
         json!({"grafana_dashboard": "1"})
     );
 }
+
+#[test]
+fn objects_kustomize_controller_skips_at_apply_are_not_applied() {
+    let scan = run("flux-apply-excluded");
+    let mut found = lines(&scan);
+    found.sort();
+    assert_eq!(
+        found,
+        [
+            "error flux-manages-bootstrap-release kube-system/spegel | HelmRelease kube-system/spegel",
+            "warning flux-apply-skipped - | HelmRelease kube-system/cilium",
+            "warning flux-apply-skipped - | HelmRelease kube-system/coredns",
+            "warning flux-apply-skipped - | Kustomization flux-system/more",
+        ]
+    );
+    let tree = resolve("flux-apply-excluded");
+    let builds: Vec<String> = tree
+        .builds
+        .iter()
+        .map(|b| b.by.clone().unwrap_or_default())
+        .collect();
+    assert_eq!(
+        builds,
+        [
+            "",
+            "Kustomization/flux-system/apps",
+            "Kustomization/flux-system/legacy"
+        ]
+    );
+    assert!(
+        scan.findings[1..]
+            .iter()
+            .all(|f| f.message.contains("never applies it")),
+        "{:?}",
+        scan.findings
+    );
+}
