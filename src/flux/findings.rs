@@ -16,6 +16,7 @@ pub const PATH_NOT_FOUND: &str = "path-not-found";
 pub const YAML_INVALID: &str = "yaml-invalid";
 pub const REMOTE_RESOURCE_NOT_FOLLOWED: &str = "remote-resource-not-followed";
 pub const SOURCE_NOT_FOLLOWED: &str = "source-not-followed";
+pub const APPLY_SKIPPED: &str = "flux-apply-skipped";
 pub const NOT_MODELLED: &str = "flux-construct-not-modelled";
 pub const BUILD_FAILS: &str = "flux-build-fails";
 pub const SUBSTITUTE_FROM_UNRESOLVED: &str = "substitute-from-unresolved";

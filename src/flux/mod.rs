@@ -22,6 +22,7 @@
 //! | `yaml-invalid` | warning | A file on the path cannot be read or is not valid YAML; Flux would fail to apply it, and its objects are not checked. |
 //! | `remote-resource-not-followed` | warning | A kustomization includes a remote resource (URL, git repository); it is not fetched, so it is not checked. |
 //! | `flux-construct-not-modelled` | warning | Something that could add or rename HelmReleases is not modelled (kustomize plugins, `helmCharts`, `vars`, an unknown kustomization field, a substitution operator, a ResourceSet template action or an input provider that needs the cluster); the message names the file and the construct. |
+//! | `flux-apply-skipped` | warning | A Kustomization or HelmRelease is labelled or annotated `kustomize.toolkit.fluxcd.io/reconcile: disabled` or `kustomize.toolkit.fluxcd.io/ssa: Ignore` (its own, or its Kustomization's `spec.commonMetadata`): kustomize-controller never creates or updates it, so it is not checked as applied; a copy already in the cluster stays and is still reconciled. |
 //! | `flux-build-fails` | warning | kustomize would reject the build (a patch without a unique match, a failing JSON patch, a replacement without one source); the objects are still checked as built so far. |
 //! | `substitute-from-unresolved` | warning | A `postBuild.substituteFrom` ConfigMap/Secret is not in the tree or cannot be read (SOPS): its variables are unknown. |
 //! | `handover-never-adopted` | warning | No HelmRelease in the tree manages a `handover` release: Flux never takes it over. |

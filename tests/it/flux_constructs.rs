@@ -418,3 +418,88 @@ fn a_json_patch_replace_sets_a_missing_key_as_kustomize_does() {
         ]
     );
 }
+
+// kustomize's label and annotation transformers (issue 40): labels set
+// inside are in place before the outer patches select by them, and Flux
+// reads the annotations they set.
+
+#[test]
+fn labels_and_annotations_set_inside_are_selected_by_outer_patches() {
+    let scan = run("kustomize-labels-select");
+    assert_eq!(
+        lines(&scan),
+        [
+            "error flux-manages-bootstrap-release kube-system/cilium | HelmRelease networking/network",
+            "error flux-manages-bootstrap-release kube-system/spegel | HelmRelease registry/mirror",
+        ]
+    );
+}
+
+#[test]
+fn common_annotations_disable_substitution_for_every_object() {
+    let scan = run("common-annotations-substitute-disabled");
+    assert_eq!(
+        lines(&scan),
+        [
+            "error flux-manages-bootstrap-release kube-system/cilium | HelmRelease kube-system/cilium"
+        ]
+    );
+    let tree = resolve("common-annotations-substitute-disabled");
+    let hr = helmrelease_source::find(&tree.objects, "kube-system/cilium").unwrap();
+    assert_eq!(
+        hr.body["spec"]["values"],
+        json!({"cluster": {"name": "test"}})
+    );
+    let dashboard = tree
+        .objects
+        .iter()
+        .find(|o| o.name == "cilium-dashboard")
+        .unwrap();
+    assert!(
+        dashboard.body["data"]["cilium.json"]
+            .as_str()
+            .unwrap()
+            .contains("${__field.labels.pod}")
+    );
+    assert_eq!(
+        dashboard.body["metadata"]["labels"],
+        json!({"grafana_dashboard": "1"})
+    );
+}
+
+#[test]
+fn objects_kustomize_controller_skips_at_apply_are_not_applied() {
+    let scan = run("flux-apply-excluded");
+    let mut found = lines(&scan);
+    found.sort();
+    assert_eq!(
+        found,
+        [
+            "error flux-manages-bootstrap-release kube-system/spegel | HelmRelease kube-system/spegel",
+            "warning flux-apply-skipped - | HelmRelease kube-system/cilium",
+            "warning flux-apply-skipped - | HelmRelease kube-system/coredns",
+            "warning flux-apply-skipped - | Kustomization flux-system/more",
+        ]
+    );
+    let tree = resolve("flux-apply-excluded");
+    let builds: Vec<String> = tree
+        .builds
+        .iter()
+        .map(|b| b.by.clone().unwrap_or_default())
+        .collect();
+    assert_eq!(
+        builds,
+        [
+            "",
+            "Kustomization/flux-system/apps",
+            "Kustomization/flux-system/legacy"
+        ]
+    );
+    assert!(
+        scan.findings[1..]
+            .iter()
+            .all(|f| f.message.contains("never applies it")),
+        "{:?}",
+        scan.findings
+    );
+}

@@ -330,3 +330,35 @@ fn a_failed_delegation_keeps_the_warnings() {
     );
     assert!(tree.objects.iter().any(|o| o.name == "coredns"));
 }
+
+/// Every object of a build, whole, sorted by kind and name (maps compare
+/// whatever their keys' order).
+fn whole_objects(docs: impl Iterator<Item = Value>) -> Vec<Value> {
+    let mut out: Vec<Value> = docs.filter(|d| !d.is_null()).collect();
+    out.sort_by_key(|d| format!("{} {}", d["kind"], d["metadata"]["name"]));
+    out
+}
+
+#[test]
+#[cfg_attr(not(kubectl), ignore = "needs kubectl on PATH (.ci/run installs it)")]
+fn labels_and_annotations_land_where_kustomize_puts_them() {
+    // Whole objects, not the digest: labels, annotations, selectors, pod and
+    // claim templates, affinity terms, a `labels` entry's own fields and a
+    // `configurations` file's annotation field spec.
+    let case = "kustomize-labels-fieldspecs";
+    let dir = fixtures().join(case).join("clusters/test");
+    let output = Command::new("kubectl")
+        .arg("kustomize")
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(output.status.success());
+    let docs: Vec<Value> =
+        serde_saphyr::from_multiple(&String::from_utf8_lossy(&output.stdout)).unwrap();
+    let expected = whole_objects(docs.into_iter());
+    let built = tree::build(&fixtures().join(case), Path::new("clusters/test"));
+    assert_eq!(built.findings, Vec::new());
+    let got = whole_objects(built.objects.into_iter().map(|o| o.body));
+    assert_eq!(got.len(), 7);
+    assert_eq!(got, expected);
+}

@@ -192,7 +192,10 @@ fn divergences(root: &Path, entry: &str) -> Result<(usize, Vec<String>), String>
 
 /// Fixtures that `check` reports as not modelled (each with a warning
 /// naming the construct), where Flux's result cannot be matched offline.
-const ANNOUNCED: &[(&str, &str)] = &[];
+const ANNOUNCED: &[(&str, &str)] = &[(
+    "flux-apply-excluded",
+    "the oracle builds as kustomize-controller does but does not apply: the objects its apply skips (fluxcd/pkg ssa `shouldSkipApply`: `reconcile: disabled`, `ssa: Ignore`, after `spec.commonMetadata`) are in the oracle's builds and not in check's",
+)];
 
 fn fixture_dirs() -> Vec<PathBuf> {
     let mut dirs: Vec<PathBuf> = std::fs::read_dir(manifest().join("tests/fixtures/flux"))

@@ -6,8 +6,10 @@
 //! `namespace`, `namePrefix`, `nameSuffix`, (labels, annotations),
 //! `patchesJson6902`, (replicas, images), `replacements`; after its
 //! `resources` and `components` were accumulated (`kusttarget.go`
-//! `accumulateTarget`). Labels, annotations, replicas and images change no
-//! name, so they are not applied.
+//! `accumulateTarget`). Labels and annotations ([`metadata`]) are applied:
+//! later patch targets select by them, and Flux reads its annotations.
+//! Replicas and images change no name and nothing the scan reads, so they
+//! are not applied.
 
 use std::cell::RefCell;
 use std::collections::{BTreeSet, HashMap};
@@ -18,6 +20,7 @@ use serde_json::{Map, Value};
 use super::object::Object;
 
 mod json_patch;
+pub mod metadata;
 mod replacement;
 
 pub use json_patch::{PatchError, json6902};

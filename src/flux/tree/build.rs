@@ -184,7 +184,7 @@ impl Walker {
             let built = self.resource(dir, &entry, &label, &chain, stack);
             objects.extend(built);
         }
-        self.configurations(&doc, dir, &label, &chain);
+        let configured = self.configurations(&doc, dir, &label, &chain);
         self.generators(&doc, dir, &label, &chain, &mut objects);
         // kustomize (api v0.21, `accumulateTarget`) accumulates components
         // after the generators: a component's transformers see the
@@ -212,7 +212,7 @@ impl Walker {
                 }
             }
         }
-        self.transform(&doc, dir, &label, &chain, &mut objects);
+        self.transform(&doc, dir, &configured, &label, &chain, &mut objects);
         if kfile.is_some() {
             stack.pop();
         }
@@ -446,13 +446,13 @@ pub(super) const MODELLED_FIELDS: &[&str] = &[
     "secretGenerator",
     "generatorOptions",
     "configurations",
+    "commonLabels",
+    "labels",
+    "commonAnnotations",
 ];
 
 /// kustomization fields that change no object's existence, kind or name.
 pub(super) const NAME_NEUTRAL_FIELDS: &[&str] = &[
-    "commonLabels",
-    "labels",
-    "commonAnnotations",
     "images",
     "replicas",
     "buildMetadata",

@@ -9,6 +9,7 @@ use serde_json::{Map, Value, json};
 use super::{Walker, label_file, normalize, object};
 use crate::flux::findings::{BUILD_FAILS, NOT_MODELLED, PATH_NOT_FOUND};
 use crate::flux::kustomize;
+use crate::flux::kustomize::metadata;
 use crate::flux::object::Object;
 
 impl Walker {
@@ -174,15 +175,17 @@ impl Walker {
 
     /// The `nameReference` field specs of a kustomization's
     /// `configurations` files (kustomize `builtinconfig.TransformerConfig`),
-    /// merged into the build's; other transformer configurations that could
-    /// rename objects are reported.
+    /// merged into the build's; the label and annotation field specs, which
+    /// this kustomization's transformers use, are returned; other
+    /// transformer configurations that could rename objects are reported.
     pub(super) fn configurations(
         &mut self,
         doc: &Value,
         dir: &Path,
         label: &str,
         chain: &[String],
-    ) {
+    ) -> metadata::Configured {
+        let mut configured = metadata::Configured::default();
         for entry in doc
             .get("configurations")
             .and_then(Value::as_array)
@@ -224,6 +227,8 @@ impl Walker {
                                 });
                             }
                         }
+                    } else if configured.add(key, value) {
+                        // Label and annotation field specs: returned.
                     } else if matches!(key.as_str(), "namePrefix" | "nameSuffix" | "namespace") {
                         let message = format!(
                             "{label}: configurations file `{entry}` sets `{key}` field specs, which can rename objects and are not modelled"
@@ -233,6 +238,7 @@ impl Walker {
                 }
             }
         }
+        configured
     }
 
     /// What kustomize does once a whole build is accumulated

@@ -1,5 +1,5 @@
 //! kustomize's transformers as a kustomization configures them: patches,
-//! namespace, name prefix and suffix, replacements ([`crate::flux::kustomize`]
+//! namespace, name prefix and suffix, labels and annotations, replacements ([`crate::flux::kustomize`]
 //! holds the transformers themselves).
 
 use std::path::Path;
@@ -9,6 +9,7 @@ use serde_json::Value;
 use super::{Walker, normalize};
 use crate::flux::findings::{BUILD_FAILS, Finding, PATH_NOT_FOUND, Severity};
 use crate::flux::kustomize;
+use crate::flux::kustomize::metadata;
 use crate::flux::object::Object;
 
 impl Walker {
@@ -17,6 +18,7 @@ impl Walker {
         &mut self,
         doc: &Value,
         dir: &Path,
+        configured: &metadata::Configured,
         label: &str,
         chain: &[String],
         objects: &mut Vec<Object>,
@@ -73,6 +75,7 @@ impl Walker {
             kustomize::add_prefix_suffix(objects, prefix, suffix);
         }
         self.warn_comma_names(objects, label, chain);
+        self.labels_and_annotations(doc, configured, label, chain, objects);
         for entry in entries("patchesJson6902") {
             let patches = match (
                 entry.get("patch"),
@@ -106,6 +109,30 @@ impl Walker {
                     let message = format!("{label}: kustomize would fail on a replacement: {e}");
                     self.warn(BUILD_FAILS, None, chain, message);
                 }
+            }
+        }
+    }
+
+    /// The label transformers (each `labels` entry, then `commonLabels`),
+    /// then the annotation transformer (`commonAnnotations`), as kustomize
+    /// runs them after the prefix and suffix ([`metadata`]). One that
+    /// kustomize rejects fails the build; the others still run.
+    fn labels_and_annotations(
+        &mut self,
+        doc: &Value,
+        configured: &metadata::Configured,
+        label: &str,
+        chain: &[String],
+        objects: &mut [Object],
+    ) {
+        for transformer in metadata::label_transformers(doc, configured)
+            .into_iter()
+            .chain(metadata::annotation_transformer(doc, configured))
+        {
+            if let Err(e) = metadata::apply(objects, &transformer) {
+                let message =
+                    format!("{label}: kustomize would fail to set labels or annotations: {e}");
+                self.warn(BUILD_FAILS, None, chain, message);
             }
         }
     }
