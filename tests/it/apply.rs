@@ -16,14 +16,6 @@ fn config() -> Test {
         .file("releases/core.yaml", RELEASES)
 }
 
-fn standard_script(cluster: &Cluster) {
-    cluster.script(json!({
-        "*": {"delay_ms": 50},
-        "kube-system/cilium": {"apply_manifests": true, "manifests": [daemonset("kube-system", "cilium")]},
-        "cert-manager/cert-manager": {"crds": [crd("cert-manager.io", "certificates", "Certificate")], "manifests": [deployment("cert-manager", "cert-manager")]},
-    }));
-}
-
 /// certificates.cert-manager.io held by a finalizer and deleted: it stays,
 /// marked, until the test lets it go.
 fn held_deleted_crd(cluster: &Cluster) -> &'static str {
@@ -56,7 +48,7 @@ fn live_crd(cluster: &Cluster, name: &str) -> Option<serde_json::Value> {
 #[test]
 fn a_crd_being_deleted_is_created_again_once_it_is_gone() {
     let cluster = Cluster::start();
-    standard_script(&cluster);
+    cluster.script_standard(50);
     let name = held_deleted_crd(&cluster);
     let get = || live_crd(&cluster, name);
     assert!(
@@ -121,7 +113,7 @@ fn a_crd_being_deleted_is_created_again_once_it_is_gone() {
 #[test]
 fn a_crd_created_again_is_waited_for_not_the_one_it_replaced() {
     let cluster = Cluster::start();
-    standard_script(&cluster);
+    cluster.script_standard(50);
     // Established at once, as it was created, then deleted.
     let name = held_deleted_crd(&cluster);
     let get = || live_crd(&cluster, name);
@@ -262,7 +254,7 @@ fn a_crd_as_the_last_apply_left_it_is_not_applied_again() {
 #[test]
 fn applies_crds_then_releases_in_dag_order_and_records_ownership() {
     let cluster = Cluster::start();
-    standard_script(&cluster);
+    cluster.script_standard(50);
     let test = config();
     let out = cluster.run(&test, &["apply", "infra"]);
     assert_eq!(
@@ -471,7 +463,7 @@ fn a_failing_release_skips_exactly_its_dependents() {
 #[test]
 fn a_rollout_that_never_finishes_times_out_with_diagnostics() {
     let cluster = Cluster::start();
-    standard_script(&cluster);
+    cluster.script_standard(50);
     cluster.api.set_rollout(
         "DaemonSet",
         "kube-system",
@@ -536,7 +528,7 @@ fn a_rollout_that_never_finishes_times_out_with_diagnostics() {
 #[test]
 fn a_dependent_starts_only_after_the_rollout_completes() {
     let cluster = Cluster::start();
-    standard_script(&cluster);
+    cluster.script_standard(50);
     cluster.api.set_rollout(
         "DaemonSet",
         "kube-system",
@@ -570,7 +562,7 @@ fn a_dependent_starts_only_after_the_rollout_completes() {
 #[test]
 fn transient_api_errors_are_survived() {
     let cluster = Cluster::start();
-    standard_script(&cluster);
+    cluster.script_standard(50);
     cluster.api.fail_next(3, 500);
     let out = cluster.run(&config(), &["apply", "infra"]);
     assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
@@ -580,7 +572,7 @@ fn transient_api_errors_are_survived() {
 #[test]
 fn only_runs_a_release_and_what_it_needs() {
     let cluster = Cluster::start();
-    standard_script(&cluster);
+    cluster.script_standard(50);
     let out = cluster.run(&config(), &["apply", "infra", "--only", "coredns"]);
     assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
     let names: Vec<String> = cluster
@@ -591,7 +583,7 @@ fn only_runs_a_release_and_what_it_needs() {
     assert_eq!(names, ["cilium", "coredns"]);
 
     let cluster = Cluster::start();
-    standard_script(&cluster);
+    cluster.script_standard(50);
     let out = cluster.run(
         &config(),
         &["apply", "infra", "--only", "coredns", "--no-needs"],
@@ -608,7 +600,7 @@ fn only_runs_a_release_and_what_it_needs() {
 #[test]
 fn dry_run_changes_nothing_and_says_what_it_would_do() {
     let cluster = Cluster::start();
-    standard_script(&cluster);
+    cluster.script_standard(50);
     cluster.api.clear_request_log();
     let out = cluster.run(
         &config(),
@@ -691,7 +683,7 @@ fn unknown_context_is_a_prerequisite_error() {
 #[test]
 fn a_second_apply_fails_fast_naming_the_lock_holder() {
     let cluster = Cluster::start();
-    standard_script(&cluster);
+    cluster.script_standard(50);
     cluster.api.insert(live_lease("alice@laptop pid 4242"));
     let out = cluster.run(&config(), &["apply", "infra"]);
     assert_eq!(out.code, 3, "{}\n{}", out.stdout, out.stderr);
@@ -706,7 +698,7 @@ fn a_second_apply_fails_fast_naming_the_lock_holder() {
 #[test]
 fn an_expired_lock_is_taken_over_with_a_warning() {
     let cluster = Cluster::start();
-    standard_script(&cluster);
+    cluster.script_standard(50);
     cluster.api.insert(dead_lease("bob@ci pid 7"));
     let out = cluster.run(&config(), &["apply", "infra"]);
     assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
@@ -721,7 +713,7 @@ fn an_expired_lock_is_taken_over_with_a_warning() {
 #[test]
 fn a_flux_helmrelease_targeting_a_bootstrap_release_is_refused() {
     let cluster = Cluster::start();
-    standard_script(&cluster);
+    cluster.script_standard(50);
     cluster.api.insert(
         crd("helm.toolkit.fluxcd.io", "helmreleases", "HelmRelease")
             .as_object()
@@ -755,7 +747,7 @@ fn a_flux_helmrelease_targeting_a_bootstrap_release_is_refused() {
 /// predecessor killed mid-operation).
 fn apply_with_coredns_left(revision: u64, status: &str) -> (Cluster, testkit::builder::Output) {
     let cluster = Cluster::start();
-    standard_script(&cluster);
+    cluster.script_standard(50);
     std::fs::write(
         cluster.path().join("helm-state/kube-system__coredns.json"),
         serde_json::to_string(&json!({"name": "coredns", "namespace": "kube-system", "revision": revision, "status": status,
@@ -804,7 +796,7 @@ fn a_release_left_pending_install_is_refused_with_uninstall_advice() {
 #[cfg_attr(not(kubectl), ignore = "needs kubectl on PATH (.ci/run installs it)")]
 fn command_hooks_get_the_clusters_kubeconfig_and_context() {
     let cluster = Cluster::start();
-    standard_script(&cluster);
+    cluster.script_standard(50);
     let test = Test::new()
         .file("clusters/infra/cluster.yaml", CLUSTER)
         .file(
@@ -935,7 +927,7 @@ fn a_hook_cut_short_by_a_second_interrupt_keeps_its_own_text() {
 #[test]
 fn a_rerun_is_unchanged_and_a_values_change_upgrades() {
     let cluster = Cluster::start();
-    standard_script(&cluster);
+    cluster.script_standard(50);
     // A value under a key that output redacts (`key`, as in every
     // `tolerations` list) is still compared as it is.
     let releases = RELEASES.replace(
@@ -999,7 +991,7 @@ fn a_global_timeout_fails_the_run() {
 #[test]
 fn the_admission_guard_is_installed_unless_turned_off() {
     let cluster = Cluster::start();
-    standard_script(&cluster);
+    cluster.script_standard(50);
     let out = cluster.run(&config(), &["apply", "infra"]);
     assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
     let policies = cluster.api.list(
@@ -1018,7 +1010,7 @@ fn the_admission_guard_is_installed_unless_turned_off() {
     assert_eq!(binding["spec"]["paramRef"]["namespace"], "kube-system");
 
     let cluster = Cluster::start();
-    standard_script(&cluster);
+    cluster.script_standard(50);
     let test = Test::new()
         .file(
             "clusters/infra/cluster.yaml",
@@ -1045,7 +1037,7 @@ fn a_cluster_without_admission_policies_gets_a_warning() {
             .without_validating_admission_policy()
             .start(),
     );
-    standard_script(&cluster);
+    cluster.script_standard(50);
     let out = cluster.run(&config(), &["apply", "infra"]);
     assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
     assert!(
@@ -1102,7 +1094,7 @@ fn command_hook_output_is_streamed_with_verbose_and_shown_on_failure() {
 #[test]
 fn a_release_flux_already_manages_is_refused() {
     let cluster = Cluster::start();
-    standard_script(&cluster);
+    cluster.script_standard(50);
     cluster.api.insert(json!({
         "apiVersion": "v1", "kind": "Secret", "type": "helm.sh/release.v1",
         "metadata": {"name": "sh.helm.release.v1.coredns.v3", "namespace": "kube-system",
@@ -1183,7 +1175,7 @@ fn preflight_makes_one_secret_list_per_namespace_whatever_the_releases() {
 #[test]
 fn a_namespace_list_judges_each_release_by_its_own_secrets() {
     let cluster = Cluster::start();
-    standard_script(&cluster);
+    cluster.script_standard(50);
     let flux_labelled = |namespace: &str, name: &str| {
         json!({
             "apiVersion": "v1", "kind": "Secret", "type": "helm.sh/release.v1",
@@ -1223,7 +1215,7 @@ fn a_namespace_list_judges_each_release_by_its_own_secrets() {
 #[test]
 fn an_api_server_answering_503_is_waited_for_visibly_and_within_the_timeout() {
     let cluster = Cluster::start();
-    standard_script(&cluster);
+    cluster.script_standard(50);
     cluster.api.fail_next(1_000_000, 503);
     let started = std::time::Instant::now();
     let out = cluster.run(&config(), &["apply", "infra", "--timeout", "3s"]);
@@ -1378,7 +1370,7 @@ fn a_deleted_lock_stops_the_run() {
 #[test]
 fn a_lock_lost_in_the_crd_phase_exits_3() {
     let cluster = Cluster::start();
-    standard_script(&cluster);
+    cluster.script_standard(50);
     let name = "certificates.cert-manager.io";
     cluster
         .api
@@ -1410,7 +1402,7 @@ fn a_ledger_lost_during_a_run_that_records_nothing_is_put_back() {
     let name = "certificates.cert-manager.io";
     for rewrite in [false, true] {
         let cluster = Cluster::start();
-        standard_script(&cluster);
+        cluster.script_standard(50);
         let test = config();
         let first = cluster.run(&test, &["apply", "infra"]);
         assert_eq!(first.code, 0, "{}", first.stderr);
@@ -1473,7 +1465,7 @@ fn a_ledger_lost_during_a_run_that_records_nothing_is_put_back() {
 #[test]
 fn an_install_into_a_namespace_still_being_deleted_waits_for_it() {
     let cluster = Cluster::start();
-    standard_script(&cluster);
+    cluster.script_standard(50);
     let held = json!({
         "apiVersion": "v1", "kind": "Namespace",
         "metadata": {"name": "cert-manager", "finalizers": ["example.com/hold"],
@@ -1564,7 +1556,7 @@ fn a_ledger_deleted_mid_run_is_restored_with_every_entry() {
 fn repository_credentials_never_reach_helms_argv() {
     const TOKEN: &str = "s3cr3t-t0ken";
     let cluster = Cluster::start();
-    standard_script(&cluster);
+    cluster.script_standard(50);
     let test = Test::new()
         .file("clusters/infra/cluster.yaml", CLUSTER)
         .file(
@@ -1754,7 +1746,7 @@ fn queued_time_run_time_and_the_whole_run() {
 #[test]
 fn the_ledger_digest_is_keyed_and_old_entries_are_rewritten() {
     let cluster = Cluster::start();
-    standard_script(&cluster);
+    cluster.script_standard(50);
     let out = cluster.run(&config(), &["apply", "infra"]);
     assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
     let key = cluster
@@ -1916,7 +1908,7 @@ fn hooks_of_an_unchanged_release_verify_and_command_hooks_rerun_when_changed() {
 #[test]
 fn apply_of_another_cluster_config_over_recorded_releases_stops() {
     let cluster = Cluster::start();
-    standard_script(&cluster);
+    cluster.script_standard(50);
     assert_eq!(cluster.run(&config(), &["apply", "infra"]).code, 0);
     let installs = cluster.installs().len();
     let home = config()
@@ -1950,7 +1942,7 @@ fn apply_of_another_cluster_config_over_recorded_releases_stops() {
 #[test]
 fn a_run_stopped_in_preflight_ends_its_json_lines_with_run_failed() {
     let cluster = Cluster::start();
-    standard_script(&cluster);
+    cluster.script_standard(50);
     cluster.api.insert(live_lease("job-infra-1 pid 1"));
     let out = cluster.run(&config(), &["apply", "infra", "-o", "json"]);
     assert_eq!(out.code, 3, "{}\n{}", out.stdout, out.stderr);
@@ -2010,7 +2002,7 @@ fn a_missing_chart_version_names_where_it_is_set() {
 
 /// A Flux tree whose only HelmRelease manages a release bootstrap does not
 /// install: the scan passes.
-const GITOPS_KS: &str = "apiVersion: kustomize.toolkit.fluxcd.io/v1
+pub(crate) const GITOPS_KS: &str = "apiVersion: kustomize.toolkit.fluxcd.io/v1
 kind: Kustomization
 metadata:
   name: apps
@@ -2248,7 +2240,7 @@ fn a_needs_edge_makes_no_request_for_the_lock() {
 #[test]
 fn an_apply_leaves_a_record_that_runs_lists_and_shows() {
     let cluster = Cluster::start();
-    standard_script(&cluster);
+    cluster.script_standard(50);
     let test = config();
     let out = cluster.run(&test, &["apply", "infra", "--set", "token=s3cr3t-value"]);
     assert_eq!(out.code, 0, "{}", out.stderr);

@@ -10,21 +10,13 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use testkit::builder::Test;
-use testkit::cluster::{CLUSTER, Cluster, RELEASES, crd, daemonset, dead_lease, deployment};
+use testkit::cluster::{CLUSTER, Cluster, RELEASES, daemonset, dead_lease};
 use testkit::fleet::{Fleet, fleet_releases};
 
 fn config() -> Test {
     Test::new()
         .file("clusters/infra/cluster.yaml", CLUSTER)
         .file("releases/core.yaml", RELEASES)
-}
-
-fn standard_script(cluster: &Cluster) {
-    cluster.script(json!({
-        "*": {"delay_ms": 20},
-        "kube-system/cilium": {"apply_manifests": true, "manifests": [daemonset("kube-system", "cilium")]},
-        "cert-manager/cert-manager": {"crds": [crd("cert-manager.io", "certificates", "Certificate")], "manifests": [deployment("cert-manager", "cert-manager")]},
-    }));
 }
 
 /// `test`'s config root with `args` (no cluster).
@@ -83,7 +75,7 @@ fn validate_all(validator: &jsonschema::Validator, events: &[Value]) {
 /// --crds` of the whole cluster (CRDs deleted, what is left behind).
 fn apply_then_destroy() -> Vec<Value> {
     let cluster = Cluster::start();
-    standard_script(&cluster);
+    cluster.script_standard(20);
     cluster.api.insert(dead_lease("bob@ci pid 7"));
     cluster.api.set_rollout(
         "DaemonSet",
@@ -108,7 +100,7 @@ fn apply_then_destroy() -> Vec<Value> {
 /// failed `run_finished`.
 fn a_rollout_that_times_out() -> Vec<Value> {
     let cluster = Cluster::start();
-    standard_script(&cluster);
+    cluster.script_standard(20);
     cluster.api.set_rollout(
         "DaemonSet",
         "kube-system",
@@ -182,7 +174,7 @@ fn an_interrupted_apply() -> Vec<Value> {
 /// The lock held by another run: `run_failed`.
 fn a_locked_apply() -> Vec<Value> {
     let cluster = Cluster::start();
-    standard_script(&cluster);
+    cluster.script_standard(20);
     cluster
         .api
         .insert(testkit::cluster::live_lease("job-infra-1 pid 1"));
@@ -219,19 +211,8 @@ fn a_fleet_apply() -> Vec<Value> {
 /// to a Flux HelmRelease: `apply` refuses before anything changes.
 fn flux_conflict() -> Test {
     let release = "name: r\nnamespace: apps\nchart: { oci: oci://example.com/charts/r, version: 1.0.0 }\ncrds: none\n";
-    let kustomization = "apiVersion: kustomize.toolkit.fluxcd.io/v1
-kind: Kustomization
-metadata:
-  name: apps
-  namespace: flux-system
-spec:
-  interval: 10m
-  path: ./apps
-  prune: true
-  sourceRef:
-    kind: GitRepository
-    name: flux-system
-";
+    // The Flux Kustomization that reconciles ./apps (the apply suite's).
+    let kustomization = super::apply::GITOPS_KS;
     let helm_release = "apiVersion: helm.toolkit.fluxcd.io/v2
 kind: HelmRelease
 metadata:
@@ -306,7 +287,7 @@ fn every_event_kind_of_real_runs_is_valid_against_the_shipped_schema() {
 #[test]
 fn the_summary_never_lasts_longer_than_the_elapsed_time_of_its_line() {
     let cluster = Cluster::start();
-    standard_script(&cluster);
+    cluster.script_standard(20);
     let out = cluster.run(&config(), &["apply", "infra", "-o", "json"]);
     assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
     let events = lines(&out.stdout);
@@ -399,7 +380,7 @@ fn snake_keys(value: &Value, at: &str, found: &mut Vec<String>) {
 /// Every document a command prints with `-o json`, by command line.
 fn documents() -> Vec<(String, Value)> {
     let cluster = Cluster::start();
-    standard_script(&cluster);
+    cluster.script_standard(20);
     let test = config();
     let applied = cluster.run(&test, &["apply", "infra"]);
     assert_eq!(applied.code, 0, "{}\n{}", applied.stdout, applied.stderr);
@@ -474,7 +455,7 @@ fn yaml_is_the_same_document_as_json() {
 
     // apply: one YAML document per event, each valid against the schema.
     let cluster = Cluster::start();
-    standard_script(&cluster);
+    cluster.script_standard(20);
     let out = cluster.run(&test, &["apply", "infra", "-o", "yaml"]);
     assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
     assert!(out.stdout.starts_with("---\n"), "{}", out.stdout);

@@ -15,7 +15,12 @@ fn bootstrap(args: &[&str]) -> std::process::Output {
 }
 
 fn plan_json(cluster: &str) -> serde_json::Value {
-    let out = bootstrap(&["plan", cluster, "--output", "json"]);
+    json_of(&["plan", cluster, "--output", "json"])
+}
+
+/// The JSON document `bootstrap ARGS` prints, exiting 0.
+fn json_of(args: &[&str]) -> serde_json::Value {
+    let out = bootstrap(args);
     assert_eq!(
         out.status.code(),
         Some(0),
@@ -296,15 +301,7 @@ fn kind_example_plans() {
 #[test]
 fn context_flag_reaches_templates_and_hooks() {
     let hooks = |args: &[&str]| -> String {
-        let out = bootstrap(args);
-        assert_eq!(
-            out.status.code(),
-            Some(0),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let plan: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-        plan["releases"]
+        json_of(args)["releases"]
             .as_array()
             .unwrap()
             .iter()
@@ -750,15 +747,7 @@ fn a_missing_cluster_is_answered_with_the_clusters_there_are() {
 #[test]
 fn plan_shows_the_releases_a_selection_chooses() {
     let ids = |args: &[&str]| -> Vec<String> {
-        let out = bootstrap(&[&["plan", "infra", "-o", "json"], args].concat());
-        assert_eq!(
-            out.status.code(),
-            Some(0),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let plan: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-        plan["releases"]
+        json_of(&[&["plan", "infra", "-o", "json"], args].concat())["releases"]
             .as_array()
             .unwrap()
             .iter()

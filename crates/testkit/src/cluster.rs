@@ -97,6 +97,17 @@ impl Cluster {
         .unwrap();
     }
 
+    /// The fake helm of [`RELEASES`] as most apply tests want it: every
+    /// release takes `delay_ms`; cilium applies its DaemonSet; cert-manager
+    /// carries a CRD and a Deployment.
+    pub fn script_standard(&self, delay_ms: u64) {
+        self.script(serde_json::json!({
+            "*": {"delay_ms": delay_ms},
+            "kube-system/cilium": {"apply_manifests": true, "manifests": [daemonset("kube-system", "cilium")]},
+            "cert-manager/cert-manager": {"crds": [crd("cert-manager.io", "certificates", "Certificate")], "manifests": [deployment("cert-manager", "cert-manager")]},
+        }));
+    }
+
     /// `bootstrap ARGS` in the config root of `test`, against this cluster.
     pub fn command(&self, test: &Test, args: &[&str]) -> Command {
         behind_fake_helm(test, args, &self.kubeconfig, self.dir.path())
