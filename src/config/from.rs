@@ -9,7 +9,7 @@ use std::path::Path;
 use super::Cluster;
 use super::draft::{Draft, Paths};
 use crate::error::Problem;
-use crate::flux::helmrelease_source::{ChartLocation, Origin, Unresolved};
+use crate::flux::helmrelease_source::{ChartLocation, Origin, OriginError, Unresolved};
 use crate::release::{Chart, ChartSource, FromHelmRelease, ReleaseId};
 use crate::validate;
 use crate::values::stack::{Layer, Step, ValuesSource};
@@ -94,10 +94,26 @@ pub(crate) fn resolve_all(
                     },
                 );
             }
-            Err(why) => problems.push(problem(
-                draft,
-                format!("`from: {{helmRelease: {reference}}}`: {why}"),
-            )),
+            Err(why) => {
+                let mut found = problem(
+                    draft,
+                    format!("`from: {{helmRelease: {reference}}}`: {why}"),
+                );
+                // Not reached because Flux could not read or build what holds
+                // it: the scan's own words, so `check` (which stops at this
+                // same error) need not be run to learn them.
+                if matches!(
+                    why,
+                    FromError::Origin(
+                        OriginError::FileNotReached { .. } | OriginError::NameNotReached { .. }
+                    )
+                ) {
+                    for cause in unreadable(&tree, reference) {
+                        found = found.caused_by(cause);
+                    }
+                }
+                problems.push(found);
+            }
         }
     }
     out
@@ -218,4 +234,20 @@ enum NotAdoptable {
         hr: String,
         version: validate::VersionError,
     },
+}
+
+/// What the scan of the tree said it could not read or build, about the
+/// file `reference` names (a path) or anywhere (a `namespace/name`).
+fn unreadable(tree: &crate::flux::tree::Tree, reference: &str) -> Vec<String> {
+    let is_path = reference.ends_with(".yaml") || reference.ends_with(".yml");
+    let wanted = reference.trim_start_matches("./");
+    tree.findings
+        .iter()
+        .filter(|f| {
+            f.code == crate::flux::findings::YAML_INVALID
+                || f.code == crate::flux::findings::BUILD_FAILS
+        })
+        .filter(|f| !is_path || f.chain.iter().any(|c| c == wanted))
+        .map(|f| f.message.clone())
+        .collect()
 }

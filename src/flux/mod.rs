@@ -46,6 +46,7 @@ pub mod findings;
 pub mod helmrelease;
 pub mod helmrelease_source;
 pub mod kustomize;
+pub mod kyaml;
 pub mod object;
 pub mod policy;
 pub mod resourceset;

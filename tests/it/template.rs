@@ -592,3 +592,67 @@ fn plan_without_helm_keeps_rendered_at_apply() {
         json!({"release": "ops/plain", "carried": null, "notRendered": why})
     );
 }
+
+/// A `from:` release with a HelmRelease whose values a YAML 1.1 reading
+/// gets wrong: kustomize (go-yaml v3) reads them, and helm-controller gets
+/// them as JSON, so `yes`/`on` stay text, `0644` is octal 420, a date is a
+/// timestamp and `1e3` the integer 1000. `template` shows what helm will
+/// get, as Flux would give it.
+#[test]
+fn from_values_are_read_as_kustomize_and_helm_controller_read_them() {
+    let helm_release = |values: &str| {
+        format!(
+            "apiVersion: source.toolkit.fluxcd.io/v1
+kind: HelmRepository
+metadata: {{name: repo, namespace: apps}}
+spec: {{url: https://example.com/charts, interval: 1h}}
+---
+apiVersion: helm.toolkit.fluxcd.io/v2
+kind: HelmRelease
+metadata: {{name: app, namespace: apps}}
+spec:
+  interval: 1h
+  chart:
+    spec: {{chart: app, version: 1.0.0, sourceRef: {{kind: HelmRepository, name: repo}}}}
+  values:
+{values}"
+        )
+    };
+    let test = |values: &str| {
+        Test::new()
+            .file(
+                "clusters/dev/cluster.yaml",
+                "name: dev\nflux: {root: gitops, entrypoint: apps}\n",
+            )
+            .file(
+                "releases/r.yaml",
+                "name: app\nnamespace: apps\nfrom: { helmRelease: apps/hr.yaml }\nownership: handover\n",
+            )
+            .file("gitops/apps/hr.yaml", &helm_release(values))
+    };
+    let out = test(
+        "    enabled: yes\n    tls: on\n    defaultMode: 0644\n    since: 2024-01-01\n    limit: 1e3\n    quoted: 'yes'\n    really: true\n",
+    )
+    .args(&["template", "dev", "-o", "json"])
+    .run();
+    ok(&out);
+    let doc: Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(
+        doc["releases"][0]["values"],
+        json!({"enabled": "yes", "tls": "on", "defaultMode": 420,
+               "since": "2024-01-01T00:00:00Z", "limit": 1000, "quoted": "yes", "really": true})
+    );
+
+    // A value JSON cannot carry: Flux cannot build the file, and the error
+    // says so where it says the HelmRelease is not reached.
+    let out = test("    ratio: .inf\n").args(&["template", "dev"]).run();
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("no HelmRelease in `apps/hr.yaml` is reached")
+            && out.stderr.contains("Caused by:")
+            && out.stderr.contains("`.inf` is a float JSON cannot carry"),
+        "{}",
+        out.stderr
+    );
+}

@@ -395,7 +395,8 @@ impl Walker {
                 return None;
             }
         };
-        match serde_saphyr::from_multiple::<Value>(&text) {
+        // As kustomize reads it, and as it reaches helm-controller as JSON.
+        match crate::flux::kyaml::from_multiple(&text) {
             Ok(docs) => {
                 let mut styles = yaml_style::quoted_scalars(&text);
                 if styles.len() != docs.len() {
@@ -409,7 +410,6 @@ impl Walker {
                 )
             }
             Err(e) => {
-                let e = e.without_snippet();
                 self.invalid(
                     chain,
                     &file,

@@ -40,7 +40,7 @@ impl Walker {
         let mut chain = chain.to_vec();
         chain.push(file.clone());
         let built = kubectl_kustomize(&kubectl, dir).and_then(|(wrapper, text)| {
-            serde_saphyr::from_multiple::<Value>(&text)
+            crate::flux::kyaml::from_multiple(&text)
                 .map(|docs| (wrapper, docs))
                 .map_err(|error| KubectlError::NotYaml { error })
         });
@@ -132,10 +132,10 @@ pub(super) enum KubectlError {
     /// kubectl's `error:` lines ([`kubectl_error`]).
     #[error("{reason}")]
     Failed { reason: String },
-    #[error("its output is not YAML: {}", .error.without_snippet())]
+    #[error("its output is not YAML: {error}")]
     NotYaml {
         #[source]
-        error: serde_saphyr::Error,
+        error: crate::flux::kyaml::KyamlError,
     },
 }
 

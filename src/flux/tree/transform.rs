@@ -205,13 +205,10 @@ impl Walker {
         label: &str,
         chain: &[String],
     ) -> Option<Vec<Value>> {
-        match serde_saphyr::from_multiple::<Value>(text) {
+        match crate::flux::kyaml::from_multiple(text) {
             Ok(docs) => Some(docs.into_iter().filter(|d| !d.is_null()).collect()),
             Err(e) => {
-                let message = format!(
-                    "{label} has an inline patch that is not valid YAML: {}",
-                    e.without_snippet()
-                );
+                let message = format!("{label} has an inline patch that is not valid YAML: {e}");
                 self.warn(BUILD_FAILS, None, chain, message);
                 None
             }
