@@ -15,6 +15,8 @@
 use granit_parser::{Event, Parser, ScalarStyle, Tag};
 use serde_json::{Map, Number, Value};
 
+use super::varsub;
+
 /// Why a text is not what Flux could apply.
 #[derive(Debug, thiserror::Error)]
 pub enum KyamlError {
@@ -188,68 +190,21 @@ fn plain(text: &str) -> Result<Value, NotJson> {
     {
         return Ok(Value::String(stamp));
     }
+    // Go's `ParseInt(s, 0, 64)`, then `ParseUint`, then YAML's float form.
     let digits: String = text.chars().filter(|c| *c != '_').collect();
-    if let Some(n) = go_parse_int(&digits) {
-        return Ok(Value::Number(n));
+    if let Some(n) = varsub::go_int(&digits, true).and_then(|n| i64::try_from(n).ok()) {
+        return Ok(Value::from(n));
     }
-    if float_form(&digits)
+    if let Some(n) = varsub::go_int(&digits, false).and_then(|n| u64::try_from(n).ok()) {
+        return Ok(Value::from(n));
+    }
+    if varsub::yaml_float_form(&digits)
         && let Ok(f) = digits.parse::<f64>()
         && f.is_finite()
     {
         return Ok(json_number(f));
     }
     Ok(Value::String(text.to_string()))
-}
-
-/// Go's `strconv.ParseInt(s, 0, 64)`, then `ParseUint`: an optional sign,
-/// then `0x`, `0o`, `0b`, a leading `0` (octal) or decimal digits.
-fn go_parse_int(s: &str) -> Option<Number> {
-    let (negative, rest) = match s.as_bytes().first()? {
-        b'-' => (true, &s[1..]),
-        b'+' => (false, &s[1..]),
-        _ => (false, s),
-    };
-    let (radix, digits) = if let Some(d) = rest.strip_prefix("0x").or(rest.strip_prefix("0X")) {
-        (16, d)
-    } else if let Some(d) = rest.strip_prefix("0o").or(rest.strip_prefix("0O")) {
-        (8, d)
-    } else if let Some(d) = rest.strip_prefix("0b").or(rest.strip_prefix("0B")) {
-        (2, d)
-    } else if rest.len() > 1 && rest.starts_with('0') {
-        (8, &rest[1..])
-    } else {
-        (10, rest)
-    };
-    if digits.is_empty() || !digits.chars().all(|c| c.is_digit(radix)) {
-        return None;
-    }
-    let magnitude = u64::from_str_radix(digits, radix).ok()?;
-    if negative {
-        let n = i64::try_from(magnitude)
-            .ok()
-            .map(|m| -m)
-            .or((magnitude == 1 << 63).then_some(i64::MIN))?;
-        Some(Number::from(n))
-    } else {
-        Some(Number::from(magnitude))
-    }
-}
-
-/// go-yaml v3's float form: `[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?`.
-fn float_form(s: &str) -> bool {
-    let s = s.strip_prefix(['-', '+']).unwrap_or(s);
-    let (mantissa, exponent) = match s.find(['e', 'E']) {
-        Some(i) => (&s[..i], Some(&s[i + 1..])),
-        None => (s, None),
-    };
-    let digits = |t: &str| !t.is_empty() && t.chars().all(|c| c.is_ascii_digit());
-    let mantissa_ok = match mantissa.split_once('.') {
-        Some(("", frac)) => digits(frac),
-        Some((int, frac)) => digits(int) && (frac.is_empty() || digits(frac)),
-        None => digits(mantissa),
-    };
-    let exponent_ok = exponent.is_none_or(|e| digits(e.strip_prefix(['-', '+']).unwrap_or(e)));
-    mantissa_ok && exponent_ok
 }
 
 /// A float as JSON carries it to the API server and back (Go writes

@@ -189,8 +189,16 @@ fn number(t: &str) -> Option<Value> {
     if let Some(v) = go_int(&plain, false) {
         return u64::try_from(v).ok().map(Value::from);
     }
-    // go-yaml v2 `yamlStyleFloat`: [-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?
-    let body = plain.strip_prefix(['-', '+']).unwrap_or(&plain);
+    if yaml_float_form(&plain) {
+        return go_float(&plain);
+    }
+    None
+}
+
+/// go-yaml's `yamlStyleFloat` (v2 and v3):
+/// `[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?`.
+pub(crate) fn yaml_float_form(plain: &str) -> bool {
+    let body = plain.strip_prefix(['-', '+']).unwrap_or(plain);
     let (mantissa, exponent) = match body.find(['e', 'E']) {
         Some(i) => (&body[..i], Some(&body[i + 1..])),
         None => (body, None),
@@ -202,10 +210,7 @@ fn number(t: &str) -> Option<Value> {
         None => digits(mantissa),
     };
     let exponent_ok = exponent.is_none_or(|e| digits(e.strip_prefix(['-', '+']).unwrap_or(e)));
-    if mantissa_ok && exponent_ok {
-        return go_float(&plain);
-    }
-    None
+    mantissa_ok && exponent_ok
 }
 
 fn go_float(t: &str) -> Option<Value> {
@@ -215,7 +220,7 @@ fn go_float(t: &str) -> Option<Value> {
 }
 
 /// Go's `strconv.ParseInt(s, 0, 64)` (`signed`) or `ParseUint(s, 0, 64)`.
-fn go_int(s: &str, signed: bool) -> Option<i128> {
+pub(crate) fn go_int(s: &str, signed: bool) -> Option<i128> {
     let (negative, rest) = match s.as_bytes().first()? {
         b'+' | b'-' if !signed => return None,
         b'+' => (false, &s[1..]),
