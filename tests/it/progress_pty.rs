@@ -522,6 +522,11 @@ fn under_setsid_with_stdin_closed_or_stdout_a_pipe_apply_runs_to_the_end() {
     runs_to_the_end(r#""$@" <&-"#, true);
 }
 
+/// The resize test's waits: tmux's server, a capture of the whole
+/// scrollback every 50 ms and the run share the machine with every other
+/// suite in CI.
+const RESIZE_WAIT: Duration = Duration::from_secs(90);
+
 /// Resized mid-run in a terminal that reflows (tmux), wider and narrower
 /// (80 → 200 → 80 → 60 → 200 columns), the display keeps every permanent
 /// line, in scrollback and on screen, exactly once, and leaves no stale
@@ -538,7 +543,7 @@ fn resizing_the_terminal_keeps_every_permanent_line_and_leaves_no_stale_frame() 
     let tmux = testkit::tmux::Tmux::start(&cmd, 80, 30);
     // cilium waits for its pods: the live area is up, below the lines the
     // CRD phase left.
-    let before = tmux.wait_for(WAIT, |t| t.contains("infra · 1 running"));
+    let before = tmux.wait_for(RESIZE_WAIT, |t| t.contains("infra · 1 running"));
     let permanent: Vec<String> = before
         .lines()
         .filter(|l| l.starts_with('✓'))
@@ -552,7 +557,7 @@ fn resizing_the_terminal_keeps_every_permanent_line_and_leaves_no_stale_frame() 
         // Two frames drawn at the new size (the timers change every frame).
         for _ in 0..2 {
             let shown = tmux.capture();
-            tmux.wait_for(WAIT, |t| t != shown);
+            tmux.wait_for(RESIZE_WAIT, |t| t != shown);
         }
         let now = tmux.capture();
         for line in &permanent {
@@ -566,7 +571,7 @@ fn resizing_the_terminal_keeps_every_permanent_line_and_leaves_no_stale_frame() 
         assert_eq!(headers, 1, "at {cols} columns, a stale frame:\n{now}");
     }
     roll_out(&cluster);
-    assert_eq!(tmux.wait_exit(WAIT), 0, "{}", tmux.capture());
+    assert_eq!(tmux.wait_exit(RESIZE_WAIT), 0, "{}", tmux.capture());
     let after = tmux.capture();
     for line in &permanent {
         assert_eq!(
