@@ -100,7 +100,7 @@ pub fn render_summary_for(
     out
 }
 
-/// `words` broken at spaces into lines of at most `width` columns (none:
+/// `text` broken at spaces into lines of at most `width` columns (none:
 /// one line), each line after the first indented by `indent` spaces. A
 /// word longer than a line stays whole.
 fn wrap(text: &str, width: Option<usize>, indent: usize) -> String {
