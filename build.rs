@@ -53,6 +53,10 @@
 //!   repository, else `.test-charts` (what `scripts/pull-test-charts`
 //!   pulls): a directory of unpacked charts by name; its path reaches the
 //!   tests as `BOOTSTRAP_TEST_CHARTS_DIR`.
+//! - `cfg(realenv_cilium)` when `tools/realenv/build cilium` shared Cilium's
+//!   chart and CRDs at the version the corpus pins: the corpus setups
+//!   applied on the real control plane (tests/it/corpus_applied.rs), and the
+//!   real chart in tests/it/import_corpus.rs's comparisons.
 //! - `cfg(real_flux)` when the real test environment and its Flux tools
 //!   (`flux-controllers`, `flux-operator`) are linked in `tools/realenv/.bin/`
 //!   (`tools/realenv/build`): the tier of tests/it/real_flux.rs runs then;
@@ -192,6 +196,13 @@ fn main() {
     }
     if REALENV_TOOLS.iter().all(|tool| bin.join(tool).is_dir()) {
         println!("cargo::rustc-cfg=realenv");
+    }
+    // Cilium's chart and CRDs at the corpus's pin (a `share` tool): the
+    // corpus setups applied on the real control plane
+    // (tests/it/corpus_applied.rs).
+    println!("cargo::rustc-check-cfg=cfg(realenv_cilium)");
+    if bin.join("cilium").is_dir() {
+        println!("cargo::rustc-cfg=realenv_cilium");
     }
     // The real helm 3 CLI alone (tests/it/real_helm_signals.rs runs it against
     // the loopback API server; no control plane needed).

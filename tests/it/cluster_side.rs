@@ -248,3 +248,47 @@ fn wait_true_tracks_every_workload_of_the_release() {
         .unwrap();
     assert!(after.start_ms + 5 >= done_ms);
 }
+
+/// `wait: true` is helm's `--wait` under helmfile: the release's workloads
+/// are ready before its postsync hooks run, so a hook may use what the
+/// workload does when it starts (cilium-operator registers Cilium's CRDs
+/// before it is ready, and a setup's hook applies objects of those kinds).
+/// The hooks ran first before, and on a real control plane that hook failed
+/// (tests/it/corpus_applied.rs).
+#[test]
+fn wait_true_means_ready_before_the_postsync_hooks_run() {
+    let cluster = Cluster::start();
+    cluster.api.set_rollout(
+        "Deployment",
+        "apps",
+        "web",
+        Rollout::After(Duration::from_millis(500)),
+    );
+    cluster.script(json!({"apps/web": {"apply_manifests": true, "manifests": [testkit::cluster::deployment("apps", "web")]}}));
+    let test = Test::new().file("clusters/infra/cluster.yaml", CLUSTER).file(
+        "releases/r.yaml",
+        "name: web\nnamespace: apps\nchart: { oci: oci://example.com/charts/web, version: 1.0.0 }\nwait: true\nhooks:\n  postsync:\n    - shell: date +%s%3N > hook-ran\n",
+    );
+    let wall = std::time::SystemTime::now();
+    let instant = std::time::Instant::now();
+    let out = cluster.run(&test, &["apply", "infra"]);
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    let done = cluster
+        .api
+        .rollout_completed_at("Deployment", "apps", "web")
+        .unwrap();
+    let done_ms = (wall + (done - instant))
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    let ran: u64 = std::fs::read_to_string(test.path().join("hook-ran"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(
+        ran + 5 >= done_ms,
+        "the postsync hook ran {} ms before the Deployment was ready",
+        done_ms - ran
+    );
+}

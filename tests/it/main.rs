@@ -32,6 +32,7 @@ mod chart_cache;
 mod check_workloads;
 mod cluster_side;
 mod config_fuzz;
+mod corpus_applied;
 mod defaults;
 mod destroy;
 mod diff;

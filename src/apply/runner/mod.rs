@@ -196,6 +196,14 @@ impl<H: Helm> ReleaseRunner<H> {
             return self.helm_failed(release, upgrading, e).await;
         }
 
+        // `wait` is helm's `--wait` under helmfile: ready before the
+        // postsync hooks, which may use what the workloads did when they
+        // started (docs/design.md#release-file).
+        if release.wait
+            && let Err(result) = self.track_workloads(release, deadline, stop.clone()).await
+        {
+            return result;
+        }
         for hook in &release.hooks.postsync {
             if let Err(result) = self
                 .hook(release, HookPhase::Postsync, hook, deadline, stop.clone())
@@ -203,11 +211,6 @@ impl<H: Helm> ReleaseRunner<H> {
             {
                 return result;
             }
-        }
-        if release.wait
-            && let Err(result) = self.track_workloads(release, deadline, stop.clone()).await
-        {
-            return result;
         }
         if let Err(result) = self.record(release).await {
             return result;
