@@ -2103,6 +2103,7 @@ fn journey(helm_major: u8) {
     let mut made = None;
     let git = testkit::realflux::GitServer::serve_made(|url| {
         let root = realenv::journey_root(&journey_repo().url, &charts(), url, &artifact);
+        hand_over_spegel(root.path(), &journey_repo().url);
         let path = root.path().to_path_buf();
         made = Some(root);
         path
@@ -2165,6 +2166,20 @@ fn journey(helm_major: u8) {
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
         .collect();
     assert_eq!(outcomes(&events), all(&SHIPPED_INSTALLED, "installed"));
+    // What the workloads are before Flux runs, and spegel awaiting adoption.
+    let felt_before = crate::real_flux::workloads(plane);
+    assert!(
+        felt_before.contains_key("DaemonSet/spegel"),
+        "{:?}",
+        felt_before.keys()
+    );
+    assert_eq!(
+        handover(&real, "kube-system/spegel")
+            .split(" (")
+            .next()
+            .unwrap_or_default(),
+        "awaiting adoption"
+    );
     // Every CRD of the CRD phase Established before the first release.
     let established = events
         .iter()
@@ -2280,6 +2295,50 @@ fn journey(helm_major: u8) {
     }
     steps.done("Flux reconciled the tree (flux-system Ready)");
 
+    // The handover: the guard admits spegel's HelmRelease (its release is
+    // `ownership: handover`), helm-controller adopts the release, and no
+    // workload feels it: same generation, pod template, pods and hashes;
+    // spegel's objects gain only helm-controller's origin labels.
+    const SPEGEL: &str =
+        "/apis/helm.toolkit.fluxcd.io/v2/namespaces/kube-system/helmreleases/spegel";
+    flux.wait(
+        plane,
+        "spegel adopted by helm-controller",
+        Duration::from_secs(300),
+        |p| ready(p, SPEGEL).filter(|(status, ..)| status == "True"),
+    );
+    let history: Vec<Value> =
+        serde_json::from_str(&real.helm(&["history", "spegel", "-n", "kube-system", "-o", "json"]))
+            .unwrap();
+    assert_eq!(
+        history.len(),
+        2,
+        "helm-controller's upgrade is spegel's second revision: {history:?}"
+    );
+    let felt_after = crate::real_flux::workloads(plane);
+    assert_eq!(
+        felt_before.keys().collect::<Vec<_>>(),
+        felt_after.keys().collect::<Vec<_>>()
+    );
+    for (key, (felt, labels)) in &felt_before {
+        let (felt_now, labels_now) = &felt_after[key];
+        assert_eq!(felt, felt_now, "{key} felt the adoption");
+        let (added, changed) = crate::real_flux::added_labels(labels, labels_now);
+        assert_eq!(changed, Vec::<String>::new(), "{key}");
+        if key == "DaemonSet/spegel" {
+            assert_eq!(added, crate::real_flux::origin_labels("spegel"), "{key}");
+        } else {
+            assert!(added.is_empty(), "{key}: {added:?}");
+        }
+    }
+    assert!(
+        handover(&real, "kube-system/spegel")
+            .starts_with("adopted by Flux (HelmRelease kube-system/spegel"),
+        "{}",
+        handover(&real, "kube-system/spegel")
+    );
+    steps.done("spegel adopted by helm-controller, no workload changed");
+
     // The outage, after the bootstrap: a commit puts a HelmRelease for the
     // bootstrap release kube-system/cilium in the tree. The admission guard
     // denies it, Flux's Kustomization says so, and Cilium keeps its
@@ -2366,13 +2425,13 @@ fn journey(helm_major: u8) {
     assert_eq!(run.code, 0, "diff:\n{}\n{}", run.stdout, run.stderr);
     steps.done("diff --exit-code");
     let events = real.apply(&[]);
-    assert_eq!(outcomes(&events), all(&SHIPPED_INSTALLED, "unchanged"));
+    assert_eq!(outcomes(&events), shipped_after_handover("unchanged"));
     steps.done("apply again (nothing upgraded)");
 
     // destroy: dependents first; the operator (still running) removes Flux
     // when flux-instance's FluxInstance goes.
     let events = real.events("destroy", &["--yes"]);
-    assert_eq!(outcomes(&events), all(&SHIPPED_INSTALLED, "uninstalled"));
+    assert_eq!(outcomes(&events), shipped_after_handover("uninstalled"));
     let finished = |release: &str| at_in(&events, "release_finished", release);
     assert!(finished("flux-system/flux-instance") < finished("flux-system/flux-operator"));
     assert!(finished("flux-system/flux-operator") < finished("cert-manager/cert-manager"));
@@ -2382,6 +2441,63 @@ fn journey(helm_major: u8) {
     operator.check_alive();
     drop(operator);
     steps.print(&format!("the journey with helm {helm_major}"));
+}
+
+/// The shipped releases' outcomes once spegel is Flux's: `adopted`, the
+/// others `outcome`.
+fn shipped_after_handover(outcome: &str) -> BTreeMap<String, String> {
+    let mut out = all(&SHIPPED_INSTALLED, outcome);
+    out.insert("kube-system/spegel".into(), "adopted".into());
+    out
+}
+
+/// `status infra -o json`'s handover line of `release`.
+fn handover(real: &Real, release: &str) -> String {
+    let run = real.run(&["status", "infra", "--output", "json"]);
+    let status: Value = serde_json::from_str(&run.stdout)
+        .unwrap_or_else(|e| panic!("status: {e}\n{}\n{}", run.stdout, run.stderr));
+    let doc = if status.is_array() {
+        &status[0]
+    } else {
+        &status
+    };
+    doc["releases"]
+        .as_array()
+        .expect("status releases")
+        .iter()
+        .find(|r| r["release"] == release)
+        .unwrap_or_else(|| panic!("status has no {release}: {status}"))["handover"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// A user's choice in the journey's working copy: spegel handed over to
+/// Flux (`ownership: handover`), its HelmRelease in the tree with the same
+/// chart and values, from a HelmRepository on the served charts.
+fn hand_over_spegel(root: &std::path::Path, charts: &str) {
+    realenv::rewrite(
+        root,
+        "releases/core.yaml",
+        &[(
+            "name: spegel\nnamespace: kube-system\n",
+            "name: spegel\nnamespace: kube-system\n# Flux's after the bootstrap: examples/gitops/clusters/infra/spegel.yaml.\nownership: handover\n".into(),
+        )],
+    );
+    let dir = root.join("examples/gitops/clusters/infra");
+    std::fs::write(
+        dir.join("spegel.yaml"),
+        format!(
+            "apiVersion: source.toolkit.fluxcd.io/v1\nkind: HelmRepository\nmetadata:\n  name: charts\n  namespace: flux-system\nspec:\n  interval: 1h\n  url: {charts}\n---\n\
+             apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata:\n  name: spegel\n  namespace: kube-system\nspec:\n  interval: 1h\n\
+             \x20 chart:\n    spec:\n      chart: spegel\n      version: 0.4.0\n      sourceRef:\n        kind: HelmRepository\n        name: charts\n        namespace: flux-system\n\
+             \x20 values:\n    spegel:\n      containerdRegistryConfigPath: /etc/cri/conf.d/hosts\n    service:\n      registry:\n        hostPort: 29999\n"
+        ),
+    )
+    .unwrap();
+    let kustomization = dir.join("kustomization.yaml");
+    let text = std::fs::read_to_string(&kustomization).unwrap();
+    std::fs::write(&kustomization, format!("{text}  - spegel.yaml\n")).unwrap();
 }
 
 /// The outage's mistake in the tree under `root`: a HelmRelease for the

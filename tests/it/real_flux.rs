@@ -372,7 +372,7 @@ fn handover_root(coredns_override: &str) -> tempfile::TempDir {
 /// pods (uid and template hash label) and its ReplicaSets or
 /// ControllerRevisions.
 #[derive(Debug, PartialEq)]
-struct Felt {
+pub(crate) struct Felt {
     generation: Value,
     template: Value,
     pods: BTreeSet<(String, String)>,
@@ -380,7 +380,7 @@ struct Felt {
 }
 
 /// The Deployments and DaemonSets of kube-system, by `Kind/name`.
-fn workloads(plane: &ControlPlane) -> BTreeMap<String, (Felt, Value)> {
+pub(crate) fn workloads(plane: &ControlPlane) -> BTreeMap<String, (Felt, Value)> {
     let api = plane.api();
     let pods = api.list("/api/v1/namespaces/kube-system/pods");
     let owned_by = |uid: &Value, items: &[Value]| -> Vec<Value> {
@@ -475,7 +475,10 @@ fn release_objects(real: &Real, release: &str) -> BTreeMap<String, Value> {
 
 /// The labels `after` has that `before` lacks, and whether any other label
 /// changed.
-fn added_labels(before: &Value, after: &Value) -> (BTreeMap<String, String>, Vec<String>) {
+pub(crate) fn added_labels(
+    before: &Value,
+    after: &Value,
+) -> (BTreeMap<String, String>, Vec<String>) {
     let empty = serde_json::Map::new();
     let before = before.as_object().unwrap_or(&empty);
     let after = after.as_object().unwrap_or(&empty);
@@ -496,7 +499,7 @@ fn added_labels(before: &Value, after: &Value) -> (BTreeMap<String, String>, Vec
     (added, changed)
 }
 
-fn origin_labels(name: &str) -> BTreeMap<String, String> {
+pub(crate) fn origin_labels(name: &str) -> BTreeMap<String, String> {
     BTreeMap::from([
         ("helm.toolkit.fluxcd.io/name".to_string(), name.to_string()),
         (
