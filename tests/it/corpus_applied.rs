@@ -119,6 +119,8 @@ struct Applier<'a> {
     imported: &'a Imported,
     setup: &'a Setup,
     plane: &'a ControlPlane,
+    /// The plane's kubeconfig, or one through a [`Distance`].
+    kubeconfig: PathBuf,
     home: PathBuf,
 }
 
@@ -129,7 +131,7 @@ impl Applier<'_> {
         for (k, v) in &self.imported.env.vars {
             cmd.env(k, v);
         }
-        cmd.env("KUBECONFIG", &self.plane.kubeconfig)
+        cmd.env("KUBECONFIG", &self.kubeconfig)
             .env("HELM_CACHE_HOME", self.home.join("helm/cache"))
             .env("HELM_CONFIG_HOME", self.home.join("helm/config"))
             .env("HELM_DATA_HOME", self.home.join("helm/data"))
@@ -204,6 +206,10 @@ fn prometheus_operator_crds(applier: &Applier) -> PathBuf {
     file
 }
 
+fn phase_ms(phases: &Value, phase: &str) -> u64 {
+    phases[phase].as_u64().unwrap_or(0)
+}
+
 /// release -> outcome, from the run's last event.
 fn outcomes(events: &[Value]) -> BTreeMap<String, String> {
     let finished = events.last().expect("events");
@@ -221,28 +227,73 @@ fn outcomes(events: &[Value]) -> BTreeMap<String, String> {
         .collect()
 }
 
-/// Imports `setup` (with its comparison), then applies its Cilium on a
-/// fresh control plane; prints each step's wall time.
-fn import_and_apply(setup: &Setup) {
-    let mut times: Vec<(&str, Duration)> = Vec::new();
+/// Imports `setup` (with its comparison and `plan` and `check`); Cilium
+/// must be served with its real chart.
+fn import(setup: &Setup) -> (Imported, Duration) {
     let started = Instant::now();
     let imported = import_corpus::compare(setup);
-    times.push(("import, plan, check, compare", started.elapsed()));
+    let took = started.elapsed();
     assert!(
         imported.real.iter().any(|id| id == "kube-system/cilium"),
         "Cilium was not served with its real chart:\n{}",
         imported.report.join("\n")
     );
+    (imported, took)
+}
 
+/// Imports `setup`, then applies its Cilium on a fresh control plane;
+/// prints each step's wall time.
+fn import_and_apply(setup: &Setup) {
+    let (imported, took) = import(setup);
     let _slot = realenv::one_at_a_time();
+    let mut times = vec![("import, plan, check, compare", took)];
+    let (hooks, registered) = apply_on_a_fresh_plane(&imported, setup, None, &mut times);
+    let mut report = vec![format!(
+        "{}: Cilium 1.20.1 applied with zero edits; cilium-operator's CRDs registered {:.1}s after the apply started; hooks passed:",
+        setup.repo,
+        registered.as_secs_f64()
+    )];
+    report.extend(hooks.iter().map(|h| format!("    {h}")));
+    for (step, took) in times {
+        report.push(format!("  {step}: {:.1}s", took.as_secs_f64()));
+    }
+    use std::io::Write;
+    let _ = std::io::stderr().write_all(format!("{}\n", report.join("\n")).as_bytes());
+}
+
+/// The apply, `status` and the second apply of an imported setup on a
+/// fresh control plane, its API server `rtt` away (loopback: `None`); each
+/// step's wall time into `times`. Returns the hooks that passed and when
+/// the operator's stand-in registered its CRDs.
+fn apply_on_a_fresh_plane(
+    imported: &Imported,
+    setup: &Setup,
+    rtt: Option<Duration>,
+    times: &mut Vec<(&'static str, Duration)>,
+) -> (Vec<String>, Duration) {
     let started = Instant::now();
     let plane = ControlPlane::start();
     times.push(("control plane", started.elapsed()));
+    let home = imported.tmp.path().join(match rtt {
+        None => "apply-home".to_string(),
+        Some(rtt) => format!("apply-home-{}ms", rtt.as_millis()),
+    });
+    std::fs::create_dir_all(&home).unwrap();
+    let distance = rtt.map(|rtt| realenv::Distance::start(&plane.server, rtt));
+    let kubeconfig = match &distance {
+        None => plane.kubeconfig.clone(),
+        Some(distance) => {
+            let path = home.join("kubeconfig");
+            plane.write_kubeconfig_through(&path, &plane.context, distance);
+            path
+        }
+    };
     let applier = Applier {
-        imported: &imported,
+        imported,
         setup,
         plane: &plane,
-        home: imported.tmp.path().join("apply-home"),
+        kubeconfig,
+        home,
     };
 
     // The setups' CRD stage renders kube-prometheus-stack's CRDs (Cilium's
@@ -254,9 +305,24 @@ fn import_and_apply(setup: &Setup) {
     times.push(("CRD stage stand-in", started.elapsed()));
 
     let started = Instant::now();
-    let operator = OperatorStandIn::start(&plane, imported.tmp.path());
+    let operator = OperatorStandIn::start(&plane, &applier.home);
     let events = applier.apply();
     times.push(("apply --only cilium", started.elapsed()));
+    // bootstrap's own account of it: its phases, and hooks within releases.
+    let phases = &events.last().expect("events")["summary"]["phases"];
+    for (step, phase) in [
+        ("  of which preflight", "preflight"),
+        ("  of which CRD phase", "crds"),
+        ("  of which releases", "releases"),
+    ] {
+        times.push((step, Duration::from_millis(phase_ms(phases, phase))));
+    }
+    let hook_ms: u64 = events
+        .iter()
+        .filter(|e| e["event"] == "hook_finished")
+        .filter_map(|e| e["duration"].as_u64())
+        .sum();
+    times.push(("    of which hooks", Duration::from_millis(hook_ms)));
     let registered = operator.registered();
     assert!(
         registered.is_some(),
@@ -331,21 +397,11 @@ fn import_and_apply(setup: &Setup) {
         "{events:#?}"
     );
 
-    let mut report = vec![format!(
-        "{}: Cilium 1.20.1 applied with zero edits; cilium-operator's CRDs registered {:.1}s after the apply started; hooks passed:",
-        setup.repo,
-        registered.unwrap().as_secs_f64()
-    )];
-    report.extend(
-        hooks
-            .iter()
-            .map(|h| format!("    {}", h["hook"].as_str().unwrap_or("?"))),
-    );
-    for (step, took) in times {
-        report.push(format!("  {step}: {:.1}s", took.as_secs_f64()));
-    }
-    use std::io::Write;
-    let _ = std::io::stderr().write_all(format!("{}\n", report.join("\n")).as_bytes());
+    let hooks = hooks
+        .iter()
+        .map(|h| h["hook"].as_str().unwrap_or("?").to_string())
+        .collect();
+    (hooks, registered.unwrap())
 }
 
 macro_rules! applied {
@@ -376,3 +432,45 @@ applied!(
     onedr0p_cluster_template,
     import_corpus::ONEDR0P_CLUSTER_TEMPLATE
 );
+
+/// One setup applied twice, each on a fresh control plane: with its API
+/// server on the loopback, then 50 ms away (a round trip through
+/// [`realenv::Distance`], for bootstrap, helm and the setup's kubectl
+/// alike), as from a laptop to a cluster in another region. Prints both
+/// runs' steps and their ratio (docs/design.md#the-corpus-setups-applied).
+#[test]
+#[cfg_attr(
+    not(all(
+        helmfile,
+        shared_corpus,
+        oci_registry,
+        realenv,
+        realenv_cilium,
+        kubectl,
+        shared_charts
+    )),
+    ignore = "needs helmfile, the chart registry, the real test environment, Cilium's module, kubectl, ../shared/corpus and ../shared/charts: run `tools/realenv/build helmfile oci-registry kube kwok helm3 helm4 flux-crds cilium` and install kubectl"
+)]
+fn onedr0p_home_ops_applied_50_ms_away() {
+    let setup = &import_corpus::ONEDR0P_HOME_OPS;
+    let (imported, _) = import(setup);
+    let _slot = realenv::one_at_a_time();
+    let mut near = Vec::new();
+    apply_on_a_fresh_plane(&imported, setup, None, &mut near);
+    let mut far = Vec::new();
+    apply_on_a_fresh_plane(&imported, setup, Some(Duration::from_millis(50)), &mut far);
+    let mut report = vec![format!(
+        "{}: loopback / 50 ms round trip (the same steps, one run):",
+        setup.repo
+    )];
+    for ((step, a), (_, b)) in near.iter().zip(&far) {
+        report.push(format!(
+            "  {step}: {:.1}s / {:.1}s ({:.1}x)",
+            a.as_secs_f64(),
+            b.as_secs_f64(),
+            b.as_secs_f64() / a.as_secs_f64().max(0.001)
+        ));
+    }
+    use std::io::Write;
+    let _ = std::io::stderr().write_all(format!("{}\n", report.join("\n")).as_bytes());
+}

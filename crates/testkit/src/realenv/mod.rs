@@ -38,9 +38,11 @@ use serde_json::{Value, json};
 
 mod api;
 mod charts;
+mod distance;
 
 pub use api::{Api, ApiError};
 pub use charts::{ChartRepo, GATEWAY_API, infra_root, journey_root, rewrite};
+pub use distance::Distance;
 
 /// The command that builds the environment.
 pub const BUILD: &str = "tools/realenv/build";
@@ -518,6 +520,19 @@ impl ControlPlane {
     /// its cluster and user) is `context`.
     pub fn write_kubeconfig(&self, path: &Path, context: &str) {
         write_kubeconfig(path, &[(self, context)]);
+    }
+
+    /// Writes a kubeconfig like [`ControlPlane::write_kubeconfig`] whose
+    /// server is this API server seen through `distance`, one round trip
+    /// away.
+    pub fn write_kubeconfig_through(&self, path: &Path, context: &str, distance: &Distance) {
+        write_kubeconfig(path, &[(self, context)]);
+        let text = std::fs::read_to_string(path).expect("read the kubeconfig");
+        let text = text.replace(
+            &format!("server: {}\n", self.server),
+            &format!("server: {}\n", distance.server),
+        );
+        std::fs::write(path, text).expect("write the kubeconfig");
     }
 }
 
