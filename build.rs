@@ -53,8 +53,8 @@
 //!   repository, else `.test-charts` (what `scripts/pull-test-charts`
 //!   pulls): a directory of unpacked charts by name; its path reaches the
 //!   tests as `BOOTSTRAP_TEST_CHARTS_DIR`.
-//! - `cfg(realenv_cilium)` when `tools/realenv/build cilium` shared Cilium's
-//!   chart and CRDs at the version the corpus pins: the corpus setups
+//! - `cfg(realenv_cilium)` when `tools/realenv/build cilium cilium-1.17`
+//!   shared Cilium's chart and CRDs at the versions the corpus pins: the corpus setups
 //!   applied on the real control plane (tests/it/corpus_applied.rs), and the
 //!   real chart in tests/it/import_corpus.rs's comparisons.
 //! - `cfg(real_flux)` when the real test environment and its Flux tools
@@ -201,7 +201,7 @@ fn main() {
     // corpus setups applied on the real control plane
     // (tests/it/corpus_applied.rs).
     println!("cargo::rustc-check-cfg=cfg(realenv_cilium)");
-    if bin.join("cilium").is_dir() {
+    if bin.join("cilium").is_dir() && bin.join("cilium-1.17").is_dir() {
         println!("cargo::rustc-cfg=realenv_cilium");
     }
     // The real helm 3 CLI alone (tests/it/real_helm_signals.rs runs it against

@@ -5,13 +5,16 @@
 //! helm 4 on a fresh real control plane (docs/design.md#the-journey).
 //!
 //! What is applied is the part of each setup whose charts the test
-//! environment has at the version the setup pins: Cilium 1.20.1, the chart
-//! as released, from Cilium's own Go module (`tools/realenv/build cilium`).
+//! environment has at the version the setup pins: Cilium 1.20.1 (1.17.1 for
+//! jfroy/flatops), the chart as released, from Cilium's own Go module
+//! (`tools/realenv/build cilium cilium-1.17`).
 //! The setups' other charts (CoreDNS 1.47.0, Spegel 0.7.4, cert-manager
 //! v1.21.1, external-secrets 2.9.0, flux-operator 0.58.1, …) cannot be had
 //! offline at their pins, so those releases are imported and compared but not
-//! applied: `apply --only cilium`. Nothing of a setup is edited but its chart
-//! hosts, pointed at the loopback registry (standing in for the internet).
+//! applied: `apply --only cilium --no-needs`. Nothing of a setup is edited
+//! but its chart hosts, pointed at the loopback registry (standing in for
+//! the internet), and jfroy/flatops's `secrets:` entry of CoreDNS, a file
+//! encrypted to a key only its owner holds.
 //!
 //! On a real cluster cilium-operator registers Cilium's CRDs when it starts,
 //! and the setups' hooks wait for them (`kubectl wait --for=create
@@ -63,12 +66,14 @@ struct OperatorStandIn {
 }
 
 impl OperatorStandIn {
-    fn start(plane: &ControlPlane, work: &Path) -> OperatorStandIn {
+    fn start(plane: &ControlPlane, version: &str, work: &Path) -> OperatorStandIn {
         let api = Api::new(&plane.kubeconfig, &plane.context);
         let crds = work.join("cilium-crds.yaml");
         let mut all = String::new();
-        for version in ["v2", "v2alpha1"] {
-            let dir = import_corpus::cilium_share(import_corpus::CILIUM_CRDS).join(version);
+        for api_version in ["v2", "v2alpha1"] {
+            let dir = import_corpus::cilium_share(version, import_corpus::CILIUM_CRDS)
+                .expect("a tool shares Cilium at this version")
+                .join(api_version);
             let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
                 .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
                 .map(|e| e.unwrap().path())
@@ -163,13 +168,35 @@ impl Applier<'_> {
 
     /// `apply lab --only cilium -o json`: the events, exit 0 required.
     fn apply(&self) -> Vec<Value> {
-        let (code, stdout, stderr) =
-            self.bootstrap(&["-o", "json", "apply", "lab", "--only", "cilium"]);
+        let (code, stdout, stderr) = self.bootstrap(&[
+            "-o",
+            "json",
+            "apply",
+            "lab",
+            "--only",
+            "cilium",
+            "--no-needs",
+        ]);
         assert_eq!(code, 0, "apply: {stderr}\n{stdout}");
         stdout
             .lines()
             .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
             .collect()
+    }
+
+    /// The Cilium version the imported config pins (`plan -o json`).
+    fn cilium_version(&self) -> String {
+        let (code, stdout, stderr) = self.bootstrap(&["-o", "json", "plan", "lab"]);
+        assert_eq!(code, 0, "plan: {stderr}");
+        let plan: Value = serde_json::from_str(&stdout).unwrap();
+        plan["releases"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["id"] == "kube-system/cilium")
+            .and_then(|r| r["version"].as_str())
+            .unwrap_or_else(|| panic!("no kube-system/cilium in the plan: {plan}"))
+            .to_string()
     }
 
     fn helm(&self, args: &[&str]) -> String {
@@ -247,13 +274,22 @@ fn import_and_apply(setup: &Setup) {
     let (imported, took) = import(setup);
     let _slot = realenv::one_at_a_time();
     let mut times = vec![("import, plan, check, compare", took)];
-    let (hooks, registered) = apply_on_a_fresh_plane(&imported, setup, None, &mut times);
+    let applied = apply_on_a_fresh_plane(&imported, setup, None, &mut times);
+    let edits = if setup.secrets.is_empty() {
+        "zero edits".to_string()
+    } else {
+        format!(
+            "one edit: the `secrets:` entries {:?} dropped (encrypted to a key only the repository's owner holds; not of Cilium)",
+            setup.secrets
+        )
+    };
     let mut report = vec![format!(
-        "{}: Cilium 1.20.1 applied with zero edits; cilium-operator's CRDs registered {:.1}s after the apply started; hooks passed:",
+        "{}: Cilium {} applied with {edits}; cilium-operator's CRDs registered {:.1}s after the apply started; hooks passed:",
         setup.repo,
-        registered.as_secs_f64()
+        applied.version,
+        applied.registered.as_secs_f64()
     )];
-    report.extend(hooks.iter().map(|h| format!("    {h}")));
+    report.extend(applied.hooks.iter().map(|h| format!("    {h}")));
     for (step, took) in times {
         report.push(format!("  {step}: {:.1}s", took.as_secs_f64()));
     }
@@ -263,14 +299,13 @@ fn import_and_apply(setup: &Setup) {
 
 /// The apply, `status` and the second apply of an imported setup on a
 /// fresh control plane, its API server `rtt` away (loopback: `None`); each
-/// step's wall time into `times`. Returns the hooks that passed and when
-/// the operator's stand-in registered its CRDs.
+/// step's wall time into `times`.
 fn apply_on_a_fresh_plane(
     imported: &Imported,
     setup: &Setup,
     rtt: Option<Duration>,
     times: &mut Vec<(&'static str, Duration)>,
-) -> (Vec<String>, Duration) {
+) -> Applied {
     let started = Instant::now();
     let plane = ControlPlane::start();
     times.push(("control plane", started.elapsed()));
@@ -305,7 +340,8 @@ fn apply_on_a_fresh_plane(
     times.push(("CRD stage stand-in", started.elapsed()));
 
     let started = Instant::now();
-    let operator = OperatorStandIn::start(&plane, &applier.home);
+    let version = applier.cilium_version();
+    let operator = OperatorStandIn::start(&plane, &version, &applier.home);
     let events = applier.apply();
     times.push(("apply --only cilium", started.elapsed()));
     // bootstrap's own account of it: its phases, and hooks within releases.
@@ -370,7 +406,7 @@ fn apply_on_a_fresh_plane(
         .iter()
         .find(|r| r["name"] == "cilium")
         .unwrap_or_else(|| panic!("helm lists no cilium: {list}"));
-    assert_eq!(cilium["chart"], "cilium-1.20.1", "{cilium}");
+    assert_eq!(cilium["chart"], format!("cilium-{version}"), "{cilium}");
     assert_eq!(cilium["status"], "deployed", "{cilium}");
     let daemonset = plane
         .api()
@@ -385,7 +421,8 @@ fn apply_on_a_fresh_plane(
 
     // The day after: status, and a second apply that changes nothing.
     let started = Instant::now();
-    let (code, stdout, stderr) = applier.bootstrap(&["status", "lab", "--only", "cilium"]);
+    let (code, stdout, stderr) =
+        applier.bootstrap(&["status", "lab", "--only", "cilium", "--no-needs"]);
     assert_eq!(code, 0, "status: {stderr}\n{stdout}");
     let events = applier.apply();
     times.push(("status, second apply", started.elapsed()));
@@ -397,11 +434,24 @@ fn apply_on_a_fresh_plane(
         "{events:#?}"
     );
 
-    let hooks = hooks
-        .iter()
-        .map(|h| h["hook"].as_str().unwrap_or("?").to_string())
-        .collect();
-    (hooks, registered.unwrap())
+    Applied {
+        hooks: hooks
+            .iter()
+            .map(|h| h["hook"].as_str().unwrap_or("?").to_string())
+            .collect(),
+        registered: registered.unwrap(),
+        version,
+    }
+}
+
+/// What an apply on a fresh plane did.
+struct Applied {
+    /// The hooks that passed.
+    hooks: Vec<String>,
+    /// When the operator's stand-in registered Cilium's CRDs.
+    registered: Duration,
+    /// The Cilium version installed.
+    version: String,
 }
 
 macro_rules! applied {
@@ -417,7 +467,7 @@ macro_rules! applied {
                 kubectl,
                 shared_charts
             )),
-            ignore = "needs helmfile, the chart registry, the real test environment, Cilium's module, kubectl, ../shared/corpus and ../shared/charts: run `tools/realenv/build helmfile oci-registry kube kwok helm3 helm4 flux-crds cilium` and install kubectl"
+            ignore = "needs helmfile, the chart registry, the real test environment, Cilium's module, kubectl, ../shared/corpus and ../shared/charts: run `tools/realenv/build helmfile oci-registry kube kwok helm3 helm4 flux-crds cilium cilium-1.17` and install kubectl"
         )]
         fn $test() {
             import_and_apply(&$setup);
@@ -432,6 +482,7 @@ applied!(
     onedr0p_cluster_template,
     import_corpus::ONEDR0P_CLUSTER_TEMPLATE
 );
+applied!(jfroy_flatops, import_corpus::JFROY_FLATOPS);
 
 /// One setup applied twice, each on a fresh control plane: with its API
 /// server on the loopback, then 50 ms away (a round trip through
@@ -449,7 +500,7 @@ applied!(
         kubectl,
         shared_charts
     )),
-    ignore = "needs helmfile, the chart registry, the real test environment, Cilium's module, kubectl, ../shared/corpus and ../shared/charts: run `tools/realenv/build helmfile oci-registry kube kwok helm3 helm4 flux-crds cilium` and install kubectl"
+    ignore = "needs helmfile, the chart registry, the real test environment, Cilium's module, kubectl, ../shared/corpus and ../shared/charts: run `tools/realenv/build helmfile oci-registry kube kwok helm3 helm4 flux-crds cilium cilium-1.17` and install kubectl"
 )]
 fn onedr0p_home_ops_applied_50_ms_away() {
     let setup = &import_corpus::ONEDR0P_HOME_OPS;

@@ -313,8 +313,8 @@ data:
 }
 
 /// The real chart NAME at VERSION, if the test environment has it: in
-/// ../shared/charts, or Cilium's own chart from its Go module at the
-/// version the corpus pins (`tools/realenv/build cilium`).
+/// ../shared/charts, or Cilium's own chart from its Go module at a version
+/// the corpus pins (`tools/realenv/build cilium cilium-1.17`).
 pub(crate) fn real_chart(name: &str, version: &str) -> Option<PathBuf> {
     let is = |dir: PathBuf| -> Option<PathBuf> {
         let chart: Value =
@@ -323,7 +323,7 @@ pub(crate) fn real_chart(name: &str, version: &str) -> Option<PathBuf> {
     };
     shared_charts()
         .and_then(|charts| is(charts.join(name)))
-        .or_else(|| is(cilium_share(CILIUM_CHART)))
+        .or_else(|| is(cilium_share(version, CILIUM_CHART)?))
 }
 
 /// Cilium's chart as released, in its Go module (`install/kubernetes/cilium`,
@@ -332,13 +332,18 @@ pub(crate) const CILIUM_CHART: &str = "install/kubernetes/cilium";
 /// The CRDs cilium-operator registers when it starts.
 pub(crate) const CILIUM_CRDS: &str = "pkg/k8s/apis/cilium.io/client/crds";
 
-/// A path in the Cilium module `tools/realenv/build cilium` shares
-/// (resolved: helm reads `..` after a link as text).
-pub(crate) fn cilium_share(path: &str) -> PathBuf {
-    let path = testkit::realenv::tool_dir("cilium")
+/// The realenv tools that share Cilium's module, by the version each pins.
+const CILIUM_TOOLS: [(&str, &str); 2] = [("1.20.1", "cilium"), ("1.17.1", "cilium-1.17")];
+
+/// A path in the Cilium module at `version` that a `tools/realenv/build`
+/// tool shares (resolved: helm reads `..` after a link as text); `None`
+/// for a version no tool pins.
+pub(crate) fn cilium_share(version: &str, path: &str) -> Option<PathBuf> {
+    let (_, tool) = CILIUM_TOOLS.iter().find(|(v, _)| *v == version)?;
+    let path = testkit::realenv::tool_dir(tool)
         .join("../share/github.com/cilium/cilium")
         .join(path);
-    std::fs::canonicalize(&path).unwrap_or(path)
+    Some(std::fs::canonicalize(&path).unwrap_or(path))
 }
 
 fn shared_version(name: &str) -> Option<String> {
