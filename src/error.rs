@@ -246,28 +246,10 @@ pub enum Failure {
     },
     #[error("cluster `{cluster}` was not loaded")]
     NotLoaded { cluster: String },
-    /// Error-level lint findings that `lints.ignore` does not list.
+    /// Error-level findings that `lints.ignore` does not list: of the
+    /// lints, or of the Flux scan of the cluster's GitOps tree.
     #[error(transparent)]
-    LintRefused(#[from] crate::finding::Refusal),
-    /// Error-level findings of the Flux scan: `text` as `check` words
-    /// them, `findings` as check JSON shapes them (the error JSON's
-    /// `findings`; `error` sits below `flux` and cannot name its type).
-    #[error(
-        "apply of cluster `{cluster}` refused: the GitOps tree Flux applies ({}, entrypoint {}) conflicts with bootstrap's releases ({count} error-level finding{} of the Flux scan); nothing was changed. Fix {} as said below, or list `{{code: CODE, release: NAMESPACE/NAME}}` in `lints.ignore` in clusters/{cluster}/cluster.yaml to go ahead anyway\n\n{}",
-        .root.display(),
-        .entrypoint.display(),
-        if .findings.len() == 1 { "" } else { "s" },
-        if .findings.len() == 1 { "it" } else { "them" },
-        .text.trim_end(),
-        count = .findings.len()
-    )]
-    FluxRefused {
-        cluster: String,
-        root: PathBuf,
-        entrypoint: PathBuf,
-        text: String,
-        findings: Vec<serde_json::Value>,
-    },
+    Refused(#[from] crate::finding::Refusal),
     /// The live refusal rules (docs/design.md#live-refusal-rules), one line each.
     #[error("refusing to apply; nothing was changed:\n  {}", .conflicts.join("\n  "))]
     OwnershipRefused { conflicts: Vec<String> },
@@ -623,8 +605,7 @@ impl Error {
             return Vec::new();
         };
         match failure.as_ref() {
-            Failure::FluxRefused { findings, .. } => findings.clone(),
-            Failure::LintRefused(refusal) => refusal
+            Failure::Refused(refusal) => refusal
                 .blocking
                 .iter()
                 .filter_map(|f| serde_json::to_value(f).ok())

@@ -190,7 +190,7 @@ impl<H: Helm> Preflight<'_, H> {
         // changes on an error not in `lints.ignore`; warn about the rest.
         let live = crate::lint::run_live(plan, &state?);
         for message in crate::lint::preflight(&plan.cluster.name, &live)
-            .map_err(|refusal| Error::from(Failure::LintRefused(refusal)))?
+            .map_err(|refusal| Error::from(Failure::Refused(refusal)))?
         {
             events.emit(Event::Warning { message });
         }

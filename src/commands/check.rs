@@ -5,8 +5,9 @@ use serde_json::json;
 
 use crate::cli::{CheckArgs, Clusters, Config, Verbosity};
 use crate::error::Error;
+use crate::finding::Finding;
 use crate::flux::{BootstrapRelease, Severity};
-use crate::gate::{Scanned, Tree, blocking, ignored, render_finding, scan};
+use crate::gate::{Scanned, Tree, blocking, scan};
 use crate::lint;
 use crate::plan::Plan;
 use crate::plural::count as counted;
@@ -81,8 +82,15 @@ fn check(
         let message = format!(
             "ownership not checked: no GitOps tree was scanned, so nothing proves that Flux manages none of these releases; cluster `{cluster}` has no `flux:` (root, entrypoint) in clusters/{cluster}/cluster.yaml, and no --flux-root/--flux-entrypoint was given"
         );
-        let mut findings: Vec<serde_json::Value> = lints.iter().map(|f| json!(f)).collect();
-        findings.push(json!({"severity": "info", "code": "gitops-tree-not-scanned", "release": null, "object": null, "chain": [], "message": message}));
+        let mut findings: Vec<Finding> = lints.to_vec();
+        findings.push(Finding::tree(
+            Severity::Info,
+            "gitops-tree-not-scanned",
+            None,
+            None,
+            Vec::new(),
+            message.clone(),
+        ));
         let mut text = lint_text;
         if !lints.is_empty() {
             text.push_str(&lint::summary(cluster, lints));
@@ -97,20 +105,10 @@ fn check(
     let Scanned { scan, releases } = scan(config.global.helm.as_deref(), plan, &tree, true)?;
     // Lint findings and scan findings in one list, in check's order
     // (docs/design.md#check-json): errors, then warnings, then info.
-    let mut findings: Vec<((Severity, &str), serde_json::Value)> = lints
-        .iter()
-        .map(|f| ((f.severity, f.code), json!(f)))
-        .chain(scan.findings.iter().map(|f| {
-            let mut value = json!(f);
-            if ignored(plan, f) {
-                value["ignored"] = json!(true);
-            }
-            ((f.severity, f.code), value)
-        }))
-        .collect();
+    let mut findings: Vec<&Finding> = lints.iter().chain(&scan.findings).collect();
     // Stable: each list keeps its own order within a code.
-    findings.sort_by_key(|(key, _)| *key);
-    let scan_errors = blocking(plan, &scan.findings).count();
+    findings.sort_by_key(|f| (f.severity, f.code));
+    let scan_errors = blocking(&scan.findings).count();
     let mut text = lint_text;
     text.push_str(&render(
         &scan,
@@ -122,7 +120,7 @@ fn check(
     ));
     let mut document = json!({
         "cluster": cluster,
-        "findings": findings.into_iter().map(|(_, f)| f).collect::<Vec<_>>(),
+        "findings": findings,
         "filesScanned": scan.files_scanned,
         "objectsScanned": scan.objects_scanned,
     });
@@ -195,17 +193,18 @@ fn render(
 ) -> String {
     let cluster = plan.cluster.name.as_str();
     let mut text = String::new();
-    for f in &scan.findings {
-        if verbosity == Verbosity::Quiet && (f.severity != Severity::Error || ignored(plan, f)) {
-            continue;
-        }
-        text.push_str(&render_finding(plan, f));
-    }
+    let shown: Vec<Finding> = scan
+        .findings
+        .iter()
+        .filter(|f| verbosity != Verbosity::Quiet || f.blocks())
+        .cloned()
+        .collect();
+    text.push_str(&crate::finding::render_text(&shown));
     text.push_str(&reached.unwrap_or_default());
     let count = |s: Severity| {
         scan.findings
             .iter()
-            .filter(|f| f.severity == s && !ignored(plan, f))
+            .filter(|f| f.severity == s && !f.ignored)
             .count()
             + lint::count(lints, s)
     };
@@ -223,7 +222,7 @@ fn render(
     let ignored: Vec<String> = scan
         .findings
         .iter()
-        .filter(|f| ignored(plan, f))
+        .filter(|f| f.ignored)
         .map(|f| format!("{} ({})", f.code, f.release.as_deref().unwrap_or("-")))
         .collect();
     if !ignored.is_empty() {

@@ -1,12 +1,11 @@
 //! What the scan reports (docs/design.md#check-json) and the ownership rules that
 //! turn resolved Flux objects into findings.
 
-use serde::Serialize;
 use serde_json::Value;
 
 use super::BootstrapRelease;
 use super::helmrelease::{chart_name, identity};
-use super::object::{Object, ObjectRef};
+use super::object::Object;
 
 pub const MANAGES_BOOTSTRAP_RELEASE: &str = "flux-manages-bootstrap-release";
 pub const DUPLICATES_BOOTSTRAP_CHART: &str = "flux-duplicates-bootstrap-chart";
@@ -36,34 +35,7 @@ pub const IGNORABLE: [&str; 4] = [
     HANDOVER_DRIFT,
 ];
 
-pub use crate::finding::Severity;
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Finding {
-    pub severity: Severity,
-    pub code: &'static str,
-    /// The bootstrap release concerned, as `namespace/name`.
-    pub release: Option<String>,
-    pub object: Option<ObjectRef>,
-    /// Files, relative to `flux.root`, by which Flux reaches the object (or the
-    /// reference the finding is about), from the entrypoint down.
-    pub chain: Vec<String>,
-    pub message: String,
-}
-
-impl Finding {
-    fn sort_key(&self) -> impl Ord + '_ {
-        (
-            self.severity,
-            self.code,
-            &self.release,
-            &self.object,
-            &self.chain,
-            &self.message,
-        )
-    }
-}
+pub use crate::finding::{Finding, Severity};
 
 /// Sorts for stable output and drops exact repeats (an object reached twice).
 pub fn normalize(findings: &mut Vec<Finding>) {
@@ -115,6 +87,8 @@ pub fn helm_release_conflicts(objects: &[Object], releases: &[BootstrapRelease])
                         release_id(release),
                         release_id(release),
                     ),
+                    written: None,
+                    ignored: false,
                 });
                 continue;
             }
@@ -139,6 +113,8 @@ pub fn helm_release_conflicts(objects: &[Object], releases: &[BootstrapRelease])
                         release_id(release),
                         release_id(release),
                     ),
+                    written: None,
+                    ignored: false,
                 });
             }
         }
@@ -163,14 +139,7 @@ pub fn handover(objects: &[Object], releases: &[BootstrapRelease]) -> Vec<Findin
         };
         let managing =
             super::helmrelease_source::managing(objects, &release.namespace, &release.name);
-        let finding = |severity, code, hr: Option<&Object>, message: String| Finding {
-            severity,
-            code,
-            release: Some(release_id(release)),
-            object: hr.map(Object::reference),
-            chain: hr.map(|h| h.chain.clone()).unwrap_or_default(),
-            message,
-        };
+        let finding = |severity, code, hr, message| about(release, severity, code, hr, message);
         let hr = match managing.as_slice() {
             [] => {
                 out.push(finding(
@@ -207,52 +176,87 @@ pub fn handover(objects: &[Object], releases: &[BootstrapRelease]) -> Vec<Findin
                 continue;
             }
         };
-        let name = format!(
-            "HelmRelease {}/{}",
-            ns_display(hr.namespace.as_deref()),
-            hr.name
-        );
-        let origin = match super::helmrelease_source::resolve(hr, objects) {
-            Ok(origin) => origin,
-            Err(why) => {
-                out.push(finding(
-                    Severity::Error,
-                    HANDOVER_DRIFT,
-                    Some(hr),
-                    format!(
-                        "{name}, which adopts handover release {}, cannot be resolved ({why}): nothing proves its adoption leaves the release unchanged",
-                        release_id(release)
-                    ),
-                ));
-                continue;
-            }
-        };
-        for missing in &origin.unresolved {
-            out.push(finding(
-                Severity::Warning,
-                HANDOVER_VALUES_UNKNOWN,
-                Some(hr),
-                format!(
-                    "{name}, which adopts handover release {}, takes values from {}, but {}: those values are not compared",
-                    release_id(release),
-                    missing.what,
-                    missing.why
-                ),
-            ));
-        }
-        let differences = differences(release, handover, &origin);
-        if !differences.is_empty() {
+        out.extend(adoption(objects, release, handover, hr));
+    }
+    out
+}
+
+/// A handover finding about `release`, at the HelmRelease `hr` if any.
+fn about(
+    release: &BootstrapRelease,
+    severity: Severity,
+    code: &'static str,
+    hr: Option<&Object>,
+    message: String,
+) -> Finding {
+    let chain = hr.map(|h| h.chain.clone()).unwrap_or_default();
+    let object = hr.map(Object::reference);
+    Finding::tree(
+        severity,
+        code,
+        Some(release_id(release)),
+        object,
+        chain,
+        message,
+    )
+}
+
+/// What the adoption of handover `release` by its one HelmRelease `hr`
+/// would do: an HelmRelease that cannot be resolved, values not compared,
+/// and what its upgrade would change.
+fn adoption(
+    objects: &[Object],
+    release: &BootstrapRelease,
+    handover: &super::Handover,
+    hr: &Object,
+) -> Vec<Finding> {
+    let mut out = Vec::new();
+    let finding = |severity, code, hr, message| about(release, severity, code, hr, message);
+    let name = format!(
+        "HelmRelease {}/{}",
+        ns_display(hr.namespace.as_deref()),
+        hr.name
+    );
+    let origin = match super::helmrelease_source::resolve(hr, objects) {
+        Ok(origin) => origin,
+        Err(why) => {
             out.push(finding(
                 Severity::Error,
                 HANDOVER_DRIFT,
                 Some(hr),
                 format!(
-                    "{name} would change handover release {} when it adopts it (helm-controller upgrades an existing release with the HelmRelease's chart and values): {}. Make both the same: move the value into the HelmRelease, or drop it from bootstrap",
-                    release_id(release),
-                    differences.join("; ")
+                    "{name}, which adopts handover release {}, cannot be resolved ({why}): nothing proves its adoption leaves the release unchanged",
+                    release_id(release)
                 ),
             ));
+            return out;
         }
+    };
+    for missing in &origin.unresolved {
+        out.push(finding(
+            Severity::Warning,
+            HANDOVER_VALUES_UNKNOWN,
+            Some(hr),
+            format!(
+                "{name}, which adopts handover release {}, takes values from {}, but {}: those values are not compared",
+                release_id(release),
+                missing.what,
+                missing.why
+            ),
+        ));
+    }
+    let differences = differences(release, handover, &origin);
+    if !differences.is_empty() {
+        out.push(finding(
+            Severity::Error,
+            HANDOVER_DRIFT,
+            Some(hr),
+            format!(
+                "{name} would change handover release {} when it adopts it (helm-controller upgrades an existing release with the HelmRelease's chart and values): {}. Make both the same: move the value into the HelmRelease, or drop it from bootstrap",
+                release_id(release),
+                differences.join("; ")
+            ),
+        ));
     }
     out
 }
@@ -427,6 +431,8 @@ pub fn health_checks_on_bootstrap(
                     ns_display(namespace),
                     release_id(release),
                 ),
+                written: None,
+                ignored: false,
             });
         }
     }
@@ -447,6 +453,8 @@ pub fn chart_not_rendered(release: &BootstrapRelease, why: &str) -> Finding {
              health checks in its namespace are matched against the names its chart conventionally gives instead",
             release_id(release)
         ),
+        written: None,
+        ignored: false,
     }
 }
 
@@ -538,6 +546,8 @@ pub fn missing_dependencies(objects: &[Object]) -> Vec<Finding> {
                             obj.name,
                             ns_display(namespace),
                         ),
+                        written: None,
+                        ignored: false,
                     });
                 }
             }
@@ -565,6 +575,8 @@ pub fn nothing_reached(objects: &[Object], releases: &[BootstrapRelease]) -> Vec
             objects.len(),
             releases.len()
         ),
+        written: None,
+        ignored: false,
     }]
 }
 

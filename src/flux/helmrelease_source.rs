@@ -22,7 +22,7 @@
 use serde_json::{Map, Value};
 
 use super::helmrelease::{HelmReleaseIdentity, identity};
-use super::object::{Object, ObjectRef};
+use super::object::{GitObject, Object};
 
 /// Where a HelmRelease's chart comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -202,7 +202,7 @@ pub struct ListIndex;
 /// What a HelmRelease installs, as helm-controller would resolve it.
 #[derive(Debug, Clone)]
 pub struct Origin {
-    pub object: ObjectRef,
+    pub object: GitObject,
     pub identity: HelmReleaseIdentity,
     pub chart: OriginChart,
     /// In merge order; `values` is their merge.

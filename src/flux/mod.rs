@@ -58,7 +58,7 @@ use std::path::Path;
 
 pub use findings::{Finding, Severity};
 pub use helmrelease::{HelmReleaseIdentity, shorten_name};
-pub use object::ObjectRef;
+pub use object::GitObject;
 pub use policy::{admission_policy, ledger_key};
 
 /// A workload a bootstrap release owns, e.g. DaemonSet kube-system/cilium
@@ -125,7 +125,7 @@ pub struct Scan {
 /// A HelmRelease Flux would apply and the Helm release it would manage.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reached {
-    pub object: ObjectRef,
+    pub object: GitObject,
     /// The Helm release as `storage-namespace/release-name`.
     pub release: String,
     /// Files by which Flux reaches it, from the entrypoint down.

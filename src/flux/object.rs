@@ -1,23 +1,10 @@
-//! The objects the scan finds: as Flux would apply them ([`Object`]) and as
-//! findings point at them ([`ObjectRef`]).
+//! The objects the scan finds, as Flux would apply them ([`Object`]); a
+//! finding points at one as a [`GitObject`].
 
 use std::collections::BTreeSet;
 
-use serde::Serialize;
+pub use crate::finding::GitObject;
 use serde_json::Value;
-
-/// A Kubernetes object as found in git.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ObjectRef {
-    pub kind: String,
-    pub name: String,
-    /// Effective namespace after kustomize `namespace:` and Flux
-    /// `targetNamespace`; `None` when nothing sets one (Flux would refuse it).
-    pub namespace: Option<String>,
-    /// Relative to `flux.root`, `/`-separated.
-    pub file: String,
-}
 
 /// A Kubernetes object as Flux would apply it.
 #[derive(Debug, Clone)]
@@ -61,8 +48,8 @@ impl Object {
                 .is_some_and(|rest| rest == ".toolkit.fluxcd.io")
     }
 
-    pub fn reference(&self) -> ObjectRef {
-        ObjectRef {
+    pub fn reference(&self) -> GitObject {
+        GitObject {
             kind: self.kind.clone(),
             name: self.name.clone(),
             namespace: self.namespace.clone(),

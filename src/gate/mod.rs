@@ -96,25 +96,19 @@ pub(crate) fn scan(
     let mut scan = crate::flux::scan_resolved(resolved, &releases);
     scan.findings.extend(notes);
     crate::flux::findings::normalize(&mut scan.findings);
+    // Judged once against `lints.ignore`, as the lints' findings are.
+    for finding in &mut scan.findings {
+        finding.ignored = finding.severity == Severity::Error
+            && plan
+                .cluster
+                .ignores(finding.code, finding.release.as_deref());
+    }
     Ok(Scanned { scan, releases })
 }
 
-/// An error-level scan finding `lints.ignore` lets through.
-pub(crate) fn ignored(plan: &Plan, finding: &Finding) -> bool {
-    finding.severity == Severity::Error
-        && plan
-            .cluster
-            .ignores(finding.code, finding.release.as_deref())
-}
-
 /// The scan's error-level findings that `lints.ignore` does not list.
-pub(crate) fn blocking<'a>(
-    plan: &'a Plan,
-    findings: &'a [Finding],
-) -> impl Iterator<Item = &'a Finding> + 'a {
-    findings
-        .iter()
-        .filter(move |f| f.severity == Severity::Error && !ignored(plan, f))
+pub(crate) fn blocking(findings: &[Finding]) -> impl Iterator<Item = &Finding> {
+    findings.iter().filter(|f| f.blocks())
 }
 
 /// `program` in a PATH directory, as a shell would find it.
@@ -173,40 +167,4 @@ fn render_workloads(
         }
     }
     notes
-}
-
-/// One scan finding as text: `severity[code]: message`, the object and the
-/// chain of files by which Flux reaches it.
-pub(crate) fn render_finding(plan: &Plan, f: &Finding) -> String {
-    let severity = match f.severity {
-        Severity::Error => "error",
-        Severity::Warning => "warning",
-        Severity::Info => "info",
-    };
-    let mark = if ignored(plan, f) {
-        " (ignored: listed in lints.ignore)"
-    } else {
-        ""
-    };
-    let mut text = format!("{severity}[{}]{mark}: {}\n", f.code, f.message);
-    if let Some(o) = &f.object {
-        text.push_str(&format!(
-            "  object: {} {}{} in {}\n",
-            o.kind,
-            o.namespace
-                .as_deref()
-                .map(|n| format!("{n}/"))
-                .unwrap_or_default(),
-            o.name,
-            o.file
-        ));
-    }
-    if !f.chain.is_empty() {
-        text.push_str("  reached by:\n");
-        for (i, file) in f.chain.iter().enumerate() {
-            text.push_str(&format!("    {}{file}\n", if i == 0 { "" } else { "-> " }));
-        }
-    }
-    text.push('\n');
-    text
 }

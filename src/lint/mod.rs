@@ -27,7 +27,7 @@ mod mesh;
 use crate::plan::Plan;
 use crate::release::ReleaseId;
 
-pub use crate::finding::{Finding, Refusal, Severity, render_text};
+pub use crate::finding::{Finding, Refusal, Refused, Severity, Written, render_text};
 pub use locate::Location;
 
 /// What a rule looks at.
@@ -209,7 +209,9 @@ fn scrub(findings: &mut [Finding], plans: &[&Plan]) {
     secrets.dedup();
     for finding in findings {
         finding.message = crate::values::scrub(&finding.message, &secrets);
-        finding.fix = crate::values::scrub(&finding.fix, &secrets);
+        if let Some(written) = &mut finding.written {
+            written.fix = crate::values::scrub(&written.fix, &secrets);
+        }
     }
 }
 
@@ -241,9 +243,11 @@ fn findings<'a>(
             object: None,
             chain: Vec::new(),
             message: hit.message,
-            file: hit.at.as_ref().map(|a| a.file.clone()),
-            line: hit.at.as_ref().map(|a| a.line),
-            fix: hit.fix,
+            written: Some(Written {
+                file: hit.at.as_ref().map(|a| a.file.clone()),
+                line: hit.at.as_ref().map(|a| a.line),
+                fix: hit.fix,
+            }),
         }
     })
 }
@@ -289,13 +293,17 @@ pub fn preflight(cluster: &str, findings: &[Finding]) -> Result<Vec<String>, Ref
     if !blocking.is_empty() {
         return Err(Refusal {
             cluster: cluster.to_string(),
+            of: Refused::Lints,
             blocking,
         });
     }
     Ok(findings
         .iter()
         .map(|f| {
-            let at = match (&f.file, f.line) {
+            let (file, line, fix) = f.written.as_ref().map_or((None, None, ""), |w| {
+                (w.file.as_ref(), w.line, w.fix.as_str())
+            });
+            let at = match (file, line) {
                 (Some(file), Some(line)) => format!(" ({}:{line})", file.display()),
                 _ => String::new(),
             };
@@ -305,7 +313,7 @@ pub fn preflight(cluster: &str, findings: &[Finding]) -> Result<Vec<String>, Ref
                     f.code, f.message
                 )
             } else {
-                format!("lint {}: {}{at}; fix: {}", f.code, f.message, f.fix)
+                format!("lint {}: {}{at}; fix: {fix}", f.code, f.message)
             }
         })
         .collect())

@@ -77,13 +77,13 @@ fn kpr_without_api_host() {
         "{}",
         f.message
     );
-    assert!(f.fix.contains("k8sServiceHost"));
+    assert!(f.written.as_ref().unwrap().fix.contains("k8sServiceHost"));
     // Without sources, the location is the release's own line.
     assert_eq!(
-        f.file.as_deref(),
+        f.written.as_ref().unwrap().file.as_deref(),
         Some(std::path::Path::new("releases/r.yaml"))
     );
-    assert_eq!(f.line, Some(1));
+    assert_eq!(f.written.as_ref().unwrap().line, Some(1));
 }
 
 #[test]
@@ -108,7 +108,10 @@ fn kpr_partial_only_on_charts_from_1_14() {
         ),
         &[],
     )[0];
-    assert_eq!(disabled.fix, "write `kubeProxyReplacement: false`");
+    assert_eq!(
+        disabled.written.as_ref().unwrap().fix,
+        "write `kubeProxyReplacement: false`"
+    );
 }
 
 #[test]
@@ -395,9 +398,14 @@ fn needs_missing_for_kind() {
     assert_eq!(codes(&findings), vec![kinds::NEEDS_MISSING_FOR_KIND]);
     assert_eq!(findings[0].severity, Severity::Warning);
     assert!(
-        findings[0].fix.contains("`prometheus-operator-crds`"),
+        findings[0]
+            .written
+            .as_ref()
+            .unwrap()
+            .fix
+            .contains("`prometheus-operator-crds`"),
         "{}",
-        findings[0].fix
+        findings[0].written.as_ref().unwrap().fix
     );
     // From the CRD phase: always there before any release.
     let crds = Release::fake("prometheus-operator-crds", &[], CrdPolicy::Only);
@@ -417,7 +425,7 @@ fn needs_missing_for_kind() {
         findings[0].message
     );
     assert_eq!(
-        findings[0].fix,
+        findings[0].written.as_ref().unwrap().fix,
         "add `ns/kube-prometheus-stack` to `needs`, or give it `crds: bootstrap`"
     );
     es.needs = vec![stack.id.clone()];

@@ -50,7 +50,7 @@ pub fn run(config: &Config, args: &ApplyArgs) -> Result<(), Error> {
 /// warnings the run shows: the ignored errors and the warning-level findings.
 fn preflight(plan: &Plan, findings: &[lint::Finding]) -> Result<Vec<Event>, Error> {
     let mut notices: Vec<Event> = lint::preflight(&plan.cluster.name, findings)
-        .map_err(Failure::LintRefused)?
+        .map_err(Failure::Refused)?
         .into_iter()
         .map(|message| Event::Warning { message })
         .collect();
@@ -90,23 +90,19 @@ fn flux_preflight(plan: &Plan) -> Result<(Event, Vec<String>), Error> {
     // release, and its adoption upgrade then changes the values named (a
     // warning here; `check` fails on it). Once adopted, bootstrap no longer
     // touches the release at all.
-    let blocking: Vec<&crate::flux::Finding> = crate::gate::blocking(plan, findings)
+    let blocking: Vec<crate::finding::Finding> = crate::gate::blocking(findings)
         .filter(|f| f.code != crate::flux::findings::HANDOVER_DRIFT)
+        .cloned()
         .collect();
     if !blocking.is_empty() {
-        return Err(Failure::FluxRefused {
+        return Err(Failure::Refused(crate::finding::Refusal {
             cluster: cluster.clone(),
-            root: flux.root.clone(),
-            entrypoint: flux.entrypoint.clone(),
-            text: blocking
-                .iter()
-                .map(|f| crate::gate::render_finding(plan, f))
-                .collect(),
-            findings: blocking
-                .iter()
-                .filter_map(|f| serde_json::to_value(f).ok())
-                .collect(),
-        }
+            of: crate::finding::Refused::Tree {
+                root: flux.root.clone(),
+                entrypoint: flux.entrypoint.clone(),
+            },
+            blocking,
+        })
         .into());
     }
     let scan = &scanned.scan;

@@ -57,6 +57,8 @@ impl Walker {
                         "{file} uses {}, which this scan does not model, and `kubectl kustomize` could not build it ({why}); see the warnings about it",
                         used.join(", ")
                     ),
+                    written: None,
+                    ignored: false,
                 });
                 return None;
             }
@@ -91,6 +93,8 @@ impl Walker {
                 used.join(", "),
                 crate::plural::count(objects.len(), "object")
             ),
+            written: None,
+            ignored: false,
         });
         Some(objects)
     }

@@ -46,7 +46,7 @@ use serde_json::{Value, json};
 
 use super::artifact::Artifact;
 use super::findings::{Finding, NOT_MODELLED, PATH_NOT_FOUND, SOURCE_NOT_FOLLOWED, Severity};
-use super::object::{Object, ObjectRef};
+use super::object::{GitObject, Object};
 use super::resourceset;
 
 pub use delegate::DELEGATED_FIELDS;
@@ -383,7 +383,7 @@ impl Walker {
     fn warn(
         &mut self,
         code: &'static str,
-        object: Option<ObjectRef>,
+        object: Option<GitObject>,
         chain: &[String],
         message: String,
     ) {
@@ -394,6 +394,8 @@ impl Walker {
             object,
             chain: chain.to_vec(),
             message,
+            written: None,
+            ignored: false,
         });
     }
 
@@ -474,6 +476,8 @@ impl Walker {
                     ns_display(root_source.1.as_deref()),
                     root_source.0,
                 ),
+                written: None,
+                ignored: false,
             });
             return;
         }
@@ -647,6 +651,8 @@ impl Walker {
                     ns_display(ks.namespace.as_deref()),
                     ks.name
                 ),
+                written: None,
+                ignored: false,
             });
             return;
         }

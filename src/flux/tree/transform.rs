@@ -254,6 +254,8 @@ impl Walker {
                             object: Some(obj.reference()),
                             chain: chain.to_vec(),
                             message,
+                            written: None,
+                            ignored: false,
                         });
                     }
                     // kustomize applies a JSON patch to the object's JSON and
