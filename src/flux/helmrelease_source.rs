@@ -313,6 +313,7 @@ mod tests {
             previous_ids: vec![],
             applier: None,
             quoted: Default::default(),
+            bare_nulls: Default::default(),
         }
     }
 

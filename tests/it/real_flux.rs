@@ -923,6 +923,7 @@ fn fleet_expanded(file: &Path) -> (Vec<Value>, Vec<Value>) {
         previous_ids: Vec::new(),
         applier: None,
         quoted: Default::default(),
+        bare_nulls: Default::default(),
     };
     let fleet = documents(file);
     let outer = resourceset::expand(&object(&fleet[0]), &[]);
