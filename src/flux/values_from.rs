@@ -100,7 +100,7 @@ pub enum ValuesError {
         label: String,
         file: String,
         #[source]
-        error: Box<serde_saphyr::Error>,
+        error: super::kyaml::KyamlError,
     },
     #[error("{label} ({file}) is not a YAML map")]
     NotAMap { label: String, file: String },
@@ -273,18 +273,15 @@ fn overlay(merged: &Value, wanted: &Value, at: &str) -> Result<Option<Value>, Va
     }
 }
 
-/// A values file's text as helm reads it (`common.ReadValues`): empty is
-/// no values, anything but a map an error.
+/// A values file's text as helm reads it (`common.ReadValues`, YAML 1.1:
+/// [`super::kyaml::values_file`]): empty is no values, anything but a map
+/// an error.
 fn values_file(text: &str, label: &str, file: &str) -> Result<Map<String, Value>, ValuesError> {
-    let parsed: Value = if text.trim().is_empty() {
-        Value::Null
-    } else {
-        serde_saphyr::from_str(text).map_err(|error| ValuesError::NotYaml {
-            label: label.into(),
-            file: file.into(),
-            error: Box::new(error),
-        })?
-    };
+    let parsed = super::kyaml::values_file(text).map_err(|error| ValuesError::NotYaml {
+        label: label.into(),
+        file: file.into(),
+        error,
+    })?;
     match parsed {
         Value::Null => Ok(Map::new()),
         Value::Object(map) => Ok(map),
@@ -499,6 +496,18 @@ mod tests {
         assert_eq!(
             v(json!({"l": ["x", "y"]}), &[("l: [p]\n", ""), ("q", "l[1]")]),
             json!({"l": ["x", "q"]})
+        );
+    }
+
+    #[test]
+    fn a_values_file_is_read_as_helm_reads_it() {
+        // fluxcd/pkg chartutil v1.27.2 with helm v4.2.4's ReadValues gives
+        // exactly this JSON for the same text.
+        let text = "a: yes\nb: 0644\nc: 2024-01-01\nd: 1e3\ne: on\nf: 0x1F\ng: 1_000\nh: ~\ni: 12:30\nj: 0o14\nk: y\n";
+        assert_eq!(
+            composed(json!({}), &[(text, "")]).unwrap(),
+            json!({"a": true, "b": 420, "c": "2024-01-01", "d": 1000, "e": true, "f": 31,
+                "g": 1000, "h": null, "i": "12:30", "j": 12, "k": true})
         );
     }
 
