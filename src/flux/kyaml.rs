@@ -106,7 +106,17 @@ fn documents(text: &str, dialect: Dialect) -> Result<Vec<Value>, KyamlError> {
             Event::Scalar(text, style, anchor, tag) => {
                 // A key is text as written: kustomize's map keys are strings.
                 if let Some(Open::Map(_, _, key @ None, _)) = stack.last_mut() {
-                    *key = Some(text.into_owned());
+                    *key = Some(match dialect {
+                        Dialect::V3 => text.into_owned(),
+                        Dialect::V2 if style != ScalarStyle::Plain || tag.is_some() => {
+                            text.into_owned()
+                        }
+                        Dialect::V2 => key_v2(&text).map_err(|NotJson(text)| {
+                            KyamlError::NotJson(format!(
+                                "line {line}: the key `{text}` is null, which helm cannot read as a values key"
+                            ))
+                        })?,
+                    });
                     continue;
                 }
                 let value = scalar(&text, style, tag.as_deref(), dialect).map_err(|NotJson(text)| {
@@ -205,6 +215,42 @@ fn scalar(
         Dialect::V3 => plain(text),
         Dialect::V2 => plain_v2(text),
     }
+}
+
+/// A plain map key as go-yaml v2 resolves it, made text as
+/// `sigs.k8s.io/yaml` makes it (`convertToJSONableObject`): `on`, `yes`,
+/// `y` are `true`; an integer in decimal; a float as Go's
+/// `FormatFloat(f, 'g', -1, 32)`; a null key fails.
+fn key_v2(text: &str) -> Result<String, NotJson> {
+    match varsub::reread(text) {
+        None => Ok(text.to_string()),
+        Some(Value::String(s)) => Ok(s),
+        Some(Value::Bool(b)) => Ok(b.to_string()),
+        Some(Value::Number(n)) if !n.is_f64() => Ok(n.to_string()),
+        Some(Value::Number(n)) => Ok(go_float32_g(n.as_f64().unwrap_or_default())),
+        Some(_) => Err(NotJson(text.to_string())),
+    }
+}
+
+/// Go's `strconv.FormatFloat(f, 'g', -1, 32)`: the shortest digits of the
+/// float32, in `%e` form (`1e+06`) when the exponent is below -4 or at
+/// least 6 (the shortest form's precision), else in `%f` form.
+fn go_float32_g(f: f64) -> String {
+    let f = f as f32;
+    if f.is_infinite() {
+        return if f > 0.0 { ".inf" } else { "-.inf" }.into();
+    }
+    if f.is_nan() {
+        return ".nan".into();
+    }
+    let scientific = format!("{f:e}");
+    let (mantissa, exponent) = scientific.split_once('e').unwrap_or((&scientific, "0"));
+    let exponent: i32 = exponent.parse().unwrap_or(0);
+    if (-4..6).contains(&exponent) {
+        return format!("{f}");
+    }
+    let sign = if exponent < 0 { '-' } else { '+' };
+    format!("{mantissa}e{sign}{:02}", exponent.abs())
 }
 
 /// A plain scalar as go-yaml v2 resolves it ([`varsub::reread`]), then as

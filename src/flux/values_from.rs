@@ -512,6 +512,18 @@ mod tests {
     }
 
     #[test]
+    fn a_values_file_key_is_resolved_as_helm_resolves_it() {
+        // As fluxcd/pkg chartutil v1.27.2 with helm v4.2.4 (sigs.k8s.io/yaml
+        // v1.6.0) composes it.
+        let text = "on: 1\nyes: 2\nn: 3\n1e3: 4\n1.5: 5\n1e7: 6\n0x10: 7\n0.00001: 8\n\"on\": 9\n2024-01-01: 10\n1_0: 11\n";
+        assert_eq!(
+            composed(json!({}), &[(text, "")]).unwrap(),
+            json!({"1.5": 5, "10": 11, "1000": 4, "16": 7, "1e+07": 6, "1e-05": 8,
+                "2024-01-01": 10, "false": 3, "on": 9, "true": 2})
+        );
+    }
+
+    #[test]
     fn a_target_path_helm_refuses_names_the_entry() {
         let err = composed(
             json!({}),
