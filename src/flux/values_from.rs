@@ -85,7 +85,7 @@ pub enum ValuesError {
     /// `release`: the HelmRelease and its file; `entry`: the `valuesFrom`
     /// entry, `index` its place in the list.
     #[error(
-        "`spec.valuesFrom[{index}]` of {release} ({entry}) fails in helm-controller, which then installs nothing (ValuesError): helm's `--set` parser reads `targetPath: {path}` with the text as `{path}=TEXT`: {source}; escape a `,` in the text as `\\,`, quote the whole text, or set `literal: true`"
+        "`spec.valuesFrom[{index}]` of {release} ({entry}) fails in helm-controller, which then installs nothing (ValuesError): helm's `--set` parser reads `targetPath: {path}` with the text as `{path}=TEXT`: {source}; escape a `,` in the text as `\\,`, or set `literal: true` (quotes around the text do not keep its commas)"
     )]
     TargetPath {
         release: String,
