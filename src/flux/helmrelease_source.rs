@@ -11,18 +11,14 @@
 //!   to an OCIRepository (`spec.url`, `spec.ref.tag`); fluxcd/helm-controller
 //!   `api/v2/helmrelease_types.go` (`HelmChartTemplateSpec`, `CrossNamespaceSourceReference`).
 //!   A source's namespace defaults to the HelmRelease's.
-//! - The values: fluxcd/pkg `chartutil/values.go` `ChartValuesFromReferences`:
-//!   each `valuesFrom` entry in order (ConfigMap/Secret in the HelmRelease's
-//!   namespace, key `valuesKey` default `values.yaml`; `optional` ones that
-//!   are missing are skipped) merged over the previous ones, or with
-//!   `targetPath` set at that path (spec.values merged in first, as the
-//!   controller does); `spec.values` merged last. Maps merge key by key,
-//!   everything else is replaced (`MergeMaps`).
+//! - The values: [`super::values_from`] (fluxcd/pkg `chartutil/values.go`
+//!   `ChartValuesFromReferences`).
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use super::helmrelease::{HelmReleaseIdentity, identity};
 use super::object::{GitObject, Object};
+pub use super::values_from::{Layer, Unreadable, Unresolved, ValuesError};
 
 /// Where a HelmRelease's chart comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -48,56 +44,6 @@ impl OriginChart {
             ChartLocation::Oci(url) => url.rsplit('/').next().unwrap_or(url).to_string(),
         }
     }
-}
-
-/// One source of a HelmRelease's values, in merge order.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Layer {
-    /// `HelmRelease kube-system/cilium spec.values`, `ConfigMap kube-system/x key values.yaml`.
-    pub label: String,
-    /// The file it is written in, relative to `flux.root` (`None`: not in git).
-    pub file: Option<String>,
-    pub values: Value,
-}
-
-/// A `valuesFrom` entry whose object is not in the GitOps tree (created in
-/// the cluster, e.g. by external-secrets) or cannot be read (SOPS).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Unresolved {
-    /// `Secret kube-system/cilium-values`.
-    pub what: String,
-    pub why: Unreadable,
-    /// Its `targetPath`: the one path whose value it sets; `None`: it is
-    /// merged at the top, so any value `spec.values` does not set may be
-    /// its.
-    pub target_path: Option<String>,
-}
-
-impl Unresolved {
-    /// Whether the value at the dotted `path` may come from this source
-    /// (so that what the HelmRelease's known values say there is not the
-    /// whole story).
-    pub fn may_set(&self, path: &str, known: &Value) -> bool {
-        match &self.target_path {
-            Some(target) => {
-                path == target
-                    || path.starts_with(&format!("{target}."))
-                    || target.starts_with(&format!("{path}."))
-            }
-            None => !crate::values::sets(known, path),
-        }
-    }
-}
-
-/// Why the values of a `valuesFrom` entry cannot be read offline.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub enum Unreadable {
-    #[error("it is not in the GitOps tree (created in the cluster, e.g. by external-secrets)")]
-    NotInTree,
-    #[error("it is SOPS-encrypted")]
-    SopsEncrypted,
-    #[error("its data is not base64")]
-    NotBase64,
 }
 
 /// Why a HelmRelease cannot be found, or what it installs cannot be
@@ -126,32 +72,8 @@ pub enum OriginError {
         reference: String,
         names: Vec<String>,
     },
-    #[error("`spec.values` is not a map")]
-    SpecValuesNotAMap,
-    #[error("`spec.valuesFrom` names {what}: only ConfigMap and Secret exist")]
-    ValuesFromKind { what: String },
-    #[error("`spec.valuesFrom` names key `{key}` of {what} ({file}), which has no such key")]
-    NoSuchKey {
-        key: String,
-        what: String,
-        file: String,
-    },
-    #[error("`targetPath: {path}` of {what}: {source}")]
-    TargetPath {
-        path: String,
-        what: String,
-        #[source]
-        source: ListIndex,
-    },
-    #[error("{label} ({file}) is not YAML: {error}")]
-    NotYaml {
-        label: String,
-        file: String,
-        #[source]
-        error: Box<serde_saphyr::Error>,
-    },
-    #[error("{label} ({file}) is not a YAML map")]
-    NotAMap { label: String, file: String },
+    #[error(transparent)]
+    Values(#[from] ValuesError),
     #[error(
         "its chart source {kind} {}/{name} is not reached from `flux.entrypoint`",
         .namespace.as_deref().unwrap_or("-")
@@ -193,11 +115,6 @@ pub enum OriginError {
     )]
     NoTag { name: String, file: String },
 }
-
-/// A `targetPath` with a list index, which this resolution does not model.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error("list indexes are not supported")]
-pub struct ListIndex;
 
 /// What a HelmRelease installs, as helm-controller would resolve it.
 #[derive(Debug, Clone)]
@@ -272,165 +189,15 @@ pub fn resolve(release: &Object, objects: &[Object]) -> Result<Origin, OriginErr
     let spec = release.body.get("spec").cloned().unwrap_or_default();
     let namespace = release.namespace.as_deref();
     let chart = chart(release, &spec, objects)?;
-    let mut layers = Vec::new();
-    let mut unresolved = Vec::new();
-    let spec_values = match spec.get("values") {
-        None | Some(Value::Null) => Value::Object(Map::new()),
-        Some(v @ Value::Object(_)) => v.clone(),
-        Some(_) => return Err(OriginError::SpecValuesNotAMap),
-    };
-    let mut result = Value::Object(Map::new());
-    for entry in spec
-        .get("valuesFrom")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
-        match values_from(entry, namespace, objects, &spec_values, &mut result)? {
-            ValuesFrom::Layer(layer) => layers.push(layer),
-            ValuesFrom::Unresolved(missing) => unresolved.push(missing),
-            ValuesFrom::Skipped => {}
-        }
-    }
-    crate::values::merge(&mut result, spec_values.clone());
-    layers.push(Layer {
-        label: format!(
-            "HelmRelease {}/{} spec.values",
-            namespace.unwrap_or("-"),
-            release.name
-        ),
-        file: Some(release.file.clone()),
-        values: spec_values,
-    });
+    let composed = super::values_from::compose(release, &spec, objects)?;
     Ok(Origin {
         object: release.reference(),
         identity: identity(&release.name, namespace, &spec),
         chart,
-        layers,
-        values: result,
-        unresolved,
+        layers: composed.layers,
+        values: composed.values,
+        unresolved: composed.unresolved,
     })
-}
-
-/// What one `spec.valuesFrom` entry gives.
-enum ValuesFrom {
-    Layer(Layer),
-    /// Its object is not in git, or cannot be read offline.
-    Unresolved(Unresolved),
-    /// `optional` and absent.
-    Skipped,
-}
-
-/// One `spec.valuesFrom` entry, merged into `merged` (the values so far):
-/// over it, or at its `targetPath` (then `spec.values` is merged in first,
-/// as helm-controller does).
-fn values_from(
-    entry: &Value,
-    namespace: Option<&str>,
-    objects: &[Object],
-    spec_values: &Value,
-    merged: &mut Value,
-) -> Result<ValuesFrom, OriginError> {
-    let kind = entry.get("kind").and_then(Value::as_str).unwrap_or("");
-    let name = entry.get("name").and_then(Value::as_str).unwrap_or("");
-    let key = entry
-        .get("valuesKey")
-        .and_then(Value::as_str)
-        .filter(|k| !k.is_empty())
-        .unwrap_or("values.yaml");
-    let optional = entry.get("optional").and_then(Value::as_bool) == Some(true);
-    // A missing `optional` source is skipped; any other is unresolved.
-    let skip_or = |unresolved| {
-        if optional {
-            ValuesFrom::Skipped
-        } else {
-            ValuesFrom::Unresolved(unresolved)
-        }
-    };
-    let target_path = entry
-        .get("targetPath")
-        .and_then(Value::as_str)
-        .filter(|p| !p.is_empty());
-    let literal = entry.get("literal").and_then(Value::as_bool) == Some(true);
-    let what = format!("{kind} {}/{name}", namespace.unwrap_or("-"));
-    if kind != "ConfigMap" && kind != "Secret" {
-        return Err(OriginError::ValuesFromKind { what });
-    }
-    let source = objects.iter().find(|o| {
-        o.kind == kind
-            && o.group().is_empty()
-            && o.name == name
-            && o.namespace.as_deref() == namespace
-    });
-    let unresolved = |what, why| Unresolved {
-        what,
-        why,
-        target_path: target_path.map(String::from),
-    };
-    let Some(source) = source else {
-        return Ok(skip_or(unresolved(what, Unreadable::NotInTree)));
-    };
-    let data = match data(source, key) {
-        Ok(Some(data)) => data,
-        Ok(None) if optional => return Ok(ValuesFrom::Skipped),
-        Ok(None) => {
-            return Err(OriginError::NoSuchKey {
-                key: key.into(),
-                what,
-                file: source.file.clone(),
-            });
-        }
-        Err(why) => return Ok(skip_or(unresolved(what, why))),
-    };
-    let label = format!("{what} key {key}");
-    let layer = if let Some(path) = target_path {
-        crate::values::merge(merged, spec_values.clone());
-        let value = if literal {
-            Value::String(data)
-        } else {
-            set_value(&data)
-        };
-        let mut layer = Value::Object(Map::new());
-        let at = |source| OriginError::TargetPath {
-            path: path.into(),
-            what: what.clone(),
-            source,
-        };
-        set_path(&mut layer, path, value.clone()).map_err(at)?;
-        set_path(merged, path, value).map_err(at)?;
-        Layer {
-            label: format!("{label} at {path}"),
-            file: Some(source.file.clone()),
-            values: layer,
-        }
-    } else {
-        let parsed: Value = if data.trim().is_empty() {
-            Value::Object(Map::new())
-        } else {
-            serde_saphyr::from_str(&data).map_err(|error| OriginError::NotYaml {
-                label: label.clone(),
-                file: source.file.clone(),
-                error: Box::new(error),
-            })?
-        };
-        let parsed = match parsed {
-            Value::Null => Value::Object(Map::new()),
-            v @ Value::Object(_) => v,
-            _ => {
-                return Err(OriginError::NotAMap {
-                    label,
-                    file: source.file.clone(),
-                });
-            }
-        };
-        crate::values::merge(merged, parsed.clone());
-        Layer {
-            label,
-            file: Some(source.file.clone()),
-            values: parsed,
-        }
-    };
-    Ok(ValuesFrom::Layer(layer))
 }
 
 fn chart(release: &Object, spec: &Value, objects: &[Object]) -> Result<OriginChart, OriginError> {
@@ -525,86 +292,6 @@ fn chart(release: &Object, spec: &Value, objects: &[Object]) -> Result<OriginCha
     })
 }
 
-/// `key` of a ConfigMap or Secret as written in git: `data` (base64 for a
-/// Secret), a Secret's `stringData`, or a configMapGenerator's output.
-fn data(source: &Object, key: &str) -> Result<Option<String>, Unreadable> {
-    if source.body.get("sops").is_some() {
-        return Err(Unreadable::SopsEncrypted);
-    }
-    if source.kind == "Secret"
-        && let Some(v) = source.body.pointer(&format!("/stringData/{}", escape(key)))
-    {
-        return Ok(Some(text(v)));
-    }
-    let Some(v) = source.body.pointer(&format!("/data/{}", escape(key))) else {
-        return Ok(None);
-    };
-    if source.kind == "Secret" {
-        super::object::decode_base64(&text(v))
-            .map(Some)
-            .ok_or(Unreadable::NotBase64)
-    } else {
-        Ok(Some(text(v)))
-    }
-}
-
-fn text(v: &Value) -> String {
-    v.as_str().map_or_else(|| v.to_string(), str::to_string)
-}
-
-fn escape(key: &str) -> String {
-    key.replace('~', "~0").replace('/', "~1")
-}
-
-/// A `targetPath` value as `helm --set` types it (fluxcd/pkg
-/// `ReplacePathValue`: strvals): `true`/`false`, integers, `null`; quoted
-/// text stays a string without its quotes.
-fn set_value(text: &str) -> Value {
-    let quoted = |q: char| text.len() >= 2 && text.starts_with(q) && text.ends_with(q);
-    if quoted('"') || quoted('\'') {
-        return Value::String(text[1..text.len() - 1].to_string());
-    }
-    match text {
-        "true" => Value::Bool(true),
-        "false" => Value::Bool(false),
-        "null" => Value::Null,
-        _ => text
-            .parse::<i64>()
-            .map(Value::from)
-            .unwrap_or_else(|_| Value::String(text.to_string())),
-    }
-}
-
-/// Sets `value` at a dotted path (`\.` escapes a dot), creating maps.
-fn set_path(root: &mut Value, path: &str, value: Value) -> Result<(), ListIndex> {
-    let mut parts = Vec::new();
-    let mut current = String::new();
-    let mut chars = path.chars();
-    while let Some(c) = chars.next() {
-        match c {
-            '\\' => current.extend(chars.next()),
-            '.' => parts.push(std::mem::take(&mut current)),
-            '[' | ']' => return Err(ListIndex),
-            c => current.push(c),
-        }
-    }
-    parts.push(current);
-    let mut at = root;
-    let last = parts.len() - 1;
-    for (i, part) in parts.into_iter().enumerate() {
-        if !at.is_object() {
-            *at = Value::Object(Map::new());
-        }
-        let map = at.as_object_mut().expect("made a map above");
-        if i == last {
-            map.insert(part, value);
-            return Ok(());
-        }
-        at = map.entry(part).or_insert_with(|| Value::Object(Map::new()));
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -626,6 +313,7 @@ mod tests {
             previous_ids: vec![],
             applier: None,
             quoted: Default::default(),
+            bare_nulls: Default::default(),
         }
     }
 
@@ -768,18 +456,6 @@ mod tests {
                 target_path: None,
             }]
         );
-    }
-
-    #[test]
-    fn target_path_values_are_typed_like_helm_set() {
-        assert_eq!(set_value("true"), json!(true));
-        assert_eq!(set_value("42"), json!(42));
-        assert_eq!(set_value("\"42\""), json!("42"));
-        assert_eq!(set_value("x.y"), json!("x.y"));
-        let mut v = json!({});
-        set_path(&mut v, "a\\.b.c", json!(1)).unwrap();
-        assert_eq!(v, json!({"a.b": {"c": 1}}));
-        assert!(set_path(&mut v, "a[0]", json!(1)).is_err());
     }
 
     #[test]

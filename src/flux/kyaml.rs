@@ -38,9 +38,35 @@ enum Open {
     Seq(Vec<Value>, usize),
 }
 
+/// Which go-yaml reads the text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Dialect {
+    /// kustomize's kyaml: go-yaml v3.
+    V3,
+    /// `sigs.k8s.io/yaml` (go-yaml v2, YAML 1.1), as helm's
+    /// `common.ReadValues` reads a values file.
+    V2,
+}
+
 /// The documents of `text`, each as the JSON Flux applies (an empty
 /// document is `null`).
 pub fn from_multiple(text: &str) -> Result<Vec<Value>, KyamlError> {
+    documents(text, Dialect::V3)
+}
+
+/// A values file as helm reads it (`common.ReadValues`, `sigs.k8s.io/yaml`
+/// on go-yaml v2), as JSON: YAML 1.1's booleans (`yes`, `on`, `y`, …),
+/// integers as go-yaml v2 resolves them (`0644` is 420, `0x1F`, `1_000`), a
+/// date stays text, a float without a fraction is an integer (as the JSON
+/// helm stores); a key written twice takes its last value.
+pub fn values_file(text: &str) -> Result<Value, KyamlError> {
+    Ok(documents(text, Dialect::V2)?
+        .into_iter()
+        .next()
+        .unwrap_or(Value::Null))
+}
+
+fn documents(text: &str, dialect: Dialect) -> Result<Vec<Value>, KyamlError> {
     let mut docs = Vec::new();
     let mut stack: Vec<Open> = Vec::new();
     let mut anchors: std::collections::HashMap<usize, Value> = Default::default();
@@ -80,10 +106,20 @@ pub fn from_multiple(text: &str) -> Result<Vec<Value>, KyamlError> {
             Event::Scalar(text, style, anchor, tag) => {
                 // A key is text as written: kustomize's map keys are strings.
                 if let Some(Open::Map(_, _, key @ None, _)) = stack.last_mut() {
-                    *key = Some(text.into_owned());
+                    *key = Some(match dialect {
+                        Dialect::V3 => text.into_owned(),
+                        Dialect::V2 if style != ScalarStyle::Plain || tag.is_some() => {
+                            text.into_owned()
+                        }
+                        Dialect::V2 => key_v2(&text).map_err(|NotJson(text)| {
+                            KyamlError::NotJson(format!(
+                                "line {line}: the key `{text}` is null, which helm cannot read as a values key"
+                            ))
+                        })?,
+                    });
                     continue;
                 }
-                let value = scalar(&text, style, tag.as_deref()).map_err(|NotJson(text)| {
+                let value = scalar(&text, style, tag.as_deref(), dialect).map_err(|NotJson(text)| {
                     KyamlError::NotJson(format!(
                         "line {line}: `{text}` is a float JSON cannot carry, so kustomize cannot build this document"
                     ))
@@ -95,14 +131,19 @@ pub fn from_multiple(text: &str) -> Result<Vec<Value>, KyamlError> {
             }
             _ => continue,
         };
-        place(&mut stack, &mut root, node)?;
+        place(&mut stack, &mut root, node, dialect)?;
     }
     Ok(docs)
 }
 
 /// Puts a finished node into the collection that holds it (or makes it the
 /// document).
-fn place(stack: &mut [Open], root: &mut Option<Value>, node: Value) -> Result<(), KyamlError> {
+fn place(
+    stack: &mut [Open],
+    root: &mut Option<Value>,
+    node: Value,
+    dialect: Dialect,
+) -> Result<(), KyamlError> {
     match stack.last_mut() {
         None => *root = Some(node),
         Some(Open::Seq(seq, _)) => seq.push(node),
@@ -116,7 +157,7 @@ fn place(stack: &mut [Open], root: &mut Option<Value>, node: Value) -> Result<()
             let key = key.take().unwrap_or_default();
             if key == "<<" {
                 merge(map, merged, node);
-            } else if map.contains_key(&key) && !merged.contains(&key) {
+            } else if map.contains_key(&key) && !merged.contains(&key) && dialect == Dialect::V3 {
                 // go-yaml refuses a key written twice (one a merge brought
                 // may be written over).
                 return Err(KyamlError::Syntax(format!(
@@ -153,7 +194,12 @@ fn merge(map: &mut Map<String, Value>, merged: &mut Vec<String>, node: Value) {
 
 /// One scalar as go-yaml v3 resolves it: quoted and block scalars are
 /// text; a plain one by its form, or by its core-schema tag.
-fn scalar(text: &str, style: ScalarStyle, tag: Option<&Tag>) -> Result<Value, NotJson> {
+fn scalar(
+    text: &str,
+    style: ScalarStyle,
+    tag: Option<&Tag>,
+    dialect: Dialect,
+) -> Result<Value, NotJson> {
     let tag = tag
         .filter(|t| t.is_yaml_core_schema())
         .map(|t| t.suffix().to_string());
@@ -165,7 +211,78 @@ fn scalar(text: &str, style: ScalarStyle, tag: Option<&Tag>) -> Result<Value, No
     if style != ScalarStyle::Plain && tag.is_none() {
         return Ok(Value::String(text.to_string()));
     }
-    plain(text)
+    match dialect {
+        Dialect::V3 => plain(text),
+        Dialect::V2 => plain_v2(text),
+    }
+}
+
+/// A plain map key as go-yaml v2 resolves it, made text as
+/// `sigs.k8s.io/yaml` makes it (`convertToJSONableObject`): `on`, `yes`,
+/// `y` are `true`; an integer in decimal; a float as Go's
+/// `FormatFloat(f, 'g', -1, 32)`; a null key fails.
+fn key_v2(text: &str) -> Result<String, NotJson> {
+    match varsub::reread(text) {
+        None => Ok(text.to_string()),
+        Some(Value::String(s)) => Ok(s),
+        Some(Value::Bool(b)) => Ok(b.to_string()),
+        Some(Value::Number(n)) if !n.is_f64() => Ok(n.to_string()),
+        Some(Value::Number(n)) => Ok(go_float32_g(n.as_f64().unwrap_or_default())),
+        Some(_) => Err(NotJson(text.to_string())),
+    }
+}
+
+/// Go's `strconv.FormatFloat(f, 'g', -1, 32)`: the shortest digits of the
+/// float32, in `%e` form (`1e+06`) when the exponent is below -4 or at
+/// least 6 (the shortest form's precision), else in `%f` form.
+fn go_float32_g(f: f64) -> String {
+    let f = f as f32;
+    if f.is_infinite() {
+        return if f > 0.0 { ".inf" } else { "-.inf" }.into();
+    }
+    if f.is_nan() {
+        return ".nan".into();
+    }
+    let scientific = format!("{f:e}");
+    let (mantissa, exponent) = scientific.split_once('e').unwrap_or((&scientific, "0"));
+    let exponent: i32 = exponent.parse().unwrap_or(0);
+    if (-4..6).contains(&exponent) {
+        return format!("{f}");
+    }
+    let sign = if exponent < 0 { '-' } else { '+' };
+    format!("{mantissa}e{sign}{:02}", exponent.abs())
+}
+
+/// A plain scalar as go-yaml v2 resolves it ([`varsub::reread`]), then as
+/// JSON (`.inf` and `.nan` have no JSON form: `sigs.k8s.io/yaml` fails).
+fn plain_v2(text: &str) -> Result<Value, NotJson> {
+    match varsub::reread(text) {
+        Some(Value::String(s))
+            if matches!(
+                s.as_str(),
+                ".inf"
+                    | ".Inf"
+                    | ".INF"
+                    | "+.inf"
+                    | "+.Inf"
+                    | "+.INF"
+                    | "-.inf"
+                    | "-.Inf"
+                    | "-.INF"
+                    | ".nan"
+                    | ".NaN"
+                    | ".NAN"
+            ) =>
+        {
+            Err(NotJson(text.to_string()))
+        }
+        Some(Value::Number(n)) => Ok(n
+            .as_f64()
+            .filter(|_| n.is_f64())
+            .map_or(Value::Number(n), json_number)),
+        Some(v) => Ok(v),
+        None => Ok(Value::String(text.to_string())),
+    }
 }
 
 /// A plain scalar: go-yaml v3's `resolve` for a value decoded into an

@@ -50,7 +50,9 @@ pub mod kyaml;
 pub mod object;
 pub mod policy;
 pub mod resourceset;
+pub mod strvals;
 pub mod tree;
+pub mod values_from;
 pub mod varsub;
 pub mod yaml_style;
 

@@ -29,6 +29,10 @@ pub struct Object {
     /// ([`super::yaml_style`]): where a strategic-merge patch writes a
     /// string.
     pub quoted: BTreeSet<String>,
+    /// The JSON pointers of the nulls written as nothing (`key:`,
+    /// [`super::yaml_style::Styles`]): a strategic-merge patch on the object
+    /// drops them.
+    pub bare_nulls: BTreeSet<String>,
 }
 
 impl Object {

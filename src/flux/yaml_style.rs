@@ -17,33 +17,77 @@ enum Open {
     Seq(usize),
 }
 
+/// The scalars of one document whose style kustomize keeps, as JSON
+/// pointers (map values and sequence items).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Styles {
+    /// Written quoted or as blocks.
+    pub quoted: BTreeSet<String>,
+    /// Nulls written as nothing (`key:`), which kyaml's strategic merge
+    /// drops (see [`crate::flux::kustomize::strategic_merge_styled`]); a
+    /// null written `null` or `~` is kept.
+    pub bare_nulls: BTreeSet<String>,
+}
+
+impl Styles {
+    /// The styles of the item at `prefix` (a pointer) of the document.
+    pub fn under(&self, prefix: &str) -> Styles {
+        let under = |set: &BTreeSet<String>| {
+            set.iter()
+                .filter_map(|p| p.strip_prefix(prefix))
+                .filter(|p| p.starts_with('/'))
+                .map(str::to_string)
+                .collect()
+        };
+        Styles {
+            quoted: under(&self.quoted),
+            bare_nulls: under(&self.bare_nulls),
+        }
+    }
+}
+
 /// The quoted or block scalars of each document of `text` (map values and
 /// sequence items, as JSON pointers), in document order; empty where the
 /// text does not parse.
 pub fn quoted_scalars(text: &str) -> Vec<BTreeSet<String>> {
+    styles(text).into_iter().map(|s| s.quoted).collect()
+}
+
+/// The [`Styles`] of each document of `text`, in document order; empty
+/// where the text does not parse.
+pub fn styles(text: &str) -> Vec<Styles> {
     let mut docs = Vec::new();
     let mut stack: Vec<Open> = Vec::new();
     let mut path: Vec<String> = Vec::new();
-    let mut current = BTreeSet::new();
+    let mut current = Styles::default();
     for event in Parser::new_from_str(text) {
-        let Ok((event, _)) = event else {
+        let Ok((event, span)) = event else {
             return Vec::new();
         };
         match event {
             Event::DocumentStart(..) => {
                 stack.clear();
                 path.clear();
-                current = BTreeSet::new();
+                current = Styles::default();
             }
             Event::DocumentEnd => docs.push(std::mem::take(&mut current)),
-            Event::Scalar(value, style, ..) => {
+            Event::Scalar(value, style, _, tag) => {
                 if let Some(Open::Map(key @ None)) = stack.last_mut() {
                     *key = Some(value.into_owned());
                     continue;
                 }
                 enter(&mut stack, &mut path);
-                if style != ScalarStyle::Plain && !stack.is_empty() {
-                    current.insert(pointer(&path));
+                // go-yaml v3: a value written as nothing (this parser gives
+                // it as `~` spanning no text), or only as `!!null`, is a null
+                // node whose value is "".
+                let null_tag = tag
+                    .as_deref()
+                    .is_none_or(|t| t.is_yaml_core_schema() && t.suffix() == "null");
+                let bare_null = style == ScalarStyle::Plain && span.is_empty() && null_tag;
+                if bare_null && !stack.is_empty() {
+                    current.bare_nulls.insert(pointer(&path));
+                } else if style != ScalarStyle::Plain && !stack.is_empty() {
+                    current.quoted.insert(pointer(&path));
                 }
                 leave(&mut stack, &mut path);
             }
@@ -120,5 +164,25 @@ mod tests {
         );
         let want = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<BTreeSet<_>>();
         assert_eq!(docs, [want(&["/a", "/c/d", "/c/e/0", "/h"]), want(&["/k"])]);
+    }
+
+    #[test]
+    fn nulls_written_as_nothing_by_pointer() {
+        let docs = styles(
+            "a:
+b: null
+c: ~
+d:
+  e:
+  f: !!null
+  g: !!str
+h: [1, ]
+i:
+  -
+",
+        );
+        let want = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<BTreeSet<_>>();
+        assert_eq!(docs[0].bare_nulls, want(&["/a", "/d/e", "/d/f", "/i/0"]));
+        assert_eq!(docs[0].quoted, want(&[]));
     }
 }

@@ -47,6 +47,7 @@ fn object(body: &Value) -> Object {
         previous_ids: Vec::new(),
         applier: None,
         quoted: Default::default(),
+        bare_nulls: Default::default(),
     }
 }
 

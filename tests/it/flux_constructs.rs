@@ -503,3 +503,31 @@ fn objects_kustomize_controller_skips_at_apply_are_not_applied() {
         scan.findings
     );
 }
+
+#[test]
+fn a_strategic_merge_patch_drops_the_nulls_written_as_nothing() {
+    let tree = resolve("smp-drops-bare-nulls");
+    let values = |name: &str| {
+        let reference = format!("kube-system/{name}");
+        helmrelease_source::find(&tree.objects, &reference)
+            .unwrap()
+            .body["spec"]["values"]
+            .clone()
+    };
+    let written = json!({
+        "resources": {"limits": null, "requests": null, "other": null},
+        "tolerations": [{"key": null, "operator": "Exists"}],
+        "nodeSelector": null,
+    });
+    assert_eq!(values("untouched"), written);
+    let dropped = json!({
+        "resources": {"requests": null, "other": null},
+        "tolerations": [{"key": null, "operator": "Exists"}],
+        "replicas": 2,
+    });
+    assert_eq!(values("smp"), dropped);
+    assert_eq!(values("flux-patched"), dropped);
+    let mut kept = written.clone();
+    kept["replicas"] = json!(2);
+    assert_eq!(values("json-then-smp"), kept);
+}

@@ -1492,6 +1492,7 @@ fn the_fleet_job_is_accepted_and_completes() {
             previous_ids: Vec::new(),
             applier: None,
             quoted: Default::default(),
+            bare_nulls: Default::default(),
         }
     };
     let fleet = documents("flux-operator/resourceset.yaml");

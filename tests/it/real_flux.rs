@@ -13,7 +13,9 @@
 //!   applies; without the guard the HelmRelease is created, and `status`
 //!   and `apply` refuse;
 //! - the fleet ResourceSet (examples/fleet) rendered by the real
-//!   flux-operator CLI is what the project's own expander makes of it.
+//!   flux-operator CLI is what the project's own expander makes of it;
+//! - `from:` values (from_values): what bootstrap composes from a
+//!   HelmRelease is what the real helm-controller gives helm.
 //!
 //! Reported as ignored unless built with cfg(real_flux) (build.rs: the tools
 //! of `tools/realenv/build`, Flux's included, are linked in
@@ -29,6 +31,8 @@ use serde_json::{Value, json};
 use testkit::builder::{copy_dir, repo_root};
 use testkit::realenv::{self, ChartRepo, ControlPlane};
 use testkit::realflux::{self, Flux, GitServer, ready};
+
+mod from_values;
 
 /// The real charts, used in place (build.rs sets `cfg(shared_charts)` and
 /// their directory where they are).
@@ -926,6 +930,7 @@ fn fleet_expanded(file: &Path) -> (Vec<Value>, Vec<Value>) {
         previous_ids: Vec::new(),
         applier: None,
         quoted: Default::default(),
+        bare_nulls: Default::default(),
     };
     let fleet = documents(file);
     let outer = resourceset::expand(&object(&fleet[0]), &[]);

@@ -481,6 +481,7 @@ mod tests {
             previous_ids: Vec::new(),
             applier: None,
             quoted: Default::default(),
+            bare_nulls: Default::default(),
         }
     }
 

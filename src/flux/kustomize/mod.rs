@@ -322,10 +322,13 @@ pub fn sync(obj: &mut Object) {
 }
 
 /// A strategic-merge patch as kustomize applies it to a kind without a Go
-/// schema (custom resources): maps merge, lists and scalars replace, `null`
-/// deletes. `$patch: delete` at the top deletes the object (returns false).
+/// schema (custom resources), kyaml `merge2` (`kyaml/yaml/merge2/merge2.go`
+/// on the walker of `kyaml/yaml/walk`): maps merge, lists and scalars
+/// replace, a null deletes, and the nulls of a map the patch adds (or
+/// puts with `$patch: replace`) are dropped; `$patch: delete` deletes the
+/// map it is in (at the top: the object, returns false).
 pub fn strategic_merge(body: &mut Value, patch: &Value) -> bool {
-    strategic_merge_styled(body, &BTreeSet::new(), patch)
+    strategic_merge_styled(body, &BTreeSet::new(), &mut BTreeSet::new(), patch)
 }
 
 /// [`strategic_merge`] onto an object whose scalars at `quoted` (JSON
@@ -333,12 +336,52 @@ pub fn strategic_merge(body: &mut Value, patch: &Value) -> bool {
 /// a scalar patched onto one of them keeps that style (kyaml
 /// `FieldSetter`), so kustomize prints it quoted and it is applied as the
 /// string of its text.
-pub fn strategic_merge_styled(body: &mut Value, quoted: &BTreeSet<String>, patch: &Value) -> bool {
+///
+/// The walk visits every field of the object reached through maps, patched
+/// or not, and a null the patch does not set there is kept only when it was
+/// written (`null`, `~`: kyaml `MakePersistentNullNode`); one written as
+/// nothing (at `bare_nulls`, which lose those) is dropped (`FieldSetter`
+/// clears a null field): any patch on the object drops them, so helm sees
+/// the chart's default there, not a null.
+pub fn strategic_merge_styled(
+    body: &mut Value,
+    quoted: &BTreeSet<String>,
+    bare_nulls: &mut BTreeSet<String>,
+    patch: &Value,
+) -> bool {
     if patch.get("$patch").and_then(Value::as_str) == Some("delete") {
         return false;
     }
+    bare_nulls.retain(|pointer| !drop_bare_null(body, pointer));
     merge(body, patch, &mut String::new(), quoted);
     true
+}
+
+/// Removes the null at `pointer` when only maps lead to it (the walk does
+/// not go into lists it does not merge); whether it did.
+fn drop_bare_null(body: &mut Value, pointer: &str) -> bool {
+    let mut steps: Vec<String> = pointer
+        .split('/')
+        .skip(1)
+        .map(|s| s.replace("~1", "/").replace("~0", "~"))
+        .collect();
+    let Some(last) = steps.pop() else {
+        return false;
+    };
+    let mut at = body;
+    for step in &steps {
+        match at.get_mut(step.as_str()) {
+            Some(next @ Value::Object(_)) => at = next,
+            _ => return false,
+        }
+    }
+    match at.as_object_mut() {
+        Some(map) if map.get(&last).is_some_and(Value::is_null) => {
+            map.remove(&last);
+            true
+        }
+        _ => false,
+    }
 }
 
 /// The scalars go-yaml quotes when it prints `body` (kyaml reading an
@@ -381,25 +424,31 @@ fn merge(target: &mut Value, patch: &Value, at: &mut String, quoted: &BTreeSet<S
             if p.get("$patch").and_then(Value::as_str) == Some("replace") {
                 let mut replaced = p.clone();
                 replaced.remove("$patch");
-                *t = replaced;
+                if let Value::Object(fresh) = added(&Value::Object(replaced)) {
+                    *t = fresh;
+                }
                 return;
             }
             for (k, v) in p {
                 if k.starts_with('$') {
                     continue;
                 }
-                if v.is_null() {
-                    t.remove(k);
-                } else if let Some(existing) = t.get_mut(k) {
-                    let len = at.len();
-                    at.push('/');
-                    at.push_str(&k.replace('~', "~0").replace('/', "~1"));
-                    merge(existing, v, at, quoted);
-                    at.truncate(len);
-                } else {
-                    let mut fresh = Value::Object(Map::new());
-                    merge(&mut fresh, v, &mut String::new(), &BTreeSet::new());
-                    t.insert(k.clone(), if v.is_object() { fresh } else { v.clone() });
+                let deletes = v.get("$patch").and_then(Value::as_str) == Some("delete");
+                match t.get_mut(k) {
+                    _ if v.is_null() || deletes => {
+                        t.remove(k);
+                    }
+                    // Onto a map: merged. Onto a null: added as if absent.
+                    Some(existing) if existing.is_object() || !v.is_object() => {
+                        let len = at.len();
+                        at.push('/');
+                        at.push_str(&k.replace('~', "~0").replace('/', "~1"));
+                        merge(existing, v, at, quoted);
+                        at.truncate(len);
+                    }
+                    _ => {
+                        t.insert(k.clone(), added(v));
+                    }
                 }
             }
         }
@@ -411,6 +460,18 @@ fn merge(target: &mut Value, patch: &Value, at: &mut String, quoted: &BTreeSet<S
         }
         (t, p) => *t = p.clone(),
     }
+}
+
+/// A patch's value where the object has none (or a null): its maps without
+/// their nulls and `$patch: delete` entries (kyaml walks the added map as
+/// its own destination).
+fn added(patch: &Value) -> Value {
+    if !patch.is_object() {
+        return patch.clone();
+    }
+    let mut fresh = Value::Object(Map::new());
+    merge(&mut fresh, patch, &mut String::new(), &BTreeSet::new());
+    fresh
 }
 
 /// The namespace transformer (`api/filters/namespace/namespace.go`
@@ -551,5 +612,47 @@ mod tests {
         ));
         assert_eq!(body, json!({"spec": {"b": [3], "c": {"d": 1, "e": 2}}}));
         assert!(!strategic_merge(&mut body, &json!({"$patch": "delete"})));
+    }
+
+    #[test]
+    fn strategic_merge_drops_nulls_as_kyaml_does() {
+        let object = "apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata:\n  name: app\n  annotations:\n\
+            spec:\n  values:\n    resources:\n      limits:\n      requests: ~\n      other: null\n      tagged: !!null\n\
+            \x20   list:\n      - a:\n        b: 1\n    keep:\n    nulled: 1\n    overmap:\n    overscalar:\n\
+            \x20   replaced:\n      x: 1\n";
+        let patch = "spec:\n  values:\n    keep: 1\n    nulled:\n    overmap:\n      a: 1\n      b: null\n      c:\n\
+            \x20     d:\n        e:\n    overscalar: 2\n    added:\n      f: 1\n      g:\n      h: ~\n\
+            \x20     gone:\n        $patch: delete\n    replaced:\n      $patch: replace\n      y: 2\n      z:\n";
+        let mut body = crate::flux::kyaml::from_multiple(object).unwrap().remove(0);
+        let styles = crate::flux::yaml_style::styles(object).remove(0);
+        let mut bare = styles.bare_nulls.clone();
+        let patch = crate::flux::kyaml::from_multiple(patch).unwrap().remove(0);
+        assert!(strategic_merge_styled(
+            &mut body,
+            &styles.quoted,
+            &mut bare,
+            &patch
+        ));
+        // What kustomize v0.21.1's patchstrategicmerge filter makes of them.
+        assert_eq!(
+            body,
+            json!({"apiVersion": "helm.toolkit.fluxcd.io/v2", "kind": "HelmRelease",
+                "metadata": {"name": "app"},
+                "spec": {"values": {"added": {"f": 1}, "keep": 1, "list": [{"a": null, "b": 1}],
+                    "overmap": {"a": 1, "d": {}}, "overscalar": 2, "replaced": {"y": 2},
+                    "resources": {"other": null, "requests": null}}}})
+        );
+        // Only the null inside the list is left written as nothing.
+        assert_eq!(
+            bare.into_iter().collect::<Vec<_>>(),
+            ["/spec/values/list/0/a"]
+        );
+        // Without a patch nothing is dropped.
+        let untouched = crate::flux::kyaml::from_multiple(object).unwrap().remove(0);
+        assert!(
+            untouched
+                .pointer("/spec/values/resources/limits")
+                .is_some_and(Value::is_null)
+        );
     }
 }

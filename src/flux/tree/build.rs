@@ -2,7 +2,7 @@
 //! a directory without one), its resources, generators, components and
 //! transformers, bottom-up.
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
@@ -12,7 +12,7 @@ use crate::flux::findings::{
     BUILD_FAILS, NOT_MODELLED, PATH_NOT_FOUND, REMOTE_RESOURCE_NOT_FOLLOWED, YAML_INVALID,
 };
 use crate::flux::object::Object;
-use crate::flux::yaml_style;
+use crate::flux::yaml_style::{self, Styles};
 
 impl Walker {
     pub(super) fn kustomization_file(&self, dir: &Path) -> Option<PathBuf> {
@@ -324,38 +324,29 @@ impl Walker {
         let mut chain = chain.to_vec();
         chain.push(file.clone());
         let mut out = Vec::new();
-        for (body, quoted) in docs {
+        for (body, styles) in docs {
             // kustomize reads `kind: List` items as objects.
-            let items: Vec<(Value, BTreeSet<String>)> =
-                match body.get("items").and_then(Value::as_array) {
-                    Some(items)
-                        if body
-                            .get("kind")
-                            .and_then(Value::as_str)
-                            .is_some_and(|k| k.ends_with("List")) =>
-                    {
-                        items
-                            .iter()
-                            .enumerate()
-                            .map(|(i, item)| {
-                                let prefix = format!("/items/{i}");
-                                let quoted = quoted
-                                    .iter()
-                                    .filter_map(|p| p.strip_prefix(&prefix))
-                                    .filter(|p| p.starts_with('/'))
-                                    .map(str::to_string)
-                                    .collect();
-                                (item.clone(), quoted)
-                            })
-                            .collect()
-                    }
-                    _ => vec![(body, quoted)],
-                };
-            for (body, quoted) in items {
+            let items: Vec<(Value, Styles)> = match body.get("items").and_then(Value::as_array) {
+                Some(items)
+                    if body
+                        .get("kind")
+                        .and_then(Value::as_str)
+                        .is_some_and(|k| k.ends_with("List")) =>
+                {
+                    items
+                        .iter()
+                        .enumerate()
+                        .map(|(i, item)| (item.clone(), styles.under(&format!("/items/{i}"))))
+                        .collect()
+                }
+                _ => vec![(body, styles)],
+            };
+            for (body, styles) in items {
                 let is_object = body.is_object();
                 match object(body, &file, &chain) {
                     Some(mut obj) => {
-                        obj.quoted = quoted;
+                        obj.quoted = styles.quoted;
+                        obj.bare_nulls = styles.bare_nulls;
                         out.push(obj);
                     }
                     None => {
@@ -380,13 +371,13 @@ impl Walker {
             .map(|docs| docs.into_iter().map(|(doc, _)| doc).collect())
     }
 
-    /// [`Walker::read_documents`], each with its quoted scalars
+    /// [`Walker::read_documents`], each with its scalars' styles
     /// ([`crate::flux::yaml_style`]).
     pub(super) fn read_documents_styled(
         &mut self,
         path: &Path,
         chain: &[String],
-    ) -> Option<Vec<(Value, BTreeSet<String>)>> {
+    ) -> Option<Vec<(Value, Styles)>> {
         let file = self.rel(path);
         let text = match std::fs::read_to_string(path) {
             Ok(text) => text,
@@ -398,9 +389,9 @@ impl Walker {
         // As kustomize reads it, and as it reaches helm-controller as JSON.
         match crate::flux::kyaml::from_multiple(&text) {
             Ok(docs) => {
-                let mut styles = yaml_style::quoted_scalars(&text);
+                let mut styles = yaml_style::styles(&text);
                 if styles.len() != docs.len() {
-                    styles = vec![BTreeSet::new(); docs.len()];
+                    styles = vec![Styles::default(); docs.len()];
                 }
                 Some(
                     docs.into_iter()

@@ -692,6 +692,7 @@ fn object(body: Value, file: &str, chain: &[String]) -> Option<Object> {
         previous_ids: Vec::new(),
         applier: None,
         quoted: Default::default(),
+        bare_nulls: Default::default(),
     })
 }
 

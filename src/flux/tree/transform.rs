@@ -262,6 +262,9 @@ impl Walker {
                     // reads the result back: every scalar gets the style
                     // go-yaml gives it.
                     obj.quoted = kustomize::canonical_quoted(&obj.body);
+                    // ...and a null is printed `null`, which a later
+                    // strategic merge keeps.
+                    obj.bare_nulls.clear();
                     kustomize::sync(obj);
                 }
             }
@@ -284,7 +287,12 @@ impl Walker {
                             map.remove("kind");
                             map.remove("apiVersion");
                         }
-                        if !kustomize::strategic_merge_styled(&mut obj.body, &obj.quoted, &p) {
+                        if !kustomize::strategic_merge_styled(
+                            &mut obj.body,
+                            &obj.quoted,
+                            &mut obj.bare_nulls,
+                            &p,
+                        ) {
                             continue;
                         }
                         kustomize::sync(&mut obj);
@@ -350,7 +358,12 @@ impl Walker {
             meta.remove("namespace");
         }
         let obj = &mut objects[i];
-        if kustomize::strategic_merge_styled(&mut obj.body, &obj.quoted, &patch) {
+        if kustomize::strategic_merge_styled(
+            &mut obj.body,
+            &obj.quoted,
+            &mut obj.bare_nulls,
+            &patch,
+        ) {
             kustomize::sync(&mut objects[i]);
         } else {
             objects.remove(i);
