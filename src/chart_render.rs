@@ -16,14 +16,14 @@ use crate::helm::{Helm, HelmCli, TemplateRequest};
 use crate::release::{Chart, ChartSource, Release, Source};
 
 /// Renders at once at most this many charts (each is a helm process).
-pub const PARALLEL_RENDERS: usize = 4;
+pub(crate) const PARALLEL_RENDERS: usize = 4;
 
 /// How long one render may take before it is given up (helm is stopped).
-pub const RENDER_TIMEOUT: Duration = Duration::from_secs(60);
+pub(crate) const RENDER_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Which render of a release, with which of its values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Phase {
+pub(crate) enum Phase {
     /// What the install renders: the release's values, no CRDs (as
     /// `template --manifests` without `--crds`, but with helm's default API
     /// versions: the CRD phase of the whole cluster is not rendered first).
@@ -35,7 +35,7 @@ pub enum Phase {
 
 /// What came of rendering one release.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Outcome {
+pub(crate) enum Outcome {
     /// The documents helm rendered.
     Rendered(Vec<Value>),
     /// Not rendered, and no failure: why (the chart is not at hand, helm is
@@ -47,7 +47,7 @@ pub enum Outcome {
 
 /// Why a chart cannot be rendered without downloading it, if it cannot.
 /// At hand: a local chart directory (or packaged chart) that exists.
-pub fn at_hand(release: &Release) -> Result<&Chart, NotAtHand> {
+pub(crate) fn at_hand(release: &Release) -> Result<&Chart, NotAtHand> {
     let Source::Chart(chart) = &release.source else {
         return Err(NotAtHand::NoChart);
     };
@@ -60,7 +60,7 @@ pub fn at_hand(release: &Release) -> Result<&Chart, NotAtHand> {
 
 /// Why a release's chart cannot be rendered without downloading it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum NotAtHand {
+pub(crate) enum NotAtHand {
     #[error("a `manifests:` release has no chart")]
     NoChart,
     #[error("the chart {} does not exist", .0.display())]
@@ -73,7 +73,7 @@ pub enum NotAtHand {
 /// [`PARALLEL_RENDERS`] at a time; one [`Outcome`] per request, in order.
 /// helm is asked for its version only when some chart is at hand, so a
 /// config of remote charts (or no helm at all) costs nothing.
-pub async fn render<H: Helm>(helm: &H, requests: &[(&Release, Phase)]) -> Vec<Outcome> {
+pub(crate) async fn render<H: Helm>(helm: &H, requests: &[(&Release, Phase)]) -> Vec<Outcome> {
     let charts: Vec<Result<&Chart, NotAtHand>> = requests.iter().map(|(r, _)| at_hand(r)).collect();
     if charts.iter().all(Result::is_err) {
         return charts
@@ -132,7 +132,7 @@ async fn render_one<H: Helm>(helm: &H, release: &Release, chart: &Chart, phase: 
 /// [`render`] from synchronous code (`plan`, `check`), through the helm at
 /// `helm` (`None`: helm from PATH), each render stopped after
 /// [`RENDER_TIMEOUT`].
-pub fn render_blocking(helm: Option<&Path>, requests: &[(&Release, Phase)]) -> Vec<Outcome> {
+pub(crate) fn render_blocking(helm: Option<&Path>, requests: &[(&Release, Phase)]) -> Vec<Outcome> {
     if requests.iter().all(|(r, _)| at_hand(r).is_err()) {
         // No runtime, no helm: nothing here can be rendered.
         return requests
@@ -165,7 +165,7 @@ fn first_line(text: &str) -> String {
 
 /// The CRDs each CRD-phase release of `plan` carries, from its CRD-phase
 /// render where one is possible here (what `plan` shows).
-pub fn carried_crds(helm: Option<&Path>, plan: &crate::plan::Plan) -> crate::plan::Carried {
+pub(crate) fn carried_crds(helm: Option<&Path>, plan: &crate::plan::Plan) -> crate::plan::Carried {
     use crate::plan::CarriedCrds;
     let releases: Vec<&Release> = plan.crd_releases().collect();
     let requests: Vec<(&Release, Phase)> = releases.iter().map(|r| (*r, Phase::Crds)).collect();

@@ -27,14 +27,14 @@ use tokio::process::{Child, Command};
 use tokio::time::timeout;
 
 /// How long a SIGTERMed child gets before SIGKILL.
-pub const KILL_AFTER: Duration = Duration::from_secs(5);
+pub(crate) const KILL_AFTER: Duration = Duration::from_secs(5);
 
 /// Process groups of children still running.
 static LIVE: Mutex<BTreeSet<libc::pid_t>> = Mutex::new(BTreeSet::new());
 
 /// Makes `cmd` start in its own process group with SIGTERM as its
 /// parent-death signal.
-pub fn guard(cmd: &mut Command) {
+pub(crate) fn guard(cmd: &mut Command) {
     cmd.process_group(0);
     #[cfg(target_os = "linux")]
     {
@@ -61,7 +61,7 @@ pub fn guard(cmd: &mut Command) {
 
 /// SIGTERM to every child process group still running: for the last exit
 /// path, where nothing else will stop them.
-pub fn terminate_all() {
+pub(crate) fn terminate_all() {
     let live = LIVE.lock().map(|l| l.clone()).unwrap_or_default();
     signal_groups(&live, libc::SIGTERM);
 }
@@ -81,7 +81,7 @@ fn signal_groups(groups: &BTreeSet<libc::pid_t>, signal: libc::c_int) {
 /// caller's future was cancelled), it sends SIGTERM (not tokio's SIGKILL:
 /// helm catches SIGTERM and records the release as failed); tokio reaps the
 /// process in the background.
-pub struct Group {
+pub(crate) struct Group {
     child: Child,
     /// Also the group id; `None` once the process has been reaped, so a
     /// recycled pid is never signalled.
@@ -90,7 +90,7 @@ pub struct Group {
 
 impl Group {
     /// `child` must have been spawned from a command given to [`guard`].
-    pub fn new(child: Child) -> Group {
+    pub(crate) fn new(child: Child) -> Group {
         let pid = child.id().and_then(|pid| libc::pid_t::try_from(pid).ok());
         if let (Some(pid), Ok(mut live)) = (pid, LIVE.lock()) {
             live.insert(pid);
@@ -98,11 +98,11 @@ impl Group {
         Group { child, pid }
     }
 
-    pub fn child(&mut self) -> &mut Child {
+    pub(crate) fn child(&mut self) -> &mut Child {
         &mut self.child
     }
 
-    pub async fn wait(&mut self) -> std::io::Result<ExitStatus> {
+    pub(crate) async fn wait(&mut self) -> std::io::Result<ExitStatus> {
         let status = self.child.wait().await;
         if status.is_ok() {
             self.forget();
@@ -116,7 +116,7 @@ impl Group {
         }
     }
 
-    pub fn signal(&self, signal: libc::c_int) {
+    pub(crate) fn signal(&self, signal: libc::c_int) {
         if let Some(pid) = self.pid {
             // SAFETY: kill(2) touches no memory of ours. The group is led by our
             // own unreaped child, so its id cannot belong to anyone else.
@@ -128,7 +128,7 @@ impl Group {
 
     /// SIGTERM, then SIGKILL after [`KILL_AFTER`]; returns once the child is
     /// reaped.
-    pub async fn terminate(&mut self) {
+    pub(crate) async fn terminate(&mut self) {
         self.signal(libc::SIGTERM);
         if timeout(KILL_AFTER, self.wait()).await.is_err() {
             self.signal(libc::SIGKILL);
@@ -149,14 +149,14 @@ impl Drop for Group {
 
 /// The start of the name of a temporary file or directory of this run:
 /// `bootstrap-<pid>.<what>-`.
-pub fn temp_prefix(what: &str) -> String {
+pub(crate) fn temp_prefix(what: &str) -> String {
     format!("bootstrap-{}.{what}-", std::process::id())
 }
 
 /// Removes what runs that are gone left in the temporary directory: entries
 /// named by [`temp_prefix`] whose run's process no longer exists, owned by
 /// this user. Returns how many were removed.
-pub fn sweep_stale() -> usize {
+pub(crate) fn sweep_stale() -> usize {
     sweep_in(&std::env::temp_dir())
 }
 

@@ -10,7 +10,7 @@ use std::path::Path;
 use clap_complete::CompletionCandidate;
 
 /// `clusters/*/cluster.yaml` under the current directory.
-pub fn clusters() -> Vec<CompletionCandidate> {
+pub(crate) fn clusters() -> Vec<CompletionCandidate> {
     crate::config::cluster_names(Path::new("."))
         .into_iter()
         .map(CompletionCandidate::new)
@@ -19,7 +19,7 @@ pub fn clusters() -> Vec<CompletionCandidate> {
 
 /// The `name` (and `namespace/name`) of every release in
 /// `releases/*.yaml` under the current directory.
-pub fn releases() -> Vec<CompletionCandidate> {
+pub(crate) fn releases() -> Vec<CompletionCandidate> {
     let mut names = std::collections::BTreeSet::new();
     let files = std::fs::read_dir("releases")
         .into_iter()
@@ -45,7 +45,7 @@ pub fn releases() -> Vec<CompletionCandidate> {
 }
 
 /// The contexts of the kubeconfig, the current one described as such.
-pub fn contexts() -> Vec<CompletionCandidate> {
+pub(crate) fn contexts() -> Vec<CompletionCandidate> {
     let Ok(config) = ::kube::config::Kubeconfig::read() else {
         return Vec::new();
     };

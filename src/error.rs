@@ -6,12 +6,12 @@ use std::fmt;
 use std::path::PathBuf;
 
 /// Exit codes: docs/design.md#exit-codes.
-pub const EXIT_OK: i32 = 0;
-pub const EXIT_FAILED: i32 = 1;
-pub const EXIT_INVALID: i32 = 2;
+pub(crate) const EXIT_OK: i32 = 0;
+pub(crate) const EXIT_FAILED: i32 = 1;
+pub(crate) const EXIT_INVALID: i32 = 2;
 /// Another run holds the cluster lock, or took it during this run: retry later.
-pub const EXIT_LOCKED: i32 = 3;
-pub const EXIT_INTERRUPTED: i32 = 130;
+pub(crate) const EXIT_LOCKED: i32 = 3;
+pub(crate) const EXIT_INTERRUPTED: i32 = 130;
 
 /// How bad an exit code is, for the code of many clusters (`--all`,
 /// `--clusters`): a config or prerequisite problem (permanent) over a
@@ -29,7 +29,7 @@ fn rank(code: i32) -> u8 {
 }
 
 /// The exit code of many clusters: the worst of theirs.
-pub fn worst(codes: impl IntoIterator<Item = i32>) -> i32 {
+pub(crate) fn worst(codes: impl IntoIterator<Item = i32>) -> i32 {
     codes
         .into_iter()
         .max_by_key(|c| rank(*c))
@@ -169,7 +169,7 @@ pub enum Error {
 
 /// A lower module's error, boxed: the layers below `error` return their
 /// own enums, which `error` cannot name without an import cycle.
-pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// What is missing or unusable before a command can start (exit 2).
 #[derive(Debug, thiserror::Error)]
@@ -423,7 +423,7 @@ fn problems_summary(problems: &[Problem]) -> String {
 
 /// An error and its causes on one line (`what: why: why`), for the places
 /// that show a failure in one line (a release's result in the summary).
-pub fn one_line(error: &(dyn std::error::Error + 'static)) -> String {
+pub(crate) fn one_line(error: &(dyn std::error::Error + 'static)) -> String {
     let mut text = words(error);
     if error.downcast_ref::<::kube::Error>().is_none() {
         for cause in causes(error.source()) {
@@ -440,7 +440,7 @@ pub fn one_line(error: &(dyn std::error::Error + 'static)) -> String {
 ///
 /// A cause that only repeats the one before it is left out (kube's
 /// kubeconfig errors both say and wrap their I/O error).
-pub fn causes(mut source: Option<&(dyn std::error::Error + 'static)>) -> Vec<String> {
+pub(crate) fn causes(mut source: Option<&(dyn std::error::Error + 'static)>) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     while let Some(cause) = source {
         // A cause with no words of its own (an io::Error built from an
@@ -468,7 +468,7 @@ fn words(error: &(dyn std::error::Error + 'static)) -> String {
 /// not the Debug dump of a `Status`; other errors with their causes.
 /// The innermost cause of `e` with words of its own (`Connection refused
 /// (os error 111)`), else `e` itself.
-pub fn innermost(e: &(dyn std::error::Error + 'static)) -> String {
+pub(crate) fn innermost(e: &(dyn std::error::Error + 'static)) -> String {
     let mut innermost = e.to_string();
     let mut source = e.source();
     while let Some(cause) = source {
@@ -481,7 +481,7 @@ pub fn innermost(e: &(dyn std::error::Error + 'static)) -> String {
     innermost
 }
 
-pub fn describe_kube(e: &::kube::Error) -> String {
+pub(crate) fn describe_kube(e: &::kube::Error) -> String {
     if let ::kube::Error::Api(s) = e {
         return match (s.message.is_empty(), s.reason.is_empty()) {
             (false, _) => format!("{} ({})", s.message, s.code),
@@ -661,7 +661,10 @@ impl Error {
 }
 
 /// `did you mean `x`?` by edit distance, the way just suggests recipe names.
-pub fn suggest<'a>(wrong: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+pub(crate) fn suggest<'a>(
+    wrong: &str,
+    candidates: impl IntoIterator<Item = &'a str>,
+) -> Option<&'a str> {
     candidates
         .into_iter()
         .map(|candidate| (strsim::damerau_levenshtein(wrong, candidate), candidate))
@@ -670,7 +673,10 @@ pub fn suggest<'a>(wrong: &str, candidates: impl IntoIterator<Item = &'a str>) -
         .map(|(_, candidate)| candidate)
 }
 
-pub fn did_you_mean<'a>(wrong: &str, candidates: impl IntoIterator<Item = &'a str>) -> String {
+pub(crate) fn did_you_mean<'a>(
+    wrong: &str,
+    candidates: impl IntoIterator<Item = &'a str>,
+) -> String {
     suggest(wrong, candidates)
         .map(|s| format!("; did you mean `{s}`?"))
         .unwrap_or_default()

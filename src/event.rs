@@ -126,8 +126,8 @@ impl Outcome {
     }
 }
 
-pub use crate::kube::apply::CrdChange;
-pub use crate::kube::ready::Tally;
+pub(crate) use crate::kube::apply::CrdChange;
+pub(crate) use crate::kube::ready::Tally;
 
 /// `destroy --crds`: what happened to one CRD.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -449,7 +449,7 @@ impl Serialize for Stamped {
 }
 
 /// A duration as the integer milliseconds of the JSON output.
-pub fn as_millis(d: Duration) -> u64 {
+pub(crate) fn as_millis(d: Duration) -> u64 {
     d.as_millis().try_into().unwrap_or(u64::MAX)
 }
 
@@ -459,7 +459,7 @@ fn millis<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
 
 /// Where the engine sends events; cheap to clone into every task.
 #[derive(Debug, Clone)]
-pub struct Emitter {
+pub(crate) struct Emitter {
     started: std::time::Instant,
     tx: tokio::sync::mpsc::UnboundedSender<Stamped>,
     /// The releases started and not finished, as the events said: what
@@ -468,13 +468,9 @@ pub struct Emitter {
 }
 
 impl Emitter {
-    pub fn new() -> (Emitter, tokio::sync::mpsc::UnboundedReceiver<Stamped>) {
-        Emitter::since(std::time::Instant::now())
-    }
-
     /// An emitter whose events' `elapsed` counts from `started` (the
     /// command's start, which the summary's `duration` counts from too).
-    pub fn since(
+    pub(crate) fn since(
         started: std::time::Instant,
     ) -> (Emitter, tokio::sync::mpsc::UnboundedReceiver<Stamped>) {
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
@@ -489,12 +485,12 @@ impl Emitter {
     }
 
     /// The releases started and not yet finished.
-    pub fn running(&self) -> Vec<ReleaseId> {
+    pub(crate) fn running(&self) -> Vec<ReleaseId> {
         let running = self.running.lock().unwrap_or_else(|e| e.into_inner());
         running.iter().cloned().collect()
     }
 
-    pub fn emit(&self, event: Event) {
+    pub(crate) fn emit(&self, event: Event) {
         match &event {
             Event::ReleaseStarted { release } => {
                 let mut running = self.running.lock().unwrap_or_else(|e| e.into_inner());
@@ -522,7 +518,7 @@ mod tests {
     /// What an outage warning names as in flight: started, not finished.
     #[test]
     fn the_emitter_knows_which_releases_are_running() {
-        let (events, _rx) = Emitter::new();
+        let (events, _rx) = Emitter::since(std::time::Instant::now());
         let id = |name: &str| ReleaseId {
             namespace: "kube-system".into(),
             name: name.into(),

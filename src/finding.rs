@@ -137,7 +137,7 @@ impl Finding {
 /// `severity[code]: message`, then for a tree finding its object and the
 /// chain of files that reaches it, for a config finding where it is
 /// written, its release and the fix.
-pub fn render_text(findings: &[Finding]) -> String {
+pub(crate) fn render_text(findings: &[Finding]) -> String {
     findings.iter().map(render_one).collect()
 }
 
@@ -190,7 +190,7 @@ fn render_one(f: &Finding) -> String {
 /// Rendered findings with each `severity[code]` heading coloured as rustc
 /// and cargo colour theirs (bold; error red, warning yellow, info cyan):
 /// what `check`, `plan` and `status` print when their output takes colour.
-pub fn colour_headings(text: &str) -> String {
+pub(crate) fn colour_headings(text: &str) -> String {
     let styles = [
         ("error[", console::Style::new().red().bold()),
         ("warning[", console::Style::new().yellow().bold()),

@@ -103,7 +103,7 @@ impl Default for Renderer {
 /// as it is when it is a plain scalar on one line that starts and contains
 /// nothing YAML reads as structure, otherwise as a double-quoted (JSON)
 /// string, which YAML reads back as the same string.
-pub fn yaml_scalar(text: &str) -> String {
+pub(crate) fn yaml_scalar(text: &str) -> String {
     let plain = !text.is_empty()
         && text.trim() == text
         && !text.contains(['\n', '\r', '\t', '"', '\''])
@@ -139,7 +139,7 @@ impl From<Value> for TemplateContext {
 }
 
 /// The template context: `cluster.*`, `release.*`, `root`.
-pub fn context(
+pub(crate) fn context(
     cluster_name: &str,
     cluster_context: Option<&str>,
     cluster_values: &serde_json::Map<String, Value>,
@@ -366,7 +366,7 @@ fn whole_path(s: &str) -> Option<&str> {
 /// Whether `template` calls the `env` helper (or names anything `env`):
 /// what it renders holds values of the environment (a token, a password),
 /// which the parse cache never writes to disk.
-pub fn reads_environment(template: &str) -> bool {
+pub(crate) fn reads_environment(template: &str) -> bool {
     template.split("{{").skip(1).any(|block| {
         let inner = block.split("}}").next().unwrap_or(block);
         inner

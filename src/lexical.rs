@@ -5,7 +5,7 @@ use std::path::{Component, Path, PathBuf};
 
 /// `path` with `.` dropped and each `..` taking the name before it away
 /// (a leading `..` stays; nothing climbs above the root).
-pub fn normalize(path: &Path) -> PathBuf {
+pub(crate) fn normalize(path: &Path) -> PathBuf {
     let mut out: Vec<Component> = Vec::new();
     for part in path.components() {
         match part {

@@ -3,45 +3,49 @@
 //!
 //! `run` is the whole program; `main` only exits with its code.
 
-pub mod apply;
-pub mod change;
-pub mod chart_render;
-pub mod child;
+// Crate-private by default: only what the integration tests, the benches and
+// the test crates use is `pub` (docs/design.md#module-map).
+#![warn(unreachable_pub)]
+
+pub(crate) mod apply;
+pub(crate) mod change;
+pub(crate) mod chart_render;
+pub(crate) mod child;
 pub mod cli;
-pub mod commands;
-pub mod complete;
+pub(crate) mod commands;
+pub(crate) mod complete;
 pub mod config;
-pub mod crds;
-pub mod destroy;
+pub(crate) mod crds;
+pub(crate) mod destroy;
 pub mod duration;
-pub mod error;
-pub mod event;
-pub mod finding;
+pub(crate) mod error;
+pub(crate) mod event;
+pub(crate) mod finding;
 pub mod flux;
 pub(crate) mod gate;
-pub mod graph;
-pub mod handlebars;
+pub(crate) mod graph;
+pub(crate) mod handlebars;
 pub mod helm;
-pub mod hooks;
-pub mod import;
+pub(crate) mod hooks;
+pub(crate) mod import;
 pub mod kube;
 pub mod ledger;
-pub mod lexical;
-pub mod lint;
-pub mod output;
-pub mod ownership;
-pub mod plan;
-pub mod plural;
+pub(crate) mod lexical;
+pub(crate) mod lint;
+pub(crate) mod output;
+pub(crate) mod ownership;
+pub(crate) mod plan;
+pub(crate) mod plural;
 pub mod release;
 pub mod reporter;
-pub mod run;
-pub mod scheduler;
-pub mod select;
-pub mod status;
+pub(crate) mod run;
+pub(crate) mod scheduler;
+pub(crate) mod select;
+pub(crate) mod status;
 pub mod stop;
-pub mod validate;
-pub mod values;
-pub mod yaml;
+pub(crate) mod validate;
+pub(crate) mod values;
+pub(crate) mod yaml;
 
 use std::ffi::OsString;
 

@@ -10,10 +10,10 @@ use serde_json::{Map, Value};
 /// The version of every JSON/YAML document and event shape. Bumped when a
 /// key is renamed or removed or a value changes its meaning; a new key is
 /// no incompatible change.
-pub const SCHEMA_VERSION: u64 = 1;
+pub(crate) const SCHEMA_VERSION: u64 = 1;
 
 /// The key that carries [`SCHEMA_VERSION`].
-pub const SCHEMA_VERSION_KEY: &str = "schemaVersion";
+pub(crate) const SCHEMA_VERSION_KEY: &str = "schemaVersion";
 
 /// JSON or YAML: the two structured forms of `--output`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -24,7 +24,7 @@ pub enum Format {
 
 /// A top-level document: `schemaVersion` first, then `value`'s own keys
 /// (a value that is no object is returned as it is).
-pub fn versioned(value: Value) -> Value {
+pub(crate) fn versioned(value: Value) -> Value {
     match value {
         Value::Object(fields) => {
             let mut document = Map::new();
@@ -37,7 +37,7 @@ pub fn versioned(value: Value) -> Value {
 }
 
 /// A document as printed: pretty JSON or YAML, ending with a newline.
-pub fn document(format: Format, value: &Value) -> String {
+pub(crate) fn document(format: Format, value: &Value) -> String {
     match format {
         Format::Json => {
             let mut text = serde_json::to_string_pretty(value).unwrap_or_default();
@@ -50,7 +50,7 @@ pub fn document(format: Format, value: &Value) -> String {
 
 /// One event of a stream: a JSON line, or a YAML document that starts
 /// with `---` (as `kubectl get -w -o yaml` separates them).
-pub fn event(format: Format, value: &Value) -> String {
+pub(crate) fn event(format: Format, value: &Value) -> String {
     match format {
         Format::Json => {
             let mut line = serde_json::to_string(value).unwrap_or_default();

@@ -18,7 +18,7 @@ use crate::release::{Ownership, Release, ReleaseId};
 /// A reason a bootstrap release must not be touched now.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Conflict {
+pub(crate) struct Conflict {
     pub release: ReleaseId,
     pub object: String,
     pub message: String,
@@ -26,7 +26,7 @@ pub struct Conflict {
 
 /// A Flux HelmRelease in the cluster that manages a release of the plan.
 #[derive(Debug, Clone, PartialEq)]
-pub struct LiveHelmRelease {
+pub(crate) struct LiveHelmRelease {
     /// `namespace/name` of the HelmRelease.
     pub name: String,
     pub suspended: bool,
@@ -47,7 +47,7 @@ pub struct LiveHelmRelease {
 /// namespace). The upgraded revision's objects also carry the origin labels
 /// `helm.toolkit.fluxcd.io/name`/`namespace` (`internal/postrender/build.go`
 /// `NewOriginLabels`, always added).
-pub fn adopted(hr: &serde_json::Value, id: &ReleaseId) -> bool {
+pub(crate) fn adopted(hr: &serde_json::Value, id: &ReleaseId) -> bool {
     hr.pointer("/status/history/0").is_some_and(|latest| {
         latest.get("name").and_then(|v| v.as_str()) == Some(id.name.as_str())
             && latest.get("namespace").and_then(|v| v.as_str()) == Some(id.namespace.as_str())
@@ -59,7 +59,7 @@ pub fn adopted(hr: &serde_json::Value, id: &ReleaseId) -> bool {
 /// and `helm.toolkit.fluxcd.io/namespace`, which the post-renderer of
 /// fluxcd/helm-controller `internal/postrender/build.go` (`NewOriginLabels`)
 /// adds to every object of every install and upgrade it makes.
-pub fn origin_labelled(manifest: &str, hr: &str) -> bool {
+pub(crate) fn origin_labelled(manifest: &str, hr: &str) -> bool {
     let Some((namespace, name)) = hr.split_once('/') else {
         return false;
     };
@@ -79,7 +79,7 @@ pub fn origin_labelled(manifest: &str, hr: &str) -> bool {
 
 /// What the live checks found.
 #[derive(Debug, Clone, Default)]
-pub struct Live {
+pub(crate) struct Live {
     pub conflicts: Vec<Conflict>,
     /// Every release `helm list --all` knows (any status).
     pub listed: BTreeMap<ReleaseId, DeployedRelease>,
@@ -90,7 +90,7 @@ pub struct Live {
 
 impl Live {
     /// The HelmRelease that has adopted a handover release, if any.
-    pub fn adopted_by(&self, id: &ReleaseId) -> Option<&LiveHelmRelease> {
+    pub(crate) fn adopted_by(&self, id: &ReleaseId) -> Option<&LiveHelmRelease> {
         self.managed_by.get(id)?.iter().find(|hr| hr.adopted)
     }
 }
@@ -106,7 +106,7 @@ const HELM_RELEASE_VERSIONS: [&str; 3] = [
 /// manage releases of the plan, by release (helm-controller's identity rules).
 /// The three versions are listed at once (docs/design.md#preflight-requests);
 /// they are read in the order above whatever answered first.
-pub async fn helm_releases(
+pub(crate) async fn helm_releases(
     plan: &Plan,
     connection: &Connection,
 ) -> Result<BTreeMap<ReleaseId, Vec<LiveHelmRelease>>, Error> {
@@ -260,11 +260,11 @@ async fn release_secret_labels(
 }
 
 /// Handover releases a Flux HelmRelease has adopted, with its `namespace/name`.
-pub type Adoptions = BTreeMap<ReleaseId, String>;
+pub(crate) type Adoptions = BTreeMap<ReleaseId, String>;
 
 /// Handover releases of the plan a Flux HelmRelease has adopted, with its
 /// `namespace/name`.
-pub async fn adoptions<H: Helm>(
+pub(crate) async fn adoptions<H: Helm>(
     plan: &Plan,
     helm: &H,
     connection: &Connection,
@@ -275,15 +275,6 @@ pub async fn adoptions<H: Helm>(
         .filter(|r| r.ownership == Ownership::Handover)
         .filter_map(|r| Some((r.id.clone(), live.adopted_by(&r.id)?.name.clone())))
         .collect())
-}
-
-/// Every live conflict, for `apply` (which refuses) and `status` (which shows them).
-pub async fn conflicts<H: Helm>(
-    plan: &Plan,
-    helm: &H,
-    connection: &Connection,
-) -> Result<Vec<Conflict>, Error> {
-    Ok(gather(plan, helm, connection).await?.conflicts)
 }
 
 /// The conflicts of Flux HelmReleases (`managed_by`: which manage each
@@ -337,7 +328,7 @@ fn helm_release_conflicts(
 /// The conflicts, every release helm knows, and the Flux HelmReleases that
 /// manage releases of the plan. A `handover` release may be managed by one
 /// HelmRelease (that is the point), never by two.
-pub async fn gather<H: Helm>(
+pub(crate) async fn gather<H: Helm>(
     plan: &Plan,
     helm: &H,
     connection: &Connection,
@@ -435,7 +426,7 @@ pub async fn gather<H: Helm>(
 /// that dead run's interrupted operation, and no conflict here: the release
 /// step decides, by the release's age, whether a helm of that run could
 /// still be working on it (docs/design.md#live-refusal-rules).
-pub async fn live_conflicts<H: Helm>(
+pub(crate) async fn live_conflicts<H: Helm>(
     plan: &Plan,
     helm: &H,
     connection: &Connection,

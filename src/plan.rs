@@ -76,7 +76,7 @@ pub enum CarriedCrds {
 
 /// [`CarriedCrds`] per CRD-phase release; a release missing here was not
 /// looked at.
-pub type Carried = std::collections::HashMap<ReleaseId, CarriedCrds>;
+pub(crate) type Carried = std::collections::HashMap<ReleaseId, CarriedCrds>;
 
 #[derive(Debug, Clone)]
 pub struct Flux {

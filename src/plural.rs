@@ -1,7 +1,7 @@
 //! How a count reads in messages: `1 release`, `2 releases`.
 
 /// `n` and the word, singular for one: `1 release`, `0 releases`.
-pub fn count(n: usize, singular: &str) -> String {
+pub(crate) fn count(n: usize, singular: &str) -> String {
     if n == 1 {
         format!("1 {singular}")
     } else {

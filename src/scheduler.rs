@@ -17,7 +17,7 @@ use crate::stop::{Stop, StopSignal, stopped};
 
 /// What running one release produced.
 #[derive(Debug, Clone)]
-pub struct StepResult {
+pub(crate) struct StepResult {
     pub outcome: Outcome,
     /// Time spent waiting for a helm slot (`--concurrency`) in the step.
     pub queued: Duration,
@@ -27,7 +27,7 @@ pub struct StepResult {
 }
 
 impl StepResult {
-    pub fn new(outcome: Outcome) -> Self {
+    pub(crate) fn new(outcome: Outcome) -> Self {
         StepResult {
             outcome,
             queued: Duration::ZERO,
@@ -37,7 +37,7 @@ impl StepResult {
         }
     }
 
-    pub fn failed(message: impl Into<String>) -> Self {
+    pub(crate) fn failed(message: impl Into<String>) -> Self {
         StepResult {
             message: Some(message.into()),
             ..StepResult::new(Outcome::Failed)
@@ -46,7 +46,7 @@ impl StepResult {
 }
 
 /// Runs one release (helm + hooks + ledger). The scheduler only decides when.
-pub trait Runner: Send + Sync + 'static {
+pub(crate) trait Runner: Send + Sync + 'static {
     fn run(
         &self,
         release: Arc<Release>,
@@ -55,7 +55,7 @@ pub trait Runner: Send + Sync + 'static {
 }
 
 #[derive(Debug, Clone, Copy)]
-pub struct Options {
+pub(crate) struct Options {
     /// Stop starting new releases after the first failure.
     pub fail_fast: bool,
     pub dry_run: bool,
@@ -108,7 +108,7 @@ fn not_run(id: &ReleaseId, outcome: Outcome, message: String) -> ReleaseResult {
 // One piece (tests/it/architecture.rs lists it): the scheduling state
 // (waiting counts, the running set, helm slots, the stop) lives across one
 // select loop.
-pub async fn run<R: Runner>(
+pub(crate) async fn run<R: Runner>(
     cluster: &str,
     releases: &[Release],
     runner: Arc<R>,
@@ -416,7 +416,7 @@ mod tests {
             log: Arc::new(Mutex::new(Vec::new())),
             origin: Instant::now(),
         });
-        let (events, _rx) = Emitter::new();
+        let (events, _rx) = Emitter::since(std::time::Instant::now());
         let (_tx, stop) = tokio::sync::watch::channel(Stop::Run);
         let summary = run(
             "infra",
@@ -623,7 +623,7 @@ mod tests {
             log: Arc::new(Mutex::new(Vec::new())),
             origin: Instant::now(),
         });
-        let (events, mut rx) = Emitter::new();
+        let (events, mut rx) = Emitter::since(std::time::Instant::now());
         let (tx, stop) = tokio::sync::watch::channel(Stop::Run);
         tokio::spawn(async move {
             tokio::time::sleep(Duration::from_millis(50)).await;

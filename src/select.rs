@@ -74,11 +74,6 @@ pub enum SelectorError {
     NoKey(String),
 }
 
-/// Whether any of `selectors` matches (several `-l` are OR).
-pub fn any(selectors: &[Selector], labels: &BTreeMap<String, String>) -> bool {
-    selectors.iter().any(|s| s.matches(labels))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -99,12 +94,6 @@ mod tests {
         assert!(s.matches(&dns));
         assert!(Selector::parse("team!=x").unwrap().matches(&cni));
         assert!(!Selector::parse("team=x").unwrap().matches(&cni));
-        let both = [
-            Selector::parse("name=cilium").unwrap(),
-            Selector::parse("name=coredns").unwrap(),
-        ];
-        assert!(any(&both, &cni) && any(&both, &dns));
-        assert!(!any(&[], &cni));
     }
 
     #[test]

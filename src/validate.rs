@@ -4,7 +4,7 @@ use std::time::Duration;
 
 /// Why a name is not a DNS-1123 label; reads after "name `x` ".
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum NameError {
+pub(crate) enum NameError {
     #[error("is empty")]
     Empty,
     #[error("is {0} characters long; at most 63 are allowed")]
@@ -21,7 +21,7 @@ pub enum NameError {
 
 /// Kubernetes DNS-1123 label: what Helm requires of release names and what
 /// namespaces must be.
-pub fn dns_label(value: &str) -> Result<(), NameError> {
+pub(crate) fn dns_label(value: &str) -> Result<(), NameError> {
     let ok_chars = value
         .chars()
         .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
@@ -46,7 +46,7 @@ pub fn dns_label(value: &str) -> Result<(), NameError> {
 
 /// What helm accepts as a release name: a DNS-1123 label of at most 53
 /// characters (helm's `ValidateReleaseName`).
-pub fn release_name(value: &str) -> Result<(), NameError> {
+pub(crate) fn release_name(value: &str) -> Result<(), NameError> {
     dns_label(value)?;
     if value.len() > 53 {
         return Err(NameError::TooLongForHelm(value.len()));
@@ -56,7 +56,7 @@ pub fn release_name(value: &str) -> Result<(), NameError> {
 
 /// Why a chart version is not pinned; reads after "chart version ".
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum VersionError {
+pub(crate) enum VersionError {
     #[error("is empty")]
     Empty,
     #[error("`latest` is not a pinned version")]
@@ -66,7 +66,7 @@ pub enum VersionError {
 }
 
 /// Bootstrap must be reproducible: a chart version must name exactly one version.
-pub fn pinned_version(version: &str) -> Result<(), VersionError> {
+pub(crate) fn pinned_version(version: &str) -> Result<(), VersionError> {
     let v = version.trim();
     if v.is_empty() {
         return Err(VersionError::Empty);
@@ -99,9 +99,9 @@ pub enum DurationError {
 
 /// The longest duration accepted: every wait, helm's `--timeout` (Go's
 /// `time.Duration`) and the run's deadline represent it exactly.
-pub const LONGEST: Duration = Duration::from_secs(7 * 24 * 3600);
+pub(crate) const LONGEST: Duration = Duration::from_secs(7 * 24 * 3600);
 
-pub fn duration(text: &str) -> Result<Duration, DurationError> {
+pub(crate) fn duration(text: &str) -> Result<Duration, DurationError> {
     let d = humantime::parse_duration(text.trim()).map_err(|reason| DurationError::Unparsable {
         text: text.to_string(),
         reason,
@@ -117,7 +117,7 @@ pub fn duration(text: &str) -> Result<Duration, DurationError> {
 
 /// A chart's name in its repository as helm's chart lint accepts it
 /// (letters, digits, `.`, `_`, `-`), and never starting like a flag.
-pub fn chart_name(name: &str) -> bool {
+pub(crate) fn chart_name(name: &str) -> bool {
     name.chars()
         .next()
         .is_some_and(|c| c.is_ascii_alphanumeric())
@@ -126,14 +126,14 @@ pub fn chart_name(name: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
 }
 
-pub fn is_url(text: &str) -> bool {
+pub(crate) fn is_url(text: &str) -> bool {
     text.contains("://")
 }
 
 /// What makes a chart repository URL or OCI reference unusable; each
 /// ends the sentence "is not a reference helm can use: …".
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum UrlError {
+pub(crate) enum UrlError {
     #[error("it holds {0}, which a URL cannot (percent-encode it, e.g. a space as %20)")]
     Character(&'static str),
     #[error("it has no host after `://`")]
@@ -202,14 +202,14 @@ fn url_parts(text: &str) -> Result<(&str, &str), UrlError> {
 
 /// A chart repository URL helm can fetch `index.yaml` under:
 /// `http(s)://[user:token@]host[:port][/path]`.
-pub fn repository_url(text: &str) -> Result<(), UrlError> {
+pub(crate) fn repository_url(text: &str) -> Result<(), UrlError> {
     url_parts(text).map(|_| ())
 }
 
 /// An OCI chart reference as helm and registries take it:
 /// `oci://registry[:port]/path/chart`, the path a registry repository
 /// name, no tag or digest (the version is `version`).
-pub fn oci_reference(text: &str) -> Result<(), UrlError> {
+pub(crate) fn oci_reference(text: &str) -> Result<(), UrlError> {
     let (_, path) = url_parts(text)?;
     let path = path.trim_start_matches('/').trim_end_matches('/');
     if path.is_empty() {

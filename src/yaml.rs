@@ -8,14 +8,8 @@ use serde::de::DeserializeOwned;
 
 use crate::error::{Problem, did_you_mean};
 
-/// Parses every document of a (multi-document) YAML text. Empty documents are
-/// skipped, as kubectl and helm do.
-pub fn documents<T: DeserializeOwned>(text: &str, file: &Path) -> Result<Vec<T>, Problem> {
-    serde_saphyr::from_multiple::<T>(text).map_err(|e| problem(&e, file, text))
-}
-
 /// Parses a single-document YAML text.
-pub fn document<T: DeserializeOwned>(text: &str, file: &Path) -> Result<T, Problem> {
+pub(crate) fn document<T: DeserializeOwned>(text: &str, file: &Path) -> Result<T, Problem> {
     serde_saphyr::from_str::<T>(text).map_err(|e| problem(&e, file, text))
 }
 
@@ -23,7 +17,7 @@ pub fn document<T: DeserializeOwned>(text: &str, file: &Path) -> Result<T, Probl
 /// documents and nulls. A chart's rendered output is far bigger than any
 /// config file (thousands of documents, CRD schemas nested deep), so its
 /// limits are raised; they still bound a runaway input.
-pub fn manifests(text: &str, file: &Path) -> Result<Vec<serde_json::Value>, Problem> {
+pub(crate) fn manifests(text: &str, file: &Path) -> Result<Vec<serde_json::Value>, Problem> {
     let mut budget = serde_saphyr::Budget::default();
     budget.max_documents = 100_000;
     budget.max_nodes = 20_000_000;
@@ -58,7 +52,7 @@ fn breach(breach: &serde_saphyr::budget::BudgetBreach) -> String {
     format!("holds {what}, more than bootstrap reads; split it into smaller files")
 }
 
-pub fn to_string<T: serde::Serialize>(value: &T) -> String {
+pub(crate) fn to_string<T: serde::Serialize>(value: &T) -> String {
     serde_saphyr::to_string(value).unwrap_or_else(|e| format!("# cannot render as YAML: {e}\n"))
 }
 
@@ -390,9 +384,7 @@ fn indentation(line: &str) -> usize {
 
 /// One document of a multi-document text, parsed on its own.
 #[derive(Debug)]
-pub struct Parsed<T> {
-    /// 1-based line of the document's first line.
-    pub line: u64,
+pub(crate) struct Parsed<T> {
     /// `None` when nothing could be read. With problems, it is what was
     /// left once the broken keys were taken out: good for telling what the
     /// document defines, not for using it.
@@ -404,10 +396,9 @@ pub struct Parsed<T> {
 }
 
 /// [`each_document`] for a file of exactly one document.
-pub fn one_document<T: DeserializeOwned>(text: &str, file: &Path) -> Parsed<T> {
+pub(crate) fn one_document<T: DeserializeOwned>(text: &str, file: &Path) -> Parsed<T> {
     match serde_saphyr::from_str::<T>(text) {
         Ok(value) => Parsed {
-            line: 1,
             value: Some(value),
             problems: Vec::new(),
             text: String::new(),
@@ -423,14 +414,13 @@ pub fn one_document<T: DeserializeOwned>(text: &str, file: &Path) -> Parsed<T> {
 /// each parsed on its own so a broken document hides none of the others,
 /// and every broken key of a document reported, not only the first: the
 /// key at fault is taken out and the document read again.
-pub fn each_document<T: DeserializeOwned>(text: &str, file: &Path) -> Vec<Parsed<T>> {
+pub(crate) fn each_document<T: DeserializeOwned>(text: &str, file: &Path) -> Vec<Parsed<T>> {
     if let Ok(values) = serde_saphyr::from_multiple::<T>(text) {
         // The common case: one parse, no copies. Lines are only needed for
         // problems, and there are none.
         return values
             .into_iter()
             .map(|value| Parsed {
-                line: 0,
                 value: Some(value),
                 problems: Vec::new(),
                 text: String::new(),
@@ -477,7 +467,6 @@ fn repair<T: DeserializeOwned>(lines: &[&str], start: usize, end: usize, file: &
         let error = match serde_saphyr::from_str::<T>(&text) {
             Ok(value) => {
                 return Parsed {
-                    line: start as u64 + 1,
                     value: Some(value),
                     problems,
                     text: original,
@@ -554,7 +543,6 @@ fn repair<T: DeserializeOwned>(lines: &[&str], start: usize, end: usize, file: &
         }
     }
     Parsed {
-        line: start as u64 + 1,
         value: None,
         problems,
         text: original,
@@ -565,7 +553,7 @@ fn repair<T: DeserializeOwned>(lines: &[&str], start: usize, end: usize, file: &
 /// `text` (block-style YAML, searched as text; a flow map on a matched key's
 /// line counts for the rest): the number of keys matched and the line of the
 /// last one matched (`start` when none).
-pub fn find_key(text: &str, keys: &[&str], (start, end): (usize, usize)) -> (usize, u64) {
+pub(crate) fn find_key(text: &str, keys: &[&str], (start, end): (usize, usize)) -> (usize, u64) {
     let mut matched = 0;
     let mut line_of_last = start as u64;
     // Indentation of the last matched key, and of its children once seen.
@@ -631,7 +619,7 @@ fn key_rest<'a>(content: &'a str, key: &str) -> Option<&'a str> {
 
 /// The first line holding YAML content (not blank, not a comment, not a
 /// `---`): where a document that is the wrong kind of thing starts.
-pub fn first_content_line(text: &str) -> u64 {
+pub(crate) fn first_content_line(text: &str) -> u64 {
     text.lines()
         .position(|l| {
             let t = l.trim();
@@ -641,7 +629,7 @@ pub fn first_content_line(text: &str) -> u64 {
 }
 
 /// What a YAML value is, in words: `a list`, `a string`, …
-pub fn kind_of(value: &serde_json::Value) -> &'static str {
+pub(crate) fn kind_of(value: &serde_json::Value) -> &'static str {
     match value {
         serde_json::Value::Null => "nothing",
         serde_json::Value::Bool(_) => "a boolean",
@@ -653,7 +641,7 @@ pub fn kind_of(value: &serde_json::Value) -> &'static str {
 }
 
 /// The line where the key path `keys` is written in `text`, if it is.
-pub fn key_line(text: &str, keys: &[&str]) -> Option<u64> {
+pub(crate) fn key_line(text: &str, keys: &[&str]) -> Option<u64> {
     let lines = text.lines().count().max(1);
     let (matched, line) = find_key(text, keys, (1, lines));
     (matched == keys.len()).then_some(line)
@@ -662,6 +650,11 @@ pub fn key_line(text: &str, keys: &[&str]) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every document of a multi-document text, errors in our words.
+    fn documents<T: DeserializeOwned>(text: &str, file: &Path) -> Result<Vec<T>, Problem> {
+        serde_saphyr::from_multiple::<T>(text).map_err(|e| problem(&e, file, text))
+    }
 
     #[test]
     fn keys_and_content_are_found_by_line() {
@@ -770,7 +763,6 @@ mod repair_tests {
             ]
         );
         assert_eq!(docs[1].value.as_ref().unwrap().name, "c");
-        assert_eq!(docs[1].line, 6);
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! the CRD phase, then the release phase. Nothing changes in the cluster
 //! before every check has passed.
 
-pub mod runner;
+pub(crate) mod runner;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -23,7 +23,7 @@ use crate::scheduler;
 use crate::stop::{GRACE, StopSignal, interruptible};
 
 /// Parallel helm operations unless `--concurrency` says otherwise.
-pub const DEFAULT_CONCURRENCY: usize = 4;
+pub(crate) const DEFAULT_CONCURRENCY: usize = 4;
 
 #[derive(Debug, Clone)]
 pub struct Options {
@@ -35,7 +35,7 @@ pub struct Options {
 }
 
 /// Runs the whole apply; `Ok(summary)` even when releases failed.
-pub async fn run<H: Helm + 'static>(
+pub(crate) async fn run<H: Helm + 'static>(
     plan: &Plan,
     helm: Arc<H>,
     connection: &Connection,

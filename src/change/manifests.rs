@@ -16,12 +16,12 @@ use crate::values::REDACTED;
 
 /// What a changed Secret value shows on bootstrap's side: the value stays
 /// hidden, the change does not.
-pub const REDACTED_CHANGED: &str = "<redacted, changed>";
+pub(crate) const REDACTED_CHANGED: &str = "<redacted, changed>";
 
 /// One object that would change.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct ObjectChange {
+pub(crate) struct ObjectChange {
     pub api_version: String,
     pub kind: String,
     pub namespace: Option<String>,
@@ -34,7 +34,7 @@ pub struct ObjectChange {
 
 impl ObjectChange {
     /// `DaemonSet kube-system/cilium`, `ClusterRole cilium`.
-    pub fn label(&self) -> String {
+    pub(crate) fn label(&self) -> String {
         label(&self.kind, self.namespace.as_deref(), &self.name)
     }
 }
@@ -64,7 +64,11 @@ fn key(doc: &Value) -> Key {
 /// bootstrap renders them, then the removed ones in deployed order.
 /// `redactors` scrub the secret values of the release's values (deployed and
 /// bootstrap's) wherever a chart copied them (a ConfigMap, an env var).
-pub fn diff(deployed: &[Value], desired: &[Value], redactors: &[Redactor]) -> Vec<ObjectChange> {
+pub(crate) fn diff(
+    deployed: &[Value],
+    desired: &[Value],
+    redactors: &[Redactor],
+) -> Vec<ObjectChange> {
     let old: Vec<(Key, &Value)> = deployed.iter().map(|d| (key(d), d)).collect();
     let find = |k: &Key| old.iter().find(|(o, _)| o == k).map(|(_, d)| *d);
     let mut changes = Vec::new();

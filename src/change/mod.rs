@@ -3,8 +3,8 @@
 //! (docs/design.md#diff). `diff` prints it whole; `apply --dry-run` prints
 //! its summary ([`ReleaseChange::describe`]).
 
-pub mod manifests;
-pub mod values;
+pub(crate) mod manifests;
+pub(crate) mod values;
 
 use std::path::Path;
 
@@ -16,12 +16,12 @@ use crate::helm::{DeployedRelease, Helm, HelmError, TemplateRequest};
 use crate::kube::KubeTarget;
 use crate::release::{Release, ReleaseId};
 
-pub use manifests::ObjectChange;
-pub use values::{Op, ValueChange};
+pub(crate) use manifests::ObjectChange;
+pub(crate) use values::{Op, ValueChange};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Kind {
+pub(crate) enum Kind {
     Install,
     Upgrade,
     Unchanged,
@@ -30,7 +30,7 @@ pub enum Kind {
 /// A chart and its version, as helm names them.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct ChartVersion {
+pub(crate) struct ChartVersion {
     pub chart: String,
     pub version: String,
 }
@@ -44,7 +44,7 @@ impl std::fmt::Display for ChartVersion {
 /// Everything `apply` would change in one release.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct ReleaseChange {
+pub(crate) struct ReleaseChange {
     pub release: ReleaseId,
     pub change: Kind,
     /// What is deployed (`None`: not installed).
@@ -64,7 +64,7 @@ pub struct ReleaseChange {
 }
 
 /// The deployed release as helm keeps it.
-pub struct Deployed<'a> {
+pub(crate) struct Deployed<'a> {
     pub release: &'a DeployedRelease,
     /// `helm get values` (user-supplied).
     pub values: &'a Value,
@@ -76,7 +76,7 @@ impl ReleaseChange {
     /// Compares one release: `rendered` is what helm renders from its values
     /// now, `deployed` what helm has (`None`: not installed); `reasons`
     /// are the other reasons `apply` would upgrade.
-    pub fn new(
+    pub(crate) fn new(
         release: &Release,
         deployed: Option<Deployed<'_>>,
         rendered: &[Value],
@@ -159,7 +159,7 @@ impl ReleaseChange {
 
     /// What would change, in a few words: `cilium 1.18.1 → 1.18.2, 2 values
     /// changed, 3 objects changed` (the `message` of `apply --dry-run`).
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         let mut parts = Vec::new();
         match (&self.deployed, self.change) {
             (_, Kind::Unchanged) if self.reasons.is_empty() && self.regenerated.is_empty() => {
@@ -212,7 +212,7 @@ impl ReleaseChange {
     }
 
     /// `+ ns/name: install …`, `~ ns/name: …`, `  ns/name: unchanged`.
-    pub fn summary_line(&self) -> String {
+    pub(crate) fn summary_line(&self) -> String {
         let mark = match self.change {
             Kind::Install => '+',
             Kind::Upgrade => '~',
@@ -224,7 +224,7 @@ impl ReleaseChange {
 
 /// Why a release could not be compared.
 #[derive(Debug, thiserror::Error)]
-pub enum CompareError {
+pub(crate) enum CompareError {
     #[error("cannot read the deployed release from helm: {0}")]
     Deployed(HelmError),
     #[error("helm could not render the chart: {0}")]
@@ -243,7 +243,7 @@ pub enum CompareError {
 /// generated anew by every render (a chart's `genCA`, `randAlphaNum`), and
 /// when they are all that differs the release is unchanged, as `apply`
 /// sees it (it would not upgrade).
-pub async fn compare<H: Helm>(
+pub(crate) async fn compare<H: Helm>(
     helm: &H,
     target: &KubeTarget,
     release: &Release,

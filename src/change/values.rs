@@ -9,28 +9,19 @@ use crate::values::{REDACTED, SecretPaths, is_secret_key, redact};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Op {
+pub(crate) enum Op {
     Add,
     Change,
     Remove,
 }
 
-impl Op {
-    /// `+`, `~`, `-`: the mark of a line in text output.
-    pub fn mark(self) -> char {
-        match self {
-            Op::Add => '+',
-            Op::Change => '~',
-            Op::Remove => '-',
-        }
-    }
-}
+impl Op {}
 
 /// One value that would change, already redacted: `from` is the deployed
 /// value, `to` bootstrap's (`None` where it is not set).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct ValueChange {
+pub(crate) struct ValueChange {
     pub path: String,
     pub op: Op,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -41,7 +32,7 @@ pub struct ValueChange {
 
 impl ValueChange {
     /// `+ hubble.relay.enabled: true`, `~ k8sServicePort: 6443 → 7445`, `- foo: 1`.
-    pub fn line(&self) -> String {
+    pub(crate) fn line(&self) -> String {
         let shown = |v: &Option<Value>| v.as_ref().map(scalar).unwrap_or_default();
         match self.op {
             Op::Add => format!("+ {}: {}", self.path, shown(&self.to)),
@@ -77,7 +68,7 @@ fn scalar(value: &Value) -> String {
 /// change); what is shown is redacted: any value under a secret-looking key
 /// or at one of `secrets` (sops-encrypted files) prints as `<redacted>` on
 /// both sides.
-pub fn diff(deployed: &Value, desired: &Value, secrets: &SecretPaths) -> Vec<ValueChange> {
+pub(crate) fn diff(deployed: &Value, desired: &Value, secrets: &SecretPaths) -> Vec<ValueChange> {
     crate::values::diff(deployed, desired)
         .into_iter()
         .map(|d| {

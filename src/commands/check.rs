@@ -12,7 +12,7 @@ use crate::lint;
 use crate::plan::Plan;
 use crate::plural::count as counted;
 
-pub fn run(config: &Config, args: &CheckArgs, out: &mut dyn Write) -> Result<(), Error> {
+pub(super) fn run(config: &Config, args: &CheckArgs, out: &mut dyn Write) -> Result<(), Error> {
     let clusters = &args.clusters.clusters();
     let (flux_root, flux_entrypoint) = (args.flux_root.as_ref(), args.flux_entrypoint.as_ref());
     let linted = super::linted(&config.global, clusters, config.global.context.as_deref())?;

@@ -18,14 +18,14 @@ use crate::run::{self, Session};
 
 /// Whether to ask before uninstalling.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Confirm {
+pub(super) enum Confirm {
     Skip,
     Ask,
     /// Nobody can answer: stdin is not a terminal and there is no `--yes`.
     Refuse,
 }
 
-pub fn confirmation(yes: bool, dry_run: bool, stdin_is_terminal: bool) -> Confirm {
+pub(super) fn confirmation(yes: bool, dry_run: bool, stdin_is_terminal: bool) -> Confirm {
     match (yes || dry_run, stdin_is_terminal) {
         (true, _) => Confirm::Skip,
         (false, true) => Confirm::Ask,
@@ -33,7 +33,7 @@ pub fn confirmation(yes: bool, dry_run: bool, stdin_is_terminal: bool) -> Confir
     }
 }
 
-pub fn run(config: &Config, args: &DestroyArgs) -> Result<(), Error> {
+pub(super) fn run(config: &Config, args: &DestroyArgs) -> Result<(), Error> {
     // Every event's `elapsedMs` counts from here, as apply's do.
     let begun = std::time::Instant::now();
     let full = super::load_plan(&config.global, &args.cluster)?;

@@ -32,7 +32,11 @@ struct Found {
     conflicts: Vec<String>,
 }
 
-pub fn run(config: &Config, args: &DiffArgs, out: &mut dyn std::io::Write) -> Result<(), Error> {
+pub(super) fn run(
+    config: &Config,
+    args: &DiffArgs,
+    out: &mut dyn std::io::Write,
+) -> Result<(), Error> {
     let run = crate::config::run_values(&args.values.files, &args.values.sets)?;
     let whole = super::load_plan(&config.global, &args.cluster)?.with_run_values(&run);
     let chosen = args.selection().apply(whole.clone())?;

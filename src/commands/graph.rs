@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use crate::cli::{Config, GraphArgs, GraphFormat, Verbosity};
 use crate::error::Error;
 
-pub fn run(config: &Config, args: &GraphArgs, out: &mut dyn Write) -> Result<(), Error> {
+pub(super) fn run(config: &Config, args: &GraphArgs, out: &mut dyn Write) -> Result<(), Error> {
     let format = args.format(config.global.output)?;
     // The DAG and, with `-v`, each chart: nothing else is rendered.
     let plan = super::load_shape(&config.global, &args.cluster)?;

@@ -10,7 +10,11 @@ use crate::cli::{Config, ImportHelmfileArgs};
 use crate::error::{Error, Prerequisite};
 use crate::import;
 
-pub fn run(config: &Config, args: &ImportHelmfileArgs, out: &mut dyn Write) -> Result<(), Error> {
+pub(super) fn run(
+    config: &Config,
+    args: &ImportHelmfileArgs,
+    out: &mut dyn Write,
+) -> Result<(), Error> {
     let (paths, cluster, force) = (&args.paths, &args.cluster, args.force);
     let environment = args.environment.as_deref();
     if let Err(e) = crate::validate::dns_label(cluster) {

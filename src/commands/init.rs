@@ -12,7 +12,11 @@ use crate::import::Written;
 
 /// `context`: the global `--context`, written as the cluster's context
 /// (`kind-CLUSTER` without it).
-pub fn run(args: &InitArgs, context: Option<&str>, out: &mut dyn Write) -> Result<(), Error> {
+pub(super) fn run(
+    args: &InitArgs,
+    context: Option<&str>,
+    out: &mut dyn Write,
+) -> Result<(), Error> {
     crate::validate::dns_label(&args.cluster).map_err(|why| {
         Error::config(Problem::new(format!(
             "--cluster `{}` is not a cluster name: {why}",

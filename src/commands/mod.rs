@@ -24,7 +24,7 @@ use crate::error::{Error, Failure};
 use crate::lint;
 use crate::plan::Plan;
 
-pub fn execute(config: &Config, out: &mut dyn Write) -> Result<(), Error> {
+pub(crate) fn execute(config: &Config, out: &mut dyn Write) -> Result<(), Error> {
     match &config.command {
         Command::Plan(args) => plan::run(config, args, out),
         Command::Graph(args) => graph::run(config, args, out),

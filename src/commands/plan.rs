@@ -14,7 +14,7 @@ use crate::lint;
 /// `--only`/`--selector` narrow what is shown: the chosen releases (with
 /// what they need unless `--no-needs`) and the findings about them or about
 /// no release in particular; the lints still see the whole cluster.
-pub fn run(config: &Config, args: &PlanArgs, out: &mut dyn Write) -> Result<(), Error> {
+pub(super) fn run(config: &Config, args: &PlanArgs, out: &mut dyn Write) -> Result<(), Error> {
     let clusters = &args.clusters.clusters();
     let linted = super::linted(&config.global, clusters, config.global.context.as_deref())?
         .into_iter()

@@ -10,7 +10,7 @@ use crate::cli::{Config, RunsArgs};
 use crate::error::{Error, Problem};
 use crate::run::record;
 
-pub fn run(config: &Config, args: &RunsArgs, out: &mut dyn Write) -> Result<(), Error> {
+pub(super) fn run(config: &Config, args: &RunsArgs, out: &mut dyn Write) -> Result<(), Error> {
     let Some(root) = record::root(config.global.cache_dir.as_deref()) else {
         return Err(Error::config(Problem::new(
             "no cache directory (neither XDG_CACHE_HOME nor HOME is set), so no run was recorded; give one with --cache-dir",

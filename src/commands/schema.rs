@@ -12,11 +12,15 @@ use crate::error::Error;
 use crate::output::Format;
 
 /// The schema of the events, `schemaVersion` 1.
-pub const EVENTS: &str = include_str!("events.schema.json");
+pub(super) const EVENTS: &str = include_str!("events.schema.json");
 
 /// A schema is a JSON Schema document, not one of the command outputs:
 /// it has no `schemaVersion` of its own. JSON unless `-o yaml`.
-pub fn run(kind: SchemaKind, format: Option<Format>, out: &mut dyn Write) -> Result<(), Error> {
+pub(super) fn run(
+    kind: SchemaKind,
+    format: Option<Format>,
+    out: &mut dyn Write,
+) -> Result<(), Error> {
     let schema = match kind {
         SchemaKind::Cluster => schemars::schema_for!(ClusterFile).to_value(),
         SchemaKind::Release => schemars::schema_for!(ReleaseFile).to_value(),

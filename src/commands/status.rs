@@ -15,7 +15,11 @@ use crate::lint;
 use crate::plural::count;
 use crate::status::{self, Report};
 
-pub fn run(config: &Config, args: &StatusArgs, out: &mut dyn std::io::Write) -> Result<(), Error> {
+pub(super) fn run(
+    config: &Config,
+    args: &StatusArgs,
+    out: &mut dyn std::io::Write,
+) -> Result<(), Error> {
     let (clusters, selection) = (&args.clusters.clusters(), &args.selection);
     if let Clusters::One(cluster) = clusters {
         let plan = selection.apply(super::load_plan(&config.global, cluster)?)?;
@@ -162,7 +166,7 @@ fn settled(r: &status::ReleaseStatus) -> bool {
 
 /// The table; `-q` keeps only the releases that need attention, `-v` adds
 /// each release's values digest and every workload judged.
-pub fn render(report: &Report, verbosity: Verbosity) -> String {
+pub(super) fn render(report: &Report, verbosity: Verbosity) -> String {
     let header = [
         "release", "chart", "desired", "deployed", "helm", "rev", "owner", "drift", "ready",
     ]

@@ -13,14 +13,14 @@ const DIRTY: &str = env!("BOOTSTRAP_GIT_DIRTY");
 const BUILD_DATE: &str = env!("BOOTSTRAP_BUILD_DATE");
 
 /// `--version`'s text after the name (declared with the CLI).
-pub use crate::cli::LONG_VERSION as LONG;
+pub(crate) use crate::cli::LONG_VERSION as LONG;
 
 fn helm_minimum() -> String {
     let (major, minor) = crate::helm::binary::MIN_VERSION;
     format!("{major}.{minor}")
 }
 
-pub fn run(output: OutputFormat, out: &mut dyn Write) -> Result<(), Error> {
+pub(crate) fn run(output: OutputFormat, out: &mut dyn Write) -> Result<(), Error> {
     match output.structured() {
         // One line, as it always was: `bootstrap version -o json | jq`.
         Some(crate::output::Format::Json) => {

@@ -19,11 +19,11 @@ pub(crate) struct Paths {
 
 impl Paths {
     /// `root` is the canonical config root, `shown_root` the `--dir` as typed.
-    pub fn new(root: PathBuf, shown_root: PathBuf) -> Self {
+    pub(super) fn new(root: PathBuf, shown_root: PathBuf) -> Self {
         Paths { root, shown_root }
     }
 
-    pub fn show(&self, path: &Path) -> PathBuf {
+    pub(super) fn show(&self, path: &Path) -> PathBuf {
         let rel = path.strip_prefix(&self.root).unwrap_or(path);
         // `releases/../../values.yaml` reads as the file it is.
         crate::lexical::normalize(&if self.shown_root.as_os_str().is_empty()

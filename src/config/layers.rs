@@ -44,7 +44,7 @@ type ParsedTexts = HashMap<Arc<str>, Result<Value, Problem>>;
 
 impl ValuesFiles {
     /// Values files whose parses are kept in `pack`.
-    pub fn cached(pack: Pack) -> ValuesFiles {
+    pub(super) fn cached(pack: Pack) -> ValuesFiles {
         ValuesFiles {
             pack,
             ..ValuesFiles::default()
@@ -52,7 +52,7 @@ impl ValuesFiles {
     }
 
     /// Writes the texts this plan parsed to the pack (docs/design.md#parse-cache).
-    pub fn save(self) {
+    pub(super) fn save(self) {
         let used = self.used.into_inner().unwrap_or_else(|e| e.into_inner());
         self.pack.save(used);
     }
@@ -126,7 +126,7 @@ type Inline<'p> = (&'p Path, &'p Path, u64);
 
 impl Layers<'_> {
     /// 1: the release's inline `values`.
-    pub fn release_values(&self, problems: &mut Vec<Problem>) -> Option<Layer> {
+    pub(super) fn release_values(&self, problems: &mut Vec<Problem>) -> Option<Layer> {
         let map = self.draft.doc.values.as_ref()?;
         Some(self.in_release(
             Step::ReleaseValues,
@@ -137,7 +137,7 @@ impl Layers<'_> {
     }
 
     /// 2: the release's `valuesFiles`, in order.
-    pub fn release_files(&self, problems: &mut Vec<Problem>) -> Vec<Layer> {
+    pub(super) fn release_files(&self, problems: &mut Vec<Problem>) -> Vec<Layer> {
         let dir = self.draft.file.parent().unwrap_or(&self.paths.root);
         let files = &self.draft.doc.values_files;
         files
@@ -153,7 +153,7 @@ impl Layers<'_> {
 
     /// 3: the cluster override's `valuesFiles` (relative to the cluster
     /// directory), in order.
-    pub fn override_files(
+    pub(super) fn override_files(
         &self,
         cluster_dir: &Path,
         o: &OverrideFile,
@@ -183,7 +183,7 @@ impl Layers<'_> {
     }
 
     /// 4: the cluster override's inline `values` (`overrides.KEY.values`).
-    pub fn override_values(
+    pub(super) fn override_values(
         &self,
         cluster_dir: &Path,
         (key, o): (&str, &OverrideFile),
@@ -202,7 +202,7 @@ impl Layers<'_> {
     }
 
     /// `crdValues`, for the CRD-phase render only.
-    pub fn crd_values(&self, problems: &mut Vec<Problem>) -> Option<Layer> {
+    pub(super) fn crd_values(&self, problems: &mut Vec<Problem>) -> Option<Layer> {
         let map = self.draft.doc.crd_values.as_ref()?;
         Some(self.in_release(Step::CrdValues, map, ("crdValues", "crdValues"), problems))
     }
@@ -226,7 +226,12 @@ impl Layers<'_> {
 
     /// A `from:` HelmRelease's `valuesFrom` objects that are not in git
     /// are an error unless the release gives values of its own (`own`).
-    pub fn check_unresolved(&self, from: &Resolved, own: &[Layer], problems: &mut Vec<Problem>) {
+    pub(super) fn check_unresolved(
+        &self,
+        from: &Resolved,
+        own: &[Layer],
+        problems: &mut Vec<Problem>,
+    ) {
         if own.iter().any(|l| l.values.is_object()) {
             return;
         }

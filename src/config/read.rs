@@ -7,7 +7,7 @@ use std::path::Path;
 
 /// Why a config file could not be read, in the file's terms.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Unreadable {
+pub(crate) struct Unreadable {
     pub message: String,
     /// Where in the file the problem is, when it is in the content.
     pub line: Option<u64>,
@@ -25,7 +25,7 @@ impl Unreadable {
 
     /// The message about `noun` (`--values file`): `cannot read the NOUN: …`,
     /// `the NOUN is a FIFO …`.
-    pub fn about(mut self, noun: &str) -> Unreadable {
+    pub(crate) fn about(mut self, noun: &str) -> Unreadable {
         self.message = match self.message.strip_prefix("cannot read: ") {
             Some(rest) => format!("cannot read the {noun}: {rest}"),
             None => format!("the {noun} {}", self.message),
@@ -34,7 +34,7 @@ impl Unreadable {
     }
 
     /// As a validation problem of `shown`.
-    pub fn problem(&self, shown: &Path) -> crate::error::Problem {
+    pub(crate) fn problem(&self, shown: &Path) -> crate::error::Problem {
         let problem = crate::error::Problem::new(self.message.clone()).file(shown);
         match self.line {
             Some(line) => problem.at(line, self.column.unwrap_or(1)),
@@ -44,7 +44,7 @@ impl Unreadable {
 }
 
 /// What a non-regular file is, in words.
-pub fn kind(file_type: std::fs::FileType) -> &'static str {
+pub(crate) fn kind(file_type: std::fs::FileType) -> &'static str {
     use std::os::unix::fs::FileTypeExt;
     if file_type.is_dir() {
         "a directory"
@@ -62,7 +62,7 @@ pub fn kind(file_type: std::fs::FileType) -> &'static str {
 }
 
 /// The text of `path`, a regular file or a symlink leading to one.
-pub fn text(path: &Path) -> Result<String, Unreadable> {
+pub(crate) fn text(path: &Path) -> Result<String, Unreadable> {
     let link = std::fs::symlink_metadata(path)
         .map_err(|e| Unreadable::new(format!("cannot read: {e}")))?;
     let meta = match std::fs::metadata(path) {
@@ -90,7 +90,7 @@ pub fn text(path: &Path) -> Result<String, Unreadable> {
 }
 
 /// `bytes` as text, or where the first byte that is not UTF-8 is.
-pub fn utf8(bytes: Vec<u8>) -> Result<String, Unreadable> {
+pub(crate) fn utf8(bytes: Vec<u8>) -> Result<String, Unreadable> {
     String::from_utf8(bytes).map_err(|e| {
         let at = e.utf8_error().valid_up_to();
         let bytes = e.as_bytes();

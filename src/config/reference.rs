@@ -61,7 +61,7 @@ pub(super) struct Resolver {
 }
 
 impl Resolver {
-    pub fn new<'a>(ids: impl Iterator<Item = &'a ReleaseId>, broken: Vec<Broken>) -> Self {
+    pub(super) fn new<'a>(ids: impl Iterator<Item = &'a ReleaseId>, broken: Vec<Broken>) -> Self {
         let mut by_name: HashMap<String, Vec<ReleaseId>> = HashMap::new();
         let mut all = Vec::new();
         for id in ids {
@@ -95,7 +95,7 @@ impl Resolver {
         })
     }
 
-    pub fn resolve(&self, reference: &str) -> Result<ReleaseId, ResolveError> {
+    pub(super) fn resolve(&self, reference: &str) -> Result<ReleaseId, ResolveError> {
         let unknown = || {
             if self.names_broken(reference) {
                 return ResolveError::Broken;

@@ -17,7 +17,7 @@ use serde_json::Value;
 use crate::error::Problem;
 
 /// The environment variable naming the sops binary.
-pub const SOPS_ENV: &str = "BOOTSTRAP_SOPS";
+pub(crate) const SOPS_ENV: &str = "BOOTSTRAP_SOPS";
 
 /// Decrypting one file with age keys takes milliseconds; a KMS key is a
 /// network call. Past this, sops is stopped and the file reported.
@@ -60,7 +60,7 @@ impl Failure {
     }
 
     /// The problem to report, to be given the file (and release).
-    pub fn problem(self) -> Problem {
+    pub(crate) fn problem(self) -> Problem {
         let problem = Problem::new(self.message);
         match self.cause {
             Some(cause) => problem.caused_by(cause),
@@ -79,7 +79,7 @@ pub(crate) struct Sops {
 type Decrypted = OnceLock<Result<String, Failure>>;
 
 impl Sops {
-    pub fn from_env() -> Sops {
+    pub(crate) fn from_env() -> Sops {
         Sops::new(
             std::env::var_os(SOPS_ENV)
                 .filter(|p| !p.is_empty())
@@ -88,7 +88,7 @@ impl Sops {
         )
     }
 
-    pub fn new(program: PathBuf) -> Sops {
+    pub(crate) fn new(program: PathBuf) -> Sops {
         Sops {
             program,
             decrypted: Mutex::new(HashMap::new()),
@@ -97,7 +97,7 @@ impl Sops {
 
     /// The values of the encrypted file at `path`: a map, or null for an
     /// empty file. Every leaf is a secret; messages name no part of it.
-    pub fn values(&self, path: &Path) -> Result<Value, Failure> {
+    pub(crate) fn values(&self, path: &Path) -> Result<Value, Failure> {
         let text = self.decrypt(path)?;
         match serde_saphyr::from_str::<Value>(&text) {
             Ok(v @ (Value::Object(_) | Value::Null)) => Ok(v),

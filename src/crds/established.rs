@@ -22,13 +22,13 @@ use crate::kube::ready::{self, Readiness};
 
 /// What the watch knows of a CRD it waits for.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Seen {
+pub(super) enum Seen {
     Established,
     /// Its names were refused (`NamesAccepted` False): waiting cannot help.
     Failed(String),
 }
 
-pub struct EstablishedWatch {
+pub(super) struct EstablishedWatch {
     stream: BoxStream<'static, Result<WatchEvent<DynamicObject>, ::kube::Error>>,
 }
 
@@ -38,7 +38,10 @@ impl EstablishedWatch {
     /// whole collection, however many items it returns; a CRD's metadata
     /// alone can be large, its managedFields mirroring its schema). `None`
     /// when it cannot be opened: the wait per CRD does all the work then.
-    pub async fn open(client: &::kube::Client, timeout: std::time::Duration) -> Option<Self> {
+    pub(super) async fn open(
+        client: &::kube::Client,
+        timeout: std::time::Duration,
+    ) -> Option<Self> {
         let api: Api<DynamicObject> = Api::all_with(
             client.clone(),
             &ApiResource::erase::<CustomResourceDefinition>(&()),
@@ -64,7 +67,7 @@ impl EstablishedWatch {
     /// up in the stream first, still Established as it goes. `seen` is
     /// called once per CRD of `waiting`, as it is seen; the names not seen
     /// are returned, in order.
-    pub async fn until(
+    pub(super) async fn until(
         &mut self,
         waiting: &[(&str, Option<&str>)],
         deadline: Instant,

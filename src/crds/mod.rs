@@ -3,7 +3,7 @@
 //! Established. Runs before any release is touched.
 
 mod established;
-pub mod record;
+pub(crate) mod record;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -24,7 +24,7 @@ use crate::release::{Release, ReleaseId, Source};
 /// Why the CRD phase could not render or apply a release's CRDs; each names
 /// the release (and the CRD) and keeps the underlying error as its cause.
 #[derive(Debug, thiserror::Error)]
-pub enum CrdError {
+pub(crate) enum CrdError {
     #[error("release `{release}`: cannot render its CRDs (its chart and version are set at {at})")]
     Render {
         release: ReleaseId,
@@ -71,7 +71,7 @@ pub enum CrdError {
 
 /// Reading a `manifests:` source.
 #[derive(Debug, thiserror::Error)]
-pub enum FetchError {
+pub(crate) enum FetchError {
     #[error(transparent)]
     Http(#[from] ureq::Error),
     #[error(transparent)]
@@ -81,7 +81,7 @@ pub enum FetchError {
 }
 
 /// How long a CRD may take to become Established.
-pub const ESTABLISH_TIMEOUT: Duration = Duration::from_secs(120);
+pub(crate) const ESTABLISH_TIMEOUT: Duration = Duration::from_secs(120);
 /// CRDs applied at once: the API server takes them side by side (creating
 /// the shipped catalog's 21 CRDs 8 at a time took 1.2x as long as all at
 /// once, docs/BENCHMARKS.md), bounded for catalogs with hundreds.
@@ -90,7 +90,7 @@ const PARALLEL_APPLIES: usize = 32;
 const PARALLEL_WAITS: usize = 64;
 
 #[derive(Debug, Clone)]
-pub struct Crd {
+pub(crate) struct Crd {
     pub release: ReleaseId,
     pub name: String,
     pub manifest: Value,
@@ -102,7 +102,7 @@ const PARALLEL_RENDERS: usize = 4;
 /// Renders the CRDs of every release in the CRD phase, several releases at
 /// a time (each waits only for its own chart, docs/design.md#chart-cache).
 /// Pure with respect to the cluster: nothing is changed here.
-pub async fn render<H: Helm>(helm: &H, plan: &Plan) -> Result<Vec<Crd>, CrdError> {
+pub(crate) async fn render<H: Helm>(helm: &H, plan: &Plan) -> Result<Vec<Crd>, CrdError> {
     let releases: Vec<&Release> = plan.crd_releases().collect();
     // By index: a closure over `&Release` would not be `Send` for every
     // lifetime (a limit of rustc). `buffered` keeps the results in order.
@@ -126,7 +126,7 @@ pub async fn render<H: Helm>(helm: &H, plan: &Plan) -> Result<Vec<Crd>, CrdError
 
 /// The CustomResourceDefinitions among a release's rendered documents, as
 /// the CRD phase applies them.
-pub fn carried(release: &ReleaseId, docs: Vec<Value>) -> impl Iterator<Item = Crd> + '_ {
+pub(crate) fn carried(release: &ReleaseId, docs: Vec<Value>) -> impl Iterator<Item = Crd> + '_ {
     docs.into_iter().filter_map(move |doc| {
         if doc.get("kind").and_then(Value::as_str) != Some("CustomResourceDefinition") {
             return None;
@@ -147,7 +147,7 @@ pub fn carried(release: &ReleaseId, docs: Vec<Value>) -> impl Iterator<Item = Cr
 /// applied: for every served version of every CRD, `group/version` and
 /// `group/version/Kind`, as helm builds the set from the cluster's discovery
 /// (helm pkg/action/action.go, GetVersionSet). Sorted, without repeats.
-pub fn api_versions(crds: &[Crd]) -> Vec<String> {
+pub(crate) fn api_versions(crds: &[Crd]) -> Vec<String> {
     let mut out = std::collections::BTreeSet::new();
     for crd in crds {
         let spec = &crd.manifest["spec"];
@@ -275,7 +275,7 @@ fn crd_target(name: &str) -> ObjectTarget {
 /// release it came from. A CRD `known` says is as the last apply left it
 /// is not applied again (docs/design.md#crd-record). Returns what this run
 /// applied, as the record keeps it.
-pub async fn apply_all(
+pub(crate) async fn apply_all(
     client: &::kube::Client,
     crds: &[Crd],
     known: &record::Known,
@@ -451,7 +451,7 @@ async fn wait_established(
     Ok(())
 }
 
-pub fn dry_run(crds: &[Crd], events: &Emitter) {
+pub(crate) fn dry_run(crds: &[Crd], events: &Emitter) {
     for crd in crds {
         events.emit(Event::CrdApplied {
             release: crd.release.clone(),

@@ -27,11 +27,11 @@ use crate::ledger::LEDGER_NAMESPACE;
 
 /// The record's ConfigMap, beside the ledger (never labelled as a ledger
 /// shard: the admission guard reads only those).
-pub const RECORD_NAME: &str = "bootstrap-crds";
+pub(crate) const RECORD_NAME: &str = "bootstrap-crds";
 
 /// One CRD as the CRD phase last left it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Applied {
+pub(crate) struct Applied {
     /// [`digest`] of the manifest applied.
     pub digest: String,
     /// The CRD object it was applied to.
@@ -42,7 +42,7 @@ pub struct Applied {
 
 /// A CRD as the API server has it now (its metadata only).
 #[derive(Debug, Clone, Default)]
-pub struct Live {
+pub(crate) struct Live {
     pub uid: String,
     pub generation: i64,
     pub deleting: bool,
@@ -67,19 +67,19 @@ impl Live {
 
 /// What the CRD phase knows before it applies: the record and the live CRDs.
 #[derive(Debug, Default)]
-pub struct Known {
+pub(crate) struct Known {
     pub recorded: BTreeMap<String, Applied>,
     pub live: BTreeMap<String, Live>,
 }
 
 /// The digest a manifest is recorded under.
-pub fn digest(manifest: &Value) -> String {
+pub(crate) fn digest(manifest: &Value) -> String {
     crate::values::digest(manifest)
 }
 
 impl Known {
     /// The CRD `manifest` (named `name`) is as the last apply left it.
-    pub fn unchanged(&self, name: &str, manifest: &Value) -> bool {
+    pub(crate) fn unchanged(&self, name: &str, manifest: &Value) -> bool {
         let (Some(recorded), Some(live)) = (self.recorded.get(name), self.live.get(name)) else {
             return false;
         };
@@ -107,7 +107,7 @@ fn carries(manifest: &Value, field: &str, live: &BTreeMap<String, String>) -> bo
 
 /// Why the record or the live CRDs could not be read or the record written.
 #[derive(Debug, thiserror::Error)]
-pub enum RecordError {
+pub(crate) enum RecordError {
     #[error("cannot read ConfigMap {LEDGER_NAMESPACE}/{RECORD_NAME}")]
     Read(#[source] ::kube::Error),
     #[error("cannot list the cluster's CustomResourceDefinitions")]
@@ -117,7 +117,7 @@ pub enum RecordError {
 }
 
 /// Reads the record and the live CRDs' metadata, side by side.
-pub async fn read(client: &::kube::Client) -> Result<Known, RecordError> {
+pub(crate) async fn read(client: &::kube::Client) -> Result<Known, RecordError> {
     let maps: Api<ConfigMap> = Api::namespaced(client.clone(), LEDGER_NAMESPACE);
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     let params = ListParams::default();
@@ -146,7 +146,7 @@ fn parse(data: BTreeMap<String, String>) -> BTreeMap<String, Applied> {
 }
 
 /// `Applied` of an object the API server returned from an apply.
-pub fn applied(manifest: &Value, returned: &Value) -> Option<Applied> {
+pub(crate) fn applied(manifest: &Value, returned: &Value) -> Option<Applied> {
     Some(Applied {
         digest: digest(manifest),
         uid: returned.pointer("/metadata/uid")?.as_str()?.to_string(),
@@ -157,7 +157,7 @@ pub fn applied(manifest: &Value, returned: &Value) -> Option<Applied> {
 /// Writes the record: the entries read before the phase, with `fresh`
 /// (what this run applied) in place of theirs. One server-side apply of the
 /// whole ConfigMap, which also creates it.
-pub async fn write(
+pub(crate) async fn write(
     client: &::kube::Client,
     mut entries: BTreeMap<String, Applied>,
     fresh: BTreeMap<String, Applied>,
@@ -196,7 +196,7 @@ pub async fn write(
 
 /// Takes the CRDs `names` (deleted by `destroy --crds`) out of the record;
 /// the ConfigMap goes with its last entry.
-pub async fn forget(client: &::kube::Client, names: &[&str]) -> Result<(), RecordError> {
+pub(crate) async fn forget(client: &::kube::Client, names: &[&str]) -> Result<(), RecordError> {
     let maps: Api<ConfigMap> = Api::namespaced(client.clone(), LEDGER_NAMESPACE);
     let Some(map) = retry(API_RETRY_BUDGET, || maps.get_opt(RECORD_NAME))
         .await

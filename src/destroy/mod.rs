@@ -39,7 +39,7 @@ pub struct Options {
 }
 
 /// The releases to uninstall, in order: every one before what it needs.
-pub fn order(plan: &Plan) -> Vec<&Release> {
+pub(crate) fn order(plan: &Plan) -> Vec<&Release> {
     let mut order: Vec<&Release> = plan.installed().collect();
     order.reverse();
     order
@@ -47,7 +47,7 @@ pub fn order(plan: &Plan) -> Vec<&Release> {
 
 /// With `--only`: installed releases outside the selection that depend on a
 /// selected one, as `(dependent, selected)`; they keep running without it.
-pub fn left_behind(full: &Plan, selected: &Plan) -> Vec<(ReleaseId, ReleaseId)> {
+pub(crate) fn left_behind(full: &Plan, selected: &Plan) -> Vec<(ReleaseId, ReleaseId)> {
     let chosen: BTreeSet<&ReleaseId> = selected.installed().map(|r| &r.id).collect();
     let mut found = Vec::new();
     for id in &chosen {
@@ -62,7 +62,7 @@ pub fn left_behind(full: &Plan, selected: &Plan) -> Vec<(ReleaseId, ReleaseId)> 
 }
 
 /// Runs the whole destroy; `Ok(summary)` even when uninstalls failed.
-pub async fn run<H: Helm>(
+pub(crate) async fn run<H: Helm>(
     plan: &Plan,
     helm: &H,
     connection: &Connection,

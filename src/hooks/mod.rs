@@ -41,14 +41,14 @@
 //! (`config/render.rs`), `plan`, `apply`, `status` and `check` only use
 //! [`HookFile::check`], [`Hook::render`] and [`HookAction`]'s methods.
 
-pub mod command;
-pub mod condition;
-pub mod created;
-pub mod job;
-pub mod object;
+pub(crate) mod command;
+pub(crate) mod condition;
+pub(crate) mod created;
+pub(crate) mod job;
+pub(crate) mod object;
 mod registry;
-pub mod rollout;
-pub mod shell;
+pub(crate) mod rollout;
+pub(crate) mod shell;
 
 use std::fmt;
 use std::future::Future;
@@ -229,7 +229,7 @@ impl HookFailure {
 }
 
 /// Runs one hook within `timeout`; on success returns command output, if any.
-pub async fn run(
+pub(crate) async fn run(
     action: &HookAction,
     env: &HookEnv,
     timeout: Duration,

@@ -52,7 +52,7 @@ impl ObjectRef {
 }
 
 /// A namespace not given is the release's.
-pub fn or_release(given: &Option<String>, release_namespace: &str) -> Option<String> {
+pub(crate) fn or_release(given: &Option<String>, release_namespace: &str) -> Option<String> {
     Some(
         given
             .clone()
@@ -62,7 +62,7 @@ pub fn or_release(given: &Option<String>, release_namespace: &str) -> Option<Str
 
 /// Like [`or_release`], except that cluster-scoped kinds we know get no
 /// namespace unless one is given.
-pub fn scoped_namespace(
+pub(crate) fn scoped_namespace(
     kind: &str,
     given: &Option<String>,
     release_namespace: &str,
@@ -97,7 +97,7 @@ pub fn scoped_namespace(
 
 /// Whether a failed wait collects the workload's pods and events.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Diagnose {
+pub(crate) enum Diagnose {
     /// A workload: its pods explain why it is not ready.
     Workload,
     /// Anything else: the wait's own message says it all.
@@ -106,7 +106,7 @@ pub enum Diagnose {
 
 /// Waits until `check` passes for the target (each selected object, for a
 /// label selector); see `kube::wait::wait_for`.
-pub async fn wait<F, P>(
+pub(crate) async fn wait<F, P>(
     env: &HookEnv,
     target: &ObjectTarget,
     check: F,
@@ -120,32 +120,6 @@ where
 {
     let client = client(env)?;
     let result = wait::wait_for(
-        client.clone(),
-        target,
-        check,
-        timeout,
-        wait::Relay(progress),
-    )
-    .await;
-    finish(client, target, result, diagnose).await
-}
-
-/// Waits until `check` passes for the selected set as a whole; see
-/// `kube::wait::wait_for_set`.
-pub async fn wait_set<F, P>(
-    env: &HookEnv,
-    target: &ObjectTarget,
-    check: F,
-    timeout: Duration,
-    progress: &P,
-    diagnose: Diagnose,
-) -> Result<Option<String>, HookFailure>
-where
-    F: Fn(&[Value]) -> Readiness + Send + Sync,
-    P: crate::kube::wait::Observer + Send + Sync,
-{
-    let client = client(env)?;
-    let result = wait::wait_for_set(
         client.clone(),
         target,
         check,

@@ -23,7 +23,7 @@ macro_rules! join_keys {
 macro_rules! hook_kinds {
     ($( $(#[doc = $doc:literal])+ $key:ident => $variant:ident, )+) => {
         /// The key of every hook kind, in registry order.
-        pub const KINDS: &[&str] = &[$(stringify!($key)),+];
+        pub(crate) const KINDS: &[&str] = &[$(stringify!($key)),+];
 
         #[doc = concat!("Exactly one of ", $crate::hooks::registry::join_keys!($($key),+), ".")]
         #[derive(Debug, serde::Deserialize, serde::Serialize, schemars::JsonSchema)]

@@ -20,7 +20,7 @@ use super::rendered::RenderedState;
 
 /// A variable the templates read, with its value on this machine.
 #[derive(Debug, Clone)]
-pub struct Variable {
+pub(crate) struct Variable {
     pub name: String,
     /// Read with `requiredEnv` somewhere: `{{env "X"}}` (an error when
     /// unset) rather than `{{env "X" ""}}`.
@@ -37,7 +37,7 @@ const FILE_LIMIT: usize = 2000;
 
 /// The variables the state files and the templates beside them read, each
 /// with a value set and not empty on this machine.
-pub fn referenced(state_files: &[PathBuf]) -> Vec<Variable> {
+pub(crate) fn referenced(state_files: &[PathBuf]) -> Vec<Variable> {
     let mut files: Vec<PathBuf> = state_files.to_vec();
     for state in state_files {
         if let Some(dir) = state.parent() {
@@ -114,7 +114,10 @@ fn template_files(dir: &Path, out: &mut Vec<PathBuf>) {
 /// paths). Returns the names of the variables whose values it replaced,
 /// and the fields bootstrap takes no template in that hold a variable's
 /// value (written as that value, and said: see [`Literal`]).
-pub fn mask(state: &mut RenderedState, vars: &[Variable]) -> (BTreeSet<String>, Vec<Literal>) {
+pub(crate) fn mask(
+    state: &mut RenderedState,
+    vars: &[Variable],
+) -> (BTreeSet<String>, Vec<Literal>) {
     let mut used = BTreeSet::new();
     let mut literal = Vec::new();
     if vars.is_empty() {
@@ -160,7 +163,7 @@ pub fn mask(state: &mut RenderedState, vars: &[Variable]) -> (BTreeSet<String>, 
 /// chart or version) that holds the value of a variable the templates
 /// read: written as the value helmfile rendered, and said.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Literal {
+pub(crate) struct Literal {
     pub release: String,
     pub key: &'static str,
     pub variable: String,

@@ -13,14 +13,14 @@ use serde_json::{Map, Value, json};
 
 /// When a bootstrap hook runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Phase {
+pub(crate) enum Phase {
     Presync,
     Postsync,
 }
 
 /// One converted hook: its YAML and the helmfile command it came from.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Converted {
+pub(crate) struct Converted {
     pub phase: Phase,
     pub hook: Value,
     pub was: String,
@@ -29,7 +29,7 @@ pub struct Converted {
 /// helmfile's events as bootstrap phases; `None` for events bootstrap has
 /// no moment for. `prepare` and `preapply` come before the helm operation
 /// like `presync` (pkg/app/run.go triggers them first).
-pub fn phase(event: &str) -> Option<Phase> {
+pub(crate) fn phase(event: &str) -> Option<Phase> {
     match event {
         "prepare" | "preapply" | "presync" => Some(Phase::Presync),
         "postsync" => Some(Phase::Postsync),
@@ -39,7 +39,7 @@ pub fn phase(event: &str) -> Option<Phase> {
 
 /// Converts a rendered command line. `helmfile_dir` is where helmfile ran it,
 /// `root` the config root bootstrap runs it in (both absolute).
-pub fn convert(argv: &[String], namespace: &str, helmfile_dir: &Path, root: &Path) -> Value {
+pub(crate) fn convert(argv: &[String], namespace: &str, helmfile_dir: &Path, root: &Path) -> Value {
     if argv.first().map(String::as_str) == Some("kubectl")
         && let Some(hook) = typed(&argv[1..], namespace)
     {
@@ -264,7 +264,7 @@ fn typed(args: &[String], release_namespace: &str) -> Option<Value> {
 
 /// The hooks one converted value stands for (a `kubectl wait` on several
 /// objects is one hook per object).
-pub fn flatten(value: Value) -> Vec<Value> {
+pub(crate) fn flatten(value: Value) -> Vec<Value> {
     match value {
         Value::Array(list) => list,
         other => vec![other],
@@ -272,7 +272,7 @@ pub fn flatten(value: Value) -> Vec<Value> {
 }
 
 /// The directory helmfile ran hooks in, absolute.
-pub fn absolute(dir: &Path) -> PathBuf {
+pub(crate) fn absolute(dir: &Path) -> PathBuf {
     std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf())
 }
 

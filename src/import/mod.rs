@@ -5,23 +5,23 @@
 //! [`Issue`] with file and line; nothing is guessed.
 
 mod convert;
-pub mod environment;
-pub mod gotmpl;
+pub(crate) mod environment;
+pub(crate) mod gotmpl;
 mod helmfile;
-pub mod hooks;
-pub mod rendered;
+pub(crate) mod hooks;
+pub(crate) mod rendered;
 mod write;
 
 use std::fmt;
 use std::path::{Component, Path, PathBuf};
 
-pub use convert::{Imported, Options, import};
-pub use rendered::{Helmfile, Renderer};
+pub(crate) use convert::{Imported, Options, import};
+pub(crate) use rendered::{Helmfile, Renderer};
 
 /// What rendering `paths` (as `import helmfile` lists their state files)
 /// with helmfile would execute of the repository's commands; paths that
 /// list no state file are left to the import to report.
-pub fn commands(paths: &[PathBuf]) -> Vec<rendered::Runs> {
+pub(crate) fn commands(paths: &[PathBuf]) -> Vec<rendered::Runs> {
     let files: Vec<PathBuf> = paths
         .iter()
         .filter_map(|p| helmfile::state_files(p).ok())
@@ -29,11 +29,11 @@ pub fn commands(paths: &[PathBuf]) -> Vec<rendered::Runs> {
         .collect();
     rendered::commands(&files)
 }
-pub use write::{Written, render, write};
+pub(crate) use write::{Written, render, write};
 
 /// One construct the importer did not convert.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Issue {
+pub(crate) struct Issue {
     pub file: PathBuf,
     /// 1-based; 0 when the whole file is meant.
     pub line: usize,
@@ -48,7 +48,7 @@ pub struct Issue {
 }
 
 impl Issue {
-    pub fn new(
+    pub(crate) fn new(
         file: impl AsRef<Path>,
         line: usize,
         construct: impl Into<String>,
@@ -65,7 +65,7 @@ impl Issue {
     }
 
     /// `file:line: `construct`` (the construct shortened).
-    pub fn location(&self) -> String {
+    pub(crate) fn location(&self) -> String {
         let construct: String = if self.construct.chars().count() > 80 {
             let cut: String = self.construct.chars().take(77).collect();
             format!("{cut}...")
@@ -104,20 +104,20 @@ impl fmt::Display for Issue {
 
 /// The issues that share one cause (the same reason), in the order of
 /// their first occurrence.
-pub struct Cause<'a> {
+pub(crate) struct Cause<'a> {
     pub reason: &'a str,
     pub issues: Vec<&'a Issue>,
 }
 
 impl Cause<'_> {
-    pub fn helmfile_renders(&self) -> bool {
+    pub(crate) fn helmfile_renders(&self) -> bool {
         self.issues.iter().all(|i| i.helmfile_renders)
     }
 }
 
 /// `issues` grouped by cause, so that one template construct used by forty
 /// releases reads as one line.
-pub fn causes(issues: &[Issue]) -> Vec<Cause<'_>> {
+pub(crate) fn causes(issues: &[Issue]) -> Vec<Cause<'_>> {
     let mut out: Vec<Cause> = Vec::new();
     for issue in issues {
         match out.iter_mut().find(|c| c.reason == issue.reason) {
@@ -157,7 +157,7 @@ pub(crate) fn files_below(dir: &Path, endings: &[&str], limit: usize, out: &mut 
 
 /// `to` relative to the directory `from`; both absolute or both relative
 /// to the same place, compared lexically.
-pub fn relative(from: &Path, to: &Path) -> PathBuf {
+pub(crate) fn relative(from: &Path, to: &Path) -> PathBuf {
     let from = gotmpl::normalize(&hooks::absolute(from));
     let to = gotmpl::normalize(&hooks::absolute(to));
     let a: Vec<Component> = from.components().collect();

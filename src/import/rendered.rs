@@ -20,7 +20,7 @@ use super::hooks::absolute;
 
 /// The helmfile binary the import renders with.
 #[derive(Debug, Clone)]
-pub struct Helmfile {
+pub(crate) struct Helmfile {
     pub program: PathBuf,
     /// As `helmfile version` prints it, e.g. `v1.8.0`.
     pub version: String,
@@ -28,7 +28,7 @@ pub struct Helmfile {
 
 /// How the import rendered the helmfiles, said in its output.
 #[derive(Debug, Clone)]
-pub enum Renderer {
+pub(crate) enum Renderer {
     Helmfile(Helmfile),
     /// The importer's own template subset, and why helmfile was not used.
     Subset(String),
@@ -38,7 +38,9 @@ pub enum Renderer {
 /// `BOOTSTRAP_HELMFILE`) must run, else it is an error; without it,
 /// `helmfile` on PATH when there is one that runs. `Ok(Err(why))` when
 /// there is none.
-pub fn find(explicit: Option<&Path>) -> Result<Result<Helmfile, NoHelmfile>, BrokenHelmfile> {
+pub(crate) fn find(
+    explicit: Option<&Path>,
+) -> Result<Result<Helmfile, NoHelmfile>, BrokenHelmfile> {
     if let Some(program) = explicit {
         return version(program)
             .map(|version| {
@@ -64,7 +66,7 @@ pub fn find(explicit: Option<&Path>) -> Result<Result<Helmfile, NoHelmfile>, Bro
 /// Why there is no helmfile to render with (the importer's own template
 /// subset reads the files then).
 #[derive(Debug, thiserror::Error)]
-pub enum NoHelmfile {
+pub(crate) enum NoHelmfile {
     #[error("no `helmfile` on PATH")]
     NotOnPath,
     #[error("`{}` does not run: {why}", .program.display())]
@@ -77,14 +79,14 @@ pub enum NoHelmfile {
     "helmfile `{}` does not run ({why}); give a working helmfile with --helmfile (or BOOTSTRAP_HELMFILE), or leave both unset to use helmfile on PATH or the importer's own template subset",
     .program.display()
 )]
-pub struct BrokenHelmfile {
+pub(crate) struct BrokenHelmfile {
     pub program: PathBuf,
     pub why: NoVersion,
 }
 
 /// Why `helmfile version -o short` said no version.
 #[derive(Debug, thiserror::Error)]
-pub enum NoVersion {
+pub(crate) enum NoVersion {
     #[error("{0}")]
     Spawn(std::io::Error),
     #[error("`version -o short` exited with {status}: {stderr}")]
@@ -133,7 +135,7 @@ fn last_line(text: &str) -> String {
 /// commands: an `exec` template call, or a hook on `prepare` (helmfile runs
 /// `prepare` hooks while it loads the state, `build` included).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Runs {
+pub(crate) struct Runs {
     pub file: PathBuf,
     pub line: usize,
     pub what: &'static str,
@@ -147,7 +149,7 @@ impl std::fmt::Display for Runs {
 
 /// What rendering `files` (state files, and the `.gotmpl` files beside
 /// them) with helmfile would execute.
-pub fn commands(files: &[PathBuf]) -> Vec<Runs> {
+pub(crate) fn commands(files: &[PathBuf]) -> Vec<Runs> {
     let mut texts: Vec<PathBuf> = files.to_vec();
     for file in files {
         let Some(dir) = file.parent() else { continue };
@@ -209,7 +211,7 @@ pub fn commands(files: &[PathBuf]) -> Vec<Runs> {
 /// One state file as helmfile rendered it: its fields with values files
 /// as paths (`doc`), and the same releases with each values entry replaced
 /// by the values helmfile computed from it (`embedded`, index by index).
-pub struct RenderedState {
+pub(crate) struct RenderedState {
     /// Absolute and normalized, to match the files the importer lists.
     pub source: PathBuf,
     pub doc: Map<String, Value>,
@@ -218,7 +220,7 @@ pub struct RenderedState {
 
 /// Runs `helmfile build` (twice: with values files as paths, and with
 /// their values embedded) on `file` in the user's environment.
-pub fn build(
+pub(crate) fn build(
     helmfile: &Helmfile,
     file: &Path,
     environment: Option<&str>,
@@ -282,7 +284,7 @@ fn run_build(
 
 /// Why `helmfile build` gave no state to import.
 #[derive(Debug, thiserror::Error)]
-pub enum BuildError {
+pub(crate) enum BuildError {
     #[error("cannot run `{}`: {error}", .program.display())]
     Spawn {
         program: PathBuf,

@@ -14,12 +14,12 @@ use super::relative;
 use crate::error::{Error, Failure, Problem};
 
 /// Files to write, relative to the config root, with their text.
-pub struct Written {
+pub(crate) struct Written {
     pub files: Vec<(PathBuf, String)>,
 }
 
 /// Renders every file of the import; `root` is the config root.
-pub fn render(imported: &Imported, root: &Path) -> Written {
+pub(crate) fn render(imported: &Imported, root: &Path) -> Written {
     let root_abs = hooks::absolute(root);
     let releases_dir = root_abs.join("releases");
     let mut files = Vec::new();
@@ -511,7 +511,7 @@ fn shown(root: &Path, rel: &Path) -> PathBuf {
 
 /// Writes the files under `root`; refuses (nothing written) when any
 /// exists, unless `force`.
-pub fn write(written: &Written, root: &Path, force: bool) -> Result<Vec<PathBuf>, Error> {
+pub(crate) fn write(written: &Written, root: &Path, force: bool) -> Result<Vec<PathBuf>, Error> {
     if !force {
         let existing: Vec<Problem> = written
             .files

@@ -11,7 +11,7 @@ use crate::error::suggest;
 use crate::plan::Plan;
 use crate::release::{ChartSource, Release};
 
-pub const VALUES_UNKNOWN_KEY: &str = "values-unknown-key";
+pub(super) const VALUES_UNKNOWN_KEY: &str = "values-unknown-key";
 
 /// Keys no values file can be wrong about: Helm passes `global` to every chart.
 const ALWAYS_ALLOWED: &[&str] = &["global"];
@@ -20,7 +20,7 @@ const ALWAYS_ALLOWED: &[&str] = &["global"];
 /// `properties` where `additionalProperties: false`), or, when the chart has
 /// no schema, a top-level key absent from its default `values.yaml`: a typo
 /// that silently does nothing.
-pub fn values_unknown_key(plan: &Plan) -> Vec<Hit> {
+pub(super) fn values_unknown_key(plan: &Plan) -> Vec<Hit> {
     let mut hits = Vec::new();
     for release in plan.installed() {
         let Some(ChartSource::Path(dir)) = release.chart().map(|c| &c.source) else {

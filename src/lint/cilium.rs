@@ -6,8 +6,8 @@ use super::{Hit, text};
 use crate::plan::Plan;
 use crate::release::{ChartSource, Release};
 
-pub const KPR_WITHOUT_API_HOST: &str = "cilium-kpr-without-api-host";
-pub const KPR_PARTIAL: &str = "cilium-kpr-partial";
+pub(super) const KPR_WITHOUT_API_HOST: &str = "cilium-kpr-without-api-host";
+pub(super) const KPR_PARTIAL: &str = "cilium-kpr-partial";
 
 /// The installed Cilium releases of a plan (the chart named `cilium`).
 pub(super) fn cilium_releases(plan: &Plan) -> impl Iterator<Item = &Release> {
@@ -19,7 +19,7 @@ pub(super) fn cilium_releases(plan: &Plan) -> impl Iterator<Item = &Release> {
 /// without both `k8sServiceHost` and `k8sServicePort`: nothing serves the
 /// `kubernetes` Service VIP until Cilium runs, so Cilium's init containers
 /// never reach the API server.
-pub fn kpr_without_api_host(plan: &Plan) -> Vec<Hit> {
+pub(super) fn kpr_without_api_host(plan: &Plan) -> Vec<Hit> {
     let mut hits = Vec::new();
     for release in cilium_releases(plan) {
         let kpr = text(release.values().get("kubeProxyReplacement"));
@@ -54,7 +54,7 @@ pub fn kpr_without_api_host(plan: &Plan) -> Vec<Hit> {
 
 /// `kubeProxyReplacement: partial|strict|probe|disabled` on chart >= 1.14,
 /// where only `true` and `false` exist.
-pub fn kpr_partial(plan: &Plan) -> Vec<Hit> {
+pub(super) fn kpr_partial(plan: &Plan) -> Vec<Hit> {
     let mut hits = Vec::new();
     for release in cilium_releases(plan) {
         let Some(kpr) = text(release.values().get("kubeProxyReplacement")) else {

@@ -8,7 +8,7 @@ use super::locate::locate;
 use crate::plan::Plan;
 use crate::release::CrdPolicy;
 
-pub const CRD_VALUES_INVERTED: &str = "crd-values-inverted";
+pub(super) const CRD_VALUES_INVERTED: &str = "crd-values-inverted";
 
 /// The chart switches that make CRDs chart templates: cert-manager
 /// `crds.enabled`, external-secrets and flux-operator `installCRDs`, and the
@@ -31,7 +31,7 @@ fn get<'a>(values: &'a Value, path: &[&str]) -> Option<&'a Value> {
 /// A `crds: bootstrap` release whose install values switch a CRD template
 /// on: Helm would render those CRDs (skip-crds only skips `crds/`) and own
 /// what the CRD phase applied.
-pub fn crd_values_inverted(plan: &Plan) -> Vec<Hit> {
+pub(super) fn crd_values_inverted(plan: &Plan) -> Vec<Hit> {
     let mut hits = Vec::new();
     for release in plan.installed().filter(|r| r.crds == CrdPolicy::Bootstrap) {
         for path in CRD_SWITCHES {

@@ -16,7 +16,7 @@ use super::locate::locate;
 use crate::plan::Plan;
 use crate::release::{ChartSource, Release, ReleaseId, Source};
 
-pub const NEEDS_MISSING_FOR_KIND: &str = "needs-missing-for-kind";
+pub(super) const NEEDS_MISSING_FOR_KIND: &str = "needs-missing-for-kind";
 
 /// Value switches (true) that make a chart create objects of a kind.
 const SWITCHES: &[(&[&str], &str)] = &[
@@ -194,7 +194,7 @@ fn crds_in_file(path: &Path, kinds: &mut BTreeSet<String>) {
 
 /// A release that creates objects of a CRD-served kind whose CRD neither
 /// comes from the CRD phase nor from a release it (transitively) needs.
-pub fn needs_missing_for_kind(plan: &Plan) -> Vec<Hit> {
+pub(super) fn needs_missing_for_kind(plan: &Plan) -> Vec<Hit> {
     let providers: Vec<(&Release, BTreeSet<String>)> =
         plan.releases.iter().map(|r| (r, provides(r))).collect();
     let mut hits = Vec::new();

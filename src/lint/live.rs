@@ -15,16 +15,16 @@ use super::{Hit, text};
 use crate::plan::Plan;
 use crate::release::Release;
 
-pub const NATIVE_ROUTING_CIDR_MISMATCH: &str = "native-routing-cidr-mismatch";
-pub const API_HOST_UNREACHABLE: &str = "api-host-unreachable";
-pub const KUBE_PROXY_PRESENT_WITH_KPR: &str = "kube-proxy-present-with-kpr";
+pub(crate) const NATIVE_ROUTING_CIDR_MISMATCH: &str = "native-routing-cidr-mismatch";
+pub(crate) const API_HOST_UNREACHABLE: &str = "api-host-unreachable";
+pub(crate) const KUBE_PROXY_PRESENT_WITH_KPR: &str = "kube-proxy-present-with-kpr";
 
 /// How long the API host probe may take (connect and first answer).
-pub const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
+pub(crate) const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// What the live rules look at, read once.
 #[derive(Debug, Clone, Default)]
-pub struct LiveState {
+pub(crate) struct LiveState {
     /// Each Node's name and `spec.podCIDRs` (or `spec.podCIDR`).
     pub nodes: Vec<(String, Vec<String>)>,
     /// Whether DaemonSet kube-system/kube-proxy exists.
@@ -45,7 +45,7 @@ fn kpr(plan: &Plan) -> Option<&Release> {
 }
 
 /// `host:port` Cilium is told to reach the API server at, with kube-proxy replaced.
-pub fn api_target(plan: &Plan) -> Option<String> {
+pub(crate) fn api_target(plan: &Plan) -> Option<String> {
     let release = kpr(plan)?;
     let host = text(release.values().get("k8sServiceHost")).filter(|h| !h.is_empty())?;
     let port = text(release.values().get("k8sServicePort")).filter(|p| !p.is_empty())?;
@@ -59,7 +59,7 @@ pub fn api_target(plan: &Plan) -> Option<String> {
 /// Reads what the live rules need. A read that fails leaves its part empty
 /// (the rule then has nothing to say); the API server was reachable moments
 /// ago, so this only loses information, never a run.
-pub async fn gather(plan: &Plan, client: &::kube::Client) -> LiveState {
+pub(crate) async fn gather(plan: &Plan, client: &::kube::Client) -> LiveState {
     let mut state = LiveState::default();
     if cilium_releases(plan).next().is_none() {
         return state;
@@ -104,7 +104,7 @@ const CLIENT_HELLO: &[u8] = &[
 
 /// Connects and sends a ClientHello; any TLS record back (a handshake or an
 /// alert) means a TLS server answers there.
-pub async fn probe_tls(target: &str, timeout: Duration) -> Result<(), TlsProbeError> {
+pub(crate) async fn probe_tls(target: &str, timeout: Duration) -> Result<(), TlsProbeError> {
     let attempt = async {
         let mut stream = tokio::net::TcpStream::connect(target)
             .await
@@ -130,7 +130,7 @@ pub async fn probe_tls(target: &str, timeout: Duration) -> Result<(), TlsProbeEr
 /// Why no TLS server answered at an address; the I/O errors in words (the
 /// state that holds it is cloned and compared).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum TlsProbeError {
+pub(crate) enum TlsProbeError {
     #[error("cannot connect: {0}")]
     Connect(String),
     #[error("cannot send a TLS hello: {0}")]
@@ -146,7 +146,7 @@ pub enum TlsProbeError {
 }
 
 /// Every Node's pod CIDRs inside Cilium's `ipv4NativeRoutingCIDR`.
-pub fn native_routing_cidr_mismatch(plan: &Plan, state: &LiveState) -> Vec<Hit> {
+pub(crate) fn native_routing_cidr_mismatch(plan: &Plan, state: &LiveState) -> Vec<Hit> {
     let mut hits = Vec::new();
     for release in cilium_releases(plan) {
         let Some(routing) = text(release.values().get("ipv4NativeRoutingCIDR")) else {
@@ -184,7 +184,7 @@ pub fn native_routing_cidr_mismatch(plan: &Plan, state: &LiveState) -> Vec<Hit> 
 }
 
 /// `k8sServiceHost:k8sServicePort` does not answer TLS from here.
-pub fn api_host_unreachable(plan: &Plan, state: &LiveState) -> Vec<Hit> {
+pub(crate) fn api_host_unreachable(plan: &Plan, state: &LiveState) -> Vec<Hit> {
     let (Some(release), Some((target, Some(why)))) = (kpr(plan), &state.api_probe) else {
         return Vec::new();
     };
@@ -199,7 +199,7 @@ pub fn api_host_unreachable(plan: &Plan, state: &LiveState) -> Vec<Hit> {
 }
 
 /// A kube-proxy DaemonSet while Cilium replaces it.
-pub fn kube_proxy_present_with_kpr(plan: &Plan, state: &LiveState) -> Vec<Hit> {
+pub(crate) fn kube_proxy_present_with_kpr(plan: &Plan, state: &LiveState) -> Vec<Hit> {
     let Some(release) = kpr(plan).filter(|_| state.kube_proxy) else {
         return Vec::new();
     };

@@ -16,14 +16,14 @@ use crate::values::stack::ValuesSource;
 use crate::yaml::find_key as find;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Location {
+pub(crate) struct Location {
     /// As errors show it: relative to `--dir` as typed.
     pub file: PathBuf,
     pub line: u64,
 }
 
 /// The best location of `path` (a key path into the release's values).
-pub fn locate(release: &Release, path: &[&str]) -> Location {
+pub(crate) fn locate(release: &Release, path: &[&str]) -> Location {
     let mut best: Option<(usize, Location)> = None;
     for source in release.stack.sources().rev() {
         let Ok(text) = std::fs::read_to_string(&source.path) else {

@@ -16,11 +16,11 @@ use super::{Hit, text};
 use crate::plan::Plan;
 use crate::release::Release;
 
-pub const CLUSTER_ID_INVALID: &str = "cilium-cluster-id-invalid";
-pub const CLUSTER_ID_DUPLICATE: &str = "cilium-cluster-id-duplicate";
-pub const CLUSTER_NAME_MISMATCH: &str = "cilium-cluster-name-mismatch";
-pub const NATIVE_ROUTING_CIDR_OVERLAP: &str = "cilium-native-routing-cidr-overlap";
-pub const LB_IPAM_IP_REUSED: &str = "cilium-lb-ipam-ip-reused";
+pub(super) const CLUSTER_ID_INVALID: &str = "cilium-cluster-id-invalid";
+pub(super) const CLUSTER_ID_DUPLICATE: &str = "cilium-cluster-id-duplicate";
+pub(super) const CLUSTER_NAME_MISMATCH: &str = "cilium-cluster-name-mismatch";
+pub(super) const NATIVE_ROUTING_CIDR_OVERLAP: &str = "cilium-native-routing-cidr-overlap";
+pub(super) const LB_IPAM_IP_REUSED: &str = "cilium-lb-ipam-ip-reused";
 
 const LB_IPAM_ANNOTATION: &str = "io.cilium/lb-ipam-ips";
 
@@ -57,7 +57,7 @@ fn others(names: &[&str]) -> String {
 }
 
 /// `cluster.id` within 1–255, or 1–511 with `clustermesh.maxConnectedClusters: 511`.
-pub fn cluster_id_invalid(plans: &[&Plan]) -> Vec<(String, Hit)> {
+pub(super) fn cluster_id_invalid(plans: &[&Plan]) -> Vec<(String, Hit)> {
     let all = ciliums(plans);
     if all.len() < 2 {
         return Vec::new();
@@ -93,7 +93,7 @@ pub fn cluster_id_invalid(plans: &[&Plan]) -> Vec<(String, Hit)> {
 }
 
 /// Two clusters with the same `cluster.id`.
-pub fn cluster_id_duplicate(plans: &[&Plan]) -> Vec<(String, Hit)> {
+pub(super) fn cluster_id_duplicate(plans: &[&Plan]) -> Vec<(String, Hit)> {
     let all = ciliums(plans);
     let mut hits = Vec::new();
     for (cluster, release) in &all {
@@ -126,7 +126,7 @@ pub fn cluster_id_duplicate(plans: &[&Plan]) -> Vec<(String, Hit)> {
 
 /// Cilium's `cluster.name` must equal the cluster's name (its directory),
 /// which also makes it unique.
-pub fn cluster_name_mismatch(plans: &[&Plan]) -> Vec<(String, Hit)> {
+pub(super) fn cluster_name_mismatch(plans: &[&Plan]) -> Vec<(String, Hit)> {
     let all = ciliums(plans);
     if all.len() < 2 {
         return Vec::new();
@@ -209,7 +209,7 @@ fn pod_cidrs(release: &Release) -> Vec<(String, Vec<&'static str>)> {
 
 /// Pod CIDRs of two clusters that overlap: routes between meshed clusters
 /// would be ambiguous.
-pub fn native_routing_cidr_overlap(plans: &[&Plan]) -> Vec<(String, Hit)> {
+pub(super) fn native_routing_cidr_overlap(plans: &[&Plan]) -> Vec<(String, Hit)> {
     let all = ciliums(plans);
     let mut hits = Vec::new();
     for (cluster, release) in &all {
@@ -399,7 +399,7 @@ fn pools(plan: &Plan, spelled: &mut HashMap<PathBuf, bool>) -> Vec<Pool> {
 /// The same LB-IPAM address in two clusters: requested by both
 /// (`io.cilium/lb-ipam-ips`), requested by one from the other's pool, or
 /// in the pools (CiliumLoadBalancerIPPool) of both.
-pub fn lb_ipam_ip_reused(plans: &[&Plan]) -> Vec<(String, Hit)> {
+pub(super) fn lb_ipam_ip_reused(plans: &[&Plan]) -> Vec<(String, Hit)> {
     let mut spelled = HashMap::new();
     let pools: Vec<Vec<Pool>> = plans.iter().map(|p| pools(p, &mut spelled)).collect();
     let mut hits = Vec::new();

@@ -20,18 +20,18 @@ mod chart;
 mod cilium;
 mod crd_ownership;
 mod kinds;
-pub mod live;
-pub mod locate;
+pub(crate) mod live;
+pub(crate) mod locate;
 mod mesh;
 
 use crate::plan::Plan;
 use crate::release::ReleaseId;
 
-pub use crate::finding::{Finding, Refusal, Refused, Severity, Written, render_text};
-pub use locate::Location;
+pub(crate) use crate::finding::{Finding, Refusal, Refused, Severity, Written, render_text};
+pub(crate) use locate::Location;
 
 /// What a rule looks at.
-pub enum Scope {
+pub(crate) enum Scope {
     /// One cluster's plan.
     Cluster(fn(&Plan) -> Vec<Hit>),
     /// Every cluster of the config root; a hit names the cluster it is
@@ -41,14 +41,14 @@ pub enum Scope {
     Live(fn(&Plan, &live::LiveState) -> Vec<Hit>),
 }
 
-pub struct Rule {
+pub(crate) struct Rule {
     pub code: &'static str,
     pub severity: Severity,
     pub scope: Scope,
 }
 
 /// The one list of rules (docs/design.md#lints).
-pub const RULES: &[Rule] = &[
+pub(crate) const RULES: &[Rule] = &[
     Rule {
         code: cilium::KPR_WITHOUT_API_HOST,
         severity: Severity::Error,
@@ -129,7 +129,7 @@ fn text(value: Option<&serde_json::Value>) -> Option<String> {
 
 /// What a rule found, before the registry adds code, severity and `ignored`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Hit {
+pub(crate) struct Hit {
     pub release: Option<ReleaseId>,
     pub at: Option<Location>,
     pub message: String,
@@ -139,7 +139,7 @@ pub struct Hit {
 /// Runs every rule on `plan`; `fleet` is every cluster of the config root
 /// that loaded (it may or may not include `plan` itself). Findings are
 /// sorted like `check`'s: severity, code, release, location.
-pub fn run(plan: &Plan, fleet: &[&Plan]) -> Vec<Finding> {
+pub(crate) fn run(plan: &Plan, fleet: &[&Plan]) -> Vec<Finding> {
     let mut all: Vec<&Plan> = vec![plan];
     all.extend(
         fleet
@@ -154,7 +154,7 @@ pub fn run(plan: &Plan, fleet: &[&Plan]) -> Vec<Finding> {
 /// [`run`] for each of `plans` (clusters of one config root, each named
 /// once), in their order. The fleet rules run once for all of them, not
 /// once per cluster: each resolves every cluster's GitOps tree.
-pub fn run_each(plans: &[&Plan]) -> Vec<Vec<Finding>> {
+pub(crate) fn run_each(plans: &[&Plan]) -> Vec<Vec<Finding>> {
     let fleet_hits = fleet_hits(plans);
     plans
         .iter()
@@ -216,7 +216,7 @@ fn scrub(findings: &mut [Finding], plans: &[&Plan]) {
 }
 
 /// Runs the live rules on what [`live::gather`] read.
-pub fn run_live(plan: &Plan, state: &live::LiveState) -> Vec<Finding> {
+pub(crate) fn run_live(plan: &Plan, state: &live::LiveState) -> Vec<Finding> {
     let mut out = Vec::new();
     for rule in RULES {
         if let Scope::Live(check) = rule.scope {
@@ -254,7 +254,7 @@ fn findings<'a>(
 
 /// The line under the findings: `lints infra: 1 error, 2 warnings`, and the
 /// error codes `lints.ignore` let through.
-pub fn summary(cluster: &str, findings: &[Finding]) -> String {
+pub(crate) fn summary(cluster: &str, findings: &[Finding]) -> String {
     format!(
         "lints {cluster}: {}, {}{}\n",
         crate::plural::count(count(findings, Severity::Error), "error"),
@@ -267,7 +267,7 @@ pub fn summary(cluster: &str, findings: &[Finding]) -> String {
 }
 
 /// How many findings of a severity, blocking errors only.
-pub fn count(findings: &[Finding], severity: Severity) -> usize {
+pub(crate) fn count(findings: &[Finding], severity: Severity) -> usize {
     findings
         .iter()
         .filter(|f| f.severity == severity && !(f.severity == Severity::Error && f.ignored))
@@ -275,7 +275,7 @@ pub fn count(findings: &[Finding], severity: Severity) -> usize {
 }
 
 /// The codes of error-level findings that `lints.ignore` let through.
-pub fn ignored_errors(findings: &[Finding]) -> Vec<&'static str> {
+pub(crate) fn ignored_errors(findings: &[Finding]) -> Vec<&'static str> {
     let mut codes: Vec<&'static str> = findings
         .iter()
         .filter(|f| f.severity == Severity::Error && f.ignored)
@@ -288,7 +288,7 @@ pub fn ignored_errors(findings: &[Finding]) -> Vec<&'static str> {
 /// What apply's preflight makes of findings: a [`Refusal`] to refuse the
 /// run (an error-level finding not in `lints.ignore`), else the warnings it
 /// shows: the ignored errors and the other findings.
-pub fn preflight(cluster: &str, findings: &[Finding]) -> Result<Vec<String>, Refusal> {
+pub(crate) fn preflight(cluster: &str, findings: &[Finding]) -> Result<Vec<String>, Refusal> {
     let blocking: Vec<Finding> = findings.iter().filter(|f| f.blocks()).cloned().collect();
     if !blocking.is_empty() {
         return Err(Refusal {

@@ -359,7 +359,7 @@ pub(crate) mod tests {
 
     /// A writer the test keeps a handle on after giving it to a reporter.
     #[derive(Clone, Default)]
-    pub struct Shared(pub Arc<Mutex<Vec<u8>>>);
+    pub(crate) struct Shared(pub(crate) Arc<Mutex<Vec<u8>>>);
 
     impl Write for Shared {
         fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
@@ -372,12 +372,12 @@ pub(crate) mod tests {
     }
 
     impl Shared {
-        pub fn text(&self) -> String {
+        pub(crate) fn text(&self) -> String {
             String::from_utf8(self.0.lock().unwrap().clone()).unwrap()
         }
     }
 
-    pub fn at(millis: u64, event: Event) -> Stamped {
+    pub(crate) fn at(millis: u64, event: Event) -> Stamped {
         Stamped {
             time: SystemTime::UNIX_EPOCH + Duration::from_secs(1_750_000_000),
             elapsed: Duration::from_millis(millis),

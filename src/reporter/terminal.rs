@@ -367,7 +367,7 @@ impl Drop for Synchronized {
 
 /// Shows the cursor again and gives the terminal back its echo of `^C` (the
 /// live area is gone for good).
-pub fn show_cursor() {
+pub(super) fn show_cursor() {
     restore_echo();
     let term = Term::stderr();
     if term.is_term() {

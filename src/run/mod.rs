@@ -3,9 +3,9 @@
 //! (reporter task, signals, stop). The commands are siblings on this layer
 //! and never import each other.
 
-pub mod record;
-pub mod session;
-pub mod termination;
+pub(crate) mod record;
+pub(crate) mod session;
+pub(crate) mod termination;
 
 use std::future::Future;
 use std::path::Path;
@@ -21,10 +21,10 @@ use crate::kube::lock::{Lock, LockCheck, LockNote, Predecessor};
 use crate::plan::Plan;
 use crate::stop::{GRACE, Stop, StopSignal, interruptible};
 
-pub use session::Session;
+pub(crate) use session::Session;
 
 /// How long preflight waits for the API server to answer.
-pub const REACHABILITY_BUDGET: Duration = Duration::from_secs(30);
+pub(crate) const REACHABILITY_BUDGET: Duration = Duration::from_secs(30);
 
 /// Where a cluster command finds helm and the cluster (the global flags).
 #[derive(Debug, Clone, Copy, Default)]
@@ -68,7 +68,7 @@ impl Target<'_> {
 
 /// Runs `work` on a multi-threaded runtime: the one place a cluster command
 /// builds one.
-pub fn block_on<T>(work: impl Future<Output = Result<T, Error>>) -> Result<T, Error> {
+pub(crate) fn block_on<T>(work: impl Future<Output = Result<T, Error>>) -> Result<T, Error> {
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -82,7 +82,7 @@ pub fn block_on<T>(work: impl Future<Output = Result<T, Error>>) -> Result<T, Er
 /// has changed when they happen. The wait for the API server is bounded by
 /// `reachability` (`--wait-for-api`, default [`REACHABILITY_BUDGET`]), says on stderr why it
 /// goes on, and ends at once on Ctrl-C.
-pub async fn prerequisites(
+pub(crate) async fn prerequisites(
     target: Target<'_>,
     plan: &Plan,
     reachability: Duration,
@@ -150,7 +150,7 @@ pub async fn prerequisites(
 /// the run's engine follows: the command's own (Ctrl-C, `--timeout`), plus a
 /// stop when the lock is lost mid-run (deleted, or taken by another run) —
 /// start nothing new, give running helm operations the grace period.
-pub struct Held {
+pub(crate) struct Held {
     lock: Option<Lock>,
     pub stop: StopSignal,
     lost: Option<tokio::sync::watch::Receiver<Option<crate::kube::lock::LockLost>>>,
@@ -162,18 +162,18 @@ pub struct Held {
 impl Held {
     /// The run whose expired lock this run (or an earlier run, which
     /// passed it on) took over, if it did.
-    pub fn took_over(&self) -> Option<Predecessor> {
+    pub(crate) fn took_over(&self) -> Option<Predecessor> {
         self.lock.as_ref().and_then(|l| l.took_over().cloned())
     }
 
     /// The check before each step that changes the cluster; `None` without
     /// a lock (a dry run).
-    pub fn checker(&self) -> Option<LockCheck> {
+    pub(crate) fn checker(&self) -> Option<LockCheck> {
         self.lock.as_ref().map(Lock::checker)
     }
 
     /// Why the lock was lost, if it was.
-    pub fn lost(&self) -> Option<crate::kube::lock::LockLost> {
+    pub(crate) fn lost(&self) -> Option<crate::kube::lock::LockLost> {
         self.lost.as_ref().and_then(|l| l.borrow().clone())
     }
 
@@ -181,7 +181,7 @@ impl Held {
     /// preflight, the CRD phase, before any release), not because its user
     /// did: the lock's error, exit 3, instead of "interrupted"
     /// (docs/design.md#cluster-lock). `user`: the command's own stop.
-    pub fn judge<T>(
+    pub(crate) fn judge<T>(
         &self,
         result: Result<T, Error>,
         user: &StopSignal,
@@ -200,7 +200,7 @@ impl Held {
     /// expires by itself). `pass_on`: a dead run that may have left a
     /// release `pending-*` this run did not recover, recorded in the
     /// released Lease for the next run.
-    pub async fn release(self, events: &Emitter, pass_on: Option<&Predecessor>) {
+    pub(crate) async fn release(self, events: &Emitter, pass_on: Option<&Predecessor>) {
         if let Some(follower) = self.follower {
             follower.abort();
         }
@@ -227,7 +227,7 @@ impl Held {
 }
 
 /// The error of a run that lost its cluster lock.
-pub fn lock_lost(command: &str, cluster: &str, why: &str) -> Error {
+pub(crate) fn lock_lost(command: &str, cluster: &str, why: &str) -> Error {
     Error::Locked(format!(
         "{command} of cluster `{cluster}` stopped: the cluster lock was lost ({why}); nothing new was started after that. Run `bootstrap {command}` again once the other run has finished"
     ))
@@ -236,7 +236,7 @@ pub fn lock_lost(command: &str, cluster: &str, why: &str) -> Error {
 /// Takes the cluster lock (not for a dry run, which changes nothing);
 /// taking over an expired lock is a warning. `helm_timeout`: the longest a
 /// helm operation of this run may last (its longest release budget).
-pub async fn lock(
+pub(crate) async fn lock(
     connection: &crate::kube::client::Connection,
     operation: &str,
     helm_timeout: Duration,

@@ -12,7 +12,7 @@ use crate::event::Stamped;
 use crate::reporter::Reporter;
 
 /// Records kept per cluster; older ones are removed when a run starts.
-pub const KEEP: usize = 20;
+pub(crate) const KEEP: usize = 20;
 
 /// The records of this process's runs still open: the exit line is
 /// appended to each once the command's exit code is known.
@@ -20,7 +20,7 @@ static OPEN: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
 
 /// Where the records live: `DIR/runs` with `--cache-dir DIR`, else
 /// `$XDG_CACHE_HOME/bootstrap/runs`, else `~/.cache/bootstrap/runs`.
-pub fn root(cache_dir: Option<&Path>) -> Option<PathBuf> {
+pub(crate) fn root(cache_dir: Option<&Path>) -> Option<PathBuf> {
     if let Some(dir) = cache_dir {
         return Some(dir.join("runs"));
     }
@@ -36,7 +36,7 @@ pub fn root(cache_dir: Option<&Path>) -> Option<PathBuf> {
 }
 
 /// A reporter that writes every event to the record as a JSON line.
-pub struct Recorder {
+pub(crate) struct Recorder {
     file: std::fs::File,
     /// A write failed (a full disk): stop writing, the run goes on.
     broken: bool,
@@ -57,7 +57,7 @@ impl Reporter for Recorder {
 /// Opens a new record for `command` on `cluster` under `root` (removing
 /// all but the newest [`KEEP`] - 1 older ones), private to the user. `None`
 /// when it cannot be written: a run is never stopped for its record.
-pub fn open(root: &Path, cluster: &str, command: &str) -> Option<Recorder> {
+pub(crate) fn open(root: &Path, cluster: &str, command: &str) -> Option<Recorder> {
     use std::os::unix::fs::OpenOptionsExt;
     let dir = root.join(cluster);
     std::fs::create_dir_all(&dir).ok()?;
@@ -81,7 +81,7 @@ pub fn open(root: &Path, cluster: &str, command: &str) -> Option<Recorder> {
 /// `{"event":"exited","schemaVersion":1,"exitCode":N}`, with the error's
 /// JSON when it failed;
 /// then names each on stderr, after the error (`run record: PATH`).
-pub fn close(code: i32, error: Option<serde_json::Value>) {
+pub(crate) fn close(code: i32, error: Option<serde_json::Value>) {
     let paths = std::mem::take(&mut *OPEN.lock().unwrap_or_else(|e| e.into_inner()));
     let mut line = serde_json::json!({
         "event": "exited",
@@ -100,7 +100,7 @@ pub fn close(code: i32, error: Option<serde_json::Value>) {
 }
 
 /// The records of `dir`, newest first.
-pub fn records(dir: &Path) -> Vec<PathBuf> {
+pub(crate) fn records(dir: &Path) -> Vec<PathBuf> {
     let mut found: Vec<PathBuf> = std::fs::read_dir(dir)
         .into_iter()
         .flatten()

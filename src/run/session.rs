@@ -13,13 +13,13 @@ use crate::stop::{GRACE, Stop, StopSignal};
 
 /// stdout and stderr, shared by the sessions of many clusters.
 #[derive(Clone)]
-pub struct Streams {
+pub(crate) struct Streams {
     pub out: tagged::Shared,
     pub err: tagged::Shared,
 }
 
 impl Streams {
-    pub fn standard() -> Streams {
+    pub(crate) fn standard() -> Streams {
         Streams {
             out: tagged::shared(Box::new(std::io::stdout())),
             err: tagged::shared(Box::new(std::io::stderr())),
@@ -27,7 +27,7 @@ impl Streams {
     }
 }
 
-pub struct Session {
+pub(crate) struct Session {
     pub events: Emitter,
     pub stop: StopSignal,
     stop_tx: Arc<watch::Sender<Stop>>,
@@ -39,7 +39,7 @@ impl Session {
     /// Starts the reporter (JSON Lines with `json`) and the signal watch.
     /// `no_progress`: `--no-progress`, plain lines even on a terminal.
     /// `record`: the run record to write beside the display.
-    pub fn start(
+    pub(crate) fn start(
         structured: Option<crate::output::Format>,
         verbosity: Verbosity,
         no_progress: bool,
@@ -62,7 +62,7 @@ impl Session {
     /// `screen`: the fleet's live display and this cluster's board on it
     /// (a terminal; else plain lines). `(cluster, width)`: its name and
     /// the width every cluster's name is padded to.
-    pub fn for_cluster(
+    pub(crate) fn for_cluster(
         (cluster, width): (&str, usize),
         structured: Option<crate::output::Format>,
         verbosity: Verbosity,
@@ -121,13 +121,13 @@ impl Session {
     }
 
     /// For stops that are not signals (`--timeout`).
-    pub fn stopper(&self) -> Arc<watch::Sender<Stop>> {
+    pub(crate) fn stopper(&self) -> Arc<watch::Sender<Stop>> {
         self.stop_tx.clone()
     }
 
     /// Emits the summary (if the run got that far) and waits until the
     /// reporter has written everything.
-    pub async fn finish(self, summary: Option<&Summary>) {
+    pub(crate) async fn finish(self, summary: Option<&Summary>) {
         self.signals.abort();
         if let Some(summary) = summary {
             super::termination::remember(summary);

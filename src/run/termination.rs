@@ -18,16 +18,16 @@ use crate::error::Error;
 use crate::event::Summary;
 
 /// Where Kubernetes reads a container's termination message by default.
-pub const KUBERNETES_PATH: &str = "/dev/termination-log";
+pub(crate) const KUBERNETES_PATH: &str = "/dev/termination-log";
 
 /// The most bytes of a termination message Kubernetes keeps.
-pub const LIMIT: usize = 4096;
+pub(crate) const LIMIT: usize = 4096;
 
 /// The summaries of the runs this process finished (apply and destroy
 /// record theirs as their session ends).
 static SUMMARIES: Mutex<Vec<Summary>> = Mutex::new(Vec::new());
 
-pub fn remember(summary: &Summary) {
+pub(crate) fn remember(summary: &Summary) {
     SUMMARIES
         .lock()
         .unwrap_or_else(|e| e.into_inner())
@@ -40,7 +40,7 @@ fn summaries() -> Vec<Summary> {
 
 /// The file to write: `--termination-log`, else Kubernetes' path when it
 /// exists (inside a container), else none.
-pub fn destination(flag: Option<&Path>) -> Option<PathBuf> {
+pub(crate) fn destination(flag: Option<&Path>) -> Option<PathBuf> {
     match flag {
         Some(path) => Some(path.to_path_buf()),
         None => Path::new(KUBERNETES_PATH)
@@ -51,7 +51,7 @@ pub fn destination(flag: Option<&Path>) -> Option<PathBuf> {
 
 /// Writes the message for a process ending with `code` (and `error`).
 /// Failing to write is reported on stderr, never changes the exit code.
-pub fn write(path: &Path, command: &str, code: i32, error: Option<&Error>) {
+pub(crate) fn write(path: &Path, command: &str, code: i32, error: Option<&Error>) {
     let text = message(command, code, error, &summaries());
     if let Err(e) = std::fs::write(path, text) {
         eprintln!(
@@ -62,7 +62,12 @@ pub fn write(path: &Path, command: &str, code: i32, error: Option<&Error>) {
 }
 
 /// The message itself, at most [`LIMIT`] bytes.
-pub fn message(command: &str, code: i32, error: Option<&Error>, summaries: &[Summary]) -> String {
+pub(crate) fn message(
+    command: &str,
+    code: i32,
+    error: Option<&Error>,
+    summaries: &[Summary],
+) -> String {
     let clusters = |with_lists: bool| -> Vec<Value> {
         summaries
             .iter()

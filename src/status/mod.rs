@@ -18,7 +18,7 @@ use crate::release::{ObjectRef, Ownership, Release, ReleaseId};
 
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Report {
+pub(crate) struct Report {
     pub cluster: String,
     pub releases: Vec<ReleaseStatus>,
     /// The admission guard in the cluster (docs/design.md#admission-guard).
@@ -29,7 +29,7 @@ pub struct Report {
 /// bootstrap's releases is in the cluster.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Guard {
+pub(crate) enum Guard {
     /// The ValidatingAdmissionPolicy and its binding are there.
     InPlace,
     /// Either is missing: `apply` installs it.
@@ -42,7 +42,7 @@ pub enum Guard {
 
 impl Guard {
     /// The words of `status`'s `admission guard:` line.
-    pub fn describe(self) -> String {
+    pub(crate) fn describe(self) -> String {
         let policy = crate::flux::policy::POLICY_NAME;
         match self {
             Guard::InPlace => format!(
@@ -87,14 +87,14 @@ async fn guard(plan: &Plan, client: &::kube::Client) -> Result<Guard, Error> {
 }
 
 impl Report {
-    pub fn conflicts(&self) -> impl Iterator<Item = &Conflict> {
+    pub(crate) fn conflicts(&self) -> impl Iterator<Item = &Conflict> {
         self.releases.iter().flat_map(|r| &r.conflicts)
     }
 
     /// Releases helm has that the ledger does not record (deleted or
     /// rewritten since they were installed): the admission guard denies
     /// nothing for them (docs/design.md#ledger).
-    pub fn unrecorded(&self) -> Vec<&ReleaseId> {
+    pub(crate) fn unrecorded(&self) -> Vec<&ReleaseId> {
         self.releases
             .iter()
             .filter(|r| r.deployed.is_some() && r.owner == UNRECORDED)
@@ -104,11 +104,11 @@ impl Report {
 }
 
 /// The owner column of a release helm has and the ledger lacks.
-pub const UNRECORDED: &str = "unrecorded";
+pub(crate) const UNRECORDED: &str = "unrecorded";
 
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct ReleaseStatus {
+pub(crate) struct ReleaseStatus {
     pub release: ReleaseId,
     pub chart: String,
     pub desired: Desired,
@@ -125,7 +125,7 @@ pub struct ReleaseStatus {
 
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Desired {
+pub(crate) struct Desired {
     pub version: String,
     /// The keyed digest the ledger records for these values
     /// (docs/design.md#ledger); `None` without the ledger's key. Never a
@@ -135,7 +135,7 @@ pub struct Desired {
 
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Deployed {
+pub(crate) struct Deployed {
     pub version: String,
     /// Helm's status: deployed, failed, pending-install, ...
     pub status: String,
@@ -144,7 +144,7 @@ pub struct Deployed {
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Ready {
+pub(crate) struct Ready {
     pub ok: bool,
     pub message: String,
     /// Each workload a rollout hook names, judged now (`status -v` lists
@@ -156,7 +156,7 @@ pub struct Ready {
 /// One workload's readiness now.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct WorkloadReady {
+pub(crate) struct WorkloadReady {
     /// `DaemonSet kube-system/cilium`.
     pub object: String,
     pub ready: bool,
@@ -179,7 +179,7 @@ const RELEASES_AT_ONCE: usize = 16;
 /// rollout hooks (and a handover release's deployed values), up to 16
 /// releases at once. Errors are judged in that order, releases in plan
 /// order, whatever came back first.
-pub async fn collect<H: Helm>(
+pub(crate) async fn collect<H: Helm>(
     plan: &Plan,
     helm: &H,
     connection: &Connection,
@@ -255,7 +255,7 @@ pub async fn collect<H: Helm>(
 }
 
 /// Everything but the reads: pure, so each column's rule has a unit test.
-pub fn status_of(
+pub(crate) fn status_of(
     release: &Release,
     deployed: Option<&DeployedRelease>,
     entry: Option<&Entry>,
@@ -287,7 +287,7 @@ pub fn status_of(
 /// it; before that, drifted when the values of the HelmRelease that will
 /// adopt it differ from the deployed ones (its adoption upgrade would change
 /// the release), else awaiting adoption.
-pub fn handover_state(
+pub(crate) fn handover_state(
     managed_by: &[ownership::LiveHelmRelease],
     deployed_values: Option<&serde_json::Value>,
     secrets: &crate::values::SecretPaths,
@@ -339,7 +339,7 @@ pub fn handover_state(
 }
 
 /// The ledger's policy (`bootstrap` or `handover`) when it records the release.
-pub fn owner(installed: bool, entry: Option<&Entry>) -> String {
+pub(crate) fn owner(installed: bool, entry: Option<&Entry>) -> String {
     match (installed, entry) {
         (false, _) => "-".into(),
         (true, Some(entry)) => entry.policy.clone(),
@@ -351,7 +351,7 @@ pub fn owner(installed: bool, entry: Option<&Entry>) -> String {
 /// version come first (they are the truth in the cluster); the ledger's
 /// digest tells whether the values changed, since helm's stored values
 /// would cost one more call per release.
-pub fn drift(
+pub(crate) fn drift(
     release: &Release,
     deployed: Option<&DeployedRelease>,
     entry: Option<&Entry>,
@@ -380,7 +380,7 @@ pub fn drift(
 }
 
 /// The rollout hooks of a release: the workloads whose readiness `status` shows.
-pub fn rollout_targets(release: &Release) -> Vec<&ObjectRef> {
+pub(crate) fn rollout_targets(release: &Release) -> Vec<&ObjectRef> {
     release
         .hooks
         .presync
@@ -415,7 +415,7 @@ async fn readiness(client: &::kube::Client, release: &Release) -> Ready {
 }
 
 /// One verdict for all rollout hooks: the first workload not ready names why.
-pub fn summarize(judged: &[(&ObjectRef, Readiness)]) -> Ready {
+pub(crate) fn summarize(judged: &[(&ObjectRef, Readiness)]) -> Ready {
     if judged.is_empty() {
         return Ready {
             ok: true,
@@ -457,7 +457,7 @@ pub fn summarize(judged: &[(&ObjectRef, Readiness)]) -> Ready {
 }
 
 /// The text table's cell for readiness: `-` when there is nothing to judge.
-pub fn ready_cell(status: &ReleaseStatus) -> &str {
+pub(crate) fn ready_cell(status: &ReleaseStatus) -> &str {
     if status.deployed.is_none() || (status.ready.ok && status.ready.message != "ready") {
         "-"
     } else {

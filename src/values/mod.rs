@@ -1,15 +1,15 @@
 //! Values trees: deep merge, digests and redaction of secrets; `stack`: a
 //! release's values as the layers of the merge order.
 
-pub mod shape;
-pub mod stack;
+pub(crate) mod shape;
+pub(crate) mod stack;
 
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
 /// Merges `overlay` into `base`: maps merge key by key, everything else
 /// (scalars and lists) is replaced, as Helm merges values files.
-pub fn merge(base: &mut Value, overlay: Value) {
+pub(crate) fn merge(base: &mut Value, overlay: Value) {
     match (base, overlay) {
         (Value::Object(base), Value::Object(overlay)) => {
             for (key, value) in overlay {
@@ -28,7 +28,7 @@ pub fn merge(base: &mut Value, overlay: Value) {
 }
 
 /// [`merge`] of a borrowed overlay: only what lands in `base` is copied.
-pub fn merge_from(base: &mut Value, overlay: &Value) {
+pub(crate) fn merge_from(base: &mut Value, overlay: &Value) {
     let (Value::Object(base), Value::Object(overlay)) = (&mut *base, overlay) else {
         *base = overlay.clone();
         return;
@@ -52,7 +52,7 @@ pub fn merge_from(base: &mut Value, overlay: &Value) {
 
 /// SHA-256 over a canonical JSON form (keys sorted), so the digest does not
 /// depend on the order keys were written in.
-pub fn digest(value: &Value) -> String {
+pub(crate) fn digest(value: &Value) -> String {
     let mut hasher = Sha256::new();
     hasher.update(canonical(value).as_bytes());
     let bytes = hasher.finalize();
@@ -60,7 +60,7 @@ pub fn digest(value: &Value) -> String {
     format!("sha256:{hex}")
 }
 
-pub fn canonical(value: &Value) -> String {
+pub(crate) fn canonical(value: &Value) -> String {
     match value {
         Value::Object(map) => {
             let mut keys: Vec<&String> = map.keys().collect();
@@ -85,7 +85,7 @@ pub fn canonical(value: &Value) -> String {
 /// `true`/`false`, `null`, and integers without a leading zero become those;
 /// everything else stays a string. Lists (`a[0]`, `{a,b}`) are not taken:
 /// put them in a `--values` file.
-pub fn set_path(target: &mut Value, assignments: &str) -> Result<(), SetError> {
+pub(crate) fn set_path(target: &mut Value, assignments: &str) -> Result<(), SetError> {
     for assignment in split_unescaped(assignments, ',') {
         let Some((path, value)) = assignment.split_once('=') else {
             return Err(SetError::NotAssignment(assignment));
@@ -111,7 +111,7 @@ pub fn set_path(target: &mut Value, assignments: &str) -> Result<(), SetError> {
 
 /// Why a `--set` argument was not taken.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum SetError {
+pub(crate) enum SetError {
     #[error("`{0}` is not `path=value`")]
     NotAssignment(String),
     #[error("`{0}`: lists are not taken by --set; put them in a --values file")]
@@ -155,7 +155,7 @@ fn typed(text: &str) -> Value {
     }
 }
 
-pub const REDACTED: &str = "<redacted>";
+pub(crate) const REDACTED: &str = "<redacted>";
 
 /// Key names whose values are treated as secrets wherever values are shown.
 const SECRET_WORDS: &[&str] = &[
@@ -202,7 +202,7 @@ const SECRET_WORDS: &[&str] = &[
     "dsn",
 ];
 
-pub fn is_secret_key(key: &str) -> bool {
+pub(crate) fn is_secret_key(key: &str) -> bool {
     let key = key.to_ascii_lowercase().replace(['-', '_'], "");
     // `existingSecret: name` and `secretName` hold names of Secrets, not secrets.
     if key.ends_with("name") || key.starts_with("existing") || key.ends_with("ref") {
@@ -215,7 +215,7 @@ pub fn is_secret_key(key: &str) -> bool {
 /// `operator`, `effect`, `value(s)`, `name` or `path` names something (a
 /// toleration's taint, a selector's label, the entry of a Secret or
 /// ConfigMap a `secretKeyRef`/`items` picks), and holds no secret.
-pub fn is_secret_entry(key: &str, map: &Map<String, Value>) -> bool {
+pub(crate) fn is_secret_entry(key: &str, map: &Map<String, Value>) -> bool {
     const NAMING: &[&str] = &["operator", "effect", "value", "values", "name", "path"];
     if key.eq_ignore_ascii_case("key") && NAMING.iter().any(|k| map.contains_key(*k)) {
         return false;
@@ -232,7 +232,7 @@ pub struct SecretPaths(std::collections::BTreeSet<String>);
 
 /// Shorter strings are too common to scrub from free text without mangling
 /// it ("true", "1"); trees are still redacted by path.
-pub const MIN_SCRUBBED_LEN: usize = 4;
+pub(crate) const MIN_SCRUBBED_LEN: usize = 4;
 
 impl SecretPaths {
     /// Every leaf of `values` (a decrypted file) is a secret.
@@ -296,7 +296,7 @@ impl SecretPaths {
 
 /// `text` with each of `secrets` (longest first, as
 /// [`SecretPaths::strings`] gives them) replaced.
-pub fn scrub(text: &str, secrets: &[String]) -> String {
+pub(crate) fn scrub(text: &str, secrets: &[String]) -> String {
     let mut text = text.to_string();
     for secret in secrets {
         if text.contains(secret.as_str()) {
@@ -315,13 +315,13 @@ fn join(path: &str, key: &str) -> String {
 }
 
 /// A copy of `value` with every scalar under a secret-looking key replaced.
-pub fn redact(value: &Value) -> Value {
+pub(crate) fn redact(value: &Value) -> Value {
     redact_with(value, &SecretPaths::default())
 }
 
 /// [`redact`], and every value at a path of `secrets` replaced too (booleans
 /// included: the whole of a decrypted file is secret).
-pub fn redact_with(value: &Value, secrets: &SecretPaths) -> Value {
+pub(crate) fn redact_with(value: &Value, secrets: &SecretPaths) -> Value {
     redact_at("", value, secrets)
 }
 
@@ -353,7 +353,7 @@ fn redact_at(path: &str, value: &Value, secrets: &SecretPaths) -> Value {
 
 /// A string that is a credential whatever its key: a PEM private key, or a
 /// kubeconfig (or a piece of one) carrying a client key or token.
-pub fn holds_credentials(text: &str) -> bool {
+pub(crate) fn holds_credentials(text: &str) -> bool {
     (text.contains("-----BEGIN") && text.contains("PRIVATE KEY"))
         || ["client-key-data:", "client-key:", "token:", "password:"]
             .iter()
@@ -381,21 +381,15 @@ fn redact_all(value: &Value, booleans: bool) -> Value {
 /// the value on each side (`None`: not set there). Maps are compared key by
 /// key, everything else as a whole (as Helm replaces lists).
 #[derive(Debug, Clone, PartialEq)]
-pub struct Difference {
+pub(crate) struct Difference {
     pub path: String,
     pub left: Option<Value>,
     pub right: Option<Value>,
 }
 
 impl Difference {
-    /// `hubble.enabled: bootstrap true, Flux false` (`left` is bootstrap's);
-    /// values under secret-looking keys are redacted.
-    pub fn describe(&self) -> String {
-        self.describe_with(&SecretPaths::default())
-    }
-
     /// [`Difference::describe`], values at `secrets` redacted too.
-    pub fn describe_with(&self, secrets: &SecretPaths) -> String {
+    pub(crate) fn describe_with(&self, secrets: &SecretPaths) -> String {
         let secret =
             is_secret_key(self.path.rsplit('.').next().unwrap_or("")) || secrets.covers(&self.path);
         // A secret-looking key holding `false` or null (a switch such as
@@ -419,7 +413,7 @@ impl Difference {
 }
 
 /// Every leaf where `left` and `right` differ, in path order.
-pub fn diff(left: &Value, right: &Value) -> Vec<Difference> {
+pub(crate) fn diff(left: &Value, right: &Value) -> Vec<Difference> {
     let mut out = Vec::new();
     diff_at(String::new(), Some(left), Some(right), &mut out);
     out
@@ -456,7 +450,7 @@ fn diff_at(path: String, left: Option<&Value>, right: Option<&Value>, out: &mut 
 }
 
 /// The dotted path of every leaf of `values` (a list is a leaf).
-pub fn leaves(values: &Value) -> Vec<String> {
+pub(crate) fn leaves(values: &Value) -> Vec<String> {
     let mut out = Vec::new();
     diff_at(
         String::new(),
@@ -468,7 +462,7 @@ pub fn leaves(values: &Value) -> Vec<String> {
 }
 
 /// Whether `values` sets `path` (dotted, as [`diff`] writes it).
-pub fn sets(values: &Value, path: &str) -> bool {
+pub(crate) fn sets(values: &Value, path: &str) -> bool {
     let mut at = values;
     for part in path.split('.') {
         match at.get(part) {
@@ -660,7 +654,7 @@ mod tests {
             "db.host: bootstrap <redacted>, Flux unset"
         );
         assert_eq!(
-            d.describe(),
+            d.describe_with(&SecretPaths::default()),
             "db.host: bootstrap \"db.internal\", Flux unset"
         );
     }
@@ -673,7 +667,7 @@ mod tests {
             right: Some(json!(true)),
         };
         assert_eq!(
-            d.describe(),
+            d.describe_with(&SecretPaths::default()),
             "createClusterSecretStore: bootstrap false, Flux true"
         );
         let d = Difference {
@@ -682,7 +676,7 @@ mod tests {
             right: None,
         };
         assert_eq!(
-            d.describe(),
+            d.describe_with(&SecretPaths::default()),
             "auth.password: bootstrap <redacted>, Flux unset"
         );
     }

@@ -48,7 +48,7 @@ const PASSWORD_KEYS: &[&str] = &["password=", "pwd=", "accountkey=", "sharedacce
 
 /// `text` with every secret of a recognised shape replaced by
 /// [`REDACTED`]; borrowed when nothing was found.
-pub fn redact_shapes(text: &str) -> Cow<'_, str> {
+pub(crate) fn redact_shapes(text: &str) -> Cow<'_, str> {
     let mut out = Cow::Borrowed(text);
     for pass in [
         url_userinfo,
@@ -67,7 +67,7 @@ pub fn redact_shapes(text: &str) -> Cow<'_, str> {
 /// `scheme://user:pass@host/...` → `scheme://<redacted>@host/...`, anywhere
 /// in the text. A bare user is redacted too: tokens are often passed as the
 /// user (`https://ghp_…@github.com`, a Sentry DSN's key).
-pub fn url_userinfo(text: &str) -> Cow<'_, str> {
+pub(crate) fn url_userinfo(text: &str) -> Cow<'_, str> {
     if !text.contains("://") || !text.contains('@') {
         return Cow::Borrowed(text);
     }

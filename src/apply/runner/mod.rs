@@ -22,14 +22,14 @@ mod compare;
 mod hook;
 mod pending;
 
-pub use pending::LeftPending;
+pub(crate) use pending::LeftPending;
 
 /// Added to the helm timeout of a run that died before its release record
 /// counts as abandoned: helm's `--timeout` bounds each of its waits, not the
 /// whole command.
-pub const HELM_SETTLE: std::time::Duration = std::time::Duration::from_secs(60);
+pub(crate) const HELM_SETTLE: std::time::Duration = std::time::Duration::from_secs(60);
 
-pub struct ReleaseRunner<H: Helm> {
+pub(crate) struct ReleaseRunner<H: Helm> {
     pub helm: Arc<H>,
     pub target: KubeTarget,
     pub hooks: HookEnv,

@@ -20,11 +20,11 @@ use super::{Change, HELM_SETTLE, ReleaseRunner};
 /// released Lease while one is left (refused for later, not selected, or
 /// not reached), or when the run ended before it read them.
 #[derive(Debug, Default)]
-pub struct LeftPending(Mutex<Option<BTreeSet<ReleaseId>>>);
+pub(crate) struct LeftPending(Mutex<Option<BTreeSet<ReleaseId>>>);
 
 impl LeftPending {
     /// What helm listed pending when the run read the cluster.
-    pub fn listed<'a>(&self, releases: impl IntoIterator<Item = &'a DeployedRelease>) {
+    pub(crate) fn listed<'a>(&self, releases: impl IntoIterator<Item = &'a DeployedRelease>) {
         let pending = releases
             .into_iter()
             .filter(|r| r.status == "pending-install" || r.status == "pending-upgrade")
@@ -35,7 +35,7 @@ impl LeftPending {
 
     /// `release` is recovered (uninstalled or rolled back): no longer the
     /// dead run's.
-    pub fn recovered(&self, release: &ReleaseId) {
+    pub(crate) fn recovered(&self, release: &ReleaseId) {
         if let Some(left) = self.0.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
             left.remove(release);
         }
@@ -43,7 +43,7 @@ impl LeftPending {
 
     /// Whether the dead run must be passed on: a release it may have left
     /// is not recovered, or the run never read which.
-    pub fn unresolved(&self) -> bool {
+    pub(crate) fn unresolved(&self) -> bool {
         self.0
             .lock()
             .unwrap_or_else(|e| e.into_inner())

@@ -16,7 +16,7 @@ use crate::stop::Stop;
 
 mod fleet;
 
-pub fn run(config: &Config, args: &ApplyArgs) -> Result<(), Error> {
+pub(super) fn run(config: &Config, args: &ApplyArgs) -> Result<(), Error> {
     // The summary's duration is the whole run, from here.
     let begun = std::time::Instant::now();
     let run_values = crate::config::run_values(&args.values.files, &args.values.sets)?;

@@ -13,7 +13,7 @@ use crate::values::REDACTED;
 
 /// What `--manifests` shows for one release.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Rendered {
+pub(super) enum Rendered {
     Documents {
         documents: Vec<Value>,
         /// CustomResourceDefinitions dropped because `--crds` was not given.
@@ -23,7 +23,7 @@ pub enum Rendered {
     Note(String),
 }
 
-pub struct Options {
+pub(super) struct Options {
     pub crds: bool,
     pub show_secrets: bool,
     /// `--api-versions` for helm: what the CRD phase will serve.
@@ -32,14 +32,14 @@ pub struct Options {
 
 /// Checks helm first, so a missing or too old helm is a prerequisite error
 /// (exit 2) before any chart is rendered.
-pub async fn check_helm<H: Helm>(helm: &H) -> Result<(), Error> {
+pub(super) async fn check_helm<H: Helm>(helm: &H) -> Result<(), Error> {
     helm.version()
         .await
         .map(|_| ())
         .map_err(|e| Prerequisite::Helm { error: e.into() }.into())
 }
 
-pub async fn render<H: Helm>(
+pub(super) async fn render<H: Helm>(
     helm: &H,
     release: &Release,
     options: &Options,
@@ -108,7 +108,7 @@ fn scrub(doc: &mut Value, secrets: &[String]) {
 }
 
 /// Drops CRDs unless asked for and redacts Secrets unless asked not to.
-pub fn shape(documents: Vec<Value>, options: &Options) -> Rendered {
+pub(super) fn shape(documents: Vec<Value>, options: &Options) -> Rendered {
     let total = documents.len();
     let documents: Vec<Value> = documents
         .into_iter()
@@ -133,7 +133,7 @@ fn is_kind(doc: &Value, kind: &str) -> bool {
 
 /// A Secret with every `data` and `stringData` value replaced; the keys stay,
 /// so a reader still sees what the Secret holds.
-pub fn redact_secret(mut doc: Value) -> Value {
+pub(super) fn redact_secret(mut doc: Value) -> Value {
     if !is_kind(&doc, "Secret") {
         return doc;
     }

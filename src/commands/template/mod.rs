@@ -17,7 +17,7 @@ use crate::values::stack::Step;
 
 use manifests::Rendered;
 
-pub fn run(config: &Config, args: &TemplateArgs, out: &mut dyn Write) -> Result<(), Error> {
+pub(super) fn run(config: &Config, args: &TemplateArgs, out: &mut dyn Write) -> Result<(), Error> {
     let (cluster, options) = (&args.cluster, args);
     let run = crate::config::run_values(&args.values.files, &args.values.sets)?;
     let plan = args

@@ -35,7 +35,7 @@ const LEVELS: usize = 3;
 const FILE_LIMIT: usize = 5000;
 
 /// Where the import looked, for the line that says nothing was found.
-pub struct Searched(pub Vec<PathBuf>);
+pub(super) struct Searched(pub Vec<PathBuf>);
 
 /// The Flux tree below `root` (`--flux-root`), or of the repository that
 /// holds `state` (a state file, absolute or relative to the working

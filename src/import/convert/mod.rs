@@ -26,7 +26,7 @@ use order::{merge_duplicates, order_files, resolve_needs};
 use release::{InState, convert_release};
 
 /// What the import produced, before anything is written.
-pub struct Imported {
+pub(crate) struct Imported {
     pub cluster: String,
     /// The state files read, as shown.
     pub sources: Vec<PathBuf>,
@@ -55,7 +55,7 @@ pub struct Imported {
 
 /// How to read the helmfiles.
 #[derive(Default)]
-pub struct Options {
+pub(crate) struct Options {
     /// Render with helmfile itself (else the importer's template subset).
     pub helmfile: Option<super::Helmfile>,
     /// Why there is no helmfile, when there is none.
@@ -69,7 +69,7 @@ pub struct Options {
 }
 
 /// The releases of one state file: one `releases/<stem>.yaml`.
-pub struct Group {
+pub(crate) struct Group {
     pub source: PathBuf,
     pub stem: String,
     /// Why its releases are CRD-only, when they are.
@@ -81,7 +81,7 @@ pub struct Group {
     pub releases: Vec<ReleaseOut>,
 }
 
-pub struct ReleaseOut {
+pub(crate) struct ReleaseOut {
     pub name: String,
     pub namespace: String,
     pub source: PathBuf,
@@ -125,7 +125,7 @@ pub struct ReleaseOut {
 }
 
 /// A release read from the Flux tree (docs/design.md#from-a-flux-helmrelease).
-pub struct FromOut {
+pub(crate) struct FromOut {
     /// The HelmRelease file, absolute.
     pub helmrelease: PathBuf,
     /// The template that read its `spec.values`, absolute.
@@ -136,7 +136,7 @@ pub struct FromOut {
 }
 
 /// The Flux tree `from:` is resolved in: cluster.yaml `flux:`.
-pub struct FluxOut {
+pub(crate) struct FluxOut {
     /// The directory Flux's GitRepository is rooted at, absolute.
     pub root: PathBuf,
     /// `spec.sync.path` of the FluxInstance (flux-instance chart values),
@@ -152,7 +152,7 @@ pub struct FluxOut {
 
 /// How the import found the Flux tree.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FoundBy {
+pub(crate) enum FoundBy {
     /// The FluxInstance's sync path, in the flux-instance values imported.
     InstanceValues,
     /// The Flux Kustomization whose path holds the HelmReleases read.
@@ -169,13 +169,13 @@ pub enum FoundBy {
 }
 
 impl ReleaseOut {
-    pub fn id(&self) -> String {
+    pub(crate) fn id(&self) -> String {
         format!("{}/{}", self.namespace, self.name)
     }
 }
 
 #[derive(Debug, Clone, PartialEq)]
-pub enum ChartOut {
+pub(crate) enum ChartOut {
     Repo {
         repo: String,
         name: String,
@@ -185,12 +185,12 @@ pub enum ChartOut {
     Path(PathBuf),
 }
 
-pub struct Chart {
+pub(crate) struct Chart {
     pub chart: ChartOut,
     pub version: Option<String>,
 }
 
-pub enum ValuesOut {
+pub(crate) enum ValuesOut {
     /// A plain values file, referenced where it is (absolute).
     InPlace(PathBuf),
     /// Values helmfile computed, written to `releases/values/…`.
@@ -205,7 +205,7 @@ pub enum ValuesOut {
 
 /// Where computed values came from, said with paths relative to the file
 /// that says it.
-pub enum ValuesNote {
+pub(crate) enum ValuesNote {
     Flux {
         helmrelease: PathBuf,
         template: PathBuf,
@@ -215,7 +215,7 @@ pub enum ValuesNote {
 }
 
 impl ValuesNote {
-    pub fn text(&self, dir: &Path) -> String {
+    pub(crate) fn text(&self, dir: &Path) -> String {
         match self {
             ValuesNote::Flux {
                 helmrelease,
@@ -237,7 +237,7 @@ impl ValuesNote {
 }
 
 /// Reads every PATH (in order) and converts what it finds.
-pub fn import(
+pub(crate) fn import(
     paths: &[PathBuf],
     cluster: &str,
     root: &Path,

@@ -22,7 +22,7 @@ use syntax::{Arg, Cmd, Node, Parser, lex, tokenize};
 
 /// An action this evaluator does not (or may not) evaluate.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Unsupported {
+pub(crate) struct Unsupported {
     pub file: PathBuf,
     pub line: usize,
     /// The action as written, e.g. `{{ env "DOMAIN" }}`.
@@ -33,7 +33,7 @@ pub struct Unsupported {
 impl Unsupported {
     /// helmfile evaluates it (a function, control structure or value this
     /// evaluator leaves alone), as opposed to something helmfile fails on too.
-    pub fn helmfile_renders(&self) -> bool {
+    pub(crate) fn helmfile_renders(&self) -> bool {
         [
             "not evaluated by the importer",
             "depends on the machine",
@@ -47,7 +47,7 @@ impl Unsupported {
 
 /// A file a template read with `readFile`.
 #[derive(Debug, Clone)]
-pub struct Read {
+pub(crate) struct Read {
     pub path: PathBuf,
     pub text: String,
 }
@@ -55,7 +55,7 @@ pub struct Read {
 /// One rendering: the data `.` stands for, where relative paths start, and
 /// every file read on the way (the importer looks at them to recognise Flux
 /// manifests).
-pub struct Engine {
+pub(crate) struct Engine {
     pub data: Value,
     pub reads: RefCell<Vec<Read>>,
     /// `env "X"` and `requiredEnv "X"` become [`env_mark`]s instead of
@@ -70,25 +70,17 @@ pub struct Engine {
 /// [`Engine`]: a mark that reads the same in any YAML context (plain,
 /// single- or double-quoted), turned into bootstrap's own template by
 /// [`env_marks_to_templates`] where bootstrap templates the text.
-pub fn env_mark(name: &str, required: bool) -> String {
+pub(crate) fn env_mark(name: &str, required: bool) -> String {
     format!(
         "${{bootstrap:env{}:{name}}}",
         if required { "" } else { "?" }
     )
 }
 
-/// [`env_mark`] for a value that stays a string whatever it reads as
-/// (`setString`): its template is `{{toJson (env "X")}}`.
-pub fn env_mark_string(name: &str, required: bool) -> String {
-    format!(
-        "${{bootstrap:envs{}:{name}}}",
-        if required { "" } else { "?" }
-    )
-}
-
-/// `mark` (one whole [`env_mark`]) as [`env_mark_string`]'s; anything else
-/// as it is.
-pub fn as_string_mark(mark: &str) -> String {
+/// `mark` (one whole [`env_mark`]) as the mark of a value that stays a
+/// string whatever it reads as (`setString`): `${bootstrap:envs:X}`, whose
+/// template is `{{toJson (env "X")}}`; anything else as it is.
+pub(crate) fn as_string_mark(mark: &str) -> String {
     match mark.strip_prefix("${bootstrap:env") {
         Some(rest) if !rest.starts_with('s') && env_mark_names(mark).len() == 1 => {
             format!("${{bootstrap:envs{rest}")
@@ -98,7 +90,7 @@ pub fn as_string_mark(mark: &str) -> String {
 }
 
 /// Whether `text` holds an [`env_mark`].
-pub fn has_env_mark(text: &str) -> bool {
+pub(crate) fn has_env_mark(text: &str) -> bool {
     text.contains("${bootstrap:env")
 }
 
@@ -106,7 +98,7 @@ pub fn has_env_mark(text: &str) -> bool {
 /// variable (docs/design.md#templates): `requiredEnv` is `{{env "X"}}`
 /// (an error when unset), helmfile's `env` is `{{env "X" ""}}` (empty when
 /// unset).
-pub fn env_marks_to_templates(text: &str) -> String {
+pub(crate) fn env_marks_to_templates(text: &str) -> String {
     let mut out = String::new();
     let mut rest = text;
     while let Some(start) = rest.find("${bootstrap:env") {
@@ -142,7 +134,7 @@ pub fn env_marks_to_templates(text: &str) -> String {
 }
 
 /// The variable names of the marks in `text`, as helmfile wrote them.
-pub fn env_mark_names(text: &str) -> Vec<String> {
+pub(crate) fn env_mark_names(text: &str) -> Vec<String> {
     let mut names = Vec::new();
     let mut rest = text;
     while let Some(start) = rest.find("${bootstrap:env") {
@@ -159,7 +151,7 @@ pub fn env_mark_names(text: &str) -> Vec<String> {
 }
 
 impl Engine {
-    pub fn new(data: Value) -> Engine {
+    pub(crate) fn new(data: Value) -> Engine {
         Engine {
             data,
             reads: RefCell::new(Vec::new()),
@@ -169,7 +161,7 @@ impl Engine {
     }
 
     /// An engine that renders `env`/`requiredEnv` as [`env_mark`]s.
-    pub fn translating_env(data: Value) -> Engine {
+    pub(crate) fn translating_env(data: Value) -> Engine {
         Engine {
             translate_env: true,
             ..Engine::new(data)
@@ -178,7 +170,7 @@ impl Engine {
 
     /// Renders `text`, which starts at line `first_line` of `file`;
     /// `base` is the directory `readFile` resolves relative paths from.
-    pub fn render(
+    pub(crate) fn render(
         &self,
         text: &str,
         file: &Path,
@@ -514,7 +506,7 @@ enum Failure {
     Inner(Unsupported),
 }
 
-pub use crate::lexical::normalize;
+pub(crate) use crate::lexical::normalize;
 
 fn empty(value: &Value) -> bool {
     match value {

@@ -107,7 +107,7 @@ pub(super) fn subset_reads(
 }
 
 /// The `.Release` data of a release's current fields.
-pub fn release_data(spec: &Map<String, Value>) -> Value {
+pub(crate) fn release_data(spec: &Map<String, Value>) -> Value {
     let s = |k: &str| {
         spec.get(k)
             .and_then(Value::as_str)

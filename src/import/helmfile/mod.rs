@@ -20,11 +20,11 @@ use super::gotmpl::{Engine, Read, normalize};
 
 mod fields;
 
-pub use fields::release_data;
+pub(super) use fields::release_data;
 use fields::{render_fields, rendered_releases};
 
 /// One helmfile state file after bases and rendering.
-pub struct State {
+pub(super) struct State {
     /// As shown to the user (the PATH typed, joined with what was found).
     pub path: PathBuf,
     /// The directory relative paths start from (helmfile's `basePath`).
@@ -41,7 +41,7 @@ pub struct State {
 impl State {
     /// A state file as helmfile rendered it; `text` is the file as written
     /// (for the lines the import names).
-    pub fn rendered(path: &Path, rendered: super::rendered::RenderedState) -> State {
+    pub(super) fn rendered(path: &Path, rendered: super::rendered::RenderedState) -> State {
         let text = std::fs::read_to_string(path).unwrap_or_default();
         let mut doc = rendered.doc;
         // Inheritance and bases are applied already; the rest is what
@@ -79,7 +79,7 @@ impl State {
 }
 
 /// The state files PATH names, in helmfile's order.
-pub fn state_files(path: &Path) -> Result<Vec<PathBuf>, NoStateFiles> {
+pub(super) fn state_files(path: &Path) -> Result<Vec<PathBuf>, NoStateFiles> {
     if path.is_file() {
         return Ok(vec![path.to_path_buf()]);
     }
@@ -122,7 +122,7 @@ pub fn state_files(path: &Path) -> Result<Vec<PathBuf>, NoStateFiles> {
 
 /// Why a path given to `import helmfile` names no state file.
 #[derive(Debug, thiserror::Error)]
-pub enum NoStateFiles {
+pub(super) enum NoStateFiles {
     #[error(
         "`{}` does not exist; give a helmfile (helmfile.yaml, helmfile.yaml.gotmpl) or a directory holding one or helmfile.d/",
         .0.display()
@@ -138,7 +138,7 @@ pub enum NoStateFiles {
 /// rendering it: when the file as a whole cannot be read, its releases are
 /// still named (and written, each saying why it is incomplete).
 #[derive(Debug, Clone, PartialEq)]
-pub struct Declared {
+pub(super) struct Declared {
     pub name: String,
     pub namespace: Option<String>,
     pub line: usize,
@@ -146,7 +146,7 @@ pub struct Declared {
 
 /// Reads one state file with its bases; problems become issues. When the
 /// file cannot be read at all, `Err` holds the releases its text declares.
-pub fn load(path: &Path, issues: &mut Vec<Issue>) -> Result<State, Vec<Declared>> {
+pub(super) fn load(path: &Path, issues: &mut Vec<Issue>) -> Result<State, Vec<Declared>> {
     load_depth(path, issues, 0).ok_or_else(|| {
         let text = std::fs::read_to_string(path).unwrap_or_default();
         declared(&text)
@@ -155,7 +155,7 @@ pub fn load(path: &Path, issues: &mut Vec<Issue>) -> Result<State, Vec<Declared>
 
 /// The `- name:` entries of the top-level `releases:` list, with the
 /// `namespace:` of each where it is written literally.
-pub fn declared(text: &str) -> Vec<Declared> {
+pub(super) fn declared(text: &str) -> Vec<Declared> {
     let mut out: Vec<Declared> = Vec::new();
     let mut in_releases = false;
     let mut item_indent: Option<usize> = None;
@@ -371,13 +371,13 @@ fn mergo(dst: &mut Map<String, Value>, src: &Map<String, Value>) {
 
 /// Where a release field was written: the file, its text and the line.
 #[derive(Clone)]
-pub struct Origin {
+pub(super) struct Origin {
     pub file: PathBuf,
     pub line: usize,
 }
 
 /// A release with inheritance applied, fields rendered.
-pub struct Release {
+pub(super) struct Release {
     pub spec: Map<String, Value>,
     /// Where each top-level key was written (a template's keys point into
     /// the template).
@@ -391,7 +391,7 @@ pub struct Release {
     pub issues: Vec<Issue>,
 }
 
-pub enum ValuesEntry {
+pub(super) enum ValuesEntry {
     /// A plain values file, used as it is.
     File(PathBuf),
     /// Values computed by helmfile (a .gotmpl file, or inline); the files
@@ -411,7 +411,7 @@ pub enum ValuesEntry {
 
 /// See [`ValuesEntry::FluxDocument`].
 #[derive(Debug, Clone)]
-pub struct FluxDocument {
+pub(crate) struct FluxDocument {
     /// The values template.
     pub template: PathBuf,
     /// The file of several documents, absolute.
@@ -480,7 +480,7 @@ fn flux_document(
 }
 
 impl Release {
-    pub fn origin(&self, key: &str, state: &State) -> Origin {
+    pub(super) fn origin(&self, key: &str, state: &State) -> Origin {
         match self.origins.get(key).and_then(Value::as_array) {
             Some(pair) => Origin {
                 file: PathBuf::from(pair[0].as_str().unwrap_or("")),
@@ -495,7 +495,7 @@ impl Release {
 }
 
 /// Every release of a state, inherited and rendered.
-pub fn releases(state: &State, issues: &mut Vec<Issue>) -> Vec<Release> {
+pub(super) fn releases(state: &State, issues: &mut Vec<Issue>) -> Vec<Release> {
     let Some(Value::Array(list)) = state.doc.get("releases") else {
         return Vec::new();
     };
@@ -624,7 +624,7 @@ fn inherits(default_inherit: &[String], raw: &Map<String, Value>) -> Vec<(String
 }
 
 /// The 1-based line of `path` (keys nested by indentation), or 0.
-pub fn line_of(text: &str, path: &[&str]) -> usize {
+pub(super) fn line_of(text: &str, path: &[&str]) -> usize {
     let mut from = 0;
     let mut found = 0;
     for key in path {
@@ -656,7 +656,7 @@ fn find_line(text: &str, from: usize, needle: &str) -> Option<usize> {
 }
 
 /// The line of `key:` from line `from` up to (not including) `until`.
-pub fn find_key_between(text: &str, from: usize, until: usize, key: &str) -> Option<usize> {
+pub(super) fn find_key_between(text: &str, from: usize, until: usize, key: &str) -> Option<usize> {
     let at = find_line(text, from.max(1), &format!("{key}:"))?;
     (at < until).then_some(at)
 }
