@@ -13,6 +13,21 @@ use crate::stop::{Stop, StopSignal, stopped};
 use super::{ReleaseRunner, interrupted};
 
 impl<H: Helm> ReleaseRunner<H> {
+    /// The release's postsync hooks, in order; the first that fails ends
+    /// the release.
+    pub(super) async fn postsync(
+        &self,
+        release: &Release,
+        deadline: Instant,
+        stop: &StopSignal,
+    ) -> Result<(), StepResult> {
+        for hook in &release.hooks.postsync {
+            self.hook(release, HookPhase::Postsync, hook, deadline, stop.clone())
+                .await?;
+        }
+        Ok(())
+    }
+
     pub(super) async fn hook(
         &self,
         release: &Release,

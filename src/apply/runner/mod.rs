@@ -204,13 +204,8 @@ impl<H: Helm> ReleaseRunner<H> {
         {
             return result;
         }
-        for hook in &release.hooks.postsync {
-            if let Err(result) = self
-                .hook(release, HookPhase::Postsync, hook, deadline, stop.clone())
-                .await
-            {
-                return result;
-            }
+        if let Err(result) = self.postsync(release, deadline, &stop).await {
+            return result;
         }
         if let Err(result) = self.record(release).await {
             return result;
