@@ -26,9 +26,9 @@
 //!    `std::convert::Infallible`), `READINESS`, `check`, `templates`,
 //!    `describe` and `run`; `check_rendered` and `workload` when they apply.
 //!    A wait goes through [`object::wait`] (one object by name) or
-//!    [`object::wait_set`] (a set selected by labels, e.g. the EndpointSlices
-//!    of a Service); keep its readiness rule a pure function in the module, and
-//!    unit-test it there.
+//!    `kube::wait::wait_for_set` (a set selected by labels, e.g. the
+//!    EndpointSlices of a Service); keep its readiness rule a pure function
+//!    in the module, and unit-test it there.
 //! 2. **`src/hooks/mod.rs`** (this file): `pub mod <key>;` and one entry in
 //!    `hook_kinds!`: the schema description as a doc comment, then
 //!    `<key> => <Variant>,`. The key is one lower-case word: it is the YAML
@@ -38,8 +38,10 @@
 //!    both mention `<key>:`.
 //!
 //! Nothing else changes: the loader (`config/load.rs`), the renderer
-//! (`config/render.rs`), `plan`, `apply`, `status` and `check` only use
-//! [`HookFile::check`], [`Hook::render`] and [`HookAction`]'s methods.
+//! (`config/release_render.rs`), `plan`, `apply`, `status` and `check` only
+//! use [`HookFile::check`], [`Hook::render`] and [`HookAction`]'s methods,
+//! and the tests that name the kinds read them from the registry (unit
+//! tests) or from `bootstrap schema release` (tests/it/validation.rs).
 
 pub(crate) mod command;
 pub(crate) mod condition;
