@@ -592,7 +592,6 @@ impl Config {
         crate::run::Target {
             helm: self.global.helm.as_deref(),
             kubeconfig: self.global.kubeconfig.as_deref(),
-            context: self.global.context.as_deref(),
             cache_dir: self.global.cache_dir.as_deref(),
             no_chart_cache: self.global.no_chart_cache,
         }

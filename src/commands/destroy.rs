@@ -63,8 +63,9 @@ async fn run_async(
     confirm: Confirm,
     begun: std::time::Instant,
 ) -> Result<(), Error> {
-    let (helm, connection, _) =
-        run::prerequisites(config.target(), &plan, config.wait_for_api()).await?;
+    let run::Prepared {
+        helm, connection, ..
+    } = run::prerequisites(config.target(), &plan, config.wait_for_api()).await?;
     if confirm == Confirm::Ask {
         let question = question(&plan, connection.target.context.as_deref(), args);
         let answer = tokio::task::spawn_blocking(move || ask(&question))

@@ -74,8 +74,9 @@ fn changes(change: &ReleaseChange) -> bool {
 /// Reads the cluster and compares every chosen release. `whole` is the
 /// cluster's whole plan: its CRD phase decides the API versions.
 async fn read(config: &Config, whole: &Plan, chosen: &Plan) -> Result<Found, Error> {
-    let (helm, connection, _) =
-        crate::run::prerequisites(config.target(), whole, config.wait_for_api()).await?;
+    let crate::run::Prepared {
+        helm, connection, ..
+    } = crate::run::prerequisites(config.target(), whole, config.wait_for_api()).await?;
     let live = crate::ownership::gather(chosen, &helm, &connection).await?;
     let crds = crate::crds::render(&helm, whole)
         .await

@@ -97,8 +97,9 @@ async fn read(
     config: &Config,
     plan: &crate::plan::Plan,
 ) -> Result<(Report, Vec<lint::Finding>), Error> {
-    let (helm, connection, _) =
-        crate::run::prerequisites(config.target(), plan, config.wait_for_api()).await?;
+    let crate::run::Prepared {
+        helm, connection, ..
+    } = crate::run::prerequisites(config.target(), plan, config.wait_for_api()).await?;
     let report = status::collect(plan, &helm, &connection).await?;
     // The live lints (docs/design.md#lints), as apply's preflight runs them.
     let state = lint::live::gather(plan, &connection.client).await;

@@ -32,8 +32,6 @@ pub struct Target<'a> {
     /// `None`: `helm` from PATH.
     pub helm: Option<&'a Path>,
     pub kubeconfig: Option<&'a Path>,
-    /// Overrides the cluster's `context`.
-    pub context: Option<&'a str>,
     /// `--cache-dir` / `BOOTSTRAP_CACHE_DIR`.
     pub cache_dir: Option<&'a Path>,
     /// `--no-chart-cache`.
@@ -76,6 +74,17 @@ pub(crate) fn block_on<T>(work: impl Future<Output = Result<T, Error>>) -> Resul
         .block_on(work)
 }
 
+/// What a cluster command stands on once its [`prerequisites`] hold.
+pub(crate) struct Prepared {
+    /// helm as the run invokes it (`--helm`, the chart cache, the grace
+    /// period of a stop).
+    pub(crate) helm: HelmCli,
+    /// The cluster, through the plan's kubeconfig context, answering.
+    pub(crate) connection: Connection,
+    /// What `helm version` said.
+    pub(crate) version: crate::helm::HelmVersion,
+}
+
 /// Prerequisites every cluster command checks before anything else: a
 /// usable helm and a reachable cluster through a usable kubeconfig context.
 /// Failures exit 2 (helm, kubeconfig) or 1 (cluster unreachable); nothing
@@ -86,7 +95,7 @@ pub(crate) async fn prerequisites(
     target: Target<'_>,
     plan: &Plan,
     reachability: Duration,
-) -> Result<(HelmCli, Connection, crate::helm::HelmVersion), Error> {
+) -> Result<Prepared, Error> {
     // What runs killed before this one left (docs/design.md#children-and-temporary-files).
     crate::child::sweep_stale();
     let helm = target.helm().with_grace(GRACE);
@@ -94,11 +103,10 @@ pub(crate) async fn prerequisites(
         .version()
         .await
         .map_err(|e| Prerequisite::Helm { error: e.into() })?;
-    let context = target
-        .context
-        .map(str::to_string)
-        .or_else(|| plan.cluster.context.clone());
-    let connection = crate::kube::client::connect(target.kubeconfig, context.as_deref()).await?;
+    // The plan's context is the run's: `--context` was applied when the
+    // plan was loaded (config::load_for), the one place it overrides.
+    let connection =
+        crate::kube::client::connect(target.kubeconfig, plan.cluster.context.as_deref()).await?;
     let context = connection.target.context.clone().unwrap_or_default();
     let server = connection.server.clone();
     let budget = reachability;
@@ -143,7 +151,11 @@ pub(crate) async fn prerequisites(
         }
         .into());
     }
-    Ok((helm, connection, version))
+    Ok(Prepared {
+        helm,
+        connection,
+        version,
+    })
 }
 
 /// The cluster lock of a run that changes the cluster, and the stop signal

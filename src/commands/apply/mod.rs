@@ -187,8 +187,11 @@ async fn run_async(
     let reachability = args
         .timeout
         .map_or(config.wait_for_api(), |t| t.min(config.wait_for_api()));
-    let (helm, connection, version) =
-        run::prerequisites(config.target(), &plan, reachability).await?;
+    let run::Prepared {
+        helm,
+        connection,
+        version,
+    } = run::prerequisites(config.target(), &plan, reachability).await?;
     helm_flags_supported(&plan, &version)?;
 
     let session = session(config, &plan, fleet, begun);
