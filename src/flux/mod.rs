@@ -50,6 +50,7 @@ pub mod kyaml;
 pub mod object;
 pub mod policy;
 pub mod resourceset;
+pub mod schema;
 pub mod strvals;
 pub mod tree;
 pub mod values_from;
