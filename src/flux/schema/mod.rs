@@ -32,7 +32,7 @@ use serde_json::{Map, Value, json};
 use super::object::Object;
 
 /// The compact table of the Flux CRDs ([`compact_crd`] of each).
-const TABLE: &str = include_str!("crds/flux-crds.json");
+const TABLE: &str = include_str!("../crds/flux-crds.json");
 
 /// Where the real tier has the CRDs the table is made from, below
 /// `tools/realenv/.bin/flux-crds/../share/` (tools/realenv/flux-crds).
