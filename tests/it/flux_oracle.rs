@@ -103,7 +103,7 @@ fn divergences(root: &Path, entry: &str) -> Result<(usize, Vec<String>), String>
     }
     // The Kustomizations and ResourceSets a refused staged apply leaves out
     // (`notApplied`, docs/design.md#tree-resolution).
-    let refused: std::collections::BTreeSet<String> = ours
+    let mut refused: std::collections::BTreeSet<String> = ours
         .iter()
         .flat_map(|b| b["notApplied"].as_array().cloned().unwrap_or_default())
         .filter(|o| o["kind"] == "Kustomization" || o["kind"] == "ResourceSet")
@@ -116,6 +116,45 @@ fn divergences(root: &Path, entry: &str) -> Result<(usize, Vec<String>), String>
             )
         })
         .collect();
+    // And, transitively, a Kustomization or ResourceSet that only builds
+    // left out apply (in Flux's builds; none of check's applies it): a
+    // nested Kustomization that only a refused one creates.
+    let applied_in = |b: &Value| -> Vec<String> {
+        b["objects"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|o| o["kind"] == "Kustomization" || o["kind"] == "ResourceSet")
+            .map(|o| {
+                format!(
+                    "{}/{}/{}",
+                    o["kind"].as_str().unwrap_or_default(),
+                    o["namespace"].as_str().unwrap_or_default(),
+                    o["name"].as_str().unwrap_or_default()
+                )
+            })
+            .collect()
+    };
+    loop {
+        let before = refused.len();
+        let left_out: Vec<String> = theirs
+            .keys()
+            .filter(|k| !refused.contains(*k) && !applier.contains_key(*k))
+            .filter(|k| {
+                let by: Vec<&String> = theirs
+                    .iter()
+                    .filter(|(b, v)| b != k && applied_in(v).contains(k))
+                    .map(|(b, _)| b)
+                    .collect();
+                !by.is_empty() && by.iter().all(|b| refused.contains(*b))
+            })
+            .cloned()
+            .collect();
+        refused.extend(left_out);
+        if refused.len() == before {
+            break;
+        }
+    }
     // A build Flux fails, or one the oracle does not do (ResourceSets).
     let flux_failed = |k: &str| {
         theirs
