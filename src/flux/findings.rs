@@ -18,6 +18,7 @@ pub const SOURCE_NOT_FOLLOWED: &str = "source-not-followed";
 pub const APPLY_SKIPPED: &str = "flux-apply-skipped";
 pub const NOT_MODELLED: &str = "flux-construct-not-modelled";
 pub const BUILD_FAILS: &str = "flux-build-fails";
+pub const APPLY_FAILS: &str = "flux-apply-fails";
 pub const SUBSTITUTE_FROM_UNRESOLVED: &str = "substitute-from-unresolved";
 pub const CHART_NOT_RENDERED: &str = "chart-not-rendered";
 pub const NO_HELMRELEASE_REACHED: &str = "no-helmrelease-reached";

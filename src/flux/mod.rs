@@ -23,6 +23,7 @@
 //! | `remote-resource-not-followed` | warning | A kustomization includes a remote resource (URL, git repository); it is not fetched, so it is not checked. |
 //! | `flux-construct-not-modelled` | warning | Something that could add or rename HelmReleases is not modelled (kustomize plugins, `helmCharts`, `vars`, an unknown kustomization field, a substitution operator, a ResourceSet template action or an input provider that needs the cluster); the message names the file and the construct. |
 //! | `flux-apply-skipped` | warning | A Kustomization or HelmRelease is labelled or annotated `kustomize.toolkit.fluxcd.io/reconcile: disabled` or `kustomize.toolkit.fluxcd.io/ssa: Ignore` (its own, or its Kustomization's `spec.commonMetadata`): kustomize-controller never creates or updates it, so it is not checked as applied; a copy already in the cluster stays and is still reconciled. |
+//! | `flux-apply-fails` | error or warning | The API server refuses a stage of a build's server-side apply (a version no Flux CRD serves, a field the CRD does not declare, a missing required field, a value of the wrong type, a namespaced object without a namespace): Flux applies nothing of that stage nor of a later one. An error when one of the objects not applied is a HelmRelease that would manage or duplicate a bootstrap release. |
 //! | `flux-build-fails` | warning | kustomize would reject the build (a patch without a unique match, a failing JSON patch, a replacement without one source); the objects are still checked as built so far. |
 //! | `substitute-from-unresolved` | warning | A `postBuild.substituteFrom` ConfigMap/Secret is not in the tree or cannot be read (SOPS): its variables are unknown. |
 //! | `handover-never-adopted` | warning | No HelmRelease in the tree manages a `handover` release: Flux never takes it over. |
@@ -31,7 +32,7 @@
 //! | `handover-values-unknown` | warning | The adopting HelmRelease takes values from a ConfigMap/Secret not in git (or SOPS-encrypted): those values cannot be compared offline. |
 //! | `no-helmrelease-reached` | warning | The tree holds no HelmRelease at all while bootstrap has releases: the scan cannot vouch for them. |
 //! | `chart-not-rendered` | info | `check` tried to render a release's chart to learn the workloads it owns (a health check names a workload in its namespace) and helm failed; its workloads are inferred from names instead. |
-//! | `source-not-followed` | info | A Flux Kustomization reads from a source other than the root's GitRepository (another GitRepository, OCI, bucket); its content is not in this checkout. |
+//! | `source-not-followed` | warning or info | A Flux Kustomization reads from a source other than the root's GitRepository; its content is not in this checkout. A warning for another GitRepository, info for OCI and Bucket sources. |
 //!
 //! Known limits (each reported, never silent, where it could hide a
 //! HelmRelease): kustomize plugins, Helm chart inflation and `vars` are not
@@ -50,6 +51,7 @@ pub mod kyaml;
 pub mod object;
 pub mod policy;
 pub mod resourceset;
+pub mod schema;
 pub mod strvals;
 pub mod tree;
 pub mod values_from;
@@ -151,13 +153,26 @@ pub fn scan(input: &ScanInput) -> Scan {
 pub fn scan_resolved(tree: tree::Tree, releases: &[BootstrapRelease]) -> Scan {
     let mut found = tree.findings;
     found.extend(findings::helm_release_conflicts(&tree.objects, releases));
+    found.extend(tree::apply_failures(
+        &tree.refusals,
+        &tree.objects,
+        releases,
+    ));
     found.extend(findings::health_checks_on_bootstrap(
         &tree.objects,
         releases,
     ));
     found.extend(findings::handover(&tree.objects, releases));
     found.extend(findings::missing_dependencies(&tree.objects));
-    found.extend(findings::nothing_reached(&tree.objects, releases));
+    // A HelmRelease only a refused apply holds is reached: its finding
+    // says so.
+    let mut reached = tree.objects.clone();
+    reached.extend(
+        tree.refusals
+            .iter()
+            .flat_map(|r| r.refused.not_applied.clone()),
+    );
+    found.extend(findings::nothing_reached(&reached, releases));
     findings::normalize(&mut found);
     let mut helm_releases: Vec<Reached> = tree
         .objects
@@ -236,6 +251,9 @@ pub fn builds_json(builds: &[tree::Applied]) -> serde_json::Value {
                 "by": b.by,
                 "path": b.path,
                 "failed": b.failed,
+                "applyError": b.apply_error,
+                "notApplied": b.not_applied.iter().map(|o| json!({"apiVersion": o.api_version, "kind": o.kind,
+                           "namespace": o.namespace, "name": o.name})).collect::<Vec<_>>(),
                 "objects": objects,
                 "helmReleases": releases,
             })

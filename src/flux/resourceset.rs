@@ -222,6 +222,12 @@ pub enum TemplateError {
     Function { action: String, function: String },
     #[error("`<< {action} >>` is not modelled")]
     Action { action: String },
+    /// A control action (`if`, `range`, …): what it encloses is rendered
+    /// conditionally or repeatedly.
+    #[error(
+        "`<< {action} >>`, a text/template `{keyword}` action, is not modelled: the resources it makes conditional or repeats are not known"
+    )]
+    Control { action: String, keyword: String },
     #[error("parenthesised template expressions in `{command}` are not modelled")]
     Parenthesised { command: String },
     /// `missingkey=error`: flux-operator fails on it too.
@@ -307,6 +313,12 @@ fn eval(action: &str, inputs: Option<&Map<String, Value>>) -> Result<String, Tem
                 action: action.into(),
             });
         };
+        if CONTROL.contains(&head.as_str()) {
+            return Err(TemplateError::Control {
+                action: action.into(),
+                keyword: head.clone(),
+            });
+        }
         let mut values = args
             .iter()
             .map(|t| operand(t, inputs))
@@ -330,6 +342,11 @@ fn eval(action: &str, inputs: Option<&Map<String, Value>>) -> Result<String, Tem
     }
     Ok(piped.map(|v| to_text(&v)).unwrap_or_default())
 }
+
+/// text/template's control actions.
+const CONTROL: [&str; 9] = [
+    "if", "else", "end", "range", "with", "define", "template", "block", "break",
+];
 
 fn split_outside_quotes(text: &str, sep: char) -> Vec<&str> {
     let mut parts = Vec::new();

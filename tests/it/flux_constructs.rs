@@ -531,3 +531,150 @@ fn a_strategic_merge_patch_drops_the_nulls_written_as_nothing() {
     kept["replicas"] = json!(2);
     assert_eq!(values("json-then-smp"), kept);
 }
+
+/// The findings of `case` whose code is `code`.
+fn with_code<'a>(scan: &'a Scan, code: &str) -> Vec<&'a Finding> {
+    scan.findings.iter().filter(|f| f.code == code).collect()
+}
+
+#[test]
+fn versions_flux_does_not_serve_fail_the_apply_of_their_stage() {
+    // Flux v2.9's CRDs (src/flux/crds) serve helm.toolkit.fluxcd.io/v2 and
+    // source.toolkit.fluxcd.io/v1 only: the REST mapping of the dry-run
+    // fails, and fluxcd/pkg ssa ApplyAll applies nothing of the stage.
+    let scan = run("apply-unserved-version");
+    assert_eq!(
+        lines(&scan),
+        [
+            "error flux-apply-fails kube-system/cilium | HelmRelease kube-system/cilium",
+            "error flux-apply-fails kube-system/coredns | OCIRepository kube-system/coredns-chart",
+            "error flux-manages-bootstrap-release kube-system/spegel | HelmRelease kube-system/spegel",
+        ]
+    );
+    let messages: Vec<&str> = with_code(&scan, "flux-apply-fails")
+        .iter()
+        .map(|f| f.message.as_str())
+        .collect();
+    assert!(
+        messages[0].starts_with("Kustomization flux-system/cilium fails: its server-side apply stops at the stage of other objects, `HelmRelease/kube-system/cilium dry-run failed: no matches for kind \"HelmRelease\" in version \"helm.toolkit.fluxcd.io/v2beta2\"`"),
+        "{}",
+        messages[0]
+    );
+    assert!(
+        messages[1].contains("`OCIRepository/kube-system/coredns-chart dry-run failed: no matches for kind \"OCIRepository\" in version \"source.toolkit.fluxcd.io/v1beta2\"`")
+            && messages[1].contains("Once that is fixed: HelmRelease kube-system/coredns manages Helm release kube-system/coredns"),
+        "{}",
+        messages[1]
+    );
+    // The refused stage's objects are built, not applied.
+    let tree = resolve("apply-unserved-version");
+    assert!(
+        !tree
+            .objects
+            .iter()
+            .any(|o| o.kind != "Kustomization" && (o.name == "cilium" || o.name == "coredns"))
+    );
+    let cilium = tree
+        .builds
+        .iter()
+        .find(|b| b.by.as_deref() == Some("Kustomization/flux-system/cilium"))
+        .unwrap();
+    assert_eq!(cilium.objects.len(), 1);
+    assert_eq!(cilium.not_applied.len(), 1);
+    assert!(cilium.apply_error.is_some());
+}
+
+#[test]
+fn a_field_the_crd_does_not_declare_fails_the_apply_and_its_build_is_not_done() {
+    // kustomize-controller's v1 Kustomization has no patchesStrategicMerge:
+    // structured-merge-diff rejects the apply patch, so Kustomization
+    // `legacy` is never applied and its build (whose patch would make
+    // `mirror` manage spegel) never runs.
+    let scan = run("apply-undeclared-field");
+    assert_eq!(
+        lines(&scan),
+        [
+            "warning flux-apply-fails - | Kustomization flux-system/legacy",
+            "warning no-helmrelease-reached - | -",
+        ]
+    );
+    let message = &with_code(&scan, "flux-apply-fails")[0].message;
+    assert!(
+        message.contains("`Kustomization/flux-system/legacy dry-run failed: failed to create typed patch object (flux-system/legacy; kustomize.toolkit.fluxcd.io/v1, Kind=Kustomization): .spec.patchesStrategicMerge: field not declared in schema`")
+            && message.contains("the builds of Kustomization flux-system/legacy are not done"),
+        "{message}"
+    );
+    assert!(
+        !resolve("apply-undeclared-field")
+            .builds
+            .iter()
+            .any(|b| b.by.as_deref() == Some("Kustomization/flux-system/legacy"))
+    );
+}
+
+#[test]
+fn a_missing_required_field_or_a_null_from_an_unset_variable_fails_the_apply() {
+    let scan = run("apply-required-field");
+    assert_eq!(
+        lines(&scan),
+        ["error flux-apply-fails kube-system/cilium | HelmRelease kube-system/cilium"]
+    );
+    assert!(
+        scan.findings[0].message.contains("HelmRelease.helm.toolkit.fluxcd.io \"cilium\" is invalid: [spec.interval: Required value, <nil>: Invalid value: null: some validation rules were not checked"),
+        "{}",
+        scan.findings[0].message
+    );
+    // `releaseName: ${RELEASE}` with RELEASE unset reads back as a null,
+    // which the CRD's validation rejects (kube-apiserver prunes nulls only
+    // when decoding a create or update body, not an apply patch).
+    let scan = run("apply-null-substitution");
+    assert_eq!(
+        lines(&scan),
+        ["error flux-apply-fails kube-system/coredns | HelmRelease kube-system/coredns"]
+    );
+    assert!(
+        scan.findings[0].message.contains("spec.releaseName: Invalid value: \"null\": spec.releaseName in body must be of type string: \"null\""),
+        "{}",
+        scan.findings[0].message
+    );
+}
+
+#[test]
+fn a_namespaced_object_without_a_namespace_fails_the_apply_of_its_stage() {
+    let scan = run("apply-namespace-missing");
+    assert_eq!(
+        lines(&scan),
+        ["error flux-apply-fails kube-system/cilium | ConfigMap ~/cilium-values"]
+    );
+    assert!(
+        scan.findings[0].message.contains("`ConfigMap/cilium-values namespace not specified: the server could not find the requested resource`; nothing of that stage nor of a later one is applied (2 objects, from apps/cm.yaml)"),
+        "{}",
+        scan.findings[0].message
+    );
+}
+
+#[test]
+fn an_untargeted_patch_matches_its_object_by_api_version_too() {
+    // kustomize PatchTransformer: GetById(patch.OrgId()) with Gvk.Equals.
+    let scan = run("smp-apiversion-mismatch");
+    assert_eq!(lines(&scan), ["warning flux-build-fails - | -"]);
+    assert!(
+        scan.findings[0]
+            .message
+            .contains("(apiVersion `helm.toolkit.fluxcd.io/v2beta2`) matches 0 objects"),
+        "{}",
+        scan.findings[0].message
+    );
+}
+
+#[test]
+fn a_resource_set_control_action_is_named_with_its_line() {
+    let scan = run("resourceset-control-action");
+    let found = with_code(&scan, "flux-construct-not-modelled");
+    assert_eq!(found.len(), 1);
+    assert!(
+        found[0].message.starts_with("ResourceSet flux-system/apps in clusters/test/resourceset.yaml:13: `<< if inputs.enabled >>`, a text/template `if` action, is not modelled"),
+        "{}",
+        found[0].message
+    );
+}

@@ -39,6 +39,7 @@ metadata:
 spec:
   interval: 1h
   path: ./apps
+  prune: true
   targetNamespace: kube-system
   sourceRef:
     kind: GitRepository

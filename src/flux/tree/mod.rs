@@ -37,6 +37,8 @@ mod build;
 mod delegate;
 mod generators;
 mod postbuild;
+mod resource_set;
+mod stage;
 mod transform;
 
 use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
@@ -50,6 +52,7 @@ use super::object::{GitObject, Object};
 use super::resourceset;
 
 pub use delegate::DELEGATED_FIELDS;
+pub use stage::{Refusal, Refused, STAGES, apply_failures};
 
 const KUSTOMIZATION_FILES: [&str; 3] = ["kustomization.yaml", "kustomization.yml", "Kustomization"];
 /// Guards against absurd nesting (and symlink loops kustomize would reject).
@@ -69,6 +72,9 @@ pub struct Tree {
     /// Each build, in the order done, with what it applies: what
     /// `check -v --output json` shows (docs/design.md#check-json).
     pub builds: Vec<Applied>,
+    /// The builds whose apply the API server refuses (a stage and every
+    /// later one not applied, [`stage`]).
+    pub refusals: Vec<Refusal>,
 }
 
 /// One build Flux does and the objects it applies.
@@ -83,6 +89,11 @@ pub struct Applied {
     /// Flux fails this build and applies nothing (a path that does not
     /// exist, a substitution envsubst rejects).
     pub failed: bool,
+    /// The dry-run error that stops its staged apply: the objects of that
+    /// stage and of the later ones are not applied ([`stage`]).
+    pub apply_error: Option<String>,
+    /// Those objects.
+    pub not_applied: Vec<Object>,
 }
 
 /// A build Flux starts: the entrypoint, or a Kustomization's `spec.path`.
@@ -462,13 +473,13 @@ impl Walker {
             && let Some(source) = git_source(ks).filter(|s| s != root_source)
         {
             self.tree.findings.push(Finding {
-                severity: Severity::Info,
+                severity: Severity::Warning,
                 code: SOURCE_NOT_FOLLOWED,
                 release: None,
                 object: origin.clone(),
                 chain: chain.clone(),
                 message: format!(
-                    "Kustomization {}/{} reads GitRepository {}/{}, not the root's {}/{}; its objects are not checked",
+                    "Kustomization {}/{} reads GitRepository {}/{}, not the root's {}/{}: what it applies (possibly HelmReleases, possibly this repository at another branch or tag) is not in this checkout and is not checked",
                     ns_display(ks.namespace.as_deref()),
                     ks.name,
                     ns_display(source.1.as_deref()),
@@ -487,6 +498,8 @@ impl Walker {
                 path: path.clone(),
                 objects: Vec::new(),
                 failed: true,
+                apply_error: None,
+                not_applied: Vec::new(),
             });
         };
         let mut objects = if !dir.starts_with(&self.root) {
@@ -529,13 +542,41 @@ impl Walker {
         for obj in &mut objects {
             obj.applier = by.clone();
         }
-        self.tree.builds.push(Applied {
-            by,
-            path,
-            objects: objects.clone(),
-            failed,
-        });
+        let built = objects.clone();
+        let refused = if self.follow && !failed {
+            let (applied, refused) = stage::staged_apply(objects, &[]);
+            objects = applied;
+            refused
+        } else {
+            None
+        };
+        self.record(by, path, built, failed, refused);
         self.emit(objects, 0);
+    }
+
+    /// Records a build, and its refused apply.
+    fn record(
+        &mut self,
+        by: Option<String>,
+        path: String,
+        objects: Vec<Object>,
+        failed: bool,
+        refused: Option<Refused>,
+    ) {
+        self.tree.builds.push(Applied {
+            by: by.clone(),
+            path: path.clone(),
+            objects,
+            failed,
+            apply_error: refused.as_ref().map(|r| r.reason.clone()),
+            not_applied: refused
+                .as_ref()
+                .map(|r| r.not_applied.clone())
+                .unwrap_or_default(),
+        });
+        if let Some(refused) = refused {
+            self.tree.refusals.push(Refusal { by, path, refused });
+        }
     }
 
     /// Records built objects, then follows the Kustomizations and expands the
@@ -588,51 +629,6 @@ impl Walker {
                 self.expand_resource_set(obj, depth);
             }
         }
-    }
-
-    fn expand_resource_set(&mut self, rs: &Object, depth: usize) {
-        if depth >= 8 {
-            return;
-        }
-        let providers: Vec<&Object> = self
-            .tree
-            .objects
-            .iter()
-            .filter(|o| {
-                o.group() == "fluxcd.controlplane.io" && o.kind == "ResourceSetInputProvider"
-            })
-            .collect();
-        let expansion = resourceset::expand(rs, &providers);
-        for problem in expansion.problems {
-            let message = format!(
-                "ResourceSet {}/{} in {}: {problem}; the objects it would generate from this are not checked",
-                ns_display(rs.namespace.as_deref()),
-                rs.name,
-                rs.file
-            );
-            self.warn(NOT_MODELLED, Some(rs.reference()), &rs.chain, message);
-        }
-        let by = format!(
-            "ResourceSet/{}/{}",
-            rs.namespace.as_deref().unwrap_or_default(),
-            rs.name
-        );
-        let objects: Vec<Object> = expansion
-            .objects
-            .into_iter()
-            .filter_map(|body| object(body, &rs.file, &rs.chain))
-            .map(|mut o| {
-                o.applier = Some(by.clone());
-                o
-            })
-            .collect();
-        self.tree.builds.push(Applied {
-            by: Some(by),
-            path: rs.file.clone(),
-            objects: objects.clone(),
-            failed: false,
-        });
-        self.emit(objects, depth + 1);
     }
 
     /// Queues the build a Flux Kustomization starts.

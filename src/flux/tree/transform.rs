@@ -328,15 +328,15 @@ impl Walker {
             Some(ns) => ns.to_string(),
         };
         let want_ns = ns_of(text("/metadata/namespace"));
-        let group = text("/apiVersion")
-            .and_then(|v| v.rsplit_once('/'))
-            .map(|(g, _)| g);
+        // kustomize `GetById(patch.OrgId())`: group, version and kind
+        // equal (`Gvk.Equals`), an absent apiVersion being empty ones.
+        let api_version = text("/apiVersion").unwrap_or_default();
         let matches: Vec<usize> = objects
             .iter()
             .enumerate()
             .filter(|(_, o)| {
                 o.kind == kind
-                    && group.is_none_or(|g| g == o.group())
+                    && o.api_version == api_version
                     && std::iter::once((&o.name, &o.namespace))
                         .chain(o.previous_ids.iter().map(|(n, ns)| (n, ns)))
                         .any(|(n, ns)| n == name && ns_of(ns.as_deref()) == want_ns)
@@ -345,7 +345,7 @@ impl Walker {
             .collect();
         let [i] = matches[..] else {
             let message = format!(
-                "{label}: kustomize would fail: the strategic-merge patch for {kind} {name} matches {} objects, not one",
+                "{label}: kustomize would fail: the strategic-merge patch for {kind} {name} (apiVersion `{api_version}`) matches {} objects, not one (kustomize matches its apiVersion, kind, name and namespace exactly)",
                 matches.len()
             );
             self.warn(BUILD_FAILS, None, chain, message);

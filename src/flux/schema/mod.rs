@@ -1,0 +1,504 @@
+//! What the API server answers when kustomize-controller server-side applies
+//! an object (dry-run first, fluxcd/pkg `ssa` `ApplyAll`), for the kinds
+//! `check` can tell offline: the Flux kinds, from their CRDs, and the
+//! namespace of the namespaced built-in kinds (docs/design.md#tree-resolution).
+//!
+//! The Flux CRDs (source-, kustomize- and helm-controller at the versions
+//! Flux v2.9.5 pins, `src/flux/crds/README.md`) are embedded as a compact
+//! table ([`compact_crd`]): each kind's group, scope and served versions, and
+//! for each version the structural schema without descriptions. A test of
+//! the real tier checks the table equals what the real CRDs say.
+//!
+//! The answers, in the order the API server gives them:
+//!
+//! - a version no CRD serves: the client's REST mapping fails, `no matches
+//!   for kind "HelmRelease" in version "helm.toolkit.fluxcd.io/v2beta2"`;
+//! - a namespaced object without a namespace: the request goes to a path
+//!   that does not exist (404), which `ssa` words `namespace not specified`;
+//! - the apply patch made typed against the schema (structured-merge-diff):
+//!   a field the schema does not declare, or a value of another type (a
+//!   null is accepted here), fails it: `failed to create typed patch object
+//!   (…): .spec.foo: field not declared in schema`;
+//! - then the CRD's validation of the result: a required field missing, a
+//!   null where the schema does not allow one, a number that is not an
+//!   integer, an enum, a pattern, a length or a minimum (`Kind.group "name"
+//!   is invalid: …`); CEL rules are not evaluated, but the note the API
+//!   server adds when it skips them is.
+
+use std::sync::OnceLock;
+
+use serde_json::{Map, Value, json};
+
+use super::object::Object;
+
+/// The compact table of the Flux CRDs ([`compact_crd`] of each).
+const TABLE: &str = include_str!("../crds/flux-crds.json");
+
+/// Where the real tier has the CRDs the table is made from, below
+/// `tools/realenv/.bin/flux-crds/../share/` (tools/realenv/flux-crds).
+pub const CRD_DIRS: [&str; 3] = [
+    "github.com/fluxcd/helm-controller/config/crd/bases",
+    "github.com/fluxcd/kustomize-controller/config/crd/bases",
+    "github.com/fluxcd/source-controller/config/crd/bases",
+];
+
+/// The schema keywords the table keeps.
+const KEPT: [&str; 8] = [
+    "type",
+    "required",
+    "enum",
+    "pattern",
+    "maxLength",
+    "minLength",
+    "minimum",
+    "x-kubernetes-preserve-unknown-fields",
+];
+
+/// A CRD as the table holds it: group, kind, scope, and each served
+/// version with its schema reduced to what the apply checks, and whether
+/// it has CEL rules (`x-kubernetes-validations`).
+pub fn compact_crd(crd: &Value) -> Value {
+    let spec = &crd["spec"];
+    let versions: Vec<Value> = spec["versions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|v| v["served"] == Value::Bool(true))
+        .map(|v| {
+            let schema = &v["schema"]["openAPIV3Schema"];
+            json!({
+                "name": v["name"],
+                "cel": has_cel(schema),
+                "schema": compact_schema(schema),
+            })
+        })
+        .collect();
+    json!({
+        "group": spec["group"],
+        "kind": spec["names"]["kind"],
+        "scope": spec["scope"],
+        "versions": versions,
+    })
+}
+
+fn has_cel(schema: &Value) -> bool {
+    match schema {
+        Value::Object(map) => {
+            map.contains_key("x-kubernetes-validations") || map.values().any(has_cel)
+        }
+        Value::Array(items) => items.iter().any(has_cel),
+        _ => false,
+    }
+}
+
+fn compact_schema(schema: &Value) -> Value {
+    let mut out = Map::new();
+    for key in KEPT {
+        if let Some(v) = schema.get(key) {
+            out.insert(key.to_string(), v.clone());
+        }
+    }
+    if schema.get("default").is_some() {
+        out.insert("default".into(), Value::Bool(true));
+    }
+    if let Some(props) = schema.get("properties").and_then(Value::as_object) {
+        let props: Map<String, Value> = props
+            .iter()
+            .map(|(k, v)| (k.clone(), compact_schema(v)))
+            .collect();
+        out.insert("properties".into(), Value::Object(props));
+    }
+    if let Some(items) = schema.get("items").filter(|i| i.is_object()) {
+        out.insert("items".into(), compact_schema(items));
+    }
+    match schema.get("additionalProperties") {
+        Some(Value::Bool(b)) => {
+            out.insert("additionalProperties".into(), Value::Bool(*b));
+        }
+        Some(a @ Value::Object(_)) => {
+            out.insert("additionalProperties".into(), compact_schema(a));
+        }
+        _ => {}
+    }
+    Value::Object(out)
+}
+
+/// The embedded table.
+pub fn table() -> &'static Value {
+    static PARSED: OnceLock<Value> = OnceLock::new();
+    PARSED.get_or_init(|| serde_json::from_str(TABLE).unwrap_or(Value::Null))
+}
+
+fn crd_of(group: &str, kind: &str) -> Option<&'static Value> {
+    table()["kinds"]
+        .as_array()?
+        .iter()
+        .find(|k| k["group"] == group && k["kind"] == kind)
+}
+
+/// Namespaced built-in kinds by group: an object of one without a namespace
+/// is refused (the kinds a GitOps tree commonly holds; others are not
+/// checked).
+const NAMESPACED_BUILTINS: &[(&str, &[&str])] = &[
+    (
+        "",
+        &[
+            "ConfigMap",
+            "Secret",
+            "Service",
+            "ServiceAccount",
+            "Pod",
+            "PersistentVolumeClaim",
+            "Endpoints",
+            "LimitRange",
+            "ResourceQuota",
+        ],
+    ),
+    (
+        "apps",
+        &["Deployment", "StatefulSet", "DaemonSet", "ReplicaSet"],
+    ),
+    ("batch", &["Job", "CronJob"]),
+    ("rbac.authorization.k8s.io", &["Role", "RoleBinding"]),
+    ("networking.k8s.io", &["Ingress", "NetworkPolicy"]),
+    ("policy", &["PodDisruptionBudget"]),
+    ("autoscaling", &["HorizontalPodAutoscaler"]),
+    ("coordination.k8s.io", &["Lease"]),
+    (
+        "fluxcd.controlplane.io",
+        &["ResourceSet", "ResourceSetInputProvider"],
+    ),
+];
+
+/// Whether `check` can tell the object is namespaced.
+fn known_namespaced(group: &str, kind: &str) -> bool {
+    if let Some(crd) = crd_of(group, kind) {
+        return crd["scope"] == "Namespaced";
+    }
+    NAMESPACED_BUILTINS
+        .iter()
+        .any(|(g, kinds)| *g == group && kinds.contains(&kind))
+}
+
+/// `ssa`'s `FmtUnstructured`: `Kind/namespace/name`, the namespace left
+/// out when empty.
+pub fn fmt_object(obj: &Object) -> String {
+    match obj.namespace.as_deref() {
+        Some(ns) => format!("{}/{ns}/{}", obj.kind, obj.name),
+        None => format!("{}/{}", obj.kind, obj.name),
+    }
+}
+
+/// The error kustomize-controller gets from the API server for `obj`'s
+/// dry-run apply, as `ssa` words it (`errors.DryRunErr`); `None` when
+/// nothing `check` knows refuses it.
+pub fn dry_run_error(obj: &Object) -> Option<String> {
+    let (group, version) = match obj.api_version.split_once('/') {
+        Some((g, v)) => (g, v),
+        None => ("", obj.api_version.as_str()),
+    };
+    let what = fmt_object(obj);
+    let crd = crd_of(group, &obj.kind);
+    if let Some(crd) = crd
+        && !crd["versions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|v| v["name"] == version)
+    {
+        return Some(format!(
+            "{what} dry-run failed: no matches for kind \"{}\" in version \"{}\"",
+            obj.kind, obj.api_version
+        ));
+    }
+    if obj.namespace.is_none() && known_namespaced(group, &obj.kind) {
+        return Some(format!(
+            "{what} namespace not specified: the server could not find the requested resource"
+        ));
+    }
+    let served = crd?["versions"]
+        .as_array()?
+        .iter()
+        .find(|v| v["name"] == version)?;
+    let schema = &served["schema"];
+    let body = without_identity(&obj.body);
+    if let Some(e) = typed_error(&body, schema, "") {
+        return Some(format!(
+            "{what} dry-run failed: failed to create typed patch object ({}/{}; {}, Kind={}): {e}",
+            obj.namespace.as_deref().unwrap_or_default(),
+            obj.name,
+            obj.api_version,
+            obj.kind
+        ));
+    }
+    let mut errors = Vec::new();
+    validate(&body, schema, "", &mut errors);
+    if errors.is_empty() {
+        return None;
+    }
+    let blocking = errors.iter().any(|e| e.blocking);
+    let mut texts: Vec<String> = errors.into_iter().map(|e| e.text).collect();
+    if blocking && served["cel"] == Value::Bool(true) {
+        texts.push("<nil>: Invalid value: null: some validation rules were not checked because the object was invalid; correct the existing errors to complete validation".into());
+    }
+    let list = match texts.as_slice() {
+        [one] => one.clone(),
+        many => format!("[{}]", many.join(", ")),
+    };
+    Some(format!(
+        "{what} dry-run failed (Invalid): {}.{group} \"{}\" is invalid: {list}",
+        obj.kind, obj.name
+    ))
+}
+
+/// The body without `apiVersion`, `kind` and `metadata`, which the
+/// schema leaves to the API server's own checks.
+fn without_identity(body: &Value) -> Value {
+    let mut body = body.clone();
+    if let Some(map) = body.as_object_mut() {
+        for key in ["apiVersion", "kind", "metadata"] {
+            map.remove(key);
+        }
+    }
+    body
+}
+
+fn type_of(schema: &Value) -> &str {
+    schema["type"].as_str().unwrap_or_default()
+}
+
+/// Go's `%v` of a decoded JSON value, as structured-merge-diff prints it.
+fn go_v(v: &Value) -> String {
+    match v {
+        Value::Null => "<nil>".into(),
+        Value::String(s) => s.clone(),
+        Value::Array(items) => {
+            format!("[{}]", items.iter().map(go_v).collect::<Vec<_>>().join(" "))
+        }
+        Value::Object(map) => format!(
+            "map[{}]",
+            map.iter()
+                .map(|(k, v)| format!("{k}:{}", go_v(v)))
+                .collect::<Vec<_>>()
+                .join(" ")
+        ),
+        other => other.to_string(),
+    }
+}
+
+/// Go's `%#v` of a decoded JSON value.
+fn go_sharp_v(v: &Value) -> String {
+    match v {
+        Value::Null => "interface {}(nil)".into(),
+        Value::Array(items) => format!(
+            "[]interface {{}}{{{}}}",
+            items.iter().map(go_sharp_v).collect::<Vec<_>>().join(", ")
+        ),
+        Value::Object(map) => format!(
+            "map[string]interface {{}}{{{}}}",
+            map.iter()
+                .map(|(k, v)| format!("{k:?}:{}", go_sharp_v(v)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        other => other.to_string(),
+    }
+}
+
+/// Go's `%T` of a decoded JSON value.
+fn go_type(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "<nil>",
+        Value::Bool(_) => "bool",
+        Value::Number(n) if n.is_f64() => "float64",
+        Value::Number(_) => "int64",
+        Value::String(_) => "string",
+        Value::Array(_) => "[]interface {}",
+        Value::Object(_) => "map[string]interface {}",
+    }
+}
+
+/// The first error structured-merge-diff finds making `value` typed
+/// against `schema` (fields in key order; a null is accepted anywhere).
+fn typed_error(value: &Value, schema: &Value, path: &str) -> Option<String> {
+    if value.is_null() {
+        return None;
+    }
+    match type_of(schema) {
+        "object" => {
+            let Value::Object(map) = value else {
+                return Some(format!("{path}: expected map, got &{{{}}}", go_v(value)));
+            };
+            let props = schema["properties"].as_object();
+            let extra = &schema["additionalProperties"];
+            let open = schema["x-kubernetes-preserve-unknown-fields"] == Value::Bool(true)
+                || extra == &Value::Bool(true);
+            for (key, v) in map {
+                let at = format!("{path}.{key}");
+                let field = props
+                    .and_then(|p| p.get(key))
+                    .or_else(|| Some(extra).filter(|a| a.is_object()));
+                match field {
+                    Some(field) => {
+                        if let Some(e) = typed_error(v, field, &at) {
+                            return Some(e);
+                        }
+                    }
+                    None if open => {}
+                    None => return Some(format!("{at}: field not declared in schema")),
+                }
+            }
+            None
+        }
+        "array" => {
+            let Value::Array(items) = value else {
+                return Some(format!("{path}: expected list, got &{{{}}}", go_v(value)));
+            };
+            items
+                .iter()
+                .enumerate()
+                .find_map(|(i, v)| typed_error(v, &schema["items"], &format!("{path}[{i}]")))
+        }
+        "string" if !value.is_string() => Some(format!(
+            "{path}: expected string, got &value.valueUnstructured{{Value:{}}}",
+            go_sharp_v(value)
+        )),
+        "integer" | "number" if !value.is_number() => Some(format!(
+            "{path}: expected numeric (int or float), got {}",
+            go_type(value)
+        )),
+        "boolean" if !value.is_boolean() => Some(format!(
+            "{path}: expected boolean, got &{{{}}}",
+            go_v(value)
+        )),
+        _ => None,
+    }
+}
+
+/// One error of the CRD's validation; `blocking` errors make the API
+/// server skip the CEL rules (and say so).
+struct Invalid {
+    text: String,
+    blocking: bool,
+}
+
+/// The validation of the typed result against the structural schema
+/// (apiextensions-apiserver's OpenAPI validation).
+fn validate(value: &Value, schema: &Value, path: &str, out: &mut Vec<Invalid>) {
+    let field = path.trim_start_matches('.');
+    let kind = type_of(schema);
+    if value.is_null() {
+        if !kind.is_empty() {
+            out.push(Invalid {
+                text: format!(
+                    "{field}: Invalid value: \"null\": {field} in body must be of type {kind}: \"null\""
+                ),
+                blocking: true,
+            });
+        }
+        return;
+    }
+    match value {
+        Value::Object(map) if kind == "object" => {
+            let props = schema["properties"].as_object();
+            for r in schema["required"].as_array().into_iter().flatten() {
+                let Some(r) = r.as_str() else { continue };
+                let defaulted = props
+                    .and_then(|p| p.get(r))
+                    .is_some_and(|p| p["default"] == Value::Bool(true));
+                if !map.contains_key(r) && !defaulted {
+                    out.push(Invalid {
+                        text: format!(
+                            "{}: Required value",
+                            format!("{path}.{r}").trim_start_matches('.')
+                        ),
+                        blocking: true,
+                    });
+                }
+            }
+            for (key, v) in map {
+                let sub = props
+                    .and_then(|p| p.get(key))
+                    .or_else(|| Some(&schema["additionalProperties"]).filter(|a| a.is_object()));
+                if let Some(sub) = sub {
+                    validate(v, sub, &format!("{path}.{key}"), out);
+                }
+            }
+        }
+        Value::Array(items) if kind == "array" => {
+            for (i, v) in items.iter().enumerate() {
+                validate(v, &schema["items"], &format!("{path}[{i}]"), out);
+            }
+        }
+        Value::Number(n) => {
+            if kind == "integer" && !(n.is_i64() || n.is_u64()) {
+                out.push(Invalid {
+                    text: format!(
+                        "{field}: Invalid value: \"number\": {field} in body must be of type integer: \"number\""
+                    ),
+                    blocking: true,
+                });
+            } else if let (Some(min), Some(x)) = (schema["minimum"].as_f64(), n.as_f64())
+                && x < min
+            {
+                out.push(Invalid {
+                    text: format!(
+                        "{field}: Invalid value: {n}: {field} in body should be greater than or equal to {}",
+                        schema["minimum"]
+                    ),
+                    blocking: false,
+                });
+            }
+        }
+        Value::String(s) => validate_string(s, schema, field, out),
+        _ => {}
+    }
+}
+
+fn validate_string(s: &str, schema: &Value, field: &str, out: &mut Vec<Invalid>) {
+    if let Some(allowed) = schema["enum"].as_array()
+        && !allowed.iter().any(|a| a == s)
+    {
+        let list: Vec<String> = allowed.iter().map(Value::to_string).collect();
+        out.push(Invalid {
+            text: format!(
+                "{field}: Unsupported value: {:?}: supported values: {}",
+                s,
+                list.join(", ")
+            ),
+            blocking: true,
+        });
+        return;
+    }
+    if let Some(max) = schema["maxLength"].as_u64()
+        && s.len() as u64 > max
+    {
+        out.push(Invalid {
+            text: format!("{field}: Too long: may not be more than {max} bytes"),
+            blocking: true,
+        });
+    }
+    if let Some(min) = schema["minLength"].as_u64()
+        && (s.chars().count() as u64) < min
+    {
+        out.push(Invalid {
+            text: format!(
+                "{field}: Invalid value: {s:?}: {field} in body should be at least {min} chars long"
+            ),
+            blocking: false,
+        });
+    }
+    if let Some(pattern) = schema["pattern"].as_str()
+        && regex::Regex::new(pattern).is_ok_and(|re| !re.is_match(s))
+    {
+        out.push(Invalid {
+            text: format!(
+                "{field}: Invalid value: {s:?}: {field} in body should match '{pattern}'"
+            ),
+            blocking: false,
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests;
