@@ -29,7 +29,7 @@ pub const STAGES: [&str; 4] = [
 
 /// flux-operator's custom stage (its ResourceSet controller's
 /// `CustomStageKinds`).
-pub const RESOURCE_SET_CUSTOM: &[(&str, &str)] = &[("rbac.authorization.k8s.io", "Role")];
+pub(super) const RESOURCE_SET_CUSTOM: &[(&str, &str)] = &[("rbac.authorization.k8s.io", "Role")];
 
 /// A stage the API server refuses: what is not applied, and why.
 #[derive(Debug, Clone)]
@@ -121,7 +121,7 @@ fn apply_order(a: &Object, b: &Object) -> Ordering {
 
 /// The objects the staged apply puts in the cluster (in the build's
 /// order), and the stage it stops at, if any.
-pub fn staged_apply(
+pub(super) fn staged_apply(
     objects: Vec<Object>,
     custom: &[(&str, &str)],
 ) -> (Vec<Object>, Option<Refused>) {
