@@ -558,6 +558,27 @@ fn postbuild_substitute_from_tree_config_maps_and_secrets() {
 }
 
 #[test]
+fn a_substitution_that_gives_two_objects_one_id_fails_the_build() {
+    // kustomize-controller puts each substituted object back by its id:
+    // `${APP}` becoming cilium beside a HelmRelease cilium fails the build
+    // (`in Replace: id matched 2 resources`), and Flux applies neither.
+    let scan = run("substitute-id-collision", &bootstrap());
+    assert_eq!(
+        lines(&scan),
+        [
+            "warning flux-build-fails - | HelmRelease kube-system/${APP} @apps/hr.yaml | \
+             clusters/test/apps.yaml > apps/hr.yaml",
+            "warning no-helmrelease-reached - | - | ",
+        ]
+    );
+    assert!(
+        scan.findings[0].message.contains("id matched 2 resources"),
+        "{}",
+        scan.findings[0].message
+    );
+}
+
+#[test]
 fn resource_sets_generate_kustomizations_per_input() {
     // flux-operator internal/builder/resourceset.go: one Kustomization per input
     // (its own, then the Static provider's defaultValues); the GitHubPullRequest

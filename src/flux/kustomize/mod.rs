@@ -328,7 +328,7 @@ pub fn sync(obj: &mut Object) {
 /// puts with `$patch: replace`) are dropped; `$patch: delete` deletes the
 /// map it is in (at the top: the object, returns false).
 pub fn strategic_merge(body: &mut Value, patch: &Value) -> bool {
-    strategic_merge_styled(body, &BTreeSet::new(), &mut BTreeSet::new(), patch)
+    strategic_merge_styled(body, &mut BTreeSet::new(), &mut BTreeSet::new(), patch)
 }
 
 /// [`strategic_merge`] onto an object whose scalars at `quoted` (JSON
@@ -342,10 +342,13 @@ pub fn strategic_merge(body: &mut Value, patch: &Value) -> bool {
 /// written (`null`, `~`: kyaml `MakePersistentNullNode`); one written as
 /// nothing (at `bare_nulls`, which lose those) is dropped (`FieldSetter`
 /// clears a null field): any patch on the object drops them, so helm sees
-/// the chart's default there, not a null.
+/// the chart's default there, not a null. The same walk quotes every plain
+/// string a YAML 1.1 reader would read as something else (kyaml
+/// `FieldSetter`, `IsYaml1_1NonString`: `yes`, `on`, `0x1F`), so a later
+/// patch onto one of them is a string too; they join `quoted`.
 pub fn strategic_merge_styled(
     body: &mut Value,
-    quoted: &BTreeSet<String>,
+    quoted: &mut BTreeSet<String>,
     bare_nulls: &mut BTreeSet<String>,
     patch: &Value,
 ) -> bool {
@@ -354,7 +357,34 @@ pub fn strategic_merge_styled(
     }
     bare_nulls.retain(|pointer| !drop_bare_null(body, pointer));
     merge(body, patch, &mut String::new(), quoted);
+    quoted_by_walk(body, &mut String::new(), quoted);
     true
+}
+
+/// The strings kyaml's merge walk quotes in `body`: reached through maps
+/// (it does not go into lists), plain in the object (`quoted` holds the
+/// others already) and read by YAML 1.1 as something else.
+fn quoted_by_walk(body: &Value, at: &mut String, quoted: &mut BTreeSet<String>) {
+    match body {
+        Value::Object(map) => {
+            for (k, v) in map {
+                let len = at.len();
+                at.push('/');
+                at.push_str(&k.replace('~', "~0").replace('/', "~1"));
+                quoted_by_walk(v, at, quoted);
+                at.truncate(len);
+            }
+        }
+        Value::String(s)
+            if !at.is_empty()
+                && !s.is_empty()
+                && !s.contains('\n')
+                && crate::flux::varsub::reread(s).is_some_and(|r| !r.is_string()) =>
+        {
+            quoted.insert(at.clone());
+        }
+        _ => {}
+    }
 }
 
 /// Removes the null at `pointer` when only maps lead to it (the walk does
@@ -604,6 +634,33 @@ mod tests {
     }
 
     #[test]
+    fn a_merge_walk_quotes_yaml_1_1_words_for_the_next_patch() {
+        // What kustomize v0.21.1 makes of `replicas: yes` patched with 5:
+        // the int 5 by a first patch; "5" once an earlier patch's walk has
+        // quoted `yes` (kyaml FieldSetter, IsYaml1_1NonString). `${N}` is a
+        // string to YAML 1.1 too: never quoted.
+        let object =
+            json!({"spec": {"values": {"replicas": "yes", "other": "${N}", "list": ["on"]}}});
+        let five = json!({"spec": {"values": {"replicas": 5, "other": 5}}});
+        let mut once = object.clone();
+        let mut quoted = BTreeSet::new();
+        strategic_merge_styled(&mut once, &mut quoted, &mut BTreeSet::new(), &five);
+        assert_eq!(once["spec"]["values"]["replicas"], json!(5));
+        let mut twice = object.clone();
+        let mut quoted = BTreeSet::new();
+        let unrelated = json!({"spec": {"releaseName": "legacy"}});
+        strategic_merge_styled(&mut twice, &mut quoted, &mut BTreeSet::new(), &unrelated);
+        assert_eq!(
+            quoted,
+            BTreeSet::from(["/spec/values/replicas".to_string()]),
+            "lists are not walked, `${{N}}` reads as a string"
+        );
+        strategic_merge_styled(&mut twice, &mut quoted, &mut BTreeSet::new(), &five);
+        assert_eq!(twice["spec"]["values"]["replicas"], json!("5"));
+        assert_eq!(twice["spec"]["values"]["other"], json!(5));
+    }
+
+    #[test]
     fn strategic_merge_on_custom_resources() {
         let mut body = json!({"spec": {"a": 1, "b": [1, 2], "c": {"d": 1}}});
         assert!(strategic_merge(
@@ -627,9 +684,10 @@ mod tests {
         let styles = crate::flux::yaml_style::styles(object).remove(0);
         let mut bare = styles.bare_nulls.clone();
         let patch = crate::flux::kyaml::from_multiple(patch).unwrap().remove(0);
+        let mut quoted = styles.quoted.clone();
         assert!(strategic_merge_styled(
             &mut body,
-            &styles.quoted,
+            &mut quoted,
             &mut bare,
             &patch
         ));

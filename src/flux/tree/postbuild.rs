@@ -123,7 +123,14 @@ impl Walker {
             return true;
         }
         let mut failed = false;
-        for obj in objects.iter_mut().filter(|o| !varsub::is_disabled(&o.body)) {
+        for i in 0..objects.len() {
+            if varsub::is_disabled(&objects[i].body) {
+                continue;
+            }
+            if !failed && self.id_collision(&ks_name, objects, i, &vars) {
+                failed = true;
+            }
+            let obj = &mut objects[i];
             let outcome = varsub::substitute(&mut obj.body, &vars);
             kustomize::sync(obj);
             for rejected in outcome.errors {
@@ -170,6 +177,33 @@ impl Walker {
             objects.clear();
         }
         failed
+    }
+
+    /// Whether object `i`, once substituted, has the id of another object
+    /// of the build (kustomize-controller's resmap `Replace` then fails the
+    /// build), said as a `flux-build-fails` warning.
+    fn id_collision(
+        &mut self,
+        ks_name: &str,
+        objects: &[Object],
+        i: usize,
+        vars: &BTreeMap<String, String>,
+    ) -> bool {
+        let Some(same) = same_id_after(objects, i, vars) else {
+            return false;
+        };
+        let obj = &objects[i];
+        let message = format!(
+            "{ks_name}: after substitution {} {} in {} has the kind, namespace and name of another object of the build; kustomize-controller puts each substituted object back by that id and fails the build (`in Replace: id matched {same} resources`), applying none of its objects",
+            obj.kind, obj.name, obj.file
+        );
+        self.warn(
+            BUILD_FAILS,
+            Some(obj.reference()),
+            &obj.chain.clone(),
+            message,
+        );
+        true
     }
 }
 
@@ -233,6 +267,32 @@ pub(super) fn source_data(source: &Object) -> Result<BTreeMap<String, String>, U
         }
     }
     Ok(out)
+}
+
+/// How many objects of the build share the id that object `i` has once
+/// substituted (kustomize's `CurId`: apiVersion, kind, namespace, name),
+/// when more than one: kustomize-controller substitutes the objects in
+/// order, each put back by that id (resmap `Replace`), which fails when two
+/// match. The earlier objects are substituted already, the later not yet.
+fn same_id_after(objects: &[Object], i: usize, vars: &BTreeMap<String, String>) -> Option<usize> {
+    let mut substituted = objects[i].clone();
+    varsub::substitute(&mut substituted.body, vars);
+    kustomize::sync(&mut substituted);
+    let id = |o: &Object| {
+        (
+            o.api_version.clone(),
+            o.kind.clone(),
+            o.namespace.clone(),
+            o.name.clone(),
+        )
+    };
+    let own = id(&substituted);
+    let same = 1 + objects
+        .iter()
+        .enumerate()
+        .filter(|(j, o)| *j != i && id(o) == own)
+        .count();
+    (same > 1).then_some(same)
 }
 
 #[cfg(test)]

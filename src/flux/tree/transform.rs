@@ -289,7 +289,7 @@ impl Walker {
                         }
                         if !kustomize::strategic_merge_styled(
                             &mut obj.body,
-                            &obj.quoted,
+                            &mut obj.quoted,
                             &mut obj.bare_nulls,
                             &p,
                         ) {
@@ -360,7 +360,7 @@ impl Walker {
         let obj = &mut objects[i];
         if kustomize::strategic_merge_styled(
             &mut obj.body,
-            &obj.quoted,
+            &mut obj.quoted,
             &mut obj.bare_nulls,
             &patch,
         ) {

@@ -48,6 +48,21 @@ pub struct Release {
     release_name: Option<&'static str>,
     target_namespace: Option<&'static str>,
     values_from: bool,
+    /// What the API server would make of it (docs/design.md#tree-resolution,
+    /// the staged apply): served as written, or refused.
+    shape: Shape,
+}
+
+/// A HelmRelease the apply accepts, or one the API server refuses.
+#[derive(Debug, Clone, Copy)]
+pub enum Shape {
+    Served,
+    /// `helm.toolkit.fluxcd.io/v2beta2`, which Flux v2.9's CRDs do not serve.
+    Unserved,
+    /// `spec.foo`, a field the CRD does not declare.
+    Undeclared,
+    /// No `spec.interval`, which the CRD requires.
+    NoInterval,
 }
 
 #[derive(Debug, Clone)]
@@ -229,17 +244,41 @@ fn release() -> impl Strategy<Value = Release> {
             "[${N}]",
             "{a: ${N}}",
             "${APP}",
+            // YAML 1.1 literals, which kyaml (YAML 1.2) reads otherwise.
+            "yes",
+            "on",
+            "0o14",
+            "0x1F",
+            "1_000",
+            "~",
         ]),
         prop::option::of(prop::sample::select(vec![
             "cilium",
             "${APP}-rel",
             "${APP:=net}",
+            // Unset: a null the CRD's validation rejects.
+            "${UNSET}",
         ])),
         prop::option::of(prop::sample::select(vec!["monitoring", "${NS:=net}"])),
         prop::bool::weighted(0.3),
+        prop_oneof![
+            8 => Just(Shape::Served),
+            1 => Just(Shape::Unserved),
+            1 => Just(Shape::Undeclared),
+            1 => Just(Shape::NoInterval),
+        ],
     )
         .prop_map(
-            |(name, tier, annotated, replicas, release_name, target_namespace, values_from)| {
+            |(
+                name,
+                tier,
+                annotated,
+                replicas,
+                release_name,
+                target_namespace,
+                values_from,
+                shape,
+            )| {
                 Release {
                     name,
                     tier,
@@ -248,6 +287,7 @@ fn release() -> impl Strategy<Value = Release> {
                     release_name,
                     target_namespace,
                     values_from,
+                    shape,
                 }
             },
         )
@@ -555,14 +595,23 @@ fn indent(text: &str, by: usize) -> String {
 }
 
 fn helm_release(name: &str, r: &Release) -> String {
+    let version = match r.shape {
+        Shape::Unserved => "v2beta2",
+        _ => "v2",
+    };
     let mut text = format!(
-        "apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata:\n  name: {name}\n  namespace: kube-system\n  labels:\n    tier: {}\n",
+        "apiVersion: helm.toolkit.fluxcd.io/{version}\nkind: HelmRelease\nmetadata:\n  name: {name}\n  namespace: kube-system\n  labels:\n    tier: {}\n",
         r.tier
     );
     if r.annotated {
         text.push_str("  annotations:\n    team: net\n");
     }
-    text.push_str("spec:\n  interval: 1h\n");
+    text.push_str("spec:\n");
+    match r.shape {
+        Shape::NoInterval => {}
+        Shape::Undeclared => text.push_str("  interval: 1h\n  foo: bar\n"),
+        _ => text.push_str("  interval: 1h\n"),
+    }
     if let Some(n) = r.release_name {
         text.push_str(&format!("  releaseName: {n}\n"));
     }
@@ -966,6 +1015,7 @@ pub fn files(tree: &Tree) -> BTreeMap<String, File> {
                     release_name: None,
                     target_namespace: None,
                     values_from: false,
+                    shape: Shape::Served,
                 };
                 put(&mut out, format!("{dir}/hr.yaml"), helm_release(&format!("comp{c}"), &r));
             }
