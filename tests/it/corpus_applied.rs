@@ -38,7 +38,6 @@
     allow(dead_code, unused_imports)
 )]
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
@@ -46,7 +45,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use testkit::realenv::{self, Api, ControlPlane};
+use testkit::realenv::{self, Api, ControlPlane, outcomes};
 
 use crate::import_corpus::{self, Imported, Setup};
 
@@ -235,23 +234,6 @@ fn prometheus_operator_crds(applier: &Applier) -> PathBuf {
 
 fn phase_ms(phases: &Value, phase: &str) -> u64 {
     phases[phase].as_u64().unwrap_or(0)
-}
-
-/// release -> outcome, from the run's last event.
-fn outcomes(events: &[Value]) -> BTreeMap<String, String> {
-    let finished = events.last().expect("events");
-    assert_eq!(finished["event"], "run_finished", "{finished}");
-    finished["summary"]["releases"]
-        .as_array()
-        .expect("summary releases")
-        .iter()
-        .map(|r| {
-            (
-                r["release"].as_str().unwrap().to_string(),
-                r["outcome"].as_str().unwrap().to_string(),
-            )
-        })
-        .collect()
 }
 
 /// Imports `setup` (with its comparison and `plan` and `check`); Cilium

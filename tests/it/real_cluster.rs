@@ -35,7 +35,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use serde_json::{Value, json};
 use testkit::builder::{copy_dir, repo_root};
-use testkit::realenv::{self, ChartRepo, ControlPlane, condition};
+use testkit::realenv::{self, ChartRepo, ControlPlane, condition, outcomes};
 
 /// The real charts, used in place: `BOOTSTRAP_TEST_CHARTS`, else
 /// `../shared/charts` (build.rs, cfg(shared_charts)).
@@ -245,23 +245,6 @@ fn crd_counts(by_release: &BTreeMap<String, BTreeSet<String>>) -> BTreeMap<&str,
     by_release
         .iter()
         .map(|(r, c)| (r.as_str(), c.len()))
-        .collect()
-}
-
-/// release → outcome, from the run's `run_finished` summary.
-fn outcomes(events: &[Value]) -> BTreeMap<String, String> {
-    let finished = events.last().expect("events");
-    assert_eq!(finished["event"], "run_finished", "{finished}");
-    finished["summary"]["releases"]
-        .as_array()
-        .expect("summary releases")
-        .iter()
-        .map(|r| {
-            (
-                r["release"].as_str().unwrap().to_string(),
-                r["outcome"].as_str().unwrap().to_string(),
-            )
-        })
         .collect()
 }
 

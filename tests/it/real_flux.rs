@@ -29,7 +29,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use testkit::builder::{copy_dir, repo_root};
-use testkit::realenv::{self, ChartRepo, ControlPlane};
+use testkit::realenv::{self, ChartRepo, ControlPlane, outcomes};
 use testkit::realflux::{self, Flux, GitServer, ready};
 
 mod from_values;
@@ -511,23 +511,6 @@ pub(crate) fn origin_labels(name: &str) -> BTreeMap<String, String> {
             "kube-system".to_string(),
         ),
     ])
-}
-
-/// release → outcome, from the run's `run_finished` summary.
-fn outcomes(events: &[Value]) -> BTreeMap<String, String> {
-    let finished = events.last().expect("events");
-    assert_eq!(finished["event"], "run_finished", "{finished}");
-    finished["summary"]["releases"]
-        .as_array()
-        .expect("summary releases")
-        .iter()
-        .map(|r| {
-            (
-                r["release"].as_str().unwrap().to_string(),
-                r["outcome"].as_str().unwrap().to_string(),
-            )
-        })
-        .collect()
 }
 
 fn both(outcome: &str) -> BTreeMap<String, String> {

@@ -27,6 +27,7 @@ use std::sync::OnceLock;
 use kube_loopback::ApiServer;
 use serde_json::Value;
 use testkit::builder::copy_dir;
+use testkit::realenv::outcomes;
 
 const INSTALL: &str = "python3 -m venv .venv-helm && .venv-helm/bin/pip install helm-python-sdk (then touch build.rs)";
 
@@ -752,23 +753,6 @@ fn crd_counts(by_release: &BTreeMap<String, BTreeSet<String>>) -> BTreeMap<&str,
     by_release
         .iter()
         .map(|(r, c)| (r.as_str(), c.len()))
-        .collect()
-}
-
-/// release → outcome, from the run's `run_finished` summary.
-fn outcomes(events: &[Value]) -> BTreeMap<String, String> {
-    let finished = events.last().expect("events");
-    assert_eq!(finished["event"], "run_finished", "{finished}");
-    finished["summary"]["releases"]
-        .as_array()
-        .expect("summary releases")
-        .iter()
-        .map(|r| {
-            (
-                r["release"].as_str().unwrap().to_string(),
-                r["outcome"].as_str().unwrap().to_string(),
-            )
-        })
         .collect()
 }
 

@@ -604,6 +604,24 @@ fn node(name: &str) -> Value {
     })
 }
 
+/// release → outcome, from the `run_finished` summary that ends a run's
+/// JSON events (`apply`/`destroy -o json`).
+pub fn outcomes(events: &[Value]) -> std::collections::BTreeMap<String, String> {
+    let finished = events.last().expect("events");
+    assert_eq!(finished["event"], "run_finished", "{finished}");
+    finished["summary"]["releases"]
+        .as_array()
+        .expect("summary releases")
+        .iter()
+        .map(|r| {
+            (
+                r["release"].as_str().unwrap().to_string(),
+                r["outcome"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
 /// Whether `object` has condition `type` with status True.
 pub fn condition(object: &Value, type_: &str) -> bool {
     object["status"]["conditions"].as_array().is_some_and(|cs| {
