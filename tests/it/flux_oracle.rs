@@ -41,6 +41,21 @@ fn key(build: &Value) -> String {
     build["by"].as_str().unwrap_or("(entrypoint)").to_string()
 }
 
+/// A Kustomization or a ResourceSet: an object that starts builds.
+fn is_builder(o: &Value) -> bool {
+    o["kind"] == "Kustomization" || o["kind"] == "ResourceSet"
+}
+
+/// A builder's key as a build's `by` names it: `Kind/namespace/name`.
+fn builder_key(o: &Value) -> String {
+    format!(
+        "{}/{}/{}",
+        o["kind"].as_str().unwrap_or_default(),
+        o["namespace"].as_str().unwrap_or_default(),
+        o["name"].as_str().unwrap_or_default()
+    )
+}
+
 fn object_key(o: &Value) -> String {
     format!(
         "{} {} {}/{}",
@@ -90,13 +105,8 @@ fn divergences(root: &Path, entry: &str) -> Result<(usize, Vec<String>), String>
     let mut applier: BTreeMap<String, String> = BTreeMap::new();
     for b in &ours {
         for o in b["objects"].as_array().into_iter().flatten() {
-            if o["kind"] == "Kustomization" || o["kind"] == "ResourceSet" {
-                let k = format!(
-                    "{}/{}/{}",
-                    o["kind"].as_str().unwrap_or_default(),
-                    o["namespace"].as_str().unwrap_or_default(),
-                    o["name"].as_str().unwrap_or_default()
-                );
+            if is_builder(o) {
+                let k = builder_key(o);
                 applier.entry(k).or_insert_with(|| key(b));
             }
         }
@@ -106,15 +116,8 @@ fn divergences(root: &Path, entry: &str) -> Result<(usize, Vec<String>), String>
     let mut refused: std::collections::BTreeSet<String> = ours
         .iter()
         .flat_map(|b| b["notApplied"].as_array().cloned().unwrap_or_default())
-        .filter(|o| o["kind"] == "Kustomization" || o["kind"] == "ResourceSet")
-        .map(|o| {
-            format!(
-                "{}/{}/{}",
-                o["kind"].as_str().unwrap_or_default(),
-                o["namespace"].as_str().unwrap_or_default(),
-                o["name"].as_str().unwrap_or_default()
-            )
-        })
+        .filter(is_builder)
+        .map(|o| builder_key(&o))
         .collect();
     // And, transitively, a Kustomization or ResourceSet that only builds
     // left out apply (in Flux's builds; none of check's applies it): a
@@ -124,15 +127,8 @@ fn divergences(root: &Path, entry: &str) -> Result<(usize, Vec<String>), String>
             .as_array()
             .into_iter()
             .flatten()
-            .filter(|o| o["kind"] == "Kustomization" || o["kind"] == "ResourceSet")
-            .map(|o| {
-                format!(
-                    "{}/{}/{}",
-                    o["kind"].as_str().unwrap_or_default(),
-                    o["namespace"].as_str().unwrap_or_default(),
-                    o["name"].as_str().unwrap_or_default()
-                )
-            })
+            .filter(|o| is_builder(o))
+            .map(builder_key)
             .collect()
     };
     loop {

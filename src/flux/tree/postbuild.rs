@@ -9,7 +9,7 @@ use serde_json::Value;
 use super::{Walker, ns_display};
 use crate::flux::findings::{BUILD_FAILS, NOT_MODELLED, SUBSTITUTE_FROM_UNRESOLVED};
 use crate::flux::kustomize;
-use crate::flux::object::{Object, decode_base64};
+use crate::flux::object::{GitObject, Object, decode_base64};
 use crate::flux::varsub;
 
 impl Walker {
@@ -127,9 +127,8 @@ impl Walker {
             if varsub::is_disabled(&objects[i].body) {
                 continue;
             }
-            if !failed && self.id_collision(&ks_name, objects, i, &vars) {
-                failed = true;
-            }
+            // The object as written in git, which a finding points at.
+            let written = objects[i].reference();
             let obj = &mut objects[i];
             let outcome = varsub::substitute(&mut obj.body, &vars);
             kustomize::sync(obj);
@@ -158,6 +157,9 @@ impl Walker {
                     message,
                 );
             }
+            if !failed && self.id_collision(&ks_name, objects, i, &written) {
+                failed = true;
+            }
         }
         // kustomize-controller checks names before it substitutes: an object
         // left without one is built, and the apply fails.
@@ -179,30 +181,26 @@ impl Walker {
         failed
     }
 
-    /// Whether object `i`, once substituted, has the id of another object
+    /// Whether object `i`, just substituted, has the id of another object
     /// of the build (kustomize-controller's resmap `Replace` then fails the
-    /// build), said as a `flux-build-fails` warning.
+    /// build), said as a `flux-build-fails` warning about the object as
+    /// `written` in git.
     fn id_collision(
         &mut self,
         ks_name: &str,
         objects: &[Object],
         i: usize,
-        vars: &BTreeMap<String, String>,
+        written: &GitObject,
     ) -> bool {
-        let Some(same) = same_id_after(objects, i, vars) else {
+        let Some(same) = same_id(objects, i) else {
             return false;
         };
-        let obj = &objects[i];
         let message = format!(
             "{ks_name}: after substitution {} {} in {} has the kind, namespace and name of another object of the build; kustomize-controller puts each substituted object back by that id and fails the build (`in Replace: id matched {same} resources`), applying none of its objects",
-            obj.kind, obj.name, obj.file
+            written.kind, written.name, written.file
         );
-        self.warn(
-            BUILD_FAILS,
-            Some(obj.reference()),
-            &obj.chain.clone(),
-            message,
-        );
+        let chain = objects[i].chain.clone();
+        self.warn(BUILD_FAILS, Some(written.clone()), &chain, message);
         true
     }
 }
@@ -269,28 +267,19 @@ pub(super) fn source_data(source: &Object) -> Result<BTreeMap<String, String>, U
     Ok(out)
 }
 
-/// How many objects of the build share the id that object `i` has once
+/// How many objects of the build share the id of object `i`, just
 /// substituted (kustomize's `CurId`: apiVersion, kind, namespace, name),
 /// when more than one: kustomize-controller substitutes the objects in
 /// order, each put back by that id (resmap `Replace`), which fails when two
 /// match. The earlier objects are substituted already, the later not yet.
-fn same_id_after(objects: &[Object], i: usize, vars: &BTreeMap<String, String>) -> Option<usize> {
-    let mut substituted = objects[i].clone();
-    varsub::substitute(&mut substituted.body, vars);
-    kustomize::sync(&mut substituted);
-    let id = |o: &Object| {
-        (
-            o.api_version.clone(),
-            o.kind.clone(),
-            o.namespace.clone(),
-            o.name.clone(),
-        )
-    };
-    let own = id(&substituted);
-    let same = 1 + objects
+fn same_id(objects: &[Object], i: usize) -> Option<usize> {
+    let own = &objects[i];
+    let same = objects
         .iter()
-        .enumerate()
-        .filter(|(j, o)| *j != i && id(o) == own)
+        .filter(|o| {
+            (&o.api_version, &o.kind, &o.namespace, &o.name)
+                == (&own.api_version, &own.kind, &own.namespace, &own.name)
+        })
         .count();
     (same > 1).then_some(same)
 }
