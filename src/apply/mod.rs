@@ -168,12 +168,12 @@ impl<H: Helm> Preflight<'_, H> {
         let step = |step: String| self.step(step);
         // The digest key is read beside them; only creating it (a first
         // run) waits for every check (docs/design.md#preflight-requests).
-        let (owners, state, recorded, key, terminating) = tokio::join!(
+        let (owners, live, recorded, key, terminating) = tokio::join!(
             interruptible(
                 stop,
                 ownership::live_conflicts(plan, helm, connection, took_over),
             ),
-            interruptible(stop, crate::lint::live::gather(plan, client)),
+            interruptible(stop, crate::gate::Findings::live(plan, client)),
             interruptible(stop, ledger.entries()),
             interruptible(stop, ledger.digest_key(false)),
             interruptible(stop, crate::kube::namespace::all_terminating(client)),
@@ -188,15 +188,15 @@ impl<H: Helm> Preflight<'_, H> {
         ));
         // The live lints (docs/design.md#lints): refuse before anything
         // changes on an error not in `lints.ignore`; warn about the rest.
-        let live = crate::lint::run_live(plan, &state?);
-        for message in crate::lint::preflight(&plan.cluster.name, &live)
-            .map_err(|refusal| Error::from(Failure::Refused(refusal)))?
-        {
+        let live = live?;
+        live.refusal()
+            .map_err(|refusal| Error::from(Failure::Refused(refusal)))?;
+        for message in live.lint_warnings() {
             events.emit(Event::Warning { message });
         }
         step(format!(
             "live lints: {}",
-            crate::plural::count(live.len(), "finding")
+            crate::plural::count(live.lints.len(), "finding")
         ));
         let recorded = recorded??;
         step(match recorded.len() {

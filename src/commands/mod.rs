@@ -21,7 +21,7 @@ use std::path::Path;
 
 use crate::cli::{Clusters, Command, Config, Global, ImportSource};
 use crate::error::{Error, Failure};
-use crate::lint;
+use crate::gate;
 use crate::plan::Plan;
 
 pub(crate) fn execute(config: &Config, out: &mut dyn Write) -> Result<(), Error> {
@@ -119,7 +119,7 @@ pub(crate) fn linted(
     global: &Global,
     clusters: &Clusters,
     context: Option<&str>,
-) -> Result<Vec<(Plan, Vec<lint::Finding>)>, Error> {
+) -> Result<Vec<(Plan, gate::Findings)>, Error> {
     linted_with(
         global,
         clusters,
@@ -166,7 +166,7 @@ pub(crate) fn linted_with(
     clusters: &Clusters,
     context: Option<&str>,
     run: &crate::plan::RunValues,
-) -> Result<Vec<(Plan, Vec<lint::Finding>)>, Error> {
+) -> Result<Vec<(Plan, gate::Findings)>, Error> {
     let dir = &global.dir;
     let cache = parse_cache(global);
     let names = crate::config::cluster_names(dir);
@@ -182,7 +182,7 @@ pub(crate) fn linted_with(
                 .filter_map(|n| catalog.plan(n, None).ok())
                 .collect();
             let fleet: Vec<&Plan> = others.iter().collect();
-            let findings = lint::run(&plan, &fleet);
+            let findings = gate::Findings::offline(&plan, &fleet);
             drop_apart((catalog, others));
             return Ok(vec![(plan, findings)]);
         }
@@ -198,7 +198,7 @@ pub(crate) fn linted_with(
         }
     };
     let fleet: Vec<&Plan> = plans.iter().collect();
-    let findings = lint::run_each(&fleet);
+    let findings = gate::Findings::offline_each(&fleet);
     Ok(plans.into_iter().zip(findings).collect())
 }
 

@@ -4,7 +4,6 @@ use serde_json::json;
 
 use crate::cli::{Clusters, Config, OutputFormat, PlanArgs, Verbosity};
 use crate::error::Error;
-use crate::lint;
 
 /// Prints each plan with its lint findings (docs/design.md#lints); exit 1
 /// when a finding is an error `lints.ignore` does not list. `-q`: only the
@@ -18,16 +17,13 @@ pub(super) fn run(config: &Config, args: &PlanArgs, out: &mut dyn Write) -> Resu
     let clusters = &args.clusters.clusters();
     let linted = super::linted(&config.global, clusters, config.global.context.as_deref())?
         .into_iter()
-        .map(|(plan, findings)| {
+        .map(|(plan, mut findings)| {
             let plan = args.selection.apply(plan)?;
-            let findings: Vec<lint::Finding> = findings
-                .into_iter()
-                .filter(|f| {
-                    f.release
-                        .as_ref()
-                        .is_none_or(|id| plan.releases.iter().any(|r| r.id.to_string() == *id))
-                })
-                .collect();
+            findings.lints.retain(|f| {
+                f.release
+                    .as_ref()
+                    .is_none_or(|id| plan.releases.iter().any(|r| r.id.to_string() == *id))
+            });
             Ok((plan, findings))
         })
         .collect::<Result<Vec<_>, Error>>()?;
@@ -48,7 +44,7 @@ pub(super) fn run(config: &Config, args: &PlanArgs, out: &mut dyn Write) -> Resu
         // fifth of a 1,000-release plan.
         if config.structured().is_some() {
             let mut doc = plan.to_json(&carried);
-            doc["lints"] = json!(findings);
+            doc["lints"] = json!(findings.lints);
             documents.push(doc);
         }
         if !text.is_empty() {
@@ -64,15 +60,11 @@ pub(super) fn run(config: &Config, args: &PlanArgs, out: &mut dyn Write) -> Resu
             Verbosity::Normal => text.push_str(&plan.render_text(&carried)),
             Verbosity::Verbose => text.push_str(&plan.render_text_detailed(true, &carried)),
         }
-        if !findings.is_empty() {
+        if !findings.lints.is_empty() {
             text.push('\n');
-            text.push_str(&lint::render_text(findings));
-            text.push_str(&lint::summary(&plan.cluster.name, findings));
+            text.push_str(&findings.lints_text());
         }
-        blocking.push((
-            plan.cluster.name.clone(),
-            findings.iter().filter(|f| f.blocks()).count(),
-        ));
+        blocking.push((plan.cluster.name.clone(), findings.errors()));
     }
     super::drop_apart(linted);
     match (config.structured(), clusters) {

@@ -11,7 +11,7 @@
 
 use crate::cli::{Clusters, Config, StatusArgs, Verbosity};
 use crate::error::Error;
-use crate::lint;
+use crate::gate::Findings;
 use crate::plural::count;
 use crate::status::{self, Report};
 
@@ -93,22 +93,18 @@ pub(super) fn run(
 }
 
 /// One cluster's report and its live lints.
-async fn read(
-    config: &Config,
-    plan: &crate::plan::Plan,
-) -> Result<(Report, Vec<lint::Finding>), Error> {
+async fn read(config: &Config, plan: &crate::plan::Plan) -> Result<(Report, Findings), Error> {
     let crate::run::Prepared {
         helm, connection, ..
     } = crate::run::prerequisites(config.target(), plan, config.wait_for_api()).await?;
     let report = status::collect(plan, &helm, &connection).await?;
     // The live lints (docs/design.md#lints), as apply's preflight runs them.
-    let state = lint::live::gather(plan, &connection.client).await;
-    Ok((report, lint::run_live(plan, &state)))
+    Ok((report, Findings::live(plan, &connection.client).await))
 }
 
-fn document(report: &Report, lints: &[lint::Finding]) -> serde_json::Value {
+fn document(report: &Report, lints: &Findings) -> serde_json::Value {
     let mut doc = serde_json::json!(report);
-    doc["lints"] = serde_json::json!(lints);
+    doc["lints"] = serde_json::json!(lints.lints);
     doc
 }
 
@@ -116,15 +112,15 @@ fn write(
     config: &Config,
     out: &mut dyn std::io::Write,
     report: &Report,
-    lints: &[lint::Finding],
+    lints: &Findings,
 ) -> Result<(), Error> {
     match config.structured() {
         Some(format) => super::write_document(out, format, &document(report, lints)),
         None => {
             let mut text = render(report, config.verbosity);
-            if !lints.is_empty() {
+            if !lints.lints.is_empty() {
                 text.push_str("\nlive lints:\n\n");
-                text.push_str(&lint::render_text(lints));
+                text.push_str(&crate::finding::render_text(&lints.lints));
             }
             super::write_findings(out, &text)
         }
@@ -132,9 +128,9 @@ fn write(
 }
 
 /// Exit 1 when `apply` would refuse: a live conflict or a blocking live lint.
-fn verdict(report: &Report, lints: &[lint::Finding]) -> Result<(), Error> {
+fn verdict(report: &Report, lints: &Findings) -> Result<(), Error> {
     let conflicts = report.conflicts().count();
-    let blocking = lints.iter().filter(|f| f.blocks()).count();
+    let blocking = lints.errors();
     if blocking > 0 && conflicts == 0 {
         return Err(Error::Findings(format!(
             "{blocking} error-level live lint finding{} in cluster `{}`: `bootstrap apply` would refuse; see above",

@@ -1,14 +1,150 @@
-//! The gate: the Flux ownership scan of a cluster's GitOps tree against the
-//! releases bootstrap owns (docs/design.md#flux-ownership-scan), as `check`
-//! reports it and `apply` refuses on it before any change; one home for
-//! what both run, so that neither command uses the other.
+//! The gate (docs/design.md#lints, docs/design.md#flux-ownership-scan): one
+//! cluster's [`Findings`], the config's lints and the Flux ownership scan of
+//! its GitOps tree judged once against `lints.ignore`, and what each command
+//! makes of them: `check` and `plan` show them, `apply` refuses on them
+//! before any change ([`Findings::refusal`]) and warns about the rest,
+//! `status` reports the live ones. One home for what those commands run, so
+//! that none uses another.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use crate::error::Error;
-use crate::flux::{BootstrapRelease, Finding, Handover, Severity, WorkloadRef};
+use crate::finding::{Finding, Refusal, Refused, Severity};
+use crate::flux::{BootstrapRelease, Handover, WorkloadRef};
 use crate::plan::Plan;
 use crate::values::stack::Step;
+
+mod render;
+
+pub(crate) use render::Shown;
+
+/// One cluster's findings: its lints (offline or live) and, when its GitOps
+/// tree was scanned, the Flux scan's.
+pub(crate) struct Findings {
+    pub cluster: String,
+    /// The lints' findings, judged against `lints.ignore` by the lints.
+    pub lints: Vec<Finding>,
+    /// The Flux scan, when a tree was scanned.
+    pub tree: Option<TreeScan>,
+}
+
+/// The Flux scan of one tree and what it was run against.
+pub(crate) struct TreeScan {
+    pub tree: Tree,
+    pub scan: crate::flux::Scan,
+    pub releases: Vec<BootstrapRelease>,
+}
+
+/// Whether the scan renders the charts a health check concerns (`check`)
+/// or leaves that to name inference (`apply`: it sharpens a warning only).
+#[derive(Clone, Copy)]
+pub(crate) enum Charts<'a> {
+    Rendered { helm: Option<&'a Path> },
+    Inferred,
+}
+
+impl Findings {
+    fn new(plan: &Plan, lints: Vec<Finding>) -> Findings {
+        Findings {
+            cluster: plan.cluster.name.clone(),
+            lints,
+            tree: None,
+        }
+    }
+
+    /// The config's lints of `plan` (docs/design.md#lints), before any tree
+    /// is scanned; `fleet` is every cluster of the config root that loaded,
+    /// for the rules across clusters.
+    pub(crate) fn offline(plan: &Plan, fleet: &[&Plan]) -> Findings {
+        Findings::new(plan, crate::lint::run(plan, fleet))
+    }
+
+    /// [`Findings::offline`] of each of `plans` (the clusters of one config
+    /// root, each once), the rules across clusters run once for all.
+    pub(crate) fn offline_each(plans: &[&Plan]) -> Vec<Findings> {
+        let lints = crate::lint::run_each(plans);
+        plans
+            .iter()
+            .zip(lints)
+            .map(|(plan, lints)| Findings::new(plan, lints))
+            .collect()
+    }
+
+    /// The live lints of `plan` on what the cluster holds, read once
+    /// (docs/design.md#lints), as `apply`'s preflight and `status` run them.
+    pub(crate) async fn live(plan: &Plan, client: &::kube::Client) -> Findings {
+        let state = crate::lint::live::gather(plan, client).await;
+        Findings::new(plan, crate::lint::run_live(plan, &state))
+    }
+
+    /// These findings with the Flux scan of `tree` against `plan`'s
+    /// releases, judged against `lints.ignore`.
+    pub(crate) fn with_tree(
+        mut self,
+        plan: &Plan,
+        tree: Tree,
+        charts: Charts<'_>,
+    ) -> Result<Findings, Error> {
+        let (scan, releases) = scan(plan, &tree, charts)?;
+        self.tree = Some(TreeScan {
+            tree,
+            scan,
+            releases,
+        });
+        Ok(self)
+    }
+
+    /// The scan's findings, none when no tree was scanned.
+    pub(crate) fn scanned(&self) -> &[Finding] {
+        self.tree.as_ref().map_or(&[], |t| &t.scan.findings)
+    }
+
+    /// How many findings block: error-level ones `lints.ignore` does not
+    /// list (`check`'s and `plan`'s exit 1).
+    pub(crate) fn errors(&self) -> usize {
+        self.lints
+            .iter()
+            .chain(self.scanned())
+            .filter(|f| f.blocks())
+            .count()
+    }
+
+    /// What `apply` refuses on, before anything changes: the blocking lint
+    /// findings, else the blocking findings of the scan. `handover-drift`
+    /// is no dual management: Flux is meant to adopt the release, and its
+    /// adoption upgrade then changes the values named (a warning for
+    /// `apply`; `check` fails on it). Once adopted, bootstrap no longer
+    /// touches the release at all.
+    pub(crate) fn refusal(&self) -> Result<(), Refusal> {
+        let refused = |of: Refused, blocking: Vec<Finding>| Refusal {
+            cluster: self.cluster.clone(),
+            of,
+            blocking,
+        };
+        let lints: Vec<Finding> = self.lints.iter().filter(|f| f.blocks()).cloned().collect();
+        if !lints.is_empty() {
+            return Err(refused(Refused::Lints, lints));
+        }
+        let Some(scanned) = &self.tree else {
+            return Ok(());
+        };
+        let tree: Vec<Finding> = scanned
+            .scan
+            .findings
+            .iter()
+            .filter(|f| f.blocks() && f.code != crate::flux::findings::HANDOVER_DRIFT)
+            .cloned()
+            .collect();
+        if tree.is_empty() {
+            return Ok(());
+        }
+        let of = Refused::Tree {
+            root: scanned.tree.root.clone(),
+            entrypoint: scanned.tree.entrypoint.clone(),
+        };
+        Err(refused(of, tree))
+    }
+}
 
 /// What bootstrap owns, as the scan needs it: each installed release with
 /// its chart and the workloads its rollout hooks name.
@@ -58,23 +194,74 @@ pub(crate) struct Tree {
     pub entrypoint: PathBuf,
 }
 
-/// A cluster's Flux scan and the bootstrap releases it was run against.
-pub(crate) struct Scanned {
-    pub scan: crate::flux::Scan,
-    pub releases: Vec<BootstrapRelease>,
+impl Tree {
+    /// The tree of the cluster's `flux:`, as `apply` scans it; `None`
+    /// without one.
+    pub(crate) fn configured(plan: &Plan) -> Option<Tree> {
+        plan.cluster.flux.as_ref().map(|flux| Tree {
+            root: flux.root.clone(),
+            entrypoint: flux.entrypoint.clone(),
+        })
+    }
+
+    /// The tree `check` scans: `root` (`--flux-root`, relative to `dir`,
+    /// the config root) and `entrypoint` (`--flux-entrypoint`) over the
+    /// cluster's `flux:`; `None` when neither names one. A root or
+    /// entrypoint that does not exist is an error naming the path as
+    /// resolved, never an empty scan.
+    pub(crate) fn given(
+        plan: &Plan,
+        dir: &Path,
+        root: Option<&PathBuf>,
+        entrypoint: Option<&PathBuf>,
+    ) -> Result<Option<Tree>, Error> {
+        let configured = plan.cluster.flux.as_ref();
+        let root = match root {
+            Some(given) => Some(given_root(dir, given)?),
+            None => configured.map(|f| f.root.clone()),
+        };
+        let entrypoint = entrypoint
+            .cloned()
+            .or_else(|| configured.map(|f| f.entrypoint.clone()));
+        let (Some(root), Some(entrypoint)) = (root, entrypoint) else {
+            return Ok(None);
+        };
+        if !root.join(&entrypoint).exists() {
+            return Err(Error::config(crate::error::Problem::new(format!(
+                "the Flux entrypoint `{}` resolves to `{}`, which does not exist; pass --flux-entrypoint (or set `flux.entrypoint`) relative to the Flux root `{}`",
+                entrypoint.display(),
+                root.join(&entrypoint).display(),
+                root.display()
+            ))));
+        }
+        Ok(Some(Tree { root, entrypoint }))
+    }
+}
+
+/// `--flux-root` resolved against `dir`: a directory, or an error naming it.
+fn given_root(dir: &Path, given: &Path) -> Result<PathBuf, Error> {
+    let joined = dir.join(given);
+    let resolved = std::path::absolute(&joined).unwrap_or(joined);
+    match std::fs::canonicalize(&resolved) {
+        Ok(root) if root.is_dir() => Ok(root),
+        _ => Err(Error::config(crate::error::Problem::new(format!(
+            "--flux-root `{}` resolves to `{}` (relative to --dir `{}`), which is not a directory; pass the directory Flux's GitRepository checks out",
+            given.display(),
+            resolved.display(),
+            dir.display()
+        )))),
+    }
 }
 
 /// The Flux ownership scan of `tree` against `plan`'s releases
-/// (docs/design.md#flux-ownership-scan), as `check` and `apply`'s preflight
-/// run it. `render`: render the charts a health check concerns (`check`);
-/// `apply` leaves that to name inference, as it concerns warnings only. A
-/// tree that yields no file is an error: a scan of nothing proves nothing.
-pub(crate) fn scan(
-    helm: Option<&std::path::Path>,
+/// (docs/design.md#flux-ownership-scan), its findings judged against
+/// `lints.ignore`, with the releases it was run against. A tree that yields
+/// no file is an error: a scan of nothing proves nothing.
+fn scan(
     plan: &Plan,
     tree: &Tree,
-    render: bool,
-) -> Result<Scanned, Error> {
+    charts: Charts<'_>,
+) -> Result<(crate::flux::Scan, Vec<BootstrapRelease>), Error> {
     let mut releases = bootstrap_releases(plan);
     // kubectl on PATH builds what the scan does not model (docs/design.md#tree-resolution).
     let kubectl = on_path("kubectl");
@@ -88,10 +275,9 @@ pub(crate) fn scan(
             at.display()
         ))));
     }
-    let notes = if render {
-        render_workloads(helm, plan, &resolved.objects, &mut releases)
-    } else {
-        Vec::new()
+    let notes = match charts {
+        Charts::Rendered { helm } => render_workloads(helm, plan, &resolved.objects, &mut releases),
+        Charts::Inferred => Vec::new(),
     };
     let mut scan = crate::flux::scan_resolved(resolved, &releases);
     scan.findings.extend(notes);
@@ -103,12 +289,7 @@ pub(crate) fn scan(
                 .cluster
                 .ignores(finding.code, finding.release.as_deref());
     }
-    Ok(Scanned { scan, releases })
-}
-
-/// The scan's error-level findings that `lints.ignore` does not list.
-pub(crate) fn blocking(findings: &[Finding]) -> impl Iterator<Item = &Finding> {
-    findings.iter().filter(|f| f.blocks())
+    Ok((scan, releases))
 }
 
 /// `program` in a PATH directory, as a shell would find it.
@@ -127,7 +308,7 @@ fn on_path(program: &str) -> Option<PathBuf> {
 /// checks. A failing render leaves the release to name-convention inference,
 /// with an info finding saying why.
 fn render_workloads(
-    helm: Option<&std::path::Path>,
+    helm: Option<&Path>,
     plan: &Plan,
     objects: &[crate::flux::object::Object],
     releases: &mut [BootstrapRelease],

@@ -27,7 +27,7 @@ mod mesh;
 use crate::plan::Plan;
 use crate::release::ReleaseId;
 
-pub(crate) use crate::finding::{Finding, Refusal, Refused, Severity, Written, render_text};
+pub(crate) use crate::finding::{Finding, Severity, Written};
 pub(crate) use locate::Location;
 
 /// What a rule looks at.
@@ -250,73 +250,6 @@ fn findings<'a>(
             }),
         }
     })
-}
-
-/// The line under the findings: `lints infra: 1 error, 2 warnings`, and the
-/// error codes `lints.ignore` let through.
-pub(crate) fn summary(cluster: &str, findings: &[Finding]) -> String {
-    format!(
-        "lints {cluster}: {}, {}{}\n",
-        crate::plural::count(count(findings, Severity::Error), "error"),
-        crate::plural::count(count(findings, Severity::Warning), "warning"),
-        match ignored_errors(findings).as_slice() {
-            [] => String::new(),
-            codes => format!("; ignored by lints.ignore: {}", codes.join(", ")),
-        }
-    )
-}
-
-/// How many findings of a severity, blocking errors only.
-pub(crate) fn count(findings: &[Finding], severity: Severity) -> usize {
-    findings
-        .iter()
-        .filter(|f| f.severity == severity && !(f.severity == Severity::Error && f.ignored))
-        .count()
-}
-
-/// The codes of error-level findings that `lints.ignore` let through.
-pub(crate) fn ignored_errors(findings: &[Finding]) -> Vec<&'static str> {
-    let mut codes: Vec<&'static str> = findings
-        .iter()
-        .filter(|f| f.severity == Severity::Error && f.ignored)
-        .map(|f| f.code)
-        .collect();
-    codes.dedup();
-    codes
-}
-
-/// What apply's preflight makes of findings: a [`Refusal`] to refuse the
-/// run (an error-level finding not in `lints.ignore`), else the warnings it
-/// shows: the ignored errors and the other findings.
-pub(crate) fn preflight(cluster: &str, findings: &[Finding]) -> Result<Vec<String>, Refusal> {
-    let blocking: Vec<Finding> = findings.iter().filter(|f| f.blocks()).cloned().collect();
-    if !blocking.is_empty() {
-        return Err(Refusal {
-            cluster: cluster.to_string(),
-            of: Refused::Lints,
-            blocking,
-        });
-    }
-    Ok(findings
-        .iter()
-        .map(|f| {
-            let (file, line, fix) = f.written.as_ref().map_or((None, None, ""), |w| {
-                (w.file.as_ref(), w.line, w.fix.as_str())
-            });
-            let at = match (file, line) {
-                (Some(file), Some(line)) => format!(" ({}:{line})", file.display()),
-                _ => String::new(),
-            };
-            if f.ignored && f.severity == Severity::Error {
-                format!(
-                    "lint {} ignored (listed in lints.ignore): {}{at}",
-                    f.code, f.message
-                )
-            } else {
-                format!("lint {}: {}{at}; fix: {fix}", f.code, f.message)
-            }
-        })
-        .collect())
 }
 
 #[cfg(test)]

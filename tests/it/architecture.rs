@@ -255,6 +255,15 @@ fn layering_rules_hold() {
             "`{from}` uses `commands`"
         );
     }
+    // The lints and the Flux scan reach the commands and the engines only
+    // through the gate, which judges them once (docs/design.md#module-map);
+    // neither knows of the gate.
+    for up in COMMAND_LAYER.iter().chain(&ENGINES) {
+        assert!(!uses(up, "lint"), "`{up}` uses `lint`, not `gate`");
+    }
+    for below in ["lint", "flux", "finding"] {
+        assert!(!uses(below, "gate"), "`{below}` uses `gate`");
+    }
     // The stop signal is the bottom: every layer may use it, it uses nothing.
     assert!(map.top["stop"].is_empty(), "{:?}", map.top["stop"]);
     // What the checks report sits below the lints, the scan and the error

@@ -14,7 +14,7 @@ use tokio::sync::Semaphore;
 use super::{preflight, run_async};
 use crate::cli::{ApplyArgs, Config};
 use crate::error::{EXIT_OK, Error, Failure};
-use crate::lint;
+use crate::gate;
 use crate::plan::Plan;
 use crate::reporter::{
     self,
@@ -35,7 +35,7 @@ pub(super) struct Slot {
 pub(super) async fn run(
     config: &Config,
     args: &ApplyArgs,
-    linted: Vec<(Plan, Vec<lint::Finding>)>,
+    linted: Vec<(Plan, gate::Findings)>,
     begun: std::time::Instant,
 ) -> Result<(), Error> {
     let width = linted
@@ -81,7 +81,7 @@ pub(super) async fn run(
         async move {
             let cluster = plan.cluster.name.clone();
             let result = async {
-                let notices = preflight(&plan, &findings)?;
+                let notices = preflight(&plan, findings)?;
                 let plan = args.selection.apply(plan)?;
                 let _turn = slots
                     .acquire()

@@ -9,7 +9,7 @@ use crate::apply;
 use crate::cli::{ApplyArgs, Clusters, Config};
 use crate::error::{Error, Failure};
 use crate::event::{Event, Summary, Verdict};
-use crate::lint;
+use crate::gate;
 use crate::plan::Plan;
 use crate::run::{self, Session};
 use crate::stop::Stop;
@@ -35,7 +35,7 @@ pub(super) fn run(config: &Config, args: &ApplyArgs) -> Result<(), Error> {
             .ok_or_else(|| Failure::NotLoaded {
                 cluster: cluster.to_string(),
             })?;
-        let notices = preflight(&plan, &findings)?;
+        let notices = preflight(&plan, findings)?;
         let plan = args.selection.apply(plan)?;
         return run::block_on(run_async(config, args, plan, notices, begun, None));
     }
@@ -45,98 +45,18 @@ pub(super) fn run(config: &Config, args: &ApplyArgs) -> Result<(), Error> {
 /// The offline checks of apply's preflight (docs/design.md#phases-of-apply),
 /// on the whole cluster whatever `--only` selects: the lints
 /// (docs/design.md#lints), then, when the cluster has `flux:`, the Flux
-/// ownership scan. An error-level finding that `lints.ignore` does not list
-/// refuses the run before helm or the cluster is touched. Returns the
-/// warnings the run shows: the ignored errors and the warning-level findings.
-fn preflight(plan: &Plan, findings: &[lint::Finding]) -> Result<Vec<Event>, Error> {
-    let mut notices: Vec<Event> = lint::preflight(&plan.cluster.name, findings)
-        .map_err(Failure::Refused)?
-        .into_iter()
-        .map(|message| Event::Warning { message })
-        .collect();
-    let (scanned, warnings) = flux_preflight(plan)?;
-    notices.push(scanned);
-    notices.extend(
-        warnings
-            .into_iter()
-            .map(|message| Event::Warning { message }),
-    );
-    Ok(notices)
-}
-
-/// `check`'s Flux scan as a gate: `apply` must not install what the GitOps
-/// tree hands to Flux (two controllers would fight over it). Charts are not
-/// rendered here: that sharpens a warning only. Returns what was scanned
-/// (the `gitops_scanned` event) and the warnings.
-fn flux_preflight(plan: &Plan) -> Result<(Event, Vec<String>), Error> {
-    let Some(flux) = &plan.cluster.flux else {
-        let none = Event::GitopsScanned {
-            root: None,
-            entrypoint: None,
-            files: 0,
-            kustomizations: 0,
-            helm_releases: 0,
-        };
-        return Ok((none, Vec::new()));
-    };
-    let cluster = &plan.cluster.name;
-    let tree = crate::gate::Tree {
-        root: flux.root.clone(),
-        entrypoint: flux.entrypoint.clone(),
-    };
-    let scanned = crate::gate::scan(None, plan, &tree, false)?;
-    let findings = &scanned.scan.findings;
-    // `handover-drift` is no dual management: Flux is meant to adopt the
-    // release, and its adoption upgrade then changes the values named (a
-    // warning here; `check` fails on it). Once adopted, bootstrap no longer
-    // touches the release at all.
-    let blocking: Vec<crate::finding::Finding> = crate::gate::blocking(findings)
-        .filter(|f| f.code != crate::flux::findings::HANDOVER_DRIFT)
-        .cloned()
-        .collect();
-    if !blocking.is_empty() {
-        return Err(Failure::Refused(crate::finding::Refusal {
-            cluster: cluster.clone(),
-            of: crate::finding::Refused::Tree {
-                root: flux.root.clone(),
-                entrypoint: flux.entrypoint.clone(),
-            },
-            blocking,
-        })
-        .into());
+/// ownership scan (`check`'s, charts not rendered: that sharpens a warning
+/// only). An error-level finding that `lints.ignore` does not list refuses
+/// the run before helm or the cluster is touched, a lint's before the tree
+/// is read. Returns what the run shows: the warnings and the
+/// `gitops_scanned` event.
+fn preflight(plan: &Plan, mut findings: gate::Findings) -> Result<Vec<Event>, Error> {
+    findings.refusal().map_err(Failure::Refused)?;
+    if let Some(tree) = gate::Tree::configured(plan) {
+        findings = findings.with_tree(plan, tree, gate::Charts::Inferred)?;
+        findings.refusal().map_err(Failure::Refused)?;
     }
-    let scan = &scanned.scan;
-    let scanned_event = Event::GitopsScanned {
-        root: Some(flux.root.clone()),
-        entrypoint: Some(flux.entrypoint.display().to_string()),
-        files: scan.files_scanned,
-        kustomizations: scan
-            .builds
-            .iter()
-            .filter(|b| {
-                b.by.as_deref()
-                    .is_some_and(|by| by.starts_with("Kustomization/"))
-            })
-            .count(),
-        helm_releases: scan.helm_releases.len(),
-    };
-    let warnings = findings
-        .iter()
-        .filter(|f| f.severity != crate::flux::Severity::Info)
-        .map(|f| {
-            if f.code == crate::flux::findings::HANDOVER_DRIFT {
-                format!("flux scan {}: {}", f.code, f.message)
-            } else if f.severity == crate::flux::Severity::Error {
-                format!(
-                    "flux scan {} ignored (listed in lints.ignore): {}",
-                    f.code, f.message
-                )
-            } else {
-                format!("flux scan {}: {}", f.code, f.message)
-            }
-        })
-        .collect();
-    Ok((scanned_event, warnings))
+    Ok(findings.notices())
 }
 
 /// The run's session: the process's own, or its cluster's place among
