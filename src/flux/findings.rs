@@ -29,11 +29,12 @@ pub const HANDOVER_VALUES_UNKNOWN: &str = "handover-values-unknown";
 
 /// The scan's error codes, which `lints.ignore` may list per release
 /// (docs/design.md#lints).
-pub const IGNORABLE: [&str; 4] = [
+pub const IGNORABLE: [&str; 5] = [
     MANAGES_BOOTSTRAP_RELEASE,
     DUPLICATES_BOOTSTRAP_CHART,
     HANDOVER_MANAGED_TWICE,
     HANDOVER_DRIFT,
+    APPLY_FAILS,
 ];
 
 pub use crate::finding::{Finding, Severity};

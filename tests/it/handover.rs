@@ -645,6 +645,49 @@ fn apply_goes_ahead_when_lints_ignore_names_the_finding_and_its_release() {
     );
 }
 
+/// A stage Flux's API server refuses (a HelmRelease at `v2beta2`, which
+/// Flux 2.9 no longer serves) whose HelmRelease would manage a bootstrap
+/// release is an error, ignored one release at a time like the scan's other
+/// errors.
+#[test]
+fn a_refused_stage_that_hides_a_bootstrap_release_is_ignored_per_release() {
+    let unserved = COREDNS_HELMRELEASE.replace(
+        "helm.toolkit.fluxcd.io/v2\n",
+        "helm.toolkit.fluxcd.io/v2beta2\n",
+    );
+    // In a Kustomization of its own: the stage refused is that one's.
+    let dns = SYNC
+        .replace("name: apps", "name: dns")
+        .replace("./apps", "./dns");
+    let refused = || {
+        config()
+            .file("gitops/clusters/infra/dns.yaml", &dns)
+            .file("gitops/dns/helmrelease.yaml", &unserved)
+    };
+    let out = refused().args(&["check", "infra"]).run();
+    assert_eq!(out.code, 1, "{}\n{}", out.stdout, out.stderr);
+    assert!(
+        out.stdout
+            .contains("error[flux-apply-fails]: Kustomization flux-system/dns fails"),
+        "{}",
+        out.stdout
+    );
+    let out = refused()
+        .file(
+            "clusters/infra/cluster.yaml",
+            &format!("{CLUSTER}lints:\n  ignore:\n    - {{code: flux-apply-fails, release: kube-system/coredns}}\n"),
+        )
+        .args(&["check", "infra"])
+        .run();
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    assert!(
+        out.stdout
+            .contains("error[flux-apply-fails] (ignored: listed in lints.ignore):"),
+        "{}",
+        out.stdout
+    );
+}
+
 #[test]
 fn a_flux_scan_code_is_ignored_only_per_release() {
     let out = dual_managed()

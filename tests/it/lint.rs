@@ -710,3 +710,39 @@ fn lb_ipam_pools_of_the_gitops_trees_count_too() {
         pool_finding["message"]
     );
 }
+
+/// Every error the Flux scan can report is one `lints.ignore` takes per
+/// release (`flux::findings::IGNORABLE`), and docs/design.md's row of
+/// `lints.ignore` names each: the docs' table of finding codes is the
+/// registry read here.
+#[test]
+fn every_error_code_of_the_flux_scan_is_ignorable_and_documented_so() {
+    let design = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/design.md"),
+    )
+    .unwrap();
+    let section = &design[design.find("### Finding codes").unwrap()..];
+    let table = &section[section.find("\n| code | severity").unwrap()..];
+    let table = &table[..table.find("\n\n").unwrap_or(table.len())];
+    let errors: Vec<&str> = table
+        .lines()
+        .filter_map(|row| {
+            let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+            let code = cells.get(1)?.strip_prefix('`')?.strip_suffix('`')?;
+            cells.get(2)?.starts_with("error").then_some(code)
+        })
+        .collect();
+    assert!(errors.len() >= 5, "{errors:?}");
+    let mut ignorable = bootstrap::flux::findings::IGNORABLE.to_vec();
+    ignorable.sort_unstable();
+    let mut documented = errors.clone();
+    documented.sort_unstable();
+    assert_eq!(ignorable, documented);
+    let row = design
+        .lines()
+        .find(|l| l.starts_with("| `lints.ignore` |"))
+        .unwrap();
+    for code in errors {
+        assert!(row.contains(&format!("`{code}`")), "{code}: {row}");
+    }
+}
