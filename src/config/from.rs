@@ -249,5 +249,41 @@ fn unreadable(tree: &crate::flux::tree::Tree, reference: &str) -> Vec<String> {
         })
         .filter(|f| !is_path || f.chain.iter().any(|c| c == wanted))
         .map(|f| f.message.clone())
+        .chain(not_applied(tree, reference))
         .collect()
+}
+
+/// Built but never applied: the HelmRelease is in a stage of a build whose
+/// server-side apply the API server refuses (docs/design.md#tree-resolution).
+fn not_applied<'a>(
+    tree: &'a crate::flux::tree::Tree,
+    reference: &'a str,
+) -> impl Iterator<Item = String> + 'a {
+    let is_path = reference.ends_with(".yaml") || reference.ends_with(".yml");
+    let wanted = reference.trim_start_matches("./");
+    tree.builds.iter().flat_map(move |build| {
+        let by = build.by.as_deref().unwrap_or("the entrypoint");
+        let why = build.apply_error.as_deref().unwrap_or_default();
+        build
+            .not_applied
+            .iter()
+            .filter(|o| crate::flux::helmrelease_source::is_helm_release(o))
+            .filter(move |o| {
+                if is_path {
+                    o.file == wanted
+                } else {
+                    reference.split_once('/').is_some_and(|(namespace, name)| {
+                        o.name == name && o.namespace.as_deref() == Some(namespace)
+                    })
+                }
+            })
+            .map(move |o| {
+                format!(
+                    "HelmRelease {}/{} ({}) is built but never applied: {by}'s server-side apply fails, `{why}`; fix that stage and Flux applies it",
+                    o.namespace.as_deref().unwrap_or("-"),
+                    o.name,
+                    o.file
+                )
+            })
+    })
 }

@@ -688,6 +688,32 @@ fn a_refused_stage_that_hides_a_bootstrap_release_is_ignored_per_release() {
     );
 }
 
+/// `from:` a HelmRelease Flux builds but never applies (its stage's
+/// server-side apply is refused) says why, not only that it is not reached.
+#[test]
+fn from_a_helmrelease_in_a_refused_stage_says_which_apply_fails() {
+    let unserved = COREDNS_HELMRELEASE.replace(
+        "helm.toolkit.fluxcd.io/v2\n",
+        "helm.toolkit.fluxcd.io/v2beta2\n",
+    );
+    let out = config()
+        .file("gitops/apps/coredns/helmrelease.yaml", &unserved)
+        .args(&["plan", "infra"])
+        .run();
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("no HelmRelease in `apps/cilium/helmrelease.yaml` is reached"),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        out.stderr.contains("HelmRelease kube-system/cilium (apps/cilium/helmrelease.yaml) is built but never applied: Kustomization/flux-system/apps's server-side apply fails, `HelmRelease/kube-system/coredns dry-run failed: no matches for kind \"HelmRelease\" in version \"helm.toolkit.fluxcd.io/v2beta2\"`"),
+        "{}",
+        out.stderr
+    );
+}
+
 #[test]
 fn a_flux_scan_code_is_ignored_only_per_release() {
     let out = dual_managed()
