@@ -594,6 +594,8 @@ impl Config {
             kubeconfig: self.global.kubeconfig.as_deref(),
             cache_dir: self.global.cache_dir.as_deref(),
             no_chart_cache: self.global.no_chart_cache,
+            wait_for_api: self.wait_for_api(),
+            timeout: None,
         }
     }
 }

@@ -35,15 +35,23 @@ pub struct Options {
 }
 
 /// Runs the whole apply; `Ok(summary)` even when releases failed.
+/// The whole run is bounded by the run's deadline ([`crate::run::Run::bounded`]).
 pub(crate) async fn run<H: Helm + 'static>(
-    plan: &Plan,
-    helm: Arc<H>,
-    connection: &Connection,
+    run: &crate::run::Run<'_, H>,
     options: &Options,
-    events: &Emitter,
     earlier: Vec<Event>,
-    stop: StopSignal,
 ) -> Result<Summary, Error> {
+    run.bounded(phases(run, options, earlier)).await
+}
+
+async fn phases<H: Helm + 'static>(
+    run: &crate::run::Run<'_, H>,
+    options: &Options,
+    earlier: Vec<Event>,
+) -> Result<Summary, Error> {
+    let (plan, helm, connection, events) =
+        (run.plan, run.helm.clone(), run.connection, &run.events);
+    let stop = run.stop.clone();
     let installed: Vec<_> = plan.installed().cloned().collect();
     events.emit(Event::RunStarted {
         cluster: plan.cluster.name.clone(),

@@ -65,7 +65,7 @@ async fn run_async(
 ) -> Result<(), Error> {
     let run::Prepared {
         helm, connection, ..
-    } = run::prerequisites(config.target(), &plan, config.wait_for_api()).await?;
+    } = run::prerequisites(config.target(), &plan).await?;
     if confirm == Confirm::Ask {
         let question = question(&plan, connection.target.context.as_deref(), args);
         let answer = tokio::task::spawn_blocking(move || ask(&question))
@@ -92,15 +92,16 @@ async fn run_async(
         });
     }
 
-    let result = destroy::run(
-        &plan,
-        &helm,
-        &connection,
-        args.options(),
-        &events,
-        session.stop.clone(),
-    )
-    .await;
+    let context = run::Run {
+        plan: &plan,
+        helm: std::sync::Arc::new(helm),
+        connection: &connection,
+        events: events.clone(),
+        stop: session.stop.clone(),
+        deadline: None,
+    };
+    let result = destroy::run(&context, args.options()).await;
+    drop(context);
     let whole = plan.releases.len() == full.releases.len();
     if whole && !args.options().dry_run && result.as_ref().is_ok_and(|s| s.ok) {
         events.emit(left_behind(&plan, args.options().crds));

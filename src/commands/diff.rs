@@ -76,7 +76,7 @@ fn changes(change: &ReleaseChange) -> bool {
 async fn read(config: &Config, whole: &Plan, chosen: &Plan) -> Result<Found, Error> {
     let crate::run::Prepared {
         helm, connection, ..
-    } = crate::run::prerequisites(config.target(), whole, config.wait_for_api()).await?;
+    } = crate::run::prerequisites(config.target(), whole).await?;
     let live = crate::ownership::gather(chosen, &helm, &connection).await?;
     let crds = crate::crds::render(&helm, whole)
         .await

@@ -96,7 +96,7 @@ pub(super) fn run(
 async fn read(config: &Config, plan: &crate::plan::Plan) -> Result<(Report, Findings), Error> {
     let crate::run::Prepared {
         helm, connection, ..
-    } = crate::run::prerequisites(config.target(), plan, config.wait_for_api()).await?;
+    } = crate::run::prerequisites(config.target(), plan).await?;
     let report = status::collect(plan, &helm, &connection).await?;
     // The live lints (docs/design.md#lints), as apply's preflight runs them.
     Ok((report, Findings::live(plan, &connection.client).await))

@@ -62,14 +62,21 @@ pub(crate) fn left_behind(full: &Plan, selected: &Plan) -> Vec<(ReleaseId, Relea
 }
 
 /// Runs the whole destroy; `Ok(summary)` even when uninstalls failed.
+/// The whole run is bounded by the run's bounds ([`crate::run::Run::bounded`]).
 pub(crate) async fn run<H: Helm>(
-    plan: &Plan,
-    helm: &H,
-    connection: &Connection,
+    run: &crate::run::Run<'_, H>,
     options: Options,
-    events: &Emitter,
-    stop: StopSignal,
 ) -> Result<Summary, Error> {
+    run.bounded(uninstall(run, options)).await
+}
+
+async fn uninstall<H: Helm>(
+    run: &crate::run::Run<'_, H>,
+    options: Options,
+) -> Result<Summary, Error> {
+    let (plan, helm, connection, events) =
+        (run.plan, run.helm.as_ref(), run.connection, &run.events);
+    let stop = run.stop.clone();
     let started = Instant::now();
     let order = order(plan);
     events.emit(Event::RunStarted {

@@ -3,6 +3,7 @@
 //! (reporter task, signals, stop). The commands are siblings on this layer
 //! and never import each other.
 
+mod context;
 pub(crate) mod record;
 pub(crate) mod session;
 pub(crate) mod termination;
@@ -21,6 +22,7 @@ use crate::kube::lock::{Lock, LockCheck, LockNote, Predecessor};
 use crate::plan::Plan;
 use crate::stop::{GRACE, Stop, StopSignal, interruptible};
 
+pub(crate) use context::{Run, Timeout};
 pub(crate) use session::Session;
 
 /// How long preflight waits for the API server to answer.
@@ -36,6 +38,10 @@ pub struct Target<'a> {
     pub cache_dir: Option<&'a Path>,
     /// `--no-chart-cache`.
     pub no_chart_cache: bool,
+    /// `--wait-for-api`, else [`REACHABILITY_BUDGET`].
+    pub wait_for_api: Duration,
+    /// apply's `--timeout`, which bounds the wait for the API server too.
+    pub timeout: Option<Duration>,
 }
 
 impl Target<'_> {
@@ -56,6 +62,18 @@ impl Target<'_> {
             );
         }
         dir.map(ChartCache::new)
+    }
+
+    /// This target for a run bounded by `timeout` (apply's `--timeout`).
+    pub(crate) fn timed(self, timeout: Option<Duration>) -> Self {
+        Target { timeout, ..self }
+    }
+
+    /// How long the prerequisites wait for the API server: `--wait-for-api`,
+    /// cut to `--timeout`.
+    fn reachability(&self) -> Duration {
+        self.timeout
+            .map_or(self.wait_for_api, |t| t.min(self.wait_for_api))
     }
 
     /// helm as the cluster commands run it: `--helm`, the chart cache.
@@ -89,13 +107,9 @@ pub(crate) struct Prepared {
 /// usable helm and a reachable cluster through a usable kubeconfig context.
 /// Failures exit 2 (helm, kubeconfig) or 1 (cluster unreachable); nothing
 /// has changed when they happen. The wait for the API server is bounded by
-/// `reachability` (`--wait-for-api`, default [`REACHABILITY_BUDGET`]), says on stderr why it
-/// goes on, and ends at once on Ctrl-C.
-pub(crate) async fn prerequisites(
-    target: Target<'_>,
-    plan: &Plan,
-    reachability: Duration,
-) -> Result<Prepared, Error> {
+/// `--wait-for-api` (default [`REACHABILITY_BUDGET`]) and `--timeout`, says
+/// on stderr why it goes on, and ends at once on Ctrl-C.
+pub(crate) async fn prerequisites(target: Target<'_>, plan: &Plan) -> Result<Prepared, Error> {
     // What runs killed before this one left (docs/design.md#children-and-temporary-files).
     crate::child::sweep_stale();
     let helm = target.helm().with_grace(GRACE);
@@ -109,7 +123,7 @@ pub(crate) async fn prerequisites(
         crate::kube::client::connect(target.kubeconfig, plan.cluster.context.as_deref()).await?;
     let context = connection.target.context.clone().unwrap_or_default();
     let server = connection.server.clone();
-    let budget = reachability;
+    let budget = target.reachability();
     let begun = tokio::time::Instant::now();
     let mut said = None::<(tokio::time::Instant, String)>;
     let say = |e: &::kube::Error, _next: Duration| {

@@ -2,7 +2,6 @@
 //! the global timeout around [`crate::apply::run`].
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use crate::apply;
@@ -12,7 +11,6 @@ use crate::event::{Event, Summary, Verdict};
 use crate::gate;
 use crate::plan::Plan;
 use crate::run::{self, Session};
-use crate::stop::Stop;
 
 mod fleet;
 
@@ -104,18 +102,14 @@ async fn run_async(
     fleet: Option<&fleet::Slot>,
 ) -> Result<(), Error> {
     // `--timeout` bounds the whole run, the wait for the API server included.
-    let reachability = args
-        .timeout
-        .map_or(config.wait_for_api(), |t| t.min(config.wait_for_api()));
     let run::Prepared {
         helm,
         connection,
         version,
-    } = run::prerequisites(config.target(), &plan, reachability).await?;
+    } = run::prerequisites(config.target().timed(args.timeout), &plan).await?;
     helm_flags_supported(&plan, &version)?;
 
     let session = session(config, &plan, fleet, begun);
-    let events = session.events.clone();
     // What the prerequisites found, shown once the run has started
     // (`run_started` is the first event).
     let mut earlier = vec![
@@ -130,48 +124,17 @@ async fn run_async(
         },
     ];
     earlier.extend(notices);
-    let timed_out = Arc::new(AtomicBool::new(false));
-    let deadline = args.timeout.map(|timeout| {
-        let stop_tx = session.stopper();
-        let timed_out = timed_out.clone();
-        let events = events.clone();
-        // From the command's start: loading and the prerequisites count.
-        let left = timeout.saturating_sub(begun.elapsed());
-        tokio::spawn(async move {
-            tokio::time::sleep(left).await;
-            timed_out.store(true, Ordering::SeqCst);
-            events.emit(Event::Warning {
-                message: format!(
-                    "--timeout {} reached; stopping",
-                    crate::duration::span(timeout)
-                ),
-            });
-            let _ = stop_tx.send(Stop::Now);
-        })
-    });
-
+    let timeout = run::Timeout::start(args.timeout, begun, &session);
     let before = begun.elapsed();
-    // One deadline (docs/design.md#one-deadline): every API call and retry
-    // of the run ends by `--timeout`, and a wait says why it goes on.
-    let say_events = events.clone();
-    let bounds = crate::stop::Bounds {
-        deadline: args
-            .timeout
-            .map(|t| tokio::time::Instant::now() + t.saturating_sub(before)),
-        say: Some(Arc::new(move |message| {
-            say_events.emit(Event::Warning { message })
-        })),
+    let context = run::Run {
+        plan: &plan,
+        helm: Arc::new(helm),
+        connection: &connection,
+        events: session.events.clone(),
+        stop: session.stop.clone(),
+        deadline: timeout.deadline(),
     };
-    let result = bounds
-        .scope(apply::run(
-            &plan,
-            Arc::new(helm),
-            &connection,
-            &args.options(config.verbosity),
-            &events,
-            earlier,
-            session.stop.clone(),
-        ))
+    let result = apply::run(&context, &args.options(config.verbosity), earlier)
         .await
         .map(|mut summary| {
             // Loading, linting and the prerequisites are preflight too.
@@ -181,21 +144,18 @@ async fn run_async(
             summary.duration = begun.elapsed();
             summary
         });
-    if let Some(deadline) = deadline {
-        deadline.abort();
-    }
-    drop(events);
+    let timed_out = timeout.reached();
+    drop((timeout, context));
     session.finish(result.as_ref().ok()).await;
 
     match result {
-        Ok(summary) => outcome(&summary, timed_out.load(Ordering::SeqCst), args.timeout)
-            .map_err(|e| Error::Summarized(Box::new(e))),
-        Err(Error::Interrupted) if timed_out.load(Ordering::SeqCst) => {
-            Err(Failure::TimeoutBeforeStart {
-                timeout: args.timeout,
-            }
-            .into())
+        Ok(summary) => {
+            outcome(&summary, timed_out, args.timeout).map_err(|e| Error::Summarized(Box::new(e)))
         }
+        Err(Error::Interrupted) if timed_out => Err(Failure::TimeoutBeforeStart {
+            timeout: args.timeout,
+        }
+        .into()),
         Err(e) => Err(e),
     }
 }
