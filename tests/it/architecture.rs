@@ -650,3 +650,26 @@ fn directory_modules_are_mod_rs() {
         "`x.rs` beside a directory `x/`: move it to `x/mod.rs` (git mv): {pairs:?}"
     );
 }
+
+/// The most lines of code a library file holds (blank lines, comments and
+/// its unit tests left out): a file is split along its steps before it
+/// grows past them (docs/design.md#module-map).
+const FILE_LINES: usize = 800;
+
+#[test]
+fn no_library_file_is_over_the_line_limit() {
+    let over: Vec<String> = source_code()
+        .into_iter()
+        .filter_map(|(file, text)| {
+            let n = code_lines(&text)
+                .iter()
+                .filter(|l| !l.trim().is_empty())
+                .count();
+            (n > FILE_LINES).then(|| format!("{file}: {n}"))
+        })
+        .collect();
+    assert!(
+        over.is_empty(),
+        "files over {FILE_LINES} lines of code: {over:?}"
+    );
+}
