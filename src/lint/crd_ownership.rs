@@ -1,10 +1,8 @@
 //! CRD ownership between the CRD phase and Helm (docs/design.md#lints,
 //! docs/design.md#release-file).
 
-use serde_json::Value;
-
-use super::Hit;
 use super::locate::locate;
+use super::{Hit, get, is_true};
 use crate::plan::Plan;
 use crate::release::CrdPolicy;
 
@@ -19,14 +17,6 @@ const CRD_SWITCHES: &[&[&str]] = &[
     &["crds", "create"],
     &["installCRDs"],
 ];
-
-fn is_true(value: Option<&Value>) -> bool {
-    matches!(value, Some(Value::Bool(true))) || value.and_then(Value::as_str) == Some("true")
-}
-
-fn get<'a>(values: &'a Value, path: &[&str]) -> Option<&'a Value> {
-    path.iter().try_fold(values, |v, k| v.get(k))
-}
 
 /// A `crds: bootstrap` release whose install values switch a CRD template
 /// on: Helm would render those CRDs (skip-crds only skips `crds/`) and own

@@ -11,8 +11,8 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use super::Hit;
 use super::locate::locate;
+use super::{Hit, get, is_true};
 use crate::plan::Plan;
 use crate::release::{ChartSource, Release, ReleaseId, Source};
 
@@ -101,14 +101,6 @@ fn known_provider(kind: &str) -> Option<&'static str> {
         .iter()
         .find(|(_, kinds)| kinds.contains(&kind))
         .map(|(name, _)| *name)
-}
-
-fn get<'a>(values: &'a Value, path: &[&str]) -> Option<&'a Value> {
-    path.iter().try_fold(values, |v, k| v.get(k))
-}
-
-fn is_true(value: Option<&Value>) -> bool {
-    matches!(value, Some(Value::Bool(true))) || value.and_then(Value::as_str) == Some("true")
 }
 
 /// `/NAME/` of each of [`PROVIDERS`], in its order: a chart path or

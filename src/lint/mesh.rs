@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use super::cilium::cilium_releases;
 use super::locate::{Location, locate};
-use super::{Hit, text};
+use super::{Hit, get, text};
 use crate::plan::Plan;
 use crate::release::Release;
 
@@ -34,10 +34,6 @@ fn ciliums<'a>(plans: &[&'a Plan]) -> Vec<(&'a str, &'a Release)> {
                 .map(|r| (p.cluster.name.as_str(), r))
         })
         .collect()
-}
-
-fn get<'a>(values: &'a Value, path: &[&str]) -> Option<&'a Value> {
-    path.iter().try_fold(values, |v, k| v.get(k))
 }
 
 /// Cilium's `cluster.id` (default 0).

@@ -116,6 +116,17 @@ pub(crate) const RULES: &[Rule] = &[
     },
 ];
 
+/// The value at the key path `path` of `values`, as the families read it.
+fn get<'a>(values: &'a serde_json::Value, path: &[&str]) -> Option<&'a serde_json::Value> {
+    path.iter().try_fold(values, |v, k| v.get(k))
+}
+
+/// A switch that is on: `true`, or the string `"true"` (as `--set` writes it).
+fn is_true(value: Option<&serde_json::Value>) -> bool {
+    matches!(value, Some(serde_json::Value::Bool(true)))
+        || value.and_then(serde_json::Value::as_str) == Some("true")
+}
+
 /// A value as text, as the families read it: strings as they are,
 /// booleans and numbers printed.
 fn text(value: Option<&serde_json::Value>) -> Option<String> {
