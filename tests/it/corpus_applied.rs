@@ -44,6 +44,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use crate::common;
 use serde_json::Value;
 use testkit::realenv::{self, Api, ControlPlane, outcomes};
 
@@ -135,17 +136,7 @@ impl Applier<'_> {
         for (k, v) in &self.imported.env.vars {
             cmd.env(k, v);
         }
-        cmd.env("KUBECONFIG", &self.kubeconfig)
-            .env("HELM_CACHE_HOME", self.home.join("helm/cache"))
-            .env("HELM_CONFIG_HOME", self.home.join("helm/config"))
-            .env("HELM_DATA_HOME", self.home.join("helm/data"))
-            .env("BOOTSTRAP_CACHE_DIR", self.home.join("charts"))
-            .env("KUBECACHEDIR", self.home.join("kube"))
-            .env_remove("HELM_NAMESPACE")
-            .env_remove("HELM_DRIVER")
-            .env_remove("HELM_KUBECONTEXT")
-            .env_remove("BOOTSTRAP_HELMFILE")
-            .env_remove("CI");
+        common::isolate(&mut cmd, &self.kubeconfig, &self.home);
         cmd
     }
 

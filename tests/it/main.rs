@@ -31,6 +31,7 @@ mod chaos;
 mod chart_cache;
 mod check_workloads;
 mod cluster_side;
+mod common;
 mod config_fuzz;
 mod corpus_applied;
 mod defaults;

@@ -33,6 +33,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant, SystemTime};
 
+use crate::common;
 use serde_json::{Value, json};
 use testkit::builder::{copy_dir, repo_root};
 use testkit::realenv::{self, ChartRepo, ControlPlane, condition, outcomes};
@@ -131,18 +132,7 @@ impl Real {
     }
 
     fn env(&self, cmd: &mut Command) {
-        let home = self.home.path();
-        cmd.env("KUBECONFIG", &self.plane.kubeconfig)
-            .env("HELM_CACHE_HOME", home.join("helm/cache"))
-            .env("HELM_CONFIG_HOME", home.join("helm/config"))
-            .env("HELM_DATA_HOME", home.join("helm/data"))
-            .env("BOOTSTRAP_CACHE_DIR", home.join("charts"))
-            .env("KUBECACHEDIR", home.join("kube"))
-            .env("NO_COLOR", "1")
-            .env_remove("HELM_NAMESPACE")
-            .env_remove("HELM_DRIVER")
-            .env_remove("HELM_KUBECONTEXT")
-            .env_remove("CI");
+        common::isolate(cmd, &self.plane.kubeconfig, self.home.path());
     }
 
     /// `bootstrap ARGS --dir ROOT --helm HELM`.
@@ -598,35 +588,11 @@ fn lifecycle(helm_major: u8) {
         "status failed:\n{}\n{}",
         run.stderr, run.stdout
     );
-    let status: Value = serde_json::from_str(&run.stdout).expect("status JSON");
-    let rows: BTreeMap<String, (String, String, String, bool)> = status["releases"]
-        .as_array()
-        .expect("status releases")
-        .iter()
-        .map(|r| {
-            (
-                r["release"].as_str().unwrap_or_default().to_string(),
-                (
-                    r["deployed"]["status"]
-                        .as_str()
-                        .unwrap_or_default()
-                        .to_string(),
-                    r["owner"].as_str().unwrap_or_default().to_string(),
-                    r["drift"].as_str().unwrap_or_default().to_string(),
-                    r["ready"]["ok"].as_bool().unwrap_or(false),
-                ),
-            )
-        })
-        .collect();
+    let rows = common::status_rows(&run.stdout);
     for release in INSTALLED {
         assert_eq!(
             rows.get(release),
-            Some(&(
-                "deployed".to_string(),
-                "bootstrap".to_string(),
-                "up to date".to_string(),
-                true
-            )),
+            Some(&common::Row::applied()),
             "status of {release}: {}",
             run.stdout
         );

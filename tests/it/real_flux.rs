@@ -27,6 +27,7 @@ use std::process::Command;
 use std::sync::OnceLock;
 use std::time::Duration;
 
+use crate::common;
 use serde_json::{Value, json};
 use testkit::builder::{copy_dir, repo_root};
 use testkit::realenv::{self, ChartRepo, ControlPlane, outcomes};
@@ -86,18 +87,7 @@ impl Real {
     }
 
     fn env(&self, cmd: &mut Command) {
-        let home = self.home.path();
-        cmd.env("KUBECONFIG", &self.plane.kubeconfig)
-            .env("HELM_CACHE_HOME", home.join("helm/cache"))
-            .env("HELM_CONFIG_HOME", home.join("helm/config"))
-            .env("HELM_DATA_HOME", home.join("helm/data"))
-            .env("BOOTSTRAP_CACHE_DIR", home.join("charts"))
-            .env("KUBECACHEDIR", home.join("kube"))
-            .env("NO_COLOR", "1")
-            .env_remove("HELM_NAMESPACE")
-            .env_remove("HELM_DRIVER")
-            .env_remove("HELM_KUBECONTEXT")
-            .env_remove("CI");
+        common::isolate(cmd, &self.plane.kubeconfig, self.home.path());
     }
 
     fn run(&self, args: &[&str]) -> Run {

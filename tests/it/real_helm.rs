@@ -24,6 +24,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
+use crate::common;
 use kube_loopback::ApiServer;
 use serde_json::Value;
 use testkit::builder::copy_dir;
@@ -935,35 +936,11 @@ fn apply_lifecycle_with_the_real_engine() {
         "status failed:\n{}\n{}",
         run.stderr, run.stdout
     );
-    let status: Value = serde_json::from_str(&run.stdout).expect("status JSON");
-    let rows: BTreeMap<String, (String, String, String, bool)> = status["releases"]
-        .as_array()
-        .expect("status releases")
-        .iter()
-        .map(|r| {
-            (
-                r["release"].as_str().unwrap_or_default().to_string(),
-                (
-                    r["deployed"]["status"]
-                        .as_str()
-                        .unwrap_or_default()
-                        .to_string(),
-                    r["owner"].as_str().unwrap_or_default().to_string(),
-                    r["drift"].as_str().unwrap_or_default().to_string(),
-                    r["ready"]["ok"].as_bool().unwrap_or(false),
-                ),
-            )
-        })
-        .collect();
+    let rows = common::status_rows(&run.stdout);
     for release in INSTALLED {
         assert_eq!(
             rows.get(release),
-            Some(&(
-                "deployed".to_string(),
-                "bootstrap".to_string(),
-                "up to date".to_string(),
-                true
-            )),
+            Some(&common::Row::applied()),
             "status of {release}"
         );
     }
