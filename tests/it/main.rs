@@ -71,6 +71,7 @@ mod reliability;
 mod renovate;
 mod selection;
 mod shipped_config;
+mod snapshots;
 mod sops;
 mod status;
 mod template;
