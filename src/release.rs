@@ -185,22 +185,22 @@ impl Release {
         let line = std::fs::read_to_string(root.join(&self.file))
             .ok()
             .and_then(|text| {
-                let start = usize::try_from(self.line.saturating_sub(1)).ok()?;
-                text.lines()
+                // The release's document: from its line to the next `---`.
+                let start = usize::try_from(self.line).ok()?.max(1);
+                let end = text
+                    .lines()
                     .enumerate()
                     .skip(start)
-                    .take_while(|(i, l)| *i == start || !l.starts_with("---"))
-                    .find(|(_, l)| {
-                        let t = l.trim_start().trim_start_matches(['{', ' ']);
-                        t.starts_with("version:")
-                            || l.contains(" version:")
-                            || l.contains("{version:")
-                    })
-                    .map(|(i, _)| i as u64 + 1)
+                    .find(|(_, l)| l.starts_with("---"))
+                    .map_or(usize::MAX, |(i, _)| i);
+                let keys = ["chart", "version"];
+                let (matched, line) = crate::yaml::find_key(&text, &keys, (start, end));
+                (matched == keys.len()).then_some(line)
             })
             .unwrap_or(self.line);
         format!("{shown}:{line}")
     }
+
     pub fn chart(&self) -> Option<&Chart> {
         match &self.source {
             Source::Chart(chart) => Some(chart),
@@ -316,5 +316,30 @@ impl Release {
     /// destroy: the uninstall) may take: the one place the default lives.
     pub fn budget(&self) -> Duration {
         self.timeout.unwrap_or(DEFAULT_RELEASE_TIMEOUT)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn version_at_finds_the_charts_version_in_the_releases_own_document() {
+        let root = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(root.path().join("releases")).unwrap();
+        std::fs::write(
+            root.path().join("releases/r.yaml"),
+            "name: a\nchart:\n  name: a\n  version: 1.0.0\n---\nname: b\nvalues:\n  version: 9\nchart:\n  repo: https://x\n  # version: 0.1\n  version: 2.0.0\n---\nname: c\nchart: { name: c, version: 3.0.0 }\n",
+        )
+        .unwrap();
+        let at = |name: &str, line: u64| {
+            let mut release = Release::fake(name, &[], CrdPolicy::Bootstrap);
+            release.line = line;
+            release.version_at(root.path())
+        };
+        assert_eq!(at("a", 1), "releases/r.yaml:4");
+        // Not `values.version`, not a comment: the chart's.
+        assert_eq!(at("b", 6), "releases/r.yaml:12");
+        assert_eq!(at("c", 14), "releases/r.yaml:15");
     }
 }
