@@ -91,7 +91,8 @@ pub type Say = Arc<dyn Fn(String) + Send + Sync>;
 
 /// What bounds every wait of a run (docs/design.md#one-deadline): the
 /// deadline of `--timeout`, and where a wait says why it goes on. Set for
-/// the whole run with [`Bounds::scope`]; tasks the run spawns carry it on
+/// the whole run with [`Bounds::scope`] (by `run::Run::bounded`, the one
+/// place a run sets them); tasks the run spawns carry it on
 /// through [`Bounds::current`].
 #[derive(Clone, Default)]
 pub struct Bounds {
