@@ -29,6 +29,7 @@ use std::path::{Path, PathBuf};
 use bootstrap::flux::{Severity, builds_json, tree};
 use serde_json::Value;
 
+mod apply;
 mod generated;
 mod oracle;
 
@@ -82,9 +83,14 @@ fn same(a: &Value, b: &Value) -> bool {
 }
 
 /// The differences between what `check` resolves for `root/entry` and what
-/// Flux's code does; empty when they agree.
-fn divergences(root: &Path, entry: &str) -> Result<(usize, Vec<String>), String> {
-    let flux = oracle::builds(root, entry)?;
+/// Flux's code does (with `kubeconfig`, its apply to that API server too:
+/// [`apply`]); empty when they agree.
+fn divergences(
+    root: &Path,
+    entry: &str,
+    kubeconfig: Option<&Path>,
+) -> Result<(usize, Vec<String>), String> {
+    let flux = oracle::builds(root, entry, kubeconfig)?;
     // As `check` runs: with kubectl on PATH for what it delegates.
     let kubectl = std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
         .map(|d| d.join("kubectl"))
@@ -188,6 +194,10 @@ fn divergences(root: &Path, entry: &str) -> Result<(usize, Vec<String>), String>
             out.push(format!("{k}: check fails this build, Flux applies it"));
             continue;
         }
+        out.extend(apply::differs(k, mine_b, theirs_b));
+        // What Flux's apply skips is never in the cluster; check leaves it
+        // out of the build.
+        let skipped = apply::skipped(theirs_b);
         let objects = |b: &Value| {
             let mut v: Vec<String> = b["objects"]
                 .as_array()
@@ -198,7 +208,8 @@ fn divergences(root: &Path, entry: &str) -> Result<(usize, Vec<String>), String>
             v.sort();
             v
         };
-        let (a, b) = (objects(mine_b), objects(theirs_b));
+        let (a, mut b) = (objects(mine_b), objects(theirs_b));
+        b.retain(|o| !skipped.contains(o));
         if a != b {
             let only_check: Vec<_> = a.iter().filter(|x| !b.contains(x)).collect();
             let only_flux: Vec<_> = b.iter().filter(|x| !a.contains(x)).collect();
@@ -209,6 +220,7 @@ fn divergences(root: &Path, entry: &str) -> Result<(usize, Vec<String>), String>
         }
         let releases = |b: &Value| {
             let mut v: Vec<Value> = b["helmReleases"].as_array().cloned().unwrap_or_default();
+            v.retain(|h| !apply::skips_release(theirs_b, h));
             v.sort_by_key(|h| format!("{}/{}", h["namespace"], h["name"]));
             v
         };
@@ -272,7 +284,7 @@ fn assert_agree(trees: &[(PathBuf, String)]) {
     let mut report = Vec::new();
     let mut compared = 0;
     for (root, entry) in trees {
-        match divergences(root, entry) {
+        match divergences(root, entry, None) {
             Ok((n, found)) => {
                 compared += n;
                 report.extend(
@@ -379,9 +391,13 @@ fn the_corpus_agrees_with_flux() {
 
 #[test]
 #[cfg_attr(
-    not(all(flux_oracle, flux_operator)),
-    ignore = "needs the Flux oracle and flux-operator's CLI: tools/realenv/build flux-oracle flux-operator (.ci/run builds them)"
+    not(all(flux_oracle, flux_operator, realenv)),
+    ignore = "needs the Flux oracle, flux-operator's CLI and the real test environment: tools/realenv/build flux-oracle flux-operator kube kwok helm3 helm4 flux-crds (.ci/run builds them)"
 )]
 fn generated_trees_agree_with_flux() {
-    generated::run(|root| divergences(root, "clusters/test").map(|(_, found)| found));
+    let _slot = testkit::realenv::one_at_a_time();
+    let plane = apply::start();
+    generated::run(|root| {
+        divergences(root, "clusters/test", Some(&plane.kubeconfig)).map(|(_, found)| found)
+    });
 }
