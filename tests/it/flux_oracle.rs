@@ -124,6 +124,7 @@ fn divergences(
         .flat_map(|b| b["notApplied"].as_array().cloned().unwrap_or_default())
         .filter(is_builder)
         .map(|o| builder_key(&o))
+        .chain(flux.iter().flat_map(apply::skipped_builders))
         .collect();
     // And, transitively, a Kustomization or ResourceSet that only builds
     // left out apply (in Flux's builds; none of check's applies it): a
@@ -281,10 +282,16 @@ fn fixture_dirs() -> Vec<PathBuf> {
 }
 
 fn assert_agree(trees: &[(PathBuf, String)]) {
+    assert_agree_applied(trees, None);
+}
+
+/// [`assert_agree`], each build also applied to the API server of
+/// `kubeconfig` ([`apply`]).
+fn assert_agree_applied(trees: &[(PathBuf, String)], kubeconfig: Option<&Path>) {
     let mut report = Vec::new();
     let mut compared = 0;
     for (root, entry) in trees {
-        match divergences(root, entry, None) {
+        match divergences(root, entry, kubeconfig) {
             Ok((n, found)) => {
                 compared += n;
                 report.extend(
@@ -325,6 +332,31 @@ fn every_fixture_agrees_with_flux() {
         .map(|d| (d, "clusters/test".to_string()))
         .collect();
     assert_agree(&trees);
+}
+
+/// Every fixture's builds applied to a real API server with Flux's CRDs
+/// ([`apply`]): `check`'s `flux-apply-fails` refuses the builds it refuses,
+/// with its errors (the `apply-*` fixtures' messages are the API
+/// server's). `flux-apply-excluded` is compared too: the apply step knows
+/// what Flux's apply skips.
+#[test]
+#[cfg_attr(
+    not(all(flux_oracle, realenv)),
+    ignore = "needs the Flux oracle and the real test environment: tools/realenv/build flux-oracle kube kwok helm3 helm4 flux-crds (.ci/run builds them)"
+)]
+fn every_fixture_applies_as_the_api_server_does() {
+    let _slot = testkit::realenv::one_at_a_time();
+    let plane = apply::start();
+    let trees: Vec<(PathBuf, String)> = fixture_dirs()
+        .into_iter()
+        .filter(|d| {
+            !ANNOUNCED.iter().any(|(name, _)| {
+                *name != "flux-apply-excluded" && d.file_name().is_some_and(|n| n == *name)
+            })
+        })
+        .map(|d| (d, "clusters/test".to_string()))
+        .collect();
+    assert_agree_applied(&trees, Some(&plane.kubeconfig));
 }
 
 /// The fixtures with ResourceSets, which the oracle builds with

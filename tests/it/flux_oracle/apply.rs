@@ -45,6 +45,18 @@ pub fn skipped(theirs: &Value) -> Vec<String> {
     keys(&theirs["apply"]["skipped"])
 }
 
+/// The Kustomizations and ResourceSets Flux's apply of a build skips
+/// (`Kind/namespace/name`): never created, their builds are never done.
+pub fn skipped_builders(theirs: &Value) -> Vec<String> {
+    theirs["apply"]["skipped"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|o| super::is_builder(o))
+        .map(super::builder_key)
+        .collect()
+}
+
 /// Whether Flux's apply of the build skips the HelmRelease `h` (one of
 /// the build's `helmReleases`).
 pub fn skips_release(theirs: &Value, h: &Value) -> bool {
@@ -61,7 +73,7 @@ pub fn skips_release(theirs: &Value, h: &Value) -> bool {
 /// the oracle applied it.
 pub fn differs(k: &str, mine: &Value, theirs: &Value) -> Option<String> {
     let real = &theirs["apply"];
-    if real.is_null() {
+    if real.is_null() || real["unknown"].is_string() {
         return None;
     }
     let errors: Vec<&str> = real["errors"]

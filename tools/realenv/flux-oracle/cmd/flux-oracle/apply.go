@@ -15,6 +15,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 
 	"github.com/fluxcd/pkg/ssa"
 	"github.com/fluxcd/pkg/ssa/normalize"
@@ -40,6 +41,10 @@ type applyOut struct {
 	Errors     []string    `json:"errors"`
 	NotApplied []objectOut `json:"notApplied"`
 	Skipped    []objectOut `json:"skipped"`
+	// Why the apply is not done: a SOPS-encrypted Secret, which
+	// kustomize-controller decrypts with keys the oracle does not have (or,
+	// without spec.decryption, refuses before applying anything).
+	Unknown *string `json:"unknown,omitempty"`
 }
 
 func outOf(o *unstructured.Unstructured) objectOut {
@@ -147,6 +152,13 @@ func (a *applier) apply(objects []map[string]any, by *unstructured.Unstructured,
 	if err != nil {
 		out.Errors = append(out.Errors, err.Error())
 		return out
+	}
+	for _, o := range objs {
+		if _, sops := o.Object["sops"]; sops && o.GetKind() == "Secret" && o.GroupVersionKind().Group == "" {
+			why := fmt.Sprintf("%s is SOPS-encrypted", ssautil.FmtUnstructured(o))
+			out.Unknown = &why
+			return out
+		}
 	}
 	ctx := context.Background()
 	manager := ssa.NewResourceManager(a.dryRun, nil, owner)
