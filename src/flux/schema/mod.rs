@@ -266,7 +266,7 @@ pub fn dry_run_error(obj: &Object) -> Option<String> {
     }
     let Some(crd) = crd else {
         // A built-in kind `check` knows: its metadata is validated.
-        if !namespaced && !(group.is_empty() && obj.kind == "Namespace") {
+        if !(namespaced || (group.is_empty() && obj.kind == "Namespace")) {
             return None;
         }
         if let Some(ns) = meta::impossible_namespace(obj, namespaced) {
