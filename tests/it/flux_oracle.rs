@@ -14,7 +14,10 @@
 //! every fixture under tests/fixtures/flux, the examples, the public trees
 //! of ../shared/corpus, and random trees ([`generated`]: proptest, a fixed
 //! seed, 1,000 trees; `FLUX_ORACLE_CASES=N FLUX_ORACLE_SEED=S` for another
-//! run). One oracle process answers every tree ([`oracle`]).
+//! run). One oracle process answers every tree ([`oracle`]). The generated
+//! trees and the fixtures are also applied to a real API server with
+//! Flux's CRDs ([`apply`]): `check`'s `flux-apply-fails` must refuse the
+//! builds it refuses, at the same stage, with one of its errors.
 //!
 //! Without the oracle binary (`tools/realenv/build flux-oracle`; `.ci/run`
 //! builds it), or flux-operator's CLI for the tests that build ResourceSets
@@ -126,9 +129,10 @@ fn divergences(
         .map(|o| builder_key(&o))
         .chain(flux.iter().flat_map(apply::skipped_builders))
         .collect();
-    // And, transitively, a Kustomization or ResourceSet that only builds
-    // left out apply (in Flux's builds; none of check's applies it): a
-    // nested Kustomization that only a refused one creates.
+    // And, transitively, a Kustomization or ResourceSet no build reachable
+    // from the entrypoint applies (in Flux's builds; none of check's applies
+    // it): a nested Kustomization that only a refused one creates, or a
+    // cycle of them.
     let applied_in = |b: &Value| -> Vec<String> {
         b["objects"]
             .as_array()
@@ -138,26 +142,29 @@ fn divergences(
             .map(builder_key)
             .collect()
     };
+    let mut reached: std::collections::BTreeSet<String> = theirs
+        .keys()
+        .filter(|k| !k.contains('/'))
+        .cloned()
+        .collect();
     loop {
-        let before = refused.len();
-        let left_out: Vec<String> = theirs
-            .keys()
-            .filter(|k| !refused.contains(*k) && !applier.contains_key(*k))
-            .filter(|k| {
-                let by: Vec<&String> = theirs
-                    .iter()
-                    .filter(|(b, v)| b != k && applied_in(v).contains(k))
-                    .map(|(b, _)| b)
-                    .collect();
-                !by.is_empty() && by.iter().all(|b| refused.contains(*b))
-            })
-            .cloned()
+        let more: Vec<String> = reached
+            .iter()
+            .filter_map(|k| theirs.get(k))
+            .flat_map(|b| applied_in(b))
+            .filter(|k| !refused.contains(k) && !reached.contains(k))
             .collect();
-        refused.extend(left_out);
-        if refused.len() == before {
+        if more.is_empty() {
             break;
         }
+        reached.extend(more);
     }
+    let unreached: Vec<String> = theirs
+        .keys()
+        .filter(|k| !reached.contains(*k) && !applier.contains_key(*k))
+        .cloned()
+        .collect();
+    refused.extend(unreached);
     // A build Flux fails, or one the oracle does not do (ResourceSets).
     let flux_failed = |k: &str| {
         theirs
