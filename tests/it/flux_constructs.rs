@@ -678,3 +678,58 @@ fn a_resource_set_control_action_is_named_with_its_line() {
         found[0].message
     );
 }
+
+#[test]
+fn object_metadata_the_api_server_refuses_fails_the_apply() {
+    // What the Flux oracle's apply step found the real API server refuses
+    // (docs/design.md#flux-oracle): each Kustomization of the fixture
+    // applies one HelmRelease, and each refusal is worded as Flux prints it.
+    let scan = run("apply-object-metadata");
+    let subdomain = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
+    let expected = [
+        (
+            "name",
+            format!(
+                "HelmRelease/kube-system/Cilium_Agent dry-run failed (Invalid): HelmRelease.helm.toolkit.fluxcd.io \"Cilium_Agent\" is invalid: metadata.name: Invalid value: \"Cilium_Agent\": {subdomain}"
+            ),
+        ),
+        (
+            "namespace",
+            "HelmRelease/team.a/coredns not found: namespaces \"team.a\" not found".to_string(),
+        ),
+        (
+            "slash",
+            "HelmRelease/kube-system/x-${APP/i/o} dry-run failed: invalid resource name \"x-${APP/i/o}\": [may not contain '/']".to_string(),
+        ),
+        (
+            "empty",
+            "HelmRelease/kube-system/ dry-run failed: resource name may not be empty".to_string(),
+        ),
+        (
+            "label",
+            "HelmRelease/kube-system/spegel dry-run failed (Invalid): HelmRelease.helm.toolkit.fluxcd.io \"spegel\" is invalid: metadata.labels: Invalid value: \"core edge\": a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')".to_string(),
+        ),
+        (
+            "unscoped",
+            "HelmRelease/metrics namespace not specified: the server could not find the requested resource (patch helmreleases.helm.toolkit.fluxcd.io metrics)".to_string(),
+        ),
+        (
+            "float",
+            "HelmRelease/kube-system/podinfo dry-run failed: failed to create typed patch object (kube-system/podinfo; helm.toolkit.fluxcd.io/v2, Kind=HelmRelease): .spec.targetNamespace: expected string, got &value.valueUnstructured{Value:1000}".to_string(),
+        ),
+    ];
+    let failures = with_code(&scan, "flux-apply-fails");
+    assert_eq!(failures.len(), expected.len(), "{:#?}", lines(&scan));
+    for (ks, error) in expected {
+        let who = format!("Kustomization flux-system/{ks} fails:");
+        let finding = failures
+            .iter()
+            .find(|f| f.message.starts_with(&who))
+            .unwrap_or_else(|| panic!("no flux-apply-fails for {ks}: {:#?}", lines(&scan)));
+        assert!(
+            finding.message.contains(&format!("`{error}`")),
+            "{ks}: {}",
+            finding.message
+        );
+    }
+}

@@ -14,7 +14,10 @@
 //! every fixture under tests/fixtures/flux, the examples, the public trees
 //! of ../shared/corpus, and random trees ([`generated`]: proptest, a fixed
 //! seed, 1,000 trees; `FLUX_ORACLE_CASES=N FLUX_ORACLE_SEED=S` for another
-//! run). One oracle process answers every tree ([`oracle`]).
+//! run). One oracle process answers every tree ([`oracle`]). The generated
+//! trees and the fixtures are also applied to a real API server with
+//! Flux's CRDs ([`apply`]): `check`'s `flux-apply-fails` must refuse the
+//! builds it refuses, at the same stage, with one of its errors.
 //!
 //! Without the oracle binary (`tools/realenv/build flux-oracle`; `.ci/run`
 //! builds it), or flux-operator's CLI for the tests that build ResourceSets
@@ -29,6 +32,7 @@ use std::path::{Path, PathBuf};
 use bootstrap::flux::{Severity, builds_json, tree};
 use serde_json::Value;
 
+mod apply;
 mod generated;
 mod oracle;
 
@@ -82,9 +86,14 @@ fn same(a: &Value, b: &Value) -> bool {
 }
 
 /// The differences between what `check` resolves for `root/entry` and what
-/// Flux's code does; empty when they agree.
-fn divergences(root: &Path, entry: &str) -> Result<(usize, Vec<String>), String> {
-    let flux = oracle::builds(root, entry)?;
+/// Flux's code does (with `kubeconfig`, its apply to that API server too:
+/// [`apply`]); empty when they agree.
+fn divergences(
+    root: &Path,
+    entry: &str,
+    kubeconfig: Option<&Path>,
+) -> Result<(usize, Vec<String>), String> {
+    let flux = oracle::builds(root, entry, kubeconfig)?;
     // As `check` runs: with kubectl on PATH for what it delegates.
     let kubectl = std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
         .map(|d| d.join("kubectl"))
@@ -118,10 +127,12 @@ fn divergences(root: &Path, entry: &str) -> Result<(usize, Vec<String>), String>
         .flat_map(|b| b["notApplied"].as_array().cloned().unwrap_or_default())
         .filter(is_builder)
         .map(|o| builder_key(&o))
+        .chain(flux.iter().flat_map(apply::skipped_builders))
         .collect();
-    // And, transitively, a Kustomization or ResourceSet that only builds
-    // left out apply (in Flux's builds; none of check's applies it): a
-    // nested Kustomization that only a refused one creates.
+    // And, transitively, a Kustomization or ResourceSet no build reachable
+    // from the entrypoint applies (in Flux's builds; none of check's applies
+    // it): a nested Kustomization that only a refused one creates, or a
+    // cycle of them.
     let applied_in = |b: &Value| -> Vec<String> {
         b["objects"]
             .as_array()
@@ -131,26 +142,29 @@ fn divergences(root: &Path, entry: &str) -> Result<(usize, Vec<String>), String>
             .map(builder_key)
             .collect()
     };
+    let mut reached: std::collections::BTreeSet<String> = theirs
+        .keys()
+        .filter(|k| !k.contains('/'))
+        .cloned()
+        .collect();
     loop {
-        let before = refused.len();
-        let left_out: Vec<String> = theirs
-            .keys()
-            .filter(|k| !refused.contains(*k) && !applier.contains_key(*k))
-            .filter(|k| {
-                let by: Vec<&String> = theirs
-                    .iter()
-                    .filter(|(b, v)| b != k && applied_in(v).contains(k))
-                    .map(|(b, _)| b)
-                    .collect();
-                !by.is_empty() && by.iter().all(|b| refused.contains(*b))
-            })
-            .cloned()
+        let more: Vec<String> = reached
+            .iter()
+            .filter_map(|k| theirs.get(k))
+            .flat_map(|b| applied_in(b))
+            .filter(|k| !refused.contains(k) && !reached.contains(k))
             .collect();
-        refused.extend(left_out);
-        if refused.len() == before {
+        if more.is_empty() {
             break;
         }
+        reached.extend(more);
     }
+    let unreached: Vec<String> = theirs
+        .keys()
+        .filter(|k| !reached.contains(*k) && !applier.contains_key(*k))
+        .cloned()
+        .collect();
+    refused.extend(unreached);
     // A build Flux fails, or one the oracle does not do (ResourceSets).
     let flux_failed = |k: &str| {
         theirs
@@ -188,6 +202,10 @@ fn divergences(root: &Path, entry: &str) -> Result<(usize, Vec<String>), String>
             out.push(format!("{k}: check fails this build, Flux applies it"));
             continue;
         }
+        out.extend(apply::differs(k, mine_b, theirs_b));
+        // What Flux's apply skips is never in the cluster; check leaves it
+        // out of the build.
+        let skipped = apply::skipped(theirs_b);
         let objects = |b: &Value| {
             let mut v: Vec<String> = b["objects"]
                 .as_array()
@@ -198,7 +216,8 @@ fn divergences(root: &Path, entry: &str) -> Result<(usize, Vec<String>), String>
             v.sort();
             v
         };
-        let (a, b) = (objects(mine_b), objects(theirs_b));
+        let (a, mut b) = (objects(mine_b), objects(theirs_b));
+        b.retain(|o| !skipped.contains(o));
         if a != b {
             let only_check: Vec<_> = a.iter().filter(|x| !b.contains(x)).collect();
             let only_flux: Vec<_> = b.iter().filter(|x| !a.contains(x)).collect();
@@ -209,6 +228,7 @@ fn divergences(root: &Path, entry: &str) -> Result<(usize, Vec<String>), String>
         }
         let releases = |b: &Value| {
             let mut v: Vec<Value> = b["helmReleases"].as_array().cloned().unwrap_or_default();
+            v.retain(|h| !apply::skips_release(theirs_b, h));
             v.sort_by_key(|h| format!("{}/{}", h["namespace"], h["name"]));
             v
         };
@@ -269,10 +289,16 @@ fn fixture_dirs() -> Vec<PathBuf> {
 }
 
 fn assert_agree(trees: &[(PathBuf, String)]) {
+    assert_agree_applied(trees, None);
+}
+
+/// [`assert_agree`], each build also applied to the API server of
+/// `kubeconfig` ([`apply`]).
+fn assert_agree_applied(trees: &[(PathBuf, String)], kubeconfig: Option<&Path>) {
     let mut report = Vec::new();
     let mut compared = 0;
     for (root, entry) in trees {
-        match divergences(root, entry) {
+        match divergences(root, entry, kubeconfig) {
             Ok((n, found)) => {
                 compared += n;
                 report.extend(
@@ -313,6 +339,31 @@ fn every_fixture_agrees_with_flux() {
         .map(|d| (d, "clusters/test".to_string()))
         .collect();
     assert_agree(&trees);
+}
+
+/// Every fixture's builds applied to a real API server with Flux's CRDs
+/// ([`apply`]): `check`'s `flux-apply-fails` refuses the builds it refuses,
+/// with its errors (the `apply-*` fixtures' messages are the API
+/// server's). `flux-apply-excluded` is compared too: the apply step knows
+/// what Flux's apply skips.
+#[test]
+#[cfg_attr(
+    not(all(flux_oracle, realenv)),
+    ignore = "needs the Flux oracle and the real test environment: tools/realenv/build flux-oracle kube kwok helm3 helm4 flux-crds (.ci/run builds them)"
+)]
+fn every_fixture_applies_as_the_api_server_does() {
+    let _slot = testkit::realenv::one_at_a_time();
+    let plane = apply::start();
+    let trees: Vec<(PathBuf, String)> = fixture_dirs()
+        .into_iter()
+        .filter(|d| {
+            !ANNOUNCED.iter().any(|(name, _)| {
+                *name != "flux-apply-excluded" && d.file_name().is_some_and(|n| n == *name)
+            })
+        })
+        .map(|d| (d, "clusters/test".to_string()))
+        .collect();
+    assert_agree_applied(&trees, Some(&plane.kubeconfig));
 }
 
 /// The fixtures with ResourceSets, which the oracle builds with
@@ -379,9 +430,13 @@ fn the_corpus_agrees_with_flux() {
 
 #[test]
 #[cfg_attr(
-    not(all(flux_oracle, flux_operator)),
-    ignore = "needs the Flux oracle and flux-operator's CLI: tools/realenv/build flux-oracle flux-operator (.ci/run builds them)"
+    not(all(flux_oracle, flux_operator, realenv)),
+    ignore = "needs the Flux oracle, flux-operator's CLI and the real test environment: tools/realenv/build flux-oracle flux-operator kube kwok helm3 helm4 flux-crds (.ci/run builds them)"
 )]
 fn generated_trees_agree_with_flux() {
-    generated::run(|root| divergences(root, "clusters/test").map(|(_, found)| found));
+    let _slot = testkit::realenv::one_at_a_time();
+    let plane = apply::start();
+    generated::run(|root| {
+        divergences(root, "clusters/test", Some(&plane.kubeconfig)).map(|(_, found)| found)
+    });
 }

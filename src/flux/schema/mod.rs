@@ -31,6 +31,8 @@ use serde_json::{Map, Value, json};
 
 use super::object::Object;
 
+mod meta;
+
 /// The compact table of the Flux CRDs ([`compact_crd`] of each).
 const TABLE: &str = include_str!("../crds/flux-crds.json");
 
@@ -180,6 +182,20 @@ fn known_namespaced(group: &str, kind: &str) -> bool {
         .any(|(g, kinds)| *g == group && kinds.contains(&kind))
 }
 
+/// A kind's resource (apimachinery `UnsafeGuessKindToResource`, which the
+/// Flux and built-in kinds follow but Endpoints).
+fn resource_of(kind: &str) -> String {
+    let lower = kind.to_lowercase();
+    if lower == "endpoints" {
+        return lower;
+    }
+    match lower.strip_suffix('y') {
+        Some(stem) => format!("{stem}ies"),
+        None if lower.ends_with('s') => format!("{lower}es"),
+        None => format!("{lower}s"),
+    }
+}
+
 /// `ssa`'s `FmtUnstructured`: `Kind/namespace/name`, the namespace left
 /// out when empty.
 pub fn fmt_object(obj: &Object) -> String {
@@ -211,12 +227,54 @@ pub fn dry_run_error(obj: &Object) -> Option<String> {
             obj.kind, obj.api_version
         ));
     }
-    if obj.namespace.is_none() && known_namespaced(group, &obj.kind) {
+    if obj.name.is_empty() {
+        // client-go's request builder refuses it before sending anything.
         return Some(format!(
-            "{what} namespace not specified: the server could not find the requested resource"
+            "{what} dry-run failed: resource name may not be empty"
         ));
     }
-    let served = crd?["versions"]
+    // And a name that cannot be a URL path segment (`IsValidPathSegmentName`).
+    let segment: Vec<String> = if obj.name == "." || obj.name == ".." {
+        vec![format!("may not be '{}'", obj.name)]
+    } else {
+        ["/", "%"]
+            .iter()
+            .filter(|c| obj.name.contains(**c))
+            .map(|c| format!("may not contain '{c}'"))
+            .collect()
+    };
+    if !segment.is_empty() {
+        return Some(format!(
+            "{what} dry-run failed: invalid resource name {:?}: [{}]",
+            obj.name,
+            segment.join(" ")
+        ));
+    }
+    let namespaced = known_namespaced(group, &obj.kind);
+    if obj.namespace.is_none() && namespaced {
+        // A custom resource's 404 has no Status body: client-go words it
+        // with the request (`patch RESOURCE.GROUP NAME`).
+        let custom = crd.is_some() || (group.contains('.') && !group.ends_with(".k8s.io"));
+        let request = if custom {
+            format!(" (patch {}.{group} {})", resource_of(&obj.kind), obj.name)
+        } else {
+            String::new()
+        };
+        return Some(format!(
+            "{what} namespace not specified: the server could not find the requested resource{request}"
+        ));
+    }
+    let Some(crd) = crd else {
+        // A built-in kind `check` knows: its metadata is validated.
+        if !(namespaced || (group.is_empty() && obj.kind == "Namespace")) {
+            return None;
+        }
+        if let Some(ns) = meta::impossible_namespace(obj, namespaced) {
+            return Some(format!("{what} not found: namespaces \"{ns}\" not found"));
+        }
+        return invalid(&what, obj, group, meta::errors(obj), false);
+    };
+    let served = crd["versions"]
         .as_array()?
         .iter()
         .find(|v| v["name"] == version)?;
@@ -231,23 +289,49 @@ pub fn dry_run_error(obj: &Object) -> Option<String> {
             obj.kind
         ));
     }
-    let mut errors = Vec::new();
+    if let Some(ns) = meta::impossible_namespace(obj, namespaced) {
+        return Some(format!("{what} not found: namespaces \"{ns}\" not found"));
+    }
+    let mut errors = meta::errors(obj);
     validate(&body, schema, "", &mut errors);
+    invalid(
+        &what,
+        obj,
+        group,
+        errors,
+        served["cel"] == Value::Bool(true),
+    )
+}
+
+/// The API server's `Invalid` answer listing `errors` (none: `None`); with
+/// `cel`, the note that CEL rules were skipped after a blocking error.
+fn invalid(
+    what: &str,
+    obj: &Object,
+    group: &str,
+    errors: Vec<Invalid>,
+    cel: bool,
+) -> Option<String> {
     if errors.is_empty() {
         return None;
     }
     let blocking = errors.iter().any(|e| e.blocking);
     let mut texts: Vec<String> = errors.into_iter().map(|e| e.text).collect();
-    if blocking && served["cel"] == Value::Bool(true) {
+    if blocking && cel {
         texts.push("<nil>: Invalid value: null: some validation rules were not checked because the object was invalid; correct the existing errors to complete validation".into());
     }
     let list = match texts.as_slice() {
         [one] => one.clone(),
         many => format!("[{}]", many.join(", ")),
     };
+    let kind = if group.is_empty() {
+        obj.kind.clone()
+    } else {
+        format!("{}.{group}", obj.kind)
+    };
     Some(format!(
-        "{what} dry-run failed (Invalid): {}.{group} \"{}\" is invalid: {list}",
-        obj.kind, obj.name
+        "{what} dry-run failed (Invalid): {kind} \"{}\" is invalid: {list}",
+        obj.name
     ))
 }
 
@@ -267,9 +351,19 @@ fn type_of(schema: &Value) -> &str {
     schema["type"].as_str().unwrap_or_default()
 }
 
+/// A number as the API server decodes it: kustomize-controller sends a
+/// float with no fraction (`1e3`) as `1000`, which decodes as an int64.
+fn go_number(n: &serde_json::Number) -> String {
+    match n.as_f64() {
+        Some(x) if n.is_f64() && x.fract() == 0.0 && x.abs() < 1e15 => format!("{}", x as i64),
+        _ => n.to_string(),
+    }
+}
+
 /// Go's `%v` of a decoded JSON value, as structured-merge-diff prints it.
 fn go_v(v: &Value) -> String {
     match v {
+        Value::Number(n) => go_number(n),
         Value::Null => "<nil>".into(),
         Value::String(s) => s.clone(),
         Value::Array(items) => {
@@ -289,6 +383,7 @@ fn go_v(v: &Value) -> String {
 /// Go's `%#v` of a decoded JSON value.
 fn go_sharp_v(v: &Value) -> String {
     match v {
+        Value::Number(n) => go_number(n),
         Value::Null => "interface {}(nil)".into(),
         Value::Array(items) => format!(
             "[]interface {{}}{{{}}}",
@@ -310,7 +405,7 @@ fn go_type(v: &Value) -> &'static str {
     match v {
         Value::Null => "<nil>",
         Value::Bool(_) => "bool",
-        Value::Number(n) if n.is_f64() => "float64",
+        Value::Number(n) if n.is_f64() && go_number(n).contains(['.', 'e']) => "float64",
         Value::Number(_) => "int64",
         Value::String(_) => "string",
         Value::Array(_) => "[]interface {}",
@@ -401,6 +496,16 @@ fn validate(value: &Value, schema: &Value, path: &str, out: &mut Vec<Invalid>) {
     match value {
         Value::Object(map) if kind == "object" => {
             let props = schema["properties"].as_object();
+            // kube-openapi's object validator: the properties (in its map's
+            // order), then the required ones.
+            for (key, v) in map {
+                let sub = props
+                    .and_then(|p| p.get(key))
+                    .or_else(|| Some(&schema["additionalProperties"]).filter(|a| a.is_object()));
+                if let Some(sub) = sub {
+                    validate(v, sub, &format!("{path}.{key}"), out);
+                }
+            }
             for r in schema["required"].as_array().into_iter().flatten() {
                 let Some(r) = r.as_str() else { continue };
                 let defaulted = props
@@ -414,14 +519,6 @@ fn validate(value: &Value, schema: &Value, path: &str, out: &mut Vec<Invalid>) {
                         ),
                         blocking: true,
                     });
-                }
-            }
-            for (key, v) in map {
-                let sub = props
-                    .and_then(|p| p.get(key))
-                    .or_else(|| Some(&schema["additionalProperties"]).filter(|a| a.is_object()));
-                if let Some(sub) = sub {
-                    validate(v, sub, &format!("{path}.{key}"), out);
                 }
             }
         }

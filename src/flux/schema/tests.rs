@@ -168,7 +168,9 @@ fn versions_namespaces_and_other_kinds() {
     assert_eq!(
         dry_run_error(&hr).as_deref(),
         Some(
-            "HelmRelease/cilium namespace not specified: the server could not find the requested resource"
+            // A custom resource's 404 has no Status body: client-go names
+            // the request (the oracle's apply step, docs/design.md#flux-oracle).
+            "HelmRelease/cilium namespace not specified: the server could not find the requested resource (patch helmreleases.helm.toolkit.fluxcd.io cilium)"
         )
     );
     let repo = object(json!({

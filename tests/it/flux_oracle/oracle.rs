@@ -64,15 +64,16 @@ fn start() -> Result<Process, String> {
     })
 }
 
-/// The oracle's builds for `root/entry`.
-pub fn builds(root: &Path, entry: &str) -> Result<Vec<Value>, String> {
+/// The oracle's builds for `root/entry`; with `kubeconfig`, each also
+/// applied to that API server (its `apply`, [`super::apply`]).
+pub fn builds(root: &Path, entry: &str, kubeconfig: Option<&Path>) -> Result<Vec<Value>, String> {
     let mut guard = PROCESS.lock().unwrap_or_else(|e| e.into_inner());
     if guard.is_none() {
         *guard = Some(start()?);
     }
     let process = guard.as_mut().expect("started above");
     let root: PathBuf = std::path::absolute(root).map_err(|e| e.to_string())?;
-    let request = json!({"root": root, "entrypoint": entry}).to_string();
+    let request = json!({"root": root, "entrypoint": entry, "kubeconfig": kubeconfig}).to_string();
     let mut line = String::new();
     let answered = writeln!(process.stdin, "{request}")
         .and_then(|()| process.stdin.flush())

@@ -285,6 +285,14 @@ impl ControlPlane {
     }
 
     pub fn start_with(options: Options) -> ControlPlane {
+        let mut plane = Self::start_api_server(&options.context);
+        plane.start_controllers(&options);
+        plane
+    }
+
+    /// etcd and kube-apiserver alone, ready: no controllers, scheduler,
+    /// kwok or Nodes (an API server that only answers, for dry-runs).
+    pub fn start_api_server(context: &str) -> ControlPlane {
         let missing = missing();
         assert!(
             missing.is_empty(),
@@ -313,7 +321,7 @@ impl ControlPlane {
             dir: Some(dir),
             procs: Vec::new(),
             kubeconfig: root.join("kubeconfig"),
-            context: options.context.clone(),
+            context: context.to_string(),
             server: String::new(),
             api: Api::placeholder(),
         };
@@ -365,13 +373,21 @@ impl ControlPlane {
             ],
             &logs,
         );
-        plane.write_kubeconfig(&plane.kubeconfig.clone(), &options.context);
-        plane.api = Api::new(&plane.kubeconfig, &options.context);
+        plane.write_kubeconfig(&plane.kubeconfig.clone(), context);
+        plane.api = Api::new(&plane.kubeconfig, context);
         plane.wait("the API server's /readyz", Duration::from_secs(120), |p| {
             p.api.raw_get("/readyz").ok().filter(|body| body == "ok")
         });
+        plane
+    }
 
-        // The controllers, scheduler and kwok, as admin.
+    /// The controllers, scheduler and kwok, as admin, and the Nodes.
+    fn start_controllers(&mut self, options: &Options) {
+        let plane = self;
+        let root = plane.root().to_path_buf();
+        let logs = root.join("logs");
+        let pki = root.join("pki");
+        let file = |name: &str| pki.join(name).to_string_lossy().into_owned();
         let kubeconfig = plane.kubeconfig.to_string_lossy().into_owned();
         plane.spawn(
             "kube-controller-manager",
@@ -450,7 +466,6 @@ impl ControlPlane {
                 (ready == options.nodes && sa.is_some()).then_some(())
             },
         );
-        plane
     }
 
     fn spawn(&mut self, name: &str, program: &Path, args: &[String], logs: &Path) {

@@ -99,6 +99,8 @@ type buildOut struct {
 	Unsupported  *string          `json:"unsupported,omitempty"`
 	Objects      []objectOut      `json:"objects"`
 	HelmReleases []helmReleaseOut `json:"helmReleases"`
+	// With a kubeconfig in the request: the build's staged apply (apply.go).
+	Apply *applyOut `json:"apply,omitempty"`
 }
 
 type pending struct {
@@ -120,6 +122,7 @@ type walker struct {
 	queue        []pending
 	rootGit      *[2]string // name, namespace
 	entryPath    string
+	applier      *applier // nil: no apply step
 }
 
 // fluxOperator is the flux-operator CLI that builds ResourceSets.
@@ -141,7 +144,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "usage: flux-oracle [-flux-operator CLI] (-root DIR -entrypoint PATH | -serve)")
 		os.Exit(2)
 	}
-	out, err := resolveDir(*root, *entry)
+	out, err := resolveDir(*root, *entry, "")
 	if err != nil {
 		fail(err)
 	}
@@ -155,6 +158,8 @@ func main() {
 type request struct {
 	Root       string `json:"root"`
 	Entrypoint string `json:"entrypoint"`
+	// When set, every build is also applied (dry-run) to this API server.
+	Kubeconfig string `json:"kubeconfig"`
 }
 
 // serveRequests answers each request line with one response line.
@@ -168,7 +173,7 @@ func serveRequests(in *os.File, out *os.File) error {
 		var resp map[string]any
 		if err := json.Unmarshal(scanner.Bytes(), &req); err != nil {
 			resp = map[string]any{"error": fmt.Sprintf("bad request: %v", err)}
-		} else if builds, err := resolveDir(req.Root, req.Entrypoint); err != nil {
+		} else if builds, err := resolveDir(req.Root, req.Entrypoint, req.Kubeconfig); err != nil {
 			resp = map[string]any{"error": err.Error()}
 		} else {
 			resp = map[string]any{"builds": builds}
@@ -183,7 +188,7 @@ func serveRequests(in *os.File, out *os.File) error {
 	return scanner.Err()
 }
 
-func resolveDir(root, entry string) ([]buildOut, error) {
+func resolveDir(root, entry, kubeconfig string) ([]buildOut, error) {
 	if root == "" || entry == "" {
 		return nil, fmt.Errorf("a request needs root and entrypoint")
 	}
@@ -191,7 +196,13 @@ func resolveDir(root, entry string) ([]buildOut, error) {
 	if err != nil {
 		return nil, err
 	}
-	return resolve(abs, entry)
+	var a *applier
+	if kubeconfig != "" {
+		if a, err = applierFor(kubeconfig); err != nil {
+			return nil, err
+		}
+	}
+	return resolve(abs, entry, a)
 }
 
 func fail(err error) {
@@ -201,33 +212,33 @@ func fail(err error) {
 
 // resolve walks the tree; when the root GitRepository has spec.ignore, the
 // walk is done again over the artifact it leaves (as `check` does).
-func resolve(root, entry string) ([]buildOut, error) {
-	w, err := walk(root, entry, nil, nil)
+func resolve(root, entry string, a *applier) ([]buildOut, error) {
+	w, err := walk(root, entry, nil, nil, a)
 	if err != nil {
 		return nil, err
 	}
 	if ignore := w.rootIgnore(); ignore != nil {
-		return rewalk(root, entry, ignore, w)
+		return rewalk(root, entry, ignore, w, a)
 	}
 	return w.builds, nil
 }
 
-func rewalk(root, entry string, ignore *string, first *walker) ([]buildOut, error) {
-	w, err := walk(root, entry, ignore, first.entryKs())
+func rewalk(root, entry string, ignore *string, first *walker, a *applier) ([]buildOut, error) {
+	w, err := walk(root, entry, ignore, first.entryKs(), a)
 	if err != nil {
 		return nil, err
 	}
 	return w.builds, nil
 }
 
-func walk(root, entry string, ignore *string, entryKs *unstructured.Unstructured) (*walker, error) {
+func walk(root, entry string, ignore *string, entryKs *unstructured.Unstructured, a *applier) (*walker, error) {
 	art, cleanup, err := artifact(root, ignore)
 	if err != nil {
 		return nil, err
 	}
 	defer cleanup()
 	w := &walker{operator: fluxOperator, artifact: art, schemaFields: changesSchema(art), seen: map[string]bool{}, started: map[string]bool{},
-		entryPath: clean(entry)}
+		entryPath: clean(entry), applier: a}
 	w.queue = append(w.queue, pending{path: w.entryPath, ks: entryKs})
 	first := true
 	for len(w.queue) > 0 {
@@ -255,7 +266,7 @@ func walk(root, entry string, ignore *string, entryKs *unstructured.Unstructured
 			if entryKs == nil && own != nil && hasBuildFields(own) {
 				// The entrypoint is the build of the Kustomization that
 				// reconciles it: with build fields of its own, again with them.
-				return walk(root, entry, ignore, own)
+				return walk(root, entry, ignore, own, w.applier)
 			}
 			w.rootGit = w.pickRootSource()
 			if ignore == nil && w.rootIgnore() != nil {
@@ -488,6 +499,9 @@ func (w *walker) build(b pending) {
 			out.HelmReleases = append(out.HelmReleases, helmRelease(o))
 		}
 	}
+	if w.applier != nil {
+		out.Apply = w.applier.kustomization(objects, b.ks)
+	}
 	w.builds = append(w.builds, out)
 	w.emit(objects, 0)
 }
@@ -537,6 +551,9 @@ func (w *walker) buildResourceSet(rs *unstructured.Unstructured, depth int) {
 			if isKind(o, "helm.toolkit.fluxcd.io", "HelmRelease") {
 				out.HelmReleases = append(out.HelmReleases, helmRelease(o))
 			}
+		}
+		if w.applier != nil {
+			out.Apply = w.applier.resourceSet(objects, rs)
 		}
 	}
 	w.builds = append(w.builds, out)
