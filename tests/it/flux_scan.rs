@@ -708,3 +708,26 @@ fn the_kustomization_reconciling_the_entrypoint_builds_it() {
     // GitRepository, two Kustomizations, the HelmRelease.
     assert_eq!(scan.objects_scanned, 4);
 }
+
+#[test]
+fn a_name_substituted_to_a_number_is_its_own_id_and_the_apply_fails() {
+    // kustomize's resmap reads `name: 3` (a number once substituted) as the
+    // id `3`, not as the empty name of `${MISSING}`: Flux builds both, and
+    // the apply refuses them (a name that is not a string, and an empty
+    // one, are both empty to client-go).
+    let scan = run("substitute-numeric-name", &bootstrap());
+    assert_eq!(
+        lines(&scan),
+        [
+            "error flux-apply-fails kube-system/cilium | HelmRelease kube-system/ @apps/hr.yaml | \
+          clusters/test/apps.yaml > apps/hr.yaml"
+        ]
+    );
+    assert!(
+        scan.findings[0]
+            .message
+            .contains("resource name may not be empty"),
+        "{}",
+        scan.findings[0].message
+    );
+}

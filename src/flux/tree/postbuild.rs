@@ -161,20 +161,8 @@ impl Walker {
                 failed = true;
             }
         }
-        // kustomize-controller checks names before it substitutes: an object
-        // left without one is built, and the apply fails.
-        if let Some(obj) = objects.iter().find(|o| o.name.is_empty()) {
-            let message = format!(
-                "{ks_name}: a {} in {} has no name after substitution; the API server rejects it, so Flux's apply fails",
-                obj.kind, obj.file
-            );
-            self.warn(
-                BUILD_FAILS,
-                Some(obj.reference()),
-                &obj.chain.clone(),
-                message,
-            );
-        }
+        // An object left without a name is built; the apply step refuses it
+        // as client-go does ([`super::stage`]).
         if failed {
             objects.clear();
         }
@@ -273,15 +261,29 @@ pub(super) fn source_data(source: &Object) -> Result<BTreeMap<String, String>, U
 /// order, each put back by that id (resmap `Replace`), which fails when two
 /// match. The earlier objects are substituted already, the later not yet.
 fn same_id(objects: &[Object], i: usize) -> Option<usize> {
-    let own = &objects[i];
-    let same = objects
-        .iter()
-        .filter(|o| {
-            (&o.api_version, &o.kind, &o.namespace, &o.name)
-                == (&own.api_version, &own.kind, &own.namespace, &own.name)
-        })
-        .count();
+    let id = |o: &Object| {
+        (
+            o.api_version.clone(),
+            o.kind.clone(),
+            o.namespace.clone(),
+            id_name(o),
+        )
+    };
+    let own = id(&objects[i]);
+    let same = objects.iter().filter(|o| id(o) == own).count();
     (same > 1).then_some(same)
+}
+
+/// `metadata.name` as kustomize's resmap reads it for an object's id: the
+/// text of the scalar whatever its YAML type (a name substituted to `3` is
+/// the integer 3 in the object, and `3` in its id), else empty.
+fn id_name(o: &Object) -> String {
+    match o.body.pointer("/metadata/name") {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Number(n)) => n.to_string(),
+        Some(Value::Bool(b)) => b.to_string(),
+        _ => String::new(),
+    }
 }
 
 #[cfg(test)]
