@@ -118,6 +118,17 @@ pub struct Global {
     pub no_parse_cache: bool,
 }
 
+impl Global {
+    /// Where the caches live (docs/design.md#chart-cache): `--cache-dir` or
+    /// `BOOTSTRAP_CACHE_DIR`, else the user's cache directory; the one place
+    /// it is resolved, for the chart cache and the parse cache alike.
+    pub fn cache_root(&self) -> Option<PathBuf> {
+        self.cache_dir
+            .clone()
+            .or_else(|| crate::helm::cache::ChartCache::default_dir(|name| std::env::var_os(name)))
+    }
+}
+
 /// `--values FILE` and `--set PATH=VALUE` of one run: merged over every
 /// release's values, last (docs/design.md#values-merge-order).
 #[derive(Debug, Clone, Default, clap::Args)]
@@ -260,12 +271,17 @@ impl Config {
             .unwrap_or(crate::run::REACHABILITY_BUDGET)
     }
 
+    /// Where the caches live ([`Global::cache_root`]).
+    pub fn cache_dir(&self) -> Option<PathBuf> {
+        self.global.cache_root()
+    }
+
     /// Where the cluster commands find helm and the cluster.
     pub fn target(&self) -> crate::run::Target<'_> {
         crate::run::Target {
             helm: self.global.helm.as_deref(),
             kubeconfig: self.global.kubeconfig.as_deref(),
-            cache_dir: self.global.cache_dir.as_deref(),
+            cache_dir: self.cache_dir(),
             no_chart_cache: self.global.no_chart_cache,
             wait_for_api: self.wait_for_api(),
             timeout: None,

@@ -136,11 +136,7 @@ pub(crate) fn parse_cache(global: &Global) -> Option<crate::config::ParseCache> 
     if global.no_parse_cache {
         return None;
     }
-    let dir = global
-        .cache_dir
-        .clone()
-        .or_else(|| crate::helm::cache::ChartCache::default_dir(|name| std::env::var_os(name)))?;
-    Some(crate::config::ParseCache::new(&dir))
+    Some(crate::config::ParseCache::new(&global.cache_root()?))
 }
 
 /// The plan of `cluster` from the config root of `global`, its release

@@ -29,13 +29,14 @@ pub(crate) use session::Session;
 pub(crate) const REACHABILITY_BUDGET: Duration = Duration::from_secs(30);
 
 /// Where a cluster command finds helm and the cluster (the global flags).
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct Target<'a> {
     /// `None`: `helm` from PATH.
     pub helm: Option<&'a Path>,
     pub kubeconfig: Option<&'a Path>,
-    /// `--cache-dir` / `BOOTSTRAP_CACHE_DIR`.
-    pub cache_dir: Option<&'a Path>,
+    /// Where the caches live, as `Config::cache_dir` resolves it (`None`:
+    /// no directory to put them in).
+    pub cache_dir: Option<std::path::PathBuf>,
     /// `--no-chart-cache`.
     pub no_chart_cache: bool,
     /// `--wait-for-api`, else [`REACHABILITY_BUDGET`].
@@ -52,10 +53,7 @@ impl Target<'_> {
         if self.no_chart_cache {
             return None;
         }
-        if let Some(dir) = self.cache_dir {
-            return Some(ChartCache::new(dir.to_path_buf()));
-        }
-        let dir = ChartCache::default_dir(|name| std::env::var_os(name));
+        let dir = self.cache_dir.clone();
         if dir.is_none() {
             eprintln!(
                 "warning: no chart cache (neither XDG_CACHE_HOME nor HOME is set): helm downloads each chart at each use; give one with --cache-dir"
