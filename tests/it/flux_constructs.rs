@@ -613,6 +613,24 @@ fn a_field_the_crd_does_not_declare_fails_the_apply_and_its_build_is_not_done() 
 }
 
 #[test]
+fn every_type_error_of_the_apply_patch_is_reported_as_structured_merge_diff_does() {
+    // `releaseName: 5` and `targetNamespace: ${NS}` with NS `0X10` (read
+    // back as 16): both fields are in the error, one a line after
+    // `errors:` (found by the Flux oracle's generated trees, where check
+    // named the first alone).
+    let scan = run("apply-typed-errors");
+    assert_eq!(
+        lines(&scan),
+        ["error flux-apply-fails kube-system/coredns | HelmRelease kube-system/coredns"]
+    );
+    let message = &scan.findings[0].message;
+    assert!(
+        message.contains("HelmRelease/kube-system/coredns dry-run failed: failed to create typed patch object (kube-system/coredns; helm.toolkit.fluxcd.io/v2, Kind=HelmRelease): errors:\n  .spec.releaseName: expected string, got &value.valueUnstructured{Value:5}\n  .spec.targetNamespace: expected string, got &value.valueUnstructured{Value:16}"),
+        "{message}"
+    );
+}
+
+#[test]
 fn a_missing_required_field_or_a_null_from_an_unset_variable_fails_the_apply() {
     let scan = run("apply-required-field");
     assert_eq!(

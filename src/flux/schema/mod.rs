@@ -413,16 +413,33 @@ fn go_type(v: &Value) -> &'static str {
     }
 }
 
-/// The first error structured-merge-diff finds making `value` typed
-/// against `schema` (fields in key order; a null is accepted anywhere).
+/// The error structured-merge-diff gives making `value` typed against
+/// `schema`: every type error, one per line after `errors:` when there are
+/// several (sigs.k8s.io/structured-merge-diff `ValidationErrors.Error`).
 fn typed_error(value: &Value, schema: &Value, path: &str) -> Option<String> {
+    let mut errors = Vec::new();
+    typed_errors(value, schema, path, &mut errors);
+    match errors.len() {
+        0 => None,
+        1 => errors.pop(),
+        _ => Some(format!("errors:\n  {}", errors.join("\n  "))),
+    }
+}
+
+/// The type errors structured-merge-diff collects (`validatingObjectWalker`):
+/// every one, but a map's walk stops at its first field the schema does not
+/// declare. It walks a map in Go's map order, so which errors come before
+/// that field varies from one request to the next; here, fields in key
+/// order (a null is accepted anywhere).
+fn typed_errors(value: &Value, schema: &Value, path: &str, out: &mut Vec<String>) {
     if value.is_null() {
-        return None;
+        return;
     }
     match type_of(schema) {
         "object" => {
             let Value::Object(map) = value else {
-                return Some(format!("{path}: expected map, got &{{{}}}", go_v(value)));
+                out.push(format!("{path}: expected map, got &{{{}}}", go_v(value)));
+                return;
             };
             let props = schema["properties"].as_object();
             let extra = &schema["additionalProperties"];
@@ -434,39 +451,37 @@ fn typed_error(value: &Value, schema: &Value, path: &str) -> Option<String> {
                     .and_then(|p| p.get(key))
                     .or_else(|| Some(extra).filter(|a| a.is_object()));
                 match field {
-                    Some(field) => {
-                        if let Some(e) = typed_error(v, field, &at) {
-                            return Some(e);
-                        }
-                    }
+                    Some(field) => typed_errors(v, field, &at, out),
                     None if open => {}
-                    None => return Some(format!("{at}: field not declared in schema")),
+                    None => {
+                        out.push(format!("{at}: field not declared in schema"));
+                        return;
+                    }
                 }
             }
-            None
         }
         "array" => {
             let Value::Array(items) = value else {
-                return Some(format!("{path}: expected list, got &{{{}}}", go_v(value)));
+                out.push(format!("{path}: expected list, got &{{{}}}", go_v(value)));
+                return;
             };
-            items
-                .iter()
-                .enumerate()
-                .find_map(|(i, v)| typed_error(v, &schema["items"], &format!("{path}[{i}]")))
+            for (i, v) in items.iter().enumerate() {
+                typed_errors(v, &schema["items"], &format!("{path}[{i}]"), out);
+            }
         }
-        "string" if !value.is_string() => Some(format!(
+        "string" if !value.is_string() => out.push(format!(
             "{path}: expected string, got &value.valueUnstructured{{Value:{}}}",
             go_sharp_v(value)
         )),
-        "integer" | "number" if !value.is_number() => Some(format!(
+        "integer" | "number" if !value.is_number() => out.push(format!(
             "{path}: expected numeric (int or float), got {}",
             go_type(value)
         )),
-        "boolean" if !value.is_boolean() => Some(format!(
+        "boolean" if !value.is_boolean() => out.push(format!(
             "{path}: expected boolean, got &{{{}}}",
             go_v(value)
         )),
-        _ => None,
+        _ => {}
     }
 }
 
