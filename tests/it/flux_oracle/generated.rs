@@ -14,7 +14,15 @@
 //!   selectors), the legacy `patchesStrategicMerge`/`patchesJson6902`,
 //!   replacements (source and targets by original or current name),
 //!   configMapGenerator with and without the name hash and a
-//!   kustomizeconfig `nameReference`; or none (Flux's generated one);
+//!   kustomizeconfig `nameReference`; labels and annotations transformers
+//!   (`labels` with `includeSelectors`/`includeTemplates`, `commonLabels`,
+//!   `commonAnnotations`, in kustomizations, sub-kustomizations, bases and
+//!   components) that outer patches select by; or none (Flux's generated
+//!   one);
+//! - Flux's marks on objects (`kustomize.toolkit.fluxcd.io/substitute:
+//!   disabled`, `reconcile: disabled`, `ssa: Ignore`/`IfNotPresent`, as
+//!   labels, annotations, through `commonAnnotations`/`commonLabels` or a
+//!   Flux Kustomization's `spec.commonMetadata`);
 //! - HelmReleases whose names, release names and values hold every envsubst
 //!   form (`${X}`, `${X:=d}`, `${X=d}`, `${X:-d}`, `${X-d}`, which fails the
 //!   build, `${X:+d}`, case and substring operators, `$${X}` escapes);
@@ -48,6 +56,9 @@ pub struct Release {
     release_name: Option<&'static str>,
     target_namespace: Option<&'static str>,
     values_from: bool,
+    /// A Flux mark in its metadata ([`flux_mark`]): substitution disabled,
+    /// reconcile disabled, `ssa: Ignore` or `IfNotPresent`.
+    mark: Option<u8>,
     /// What the API server would make of it (docs/design.md#tree-resolution,
     /// the staged apply): served as written, or refused.
     shape: Shape,
@@ -82,6 +93,11 @@ pub enum Target {
     LabelNotIn,
     LabelExists,
     Annotation,
+    /// By a label a transformer adds (`stage`, [`meta`]).
+    StageLabel,
+    StageSet,
+    /// By an annotation a transformer adds (`owner`).
+    Owner,
 }
 
 #[derive(Debug, Clone)]
@@ -118,6 +134,8 @@ pub struct Kustomize {
     replacement: Option<Replacement>,
     /// A configMapGenerator: (hash kept, nameReference configured).
     generator: Option<(bool, bool)>,
+    /// Its labels or annotations transformers ([`meta`]).
+    meta: Option<u8>,
 }
 
 #[derive(Debug, Clone)]
@@ -125,6 +143,7 @@ pub struct Sub {
     namespace: Option<&'static str>,
     prefix: Option<&'static str>,
     release: Release,
+    meta: Option<u8>,
 }
 
 #[derive(Debug, Clone)]
@@ -138,6 +157,8 @@ pub struct Ks {
     from: Option<bool>,
     patch: Option<Patch>,
     component: Option<usize>,
+    /// `spec.commonMetadata` ([`common_metadata`]).
+    common_metadata: Option<u8>,
 }
 
 #[derive(Debug, Clone)]
@@ -168,11 +189,13 @@ pub struct App {
 pub struct Base {
     prefix: Option<&'static str>,
     release: Release,
+    meta: Option<u8>,
 }
 
 #[derive(Debug, Clone)]
 pub struct Component {
-    /// 0: adds a HelmRelease, 1: patches by label, 2: namePrefix.
+    /// 0: adds a HelmRelease, 1: patches by label, 2: namePrefix, 3 and
+    /// 4: labels and annotations ([`meta`]).
     kind: u8,
 }
 
@@ -261,6 +284,7 @@ fn release() -> impl Strategy<Value = Release> {
         ])),
         prop::option::of(prop::sample::select(vec!["monitoring", "${NS:=net}"])),
         prop::bool::weighted(0.3),
+        prop::option::weighted(0.15, 0u8..6),
         prop_oneof![
             8 => Just(Shape::Served),
             1 => Just(Shape::Unserved),
@@ -277,6 +301,7 @@ fn release() -> impl Strategy<Value = Release> {
                 release_name,
                 target_namespace,
                 values_from,
+                mark,
                 shape,
             )| {
                 Release {
@@ -287,6 +312,7 @@ fn release() -> impl Strategy<Value = Release> {
                     release_name,
                     target_namespace,
                     values_from,
+                    mark,
                     shape,
                 }
             },
@@ -307,6 +333,9 @@ fn target() -> impl Strategy<Value = Target> {
         Target::LabelNotIn,
         Target::LabelExists,
         Target::Annotation,
+        Target::StageLabel,
+        Target::StageSet,
+        Target::Owner,
     ])
 }
 
@@ -349,6 +378,7 @@ fn kustomize() -> impl Strategy<Value = Kustomize> {
                 ),
         ),
         prop::option::weighted(0.4, (any::<bool>(), any::<bool>())),
+        prop::option::weighted(0.3, 0u8..META),
     )
         .prop_map(
             |(
@@ -361,6 +391,7 @@ fn kustomize() -> impl Strategy<Value = Kustomize> {
                 legacy,
                 replacement,
                 generator,
+                meta,
             )| {
                 Kustomize {
                     namespace,
@@ -372,6 +403,7 @@ fn kustomize() -> impl Strategy<Value = Kustomize> {
                     legacy,
                     replacement,
                     generator,
+                    meta,
                 }
             },
         )
@@ -400,17 +432,21 @@ fn ks() -> impl Strategy<Value = Ks> {
         prop::option::weighted(0.2, any::<bool>()),
         prop::option::weighted(0.2, patch()),
         prop::option::weighted(0.15, 0usize..2),
+        prop::option::weighted(0.15, 0u8..4),
     )
         .prop_map(
-            |(target_ns, prefix, suffix, vars, always, from, patch, component)| Ks {
-                target_ns,
-                prefix,
-                suffix,
-                vars,
-                always,
-                from,
-                patch,
-                component,
+            |(target_ns, prefix, suffix, vars, always, from, patch, component, common_metadata)| {
+                Ks {
+                    target_ns,
+                    prefix,
+                    suffix,
+                    vars,
+                    always,
+                    from,
+                    patch,
+                    component,
+                    common_metadata,
+                }
             },
         )
 }
@@ -427,11 +463,13 @@ fn app() -> impl Strategy<Value = App> {
                 prop::option::of(prop::sample::select(vec!["apps", "kube-system"])),
                 prop::option::of(prop::sample::select(vec!["sub-"])),
                 release(),
+                prop::option::weighted(0.3, 0u8..META),
             )
-                .prop_map(|(namespace, prefix, release)| Sub {
+                .prop_map(|(namespace, prefix, release, meta)| Sub {
                     namespace,
                     prefix,
                     release,
+                    meta,
                 }),
         ),
         prop::sample::select(vec![0u8, 0, 0, 1, 2, 3]),
@@ -525,11 +563,16 @@ pub fn trees() -> impl Strategy<Value = Tree> {
             (
                 prop::option::of(prop::sample::select(vec!["base-"])),
                 release(),
+                prop::option::weighted(0.3, 0u8..META),
             )
-                .prop_map(|(prefix, release)| Base { prefix, release }),
+                .prop_map(|(prefix, release, meta)| Base {
+                    prefix,
+                    release,
+                    meta,
+                }),
             2,
         ),
-        prop::collection::vec((0u8..3).prop_map(|kind| Component { kind }), 2),
+        prop::collection::vec((0u8..5).prop_map(|kind| Component { kind }), 2),
         prop::option::weighted(0.3, 0u8..4),
         prop::option::weighted(0.2, 0u8..3),
         prop::bool::weighted(0.3),
@@ -594,6 +637,55 @@ fn indent(text: &str, by: usize) -> String {
         .join("\n")
 }
 
+/// How many labels and annotations transformers [`meta`] writes.
+const META: u8 = 8;
+
+/// A kustomization's (or component's) labels and annotations transformers
+/// (docs/design.md#tree-resolution: `labels` with `includeSelectors` or
+/// `includeTemplates`, `commonLabels`, `commonAnnotations`), which an outer
+/// kustomization's or the Flux Kustomization's patches select by
+/// (`stage`, `owner`, [`Target::StageLabel`]), or that carry Flux's marks.
+fn meta(kind: u8) -> &'static str {
+    match kind {
+        0 => "labels:\n  - pairs:\n      stage: blue\n",
+        1 => "labels:\n  - pairs:\n      stage: blue\n    includeSelectors: true\n",
+        2 => "labels:\n  - pairs:\n      stage: 1\n    includeTemplates: true\n",
+        3 => "commonLabels:\n  stage: blue\n  tier: edge\n",
+        4 => "commonAnnotations:\n  owner: ops\n",
+        5 => "commonAnnotations:\n  kustomize.toolkit.fluxcd.io/substitute: disabled\n",
+        6 => "commonLabels:\n  kustomize.toolkit.fluxcd.io/reconcile: disabled\n",
+        _ => "commonAnnotations:\n  kustomize.toolkit.fluxcd.io/ssa: ignore\n  owner: ops\n",
+    }
+}
+
+/// A Flux mark on an object: (label or annotation, key, value).
+fn flux_mark(kind: u8) -> (bool, &'static str, &'static str) {
+    match kind {
+        0 => (false, "kustomize.toolkit.fluxcd.io/substitute", "disabled"),
+        1 => (true, "kustomize.toolkit.fluxcd.io/substitute", "disabled"),
+        2 => (false, "kustomize.toolkit.fluxcd.io/reconcile", "disabled"),
+        3 => (true, "kustomize.toolkit.fluxcd.io/reconcile", "Disabled"),
+        4 => (false, "kustomize.toolkit.fluxcd.io/ssa", "Ignore"),
+        _ => (false, "kustomize.toolkit.fluxcd.io/ssa", "IfNotPresent"),
+    }
+}
+
+/// A Flux Kustomization's `spec.commonMetadata`, set after the post-build
+/// (so a substitution mark there disables nothing) and before the apply's
+/// exclusion selector.
+fn common_metadata(kind: u8) -> &'static str {
+    match kind {
+        0 => "  commonMetadata:\n    labels:\n      stage: green\n",
+        1 => {
+            "  commonMetadata:\n    annotations:\n      kustomize.toolkit.fluxcd.io/reconcile: disabled\n"
+        }
+        2 => {
+            "  commonMetadata:\n    labels:\n      kustomize.toolkit.fluxcd.io/substitute: disabled\n"
+        }
+        _ => "  commonMetadata:\n    annotations:\n      kustomize.toolkit.fluxcd.io/ssa: Ignore\n",
+    }
+}
+
 fn helm_release(name: &str, r: &Release) -> String {
     let version = match r.shape {
         Shape::Unserved => "v2beta2",
@@ -603,8 +695,19 @@ fn helm_release(name: &str, r: &Release) -> String {
         "apiVersion: helm.toolkit.fluxcd.io/{version}\nkind: HelmRelease\nmetadata:\n  name: {name}\n  namespace: kube-system\n  labels:\n    tier: {}\n",
         r.tier
     );
+    let mark = r.mark.map(flux_mark);
+    if let Some((true, key, value)) = mark {
+        text.push_str(&format!("    {key}: {value}\n"));
+    }
+    let annotation = mark.filter(|m| !m.0);
+    if r.annotated || annotation.is_some() {
+        text.push_str("  annotations:\n");
+    }
     if r.annotated {
-        text.push_str("  annotations:\n    team: net\n");
+        text.push_str("    team: net\n");
+    }
+    if let Some((_, key, value)) = annotation {
+        text.push_str(&format!("    {key}: {value}\n"));
     }
     text.push_str("spec:\n");
     match r.shape {
@@ -662,6 +765,9 @@ fn patch_entry(p: &Patch, name: &str, current: &str, file: Option<&str>) -> (Str
         }
         Target::LabelExists => Some("labelSelector: \"!tier\"".to_string()),
         Target::Annotation => Some("annotationSelector: team=net".to_string()),
+        Target::StageLabel => Some("labelSelector: stage=blue".to_string()),
+        Target::StageSet => Some("kind: HelmRelease\nlabelSelector: stage in (blue,1)".to_string()),
+        Target::Owner => Some("annotationSelector: owner=ops".to_string()),
     };
     let body = if p.json6902 {
         match p.op {
@@ -726,6 +832,9 @@ pub fn files(tree: &Tree) -> BTreeMap<String, File> {
             if let Some(c) = ks.component {
                 entry.push_str(&format!("  components:\n    - ../../components/comp{c}\n"));
             }
+            if let Some(m) = ks.common_metadata {
+                entry.push_str(common_metadata(m));
+            }
             if let Some(p) = &ks.patch {
                 let first = app.releases[0].name;
                 let (name, current) = names(first, ks.prefix, ks.suffix);
@@ -775,6 +884,9 @@ pub fn files(tree: &Tree) -> BTreeMap<String, File> {
             }
             if let Some(p) = sub.prefix {
                 k.push_str(&format!("namePrefix: {p}\n"));
+            }
+            if let Some(m) = sub.meta {
+                k.push_str(meta(m));
             }
             put(&mut out, format!("{dir}/sub/kustomization.yaml"), k);
             put(
@@ -858,6 +970,9 @@ pub fn files(tree: &Tree) -> BTreeMap<String, File> {
             }
             if let Some(s) = k.suffix {
                 doc.push_str(&format!("nameSuffix: {s}\n"));
+            }
+            if let Some(m) = k.meta {
+                doc.push_str(meta(m));
             }
             let first = app.releases[0].name;
             let (name, current) = names(first, k.prefix, k.suffix);
@@ -990,6 +1105,9 @@ pub fn files(tree: &Tree) -> BTreeMap<String, File> {
         if let Some(p) = b.prefix {
             k.push_str(&format!("namePrefix: {p}\n"));
         }
+        if let Some(m) = b.meta {
+            k.push_str(meta(m));
+        }
         put(&mut out, format!("bases/base{j}/kustomization.yaml"), k);
         let name = format!("{}-b{j}", b.release.name);
         put(
@@ -1015,6 +1133,7 @@ pub fn files(tree: &Tree) -> BTreeMap<String, File> {
                     release_name: None,
                     target_namespace: None,
                     values_from: false,
+                    mark: None,
                     shape: Shape::Served,
                 };
                 put(&mut out, format!("{dir}/hr.yaml"), helm_release(&format!("comp{c}"), &r));
@@ -1022,7 +1141,9 @@ pub fn files(tree: &Tree) -> BTreeMap<String, File> {
             1 => k.push_str(
                 "patches:\n  - target:\n      kind: HelmRelease\n      labelSelector: tier in (core)\n    patch: |\n      - op: add\n        path: /spec/releaseName\n        value: from-component\n",
             ),
-            _ => k.push_str("namePrefix: comp-\n"),
+            2 => k.push_str("namePrefix: comp-\n"),
+            3 => k.push_str(&format!("{}{}", meta(1), meta(4))),
+            _ => k.push_str(meta(5)),
         }
         put(&mut out, format!("{dir}/kustomization.yaml"), k);
     }
