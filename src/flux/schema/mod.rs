@@ -269,6 +269,15 @@ pub fn dry_run_error(obj: &Object) -> Option<String> {
         if !(namespaced || (group.is_empty() && obj.kind == "Namespace")) {
             return None;
         }
+        if let Some(e) = core_data_error(obj, group) {
+            return Some(format!(
+                "{what} dry-run failed: failed to create typed patch object ({}/{}; /{}, Kind={}): {e}",
+                obj.namespace.as_deref().unwrap_or_default(),
+                obj.name,
+                obj.api_version,
+                obj.kind
+            ));
+        }
         if let Some(ns) = meta::impossible_namespace(obj, namespaced) {
             return Some(format!("{what} not found: namespaces \"{ns}\" not found"));
         }
@@ -411,6 +420,30 @@ fn go_type(v: &Value) -> &'static str {
         Value::Array(_) => "[]interface {}",
         Value::Object(_) => "map[string]interface {}",
     }
+}
+
+/// A v1 ConfigMap's or Secret's data that is not text (a number a
+/// post-build substitution read back, `k: ${N}` with N=5): its type error,
+/// as structured-merge-diff gives it against the built-in schema (their
+/// `data`, `stringData`, `binaryData` maps of strings; the rest of the
+/// schema is not modelled).
+fn core_data_error(obj: &Object, group: &str) -> Option<String> {
+    if !group.is_empty() || obj.api_version != "v1" {
+        return None;
+    }
+    let fields: &[&str] = match obj.kind.as_str() {
+        "ConfigMap" => &["binaryData", "data"],
+        "Secret" => &["data", "stringData"],
+        _ => return None,
+    };
+    let strings = json!({"type": "object", "additionalProperties": {"type": "string"}});
+    let properties: Map<String, Value> = fields
+        .iter()
+        .map(|f| (f.to_string(), strings.clone()))
+        .collect();
+    let schema = json!({"type": "object", "properties": properties,
+                        "x-kubernetes-preserve-unknown-fields": true});
+    typed_error(&without_identity(&obj.body), &schema, "")
 }
 
 /// The error structured-merge-diff gives making `value` typed against
