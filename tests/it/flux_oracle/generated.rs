@@ -25,7 +25,11 @@
 //!   Flux Kustomization's `spec.commonMetadata`);
 //! - HelmReleases whose names, release names and values hold every envsubst
 //!   form (`${X}`, `${X:=d}`, `${X=d}`, `${X:-d}`, `${X-d}`, which fails the
-//!   build, `${X:+d}`, case and substring operators, `$${X}` escapes);
+//!   build, `${X:+d}`, case and substring operators, `$${X}` escapes), and
+//!   `valuesFrom` entries with a `targetPath` into a ConfigMap or Secret of
+//!   the tree whose values helm's `--set` parser types (`042`, `True`,
+//!   `{a,b}`, `a\,b`, the failing `a,b`), compared as helm-controller
+//!   composes them;
 //! - the artifact: a GitRepository `spec.ignore` and `.sourceignore` files
 //!   with re-includes, source-controller's default patterns, symlinked files
 //!   and directories;
@@ -59,6 +63,10 @@ pub struct Release {
     /// A Flux mark in its metadata ([`flux_mark`]): substitution disabled,
     /// reconcile disabled, `ssa: Ignore` or `IfNotPresent`.
     mark: Option<u8>,
+    /// A `valuesFrom` entry with a `targetPath` ([`TARGET_PATHS`]) reading
+    /// a key of the `tp` ConfigMap (or Secret) beside it ([`TP_VALUES`]):
+    /// (path, key, Secret, `literal`).
+    target_path: Option<(usize, usize, bool, bool)>,
     /// What the API server would make of it (docs/design.md#tree-resolution,
     /// the staged apply): served as written, or refused.
     shape: Shape,
@@ -285,6 +293,15 @@ fn release() -> impl Strategy<Value = Release> {
         prop::option::of(prop::sample::select(vec!["monitoring", "${NS:=net}"])),
         prop::bool::weighted(0.3),
         prop::option::weighted(0.15, 0u8..6),
+        prop::option::weighted(
+            0.3,
+            (
+                0..TARGET_PATHS.len(),
+                0..TP_VALUES.len(),
+                any::<bool>(),
+                prop::bool::weighted(0.2),
+            ),
+        ),
         prop_oneof![
             8 => Just(Shape::Served),
             1 => Just(Shape::Unserved),
@@ -302,6 +319,7 @@ fn release() -> impl Strategy<Value = Release> {
                 target_namespace,
                 values_from,
                 mark,
+                target_path,
                 shape,
             )| {
                 Release {
@@ -313,6 +331,7 @@ fn release() -> impl Strategy<Value = Release> {
                     target_namespace,
                     values_from,
                     mark,
+                    target_path,
                     shape,
                 }
             },
@@ -725,10 +744,52 @@ fn helm_release(name: &str, r: &Release) -> String {
         "  chart:\n    spec:\n      chart: cilium\n      sourceRef:\n        kind: HelmRepository\n        name: charts\n  values:\n    replicas: {}\n",
         r.replicas
     ));
+    if r.values_from || r.target_path.is_some() {
+        text.push_str("  valuesFrom:\n");
+    }
+    if let Some((path, key, secret, literal)) = r.target_path {
+        let kind = if secret { "Secret" } else { "ConfigMap" };
+        text.push_str(&format!(
+            "    - kind: {kind}\n      name: tp\n      valuesKey: k{key}\n      targetPath: {}\n",
+            TARGET_PATHS[path]
+        ));
+        if literal {
+            text.push_str("      literal: true\n");
+        }
+    }
+    // Last: it may name a ConfigMap no build makes (helm-controller stops
+    // at the first entry that fails).
     if r.values_from {
-        text.push_str("  valuesFrom:\n    - kind: ConfigMap\n      name: values\n");
+        text.push_str("    - kind: ConfigMap\n      name: values\n");
     }
     text
+}
+
+/// The `targetPath`s of the generated `valuesFrom` entries: over
+/// `spec.values`, new, into a list, nested.
+const TARGET_PATHS: [&str; 4] = ["replicas", "tp.x", "list[1]", "deep.a.b"];
+
+/// The values of the `tp` ConfigMap and Secret (keys `k0`, `k1`, …), as
+/// helm's `--set` parser reads them (docs/design.md#from-a-flux-helmrelease):
+/// a leading zero kept as text, `True`, a list, an escaped comma, an
+/// unescaped one (which fails), a variable the post-build substitutes.
+const TP_VALUES: [&str; 8] = [
+    "042", "True", "{a,b}", "a\\,b", "a,b", "${N}", "1e3", "null",
+];
+
+/// The `tp` ConfigMap and Secret the `targetPath` entries read.
+fn tp_objects() -> String {
+    let mut cm = String::from(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: tp\n  namespace: kube-system\ndata:\n",
+    );
+    let mut secret = String::from(
+        "---\napiVersion: v1\nkind: Secret\nmetadata:\n  name: tp\n  namespace: kube-system\nstringData:\n",
+    );
+    for (i, v) in TP_VALUES.iter().enumerate() {
+        cm.push_str(&format!("  k{i}: '{v}'\n"));
+        secret.push_str(&format!("  k{i}: '{v}'\n"));
+    }
+    cm + &secret
 }
 
 /// The HelmRelease name a patch or replacement aims at (the first release
@@ -874,6 +935,10 @@ pub fn files(tree: &Tree) -> BTreeMap<String, File> {
                 helm_release(r.name, r),
             );
             resources.push(format!("hr{j}.yaml"));
+        }
+        if app.releases.iter().any(|r| r.target_path.is_some()) {
+            put(&mut out, format!("{dir}/tp.yaml"), tp_objects());
+            resources.push("tp.yaml".to_string());
         }
         if let Some(sub) = &app.sub {
             let mut k = String::from(
@@ -1134,6 +1199,7 @@ pub fn files(tree: &Tree) -> BTreeMap<String, File> {
                     target_namespace: None,
                     values_from: false,
                     mark: None,
+                    target_path: None,
                     shape: Shape::Served,
                 };
                 put(&mut out, format!("{dir}/hr.yaml"), helm_release(&format!("comp{c}"), &r));
