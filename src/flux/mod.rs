@@ -207,9 +207,12 @@ pub fn scan_resolved(tree: tree::Tree, releases: &[BootstrapRelease]) -> Scan {
 /// does it (`Kustomization/ns/name`, `ResourceSet/ns/name`, `null` for the
 /// entrypoint's), its path, whether Flux fails it, its objects (apiVersion,
 /// kind, namespace, name) and, for each HelmRelease, the Helm release it
-/// manages and its `spec.values` after substitution, with their types.
+/// manages and its `spec.values` after substitution, with their types, and
+/// the values helm-controller composes from them and `spec.valuesFrom`
+/// (`composed`, or `composeError`: [`composed_json`]).
 pub fn builds_json(builds: &[tree::Applied]) -> serde_json::Value {
     use serde_json::json;
+    let cluster = in_cluster(builds);
     let list: Vec<serde_json::Value> = builds
         .iter()
         .map(|b| {
@@ -236,7 +239,7 @@ pub fn builds_json(builds: &[tree::Applied]) -> serde_json::Value {
                         .map(|v| json!({"kind": v.get("kind").cloned().unwrap_or_default(),
                                         "name": v.get("name").cloned().unwrap_or_default()}))
                         .collect();
-                    json!({
+                    let mut release = json!({
                         "namespace": hr.namespace,
                         "name": hr.name,
                         "releaseName": id.release_name,
@@ -244,7 +247,10 @@ pub fn builds_json(builds: &[tree::Applied]) -> serde_json::Value {
                         "storageNamespace": id.storage_namespace,
                         "values": spec.get("values").filter(|v| !v.is_null()).cloned().unwrap_or_else(|| json!({})),
                         "valuesFrom": values_from,
-                    })
+                    });
+                    let (field, composed) = composed_json(hr, spec, &cluster);
+                    release[field] = composed;
+                    release
                 })
                 .collect();
             json!({
@@ -260,4 +266,50 @@ pub fn builds_json(builds: &[tree::Applied]) -> serde_json::Value {
         })
         .collect();
     serde_json::Value::Array(list)
+}
+
+/// The objects the builds put in the cluster, the first of each id: not
+/// those of a build Flux fails, nor of a stage the API server refuses.
+fn in_cluster(builds: &[tree::Applied]) -> Vec<object::Object> {
+    let mut seen = std::collections::BTreeSet::new();
+    let mut out = Vec::new();
+    for b in builds.iter().filter(|b| !b.failed) {
+        for o in &b.objects {
+            let id = (o.group().to_string(), &o.kind, &o.namespace, &o.name);
+            let refused = b
+                .not_applied
+                .iter()
+                .any(|n| n.kind == o.kind && n.name == o.name && n.namespace == o.namespace);
+            if !refused && seen.insert(id) {
+                out.push(o.clone());
+            }
+        }
+    }
+    out
+}
+
+/// The values helm-controller gives helm for `hr` with the ConfigMaps and
+/// Secrets among `cluster` (`values_from::compose`): `("composed", values)`,
+/// or `("composeError", reason)`, the reason as fluxcd/pkg `chartutil`
+/// names its errors (`not-found`, `key-not-found`, `target-path`, …).
+fn composed_json(
+    hr: &object::Object,
+    spec: &serde_json::Value,
+    cluster: &[object::Object],
+) -> (&'static str, serde_json::Value) {
+    use values_from::{Unreadable, ValuesError};
+    let reason = match values_from::compose(hr, spec, cluster) {
+        Ok(c) => match c.unresolved.first() {
+            None => return ("composed", c.values),
+            Some(u) if u.why == Unreadable::NotInTree => "not-found",
+            Some(_) => "unreadable",
+        },
+        Err(ValuesError::SpecValuesNotAMap) => "spec-values",
+        Err(ValuesError::ValuesFromKind { .. }) => "kind",
+        Err(ValuesError::NoSuchKey { .. }) => "key-not-found",
+        Err(ValuesError::TargetPath { .. }) => "target-path",
+        Err(ValuesError::NotYaml { .. } | ValuesError::NotAMap { .. }) => "values-read",
+        Err(ValuesError::NotLayered { .. }) => "not-layered",
+    };
+    ("composeError", serde_json::Value::String(reason.into()))
 }

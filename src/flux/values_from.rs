@@ -371,8 +371,13 @@ fn data(source: &Object, key: &str) -> Result<Option<String>, Unreadable> {
     }
 }
 
+/// A data value as helm-controller reads it: a null (`k: ${UNSET}` after
+/// the post-build) is decoded into Go's string as the empty string.
 fn text(v: &Value) -> String {
-    v.as_str().map_or_else(|| v.to_string(), str::to_string)
+    match v {
+        Value::Null => String::new(),
+        _ => v.as_str().map_or_else(|| v.to_string(), str::to_string),
+    }
 }
 
 fn escape(key: &str) -> String {

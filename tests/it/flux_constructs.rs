@@ -613,6 +613,56 @@ fn a_field_the_crd_does_not_declare_fails_the_apply_and_its_build_is_not_done() 
 }
 
 #[test]
+fn every_type_error_of_the_apply_patch_is_reported_as_structured_merge_diff_does() {
+    // `releaseName: 5` and `targetNamespace: ${NS}` with NS `0X10` (read
+    // back as 16): both fields are in the error, one a line after
+    // `errors:` (found by the Flux oracle's generated trees, where check
+    // named the first alone).
+    let scan = run("apply-typed-errors");
+    assert_eq!(
+        lines(&scan),
+        ["error flux-apply-fails kube-system/coredns | HelmRelease kube-system/coredns"]
+    );
+    let message = &scan.findings[0].message;
+    assert!(
+        message.contains("HelmRelease/kube-system/coredns dry-run failed: failed to create typed patch object (kube-system/coredns; helm.toolkit.fluxcd.io/v2, Kind=HelmRelease): errors:\n  .spec.releaseName: expected string, got &value.valueUnstructured{Value:5}\n  .spec.targetNamespace: expected string, got &value.valueUnstructured{Value:16}"),
+        "{message}"
+    );
+}
+
+#[test]
+fn a_config_map_value_substituted_into_a_number_fails_the_apply() {
+    // Found by the Flux oracle's generated trees: check did not type a
+    // ConfigMap's data, the API server refuses a number there.
+    let scan = run("apply-config-map-data");
+    assert_eq!(
+        lines(&scan),
+        ["error flux-apply-fails kube-system/spegel | ConfigMap kube-system/values"]
+    );
+    let message = &scan.findings[0].message;
+    assert!(
+        message.contains("ConfigMap/kube-system/values dry-run failed: failed to create typed patch object (kube-system/values; /v1, Kind=ConfigMap): .data.replicas: expected string, got &value.valueUnstructured{Value:5}"),
+        "{message}"
+    );
+}
+
+#[test]
+fn a_null_config_map_value_is_the_empty_string_helm_controller_reads() {
+    // Found by the Flux oracle's generated trees: check read the null as
+    // the text `null`, which helm's `--set` parser makes a null.
+    let tree = resolve("values-from-null-data");
+    let builds = bootstrap::flux::builds_json(&tree.builds);
+    let hr = builds
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|b| b["helmReleases"].as_array().cloned().unwrap_or_default())
+        .next()
+        .expect("the HelmRelease");
+    assert_eq!(hr["composed"], json!({"replicas": ""}));
+}
+
+#[test]
 fn a_missing_required_field_or_a_null_from_an_unset_variable_fails_the_apply() {
     let scan = run("apply-required-field");
     assert_eq!(

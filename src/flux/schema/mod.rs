@@ -269,6 +269,15 @@ pub fn dry_run_error(obj: &Object) -> Option<String> {
         if !(namespaced || (group.is_empty() && obj.kind == "Namespace")) {
             return None;
         }
+        if let Some(e) = core_data_error(obj, group) {
+            return Some(format!(
+                "{what} dry-run failed: failed to create typed patch object ({}/{}; /{}, Kind={}): {e}",
+                obj.namespace.as_deref().unwrap_or_default(),
+                obj.name,
+                obj.api_version,
+                obj.kind
+            ));
+        }
         if let Some(ns) = meta::impossible_namespace(obj, namespaced) {
             return Some(format!("{what} not found: namespaces \"{ns}\" not found"));
         }
@@ -413,16 +422,57 @@ fn go_type(v: &Value) -> &'static str {
     }
 }
 
-/// The first error structured-merge-diff finds making `value` typed
-/// against `schema` (fields in key order; a null is accepted anywhere).
-fn typed_error(value: &Value, schema: &Value, path: &str) -> Option<String> {
-    if value.is_null() {
+/// A v1 ConfigMap's or Secret's data that is not text (a number a
+/// post-build substitution read back, `k: ${N}` with N=5): its type error,
+/// as structured-merge-diff gives it against the built-in schema (their
+/// `data`, `stringData`, `binaryData` maps of strings; the rest of the
+/// schema is not modelled).
+fn core_data_error(obj: &Object, group: &str) -> Option<String> {
+    if !group.is_empty() || obj.api_version != "v1" {
         return None;
+    }
+    let fields: &[&str] = match obj.kind.as_str() {
+        "ConfigMap" => &["binaryData", "data"],
+        "Secret" => &["data", "stringData"],
+        _ => return None,
+    };
+    let strings = json!({"type": "object", "additionalProperties": {"type": "string"}});
+    let properties: Map<String, Value> = fields
+        .iter()
+        .map(|f| (f.to_string(), strings.clone()))
+        .collect();
+    let schema = json!({"type": "object", "properties": properties,
+                        "x-kubernetes-preserve-unknown-fields": true});
+    typed_error(&without_identity(&obj.body), &schema, "")
+}
+
+/// The error structured-merge-diff gives making `value` typed against
+/// `schema`: every type error, one per line after `errors:` when there are
+/// several (sigs.k8s.io/structured-merge-diff `ValidationErrors.Error`).
+fn typed_error(value: &Value, schema: &Value, path: &str) -> Option<String> {
+    let mut errors = Vec::new();
+    typed_errors(value, schema, path, &mut errors);
+    match errors.len() {
+        0 => None,
+        1 => errors.pop(),
+        _ => Some(format!("errors:\n  {}", errors.join("\n  "))),
+    }
+}
+
+/// The type errors structured-merge-diff collects (`validatingObjectWalker`):
+/// every one, but a map's walk stops at its first field the schema does not
+/// declare. It walks a map in Go's map order, so which errors come before
+/// that field varies from one request to the next; here, fields in key
+/// order (a null is accepted anywhere).
+fn typed_errors(value: &Value, schema: &Value, path: &str, out: &mut Vec<String>) {
+    if value.is_null() {
+        return;
     }
     match type_of(schema) {
         "object" => {
             let Value::Object(map) = value else {
-                return Some(format!("{path}: expected map, got &{{{}}}", go_v(value)));
+                out.push(format!("{path}: expected map, got &{{{}}}", go_v(value)));
+                return;
             };
             let props = schema["properties"].as_object();
             let extra = &schema["additionalProperties"];
@@ -434,39 +484,37 @@ fn typed_error(value: &Value, schema: &Value, path: &str) -> Option<String> {
                     .and_then(|p| p.get(key))
                     .or_else(|| Some(extra).filter(|a| a.is_object()));
                 match field {
-                    Some(field) => {
-                        if let Some(e) = typed_error(v, field, &at) {
-                            return Some(e);
-                        }
-                    }
+                    Some(field) => typed_errors(v, field, &at, out),
                     None if open => {}
-                    None => return Some(format!("{at}: field not declared in schema")),
+                    None => {
+                        out.push(format!("{at}: field not declared in schema"));
+                        return;
+                    }
                 }
             }
-            None
         }
         "array" => {
             let Value::Array(items) = value else {
-                return Some(format!("{path}: expected list, got &{{{}}}", go_v(value)));
+                out.push(format!("{path}: expected list, got &{{{}}}", go_v(value)));
+                return;
             };
-            items
-                .iter()
-                .enumerate()
-                .find_map(|(i, v)| typed_error(v, &schema["items"], &format!("{path}[{i}]")))
+            for (i, v) in items.iter().enumerate() {
+                typed_errors(v, &schema["items"], &format!("{path}[{i}]"), out);
+            }
         }
-        "string" if !value.is_string() => Some(format!(
+        "string" if !value.is_string() => out.push(format!(
             "{path}: expected string, got &value.valueUnstructured{{Value:{}}}",
             go_sharp_v(value)
         )),
-        "integer" | "number" if !value.is_number() => Some(format!(
+        "integer" | "number" if !value.is_number() => out.push(format!(
             "{path}: expected numeric (int or float), got {}",
             go_type(value)
         )),
-        "boolean" if !value.is_boolean() => Some(format!(
+        "boolean" if !value.is_boolean() => out.push(format!(
             "{path}: expected boolean, got &{{{}}}",
             go_v(value)
         )),
-        _ => None,
+        _ => {}
     }
 }
 

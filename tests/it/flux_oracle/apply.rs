@@ -98,13 +98,48 @@ pub fn differs(k: &str, mine: &Value, theirs: &Value) -> Option<String> {
                 ));
             }
             let ours_n = unordered(ours);
-            (!errors.iter().any(|e| unordered(e) == ours_n)).then(|| {
+            (!errors
+                .iter()
+                .any(|e| unordered(e) == ours_n || same_typed(e, ours)))
+            .then(|| {
                 format!(
                     "{k}: check's refusal is none of the API server's:\n  check: {ours}\n  API server: {errors:#?}"
                 )
             })
         }
     }
+}
+
+/// A typed-patch error's head and its lines (`errors:` then one per line).
+fn typed_lines(error: &str) -> Option<(&str, Vec<&str>)> {
+    let (head, rest) = error.split_once("failed to create typed patch object")?;
+    let (object, list) = rest.split_once("): ")?;
+    let lines = match list.strip_prefix("errors:\n") {
+        Some(list) => list.lines().map(str::trim).collect(),
+        None => vec![list],
+    };
+    Some((&error[..head.len() + object.len()], lines))
+}
+
+/// Two typed-patch errors that structured-merge-diff may give for one
+/// object: the same type errors in any order; with a field the schema does
+/// not declare, its walk of that map (in Go's map order, which changes
+/// from one request to the next) stops there, so the errors besides it
+/// vary, and the undeclared field is what both must name.
+fn same_typed(a: &str, b: &str) -> bool {
+    let (Some((head_a, mut x)), Some((head_b, mut y))) = (typed_lines(a), typed_lines(b)) else {
+        return false;
+    };
+    x.sort_unstable();
+    y.sort_unstable();
+    let undeclared = |v: &[&str]| -> Vec<String> {
+        v.iter()
+            .filter(|l| l.ends_with("field not declared in schema"))
+            .map(|l| l.to_string())
+            .collect()
+    };
+    let (ux, uy) = (undeclared(&x), undeclared(&y));
+    head_a == head_b && (x == y || (!ux.is_empty() && ux == uy))
 }
 
 /// An error with its list of field errors (`is invalid: [a, b]`) sorted:

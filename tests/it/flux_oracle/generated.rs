@@ -14,10 +14,22 @@
 //!   selectors), the legacy `patchesStrategicMerge`/`patchesJson6902`,
 //!   replacements (source and targets by original or current name),
 //!   configMapGenerator with and without the name hash and a
-//!   kustomizeconfig `nameReference`; or none (Flux's generated one);
+//!   kustomizeconfig `nameReference`; labels and annotations transformers
+//!   (`labels` with `includeSelectors`/`includeTemplates`, `commonLabels`,
+//!   `commonAnnotations`, in kustomizations, sub-kustomizations, bases and
+//!   components) that outer patches select by; or none (Flux's generated
+//!   one);
+//! - Flux's marks on objects (`kustomize.toolkit.fluxcd.io/substitute:
+//!   disabled`, `reconcile: disabled`, `ssa: Ignore`/`IfNotPresent`, as
+//!   labels, annotations, through `commonAnnotations`/`commonLabels` or a
+//!   Flux Kustomization's `spec.commonMetadata`);
 //! - HelmReleases whose names, release names and values hold every envsubst
 //!   form (`${X}`, `${X:=d}`, `${X=d}`, `${X:-d}`, `${X-d}`, which fails the
-//!   build, `${X:+d}`, case and substring operators, `$${X}` escapes);
+//!   build, `${X:+d}`, case and substring operators, `$${X}` escapes), and
+//!   `valuesFrom` entries with a `targetPath` into a ConfigMap or Secret of
+//!   the tree whose values helm's `--set` parser types (`042`, `True`,
+//!   `{a,b}`, `a\,b`, the failing `a,b`), compared as helm-controller
+//!   composes them;
 //! - the artifact: a GitRepository `spec.ignore` and `.sourceignore` files
 //!   with re-includes, source-controller's default patterns, symlinked files
 //!   and directories;
@@ -48,6 +60,13 @@ pub struct Release {
     release_name: Option<&'static str>,
     target_namespace: Option<&'static str>,
     values_from: bool,
+    /// A Flux mark in its metadata ([`flux_mark`]): substitution disabled,
+    /// reconcile disabled, `ssa: Ignore` or `IfNotPresent`.
+    mark: Option<u8>,
+    /// A `valuesFrom` entry with a `targetPath` ([`TARGET_PATHS`]) reading
+    /// a key of the `tp` ConfigMap (or Secret) beside it ([`TP_VALUES`]):
+    /// (path, key, Secret, `literal`).
+    target_path: Option<(usize, usize, bool, bool)>,
     /// What the API server would make of it (docs/design.md#tree-resolution,
     /// the staged apply): served as written, or refused.
     shape: Shape,
@@ -82,6 +101,11 @@ pub enum Target {
     LabelNotIn,
     LabelExists,
     Annotation,
+    /// By a label a transformer adds (`stage`, [`meta`]).
+    StageLabel,
+    StageSet,
+    /// By an annotation a transformer adds (`owner`).
+    Owner,
 }
 
 #[derive(Debug, Clone)]
@@ -118,6 +142,8 @@ pub struct Kustomize {
     replacement: Option<Replacement>,
     /// A configMapGenerator: (hash kept, nameReference configured).
     generator: Option<(bool, bool)>,
+    /// Its labels or annotations transformers ([`meta`]).
+    meta: Option<u8>,
 }
 
 #[derive(Debug, Clone)]
@@ -125,6 +151,7 @@ pub struct Sub {
     namespace: Option<&'static str>,
     prefix: Option<&'static str>,
     release: Release,
+    meta: Option<u8>,
 }
 
 #[derive(Debug, Clone)]
@@ -138,6 +165,8 @@ pub struct Ks {
     from: Option<bool>,
     patch: Option<Patch>,
     component: Option<usize>,
+    /// `spec.commonMetadata` ([`common_metadata`]).
+    common_metadata: Option<u8>,
 }
 
 #[derive(Debug, Clone)]
@@ -168,11 +197,13 @@ pub struct App {
 pub struct Base {
     prefix: Option<&'static str>,
     release: Release,
+    meta: Option<u8>,
 }
 
 #[derive(Debug, Clone)]
 pub struct Component {
-    /// 0: adds a HelmRelease, 1: patches by label, 2: namePrefix.
+    /// 0: adds a HelmRelease, 1: patches by label, 2: namePrefix, 3 and
+    /// 4: labels and annotations ([`meta`]).
     kind: u8,
 }
 
@@ -261,6 +292,16 @@ fn release() -> impl Strategy<Value = Release> {
         ])),
         prop::option::of(prop::sample::select(vec!["monitoring", "${NS:=net}"])),
         prop::bool::weighted(0.3),
+        prop::option::weighted(0.15, 0u8..6),
+        prop::option::weighted(
+            0.3,
+            (
+                0..TARGET_PATHS.len(),
+                0..TP_VALUES.len(),
+                any::<bool>(),
+                prop::bool::weighted(0.2),
+            ),
+        ),
         prop_oneof![
             8 => Just(Shape::Served),
             1 => Just(Shape::Unserved),
@@ -277,6 +318,8 @@ fn release() -> impl Strategy<Value = Release> {
                 release_name,
                 target_namespace,
                 values_from,
+                mark,
+                target_path,
                 shape,
             )| {
                 Release {
@@ -287,6 +330,8 @@ fn release() -> impl Strategy<Value = Release> {
                     release_name,
                     target_namespace,
                     values_from,
+                    mark,
+                    target_path,
                     shape,
                 }
             },
@@ -307,6 +352,9 @@ fn target() -> impl Strategy<Value = Target> {
         Target::LabelNotIn,
         Target::LabelExists,
         Target::Annotation,
+        Target::StageLabel,
+        Target::StageSet,
+        Target::Owner,
     ])
 }
 
@@ -349,6 +397,7 @@ fn kustomize() -> impl Strategy<Value = Kustomize> {
                 ),
         ),
         prop::option::weighted(0.4, (any::<bool>(), any::<bool>())),
+        prop::option::weighted(0.3, 0u8..META),
     )
         .prop_map(
             |(
@@ -361,6 +410,7 @@ fn kustomize() -> impl Strategy<Value = Kustomize> {
                 legacy,
                 replacement,
                 generator,
+                meta,
             )| {
                 Kustomize {
                     namespace,
@@ -372,6 +422,7 @@ fn kustomize() -> impl Strategy<Value = Kustomize> {
                     legacy,
                     replacement,
                     generator,
+                    meta,
                 }
             },
         )
@@ -400,17 +451,21 @@ fn ks() -> impl Strategy<Value = Ks> {
         prop::option::weighted(0.2, any::<bool>()),
         prop::option::weighted(0.2, patch()),
         prop::option::weighted(0.15, 0usize..2),
+        prop::option::weighted(0.15, 0u8..4),
     )
         .prop_map(
-            |(target_ns, prefix, suffix, vars, always, from, patch, component)| Ks {
-                target_ns,
-                prefix,
-                suffix,
-                vars,
-                always,
-                from,
-                patch,
-                component,
+            |(target_ns, prefix, suffix, vars, always, from, patch, component, common_metadata)| {
+                Ks {
+                    target_ns,
+                    prefix,
+                    suffix,
+                    vars,
+                    always,
+                    from,
+                    patch,
+                    component,
+                    common_metadata,
+                }
             },
         )
 }
@@ -427,11 +482,13 @@ fn app() -> impl Strategy<Value = App> {
                 prop::option::of(prop::sample::select(vec!["apps", "kube-system"])),
                 prop::option::of(prop::sample::select(vec!["sub-"])),
                 release(),
+                prop::option::weighted(0.3, 0u8..META),
             )
-                .prop_map(|(namespace, prefix, release)| Sub {
+                .prop_map(|(namespace, prefix, release, meta)| Sub {
                     namespace,
                     prefix,
                     release,
+                    meta,
                 }),
         ),
         prop::sample::select(vec![0u8, 0, 0, 1, 2, 3]),
@@ -525,11 +582,16 @@ pub fn trees() -> impl Strategy<Value = Tree> {
             (
                 prop::option::of(prop::sample::select(vec!["base-"])),
                 release(),
+                prop::option::weighted(0.3, 0u8..META),
             )
-                .prop_map(|(prefix, release)| Base { prefix, release }),
+                .prop_map(|(prefix, release, meta)| Base {
+                    prefix,
+                    release,
+                    meta,
+                }),
             2,
         ),
-        prop::collection::vec((0u8..3).prop_map(|kind| Component { kind }), 2),
+        prop::collection::vec((0u8..5).prop_map(|kind| Component { kind }), 2),
         prop::option::weighted(0.3, 0u8..4),
         prop::option::weighted(0.2, 0u8..3),
         prop::bool::weighted(0.3),
@@ -594,6 +656,55 @@ fn indent(text: &str, by: usize) -> String {
         .join("\n")
 }
 
+/// How many labels and annotations transformers [`meta`] writes.
+const META: u8 = 8;
+
+/// A kustomization's (or component's) labels and annotations transformers
+/// (docs/design.md#tree-resolution: `labels` with `includeSelectors` or
+/// `includeTemplates`, `commonLabels`, `commonAnnotations`), which an outer
+/// kustomization's or the Flux Kustomization's patches select by
+/// (`stage`, `owner`, [`Target::StageLabel`]), or that carry Flux's marks.
+fn meta(kind: u8) -> &'static str {
+    match kind {
+        0 => "labels:\n  - pairs:\n      stage: blue\n",
+        1 => "labels:\n  - pairs:\n      stage: blue\n    includeSelectors: true\n",
+        2 => "labels:\n  - pairs:\n      stage: 1\n    includeTemplates: true\n",
+        3 => "commonLabels:\n  stage: blue\n  tier: edge\n",
+        4 => "commonAnnotations:\n  owner: ops\n",
+        5 => "commonAnnotations:\n  kustomize.toolkit.fluxcd.io/substitute: disabled\n",
+        6 => "commonLabels:\n  kustomize.toolkit.fluxcd.io/reconcile: disabled\n",
+        _ => "commonAnnotations:\n  kustomize.toolkit.fluxcd.io/ssa: ignore\n  owner: ops\n",
+    }
+}
+
+/// A Flux mark on an object: (label or annotation, key, value).
+fn flux_mark(kind: u8) -> (bool, &'static str, &'static str) {
+    match kind {
+        0 => (false, "kustomize.toolkit.fluxcd.io/substitute", "disabled"),
+        1 => (true, "kustomize.toolkit.fluxcd.io/substitute", "disabled"),
+        2 => (false, "kustomize.toolkit.fluxcd.io/reconcile", "disabled"),
+        3 => (true, "kustomize.toolkit.fluxcd.io/reconcile", "Disabled"),
+        4 => (false, "kustomize.toolkit.fluxcd.io/ssa", "Ignore"),
+        _ => (false, "kustomize.toolkit.fluxcd.io/ssa", "IfNotPresent"),
+    }
+}
+
+/// A Flux Kustomization's `spec.commonMetadata`, set after the post-build
+/// (so a substitution mark there disables nothing) and before the apply's
+/// exclusion selector.
+fn common_metadata(kind: u8) -> &'static str {
+    match kind {
+        0 => "  commonMetadata:\n    labels:\n      stage: green\n",
+        1 => {
+            "  commonMetadata:\n    annotations:\n      kustomize.toolkit.fluxcd.io/reconcile: disabled\n"
+        }
+        2 => {
+            "  commonMetadata:\n    labels:\n      kustomize.toolkit.fluxcd.io/substitute: disabled\n"
+        }
+        _ => "  commonMetadata:\n    annotations:\n      kustomize.toolkit.fluxcd.io/ssa: Ignore\n",
+    }
+}
+
 fn helm_release(name: &str, r: &Release) -> String {
     let version = match r.shape {
         Shape::Unserved => "v2beta2",
@@ -603,8 +714,19 @@ fn helm_release(name: &str, r: &Release) -> String {
         "apiVersion: helm.toolkit.fluxcd.io/{version}\nkind: HelmRelease\nmetadata:\n  name: {name}\n  namespace: kube-system\n  labels:\n    tier: {}\n",
         r.tier
     );
+    let mark = r.mark.map(flux_mark);
+    if let Some((true, key, value)) = mark {
+        text.push_str(&format!("    {key}: {value}\n"));
+    }
+    let annotation = mark.filter(|m| !m.0);
+    if r.annotated || annotation.is_some() {
+        text.push_str("  annotations:\n");
+    }
     if r.annotated {
-        text.push_str("  annotations:\n    team: net\n");
+        text.push_str("    team: net\n");
+    }
+    if let Some((_, key, value)) = annotation {
+        text.push_str(&format!("    {key}: {value}\n"));
     }
     text.push_str("spec:\n");
     match r.shape {
@@ -622,10 +744,52 @@ fn helm_release(name: &str, r: &Release) -> String {
         "  chart:\n    spec:\n      chart: cilium\n      sourceRef:\n        kind: HelmRepository\n        name: charts\n  values:\n    replicas: {}\n",
         r.replicas
     ));
+    if r.values_from || r.target_path.is_some() {
+        text.push_str("  valuesFrom:\n");
+    }
+    if let Some((path, key, secret, literal)) = r.target_path {
+        let kind = if secret { "Secret" } else { "ConfigMap" };
+        text.push_str(&format!(
+            "    - kind: {kind}\n      name: tp\n      valuesKey: k{key}\n      targetPath: {}\n",
+            TARGET_PATHS[path]
+        ));
+        if literal {
+            text.push_str("      literal: true\n");
+        }
+    }
+    // Last: it may name a ConfigMap no build makes (helm-controller stops
+    // at the first entry that fails).
     if r.values_from {
-        text.push_str("  valuesFrom:\n    - kind: ConfigMap\n      name: values\n");
+        text.push_str("    - kind: ConfigMap\n      name: values\n");
     }
     text
+}
+
+/// The `targetPath`s of the generated `valuesFrom` entries: over
+/// `spec.values`, new, into a list, nested.
+const TARGET_PATHS: [&str; 4] = ["replicas", "tp.x", "list[1]", "deep.a.b"];
+
+/// The values of the `tp` ConfigMap and Secret (keys `k0`, `k1`, …), as
+/// helm's `--set` parser reads them (docs/design.md#from-a-flux-helmrelease):
+/// a leading zero kept as text, `True`, a list, an escaped comma, an
+/// unescaped one (which fails), a variable the post-build substitutes.
+const TP_VALUES: [&str; 8] = [
+    "042", "True", "{a,b}", "a\\,b", "a,b", "${N}", "1e3", "null",
+];
+
+/// The `tp` ConfigMap and Secret the `targetPath` entries read.
+fn tp_objects() -> String {
+    let mut cm = String::from(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: tp\n  namespace: kube-system\ndata:\n",
+    );
+    let mut secret = String::from(
+        "---\napiVersion: v1\nkind: Secret\nmetadata:\n  name: tp\n  namespace: kube-system\nstringData:\n",
+    );
+    for (i, v) in TP_VALUES.iter().enumerate() {
+        cm.push_str(&format!("  k{i}: '{v}'\n"));
+        secret.push_str(&format!("  k{i}: '{v}'\n"));
+    }
+    cm + &secret
 }
 
 /// The HelmRelease name a patch or replacement aims at (the first release
@@ -662,6 +826,9 @@ fn patch_entry(p: &Patch, name: &str, current: &str, file: Option<&str>) -> (Str
         }
         Target::LabelExists => Some("labelSelector: \"!tier\"".to_string()),
         Target::Annotation => Some("annotationSelector: team=net".to_string()),
+        Target::StageLabel => Some("labelSelector: stage=blue".to_string()),
+        Target::StageSet => Some("kind: HelmRelease\nlabelSelector: stage in (blue,1)".to_string()),
+        Target::Owner => Some("annotationSelector: owner=ops".to_string()),
     };
     let body = if p.json6902 {
         match p.op {
@@ -726,6 +893,9 @@ pub fn files(tree: &Tree) -> BTreeMap<String, File> {
             if let Some(c) = ks.component {
                 entry.push_str(&format!("  components:\n    - ../../components/comp{c}\n"));
             }
+            if let Some(m) = ks.common_metadata {
+                entry.push_str(common_metadata(m));
+            }
             if let Some(p) = &ks.patch {
                 let first = app.releases[0].name;
                 let (name, current) = names(first, ks.prefix, ks.suffix);
@@ -766,6 +936,10 @@ pub fn files(tree: &Tree) -> BTreeMap<String, File> {
             );
             resources.push(format!("hr{j}.yaml"));
         }
+        if app.releases.iter().any(|r| r.target_path.is_some()) {
+            put(&mut out, format!("{dir}/tp.yaml"), tp_objects());
+            resources.push("tp.yaml".to_string());
+        }
         if let Some(sub) = &app.sub {
             let mut k = String::from(
                 "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - hr.yaml\n",
@@ -775,6 +949,9 @@ pub fn files(tree: &Tree) -> BTreeMap<String, File> {
             }
             if let Some(p) = sub.prefix {
                 k.push_str(&format!("namePrefix: {p}\n"));
+            }
+            if let Some(m) = sub.meta {
+                k.push_str(meta(m));
             }
             put(&mut out, format!("{dir}/sub/kustomization.yaml"), k);
             put(
@@ -858,6 +1035,9 @@ pub fn files(tree: &Tree) -> BTreeMap<String, File> {
             }
             if let Some(s) = k.suffix {
                 doc.push_str(&format!("nameSuffix: {s}\n"));
+            }
+            if let Some(m) = k.meta {
+                doc.push_str(meta(m));
             }
             let first = app.releases[0].name;
             let (name, current) = names(first, k.prefix, k.suffix);
@@ -990,6 +1170,9 @@ pub fn files(tree: &Tree) -> BTreeMap<String, File> {
         if let Some(p) = b.prefix {
             k.push_str(&format!("namePrefix: {p}\n"));
         }
+        if let Some(m) = b.meta {
+            k.push_str(meta(m));
+        }
         put(&mut out, format!("bases/base{j}/kustomization.yaml"), k);
         let name = format!("{}-b{j}", b.release.name);
         put(
@@ -1015,6 +1198,8 @@ pub fn files(tree: &Tree) -> BTreeMap<String, File> {
                     release_name: None,
                     target_namespace: None,
                     values_from: false,
+                    mark: None,
+                    target_path: None,
                     shape: Shape::Served,
                 };
                 put(&mut out, format!("{dir}/hr.yaml"), helm_release(&format!("comp{c}"), &r));
@@ -1022,7 +1207,9 @@ pub fn files(tree: &Tree) -> BTreeMap<String, File> {
             1 => k.push_str(
                 "patches:\n  - target:\n      kind: HelmRelease\n      labelSelector: tier in (core)\n    patch: |\n      - op: add\n        path: /spec/releaseName\n        value: from-component\n",
             ),
-            _ => k.push_str("namePrefix: comp-\n"),
+            2 => k.push_str("namePrefix: comp-\n"),
+            3 => k.push_str(&format!("{}{}", meta(1), meta(4))),
+            _ => k.push_str(meta(5)),
         }
         put(&mut out, format!("{dir}/kustomization.yaml"), k);
     }

@@ -90,6 +90,10 @@ type helmReleaseOut struct {
 	StorageNamespace *string         `json:"storageNamespace"`
 	Values           json.RawMessage `json:"values"`
 	ValuesFrom       []valuesRef     `json:"valuesFrom"`
+	// The values helm-controller composes (values.go), or why it cannot.
+	Composed     json.RawMessage `json:"composed,omitempty"`
+	ComposeError *string         `json:"composeError,omitempty"`
+	object       map[string]any
 }
 
 type buildOut struct {
@@ -220,6 +224,7 @@ func resolve(root, entry string, a *applier) ([]buildOut, error) {
 	if ignore := w.rootIgnore(); ignore != nil {
 		return rewalk(root, entry, ignore, w, a)
 	}
+	w.compose()
 	return w.builds, nil
 }
 
@@ -228,6 +233,7 @@ func rewalk(root, entry string, ignore *string, first *walker, a *applier) ([]bu
 	if err != nil {
 		return nil, err
 	}
+	w.compose()
 	return w.builds, nil
 }
 
@@ -836,5 +842,6 @@ func helmRelease(o map[string]any) helmReleaseOut {
 		StorageNamespace: nonEmpty(hr.GetStorageNamespace()),
 		Values:           values,
 		ValuesFrom:       refs,
+		object:           o,
 	}
 }
