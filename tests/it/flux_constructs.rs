@@ -385,6 +385,27 @@ fn a_replacement_keeps_the_type_of_its_target_or_fails_the_build() {
 }
 
 #[test]
+fn a_replacement_onto_a_null_fails_the_build() {
+    // `replicas: ~` and `replicas:` (no value) are both tagged !!null, and
+    // a replacement keeps the tag: kustomize fails both builds.
+    let scan = run("replacement-onto-null");
+    let failing: Vec<&str> = scan
+        .findings
+        .iter()
+        .filter(|f| {
+            f.code == "flux-build-fails" && f.message.contains("cannot decode `cilium` as the null")
+        })
+        .filter_map(|f| f.chain.get(1).map(String::as_str))
+        .collect();
+    assert_eq!(
+        failing,
+        ["bare/kustomization.yaml", "tilde/kustomization.yaml"],
+        "{:?}",
+        scan.findings
+    );
+}
+
+#[test]
 fn a_name_with_a_comma_fails_the_build_once_its_id_is_recorded() {
     let scan = run("comma-name-previous-id");
     let failing: Vec<&str> = scan

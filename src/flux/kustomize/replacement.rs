@@ -257,18 +257,18 @@ pub enum ReplacementError {
         name: String,
     },
     /// kyaml cannot decode the text as the target's tag (`cannot decode
-    /// !!str … as a !!int`).
-    #[error(
-        "cannot decode `{text}` as the {} the target field holds",
-        if *.boolean { "boolean" } else { "number" }
-    )]
-    Decode { text: String, boolean: bool },
+    /// !!str … as a !!int`); `held`: what the target holds (a number, a
+    /// boolean, a null).
+    #[error("cannot decode `{text}` as the {held} the target field holds")]
+    Decode { text: String, held: &'static str },
 }
 
 /// `new` written where `old` was, by kustomize's replacement: a scalar
 /// keeps `old`'s tag and takes `new`'s text, so a number written onto a
 /// string is the string of its text, and text that is no number written
-/// onto a number fails the build (`cannot decode !!str … as a !!int`).
+/// onto a number fails the build (`cannot decode !!str … as a !!int`), as
+/// text that is no null written onto a null does (`as a !!null`: `~`, or a
+/// key written with no value).
 fn keep_scalar_type(old: &Value, new: Value) -> Result<Value, ReplacementError> {
     let text = match &new {
         Value::String(s) => s.clone(),
@@ -281,14 +281,19 @@ fn keep_scalar_type(old: &Value, new: Value) -> Result<Value, ReplacementError> 
         (Value::String(_), _) => return Ok(Value::String(text)),
         (Value::Number(o), Some(Value::Number(n))) => o.is_f64() || !n.is_f64(),
         (Value::Bool(_), Some(Value::Bool(_))) => true,
-        (Value::Number(_) | Value::Bool(_), _) => false,
+        (Value::Null, Some(Value::Null)) => true,
+        (Value::Number(_) | Value::Bool(_) | Value::Null, _) => false,
         _ => return Ok(new),
     };
     match read {
         Some(v) if fits => Ok(v),
         _ => Err(ReplacementError::Decode {
             text,
-            boolean: old.is_boolean(),
+            held: match old {
+                Value::Bool(_) => "boolean",
+                Value::Null => "null",
+                _ => "number",
+            },
         }),
     }
 }
