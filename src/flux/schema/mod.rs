@@ -270,13 +270,7 @@ pub fn dry_run_error(obj: &Object) -> Option<String> {
             return None;
         }
         if let Some(e) = core_data_error(obj, group) {
-            return Some(format!(
-                "{what} dry-run failed: failed to create typed patch object ({}/{}; /{}, Kind={}): {e}",
-                obj.namespace.as_deref().unwrap_or_default(),
-                obj.name,
-                obj.api_version,
-                obj.kind
-            ));
+            return Some(typed_patch_error(&what, obj, &e));
         }
         if let Some(ns) = meta::impossible_namespace(obj, namespaced) {
             return Some(format!("{what} not found: namespaces \"{ns}\" not found"));
@@ -290,13 +284,7 @@ pub fn dry_run_error(obj: &Object) -> Option<String> {
     let schema = &served["schema"];
     let body = without_identity(&obj.body);
     if let Some(e) = typed_error(&body, schema, "") {
-        return Some(format!(
-            "{what} dry-run failed: failed to create typed patch object ({}/{}; {}, Kind={}): {e}",
-            obj.namespace.as_deref().unwrap_or_default(),
-            obj.name,
-            obj.api_version,
-            obj.kind
-        ));
+        return Some(typed_patch_error(&what, obj, &e));
     }
     if let Some(ns) = meta::impossible_namespace(obj, namespaced) {
         return Some(format!("{what} not found: namespaces \"{ns}\" not found"));
@@ -420,6 +408,23 @@ fn go_type(v: &Value) -> &'static str {
         Value::Array(_) => "[]interface {}",
         Value::Object(_) => "map[string]interface {}",
     }
+}
+
+/// The API server's words for an apply patch it cannot type (`failed to
+/// create typed patch object (namespace/name; group/version, Kind=…)`), the
+/// core group's version written `/v1`.
+fn typed_patch_error(what: &str, obj: &Object, e: &str) -> String {
+    let version = if obj.api_version.contains('/') {
+        obj.api_version.clone()
+    } else {
+        format!("/{}", obj.api_version)
+    };
+    format!(
+        "{what} dry-run failed: failed to create typed patch object ({}/{}; {version}, Kind={}): {e}",
+        obj.namespace.as_deref().unwrap_or_default(),
+        obj.name,
+        obj.kind
+    )
 }
 
 /// A v1 ConfigMap's or Secret's data that is not text (a number a
