@@ -207,17 +207,10 @@ fn divergences(
         // What Flux's apply skips is never in the cluster; check leaves it
         // out of the build.
         let skipped = apply::skipped(theirs_b);
-        let objects = |b: &Value| {
-            let mut v: Vec<String> = b["objects"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .map(object_key)
-                .collect();
-            v.sort();
-            v
-        };
-        let (a, mut b) = (objects(mine_b), objects(theirs_b));
+        let (a, mut b) = (
+            apply::keys(&mine_b["objects"]),
+            apply::keys(&theirs_b["objects"]),
+        );
         b.retain(|o| !skipped.contains(o));
         if a != b {
             let only_check: Vec<_> = a.iter().filter(|x| !b.contains(x)).collect();

@@ -28,7 +28,8 @@ pub fn start() -> ControlPlane {
     plane
 }
 
-fn keys(list: &Value) -> Vec<String> {
+/// The sorted keys of a list of objects (`object_key`).
+pub fn keys(list: &Value) -> Vec<String> {
     let mut v: Vec<String> = list
         .as_array()
         .into_iter()
