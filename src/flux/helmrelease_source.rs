@@ -302,19 +302,7 @@ mod tests {
         body["apiVersion"] = json!(api_version);
         body["kind"] = json!(kind);
         body["metadata"] = json!({"name": name, "namespace": "kube-system"});
-        Object {
-            api_version: api_version.into(),
-            kind: kind.into(),
-            name: name.into(),
-            namespace: Some("kube-system".into()),
-            file: file.into(),
-            chain: vec![],
-            body,
-            previous_ids: vec![],
-            applier: None,
-            quoted: Default::default(),
-            bare_nulls: Default::default(),
-        }
+        Object::of((api_version, kind, name), Some("kube-system"), file, body)
     }
 
     fn hr(spec: Value) -> Object {

@@ -35,6 +35,32 @@ pub struct Object {
     pub bare_nulls: BTreeSet<String>,
 }
 
+#[cfg(test)]
+impl Object {
+    /// An object with the identity given (unit tests): nothing renamed,
+    /// no chain, no applier, no YAML styles.
+    pub(crate) fn of(
+        (api_version, kind, name): (&str, &str, &str),
+        namespace: Option<&str>,
+        file: &str,
+        body: Value,
+    ) -> Object {
+        Object {
+            api_version: api_version.into(),
+            kind: kind.into(),
+            name: name.into(),
+            namespace: namespace.map(str::to_string),
+            file: file.into(),
+            chain: Vec::new(),
+            body,
+            previous_ids: Vec::new(),
+            applier: None,
+            quoted: BTreeSet::new(),
+            bare_nulls: BTreeSet::new(),
+        }
+    }
+}
+
 impl Object {
     pub fn group(&self) -> &str {
         match self.api_version.split_once('/') {

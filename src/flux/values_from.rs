@@ -390,23 +390,17 @@ mod tests {
     use serde_json::json;
 
     fn object(kind: &str, name: &str, body: Value) -> Object {
-        Object {
-            api_version: if kind == "ConfigMap" {
-                "v1".into()
-            } else {
-                "helm.toolkit.fluxcd.io/v2".into()
-            },
-            kind: kind.into(),
-            name: name.into(),
-            namespace: Some("ns".into()),
-            file: format!("{name}.yaml"),
-            chain: vec![],
+        let api_version = if kind == "ConfigMap" {
+            "v1"
+        } else {
+            "helm.toolkit.fluxcd.io/v2"
+        };
+        Object::of(
+            (api_version, kind, name),
+            Some("ns"),
+            &format!("{name}.yaml"),
             body,
-            previous_ids: vec![],
-            applier: None,
-            quoted: Default::default(),
-            bare_nulls: Default::default(),
-        }
+        )
     }
 
     /// `spec.values` and one ConfigMap per entry `(text, targetPath)`,

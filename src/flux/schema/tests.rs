@@ -55,19 +55,18 @@ fn the_table_is_what_the_real_crds_say() {
 
 fn object(body: Value) -> Object {
     let text = |p: &str| body.pointer(p).and_then(Value::as_str).map(str::to_string);
-    Object {
-        api_version: text("/apiVersion").unwrap_or_default(),
-        kind: text("/kind").unwrap_or_default(),
-        name: text("/metadata/name").unwrap_or_default(),
-        namespace: text("/metadata/namespace"),
-        file: "f.yaml".into(),
-        chain: vec![],
+    let (api_version, kind, name, namespace) = (
+        text("/apiVersion").unwrap_or_default(),
+        text("/kind").unwrap_or_default(),
+        text("/metadata/name").unwrap_or_default(),
+        text("/metadata/namespace"),
+    );
+    Object::of(
+        (&api_version, &kind, &name),
+        namespace.as_deref(),
+        "f.yaml",
         body,
-        previous_ids: vec![],
-        applier: None,
-        quoted: Default::default(),
-        bare_nulls: Default::default(),
-    }
+    )
 }
 
 fn helm_release(spec: Value) -> Object {
